@@ -1,0 +1,86 @@
+//! `TemporalConnection` (`tconn`): how to reach a Temporal frontend.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[kube(
+    group = "temporal.io",
+    version = "v1alpha1",
+    kind = "TemporalConnection",
+    plural = "temporalconnections",
+    shortname = "tconn",
+    category = "temporal",
+    namespaced,
+    status = "TemporalConnectionStatus",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Host","type":"string","jsonPath":".spec.hostPort"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!(has(self.mutualTLSSecretRef) && has(self.apiKeySecretRef))", "message": "Only one of mutualTLSSecretRef or apiKeySecretRef may be set"}
+]))]
+pub struct TemporalConnectionSpec {
+    /// Temporal frontend `host:port`, without scheme.
+    #[schemars(regex(pattern = r"^[a-zA-Z0-9.-]+:[0-9]+$"))]
+    pub host_port: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsOptions>,
+    /// Secret of type `kubernetes.io/tls` with the client certificate (and optional `ca.crt`).
+    #[serde(default, rename = "mutualTLSSecretRef", skip_serializing_if = "Option::is_none")]
+    pub mutual_tls_secret_ref: Option<SecretRef>,
+    /// Secret key holding a Temporal API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<SecretKeyRef>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-zA-Z0-9.-]+$"))]
+    pub server_name: Option<String>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub struct SecretRef {
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub name: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub struct SecretKeyRef {
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub name: String,
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub struct TemporalConnectionStatus {}
+
+/// How workers and the controller authenticate to Temporal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AuthMode<'a> {
+    Plain,
+    MutualTls { secret: &'a str },
+    ApiKey { secret: &'a str, key: &'a str },
+}
+
+impl TemporalConnectionSpec {
+    pub fn auth_mode(&self) -> AuthMode<'_> {
+        if let Some(r) = &self.mutual_tls_secret_ref {
+            AuthMode::MutualTls { secret: &r.name }
+        } else if let Some(r) = &self.api_key_secret_ref {
+            AuthMode::ApiKey { secret: &r.name, key: &r.key }
+        } else {
+            AuthMode::Plain
+        }
+    }
+
+    pub fn server_name(&self) -> Option<&str> {
+        self.tls.as_ref().and_then(|t| t.server_name.as_deref())
+    }
+}

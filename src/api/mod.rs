@@ -1,0 +1,57 @@
+//! Custom resource types served under `temporal.io/v1alpha1`.
+//!
+//! These are the only Kubernetes-facing types the controller defines; the planner works on
+//! its own model (`crate::planner::model`) so that rollout rules never depend on serde shapes.
+
+pub mod conditions;
+pub mod connection;
+pub mod duration;
+pub mod twd;
+
+pub use connection::{TemporalConnection, TemporalConnectionSpec};
+pub use twd::{TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus};
+
+/// API group of every kind we serve.
+pub const GROUP: &str = "temporal.io";
+/// The only served version.
+pub const VERSION: &str = "v1alpha1";
+/// Finalizer placed on TWDs (Temporal cleanup) and on Connections in use.
+pub const FINALIZER: &str = "temporal.io/delete-protection";
+/// Label carrying the TWD's Kubernetes name on versioned Deployments and pods.
+pub const LABEL_DEPLOYMENT_NAME: &str = "temporal.io/deployment-name";
+/// Label carrying the build ID on versioned Deployments and pods.
+pub const LABEL_BUILD_ID: &str = "temporal.io/build-id";
+/// Pod-template annotation: hash of the user's template (drift detection for custom build IDs).
+pub const ANNOTATION_POD_TEMPLATE_HASH: &str = "temporal.io/pod-template-spec-hash";
+/// Pod-template annotation: hash of the connection settings injected into the pods.
+pub const ANNOTATION_CONNECTION_HASH: &str = "temporal.io/connection-spec-hash";
+/// Version metadata key naming the controller identity that manages a version.
+pub const METADATA_CONTROLLER: &str = "temporal.io/controller";
+/// Version metadata key carrying the controller version.
+pub const METADATA_CONTROLLER_VERSION: &str = "temporal.io/controller-version";
+
+/// Env vars the controller injects into every container; users may not set them.
+pub const ENV_ADDRESS: &str = "TEMPORAL_ADDRESS";
+pub const ENV_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
+pub const ENV_DEPLOYMENT_NAME: &str = "TEMPORAL_DEPLOYMENT_NAME";
+pub const ENV_BUILD_ID: &str = "TEMPORAL_WORKER_BUILD_ID";
+pub const ENV_TLS: &str = "TEMPORAL_TLS";
+pub const ENV_TLS_SERVER_NAME: &str = "TEMPORAL_TLS_SERVER_NAME";
+pub const ENV_TLS_CLIENT_CERT_PATH: &str = "TEMPORAL_TLS_CLIENT_CERT_PATH";
+pub const ENV_TLS_CLIENT_KEY_PATH: &str = "TEMPORAL_TLS_CLIENT_KEY_PATH";
+pub const ENV_API_KEY: &str = "TEMPORAL_API_KEY";
+/// All reserved env names, for validation.
+pub const RESERVED_ENV: &[&str] = &[
+    ENV_ADDRESS,
+    ENV_NAMESPACE,
+    ENV_DEPLOYMENT_NAME,
+    ENV_BUILD_ID,
+    ENV_TLS,
+    ENV_TLS_SERVER_NAME,
+    ENV_TLS_CLIENT_CERT_PATH,
+    ENV_TLS_CLIENT_KEY_PATH,
+    ENV_API_KEY,
+];
+/// Volume name and mount path for the mTLS client certificate.
+pub const TLS_VOLUME: &str = "temporal-tls";
+pub const TLS_MOUNT_PATH: &str = "/etc/temporal/tls";

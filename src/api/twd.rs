@@ -1,0 +1,307 @@
+//! `TemporalWorkerDeployment` (`twd`): one Temporal worker deployment run as a set of
+//! versioned Kubernetes Deployments.
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Longest TWD name we accept: keeps `temporal.io/deployment-name` a valid label value and
+/// leaves room for the build ID in derived Deployment names.
+pub const MAX_NAME_LEN: usize = 63;
+
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "temporal.io",
+    version = "v1alpha1",
+    kind = "TemporalWorkerDeployment",
+    plural = "temporalworkerdeployments",
+    shortname = "twd",
+    category = "temporal",
+    namespaced,
+    status = "TemporalWorkerDeploymentStatus",
+    derive = "PartialEq",
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetVersion.buildID"}"#,
+    printcolumn = r#"{"name":"Current","type":"string","jsonPath":".status.currentVersion.buildID"}"#,
+    printcolumn = r#"{"name":"Ramp %","type":"number","jsonPath":".status.targetVersion.rampPercentage"}"#,
+    printcolumn = r#"{"name":"Step","type":"integer","jsonPath":".status.targetVersion.currentStep"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    validation = Rule::new("!self.metadata.name.contains('.')").message("name must not contain '.': Temporal rejects '.' in worker deployment names (<namespace>/<name>)"),
+    validation = Rule::new("self.metadata.name.size() <= 63").message("name cannot be more than 63 characters")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporalWorkerDeploymentSpec {
+    /// Desired pods per active version. Leave unset to let an autoscaler own replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub replicas: Option<i32>,
+    /// Pod template for the workers. Any change (without a custom build ID) is a new version.
+    pub template: PodTemplateSpec,
+    /// Copied to every versioned Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_ready_seconds: Option<i32>,
+    /// How a new version becomes current.
+    pub rollout: RolloutSpec,
+    /// When drained versions are scaled down and deleted.
+    #[serde(default)]
+    pub sunset: SunsetSpec,
+    /// Temporal connection, namespace and build ID options.
+    pub worker_options: WorkerOptions,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum RolloutStrategy {
+    /// The controller never changes routing; a human promotes versions.
+    Manual,
+    /// Promote the target as soon as it is healthy and polling.
+    AllAtOnce,
+    /// Ramp through `steps`, then promote.
+    Progressive,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)", "message": "steps are required for Progressive rollout"},
+    {"rule": "!has(self.steps) || size(self.steps) < 2 || self.steps.map(s, s.rampPercentage).isSorted() && self.steps.all(s, self.steps.filter(t, t.rampPercentage == s.rampPercentage).size() == 1)", "message": "rampPercentage must increase between each step"}
+]))]
+pub struct RolloutSpec {
+    pub strategy: RolloutStrategy,
+    /// Progressive ramp steps; percentages must strictly increase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub steps: Vec<RolloutStep>,
+    /// Optional gate workflow that must complete before the target is promoted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateSpec>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStep {
+    /// Percentage of new workflows routed to the target during this step.
+    #[schemars(range(min = 1, max = 99))]
+    pub ramp_percentage: i32,
+    /// How long to stay at this step (Go duration, at least 1s), e.g. `30s`, `5m`.
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1s')", "message": "pause duration must be at least 1s"}]))]
+    pub pause_duration: String,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!(has(self.input) && has(self.inputFrom))", "message": "only one of input or inputFrom may be set"}
+]))]
+pub struct GateSpec {
+    /// Workflow type started on every workflow task queue of the target version.
+    #[schemars(length(min = 1))]
+    pub workflow_type: String,
+    /// Inline JSON input passed as the workflow's single argument.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_json")]
+    pub input: Option<serde_json::Value>,
+    /// Input read from a ConfigMap or Secret key (Secret contents are never logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_from: Option<GateInputSource>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.configMapKeyRef) != has(self.secretKeyRef)", "message": "exactly one of configMapKeyRef or secretKeyRef must be set"}
+]))]
+pub struct GateInputSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<KeyRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<KeyRef>,
+}
+
+/// A key in a Secret or ConfigMap of the TWD's namespace.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct KeyRef {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SunsetSpec {
+    /// How long after a version is drained before it is scaled to zero.
+    #[serde(default = "default_scaledown")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub scaledown_delay: String,
+    /// How long after scale-down before the drained version's Deployment is deleted.
+    #[serde(default = "default_delete")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub delete_delay: String,
+}
+
+fn default_scaledown() -> String {
+    "1h".into()
+}
+fn default_delete() -> String {
+    "24h".into()
+}
+
+impl Default for SunsetSpec {
+    fn default() -> Self {
+        Self { scaledown_delay: default_scaledown(), delete_delay: default_delete() }
+    }
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerOptions {
+    /// The `TemporalConnection` in this namespace to use.
+    pub connection_ref: LocalRef,
+    /// Temporal namespace the workers poll.
+    #[schemars(length(min = 1))]
+    pub temporal_namespace: String,
+    /// Pins the build ID. A pod-template change under the same ID is a rolling update of
+    /// the same version: change it whenever workflow code changes, or replays may break.
+    #[serde(default, rename = "customBuildID", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$"))]
+    pub custom_build_id: Option<String>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct LocalRef {
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 253))]
+    pub name: String,
+}
+
+/// Status: rebuilt from Kubernetes and Temporal state on every reconcile.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporalWorkerDeploymentStatus {
+    /// The generation the controller last acted on; written with the conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_version: Option<TargetVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_version: Option<VersionInfo>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deprecated_versions: Vec<DeprecatedVersion>,
+    /// Identity that owns routing changes in Temporal, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager_identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_modifier_identity: Option<String>,
+    /// Number of versions Temporal knows for this worker deployment.
+    #[serde(default)]
+    pub version_count: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// Temporal-side status of one version.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum VersionStatus {
+    NotRegistered,
+    Inactive,
+    Ramping,
+    Current,
+    Draining,
+    Drained,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionInfo {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    pub status: VersionStatus,
+    /// Name of the versioned Deployment, when one exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    /// When the Deployment last became Available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_since: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_replicas: Option<i32>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetVersion {
+    #[serde(flatten)]
+    pub version: VersionInfo,
+    /// Percentage of new workflows routed to the target while it ramps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_percentage: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramping_since: Option<Time>,
+    /// Temporal's ramp-percentage-changed time: the start of the current step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp_last_modified_at: Option<Time>,
+    /// Progressive only: zero-based index of the step in effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_at: Option<Time>,
+    /// When the controller will move to the next step (or promote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_step_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gate_workflows: Vec<GateWorkflow>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GateWorkflow {
+    #[serde(rename = "workflowID")]
+    pub workflow_id: String,
+    #[serde(default, rename = "runID", skip_serializing_if = "String::is_empty")]
+    pub run_id: String,
+    pub task_queue: String,
+    pub status: GateWorkflowStatus,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum GateWorkflowStatus {
+    Running,
+    Completed,
+    Failed,
+    Canceled,
+    Terminated,
+    TimedOut,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeprecatedVersion {
+    #[serde(flatten)]
+    pub version: VersionInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drained_since: Option<Time>,
+    /// When the controller scales this version to zero (drained versions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaledown_at: Option<Time>,
+    /// When the controller deletes this version's Deployment (drained versions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_at: Option<Time>,
+    #[serde(default)]
+    pub eligible_for_deletion: bool,
+}
+
+impl TemporalWorkerDeployment {
+    /// The Temporal worker deployment name: `<k8s-namespace>/<twd-name>`.
+    pub fn temporal_deployment_name(&self) -> String {
+        use kube::ResourceExt;
+        format!("{}/{}", self.namespace().unwrap_or_default(), self.name_any())
+    }
+}

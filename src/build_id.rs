@@ -1,0 +1,1 @@
+//! Build IDs and pod-template hashes.

@@ -1,0 +1,3 @@
+//! The pure rollout planner: (desired, observed Kubernetes, observed Temporal, now) → plan.
+
+pub mod model;

@@ -1,0 +1,214 @@
+//! Inputs and outputs of the pure planner. Nothing here performs I/O.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::temporal::state::{GateObservation, WorkerDeploymentState};
+
+/// Everything the planner needs, gathered by the reconciler.
+#[derive(Clone, Debug)]
+pub struct PlanInput {
+    pub desired: Desired,
+    /// Versioned Deployments owned by this TWD (any build ID).
+    pub deployments: Vec<ObservedDeployment>,
+    pub temporal: WorkerDeploymentState,
+    /// Gate workflows found for the target build (empty when none started or no gate).
+    pub gates: Vec<GateObservation>,
+    /// Workflow task queues of the target version (empty until Temporal lists them).
+    pub target_task_queues: Vec<String>,
+    /// True when every task queue of the target has an unversioned poller (migration).
+    pub unversioned_pollers_on_all_queues: bool,
+    /// The controller's identity in Temporal.
+    pub controller_identity: String,
+    pub now: Timestamp,
+}
+
+/// The user's intent, validated and normalised from the TWD spec.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// Build ID computed from the spec (or the custom build ID).
+    pub build_id: String,
+    /// `None`: an autoscaler owns replicas of active versions.
+    pub replicas: Option<i32>,
+    pub strategy: Strategy,
+    pub gate: Option<Gate>,
+    pub scaledown_delay: Duration,
+    pub delete_delay: Duration,
+    /// Hash of the user's pod template (drift detection under a custom build ID).
+    pub pod_template_hash: String,
+    /// Hash of the connection settings injected into pods (connection drift).
+    pub connection_hash: String,
+    /// True when `customBuildID` is set: drift is repaired by updating in place.
+    pub custom_build_id: bool,
+    /// Create no new Deployment while this many versions are not yet eligible for deletion.
+    pub max_versions_ineligible_for_deletion: usize,
+    /// A target that was Current within this window is promoted at once (rollback).
+    pub rollback_window: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Strategy {
+    Manual,
+    AllAtOnce,
+    Progressive(Vec<Step>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    /// 1–99.
+    pub ramp_percentage: f32,
+    pub pause: Duration,
+}
+
+/// A configured gate workflow; the input is resolved by the reconciler.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gate {
+    pub workflow_type: String,
+}
+
+/// A versioned Deployment as observed in Kubernetes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservedDeployment {
+    pub name: String,
+    pub build_id: String,
+    /// `spec.replicas` (None = unset).
+    pub replicas: Option<i32>,
+    /// `status.replicas` (pods that exist, ready or not).
+    pub status_replicas: i32,
+    pub ready_replicas: i32,
+    /// When `Available=True` last transitioned; `None` when not Available.
+    pub healthy_since: Option<Timestamp>,
+    pub pod_template_hash: Option<String>,
+    pub connection_hash: Option<String>,
+    /// The Deployment is already being deleted.
+    pub deleting: bool,
+    pub created_at: Option<Timestamp>,
+}
+
+/// What to do this reconcile. The executor applies it in field order and stops at the first
+/// failure: create → update → scale → gates → manager claim → routing → delete.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Create the target's Deployment with these replicas.
+    pub create: Option<CreateDeployment>,
+    /// Re-render these Deployments in place (pod-template or connection drift).
+    pub update: Vec<UpdateDeployment>,
+    /// Set `spec.replicas` of these Deployments.
+    pub scale: Vec<ScaleDeployment>,
+    /// Start a gate workflow on each of these task queues.
+    pub start_gates: Vec<String>,
+    /// Claim the routing manager identity before changing routing.
+    pub claim_manager: bool,
+    /// At most one routing change per reconcile.
+    pub routing: Option<RoutingChange>,
+    /// Delete these Deployments.
+    pub delete: Vec<DeleteDeployment>,
+    /// What the rollout is doing, for status and conditions.
+    pub progress: Progress,
+    /// When to look again at the latest (deadline-driven; `None` = idle interval).
+    pub requeue_after: Option<Duration>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateDeployment {
+    pub build_id: String,
+    pub replicas: Option<i32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpdateDeployment {
+    pub name: String,
+    pub build_id: String,
+    pub reason: UpdateReason,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateReason {
+    PodTemplateDrift,
+    ConnectionDrift,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScaleDeployment {
+    pub name: String,
+    pub build_id: String,
+    pub replicas: i32,
+    pub reason: ScaleReason,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScaleReason {
+    /// Active version brought to `spec.replicas`.
+    Desired,
+    /// Drained for longer than `scaledownDelay`, or inactive and not the target.
+    Sunset,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeleteDeployment {
+    pub name: String,
+    pub build_id: String,
+    pub reason: DeleteReason,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// Drained for longer than `scaledownDelay + deleteDelay`.
+    Sunset,
+    /// Temporal does not know this build and it is not the target.
+    NotRegistered,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RoutingChange {
+    /// Make `build_id` Current (clears any ramp).
+    SetCurrent { build_id: String },
+    /// Ramp `build_id` to `percentage`.
+    SetRamping { build_id: String, percentage: f32 },
+    /// Clear a stale ramp (target is already Current).
+    ClearRamp,
+}
+
+/// Where the rollout stands after this plan, for conditions and status.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Progress {
+    pub phase: Phase,
+    /// Human-readable detail for the condition message.
+    pub message: String,
+    /// Progressive only.
+    pub step: Option<StepProgress>,
+    /// Routing changed because this target was Current recently.
+    pub rollback: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Phase {
+    /// Target Deployment missing or not yet polling Temporal.
+    #[default]
+    WaitingForPollers,
+    /// Registered; waiting for a human (Manual) or for health/pollers before promotion.
+    WaitingForPromotion,
+    /// Waiting for gate workflows to complete.
+    WaitingForGate,
+    /// Target is ramping.
+    Ramping,
+    /// Target is Current.
+    Complete,
+    /// A gate workflow failed: needs a new build or a human.
+    GateFailed,
+    /// Too many versions not yet eligible for deletion; target not created.
+    TooManyVersions,
+    /// Another identity owns routing in Temporal.
+    ManagedElsewhere,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepProgress {
+    /// Zero-based index of the step in effect.
+    pub index: usize,
+    pub ramp_percentage: f32,
+    pub started_at: Option<Timestamp>,
+    /// When the next step (or promotion) is due.
+    pub next_at: Option<Timestamp>,
+}

@@ -1,0 +1,1 @@
+//! Pure rendering of versioned Deployments.
