@@ -1,8 +1,15 @@
 //! temporal-worker-controller: runs Temporal workers as rainbow deployments using Temporal
 //! Worker Versioning. `main.rs` only parses flags; everything lives behind this library.
+//!
+//! Where to find things: `api` (CRD types, reasons), `build_id`, `render` (versioned
+//! Deployments), `planner` (every rollout rule, pure), `status` (conditions), `temporal`
+//! (gRPC calls), `observe` (reads), `executor` (writes), `controller` (kube-runtime wiring),
+//! `run` (process wiring), `http` + `metrics` + `milestones` (observability).
 
 pub mod api;
 pub mod build_id;
+pub mod crdgen;
 pub mod planner;
 pub mod render;
 pub mod temporal;
+// LEAD-PENDING (added once their dependencies land): cli_status controller error events executor http metrics milestones observe run status

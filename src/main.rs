@@ -1,10 +1,3 @@
-use kube::CustomResourceExt;
 fn main() {
-    let crds = [
-        temporal_worker_controller::api::TemporalWorkerDeployment::crd(),
-        temporal_worker_controller::api::TemporalConnection::crd(),
-    ];
-    for c in crds {
-        println!("---\n{}", serde_yaml::to_string(&c).unwrap());
-    }
+    print!("{}", temporal_worker_controller::crdgen::all_yaml());
 }

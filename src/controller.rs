@@ -1,0 +1,538 @@
+//! kube-runtime wiring and the reconcile of one `TemporalWorkerDeployment`:
+//! observe (Kubernetes + Temporal) → plan (pure) → execute → write status once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use tokio::sync::{broadcast, watch};
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::api::conditions as reason;
+use crate::api::twd::TemporalWorkerDeploymentStatus;
+use crate::api::validate::{self, ControllerSettings};
+use crate::api::{FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment};
+use crate::error::{Error, Result};
+use crate::events::{self, EventSink};
+use crate::executor::{self, Done, ExecContext};
+use crate::metrics::Metrics;
+use crate::observe;
+use crate::planner::{self, model::PlanInput, model::RoutingChange};
+use crate::status::{self, Blocked, Report};
+use crate::temporal::{self, ClientPool, ConnectionKey, TemporalClient};
+
+/// Runtime settings (from flags).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Identity used for every Temporal write and as the routing manager identity.
+    pub identity: String,
+    pub controller_version: String,
+    /// Re-check interval for resources with nothing pending.
+    pub idle_interval: Duration,
+    /// Poll interval while waiting for Temporal-side facts (pollers, gates).
+    pub fast_poll: Duration,
+    /// Empty = all namespaces.
+    pub watch_namespaces: Vec<String>,
+    pub planner: ControllerSettings,
+}
+
+/// Shared state of the reconciler.
+pub struct Context {
+    pub client: kube::Client,
+    pub pool: Arc<ClientPool>,
+    pub settings: Settings,
+    pub events: EventSink,
+    pub metrics: Arc<Metrics>,
+    /// Every status written is published here (SSE watch of the status API).
+    pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
+    /// True while this replica holds the leader lease (always true without leader election).
+    pub leader: watch::Receiver<bool>,
+    /// Consecutive failures per object, for backoff on transient errors.
+    failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        pool: Arc<ClientPool>,
+        settings: Settings,
+        events: EventSink,
+        metrics: Arc<Metrics>,
+        feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
+        leader: watch::Receiver<bool>,
+    ) -> Self {
+        Self { client, pool, settings, events, metrics, feed, leader, failures: Mutex::new(HashMap::new()) }
+    }
+
+    fn backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = failures.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        // 0.5 s, 1 s, 2 s … capped at 30 s: quick recovery once the fault is fixed.
+        let secs = 0.5 * 2f64.powi((*n as i32 - 1).min(6));
+        Duration::from_secs_f64(secs.min(30.0))
+    }
+
+    fn reset_backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
+
+/// Builds the controller. Returns its reflector store (for the status API) and a future
+/// that runs it until `shutdown` resolves.
+pub fn build(
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> (Store<TemporalWorkerDeployment>, impl std::future::Future<Output = ()>) {
+    let client = ctx.client.clone();
+    let single_ns = match ctx.settings.watch_namespaces.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
+    let (twds, deployments, connections): (Api<TemporalWorkerDeployment>, Api<Deployment>, Api<TemporalConnection>) =
+        match &single_ns {
+            Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns), Api::namespaced(client, ns)),
+            None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client)),
+        };
+    let controller = Controller::new(twds, watcher::Config::default());
+    let store = controller.store();
+    let mapper_store = store.clone();
+    let fut = controller
+        .owns(deployments, watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME))
+        // A Connection change requeues every TWD that references it.
+        .watches(connections, watcher::Config::default(), move |conn: TemporalConnection| {
+            let ns = conn.namespace();
+            let name = conn.name_any();
+            mapper_store
+                .state()
+                .into_iter()
+                .filter(|t| t.namespace() == ns && t.spec.worker_options.connection_ref.name == name)
+                .map(|t| ObjectRef::from_obj(&*t))
+                .collect::<Vec<_>>()
+        })
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "reconcile stream error");
+            }
+        });
+    (store, fut)
+}
+
+fn error_policy(twd: Arc<TemporalWorkerDeployment>, err: &Error, ctx: Arc<Context>) -> Action {
+    warn!(error = %err, name = %twd.name_any(), "reconcile failed");
+    ctx.metrics.reconcile_error(err.metric_label());
+    Action::requeue(ctx.backoff(&ObjectRef::from_obj(&*twd)))
+}
+
+async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Result<Action> {
+    let ns = twd.namespace().ok_or(Error::MissingObjectKey)?;
+    let name = twd.name_any();
+    if !ctx.settings.watch_namespaces.is_empty() && !ctx.settings.watch_namespaces.contains(&ns) {
+        return Ok(Action::await_change());
+    }
+    if !*ctx.leader.borrow() {
+        // Followers never write; re-check soon so a new leader picks up at once.
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    }
+    let span = info_span!("reconcile", namespace = %ns, name = %name, generation = twd.metadata.generation);
+    let timer = ctx.metrics.reconcile_started();
+    let result = Reconciler { ctx: &ctx, twd, ns, name }.run().instrument(span).await;
+    timer.finish(match &result {
+        Ok(_) => "success",
+        Err(_) => "error",
+    });
+    result
+}
+
+struct Reconciler<'a> {
+    ctx: &'a Context,
+    twd: Arc<TemporalWorkerDeployment>,
+    ns: String,
+    name: String,
+}
+
+/// How a reconcile that could not plan ends.
+struct Stop {
+    blocked: Blocked,
+    /// Evict the pooled Temporal client (auth errors).
+    action: Action,
+}
+
+impl Reconciler<'_> {
+    fn key(&self) -> ObjectRef<TemporalWorkerDeployment> {
+        ObjectRef::from_obj(&*self.twd)
+    }
+
+    fn twd_api(&self) -> Api<TemporalWorkerDeployment> {
+        Api::namespaced(self.ctx.client.clone(), &self.ns)
+    }
+
+    async fn run(mut self) -> Result<Action> {
+        if self.twd.meta().deletion_timestamp.is_some() {
+            return self.finalize().await;
+        }
+        if !self.twd.finalizers().iter().any(|f| f == FINALIZER) {
+            self.twd = Arc::new(self.add_finalizer().await?);
+        }
+        match self.plan_and_execute().await {
+            Ok(action) => Ok(action),
+            Err(stop) => {
+                let Stop { blocked, action } = stop;
+                self.write_blocked(blocked).await?;
+                Ok(action)
+            }
+        }
+    }
+
+    async fn add_finalizer(&self) -> Result<TemporalWorkerDeployment> {
+        let mut finalizers = self.twd.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        // resourceVersion makes this a compare-and-swap: never clobber another writer's finalizers.
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": self.twd.resource_version() } });
+        let res = self.twd_api().patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+        self.ctx.metrics.kube_write("patch", "temporalworkerdeployments", res.is_ok());
+        Ok(res?)
+    }
+
+    fn blocked(&self, reason: &'static str, message: String, stalled: bool, retry: Option<Duration>) -> Stop {
+        let action = match retry {
+            Some(d) => Action::requeue(d),
+            None if stalled => Action::await_change(),
+            None => Action::requeue(self.ctx.backoff(&self.key())),
+        };
+        Stop { blocked: Blocked { reason, message, stalled }, action }
+    }
+
+    async fn plan_and_execute(&self) -> Result<Action, Stop> {
+        let ctx = self.ctx;
+        let twd = &*self.twd;
+        if let Err(invalid) = validate::validate(twd) {
+            return Err(self.blocked(reason::INVALID_SPEC, invalid.message, true, None));
+        }
+
+        // Connection and credentials.
+        let conn_name = &twd.spec.worker_options.connection_ref.name;
+        let conn_api: Api<TemporalConnection> = Api::namespaced(ctx.client.clone(), &self.ns);
+        let connection = match conn_api.get_opt(conn_name).await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                return Err(self.blocked(
+                    reason::CONNECTION_NOT_FOUND,
+                    format!("TemporalConnection {conn_name:?} not found in namespace {:?}", self.ns),
+                    false,
+                    None,
+                ));
+            }
+            Err(e) => {
+                return Err(self.blocked(reason::CONNECTION_NOT_FOUND, format!("reading TemporalConnection {conn_name:?}: {e}"), false, None));
+            }
+        };
+        self.protect_connection(&conn_api, &connection).await;
+        let mode = connection.spec.auth_mode();
+        let secret = match observe::auth_secret(&ctx.client, &self.ns, &mode).await {
+            Ok(s) => s,
+            Err(message) => return Err(self.blocked(reason::AUTH_SECRET_INVALID, message, false, None)),
+        };
+        let auth = temporal::auth_from_secret(&mode, secret.as_ref())
+            .map_err(|e| self.blocked(reason::AUTH_SECRET_INVALID, e.to_string(), false, None))?;
+        let key = ConnectionKey::new(&connection.spec, auth);
+        let temporal_ns = &twd.spec.worker_options.temporal_namespace;
+        let client = ctx
+            .pool
+            .get_or_connect(key.clone(), temporal_ns, &ctx.settings.identity)
+            .await
+            .map_err(|e| self.blocked(reason::CLIENT_CREATION_FAILED, format!("connecting to Temporal at {}: {e}", connection.spec.host_port), false, None))?;
+
+        let desired = validate::desired(twd, &connection.spec, &ctx.settings.planner)
+            .map_err(|invalid| self.blocked(reason::INVALID_SPEC, invalid.message, true, None))?;
+        let gate_input = observe::gate_input(&ctx.client, &self.ns, twd)
+            .await
+            .map_err(|message| self.blocked(reason::PLAN_GENERATION_FAILED, message, false, None))?;
+
+        // Observe.
+        let deployments = observe::owned_deployments(&ctx.client, twd)
+            .await
+            .map_err(|e| self.blocked(reason::PLAN_EXECUTION_FAILED, format!("listing versioned Deployments: {e}"), false, None))?;
+        let deployment_name = twd.temporal_deployment_name();
+        let state = match client.describe_deployment(&deployment_name).await {
+            Ok(s) => s,
+            Err(e) => {
+                if e.is_auth() {
+                    ctx.pool.evict(&key, temporal_ns);
+                }
+                return Err(self.blocked(reason::STATE_FETCH_FAILED, format!("describing worker deployment {deployment_name:?}: {e}"), false, None));
+            }
+        };
+        let temporal_facts = observe::target_facts(&client, &deployment_name, &desired, &state)
+            .await
+            .map_err(|e| self.blocked(reason::STATE_FETCH_FAILED, format!("describing target version: {e}"), false, None))?;
+
+        let input = PlanInput {
+            desired,
+            deployments,
+            temporal: state,
+            gates: temporal_facts.gates,
+            target_task_queues: temporal_facts.task_queues,
+            unversioned_pollers_on_all_queues: temporal_facts.unversioned_pollers_on_all_queues,
+            controller_identity: ctx.settings.identity.clone(),
+            now: Timestamp::now(),
+        };
+        let plan = planner::plan(&input);
+        tracing::debug!(?plan, "planned");
+
+        let exec_ctx = ExecContext {
+            kube: &ctx.client,
+            temporal: &client,
+            twd,
+            connection: &connection.spec,
+            deployment_name: &deployment_name,
+            conflict_token: input.temporal.conflict_token.clone(),
+            gate_input: gate_input.as_ref(),
+            gate_workflow_type: twd.spec.rollout.gate.as_ref().map(|g| g.workflow_type.as_str()),
+            target_build_id: &input.desired.build_id,
+            controller_version: &ctx.settings.controller_version,
+            metrics: &ctx.metrics,
+        };
+        let executed = executor::execute(&exec_ctx, &plan).await;
+        self.emit_milestones(&input, &plan, &executed).await;
+
+        let outcome = match &executed.failure {
+            None => Ok(()),
+            Some(f) if f.manager_owner.is_some() => Err(Blocked {
+                reason: reason::MANAGED_ELSEWHERE,
+                message: format!(
+                    "routing is managed by {:?} in Temporal; the controller will resume when that identity releases it",
+                    f.manager_owner.clone().unwrap_or_default()
+                ),
+                stalled: false,
+            }),
+            Some(f) => Err(Blocked { reason: reason::PLAN_EXECUTION_FAILED, message: f.message.clone(), stalled: false }),
+        };
+        let report = Report::Planned { input: &input, plan: &plan, routed: executed.routed(), outcome: outcome.clone() };
+        let new_status = status::compute(twd.status.as_ref(), twd.metadata.generation.unwrap_or_default(), &report, Timestamp::now());
+        if let Err(b) = &outcome {
+            self.warn_on_transition(b).await;
+        }
+        self.write_status(new_status).await.map_err(|e| Stop {
+            blocked: Blocked { reason: reason::PLAN_EXECUTION_FAILED, message: format!("writing status: {e}"), stalled: false },
+            action: Action::requeue(Duration::from_secs(1)),
+        })?;
+
+        let action = match &executed.failure {
+            Some(f) if f.conflict => Action::requeue(ctx.settings.fast_poll),
+            Some(f) if f.manager_owner.is_some() => Action::requeue(ctx.settings.fast_poll.max(Duration::from_secs(2))),
+            Some(_) => Action::requeue(ctx.backoff(&self.key())),
+            None => {
+                ctx.reset_backoff(&self.key());
+                Action::requeue(plan.requeue_after.unwrap_or(ctx.settings.idle_interval).min(ctx.settings.idle_interval))
+            }
+        };
+        Ok(action)
+    }
+
+    /// The Connection carries our finalizer while any TWD uses it, so cleanup can still reach Temporal.
+    async fn protect_connection(&self, api: &Api<TemporalConnection>, conn: &TemporalConnection) {
+        if conn.meta().deletion_timestamp.is_some() || conn.finalizers().iter().any(|f| f == FINALIZER) {
+            return;
+        }
+        let mut finalizers = conn.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
+        let res = api.patch(&conn.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await;
+        self.ctx.metrics.kube_write("patch", "temporalconnections", res.is_ok());
+        if let Err(e) = res {
+            tracing::debug!(error = %e, "could not add finalizer to TemporalConnection; will retry next reconcile");
+        }
+    }
+
+    async fn emit_milestones(&self, input: &PlanInput, plan: &planner::model::Plan, executed: &executor::Executed) {
+        let twd = &*self.twd;
+        let prev_target = twd.status.as_ref().and_then(|s| s.target_version.as_ref());
+        let build = &input.desired.build_id;
+        let was_registered = prev_target
+            .map(|t| &t.version.build_id == build && t.version.status != crate::api::twd::VersionStatus::NotRegistered)
+            .unwrap_or(false);
+        if !was_registered && input.temporal.version(build).is_some() {
+            self.ctx.events.normal(twd, events::VERSION_REGISTERED, format!("Build ID {build} is polling Temporal")).await;
+        }
+        for done in &executed.done {
+            let (reason, message) = match done {
+                Done::Created { name, build_id } => (events::VERSION_CREATED, format!("Created Deployment {name} for build ID {build_id}")),
+                Done::Updated { name, build_id } => (events::VERSION_UPDATED, format!("Updated Deployment {name} of build ID {build_id} in place")),
+                Done::Scaled { name, build_id, replicas } if *replicas == 0 => {
+                    (events::SCALED_DOWN, format!("Scaled Deployment {name} of build ID {build_id} to 0"))
+                }
+                Done::Scaled { .. } => continue,
+                Done::GateStarted { task_queue, workflow_id } => {
+                    (events::GATE_STARTED, format!("Started gate workflow {workflow_id} on task queue {task_queue}"))
+                }
+                Done::ManagerClaimed => continue,
+                Done::Routed(RoutingChange::SetCurrent { build_id }) if plan.progress.rollback => {
+                    (events::ROLLED_BACK, format!("Rolled back: build ID {build_id} is Current again"))
+                }
+                Done::Routed(RoutingChange::SetCurrent { build_id }) => (events::PROMOTED, format!("Build ID {build_id} is now Current")),
+                Done::Routed(RoutingChange::SetRamping { build_id, percentage }) => {
+                    (events::RAMP_STEP_STARTED, format!("Ramping build ID {build_id} to {percentage}%"))
+                }
+                Done::Routed(RoutingChange::ClearRamp) => (events::RAMP_CLEARED, "Cleared a stale ramp".to_string()),
+                Done::Deleted { name, build_id } => (events::VERSION_DELETED, format!("Deleted Deployment {name} of build ID {build_id}")),
+            };
+            self.ctx.events.normal(twd, reason, message).await;
+        }
+    }
+
+    /// One Warning event per transition into a blocking reason (no storms on retries).
+    async fn warn_on_transition(&self, blocked: &Blocked) {
+        let previous = self
+            .twd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::PROGRESSING))
+            .map(|c| (c.reason.clone(), c.message.clone()));
+        if previous.as_ref().map(|(r, _)| r.as_str()) != Some(blocked.reason) {
+            self.ctx.events.warning(&self.twd, blocked.reason, blocked.message.clone()).await;
+        }
+    }
+
+    async fn write_blocked(&self, blocked: Blocked) -> Result<()> {
+        info!(reason = blocked.reason, message = %blocked.message, "rollout blocked");
+        self.warn_on_transition(&blocked).await;
+        self.ctx.metrics.reconcile_error(blocked.reason);
+        let report = Report::Blocked(blocked);
+        let new_status = status::compute(self.twd.status.as_ref(), self.twd.metadata.generation.unwrap_or_default(), &report, Timestamp::now());
+        self.write_status(new_status).await
+    }
+
+    /// One status write per reconcile, skipped when nothing changed (our own writes would
+    /// otherwise re-trigger reconciles forever).
+    async fn write_status(&self, status: TemporalWorkerDeploymentStatus) -> Result<()> {
+        if self.twd.status.as_ref() == Some(&status) {
+            return Ok(());
+        }
+        let mut obj = (*self.twd).clone();
+        obj.status = Some(status);
+        let res = self
+            .twd_api()
+            .replace_status(&self.name, &PostParams::default(), serde_json::to_vec(&obj)?)
+            .await;
+        self.ctx.metrics.kube_write("update", "temporalworkerdeployments/status", res.is_ok());
+        let updated = res?;
+        let _ = self.ctx.feed.send(Arc::new(updated));
+        Ok(())
+    }
+
+    /// Deletion: clean Temporal state, release the Connection, then drop our finalizer.
+    async fn finalize(&self) -> Result<Action> {
+        if !self.twd.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Action::await_change());
+        }
+        let ctx = self.ctx;
+        let twd = &*self.twd;
+        let conn_name = &twd.spec.worker_options.connection_ref.name;
+        let conn_api: Api<TemporalConnection> = Api::namespaced(ctx.client.clone(), &self.ns);
+        match conn_api.get_opt(conn_name).await? {
+            Some(connection) => {
+                let mode = connection.spec.auth_mode();
+                let cleaned = async {
+                    let secret = observe::auth_secret(&ctx.client, &self.ns, &mode).await?;
+                    let auth = temporal::auth_from_secret(&mode, secret.as_ref()).map_err(|e| e.to_string())?;
+                    let key = ConnectionKey::new(&connection.spec, auth);
+                    let client: TemporalClient = ctx
+                        .pool
+                        .get_or_connect(key, &twd.spec.worker_options.temporal_namespace, &ctx.settings.identity)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    client.cleanup_deployment(&twd.temporal_deployment_name()).await.map_err(|e| e.to_string())
+                }
+                .await;
+                if let Err(message) = cleaned {
+                    // Keep the finalizer and retry: Temporal would otherwise keep a stale deployment.
+                    warn!(%message, "Temporal cleanup failed; retrying");
+                    let blocked = Blocked { reason: reason::DELETING, message: format!("cleaning up Temporal state: {message}"), stalled: false };
+                    self.write_blocked(blocked).await.ok();
+                    return Ok(Action::requeue(self.ctx.backoff(&self.key())));
+                }
+                self.release_connection(&conn_api, &connection).await?;
+            }
+            // Without a Connection there is no way to reach Temporal; don't hang deletion forever.
+            None => warn!(connection = %conn_name, "TemporalConnection gone; skipping Temporal cleanup"),
+        }
+        let finalizers: Vec<String> = twd.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": twd.resource_version() } });
+        let res = self.twd_api().patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+        self.ctx.metrics.kube_write("patch", "temporalworkerdeployments", res.is_ok());
+        match res {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.ctx.reset_backoff(&self.key());
+        Ok(Action::await_change())
+    }
+
+    async fn release_connection(&self, api: &Api<TemporalConnection>, conn: &TemporalConnection) -> Result<()> {
+        let twds = self.twd_api().list(&ListParams::default()).await?;
+        let still_used = twds.items.iter().any(|t| {
+            t.uid() != self.twd.uid()
+                && t.meta().deletion_timestamp.is_none()
+                && t.spec.worker_options.connection_ref.name == conn.name_any()
+        });
+        if still_used || !conn.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(());
+        }
+        let finalizers: Vec<String> = conn.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
+        let res = api.patch(&conn.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await;
+        self.ctx.metrics.kube_write("patch", "temporalconnections", res.is_ok());
+        match res {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Connections whose last user is gone lose our finalizer (e.g. after a TWD switched to
+/// another Connection). Runs as a tiny second controller.
+pub fn build_connection_janitor(
+    client: kube::Client,
+    twd_store: Store<TemporalWorkerDeployment>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let api: Api<TemporalConnection> = Api::all(client.clone());
+    Controller::new(api, watcher::Config::default())
+        .graceful_shutdown_on(shutdown)
+        .run(
+            move |conn: Arc<TemporalConnection>, ctx: Arc<(kube::Client, Store<TemporalWorkerDeployment>)>| async move {
+                let (client, store) = &*ctx;
+                let ns = conn.namespace().unwrap_or_default();
+                let used = store.state().iter().any(|t| {
+                    t.namespace().as_deref() == Some(ns.as_str())
+                        && t.spec.worker_options.connection_ref.name == conn.name_any()
+                });
+                if used || conn.meta().deletion_timestamp.is_none() || !conn.finalizers().iter().any(|f| f == FINALIZER) {
+                    return Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(30)));
+                }
+                let finalizers: Vec<String> = conn.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+                let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
+                let api: Api<TemporalConnection> = Api::namespaced(client.clone(), &ns);
+                api.patch(&conn.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                Ok(Action::await_change())
+            },
+            |_conn, _err, _ctx| Action::requeue(Duration::from_secs(5)),
+            Arc::new((client, twd_store)),
+        )
+        .for_each(|_| async {})
+}
+

@@ -1,0 +1,200 @@
+//! Applies a [`Plan`] in a fixed, safe order — create → update → scale → gates → manager
+//! claim → routing → delete — and stops at the first failure. Every Kubernetes and Temporal
+//! write the controller makes goes through here, so metrics wrap each one once.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
+use crate::metrics::Metrics;
+use crate::planner::model::{Plan, RoutingChange};
+use crate::render::{self, VersionedDeploymentInput};
+use crate::temporal::{TemporalClient, TemporalError};
+
+/// Everything an execution needs besides the plan.
+pub struct ExecContext<'a> {
+    pub kube: &'a kube::Client,
+    pub temporal: &'a TemporalClient,
+    pub twd: &'a TemporalWorkerDeployment,
+    pub connection: &'a TemporalConnectionSpec,
+    /// Temporal worker deployment name (`<ns>/<name>`).
+    pub deployment_name: &'a str,
+    pub conflict_token: Vec<u8>,
+    /// Resolved gate input (may come from a Secret: never log it).
+    pub gate_input: Option<&'a serde_json::Value>,
+    pub gate_workflow_type: Option<&'a str>,
+    pub target_build_id: &'a str,
+    pub controller_version: &'a str,
+    pub metrics: &'a Metrics,
+}
+
+/// One write that succeeded; drives events and in-memory status updates.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Done {
+    Created { name: String, build_id: String },
+    Updated { name: String, build_id: String },
+    Scaled { name: String, build_id: String, replicas: i32 },
+    GateStarted { task_queue: String, workflow_id: String },
+    ManagerClaimed,
+    Routed(RoutingChange),
+    Deleted { name: String, build_id: String },
+}
+
+/// Why execution stopped early.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// Which step failed (for logs and the condition message).
+    pub step: &'static str,
+    pub message: String,
+    /// Set when Temporal refused a routing change because someone else manages routing.
+    pub manager_owner: Option<String>,
+    /// The conflict token was stale: retry soon rather than back off.
+    pub conflict: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Executed {
+    pub done: Vec<Done>,
+    pub failure: Option<Failure>,
+}
+
+impl Executed {
+    pub fn routed(&self) -> Option<&RoutingChange> {
+        self.done.iter().find_map(|d| match d {
+            Done::Routed(r) => Some(r),
+            _ => None,
+        })
+    }
+}
+
+const FIELD_MANAGER: &str = "temporal-worker-controller";
+
+pub async fn execute(ctx: &ExecContext<'_>, plan: &Plan) -> Executed {
+    let mut out = Executed::default();
+    if let Err(f) = run(ctx, plan, &mut out).await {
+        out.failure = Some(f);
+    }
+    out
+}
+
+async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(), Failure> {
+    let ns = ctx.twd.metadata.namespace.clone().unwrap_or_default();
+    let deployments: Api<Deployment> = Api::namespaced(ctx.kube.clone(), &ns);
+
+    if let Some(create) = &plan.create {
+        let input = VersionedDeploymentInput {
+            twd: ctx.twd,
+            connection: ctx.connection,
+            build_id: &create.build_id,
+            replicas: create.replicas,
+        };
+        let rendered = render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
+        let name = rendered.metadata.name.clone().unwrap_or_default();
+        let res = deployments.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &rendered).await;
+        match res {
+            Ok(_) => {}
+            // A previous reconcile may have created it moments ago (stale cache): fine.
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                ctx.metrics.kube_write("create", "deployments", false);
+                return Err(fail("create Deployment", e.to_string()));
+            }
+        }
+        ctx.metrics.kube_write("create", "deployments", true);
+        out.done.push(Done::Created { name, build_id: create.build_id.clone() });
+    }
+
+    for update in &plan.update {
+        let existing = deployments.get(&update.name).await.map_err(|e| fail("get Deployment", e.to_string()))?;
+        let input = VersionedDeploymentInput {
+            twd: ctx.twd,
+            connection: ctx.connection,
+            build_id: &update.build_id,
+            replicas: None,
+        };
+        let refreshed = render::refresh_template(&existing, &input).map_err(|e| fail("render", e.to_string()))?;
+        let res = deployments
+            .replace(&update.name, &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &refreshed)
+            .await;
+        ctx.metrics.kube_write("update", "deployments", res.is_ok());
+        res.map_err(|e| fail("update Deployment", e.to_string()))?;
+        out.done.push(Done::Updated { name: update.name.clone(), build_id: update.build_id.clone() });
+    }
+
+    for scale in &plan.scale {
+        let patch = json!({ "spec": { "replicas": scale.replicas } });
+        let res = deployments.patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
+        ctx.metrics.kube_write("patch", "deployments/scale", res.is_ok());
+        res.map_err(|e| fail("scale Deployment", e.to_string()))?;
+        out.done.push(Done::Scaled { name: scale.name.clone(), build_id: scale.build_id.clone(), replicas: scale.replicas });
+    }
+
+    if let Some(workflow_type) = ctx.gate_workflow_type {
+        for tq in &plan.start_gates {
+            ctx.temporal
+                .start_gate(ctx.deployment_name, ctx.target_build_id, tq, workflow_type, ctx.gate_input)
+                .await
+                .map_err(|e| temporal_fail("start gate workflow", e))?;
+            out.done.push(Done::GateStarted {
+                task_queue: tq.clone(),
+                workflow_id: TemporalClient::gate_workflow_id(ctx.deployment_name, ctx.target_build_id, tq),
+            });
+        }
+    }
+
+    let mut token = ctx.conflict_token.clone();
+    if plan.claim_manager && plan.routing.is_some() {
+        token = ctx.temporal.claim_manager(ctx.deployment_name, &token).await.map_err(|e| temporal_fail("claim manager identity", e))?;
+        out.done.push(Done::ManagerClaimed);
+    }
+
+    if let Some(routing) = &plan.routing {
+        let (result, metadata_build) = match routing {
+            RoutingChange::SetCurrent { build_id } => {
+                (ctx.temporal.set_current(ctx.deployment_name, build_id, &token).await, Some(build_id))
+            }
+            RoutingChange::SetRamping { build_id, percentage } => (
+                ctx.temporal.set_ramping(ctx.deployment_name, build_id, *percentage, &token).await,
+                Some(build_id),
+            ),
+            RoutingChange::ClearRamp => (ctx.temporal.clear_ramp(ctx.deployment_name, &token).await, None),
+        };
+        result.map_err(|e| temporal_fail("change routing", e))?;
+        out.done.push(Done::Routed(routing.clone()));
+        if let Some(build_id) = metadata_build {
+            // Metadata is informational: a failure here must not undo or mask the routing change.
+            if let Err(e) = ctx.temporal.update_version_metadata(ctx.deployment_name, build_id, ctx.controller_version).await {
+                tracing::warn!(error = %e, build_id, "failed to update version metadata");
+            }
+        }
+    }
+
+    for delete in &plan.delete {
+        let res = deployments.delete(&delete.name, &DeleteParams::background()).await;
+        match res {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                ctx.metrics.kube_write("delete", "deployments", false);
+                return Err(fail("delete Deployment", e.to_string()));
+            }
+        }
+        ctx.metrics.kube_write("delete", "deployments", true);
+        out.done.push(Done::Deleted { name: delete.name.clone(), build_id: delete.build_id.clone() });
+    }
+    Ok(())
+}
+
+fn fail(step: &'static str, message: String) -> Failure {
+    Failure { step, message: format!("{step}: {message}"), manager_owner: None, conflict: false }
+}
+
+fn temporal_fail(step: &'static str, e: TemporalError) -> Failure {
+    Failure {
+        step,
+        message: format!("{step}: {e}"),
+        manager_owner: e.manager_conflict(),
+        conflict: e.is_conflict(),
+    }
+}

@@ -1,0 +1,155 @@
+//! Reads the facts one reconcile needs: owned Deployments, auth Secrets, gate input, and the
+//! target version's Temporal details. Read-only; all writes live in `executor`.
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+
+use crate::api::connection::AuthMode;
+use crate::api::{ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment};
+use crate::planner::model::{Desired, ObservedDeployment, Strategy};
+use crate::temporal::state::{GateObservation, WorkerDeploymentState};
+use crate::temporal::{TemporalClient, TemporalError};
+
+/// Versioned Deployments controlled by this TWD, oldest first.
+pub async fn owned_deployments(client: &kube::Client, twd: &TemporalWorkerDeployment) -> Result<Vec<ObservedDeployment>, kube::Error> {
+    let ns = twd.namespace().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let selector = format!("{LABEL_DEPLOYMENT_NAME}={}", crate::render::label_value(&twd.name_any()));
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let uid = twd.uid();
+    let mut out: Vec<ObservedDeployment> = list
+        .items
+        .iter()
+        .filter(|d| d.owner_references().iter().any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref()))
+        .filter_map(observed)
+        .collect();
+    out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.name.cmp(&b.name)));
+    Ok(out)
+}
+
+/// Converts a Deployment to the planner's view; `None` for Deployments without a build ID.
+pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
+    let build_id = d.labels().get(LABEL_BUILD_ID)?.clone();
+    let status = d.status.clone().unwrap_or_default();
+    let healthy_since = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Available" && c.status == "True")
+        .map(|c| c.last_transition_time.map(|t| t.0).unwrap_or_else(Timestamp::now));
+    let pod_annotations = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    Some(ObservedDeployment {
+        name: d.name_any(),
+        build_id,
+        replicas: d.spec.as_ref().and_then(|s| s.replicas),
+        status_replicas: status.replicas.unwrap_or(0),
+        ready_replicas: status.ready_replicas.unwrap_or(0),
+        healthy_since,
+        pod_template_hash: pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned(),
+        connection_hash: pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned(),
+        deleting: d.meta().deletion_timestamp.is_some(),
+        created_at: d.meta().creation_timestamp.as_ref().map(|t| t.0),
+    })
+}
+
+/// The Secret named by the Connection's auth mode, if any. Errors are user-facing messages
+/// that name the Secret but never its contents.
+pub async fn auth_secret(client: &kube::Client, ns: &str, mode: &AuthMode<'_>) -> Result<Option<Secret>, String> {
+    let name = match mode {
+        AuthMode::Plain => return Ok(None),
+        AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => *secret,
+    };
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(Some(s)) => Ok(Some(s)),
+        Ok(None) => Err(format!("Secret {name:?} referenced by the TemporalConnection not found in namespace {ns:?}")),
+        Err(e) => Err(format!("reading Secret {name:?}: {e}")),
+    }
+}
+
+/// Resolves the gate workflow input (inline, ConfigMap or Secret key).
+pub async fn gate_input(client: &kube::Client, ns: &str, twd: &TemporalWorkerDeployment) -> Result<Option<serde_json::Value>, String> {
+    let Some(gate) = &twd.spec.rollout.gate else { return Ok(None) };
+    if let Some(input) = &gate.input {
+        return Ok(Some(input.clone()));
+    }
+    let Some(from) = &gate.input_from else { return Ok(None) };
+    let raw: Vec<u8> = if let Some(r) = &from.config_map_key_ref {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let cm = api
+            .get_opt(&r.name)
+            .await
+            .map_err(|e| format!("reading ConfigMap {:?} for gate input: {e}", r.name))?
+            .ok_or_else(|| format!("ConfigMap {:?} for gate input not found", r.name))?;
+        if let Some(v) = cm.data.as_ref().and_then(|d| d.get(&r.key)) {
+            v.clone().into_bytes()
+        } else if let Some(v) = cm.binary_data.as_ref().and_then(|d| d.get(&r.key)) {
+            v.0.clone()
+        } else {
+            return Err(format!("key {:?} not found in ConfigMap {:?} for gate input", r.key, r.name));
+        }
+    } else if let Some(r) = &from.secret_key_ref {
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        let secret = api
+            .get_opt(&r.name)
+            .await
+            .map_err(|e| format!("reading Secret {:?} for gate input: {e}", r.name))?
+            .ok_or_else(|| format!("Secret {:?} for gate input not found", r.name))?;
+        secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&r.key))
+            .map(|v| v.0.clone())
+            .ok_or_else(|| format!("key {:?} not found in Secret {:?} for gate input", r.key, r.name))?
+    } else {
+        return Ok(None);
+    };
+    // Never echo the value: it may be secret. Only say it is not JSON.
+    serde_json::from_slice(&raw).map(Some).map_err(|_| "gate input is not valid JSON".to_string())
+}
+
+/// Temporal facts about the target beyond the deployment summary.
+#[derive(Debug, Default)]
+pub struct TargetFacts {
+    pub task_queues: Vec<String>,
+    pub gates: Vec<GateObservation>,
+    pub unversioned_pollers_on_all_queues: bool,
+}
+
+/// Fetched only while the target is registered but not yet Current: task queues (for gates),
+/// gate outcomes, and whether unversioned workers poll every queue (migration ramp).
+pub async fn target_facts(
+    client: &TemporalClient,
+    deployment: &str,
+    desired: &Desired,
+    state: &WorkerDeploymentState,
+) -> Result<TargetFacts, TemporalError> {
+    let build = &desired.build_id;
+    let is_current = state.routing.current_build_id.as_deref() == Some(build.as_str());
+    if is_current || state.version(build).is_none() {
+        return Ok(TargetFacts::default());
+    }
+    let needs_migration_check = matches!(desired.strategy, Strategy::Progressive(_)) && state.routing.current_build_id.is_none();
+    if desired.gate.is_none() && !needs_migration_check {
+        return Ok(TargetFacts::default());
+    }
+    let Some(detail) = client.describe_version(deployment, build).await? else {
+        return Ok(TargetFacts::default());
+    };
+    let mut facts = TargetFacts { task_queues: detail.workflow_task_queues.clone(), ..Default::default() };
+    if needs_migration_check {
+        facts.unversioned_pollers_on_all_queues = client.unversioned_pollers_on_all_queues(&detail).await.unwrap_or(false);
+    }
+    if desired.gate.is_some() && !facts.task_queues.is_empty() {
+        facts.gates = client.describe_gates(deployment, build, &facts.task_queues).await?;
+    }
+    Ok(facts)
+}

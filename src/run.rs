@@ -1,0 +1,205 @@
+//! Process wiring for `temporal-worker-controller run`: leader election, the controller, the
+//! connection janitor and the HTTP server (metrics, health, status API). Also used in-process
+//! by the end-to-end tests and the playground.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::{broadcast, watch};
+
+use crate::api::validate::ControllerSettings;
+use crate::controller::{self, Context, Settings};
+use crate::events::EventSink;
+use crate::http::{self, AppState, Readiness};
+use crate::metrics::Metrics;
+use crate::milestones::Milestones;
+use crate::temporal::ClientPool;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub http_addr: SocketAddr,
+    pub leader_elect: bool,
+    pub lease_name: String,
+    pub lease_namespace: Option<String>,
+    pub watch_namespaces: Vec<String>,
+    pub identity: String,
+    pub idle_interval: Duration,
+    pub fast_poll: Duration,
+    pub max_versions_ineligible_for_deletion: usize,
+    pub rollback_window: Duration,
+    pub pod_name: Option<String>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            leader_elect: false,
+            lease_name: "temporal-worker-controller".into(),
+            lease_namespace: None,
+            watch_namespaces: Vec::new(),
+            identity: "temporal-worker-controller".into(),
+            idle_interval: Duration::from_secs(60),
+            fast_poll: Duration::from_millis(500),
+            max_versions_ineligible_for_deletion: 75,
+            rollback_window: Duration::from_secs(3600),
+            pod_name: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("binding HTTP address {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("leader election: {0}")]
+    Lease(String),
+    #[error("HTTP server: {0}")]
+    Http(std::io::Error),
+}
+
+/// A running controller (in-process). Dropping it does not stop it; call [`Running::stop`].
+pub struct Running {
+    pub http_addr: SocketAddr,
+    pub metrics: Arc<Metrics>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// Starts everything and returns once the HTTP listener is bound.
+pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shutdown = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+        .shared()
+    };
+
+    let metrics = Arc::new(Metrics::new());
+    let milestones = Arc::new(Milestones::default());
+    let (feed, _) = broadcast::channel(256);
+    let leader = leader_channel(&client, &opts, metrics.clone(), shutdown.clone()).await?;
+    let rpc_metrics = metrics.clone();
+    let pool = Arc::new(ClientPool::with_observer(Arc::new(move |method, code, latency| {
+        rpc_metrics.temporal_rpc(method, code, latency)
+    })));
+    let settings = Settings {
+        identity: opts.identity.clone(),
+        controller_version: env!("CARGO_PKG_VERSION").to_string(),
+        idle_interval: opts.idle_interval,
+        fast_poll: opts.fast_poll,
+        watch_namespaces: opts.watch_namespaces.clone(),
+        planner: ControllerSettings {
+            max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
+            rollback_window: opts.rollback_window,
+        },
+    };
+    let events = EventSink::new(client.clone(), opts.pod_name.clone(), milestones.clone());
+    let ctx = Arc::new(Context::new(client.clone(), pool, settings, events, metrics.clone(), feed.clone(), leader.clone()));
+    let (store, controller_fut) = controller::build(ctx, shutdown.clone());
+    let janitor = controller::build_connection_janitor(client.clone(), store.clone(), shutdown.clone());
+
+    let readiness = Readiness::default();
+    let listener = tokio::net::TcpListener::bind(opts.http_addr)
+        .await
+        .map_err(|source| RunError::Bind { addr: opts.http_addr, source })?;
+    let http_addr = listener.local_addr().map_err(|source| RunError::Bind { addr: opts.http_addr, source })?;
+    let state = AppState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        milestones,
+        feed,
+        readiness: readiness.clone(),
+        auth: None,
+    };
+    let http_fut = http::serve_listener(listener, state, shutdown.clone());
+
+    let ready_store = store.clone();
+    let ready_flag = readiness.clone();
+    let leader_known = opts.leader_elect;
+    let sync_fut = async move {
+        if ready_store.wait_until_ready().await.is_ok() {
+            ready_flag.set_caches_synced(true);
+        }
+        if !leader_known {
+            ready_flag.set_leader_known(true);
+        }
+    };
+    let mut leader_rx = leader;
+    let leader_flag = readiness.clone();
+    let leader_fut = async move {
+        // The first value of the lease channel means the leader state is known.
+        leader_flag.set_leader_known(true);
+        while leader_rx.changed().await.is_ok() {}
+    };
+
+    let task = tokio::spawn(async move {
+        let http = async {
+            if let Err(e) = http_fut.await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        };
+        tokio::join!(controller_fut, janitor, http, sync_fut, leader_fut.then(|_| async {}));
+    });
+    Ok(Running { http_addr, metrics, stop: stop_tx, task })
+}
+
+/// Without leader election the channel is constantly `true`.
+async fn leader_channel(
+    client: &kube::Client,
+    opts: &RunOptions,
+    metrics: Arc<Metrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<watch::Receiver<bool>, RunError> {
+    if !opts.leader_elect {
+        metrics.set_leader(true);
+        let (tx, rx) = watch::channel(true);
+        // Keep the sender alive for the life of the process.
+        tokio::spawn(async move {
+            shutdown.await;
+            drop(tx);
+        });
+        return Ok(rx);
+    }
+    let mut builder = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
+        .with_identity(opts.pod_name.clone().unwrap_or_else(|| opts.identity.clone()))
+        .with_duration(15)
+        .with_grace(5);
+    if let Some(ns) = &opts.lease_namespace {
+        builder = builder.with_namespace(ns);
+    }
+    let manager = builder.build().await.map_err(|e| RunError::Lease(e.to_string()))?;
+    let (lease_rx, _task) = manager.watch().await;
+    let (tx, rx) = watch::channel(*lease_rx.borrow());
+    metrics.set_leader(*lease_rx.borrow());
+    tokio::spawn(async move {
+        let mut lease_rx = lease_rx;
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                changed = lease_rx.changed() => {
+                    if changed.is_err() { break; }
+                    let leader = *lease_rx.borrow();
+                    tracing::info!(leader, "leader election state changed");
+                    metrics.set_leader(leader);
+                    if tx.send(leader).is_err() { break; }
+                }
+            }
+        }
+        // Losing the lease task means we can no longer prove leadership: stop acting.
+        let _ = tx.send(false);
+    });
+    Ok(rx)
+}
