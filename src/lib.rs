@@ -8,8 +8,13 @@
 
 pub mod api;
 pub mod build_id;
+pub mod cli_status;
 pub mod crdgen;
+pub mod http;
+pub mod metrics;
+pub mod milestones;
 pub mod planner;
 pub mod render;
+pub mod status;
 pub mod temporal;
 // LEAD-PENDING (added once their dependencies land): cli_status controller error events executor http metrics milestones observe run status

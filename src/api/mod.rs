@@ -7,6 +7,7 @@ pub mod conditions;
 pub mod connection;
 pub mod duration;
 pub mod twd;
+pub mod validate;
 
 pub use connection::{TemporalConnection, TemporalConnectionSpec};
 pub use twd::{TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus};

@@ -1,3 +1,74 @@
 //! The pure rollout planner: (desired, observed Kubernetes, observed Temporal, now) → plan.
+//!
+//! No I/O and no clock reads: `PlanInput::now` is the only time source, and every timer is
+//! derived from Temporal's own timestamps, so the same input always yields the same plan and
+//! a restarted controller picks up exactly where the rollout is.
+//!
+//! Where each rule lives:
+//! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`;
+//! - [`sunset`]: scaling down and deleting old versions, the version-limit guard;
+//! - [`drift`]: in-place updates (custom build ID template drift, connection drift);
+//! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
+//!   identity), using [`gates`] and [`progressive`];
+//! - [`clock`]: deadlines and the requeue interval.
 
+pub mod clock;
+mod drift;
+pub mod gates;
 pub mod model;
+pub mod progressive;
+mod routing;
+mod scaling;
+pub mod sunset;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+pub use sunset::{deadlines as sunset_deadlines, eligible_for_deletion};
+
+use crate::planner::clock::{FAST_POLL, Wake};
+use crate::planner::model::{Plan, PlanInput};
+use crate::planner::view::View;
+
+/// Decides everything one reconcile should do. See the module docs for where each rule lives.
+pub fn plan(input: &PlanInput) -> Plan {
+    let view = View::new(input);
+    let mut wake = Wake::default();
+
+    let retirement = sunset::retire(&view, &mut wake);
+
+    // The limit protects Temporal's per-deployment version cap, so it only holds back a
+    // build Temporal does not know yet (re-creating a known version's Deployment adds none).
+    let mut create = scaling::create(&view);
+    let mut held_back = None;
+    if create.is_some()
+        && view.target_version.is_none()
+        && retirement.ineligible >= input.desired.max_versions_ineligible_for_deletion
+    {
+        create = None;
+        held_back = Some(sunset::too_many_versions_message(
+            retirement.ineligible,
+            &input.desired,
+        ));
+    }
+
+    let decision = routing::decide(&view, held_back, &mut wake);
+    if input.temporal.routing.update_in_progress {
+        wake.after(FAST_POLL);
+    }
+
+    let mut scale = scaling::active(&view);
+    scale.extend(retirement.scale);
+    Plan {
+        create,
+        update: drift::updates(&view, &retirement.delete),
+        scale,
+        start_gates: decision.start_gates,
+        claim_manager: decision.claim_manager,
+        routing: decision.change,
+        delete: retirement.delete,
+        progress: decision.progress,
+        requeue_after: wake.get(),
+    }
+}

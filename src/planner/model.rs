@@ -158,6 +158,8 @@ pub enum DeleteReason {
     Sunset,
     /// Temporal does not know this build and it is not the target.
     NotRegistered,
+    /// Inactive (never received work) and superseded by another target; already at 0 pods.
+    Superseded,
 }
 
 #[derive(Clone, Debug, PartialEq)]

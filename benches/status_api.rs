@@ -1,0 +1,194 @@
+//! Status API and /metrics cost with 1,000 TemporalWorkerDeployments in the store.
+//! Plain `main` (harness = false): prints p50/p99 per endpoint over loopback HTTP/1.1 with a
+//! keep-alive client, and the time to encode /metrics.
+//!
+//! Run: `cargo bench --bench status_api` (add `--profile dev` to skip the optimised build;
+//! numbers are then an upper bound).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::json;
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::http::{self, AppState, Readiness};
+use temporal_worker_controller::metrics::Metrics;
+use temporal_worker_controller::milestones::{Milestone, MilestoneKind, Milestones};
+use tokio::sync::broadcast;
+
+const OBJECTS: usize = 1_000;
+const NAMESPACES: usize = 20;
+
+fn twd(i: usize) -> Result<TemporalWorkerDeployment, serde_json::Error> {
+    let ns = format!("team-{}", i % NAMESPACES);
+    serde_json::from_value(json!({
+        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
+        "metadata": {"name": format!("worker-{i}"), "namespace": ns, "generation": 4, "uid": format!("uid-{i}"),
+                     "creationTimestamp": "2024-05-01T10:00:00Z"},
+        "spec": {"template": {"spec": {"containers": [{"name": "w", "image": format!("img:{i}")}]}},
+                 "rollout": {"strategy": "Progressive", "steps": [
+                     {"rampPercentage": 5, "pauseDuration": "1m"}, {"rampPercentage": 25, "pauseDuration": "5m"},
+                     {"rampPercentage": 50, "pauseDuration": "10m"}]},
+                 "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"}},
+        "status": {
+            "observedGeneration": 4, "versionCount": 3,
+            "targetVersion": {"buildID": format!("v2-{i}"), "status": "Ramping", "rampPercentage": 25.0,
+                              "currentStep": 1, "nextStepAt": "2024-05-01T12:05:00Z", "replicas": 3, "readyReplicas": 3},
+            "currentVersion": {"buildID": format!("v1-{i}"), "status": "Current", "replicas": 3, "readyReplicas": 3},
+            "deprecatedVersions": [{"buildID": format!("v0-{i}"), "status": "Drained",
+                                    "drainedSince": "2024-05-01T09:00:00Z", "scaledownAt": "2024-05-01T10:00:00Z",
+                                    "deleteAt": "2024-05-02T09:00:00Z", "eligibleForDeletion": true}],
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "Ramping", "message": "ramping at 25%",
+                 "lastTransitionTime": "2024-05-01T11:00:00Z"},
+                {"type": "Progressing", "status": "True", "reason": "Ramping", "message": "ramping at 25%",
+                 "lastTransitionTime": "2024-05-01T11:00:00Z"}]
+        }
+    }))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn report(what: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let total: Duration = samples.iter().sum();
+    println!(
+        "{what:<34} n={:<5} p50={:>9.3?} p99={:>9.3?} max={:>9.3?} mean={:>9.3?}",
+        samples.len(),
+        percentile(&samples, 0.50),
+        percentile(&samples, 0.99),
+        samples[samples.len() - 1],
+        total / samples.len() as u32
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut writer = Writer::<TemporalWorkerDeployment>::default();
+    let store = writer.as_reader();
+    let milestones = Arc::new(Milestones::new());
+    for i in 0..OBJECTS {
+        let obj = twd(i)?;
+        for step in 0..5 {
+            milestones.record(
+                &format!("team-{}", i % NAMESPACES),
+                &format!("worker-{i}"),
+                Milestone {
+                    time: jiff::Timestamp::now(),
+                    kind: MilestoneKind::Normal,
+                    reason: "RampStepStarted".into(),
+                    message: format!("step {step}"),
+                },
+            );
+        }
+        writer.apply_watcher_event(&watcher::Event::Apply(obj));
+    }
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Readiness::default();
+    readiness.set_caches_synced(true);
+    readiness.set_leader_known(true);
+    let (feed, _) = broadcast::channel(16);
+    let state = AppState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        milestones,
+        feed,
+        readiness,
+        auth: None,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve_listener(listener, state, async move {
+        let _ = stop_rx.await;
+    }));
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+
+    let fetch = |path: String| {
+        let client = client.clone();
+        async move {
+            let started = Instant::now();
+            let resp = client
+                .request(Request::get(format!("http://{addr}{path}")).body(Empty::new())?)
+                .await?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await?.to_bytes();
+            if status != StatusCode::OK {
+                return Err(format!("{path}: HTTP {status}").into());
+            }
+            Ok::<(Duration, usize), Box<dyn std::error::Error>>((started.elapsed(), body.len()))
+        }
+    };
+
+    println!("status API with {OBJECTS} TemporalWorkerDeployments in {NAMESPACES} namespaces");
+    // Warm up the connection pool and allocator.
+    for _ in 0..5 {
+        fetch("/api/v1/rollouts".into()).await?;
+    }
+    let mut list = Vec::new();
+    let mut list_bytes = 0;
+    for _ in 0..200 {
+        let (d, n) = fetch("/api/v1/rollouts".into()).await?;
+        list.push(d);
+        list_bytes = n;
+    }
+    report(
+        &format!("GET /api/v1/rollouts ({} KiB)", list_bytes / 1024),
+        list,
+    );
+
+    let mut ns_list = Vec::new();
+    for i in 0..500 {
+        ns_list.push(
+            fetch(format!(
+                "/api/v1/namespaces/team-{}/rollouts",
+                i % NAMESPACES
+            ))
+            .await?
+            .0,
+        );
+    }
+    report("GET namespaces/{ns}/rollouts (50)", ns_list);
+
+    let mut one = Vec::new();
+    for i in 0..2_000 {
+        let n = (i * 7919) % OBJECTS;
+        one.push(
+            fetch(format!(
+                "/api/v1/namespaces/team-{}/rollouts/worker-{n}",
+                n % NAMESPACES
+            ))
+            .await?
+            .0,
+        );
+    }
+    report("GET namespaces/{ns}/rollouts/{name}", one);
+
+    let mut scrape = Vec::new();
+    for _ in 0..100 {
+        scrape.push(fetch("/metrics".into()).await?.0);
+    }
+    report("GET /metrics (HTTP)", scrape);
+
+    let mut encode = Vec::new();
+    let mut size = 0;
+    for _ in 0..50 {
+        let started = Instant::now();
+        size = metrics.encode(&store).len();
+        encode.push(started.elapsed());
+    }
+    report(&format!("Metrics::encode ({} KiB)", size / 1024), encode);
+
+    let _ = stop_tx.send(());
+    server.await??;
+    Ok(())
+}

@@ -1,0 +1,805 @@
+//! Spec validation and conversion into the planner's [`Desired`].
+//!
+//! The CRD schema and its CEL rules catch most mistakes at admission, but they can be
+//! bypassed (older CRD installed, schema-less clients, CRD edited by hand), so the
+//! controller checks everything again before acting. Every problem is reported at once,
+//! each prefixed with its field path, so a user can fix the spec in one go.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Container;
+
+use crate::api::connection::TemporalConnectionSpec;
+use crate::api::twd::{MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
+use crate::api::{RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration};
+use crate::build_id;
+use crate::planner::model::{Desired, Gate, Step, Strategy};
+
+/// Most steps a Progressive rollout may have.
+pub const MAX_STEPS: usize = 20;
+/// Shortest pause a step may have.
+pub const MIN_PAUSE: Duration = Duration::from_secs(1);
+
+/// Controller-wide settings that shape the planner's decisions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerSettings {
+    /// Create no new Deployment while this many versions are not yet eligible for deletion.
+    pub max_versions_ineligible_for_deletion: usize,
+    /// A target that was Current within this window is promoted at once (rollback).
+    pub rollback_window: Duration,
+}
+
+impl Default for ControllerSettings {
+    /// The Go controller's defaults.
+    fn default() -> Self {
+        Self {
+            max_versions_ineligible_for_deletion: 75,
+            rollback_window: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The spec cannot be acted on; `message` lists every problem, `; `-separated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidSpec {
+    pub message: String,
+}
+
+/// Checks everything the controller relies on; see the module docs.
+pub fn validate(twd: &TemporalWorkerDeployment) -> Result<(), InvalidSpec> {
+    let mut p = Problems::default();
+    check(twd, &mut p);
+    p.into_result()
+}
+
+/// Validates `twd`, then converts it into the planner's view.
+pub fn desired(
+    twd: &TemporalWorkerDeployment,
+    connection: &TemporalConnectionSpec,
+    settings: &ControllerSettings,
+) -> Result<Desired, InvalidSpec> {
+    validate(twd)?;
+    let spec = &twd.spec;
+    let custom = spec.worker_options.custom_build_id.as_deref();
+    let build_id = build_id::compute(&spec.template, custom).map_err(|e| InvalidSpec {
+        message: e.to_string(),
+    })?;
+    // Validation guarantees every duration below parses; the error path stays for safety.
+    let parse = |path: &str, value: &str| {
+        duration::parse(value).map_err(|e| InvalidSpec {
+            message: format!("{path}: {e}"),
+        })
+    };
+    let strategy = match spec.rollout.strategy {
+        RolloutStrategy::Manual => Strategy::Manual,
+        RolloutStrategy::AllAtOnce => Strategy::AllAtOnce,
+        RolloutStrategy::Progressive => {
+            let mut steps = Vec::with_capacity(spec.rollout.steps.len());
+            for (i, s) in spec.rollout.steps.iter().enumerate() {
+                steps.push(Step {
+                    ramp_percentage: s.ramp_percentage as f32,
+                    pause: parse(
+                        &format!("spec.rollout.steps[{i}].pauseDuration"),
+                        &s.pause_duration,
+                    )?,
+                });
+            }
+            Strategy::Progressive(steps)
+        }
+    };
+    Ok(Desired {
+        build_id,
+        replicas: spec.replicas,
+        strategy,
+        gate: spec.rollout.gate.as_ref().map(|g| Gate {
+            workflow_type: g.workflow_type.clone(),
+        }),
+        scaledown_delay: parse("spec.sunset.scaledownDelay", &spec.sunset.scaledown_delay)?,
+        delete_delay: parse("spec.sunset.deleteDelay", &spec.sunset.delete_delay)?,
+        pod_template_hash: build_id::pod_template_hash(&spec.template),
+        connection_hash: build_id::connection_hash(connection),
+        custom_build_id: custom.is_some(),
+        max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
+        rollback_window: settings.rollback_window,
+    })
+}
+
+#[derive(Default)]
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn add(&mut self, path: impl std::fmt::Display, message: impl std::fmt::Display) {
+        self.0.push(format!("{path}: {message}"));
+    }
+
+    fn into_result(self) -> Result<(), InvalidSpec> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(InvalidSpec {
+                message: self.0.join("; "),
+            })
+        }
+    }
+}
+
+fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let name = twd.metadata.name.as_deref().unwrap_or("");
+    if name.is_empty() {
+        p.add("metadata.name", "must be set");
+    }
+    if name.contains('.') {
+        p.add(
+            "metadata.name",
+            format!(
+                "{name:?} must not contain '.': Temporal rejects '.' in worker deployment names \
+                 (<namespace>/<name>)"
+            ),
+        );
+    }
+    if name.len() > MAX_NAME_LEN {
+        p.add(
+            "metadata.name",
+            format!(
+                "must be at most {MAX_NAME_LEN} characters, got {}",
+                name.len()
+            ),
+        );
+    }
+
+    let spec = &twd.spec;
+    if let Some(r) = spec.replicas
+        && r < 0
+    {
+        p.add("spec.replicas", format!("must not be negative, got {r}"));
+    }
+    if let Some(s) = spec.min_ready_seconds
+        && s < 0
+    {
+        p.add(
+            "spec.minReadySeconds",
+            format!("must not be negative, got {s}"),
+        );
+    }
+    check_template(twd, p);
+    check_rollout(twd, p);
+    for (path, value) in [
+        ("spec.sunset.scaledownDelay", &spec.sunset.scaledown_delay),
+        ("spec.sunset.deleteDelay", &spec.sunset.delete_delay),
+    ] {
+        if let Err(e) = duration::parse(value) {
+            p.add(path, format!("{e} (examples: 30m, 1h, 24h)"));
+        }
+    }
+
+    let opts = &spec.worker_options;
+    if opts.connection_ref.name.is_empty() {
+        p.add(
+            "spec.workerOptions.connectionRef.name",
+            "must name a TemporalConnection",
+        );
+    }
+    if opts.temporal_namespace.trim().is_empty() {
+        p.add("spec.workerOptions.temporalNamespace", "must not be empty");
+    }
+    if let Some(custom) = &opts.custom_build_id
+        && let Err(e) = build_id::compute(&spec.template, Some(custom))
+    {
+        // The error text already carries the field path.
+        p.0.push(e.to_string());
+    }
+}
+
+fn check_template(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let Some(pod) = twd.spec.template.spec.as_ref() else {
+        p.add(
+            "spec.template.spec.containers",
+            "at least one container is required",
+        );
+        return;
+    };
+    if pod.containers.is_empty() {
+        p.add(
+            "spec.template.spec.containers",
+            "at least one container is required",
+        );
+    }
+    for (i, c) in pod.containers.iter().enumerate() {
+        check_container(i, c, p);
+    }
+    for (i, v) in pod.volumes.iter().flatten().enumerate() {
+        if v.name == TLS_VOLUME {
+            p.add(
+                format!("spec.template.spec.volumes[{i}].name"),
+                format!(
+                    "{TLS_VOLUME:?} is reserved for the client certificate the controller mounts; \
+                     use another name"
+                ),
+            );
+        }
+    }
+}
+
+fn check_container(i: usize, c: &Container, p: &mut Problems) {
+    for (j, env) in c.env.iter().flatten().enumerate() {
+        if RESERVED_ENV.contains(&env.name.as_str()) {
+            p.add(
+                format!("spec.template.spec.containers[{i}].env[{j}]"),
+                format!(
+                    "container {:?} sets {}, which the controller injects from the \
+                     TemporalConnection and workerOptions; remove it",
+                    c.name, env.name
+                ),
+            );
+        }
+    }
+    for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
+        if m.mount_path.trim_end_matches('/') == TLS_MOUNT_PATH {
+            p.add(
+                format!("spec.template.spec.containers[{i}].volumeMounts[{j}].mountPath"),
+                format!(
+                    "container {:?} mounts {TLS_MOUNT_PATH}, which is reserved for the client \
+                     certificate the controller mounts",
+                    c.name
+                ),
+            );
+        }
+    }
+}
+
+fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let rollout = &twd.spec.rollout;
+    if rollout.strategy == RolloutStrategy::Progressive && rollout.steps.is_empty() {
+        p.add(
+            "spec.rollout.steps",
+            "a Progressive rollout needs at least one step",
+        );
+    }
+    if rollout.steps.len() > MAX_STEPS {
+        p.add(
+            "spec.rollout.steps",
+            format!(
+                "at most {MAX_STEPS} steps are allowed, got {}",
+                rollout.steps.len()
+            ),
+        );
+    }
+    let mut previous: Option<i32> = None;
+    for (i, step) in rollout.steps.iter().enumerate() {
+        let pct = step.ramp_percentage;
+        let path = format!("spec.rollout.steps[{i}].rampPercentage");
+        if !(1..=99).contains(&pct) {
+            p.add(&path, format!("must be between 1 and 99, got {pct}"));
+        }
+        if let Some(prev) = previous
+            && pct <= prev
+        {
+            p.add(
+                &path,
+                format!("must be greater than the previous step ({prev}), got {pct}"),
+            );
+        }
+        previous = Some(pct);
+        let path = format!("spec.rollout.steps[{i}].pauseDuration");
+        match duration::parse(&step.pause_duration) {
+            Ok(d) if d < MIN_PAUSE => p.add(
+                &path,
+                format!("must be at least 1s, got {:?}", step.pause_duration),
+            ),
+            Ok(_) => {}
+            Err(e) => p.add(&path, format!("{e} (examples: 30s, 5m, 1h30m)")),
+        }
+    }
+
+    let Some(gate) = &rollout.gate else { return };
+    if gate.workflow_type.trim().is_empty() {
+        p.add("spec.rollout.gate.workflowType", "must not be empty");
+    }
+    if gate.input.is_some() && gate.input_from.is_some() {
+        p.add(
+            "spec.rollout.gate",
+            "only one of input or inputFrom may be set",
+        );
+    }
+    if let Some(from) = &gate.input_from {
+        let refs = [
+            ("configMapKeyRef", from.config_map_key_ref.as_ref()),
+            ("secretKeyRef", from.secret_key_ref.as_ref()),
+        ];
+        let set = refs.iter().filter(|(_, r)| r.is_some()).count();
+        if set != 1 {
+            p.add(
+                "spec.rollout.gate.inputFrom",
+                format!("exactly one of configMapKeyRef or secretKeyRef must be set, got {set}"),
+            );
+        }
+        for (field, r) in refs {
+            let Some(r) = r else { continue };
+            if r.name.is_empty() {
+                p.add(
+                    format!("spec.rollout.gate.inputFrom.{field}.name"),
+                    "must not be empty",
+                );
+            }
+            if r.key.is_empty() {
+                p.add(
+                    format!("spec.rollout.gate.inputFrom.{field}.key"),
+                    "must not be empty",
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ENV_ADDRESS;
+    use crate::api::connection::{SecretRef, TlsOptions};
+    use crate::api::twd::{
+        GateInputSource, GateSpec, KeyRef, LocalRef, RolloutSpec, RolloutStep, SunsetSpec,
+        TemporalWorkerDeploymentSpec, WorkerOptions,
+    };
+    use k8s_openapi::api::core::v1::{EnvVar, PodSpec, PodTemplateSpec, Volume, VolumeMount};
+
+    fn step(pct: i32, pause: &str) -> RolloutStep {
+        RolloutStep {
+            ramp_percentage: pct,
+            pause_duration: pause.into(),
+        }
+    }
+
+    fn valid() -> TemporalWorkerDeployment {
+        let mut twd = TemporalWorkerDeployment::new(
+            "orders",
+            TemporalWorkerDeploymentSpec {
+                replicas: Some(2),
+                template: PodTemplateSpec {
+                    metadata: None,
+                    spec: Some(PodSpec {
+                        containers: vec![Container {
+                            name: "worker".into(),
+                            image: Some("orders:v1".into()),
+                            env: Some(vec![EnvVar {
+                                name: "LOG_LEVEL".into(),
+                                value: Some("info".into()),
+                                value_from: None,
+                            }]),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                },
+                min_ready_seconds: None,
+                rollout: RolloutSpec {
+                    strategy: RolloutStrategy::Progressive,
+                    steps: vec![step(10, "30s"), step(50, "1m"), step(90, "1h30m")],
+                    gate: Some(GateSpec {
+                        workflow_type: "Smoke".into(),
+                        input: Some(serde_json::json!({"x": 1})),
+                        input_from: None,
+                    }),
+                },
+                sunset: SunsetSpec::default(),
+                worker_options: WorkerOptions {
+                    connection_ref: LocalRef {
+                        name: "prod".into(),
+                    },
+                    temporal_namespace: "orders-ns".into(),
+                    custom_build_id: None,
+                },
+            },
+        );
+        twd.metadata.namespace = Some("shop".into());
+        twd
+    }
+
+    fn conn() -> TemporalConnectionSpec {
+        TemporalConnectionSpec {
+            host_port: "temporal:7233".into(),
+            tls: Some(TlsOptions {
+                server_name: Some("t.example".into()),
+            }),
+            mutual_tls_secret_ref: Some(SecretRef {
+                name: "cert".into(),
+            }),
+            api_key_secret_ref: None,
+        }
+    }
+
+    /// The full message, for exact assertions.
+    fn error_of(twd: &TemporalWorkerDeployment) -> String {
+        match validate(twd) {
+            Err(e) => e.message,
+            Ok(()) => panic!("expected the spec to be rejected"),
+        }
+    }
+
+    fn assert_rejected(twd: &TemporalWorkerDeployment, fragment: &str) {
+        let message = error_of(twd);
+        assert!(
+            message.contains(fragment),
+            "{message:?} does not contain {fragment:?}"
+        );
+        // `desired` must refuse exactly the same specs.
+        assert_eq!(
+            desired(twd, &conn(), &ControllerSettings::default()).map(|_| ()),
+            Err(InvalidSpec { message })
+        );
+    }
+
+    #[test]
+    fn a_valid_spec_passes() {
+        assert_eq!(validate(&valid()), Ok(()));
+        for strategy in [RolloutStrategy::Manual, RolloutStrategy::AllAtOnce] {
+            let mut t = valid();
+            t.spec.rollout.strategy = strategy;
+            t.spec.rollout.steps.clear();
+            t.spec.rollout.gate = None;
+            assert_eq!(validate(&t), Ok(()));
+        }
+    }
+
+    #[test]
+    fn name_rules() {
+        let mut t = valid();
+        t.metadata.name = Some("orders.v2".into());
+        assert_rejected(&t, "metadata.name: \"orders.v2\" must not contain '.'");
+        t.metadata.name = Some("a".repeat(64));
+        assert_rejected(&t, "metadata.name: must be at most 63 characters, got 64");
+        t.metadata.name = Some("a".repeat(63));
+        assert_eq!(validate(&t), Ok(()));
+        t.metadata.name = None;
+        assert_rejected(&t, "metadata.name: must be set");
+    }
+
+    #[test]
+    fn steps_must_strictly_increase() {
+        let mut t = valid();
+        t.spec.rollout.steps = vec![step(25, "1m"), step(10, "1m")];
+        assert_eq!(
+            error_of(&t),
+            "spec.rollout.steps[1].rampPercentage: must be greater than the previous step (25), got 10"
+        );
+        t.spec.rollout.steps = vec![step(25, "1m"), step(25, "1m")];
+        assert_rejected(
+            &t,
+            "steps[1].rampPercentage: must be greater than the previous step (25), got 25",
+        );
+    }
+
+    #[test]
+    fn step_percentages_in_range() {
+        let mut t = valid();
+        t.spec.rollout.steps = vec![step(0, "1m")];
+        assert_rejected(
+            &t,
+            "spec.rollout.steps[0].rampPercentage: must be between 1 and 99, got 0",
+        );
+        t.spec.rollout.steps = vec![step(50, "1m"), step(100, "1m")];
+        assert_rejected(
+            &t,
+            "spec.rollout.steps[1].rampPercentage: must be between 1 and 99, got 100",
+        );
+        t.spec.rollout.steps = vec![step(1, "1m"), step(99, "1m")];
+        assert_eq!(validate(&t), Ok(()));
+    }
+
+    #[test]
+    fn pause_durations() {
+        let mut t = valid();
+        t.spec.rollout.steps = vec![step(10, "500ms")];
+        assert_rejected(
+            &t,
+            "spec.rollout.steps[0].pauseDuration: must be at least 1s, got \"500ms\"",
+        );
+        t.spec.rollout.steps = vec![step(10, "5 minutes")];
+        assert_rejected(
+            &t,
+            "spec.rollout.steps[0].pauseDuration: invalid duration \"5 minutes\"",
+        );
+        t.spec.rollout.steps = vec![step(10, "30")];
+        assert_rejected(&t, "missing unit");
+        t.spec.rollout.steps = vec![step(10, "1s")];
+        assert_eq!(validate(&t), Ok(()));
+    }
+
+    #[test]
+    fn step_count_limits() {
+        let mut t = valid();
+        t.spec.rollout.steps.clear();
+        assert_rejected(
+            &t,
+            "spec.rollout.steps: a Progressive rollout needs at least one step",
+        );
+        t.spec.rollout.steps = (1..=21).map(|i| step(i, "1s")).collect();
+        assert_rejected(
+            &t,
+            "spec.rollout.steps: at most 20 steps are allowed, got 21",
+        );
+        t.spec.rollout.steps.pop();
+        assert_eq!(validate(&t), Ok(()));
+    }
+
+    #[test]
+    fn gate_rules() {
+        let mut t = valid();
+        if let Some(g) = t.spec.rollout.gate.as_mut() {
+            g.workflow_type = " ".into();
+        }
+        assert_rejected(&t, "spec.rollout.gate.workflowType: must not be empty");
+
+        let key = KeyRef {
+            name: "cm".into(),
+            key: "input.json".into(),
+        };
+        let mut t = valid();
+        if let Some(g) = t.spec.rollout.gate.as_mut() {
+            g.input_from = Some(GateInputSource {
+                config_map_key_ref: Some(key.clone()),
+                secret_key_ref: None,
+            });
+        }
+        assert_rejected(
+            &t,
+            "spec.rollout.gate: only one of input or inputFrom may be set",
+        );
+
+        if let Some(g) = t.spec.rollout.gate.as_mut() {
+            g.input = None;
+        }
+        assert_eq!(validate(&t), Ok(()));
+
+        for (cm, secret, got) in [(None, None, 0), (Some(key.clone()), Some(key.clone()), 2)] {
+            if let Some(g) = t.spec.rollout.gate.as_mut() {
+                g.input_from = Some(GateInputSource {
+                    config_map_key_ref: cm,
+                    secret_key_ref: secret,
+                });
+            }
+            assert_rejected(
+                &t,
+                &format!(
+                    "spec.rollout.gate.inputFrom: exactly one of configMapKeyRef or secretKeyRef must be set, got {got}"
+                ),
+            );
+        }
+
+        if let Some(g) = t.spec.rollout.gate.as_mut() {
+            g.input_from = Some(GateInputSource {
+                config_map_key_ref: None,
+                secret_key_ref: Some(KeyRef {
+                    name: String::new(),
+                    key: "k".into(),
+                }),
+            });
+        }
+        assert_rejected(
+            &t,
+            "spec.rollout.gate.inputFrom.secretKeyRef.name: must not be empty",
+        );
+    }
+
+    #[test]
+    fn sunset_durations_parse() {
+        let mut t = valid();
+        t.spec.sunset.scaledown_delay = "1 hour".into();
+        t.spec.sunset.delete_delay = "-5m".into();
+        let message = error_of(&t);
+        assert!(
+            message.contains("spec.sunset.scaledownDelay: invalid duration \"1 hour\""),
+            "{message}"
+        );
+        assert!(
+            message.contains("spec.sunset.deleteDelay: invalid duration \"-5m\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn containers_required() {
+        let mut t = valid();
+        if let Some(s) = t.spec.template.spec.as_mut() {
+            s.containers.clear();
+        }
+        assert_rejected(
+            &t,
+            "spec.template.spec.containers: at least one container is required",
+        );
+        t.spec.template.spec = None;
+        assert_rejected(
+            &t,
+            "spec.template.spec.containers: at least one container is required",
+        );
+    }
+
+    #[test]
+    fn every_reserved_env_is_refused_with_container_and_name() {
+        for reserved in RESERVED_ENV {
+            let mut t = valid();
+            if let Some(s) = t.spec.template.spec.as_mut() {
+                s.containers.push(Container {
+                    name: "sidecar".into(),
+                    env: Some(vec![EnvVar {
+                        name: reserved.to_string(),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                });
+            }
+            assert_rejected(
+                &t,
+                &format!(
+                    "spec.template.spec.containers[1].env[0]: container \"sidecar\" sets {reserved},"
+                ),
+            );
+        }
+        // Init containers receive no injection, so they may use these names freely.
+        let mut t = valid();
+        if let Some(s) = t.spec.template.spec.as_mut() {
+            s.init_containers = Some(vec![Container {
+                name: "wait-for-temporal".into(),
+                env: Some(vec![EnvVar {
+                    name: ENV_ADDRESS.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }]);
+        }
+        assert_eq!(validate(&t), Ok(()));
+    }
+
+    #[test]
+    fn reserved_volume_and_mount_path() {
+        let mut t = valid();
+        if let Some(s) = t.spec.template.spec.as_mut() {
+            s.volumes = Some(vec![Volume {
+                name: TLS_VOLUME.into(),
+                ..Default::default()
+            }]);
+            s.containers[0].volume_mounts = Some(vec![VolumeMount {
+                name: "mine".into(),
+                mount_path: "/etc/temporal/tls/".into(),
+                ..Default::default()
+            }]);
+        }
+        let message = error_of(&t);
+        assert!(
+            message.contains("spec.template.spec.volumes[0].name: \"temporal-tls\" is reserved"),
+            "{message}"
+        );
+        assert!(
+            message.contains("spec.template.spec.containers[0].volumeMounts[0].mountPath: container \"worker\" mounts /etc/temporal/tls"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn negative_counts() {
+        let mut t = valid();
+        t.spec.replicas = Some(-1);
+        t.spec.min_ready_seconds = Some(-5);
+        let message = error_of(&t);
+        assert!(
+            message.contains("spec.replicas: must not be negative, got -1"),
+            "{message}"
+        );
+        assert!(
+            message.contains("spec.minReadySeconds: must not be negative, got -5"),
+            "{message}"
+        );
+        t.spec.replicas = Some(0);
+        t.spec.min_ready_seconds = Some(0);
+        assert_eq!(validate(&t), Ok(()));
+    }
+
+    #[test]
+    fn worker_options() {
+        let mut t = valid();
+        t.spec.worker_options.custom_build_id = Some("!!!".into());
+        assert_rejected(
+            &t,
+            "spec.workerOptions.customBuildID: \"!!!\" has no letters or digits left",
+        );
+        t.spec.worker_options.custom_build_id = Some("ok 1".into());
+        assert_eq!(validate(&t), Ok(()));
+        t.spec.worker_options.temporal_namespace = String::new();
+        t.spec.worker_options.connection_ref.name = String::new();
+        let message = error_of(&t);
+        assert!(message.contains("spec.workerOptions.temporalNamespace: must not be empty"));
+        assert!(
+            message
+                .contains("spec.workerOptions.connectionRef.name: must name a TemporalConnection")
+        );
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let mut t = valid();
+        t.metadata.name = Some("a.b".into());
+        t.spec.rollout.steps = vec![step(50, "1m"), step(20, "0s")];
+        t.spec.sunset.delete_delay = "soon".into();
+        let message = error_of(&t);
+        assert_eq!(message.split("; ").count(), 4, "{message}");
+        assert!(message.starts_with("metadata.name:"), "{message}");
+    }
+
+    #[test]
+    fn desired_converts_everything() {
+        let t = valid();
+        let settings = ControllerSettings {
+            max_versions_ineligible_for_deletion: 5,
+            rollback_window: Duration::from_secs(60),
+        };
+        let d = desired(&t, &conn(), &settings).unwrap();
+        assert_eq!(
+            d.build_id,
+            build_id::compute(&t.spec.template, None).unwrap()
+        );
+        assert!(d.build_id.starts_with("v1-"));
+        assert_eq!(d.replicas, Some(2));
+        assert_eq!(
+            d.strategy,
+            Strategy::Progressive(vec![
+                Step {
+                    ramp_percentage: 10.0,
+                    pause: Duration::from_secs(30)
+                },
+                Step {
+                    ramp_percentage: 50.0,
+                    pause: Duration::from_secs(60)
+                },
+                Step {
+                    ramp_percentage: 90.0,
+                    pause: Duration::from_secs(5400)
+                },
+            ])
+        );
+        assert_eq!(
+            d.gate,
+            Some(Gate {
+                workflow_type: "Smoke".into()
+            })
+        );
+        assert_eq!(d.scaledown_delay, Duration::from_secs(3600));
+        assert_eq!(d.delete_delay, Duration::from_secs(86400));
+        assert_eq!(
+            d.pod_template_hash,
+            build_id::pod_template_hash(&t.spec.template)
+        );
+        assert_eq!(d.connection_hash, build_id::connection_hash(&conn()));
+        assert!(!d.custom_build_id);
+        assert_eq!(d.max_versions_ineligible_for_deletion, 5);
+        assert_eq!(d.rollback_window, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn desired_with_custom_build_id_and_other_strategies() {
+        let mut t = valid();
+        t.spec.worker_options.custom_build_id = Some(" release 7 ".into());
+        t.spec.rollout.strategy = RolloutStrategy::AllAtOnce;
+        t.spec.rollout.gate = None;
+        t.spec.replicas = None;
+        let d = desired(&t, &conn(), &ControllerSettings::default()).unwrap();
+        assert_eq!(d.build_id, "release-7");
+        assert!(d.custom_build_id);
+        assert_eq!(d.strategy, Strategy::AllAtOnce);
+        assert_eq!(d.gate, None);
+        assert_eq!(d.replicas, None);
+        t.spec.rollout.strategy = RolloutStrategy::Manual;
+        assert_eq!(
+            desired(&t, &conn(), &ControllerSettings::default())
+                .unwrap()
+                .strategy,
+            Strategy::Manual
+        );
+    }
+
+    #[test]
+    fn default_settings_match_go() {
+        let s = ControllerSettings::default();
+        assert_eq!(s.max_versions_ineligible_for_deletion, 75);
+        assert_eq!(s.rollback_window, Duration::from_secs(3600));
+    }
+}

@@ -1,0 +1,669 @@
+//! `temporal-worker-controller status`: a human summary of rollouts, read from the
+//! controller's status API (`--api-url`) or straight from the Kubernetes API.
+//!
+//! Fetching and rendering are separate; [`render`] is pure so the layout is unit-tested.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{Request, Uri, header};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use kube::Api;
+use kube::api::ListParams;
+use serde::de::DeserializeOwned;
+
+use crate::api::TemporalWorkerDeployment;
+use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus};
+use crate::http::view::{self, RolloutList, RolloutSummary, RolloutView};
+
+/// Bearer token sent to the status API when it requires one.
+pub const TOKEN_ENV: &str = "TEMPORAL_WORKER_CONTROLLER_TOKEN";
+const HTTP_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusArgs {
+    /// Namespace; all namespaces when unset (listing) or the kube context's default (one object).
+    pub namespace: Option<String>,
+    /// One rollout by name.
+    pub name: Option<String>,
+    /// Base URL of the status API, e.g. `http://localhost:8080`.
+    pub api_url: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("invalid API URL {url:?}: {why}")]
+    BadUrl { url: String, why: String },
+    #[error("request to {url} failed: {message}")]
+    Request { url: String, message: String },
+    #[error("{url} answered HTTP {code}: {message}")]
+    Api {
+        url: String,
+        code: u16,
+        message: String,
+    },
+    #[error("unexpected response from {url}: {source}")]
+    Decode {
+        url: String,
+        source: serde_json::Error,
+    },
+    #[error("TemporalWorkerDeployment {0} not found")]
+    NotFound(String),
+    #[error("{name} exists in several namespaces ({namespaces}); pass --namespace")]
+    Ambiguous { name: String, namespaces: String },
+}
+
+/// What to print.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatusView {
+    List(Vec<RolloutSummary>),
+    One(Box<RolloutView>),
+}
+
+pub async fn run(args: StatusArgs) -> Result<(), CliError> {
+    let view = fetch(&args).await?;
+    print!("{}", render(&view, jiff::Timestamp::now()));
+    Ok(())
+}
+
+/// Reads the data `render` needs, from the status API or the Kubernetes API.
+pub async fn fetch(args: &StatusArgs) -> Result<StatusView, CliError> {
+    match &args.api_url {
+        Some(url) => fetch_api(url, args).await,
+        None => fetch_kube(args).await,
+    }
+}
+
+async fn fetch_kube(args: &StatusArgs) -> Result<StatusView, CliError> {
+    let client = kube::Client::try_default().await?;
+    match &args.name {
+        Some(name) => {
+            let ns = args
+                .namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_string());
+            let api: Api<TemporalWorkerDeployment> = Api::namespaced(client, &ns);
+            let twd = api
+                .get_opt(name)
+                .await?
+                .ok_or_else(|| CliError::NotFound(format!("{ns}/{name}")))?;
+            // Milestones live in the controller's memory; `kubectl get events` has them too.
+            Ok(StatusView::One(Box::new(RolloutView::from_twd(
+                &twd,
+                Vec::new(),
+            ))))
+        }
+        None => {
+            let api: Api<TemporalWorkerDeployment> = match &args.namespace {
+                Some(ns) => Api::namespaced(client, ns),
+                None => Api::all(client),
+            };
+            let list = api.list(&ListParams::default()).await?;
+            let mut items: Vec<RolloutSummary> =
+                list.items.iter().map(RolloutSummary::from_twd).collect();
+            items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            Ok(StatusView::List(items))
+        }
+    }
+}
+
+async fn fetch_api(base: &str, args: &StatusArgs) -> Result<StatusView, CliError> {
+    let base = base.trim_end_matches('/');
+    let http = Http::new(base)?;
+    match (&args.namespace, &args.name) {
+        (Some(ns), Some(name)) => {
+            let one: RolloutView = http
+                .get_json(&format!("/api/v1/namespaces/{ns}/rollouts/{name}"))
+                .await?;
+            Ok(StatusView::One(Box::new(one)))
+        }
+        (None, Some(name)) => {
+            let all: RolloutList = http.get_json("/api/v1/rollouts").await?;
+            let matches: Vec<&RolloutSummary> =
+                all.items.iter().filter(|s| &s.name == name).collect();
+            match matches.as_slice() {
+                [] => Err(CliError::NotFound(name.clone())),
+                [one] => {
+                    let path =
+                        format!("/api/v1/namespaces/{}/rollouts/{}", one.namespace, one.name);
+                    Ok(StatusView::One(Box::new(http.get_json(&path).await?)))
+                }
+                many => Err(CliError::Ambiguous {
+                    name: name.clone(),
+                    namespaces: many
+                        .iter()
+                        .map(|s| s.namespace.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }),
+            }
+        }
+        (Some(ns), None) => {
+            let list: RolloutList = http
+                .get_json(&format!("/api/v1/namespaces/{ns}/rollouts"))
+                .await?;
+            Ok(StatusView::List(list.items))
+        }
+        (None, None) => {
+            let list: RolloutList = http.get_json("/api/v1/rollouts").await?;
+            Ok(StatusView::List(list.items))
+        }
+    }
+}
+
+/// Minimal plain-HTTP JSON client (reach the in-cluster API with `kubectl port-forward`).
+struct Http {
+    base: String,
+    client: HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
+    token: Option<String>,
+}
+
+impl Http {
+    fn new(base: &str) -> Result<Self, CliError> {
+        let uri: Uri = base
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| CliError::BadUrl {
+                url: base.to_string(),
+                why: e.to_string(),
+            })?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(CliError::BadUrl {
+                url: base.to_string(),
+                why: "expected http://host:port (use kubectl port-forward to reach the cluster)"
+                    .into(),
+            });
+        }
+        let client = HttpClient::builder(TokioExecutor::new()).build_http();
+        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+        Ok(Self {
+            base: base.to_string(),
+            client,
+            token,
+        })
+    }
+
+    async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+        let url = format!("{}{}", self.base, path);
+        let request_err = |message: String| CliError::Request {
+            url: url.clone(),
+            message,
+        };
+        let mut req = Request::get(&url).header(header::ACCEPT, "application/json");
+        if let Some(token) = &self.token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = req
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| request_err(e.to_string()))?;
+        let resp = tokio::time::timeout(HTTP_TIMEOUT, self.client.request(req))
+            .await
+            .map_err(|_| request_err("timed out".into()))?
+            .map_err(|e| request_err(e.to_string()))?;
+        let status = resp.status();
+        let body = tokio::time::timeout(HTTP_TIMEOUT, resp.into_body().collect())
+            .await
+            .map_err(|_| request_err("timed out reading body".into()))?
+            .map_err(|e| request_err(e.to_string()))?
+            .to_bytes();
+        if !status.is_success() {
+            let message = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
+            return Err(CliError::Api {
+                url,
+                code: status.as_u16(),
+                message,
+            });
+        }
+        serde_json::from_slice(&body).map_err(|source| CliError::Decode { url, source })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rendering
+
+/// The text `status` prints. `now` makes relative times (ETA, ages) testable.
+pub fn render(view: &StatusView, now: jiff::Timestamp) -> String {
+    match view {
+        StatusView::List(items) if items.is_empty() => {
+            "No TemporalWorkerDeployments found.\n".to_string()
+        }
+        StatusView::List(items) => render_list(items, now),
+        StatusView::One(one) => render_one(one, now),
+    }
+}
+
+fn render_list(items: &[RolloutSummary], now: jiff::Timestamp) -> String {
+    let many_ns = items.iter().any(|s| s.namespace != items[0].namespace);
+    let mut header = vec![
+        "NAME", "STRATEGY", "PHASE", "TARGET", "CURRENT", "RAMP", "STEP", "READY", "ETA",
+    ];
+    if many_ns {
+        header.insert(0, "NAMESPACE");
+    }
+    let rows = items
+        .iter()
+        .map(|s| {
+            let mut row = vec![
+                s.name.clone(),
+                view::strategy_str(s.strategy).to_string(),
+                s.phase.as_str().to_string(),
+                opt(&s.target_build_id),
+                opt(&s.current_build_id),
+                ramp(s),
+                step(s),
+                if s.ready { "True" } else { "False" }.to_string(),
+                eta(s.next_step_at, now),
+            ];
+            if many_ns {
+                row.insert(0, s.namespace.clone());
+            }
+            row
+        })
+        .collect::<Vec<_>>();
+    table(&header, &rows)
+}
+
+fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
+    let s = &v.summary;
+    let mut out = String::new();
+    let _ = writeln!(out, "Name:       {}/{}", v.namespace, v.name);
+    let _ = writeln!(out, "Strategy:   {}", view::strategy_str(s.strategy));
+    let phase = match (&s.reason, &s.message) {
+        (Some(r), Some(m)) => format!("{} ({r}: {m})", s.phase.as_str()),
+        (Some(r), None) => format!("{} ({r})", s.phase.as_str()),
+        _ => s.phase.as_str().to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "Phase:      {phase}{}",
+        s.phase_since
+            .map(|t| format!(", since {}", rel(t, now)))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "Ready:      {}",
+        if s.ready { "True" } else { "False" }
+    );
+    let _ = writeln!(out, "Target:     {}", opt(&s.target_build_id));
+    let _ = writeln!(out, "Current:    {}", opt(&s.current_build_id));
+    let _ = writeln!(out, "Ramp:       {}", ramp(s));
+    let _ = writeln!(out, "Step:       {}", step(s));
+    let _ = writeln!(out, "Next step:  {}", eta(s.next_step_at, now));
+    let generation = match (s.observed_generation, s.generation) {
+        (Some(o), Some(g)) => format!("{o}/{g}"),
+        (None, Some(g)) => format!("-/{g}"),
+        _ => "-".into(),
+    };
+    let _ = writeln!(out, "Observed:   generation {generation}");
+
+    if let Some(status) = &v.status {
+        let versions = version_rows(status, now);
+        if !versions.is_empty() {
+            out.push_str("\nVersions:\n");
+            out.push_str(&table(
+                &[
+                    "BUILD ID",
+                    "ROLE",
+                    "STATUS",
+                    "REPLICAS",
+                    "DRAINED SINCE",
+                    "SCALE DOWN AT",
+                    "DELETE AT",
+                ],
+                &versions,
+            ));
+        }
+        if !status.conditions.is_empty() {
+            let rows = status
+                .conditions
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.type_.clone(),
+                        c.status.clone(),
+                        c.reason.clone(),
+                        rel(c.last_transition_time.0, now),
+                        c.message.clone(),
+                    ]
+                })
+                .collect::<Vec<_>>();
+            out.push_str("\nConditions:\n");
+            out.push_str(&table(
+                &["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
+                &rows,
+            ));
+        }
+    }
+    if !v.milestones.is_empty() {
+        let rows = v
+            .milestones
+            .iter()
+            .map(|m| {
+                vec![
+                    rel(m.time, now),
+                    format!("{:?}", m.kind),
+                    m.reason.clone(),
+                    m.message.clone(),
+                ]
+            })
+            .collect::<Vec<_>>();
+        out.push_str("\nRecent milestones:\n");
+        out.push_str(&table(&["WHEN", "TYPE", "REASON", "MESSAGE"], &rows));
+    }
+    out
+}
+
+fn version_rows(status: &TemporalWorkerDeploymentStatus, now: jiff::Timestamp) -> Vec<Vec<String>> {
+    let replicas = |v: &VersionInfo| match (v.ready_replicas, v.replicas) {
+        (r, Some(d)) => format!("{}/{d}", r.unwrap_or(0)),
+        _ => "-".into(),
+    };
+    let status_str = |s: VersionStatus| view::version_status_str(s).to_string();
+    let time = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.map(|t| rel(t.0, now)).unwrap_or_else(|| "-".into())
+    };
+    let mut rows = Vec::new();
+    let target_id = status
+        .target_version
+        .as_ref()
+        .map(|t| t.version.build_id.as_str());
+    if let Some(t) = &status.target_version {
+        let role = if status
+            .current_version
+            .as_ref()
+            .is_some_and(|c| c.build_id == t.version.build_id)
+        {
+            "target, current"
+        } else {
+            "target"
+        };
+        rows.push(vec![
+            t.version.build_id.clone(),
+            role.into(),
+            status_str(t.version.status),
+            replicas(&t.version),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]);
+    }
+    if let Some(c) = status
+        .current_version
+        .as_ref()
+        .filter(|c| Some(c.build_id.as_str()) != target_id)
+    {
+        rows.push(vec![
+            c.build_id.clone(),
+            "current".into(),
+            status_str(c.status),
+            replicas(c),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]);
+    }
+    for d in &status.deprecated_versions {
+        rows.push(vec![
+            d.version.build_id.clone(),
+            "deprecated".into(),
+            status_str(d.version.status),
+            replicas(&d.version),
+            time(d.drained_since.as_ref()),
+            time(d.scaledown_at.as_ref()),
+            time(d.delete_at.as_ref()),
+        ]);
+    }
+    rows
+}
+
+fn opt(s: &Option<String>) -> String {
+    s.clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "-".into())
+}
+
+fn ramp(s: &RolloutSummary) -> String {
+    match s.target_status {
+        Some(VersionStatus::Current) | Some(VersionStatus::Ramping) => {
+            let pct = s.target_traffic_ratio * 100.0;
+            if (pct - pct.round()).abs() < 0.05 {
+                format!("{pct:.0}%")
+            } else {
+                format!("{pct:.1}%")
+            }
+        }
+        _ => "-".into(),
+    }
+}
+
+/// Shown 1-based ("2/4"): status stores a zero-based index.
+fn step(s: &RolloutSummary) -> String {
+    match (s.step, s.steps) {
+        (Some(i), n) if n > 0 => format!("{}/{n}", i + 1),
+        (Some(i), _) => format!("{}", i + 1),
+        _ => "-".into(),
+    }
+}
+
+fn eta(at: Option<jiff::Timestamp>, now: jiff::Timestamp) -> String {
+    match at {
+        None => "-".into(),
+        Some(t) if t <= now => "due".into(),
+        Some(t) => format!("in {}", short_duration(t.as_second() - now.as_second())),
+    }
+}
+
+fn rel(t: jiff::Timestamp, now: jiff::Timestamp) -> String {
+    let secs = t.as_second() - now.as_second();
+    match secs {
+        0 => "now".into(),
+        s if s > 0 => format!("in {}", short_duration(s)),
+        s => format!("{} ago", short_duration(-s)),
+    }
+}
+
+/// Two most significant units: `2d3h`, `1h5m`, `4m30s`, `12s`.
+fn short_duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    let (d, h, m, s) = (
+        secs / 86_400,
+        (secs % 86_400) / 3600,
+        (secs % 3600) / 60,
+        secs % 60,
+    );
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) if s == 0 => format!("{m}m"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) if m == 0 => format!("{h}h"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ if h == 0 => format!("{d}d"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+/// Left-aligned columns separated by three spaces, like kubectl.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut text = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                text.push_str("   ");
+            }
+            let pad = widths
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .saturating_sub(cell.chars().count());
+            text.push_str(cell);
+            text.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&mut header.iter().copied());
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::milestones::{Milestone, MilestoneKind};
+
+    fn ts(s: &str) -> jiff::Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn progressive() -> TemporalWorkerDeployment {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
+            "metadata": {"name": "orders", "namespace": "shop", "generation": 4},
+            "spec": {"template": {"spec": {"containers": [{"name": "w", "image": "orders:v2"}]}},
+                     "rollout": {"strategy": "Progressive", "steps": [
+                        {"rampPercentage": 10, "pauseDuration": "5m"},
+                        {"rampPercentage": 25, "pauseDuration": "5m"},
+                        {"rampPercentage": 50, "pauseDuration": "5m"}]},
+                     "workerOptions": {"connectionRef": {"name": "c"}, "temporalNamespace": "default"}},
+            "status": {
+                "observedGeneration": 4, "versionCount": 3,
+                "targetVersion": {"buildID": "v2-abc", "status": "Ramping", "rampPercentage": 25.0,
+                                  "currentStep": 1, "nextStepAt": "2024-05-01T12:04:30Z",
+                                  "replicas": 3, "readyReplicas": 2},
+                "currentVersion": {"buildID": "v1-def", "status": "Current", "replicas": 3, "readyReplicas": 3},
+                "deprecatedVersions": [{"buildID": "v0-xyz", "status": "Drained",
+                                        "drainedSince": "2024-05-01T11:00:00Z",
+                                        "scaledownAt": "2024-05-01T13:00:00Z",
+                                        "deleteAt": "2024-05-02T13:00:00Z",
+                                        "eligibleForDeletion": true}],
+                "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "Ramping", "message": "ramping to 25%",
+                     "lastTransitionTime": "2024-05-01T11:50:00Z"},
+                    {"type": "Progressing", "status": "True", "reason": "Ramping", "message": "ramping to 25%",
+                     "lastTransitionTime": "2024-05-01T11:50:00Z"}]
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn list_table() {
+        let now = ts("2024-05-01T12:00:00Z");
+        let mut other = progressive();
+        other.metadata.namespace = Some("billing".into());
+        other.metadata.name = Some("invoices".into());
+        other.spec.rollout.strategy = crate::api::twd::RolloutStrategy::AllAtOnce;
+        let st = other.status.as_mut().unwrap();
+        st.target_version.as_mut().unwrap().version.status = VersionStatus::Current;
+        st.target_version.as_mut().unwrap().next_step_at = None;
+        st.conditions[0].status = "True".into();
+        st.conditions[0].reason = "RolloutComplete".into();
+        let items = vec![
+            RolloutSummary::from_twd(&other),
+            RolloutSummary::from_twd(&progressive()),
+        ];
+        let text = render(&StatusView::List(items), now);
+        let want = "\
+NAMESPACE   NAME       STRATEGY      PHASE         TARGET   CURRENT   RAMP   STEP   READY   ETA
+billing     invoices   AllAtOnce     Completed     v2-abc   v1-def    100%   2/3    True    -
+shop        orders     Progressive   Progressing   v2-abc   v1-def    25%    2/3    False   in 4m30s
+";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn single_namespace_list_has_no_namespace_column() {
+        let text = render(
+            &StatusView::List(vec![RolloutSummary::from_twd(&progressive())]),
+            ts("2024-05-01T12:10:00Z"),
+        );
+        assert!(text.starts_with("NAME "), "{text}");
+        assert!(text.contains(" due\n"), "overdue ETA: {text}");
+        assert_eq!(
+            render(&StatusView::List(vec![]), ts("2024-05-01T12:00:00Z")),
+            "No TemporalWorkerDeployments found.\n"
+        );
+    }
+
+    #[test]
+    fn one_rollout_details() {
+        let now = ts("2024-05-01T12:00:00Z");
+        let milestones = vec![Milestone {
+            time: ts("2024-05-01T11:59:00Z"),
+            kind: MilestoneKind::Normal,
+            reason: "RampStepStarted".into(),
+            message: "step 2: 25%".into(),
+        }];
+        let view = RolloutView::from_twd(&progressive(), milestones);
+        let text = render(&StatusView::One(Box::new(view)), now);
+        let want = "\
+Name:       shop/orders
+Strategy:   Progressive
+Phase:      Progressing (Ramping: ramping to 25%), since 10m ago
+Ready:      False
+Target:     v2-abc
+Current:    v1-def
+Ramp:       25%
+Step:       2/3
+Next step:  in 4m30s
+Observed:   generation 4/4
+
+Versions:
+BUILD ID   ROLE         STATUS    REPLICAS   DRAINED SINCE   SCALE DOWN AT   DELETE AT
+v2-abc     target       Ramping   2/3        -               -               -
+v1-def     current      Current   3/3        -               -               -
+v0-xyz     deprecated   Drained   -          1h ago          in 1h           in 1d1h
+
+Conditions:
+TYPE          STATUS   REASON    SINCE     MESSAGE
+Ready         False    Ramping   10m ago   ramping to 25%
+Progressing   True     Ramping   10m ago   ramping to 25%
+
+Recent milestones:
+WHEN     TYPE     REASON            MESSAGE
+1m ago   Normal   RampStepStarted   step 2: 25%
+";
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(short_duration(5), "5s");
+        assert_eq!(short_duration(60), "1m");
+        assert_eq!(short_duration(3_900), "1h5m");
+        assert_eq!(short_duration(7_200), "2h");
+        assert_eq!(short_duration(86_400 * 2 + 3_600 * 3 + 5), "2d3h");
+        assert_eq!(short_duration(-3), "0s");
+    }
+
+    #[test]
+    fn rejects_non_http_urls() {
+        assert!(matches!(
+            Http::new("https://x:1"),
+            Err(CliError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            Http::new("not a url"),
+            Err(CliError::BadUrl { .. })
+        ));
+    }
+}

@@ -1,0 +1,660 @@
+//! Prometheus metrics in the OpenMetrics text format.
+//!
+//! Two kinds of families:
+//! - operational counters and histograms (reconciles, Temporal RPCs, Kubernetes writes,
+//!   leadership, gates), updated from hot paths through atomics;
+//! - rollout state (phase, ramp, versions, steps…), computed from the reflector store at
+//!   scrape time, so a deleted `TemporalWorkerDeployment` leaves no stale series behind.
+//!
+//! Naming follows the Prometheus conventions: prefix `temporal_worker_controller_`, base
+//! units as suffixes, `_total` on counters (added by the encoder), build IDs only on the
+//! `_info` gauge and no per-object labels on histograms.
+
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use kube::runtime::reflector::Store;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::api::TemporalWorkerDeployment;
+use crate::http::view::{self, Phase, RolloutSummary};
+
+/// Metric name prefix (without the trailing underscore).
+pub const PREFIX: &str = "temporal_worker_controller";
+/// The `controller` label value on reconcile metrics.
+pub const CONTROLLER: &str = "temporalworkerdeployment";
+/// Content type of [`Metrics::encode`] output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of [`Metrics::encode_prometheus_text`] output.
+pub const CONTENT_TYPE_PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+const RECONCILE_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+const RPC_BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    controller: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileErrorLabels {
+    controller: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabels {
+    method: &'static str,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MethodLabels {
+    method: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KubeWriteLabels {
+    verb: &'static str,
+    resource: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    version: &'static str,
+}
+
+// Scrape-time label sets (owned strings: they come from the store).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjLabels {
+    namespace: String,
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InfoLabels {
+    namespace: String,
+    name: String,
+    strategy: &'static str,
+    phase: &'static str,
+    reason: String,
+    target_build: String,
+    current_build: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjStatusLabels {
+    namespace: String,
+    name: String,
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: &'static str,
+}
+
+type GaugeF = Gauge<f64, AtomicU64>;
+
+fn rpc_histogram() -> Histogram {
+    Histogram::new(RPC_BUCKETS)
+}
+
+/// All controller metrics. Share it behind an `Arc`; every method takes `&self`.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ReconcileLabels, Counter>,
+    reconcile_errors: Family<ReconcileErrorLabels, Counter>,
+    reconcile_duration: Family<ControllerLabels, Histogram>,
+    temporal_requests: Family<RpcLabels, Counter>,
+    temporal_duration: Family<MethodLabels, Histogram, fn() -> Histogram>,
+    kube_writes: Family<KubeWriteLabels, Counter>,
+    leader: Gauge,
+    gates: Family<OutcomeLabels, Counter>,
+    start_time: f64,
+}
+
+/// Measures one reconcile; call [`ReconcileTimer::finish`] with the result label.
+#[must_use = "call finish() to record the reconcile"]
+pub struct ReconcileTimer {
+    started: Instant,
+    reconciles: Family<ReconcileLabels, Counter>,
+    duration: Family<ControllerLabels, Histogram>,
+}
+
+impl ReconcileTimer {
+    /// Records the duration and counts the reconcile under `result` (`success`, `error`…).
+    pub fn finish(self, result: &'static str) {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        self.duration
+            .get_or_create(&ControllerLabels {
+                controller: CONTROLLER,
+            })
+            .observe(elapsed);
+        self.reconciles
+            .get_or_create(&ReconcileLabels {
+                controller: CONTROLLER,
+                result,
+            })
+            .inc();
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        registry.register("reconcile", "Reconciles by result", reconciles.clone());
+        let reconcile_errors = Family::<ReconcileErrorLabels, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that ended blocked or failed, by condition reason",
+            reconcile_errors.clone(),
+        );
+        let reconcile_duration =
+            Family::<ControllerLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new(RECONCILE_BUCKETS)
+            });
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Time spent in one reconcile",
+            Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        let temporal_requests = Family::<RpcLabels, Counter>::default();
+        registry.register(
+            "temporal_requests",
+            "Temporal gRPC calls by method and status code",
+            temporal_requests.clone(),
+        );
+        let temporal_duration =
+            Family::<MethodLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                rpc_histogram as fn() -> Histogram,
+            );
+        registry.register_with_unit(
+            "temporal_request_duration",
+            "Latency of Temporal gRPC calls",
+            Unit::Seconds,
+            temporal_duration.clone(),
+        );
+        let kube_writes = Family::<KubeWriteLabels, Counter>::default();
+        registry.register(
+            "kube_writes",
+            "Kubernetes API writes by verb, resource and result",
+            kube_writes.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease",
+            leader.clone(),
+        );
+        let gates = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "gate_workflows",
+            "Finished gate workflows by outcome",
+            gates.clone(),
+        );
+        let build_info = Family::<VersionLabels, Gauge>::default();
+        build_info
+            .get_or_create(&VersionLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register(
+            "build_info",
+            "Controller version (value is always 1)",
+            build_info,
+        );
+
+        // Pre-create the series dashboards divide by, so rates exist before the first event.
+        for result in ["success", "error"] {
+            let _ = reconciles.get_or_create(&ReconcileLabels {
+                controller: CONTROLLER,
+                result,
+            });
+        }
+        let _ = reconcile_duration.get_or_create(&ControllerLabels {
+            controller: CONTROLLER,
+        });
+        for outcome in ["completed", "failed"] {
+            let _ = gates.get_or_create(&OutcomeLabels { outcome });
+        }
+
+        let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_errors,
+            reconcile_duration,
+            temporal_requests,
+            temporal_duration,
+            kube_writes,
+            leader,
+            gates,
+            start_time,
+        }
+    }
+
+    pub fn reconcile_started(&self) -> ReconcileTimer {
+        ReconcileTimer {
+            started: Instant::now(),
+            reconciles: self.reconciles.clone(),
+            duration: self.reconcile_duration.clone(),
+        }
+    }
+
+    /// Counts a failed or blocked reconcile; `reason` is the condition reason (bounded set).
+    pub fn reconcile_error(&self, reason: &'static str) {
+        self.reconcile_errors
+            .get_or_create(&ReconcileErrorLabels {
+                controller: CONTROLLER,
+                reason,
+            })
+            .inc();
+    }
+
+    /// One Temporal gRPC call. `code` is the gRPC status code name (`OK`, `Unavailable`…).
+    pub fn temporal_rpc(&self, method: &'static str, code: &'static str, latency: Duration) {
+        self.temporal_requests
+            .get_or_create(&RpcLabels { method, code })
+            .inc();
+        self.temporal_duration
+            .get_or_create(&MethodLabels { method })
+            .observe(latency.as_secs_f64());
+    }
+
+    pub fn kube_write(&self, verb: &'static str, resource: &'static str, ok: bool) {
+        let result = if ok { "success" } else { "error" };
+        self.kube_writes
+            .get_or_create(&KubeWriteLabels {
+                verb,
+                resource,
+                result,
+            })
+            .inc();
+    }
+
+    pub fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// A gate workflow finished: `completed` or `failed`.
+    pub fn gate_outcome(&self, outcome: &'static str) {
+        self.gates.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// The full exposition: operational metrics, rollout state from `store`, process metrics.
+    pub fn encode(&self, store: &Store<TemporalWorkerDeployment>) -> String {
+        self.encode_at(store, jiff::Timestamp::now())
+    }
+
+    /// The same exposition in Prometheus text format 0.0.4.
+    pub fn encode_prometheus_text(&self, store: &Store<TemporalWorkerDeployment>) -> String {
+        openmetrics_to_prometheus_text(&self.encode(store))
+    }
+
+    /// [`Metrics::encode`] with an explicit clock (tests).
+    pub fn encode_at(
+        &self,
+        store: &Store<TemporalWorkerDeployment>,
+        now: jiff::Timestamp,
+    ) -> String {
+        let scrape = scrape_registry(store, now, self.start_time);
+        let mut out = String::with_capacity(16 * 1024);
+        // Writing into a String cannot fail; an Err here would only come from a broken
+        // encoder, and a partial exposition is still better than none.
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &scrape);
+        let _ = encode_eof(&mut out);
+        out
+    }
+}
+
+/// Rewrites an OpenMetrics exposition as Prometheus text format 0.0.4, for scrapers (and
+/// `promtool check metrics`) that do not speak OpenMetrics. The two differ only in metadata:
+/// 0.0.4 names counter families with their `_total` suffix, has no `# UNIT` / `# EOF`
+/// lines and no `info` type.
+pub fn openmetrics_to_prometheus_text(text: &str) -> String {
+    use std::collections::HashMap;
+    // Family name -> (suffix to append in metadata, type to print).
+    let mut families: HashMap<&str, (&str, &str)> = HashMap::new();
+    for line in text.lines() {
+        if let Some((name, ty)) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.split_once(' '))
+        {
+            let mapped = match ty {
+                "counter" => ("_total", "counter"),
+                "info" => ("_info", "gauge"),
+                "gauge" | "histogram" | "summary" => ("", ty),
+                _ => ("", "untyped"),
+            };
+            families.insert(name, mapped);
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let meta = line
+            .strip_prefix("# HELP ")
+            .map(|r| ("# HELP ", r))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|r| ("# TYPE ", r)));
+        match meta {
+            Some((kind, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let (suffix, ty) = families.get(name).copied().unwrap_or(("", "untyped"));
+                out.push_str(kind);
+                out.push_str(name);
+                if !name.ends_with(suffix) {
+                    out.push_str(suffix);
+                }
+                out.push(' ');
+                out.push_str(if kind == "# TYPE " { ty } else { tail });
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A fresh registry per scrape for the families derived from the store.
+fn scrape_registry(
+    store: &Store<TemporalWorkerDeployment>,
+    now: jiff::Timestamp,
+    start_time: f64,
+) -> Registry {
+    let mut root = Registry::default();
+    let process = process_stats();
+    let proc_reg = root.sub_registry_with_prefix("process");
+    let g = |v: f64| -> GaugeF {
+        let g = GaugeF::default();
+        g.set(v);
+        g
+    };
+    if let Some(rss) = process.resident_bytes {
+        proc_reg.register_with_unit(
+            "resident_memory",
+            "Resident memory size",
+            Unit::Bytes,
+            g(rss),
+        );
+    }
+    if let Some(vms) = process.virtual_bytes {
+        proc_reg.register_with_unit("virtual_memory", "Virtual memory size", Unit::Bytes, g(vms));
+    }
+    if let Some(fds) = process.open_fds {
+        proc_reg.register("open_fds", "Open file descriptors", g(fds));
+    }
+    if let Some(cpu) = process.cpu_seconds {
+        // Counter semantics, but the value is read, not accumulated here.
+        let c = Counter::<f64, AtomicU64>::default();
+        c.inc_by(cpu);
+        proc_reg.register_with_unit("cpu", "User and system CPU time", Unit::Seconds, c);
+    }
+    proc_reg.register_with_unit(
+        "start_time",
+        "Start time of the process since the Unix epoch",
+        Unit::Seconds,
+        g(start_time),
+    );
+
+    let reg = root.sub_registry_with_prefix(PREFIX);
+    let info = Family::<InfoLabels, Gauge>::default();
+    let by_phase = Family::<PhaseLabels, Gauge>::default();
+    let ramp = Family::<ObjLabels, GaugeF>::default();
+    let versions = Family::<ObjStatusLabels, Gauge>::default();
+    let step = Family::<ObjLabels, Gauge>::default();
+    let steps = Family::<ObjLabels, Gauge>::default();
+    let next_step = Family::<ObjLabels, GaugeF>::default();
+    let transition = Family::<ObjLabels, GaugeF>::default();
+    let in_phase = Family::<ObjLabels, GaugeF>::default();
+    let ready = Family::<ObjLabels, Gauge>::default();
+    let stalled = Family::<ObjLabels, Gauge>::default();
+    let lag = Family::<ObjLabels, Gauge>::default();
+
+    for phase in Phase::ALL {
+        let _ = by_phase.get_or_create(&PhaseLabels {
+            phase: phase.as_str(),
+        });
+    }
+    let now_s = now.as_millisecond() as f64 / 1000.0;
+    for twd in store.state() {
+        let s = RolloutSummary::from_twd(&twd);
+        let obj = ObjLabels {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+        };
+        info.get_or_create(&InfoLabels {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            strategy: view::strategy_str(s.strategy),
+            phase: s.phase.as_str(),
+            reason: s.reason.clone().unwrap_or_default(),
+            target_build: s.target_build_id.clone().unwrap_or_default(),
+            current_build: s.current_build_id.clone().unwrap_or_default(),
+        })
+        .set(1);
+        by_phase
+            .get_or_create(&PhaseLabels {
+                phase: s.phase.as_str(),
+            })
+            .inc();
+        ramp.get_or_create(&obj).set(s.target_traffic_ratio);
+        // Only statuses present: six always-on series per object would dominate the scrape.
+        for v in &s.versions {
+            let labels = ObjStatusLabels {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                status: view::version_status_str(v.status),
+            };
+            versions.get_or_create(&labels).set(v.count as i64);
+        }
+        if let Some(i) = s.step {
+            step.get_or_create(&obj).set(i64::from(i));
+        }
+        if s.steps > 0 {
+            steps.get_or_create(&obj).set(s.steps as i64);
+        }
+        if let Some(t) = s.next_step_at {
+            next_step
+                .get_or_create(&obj)
+                .set(t.as_millisecond() as f64 / 1000.0);
+        }
+        if let Some(t) = s.phase_since {
+            let t = t.as_millisecond() as f64 / 1000.0;
+            transition.get_or_create(&obj).set(t);
+            in_phase.get_or_create(&obj).set((now_s - t).max(0.0));
+        }
+        ready.get_or_create(&obj).set(i64::from(s.ready));
+        stalled.get_or_create(&obj).set(i64::from(s.stalled));
+        lag.get_or_create(&obj).set(s.generation_lag());
+    }
+
+    reg.register(
+        "rollout_info",
+        "One series per TemporalWorkerDeployment (value 1) carrying strategy, phase, reason and build IDs",
+        info,
+    );
+    reg.register("rollouts", "TemporalWorkerDeployments by phase", by_phase);
+    reg.register(
+        "rollout_ramp_ratio",
+        "Share of new workflows routed to the target version (1 once it is Current)",
+        ramp,
+    );
+    reg.register(
+        "rollout_versions",
+        "Versions listed in status by Temporal version status",
+        versions,
+    );
+    reg.register(
+        "rollout_step",
+        "Zero-based index of the progressive step in effect",
+        step,
+    );
+    reg.register(
+        "rollout_configured_steps",
+        "Number of progressive steps in the spec",
+        steps,
+    );
+    reg.register(
+        "rollout_next_step_timestamp_seconds",
+        "When the next progressive step (or promotion) is due, Unix time",
+        next_step,
+    );
+    reg.register(
+        "rollout_phase_transition_timestamp_seconds",
+        "When the rollout entered its current phase, Unix time",
+        transition,
+    );
+    reg.register_with_unit(
+        "rollout_time_in_phase",
+        "Time since the rollout entered its current phase",
+        Unit::Seconds,
+        in_phase,
+    );
+    reg.register("rollout_ready", "1 when the Ready condition is True", ready);
+    reg.register(
+        "rollout_stalled",
+        "1 when the Stalled condition is True",
+        stalled,
+    );
+    reg.register(
+        "rollout_observed_generation_lag",
+        "metadata.generation minus status.observedGeneration",
+        lag,
+    );
+    root
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct ProcessStats {
+    resident_bytes: Option<f64>,
+    virtual_bytes: Option<f64>,
+    open_fds: Option<f64>,
+    cpu_seconds: Option<f64>,
+}
+
+/// Linux `/proc/self` figures; absent elsewhere (the families are then omitted).
+fn process_stats() -> ProcessStats {
+    // Pages in /proc are 4 KiB on the platforms we ship (x86_64, aarch64 with 4 KiB pages);
+    // USER_HZ is 100 on both. Reading them via libc is not worth a dependency.
+    const PAGE: f64 = 4096.0;
+    const USER_HZ: f64 = 100.0;
+    let mut out = ProcessStats::default();
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+        let mut fields = statm.split_whitespace().map(|f| f.parse::<f64>().ok());
+        out.virtual_bytes = fields.next().flatten().map(|p| p * PAGE);
+        out.resident_bytes = fields.next().flatten().map(|p| p * PAGE);
+    }
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // The command name (field 2) may contain spaces: parse after its closing paren.
+        if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // rest starts at field 3 (state); utime and stime are fields 14 and 15.
+            let utime = fields.get(11).and_then(|v| v.parse::<f64>().ok());
+            let stime = fields.get(12).and_then(|v| v.parse::<f64>().ok());
+            if let (Some(u), Some(s)) = (utime, stime) {
+                out.cpu_seconds = Some((u + s) / USER_HZ);
+            }
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+        out.open_fds = Some(dir.count() as f64);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+
+    #[test]
+    fn operational_metrics_are_encoded() {
+        let m = Metrics::new();
+        let t = m.reconcile_started();
+        t.finish("success");
+        m.reconcile_error("InvalidSpec");
+        m.temporal_rpc("DescribeWorkerDeployment", "OK", Duration::from_millis(3));
+        m.kube_write("patch", "deployments/scale", false);
+        m.set_leader(true);
+        m.gate_outcome("failed");
+        let store = Writer::<TemporalWorkerDeployment>::default().as_reader();
+        let text = m.encode(&store);
+        for line in [
+            "temporal_worker_controller_reconcile_total{controller=\"temporalworkerdeployment\",result=\"success\"} 1",
+            "temporal_worker_controller_reconcile_total{controller=\"temporalworkerdeployment\",result=\"error\"} 0",
+            "temporal_worker_controller_reconcile_errors_total{controller=\"temporalworkerdeployment\",reason=\"InvalidSpec\"} 1",
+            "temporal_worker_controller_reconcile_duration_seconds_count{controller=\"temporalworkerdeployment\"} 1",
+            "temporal_worker_controller_temporal_requests_total{method=\"DescribeWorkerDeployment\",code=\"OK\"} 1",
+            "temporal_worker_controller_temporal_request_duration_seconds_bucket{le=\"0.005\",method=\"DescribeWorkerDeployment\"} 1",
+            "temporal_worker_controller_kube_writes_total{verb=\"patch\",resource=\"deployments/scale\",result=\"error\"} 1",
+            "temporal_worker_controller_leader 1",
+            "temporal_worker_controller_gate_workflows_total{outcome=\"failed\"} 1",
+            "temporal_worker_controller_rollouts{phase=\"Completed\"} 0",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        assert_eq!(text.matches("# EOF").count(), 1);
+        m.set_leader(false);
+        assert!(
+            m.encode(&store)
+                .contains("temporal_worker_controller_leader 0")
+        );
+    }
+
+    #[test]
+    fn converts_to_prometheus_text() {
+        let om = "# HELP a_reconcile Reconciles.\n# TYPE a_reconcile counter\na_reconcile_total{x=\"1\"} 2\n\
+                  # HELP a_dur_seconds Time.\n# TYPE a_dur_seconds histogram\n# UNIT a_dur_seconds seconds\n\
+                  a_dur_seconds_sum 1.0\n# HELP a_build Build.\n# TYPE a_build info\na_build_info{v=\"1\"} 1\n# EOF\n";
+        let want = "# HELP a_reconcile_total Reconciles.\n# TYPE a_reconcile_total counter\na_reconcile_total{x=\"1\"} 2\n\
+                    # HELP a_dur_seconds Time.\n# TYPE a_dur_seconds histogram\na_dur_seconds_sum 1.0\n\
+                    # HELP a_build_info Build.\n# TYPE a_build_info gauge\na_build_info{v=\"1\"} 1\n";
+        assert_eq!(openmetrics_to_prometheus_text(om), want);
+    }
+
+    #[test]
+    fn process_stats_on_linux() {
+        let p = process_stats();
+        if cfg!(target_os = "linux") {
+            assert!(p.resident_bytes.unwrap() > 0.0);
+            assert!(p.open_fds.unwrap() >= 1.0);
+            assert!(p.cpu_seconds.is_some());
+        }
+    }
+}

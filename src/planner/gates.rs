@@ -1,0 +1,170 @@
+//! Gate workflows: one per workflow task queue of the target, all of which must complete
+//! before the target receives traffic.
+//!
+//! Gate workflow IDs are deterministic per build and Temporal refuses duplicates, so a failed
+//! gate cannot be re-run for the same build: it is terminal until the spec changes.
+
+use crate::api::twd::GateWorkflowStatus;
+use crate::planner::model::Gate;
+use crate::temporal::state::GateObservation;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum GateState {
+    /// No gate configured (or it does not apply).
+    Open,
+    /// Every task queue's gate workflow completed.
+    Passed,
+    /// Still waiting; `start` lists task queues without a gate workflow yet.
+    Pending { start: Vec<String>, message: String },
+    /// A gate workflow ended in a failure state.
+    Failed { message: String },
+}
+
+pub fn evaluate(
+    gate: Option<&Gate>,
+    build_id: &str,
+    queues: &[String],
+    observed: &[GateObservation],
+) -> GateState {
+    let Some(gate) = gate else {
+        return GateState::Open;
+    };
+    if queues.is_empty() {
+        return GateState::Pending {
+            start: Vec::new(),
+            message: format!(
+                "Waiting for build ID {build_id} to poll a workflow task queue before starting gate workflow {}",
+                gate.workflow_type
+            ),
+        };
+    }
+    let relevant: Vec<&GateObservation> = observed
+        .iter()
+        .filter(|o| queues.contains(&o.task_queue))
+        .collect();
+    if let Some(failed) = relevant.iter().find(|o| is_failure(o.status)) {
+        return GateState::Failed {
+            message: format!(
+                "Gate workflow {} on task queue {} for build ID {build_id} ended {:?}; a failed gate is not re-run, \
+                 change the spec (a new build ID) to retry",
+                failed.workflow_id, failed.task_queue, failed.status
+            ),
+        };
+    }
+    let completed = |q: &String| {
+        relevant
+            .iter()
+            .any(|o| &o.task_queue == q && o.status == GateWorkflowStatus::Completed)
+    };
+    if queues.iter().all(completed) {
+        return GateState::Passed;
+    }
+    let start: Vec<String> = queues
+        .iter()
+        .filter(|q| !relevant.iter().any(|o| &o.task_queue == *q))
+        .cloned()
+        .collect();
+    let done = queues.iter().filter(|q| completed(q)).count();
+    GateState::Pending {
+        start,
+        message: format!(
+            "Waiting for gate workflow {} on build ID {build_id} ({done} of {} task queues completed)",
+            gate.workflow_type,
+            queues.len()
+        ),
+    }
+}
+
+fn is_failure(s: GateWorkflowStatus) -> bool {
+    matches!(
+        s,
+        GateWorkflowStatus::Failed
+            | GateWorkflowStatus::Canceled
+            | GateWorkflowStatus::Terminated
+            | GateWorkflowStatus::TimedOut
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate() -> Gate {
+        Gate {
+            workflow_type: "Smoke".into(),
+        }
+    }
+
+    fn obs(q: &str, status: GateWorkflowStatus) -> GateObservation {
+        GateObservation {
+            workflow_id: format!("test-ns/w:v2-{q}"),
+            run_id: "r".into(),
+            task_queue: q.into(),
+            status,
+        }
+    }
+
+    fn queues(qs: &[&str]) -> Vec<String> {
+        qs.iter().map(|q| q.to_string()).collect()
+    }
+
+    #[test]
+    fn no_gate_is_open() {
+        assert_eq!(evaluate(None, "v2", &queues(&["q1"]), &[]), GateState::Open);
+    }
+
+    #[test]
+    fn all_completed_passes() {
+        let o = [
+            obs("q1", GateWorkflowStatus::Completed),
+            obs("q2", GateWorkflowStatus::Completed),
+        ];
+        assert_eq!(
+            evaluate(Some(&gate()), "v2", &queues(&["q1", "q2"]), &o),
+            GateState::Passed
+        );
+    }
+
+    #[test]
+    fn every_failure_state_is_terminal_and_names_the_workflow() {
+        for s in [
+            GateWorkflowStatus::Failed,
+            GateWorkflowStatus::Canceled,
+            GateWorkflowStatus::Terminated,
+            GateWorkflowStatus::TimedOut,
+        ] {
+            let o = [obs("q1", GateWorkflowStatus::Completed), obs("q2", s)];
+            match evaluate(Some(&gate()), "v2", &queues(&["q1", "q2"]), &o) {
+                GateState::Failed { message } => {
+                    assert!(message.contains("test-ns/w:v2-q2"), "{message}");
+                    assert!(message.contains(&format!("{s:?}")), "{message}");
+                }
+                other => panic!("{s:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn observations_for_other_queues_are_ignored() {
+        let o = [
+            obs("old-queue", GateWorkflowStatus::Failed),
+            obs("q1", GateWorkflowStatus::Completed),
+        ];
+        assert_eq!(
+            evaluate(Some(&gate()), "v2", &queues(&["q1"]), &o),
+            GateState::Passed
+        );
+    }
+
+    #[test]
+    fn running_waits_without_restarting() {
+        let o = [obs("q1", GateWorkflowStatus::Running)];
+        match evaluate(Some(&gate()), "v2", &queues(&["q1"]), &o) {
+            GateState::Pending { start, message } => {
+                assert!(start.is_empty());
+                assert!(message.contains("0 of 1"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The progressive step algorithm.
+//!
+//! Position and timing come only from Temporal: the step in effect is the last step whose
+//! percentage does not exceed the target's current ramp, and it started when Temporal last
+//! changed the ramp percentage (`ramp_percentage_changed_at`). A restarted controller, or a
+//! second replica after a leader change, therefore continues exactly where the rollout is.
+//! A ramp that matches no step (edited by hand, or the steps were edited) snaps down to the
+//! highest step not above it, which restarts that step's pause.
+
+use jiff::Timestamp;
+
+use crate::planner::clock;
+use crate::planner::model::Step;
+use crate::planner::view::same_percentage;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepDecision {
+    /// No steps configured: nothing to ramp through (validation normally prevents this).
+    NoSteps,
+    /// Set the target's ramp to step `index`: a fresh start, a snap, or the next step.
+    Ramp { index: usize },
+    /// The last step's pause is over.
+    Promote,
+    /// Stay on step `index` until `next_at` (`None`: Temporal gave no start time).
+    Hold {
+        index: usize,
+        started_at: Option<Timestamp>,
+        next_at: Option<Timestamp>,
+    },
+}
+
+/// `ramp`: the target's current ramp (`None` when the target is not ramping).
+pub fn decide(
+    steps: &[Step],
+    ramp: Option<f32>,
+    changed_at: Option<Timestamp>,
+    now: Timestamp,
+) -> StepDecision {
+    if steps.is_empty() {
+        return StepDecision::NoSteps;
+    }
+    let Some(ramp) = ramp else {
+        return StepDecision::Ramp { index: 0 };
+    };
+    let index = steps
+        .iter()
+        .rposition(|s| s.ramp_percentage <= ramp || same_percentage(s.ramp_percentage, ramp))
+        .unwrap_or(0);
+    if !same_percentage(steps[index].ramp_percentage, ramp) {
+        return StepDecision::Ramp { index };
+    }
+    let Some(started_at) = changed_at else {
+        return StepDecision::Hold {
+            index,
+            started_at: None,
+            next_at: None,
+        };
+    };
+    let next_at = clock::add(started_at, steps[index].pause);
+    match next_at {
+        Some(t) if t <= now => {
+            if index + 1 < steps.len() {
+                StepDecision::Ramp { index: index + 1 }
+            } else {
+                StepDecision::Promote
+            }
+        }
+        _ => StepDecision::Hold {
+            index,
+            started_at: Some(started_at),
+            next_at,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn steps(spec: &[(f32, u64)]) -> Vec<Step> {
+        spec.iter()
+            .map(|&(p, secs)| Step {
+                ramp_percentage: p,
+                pause: Duration::from_secs(secs),
+            })
+            .collect()
+    }
+
+    const NOW: &str = "2026-03-02T12:00:00Z";
+
+    #[test]
+    fn not_ramping_starts_at_the_first_step() {
+        let s = steps(&[(25.0, 60), (50.0, 60)]);
+        assert_eq!(
+            decide(&s, None, None, ts(NOW)),
+            StepDecision::Ramp { index: 0 }
+        );
+    }
+
+    #[test]
+    fn holds_until_the_pause_has_passed() {
+        let s = steps(&[(25.0, 600), (50.0, 600)]);
+        let started = ts("2026-03-02T11:55:00Z");
+        assert_eq!(
+            decide(&s, Some(25.0), Some(started), ts(NOW)),
+            StepDecision::Hold {
+                index: 0,
+                started_at: Some(started),
+                next_at: Some(ts("2026-03-02T12:05:00Z"))
+            }
+        );
+    }
+
+    #[test]
+    fn case_14_exactly_one_pause_ago_advances() {
+        let s = steps(&[(25.0, 300), (50.0, 300)]);
+        assert_eq!(
+            decide(&s, Some(25.0), Some(ts("2026-03-02T11:55:00Z")), ts(NOW)),
+            StepDecision::Ramp { index: 1 }
+        );
+    }
+
+    #[test]
+    fn case_13_last_step_long_past_promotes() {
+        let s = steps(&[(25.0, 3600), (75.0, 3600)]);
+        assert_eq!(
+            decide(&s, Some(75.0), Some(ts("2026-03-02T08:00:00Z")), ts(NOW)),
+            StepDecision::Promote
+        );
+    }
+
+    #[test]
+    fn case_15_last_step_just_past_pause_promotes() {
+        let s = steps(&[(25.0, 60), (50.0, 60)]);
+        assert_eq!(
+            decide(&s, Some(50.0), Some(ts("2026-03-02T11:58:59Z")), ts(NOW)),
+            StepDecision::Promote
+        );
+    }
+
+    #[test]
+    fn case_16_unknown_change_time_holds() {
+        let s = steps(&[(25.0, 60), (50.0, 60)]);
+        assert_eq!(
+            decide(&s, Some(25.0), None, ts(NOW)),
+            StepDecision::Hold {
+                index: 0,
+                started_at: None,
+                next_at: None
+            }
+        );
+    }
+
+    #[test]
+    fn case_17_manual_ramp_between_steps_snaps_down() {
+        let s = steps(&[(5.0, 60), (10.0, 60), (25.0, 60), (50.0, 60)]);
+        let long_ago = Some(ts("2026-03-01T00:00:00Z"));
+        assert_eq!(
+            decide(&s, Some(20.0), long_ago, ts(NOW)),
+            StepDecision::Ramp { index: 1 }
+        );
+    }
+
+    #[test]
+    fn case_18_manual_ramp_below_every_step_goes_to_the_first() {
+        let s = steps(&[(10.0, 60), (25.0, 60), (50.0, 60)]);
+        assert_eq!(
+            decide(&s, Some(1.0), Some(ts(NOW)), ts(NOW)),
+            StepDecision::Ramp { index: 0 }
+        );
+    }
+
+    #[test]
+    fn ramp_above_every_step_snaps_to_the_last() {
+        let s = steps(&[(10.0, 60), (25.0, 60)]);
+        assert_eq!(
+            decide(&s, Some(80.0), Some(ts(NOW)), ts(NOW)),
+            StepDecision::Ramp { index: 1 }
+        );
+    }
+
+    #[test]
+    fn case_19_no_steps_never_routes() {
+        assert_eq!(
+            decide(&[], Some(10.0), Some(ts(NOW)), ts(NOW)),
+            StepDecision::NoSteps
+        );
+        assert_eq!(decide(&[], None, None, ts(NOW)), StepDecision::NoSteps);
+    }
+
+    #[test]
+    fn case_20_target_ramping_with_unknown_percentage_restarts() {
+        // A target Temporal lists as Ramping but whose ramp we cannot see behaves as not ramping.
+        let s = steps(&[(25.0, 60)]);
+        assert_eq!(
+            decide(&s, None, Some(ts(NOW)), ts(NOW)),
+            StepDecision::Ramp { index: 0 }
+        );
+    }
+
+    #[test]
+    fn wire_percentages_compare_loosely() {
+        let s = steps(&[(33.0, 60), (66.0, 60)]);
+        let started = ts("2026-03-02T11:59:30Z");
+        assert!(matches!(
+            decide(&s, Some(33.000_004), Some(started), ts(NOW)),
+            StepDecision::Hold { index: 0, .. }
+        ));
+    }
+}

@@ -1,0 +1,340 @@
+//! Which routing change (at most one) to make, and where that leaves the rollout.
+//!
+//! Decisions, in order:
+//! 1. The version limit holds back the target's Deployment → `TooManyVersions`.
+//! 2. Target already Current → done; a stale ramp on another build is cleared.
+//! 3. Target unknown to Temporal → wait for its pollers.
+//! 4. Rollback: the target was Current within the rollback window (not Manual) → promote at
+//!    once once healthy, skipping gate and ramp.
+//! 5. Gate: started on every task queue lacking one (Manual too); a failure is terminal,
+//!    anything else waits.
+//! 6. Manual → never route; wait for a human.
+//! 7. Target not healthy (Available with ready pods) → wait: never send traffic to a version
+//!    without live workers (Temporal keeps listing a dead worker's pollers).
+//! 8. First version (nothing Current, unversioned workers not on every queue) → promote.
+//! 9. AllAtOnce → promote; Progressive → step algorithm.
+//!
+//! Finally, a routing change is dropped while another identity manages routing in Temporal,
+//! and the manager identity is claimed first when nobody holds it.
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::planner::clock::{self, FAST_POLL, MANAGER_POLL, Wake};
+use crate::planner::gates::{self, GateState};
+use crate::planner::model::{Phase, Progress, RoutingChange, StepProgress, Strategy};
+use crate::planner::progressive::{self, StepDecision};
+use crate::planner::view::View;
+use crate::temporal::state::TemporalVersionStatus;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    pub change: Option<RoutingChange>,
+    pub claim_manager: bool,
+    pub start_gates: Vec<String>,
+    pub progress: Progress,
+}
+
+/// `held_back`: set when the version limit prevents creating the target (the message).
+pub fn decide(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
+    let mut decision = route(view, held_back, wake);
+    apply_manager(view, &mut decision, wake);
+    decision
+}
+
+fn progress(phase: Phase, message: String) -> Progress {
+    Progress {
+        phase,
+        message,
+        step: None,
+        rollback: false,
+    }
+}
+
+fn complete(build: &str) -> Progress {
+    progress(
+        Phase::Complete,
+        format!("Rollout complete for build ID {build}"),
+    )
+}
+
+fn promote(view: &View, wake: &mut Wake) -> Decision {
+    wake.after(FAST_POLL);
+    Decision {
+        change: Some(RoutingChange::SetCurrent {
+            build_id: view.target.to_string(),
+        }),
+        progress: complete(view.target),
+        ..Default::default()
+    }
+}
+
+fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
+    let input = view.input;
+    let desired = &input.desired;
+    let target = view.target;
+    let now = input.now;
+
+    if let Some(message) = held_back {
+        wake.after(clock::DRAIN_POLL);
+        return Decision {
+            progress: progress(Phase::TooManyVersions, message),
+            ..Default::default()
+        };
+    }
+
+    if view.target_is_current() {
+        let manual = matches!(desired.strategy, Strategy::Manual);
+        let change = (view.ramping.is_some() && !manual).then_some(RoutingChange::ClearRamp);
+        if change.is_some() {
+            wake.after(FAST_POLL);
+        }
+        return Decision {
+            change,
+            progress: complete(target),
+            ..Default::default()
+        };
+    }
+
+    let Some(version) = view.target_version else {
+        wake.after(FAST_POLL);
+        let message = match (view.target_deployment, view.target_deleting) {
+            (None, Some(d)) => format!(
+                "Waiting for the old Deployment {} of build ID {target} to finish deleting before re-creating it",
+                d.name
+            ),
+            (None, None) => format!("Creating the Deployment for build ID {target}"),
+            (Some(_), _) => format!(
+                "Waiting for build ID {target} to register its pollers with Temporal ({})",
+                view.target_readiness()
+            ),
+        };
+        return Decision {
+            progress: progress(Phase::WaitingForPollers, message),
+            ..Default::default()
+        };
+    };
+
+    let manual = matches!(desired.strategy, Strategy::Manual);
+    let rollback = !manual
+        && version
+            .last_current_at
+            .is_some_and(|t| within(now, t, desired.rollback_window));
+
+    let gate = gates::evaluate(
+        desired.gate.as_ref(),
+        target,
+        &input.target_task_queues,
+        &input.gates,
+    );
+    let start_gates = match &gate {
+        GateState::Pending { start, .. } => start.clone(),
+        _ => Vec::new(),
+    };
+    if !rollback {
+        match gate {
+            GateState::Failed { message } => {
+                return Decision {
+                    start_gates,
+                    progress: progress(Phase::GateFailed, message),
+                    ..Default::default()
+                };
+            }
+            GateState::Pending { message, .. } => {
+                wake.after(FAST_POLL);
+                return Decision {
+                    start_gates,
+                    progress: progress(Phase::WaitingForGate, message),
+                    ..Default::default()
+                };
+            }
+            GateState::Open | GateState::Passed => {}
+        }
+    }
+
+    if manual {
+        let message = match view.target_ramp() {
+            Some(pct) => format!(
+                "Build ID {target} is ramping at {pct}% (set in Temporal); strategy is Manual"
+            ),
+            None => format!(
+                "Build ID {target} is registered and {}; strategy is Manual, promote it in Temporal",
+                status_word(version.status)
+            ),
+        };
+        let phase = if view.target_ramp().is_some() {
+            Phase::Ramping
+        } else {
+            Phase::WaitingForPromotion
+        };
+        return Decision {
+            start_gates,
+            progress: progress(phase, message),
+            ..Default::default()
+        };
+    }
+
+    if !view.target_healthy() {
+        let message = format!(
+            "Build ID {target} is registered; waiting for its Deployment to become Available ({})",
+            view.target_readiness()
+        );
+        return Decision {
+            start_gates,
+            progress: progress(Phase::WaitingForPromotion, message),
+            ..Default::default()
+        };
+    }
+
+    if rollback {
+        let mut d = promote(view, wake);
+        d.start_gates = start_gates;
+        d.progress.rollback = true;
+        d.progress.message = format!(
+            "Rollout complete for build ID {target} (rolled back: it was Current recently)"
+        );
+        return d;
+    }
+
+    let first_version = view.current.is_none()
+        && !input.unversioned_pollers_on_all_queues
+        && view.target_ramp().is_none();
+    let mut d = match &desired.strategy {
+        _ if first_version => promote(view, wake),
+        Strategy::AllAtOnce => promote(view, wake),
+        Strategy::Manual => Decision::default(), // handled above
+        Strategy::Progressive(steps) => {
+            let routing = &input.temporal.routing;
+            match progressive::decide(
+                steps,
+                view.target_ramp(),
+                routing.ramp_percentage_changed_at,
+                now,
+            ) {
+                StepDecision::NoSteps => Decision {
+                    progress: progress(
+                        Phase::WaitingForPromotion,
+                        format!(
+                            "Progressive strategy has no steps; build ID {target} is not ramped"
+                        ),
+                    ),
+                    ..Default::default()
+                },
+                StepDecision::Promote => promote(view, wake),
+                StepDecision::Ramp { index } => {
+                    let step = steps[index];
+                    wake.after(step.pause);
+                    let next_at = clock::add(now, step.pause);
+                    let sp = StepProgress {
+                        index,
+                        ramp_percentage: step.ramp_percentage,
+                        started_at: Some(now),
+                        next_at,
+                    };
+                    Decision {
+                        change: Some(RoutingChange::SetRamping {
+                            build_id: target.to_string(),
+                            percentage: step.ramp_percentage,
+                        }),
+                        progress: ramping(target, sp, steps.len()),
+                        ..Default::default()
+                    }
+                }
+                StepDecision::Hold {
+                    index,
+                    started_at,
+                    next_at,
+                } => {
+                    match next_at {
+                        Some(t) => wake.at(now, t),
+                        None => wake.after(FAST_POLL),
+                    }
+                    let sp = StepProgress {
+                        index,
+                        ramp_percentage: steps[index].ramp_percentage,
+                        started_at,
+                        next_at,
+                    };
+                    Decision {
+                        progress: ramping(target, sp, steps.len()),
+                        ..Default::default()
+                    }
+                }
+            }
+        }
+    };
+    d.start_gates = start_gates;
+    d
+}
+
+/// Ramping progress with a message that says where the rollout is and what comes next.
+fn ramping(target: &str, step: StepProgress, total: usize) -> Progress {
+    let what_next = if step.index + 1 < total {
+        "next step"
+    } else {
+        "promotion"
+    };
+    let when = match step.next_at {
+        Some(t) => format!("{what_next} at {}", t.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        None => format!("{what_next} once Temporal reports when this step started"),
+    };
+    Progress {
+        phase: Phase::Ramping,
+        message: format!(
+            "Ramping build ID {target} at {}% (step {} of {total}); {when}",
+            step.ramp_percentage,
+            step.index + 1
+        ),
+        step: Some(step),
+        rollback: false,
+    }
+}
+
+fn apply_manager(view: &View, d: &mut Decision, wake: &mut Wake) {
+    let Some(change) = &d.change else { return };
+    let owner = view.input.temporal.manager_identity.as_str();
+    if owner.is_empty() {
+        d.claim_manager = true;
+        return;
+    }
+    if owner == view.input.controller_identity {
+        return;
+    }
+    if matches!(change, RoutingChange::ClearRamp) {
+        // The target is Current: the rollout is done; a ramp set by the routing owner is theirs.
+        d.change = None;
+        return;
+    }
+    let wanted = match change {
+        RoutingChange::SetCurrent { .. } => "promote".to_string(),
+        RoutingChange::SetRamping { percentage, .. } => format!("ramp to {percentage}%"),
+        RoutingChange::ClearRamp => "clear the ramp of".to_string(),
+    };
+    d.change = None;
+    wake.after(MANAGER_POLL);
+    d.progress = progress(
+        Phase::ManagedElsewhere,
+        format!(
+            "Routing is managed by {owner:?} in Temporal, so the controller will not {wanted} build ID {}; \
+             unset it (temporal worker deployment manager-identity unset) or use the Manual strategy",
+            view.target
+        ),
+    );
+}
+
+/// Whether `then` is within `window` before `now` (a `then` in the future counts: clock skew).
+fn within(now: Timestamp, then: Timestamp, window: std::time::Duration) -> bool {
+    match SignedDuration::try_from(window) {
+        Ok(w) => now.duration_since(then) <= w,
+        Err(_) => true,
+    }
+}
+
+fn status_word(s: TemporalVersionStatus) -> &'static str {
+    match s {
+        TemporalVersionStatus::Inactive => "Inactive",
+        TemporalVersionStatus::Current => "Current",
+        TemporalVersionStatus::Ramping => "Ramping",
+        TemporalVersionStatus::Draining => "Draining",
+        TemporalVersionStatus::Drained => "Drained",
+    }
+}

@@ -1,0 +1,139 @@
+//! Retiring old versions: scale-down and deletion of Deployments that no longer serve new
+//! work, and the "too many versions" guard on creating a new one.
+//!
+//! | Old version (not target/current/ramping) | Action |
+//! |---|---|
+//! | unknown to Temporal (NotRegistered), Temporal lists other versions | delete now |
+//! | Inactive (never activated, or superseded before promotion) | scale to 0, delete once its pods are gone |
+//! | Draining | never touched |
+//! | Drained | scale to 0 at `drainedSince + scaledownDelay`, delete at `+ deleteDelay` (once at 0) |
+//!
+//! Nothing is scaled down or deleted while Temporal does not know the worker deployment at
+//! all: that can be a first rollout or a transient read, and guessing wrong deletes workers.
+
+use jiff::Timestamp;
+
+use crate::planner::clock::{self, DRAIN_POLL, Wake};
+use crate::planner::model::{
+    DeleteDeployment, DeleteReason, Desired, ObservedDeployment, ScaleDeployment, ScaleReason,
+};
+use crate::planner::view::{Role, View};
+use crate::temporal::state::TemporalVersionStatus;
+
+/// When a drained version is scaled to zero and when its Deployment is deleted.
+/// Deletion counts from the scale-down deadline (scaledown + delete delays from `drainedSince`).
+pub fn deadlines(
+    desired: &Desired,
+    drained_since: Timestamp,
+) -> (Option<Timestamp>, Option<Timestamp>) {
+    let scaledown_at = clock::add(drained_since, desired.scaledown_delay);
+    let delete_at = scaledown_at.and_then(|t| clock::add(t, desired.delete_delay));
+    (scaledown_at, delete_at)
+}
+
+/// Whether an old version no longer holds a slot worth protecting: it has no pods left and
+/// will never receive work again (Drained), or never received any (Inactive, scaled to 0).
+/// Versions Temporal does not know are not counted here: they use no server-side slot.
+pub fn eligible_for_deletion(
+    d: &ObservedDeployment,
+    status: Option<TemporalVersionStatus>,
+) -> bool {
+    match status {
+        Some(TemporalVersionStatus::Drained) => d.status_replicas == 0,
+        Some(TemporalVersionStatus::Inactive) => d.status_replicas == 0 && d.replicas == Some(0),
+        _ => false,
+    }
+}
+
+/// What retiring old versions wants this reconcile.
+#[derive(Debug, Default, PartialEq)]
+pub struct Retirement {
+    pub scale: Vec<ScaleDeployment>,
+    pub delete: Vec<DeleteDeployment>,
+    /// Old versions Temporal knows that are not yet eligible for deletion and stay after
+    /// this plan (the count the creation guard compares with the limit).
+    pub ineligible: usize,
+}
+
+pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
+    let input = view.input;
+    let now = input.now;
+    let temporal_known = input.temporal.exists && !input.temporal.versions.is_empty();
+    let mut out = Retirement::default();
+    for d in input.deployments.iter().filter(|d| !d.deleting) {
+        let Role::Old(status) = view.role(&d.build_id) else {
+            continue;
+        };
+        let mut deleted = false;
+        match status {
+            None if temporal_known => {
+                out.delete.push(delete(d, DeleteReason::NotRegistered));
+                deleted = true;
+            }
+            None => {}
+            Some(TemporalVersionStatus::Inactive) => {
+                if d.replicas != Some(0) {
+                    out.scale.push(scale_to_zero(d));
+                } else if d.status_replicas == 0 {
+                    // Never received work: nothing to drain. Keeping it would count against the
+                    // version limit forever (Inactive versions never drain).
+                    out.delete.push(delete(d, DeleteReason::Superseded));
+                    deleted = true;
+                }
+            }
+            Some(TemporalVersionStatus::Draining) => wake.after(DRAIN_POLL),
+            Some(TemporalVersionStatus::Drained) => {
+                let since = input
+                    .temporal
+                    .version(&d.build_id)
+                    .and_then(|v| v.drainage_changed_at);
+                if let Some(since) = since {
+                    let (scaledown_at, delete_at) = deadlines(&input.desired, since);
+                    let due = |t: Option<Timestamp>| t.is_some_and(|t| t <= now);
+                    if d.replicas == Some(0) && due(delete_at) {
+                        out.delete.push(delete(d, DeleteReason::Sunset));
+                        deleted = true;
+                    } else if d.replicas != Some(0) && due(scaledown_at) {
+                        out.scale.push(scale_to_zero(d));
+                    }
+                    for t in [scaledown_at, delete_at].into_iter().flatten() {
+                        wake.at(now, t);
+                    }
+                }
+            }
+            // Temporal still routes to it even though routing did not say so: leave it alone.
+            Some(TemporalVersionStatus::Current | TemporalVersionStatus::Ramping) => {}
+        }
+        if !deleted && status.is_some() && !eligible_for_deletion(d, status) {
+            out.ineligible += 1;
+        }
+    }
+    out
+}
+
+fn scale_to_zero(d: &ObservedDeployment) -> ScaleDeployment {
+    ScaleDeployment {
+        name: d.name.clone(),
+        build_id: d.build_id.clone(),
+        replicas: 0,
+        reason: ScaleReason::Sunset,
+    }
+}
+
+fn delete(d: &ObservedDeployment, reason: DeleteReason) -> DeleteDeployment {
+    DeleteDeployment {
+        name: d.name.clone(),
+        build_id: d.build_id.clone(),
+        reason,
+    }
+}
+
+/// Message for a target held back by the version limit: how many block and what to do.
+pub fn too_many_versions_message(ineligible: usize, desired: &Desired) -> String {
+    format!(
+        "Not creating the Deployment for build ID {}: {ineligible} older versions are not yet eligible for deletion \
+         (limit {}). Creation resumes as they drain and are scaled down; finish or cancel workflows pinned to old \
+         versions, or shorten spec.sunset.scaledownDelay",
+        desired.build_id, desired.max_versions_ineligible_for_deletion
+    )
+}

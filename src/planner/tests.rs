@@ -1,0 +1,1220 @@
+//! Plan-level tests. Cases named `case_NN_*` are the given/when/then cases of
+//! `reference/go-controller-behaviour.md` §9; where we deliberately differ from the Go
+//! controller the test says so.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::plan;
+use crate::api::twd::GateWorkflowStatus;
+use crate::planner::model::*;
+use crate::temporal::state::{
+    GateObservation, RoutingState, TemporalVersionStatus as T, VersionState, WorkerDeploymentState,
+};
+
+const NOW: &str = "2026-03-02T12:00:00Z";
+const ME: &str = "release/ns-uid";
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn ago(secs: i64) -> Timestamp {
+    ts(NOW) - jiff::SignedDuration::from_secs(secs)
+}
+
+fn mins(m: u64) -> Duration {
+    Duration::from_secs(m * 60)
+}
+
+fn hours(h: u64) -> Duration {
+    Duration::from_secs(h * 3600)
+}
+
+/// A healthy, ready Deployment at `replicas` with up-to-date hashes.
+fn dep(build: &str, replicas: i32) -> ObservedDeployment {
+    ObservedDeployment {
+        name: format!("w-{build}"),
+        build_id: build.into(),
+        replicas: Some(replicas),
+        status_replicas: replicas,
+        ready_replicas: replicas,
+        healthy_since: (replicas > 0).then(|| ago(600)),
+        pod_template_hash: Some("tpl".into()),
+        connection_hash: Some("conn".into()),
+        deleting: false,
+        created_at: Some(ago(86_400)),
+    }
+}
+
+fn ver(build: &str, status: T) -> VersionState {
+    VersionState {
+        build_id: build.into(),
+        status,
+        drainage_changed_at: None,
+        last_current_at: None,
+        first_activation_at: Some(ago(86_400)),
+    }
+}
+
+fn drained(build: &str, since: Timestamp) -> VersionState {
+    VersionState {
+        drainage_changed_at: Some(since),
+        ..ver(build, T::Drained)
+    }
+}
+
+fn steps(spec: &[(f32, u64)]) -> Strategy {
+    Strategy::Progressive(
+        spec.iter()
+            .map(|&(p, secs)| Step {
+                ramp_percentage: p,
+                pause: Duration::from_secs(secs),
+            })
+            .collect(),
+    )
+}
+
+/// v1 is Current with 3 ready pods; v2 (the target) is registered, Inactive and healthy.
+fn rollout(strategy: Strategy) -> PlanInput {
+    PlanInput {
+        desired: Desired {
+            build_id: "v2".into(),
+            replicas: Some(3),
+            strategy,
+            gate: None,
+            scaledown_delay: hours(1),
+            delete_delay: hours(24),
+            pod_template_hash: "tpl".into(),
+            connection_hash: "conn".into(),
+            custom_build_id: false,
+            max_versions_ineligible_for_deletion: 75,
+            rollback_window: hours(1),
+        },
+        deployments: vec![dep("v1", 3), dep("v2", 3)],
+        temporal: WorkerDeploymentState {
+            exists: true,
+            conflict_token: b"tok".to_vec(),
+            manager_identity: ME.into(),
+            last_modifier_identity: ME.into(),
+            routing: RoutingState {
+                current_build_id: Some("v1".into()),
+                current_changed_at: Some(ago(86_400)),
+                ..Default::default()
+            },
+            versions: vec![ver("v1", T::Current), ver("v2", T::Inactive)],
+        },
+        gates: vec![],
+        target_task_queues: vec!["q1".into()],
+        unversioned_pollers_on_all_queues: false,
+        controller_identity: ME.into(),
+        now: ts(NOW),
+    }
+}
+
+/// The target is Current; nothing else exists.
+fn settled() -> PlanInput {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments = vec![dep("v2", 3)];
+    i.temporal.versions = vec![ver("v2", T::Current)];
+    i.temporal.routing.current_build_id = Some("v2".into());
+    i
+}
+
+fn set_ramp(i: &mut PlanInput, build: &str, pct: f32, changed_at: Timestamp) {
+    i.temporal.routing.ramping_build_id = Some(build.into());
+    i.temporal.routing.ramp_percentage = pct;
+    i.temporal.routing.ramping_changed_at = Some(changed_at);
+    i.temporal.routing.ramp_percentage_changed_at = Some(changed_at);
+    if let Some(v) = i.temporal.versions.iter_mut().find(|v| v.build_id == build) {
+        v.status = T::Ramping;
+    }
+}
+
+fn set_current(build: &str) -> Option<RoutingChange> {
+    Some(RoutingChange::SetCurrent {
+        build_id: build.into(),
+    })
+}
+
+fn set_ramping(build: &str, pct: f32) -> Option<RoutingChange> {
+    Some(RoutingChange::SetRamping {
+        build_id: build.into(),
+        percentage: pct,
+    })
+}
+
+fn gate_obs(q: &str, status: GateWorkflowStatus) -> GateObservation {
+    GateObservation {
+        workflow_id: format!("test-ns/w:v2-{q}"),
+        run_id: "run".into(),
+        task_queue: q.into(),
+        status,
+    }
+}
+
+fn scaled(p: &Plan) -> Vec<(&str, i32)> {
+    p.scale
+        .iter()
+        .map(|s| (s.build_id.as_str(), s.replicas))
+        .collect()
+}
+
+fn deleted(p: &Plan) -> Vec<(&str, DeleteReason)> {
+    p.delete
+        .iter()
+        .map(|d| (d.build_id.as_str(), d.reason))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Creation and the version limit
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn case_01_no_temporal_deployment_creates_target_and_touches_nothing_else() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.temporal = WorkerDeploymentState::default();
+    // A leftover of an earlier build and the missing target: nothing may be deleted or scaled down.
+    i.deployments = vec![dep("v0", 2)];
+    let p = plan(&i);
+    assert_eq!(
+        p.create,
+        Some(CreateDeployment {
+            build_id: "v2".into(),
+            replicas: Some(3)
+        })
+    );
+    assert!(p.delete.is_empty(), "{p:?}");
+    assert!(p.scale.is_empty(), "{p:?}");
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPollers);
+    assert!(p.progress.message.contains("v2"), "{}", p.progress.message);
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn create_uses_unset_replicas_in_autoscaler_mode() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.replicas = None;
+    i.deployments = vec![dep("v1", 3)];
+    i.temporal.versions.truncate(1);
+    assert_eq!(
+        plan(&i).create,
+        Some(CreateDeployment {
+            build_id: "v2".into(),
+            replicas: None
+        })
+    );
+}
+
+#[test]
+fn a_target_deployment_being_deleted_is_not_recreated_yet() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.temporal.versions.truncate(1);
+    i.deployments[1].deleting = true;
+    let p = plan(&i);
+    assert_eq!(p.create, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPollers);
+    assert!(
+        p.progress.message.contains("finish deleting"),
+        "{}",
+        p.progress.message
+    );
+}
+
+/// `n` drained versions that still have pods (not eligible for deletion), each with a Deployment.
+fn with_ineligible(i: &mut PlanInput, n: usize) {
+    for k in 0..n {
+        let b = format!("old{k:03}");
+        i.deployments.push(dep(&b, 0));
+        let last = i.deployments.len() - 1;
+        i.deployments[last].status_replicas = 1; // pods still terminating
+        i.temporal.versions.push(drained(&b, ago(60)));
+    }
+}
+
+#[test]
+fn case_30_version_limit_holds_back_a_new_target() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments = vec![dep("v1", 3)];
+    i.temporal.versions = vec![ver("v1", T::Current)];
+    with_ineligible(&mut i, 75);
+    let p = plan(&i);
+    assert_eq!(p.create, None);
+    assert_eq!(p.progress.phase, Phase::TooManyVersions);
+    assert!(
+        p.progress.message.contains("75 older versions"),
+        "{}",
+        p.progress.message
+    );
+    assert!(
+        p.progress.message.contains("limit 75"),
+        "{}",
+        p.progress.message
+    );
+    assert!(
+        p.progress.message.contains("scaledownDelay"),
+        "says what to do: {}",
+        p.progress.message
+    );
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(30)));
+
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments = vec![dep("v1", 3)];
+    i.temporal.versions = vec![ver("v1", T::Current)];
+    i.desired.max_versions_ineligible_for_deletion = 5;
+    with_ineligible(&mut i, 4);
+    let p = plan(&i);
+    assert!(p.create.is_some());
+    assert_eq!(p.progress.phase, Phase::WaitingForPollers);
+}
+
+#[test]
+fn case_31_drained_versions_with_pods_block_until_they_are_gone() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.max_versions_ineligible_for_deletion = 2;
+    i.deployments = vec![dep("v1", 3)];
+    i.temporal.versions = vec![ver("v1", T::Current)];
+    with_ineligible(&mut i, 2);
+    assert_eq!(plan(&i).progress.phase, Phase::TooManyVersions);
+
+    // The pods of old000 are gone (eligible), and the server forgot old001 (now NotRegistered).
+    i.deployments[1].status_replicas = 0;
+    i.temporal.versions.retain(|v| v.build_id != "old001");
+    let p = plan(&i);
+    assert!(p.create.is_some(), "{p:?}");
+    assert_eq!(deleted(&p), vec![("old001", DeleteReason::NotRegistered)]);
+}
+
+#[test]
+fn the_limit_does_not_hold_back_a_version_temporal_already_knows() {
+    // Re-creating the Deployment of a known version adds no version to Temporal.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments = vec![dep("v1", 3)];
+    i.temporal.versions = vec![ver("v1", T::Current), drained("v2", ago(7200))];
+    i.desired.max_versions_ineligible_for_deletion = 1;
+    with_ineligible(&mut i, 3);
+    assert!(plan(&i).create.is_some());
+}
+
+#[test]
+fn unregistered_leftovers_do_not_count_against_the_limit() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.max_versions_ineligible_for_deletion = 1;
+    i.deployments = vec![dep("v1", 3), dep("stray", 1)];
+    i.temporal.versions = vec![ver("v1", T::Current)];
+    let p = plan(&i);
+    assert!(p.create.is_some());
+    assert_eq!(deleted(&p), vec![("stray", DeleteReason::NotRegistered)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Scaling
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn case_29_fixed_replicas_bring_target_and_current_to_spec() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments[1] = dep("v2", 0);
+    assert!(scaled(&plan(&i)).contains(&("v2", 3)));
+
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.replicas = Some(2);
+    i.deployments[0] = dep("v1", 1);
+    let p = plan(&i);
+    assert!(scaled(&p).contains(&("v1", 2)), "{p:?}");
+    assert!(scaled(&p).contains(&("v2", 2)), "{p:?}");
+    assert!(p.scale.iter().all(|s| s.reason == ScaleReason::Desired));
+}
+
+#[test]
+fn case_28_autoscaler_mode_revives_a_target_at_zero_only() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.replicas = None;
+    i.deployments[1] = dep("v2", 0);
+    i.deployments[0].replicas = Some(7); // HPA's choice for the current version: untouched
+    assert_eq!(scaled(&plan(&i)), vec![("v2", 1)]);
+
+    for replicas in [None, Some(4)] {
+        let mut i = rollout(Strategy::AllAtOnce);
+        i.desired.replicas = None;
+        i.deployments[1].replicas = replicas;
+        assert!(plan(&i).scale.is_empty(), "{replicas:?}");
+    }
+}
+
+#[test]
+fn an_old_ramping_version_is_kept_at_spec_replicas() {
+    // The spec changed mid-ramp: v2 still holds the ramp while v3 comes up.
+    let mut i = rollout(steps(&[(25.0, 600)]));
+    i.desired.build_id = "v3".into();
+    i.deployments[1] = dep("v2", 1);
+    i.deployments.push(dep("v3", 3));
+    i.temporal.versions.push(ver("v3", T::Inactive));
+    set_ramp(&mut i, "v2", 25.0, ago(60));
+    let p = plan(&i);
+    assert_eq!(scaled(&p), vec![("v2", 3)]);
+    assert!(p.delete.is_empty());
+    // v3 replaces v2 in the single ramping slot.
+    assert_eq!(p.routing, set_ramping("v3", 25.0));
+}
+
+#[test]
+fn current_and_ramping_versions_are_never_scaled_down_or_deleted() {
+    let mut i = rollout(steps(&[(25.0, 600)]));
+    i.desired.build_id = "v3".into();
+    i.deployments.push(dep("v3", 3));
+    set_ramp(&mut i, "v2", 25.0, ago(60));
+    // Temporal lists neither as Drained; even with absurd sunset settings they stay.
+    i.desired.scaledown_delay = Duration::ZERO;
+    i.desired.delete_delay = Duration::ZERO;
+    let p = plan(&i);
+    assert!(p.scale.iter().all(|s| s.replicas > 0), "{p:?}");
+    assert!(
+        p.delete
+            .iter()
+            .all(|d| d.build_id != "v1" && d.build_id != "v2"),
+        "{p:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Sunset
+// ---------------------------------------------------------------------------------------
+
+/// v2 is Current; v1 is an old version in `v1` state with a Deployment at `replicas`.
+fn with_old(v1: VersionState, replicas: i32) -> PlanInput {
+    let mut i = settled();
+    i.deployments.push(dep("v1", replicas));
+    i.temporal.versions.push(v1);
+    i
+}
+
+#[test]
+fn case_22_drained_past_both_delays_and_at_zero_is_deleted() {
+    let mut i = with_old(drained("v1", ago(24 * 3600)), 0);
+    i.desired.delete_delay = hours(4);
+    let p = plan(&i);
+    assert_eq!(deleted(&p), vec![("v1", DeleteReason::Sunset)]);
+    assert!(p.scale.is_empty());
+
+    // Drained for one hour: scale-down is due (it is at 0 already), deletion is not.
+    let mut i = with_old(drained("v1", ago(3600)), 0);
+    i.desired.delete_delay = hours(4);
+    let p = plan(&i);
+    assert!(p.delete.is_empty());
+    assert_eq!(
+        p.requeue_after,
+        Some(hours(4)),
+        "requeue exactly at the delete deadline"
+    );
+}
+
+#[test]
+fn case_23_drained_past_scaledown_is_scaled_to_zero_not_deleted() {
+    let mut i = with_old(drained("v1", ago(2 * 3600)), 1);
+    i.desired.delete_delay = Duration::ZERO; // even when deletion is due, it waits for 0 replicas
+    let p = plan(&i);
+    assert_eq!(scaled(&p), vec![("v1", 0)]);
+    assert_eq!(p.scale[0].reason, ScaleReason::Sunset);
+    assert!(p.delete.is_empty());
+}
+
+#[test]
+fn case_24_recently_drained_is_untouched_and_requeued_at_scaledown() {
+    let mut i = with_old(drained("v1", ago(30 * 60)), 3);
+    i.desired.scaledown_delay = hours(2);
+    let p = plan(&i);
+    assert!(p.scale.is_empty() && p.delete.is_empty(), "{p:?}");
+    assert_eq!(p.requeue_after, Some(mins(90)));
+}
+
+#[test]
+fn drained_without_a_drain_time_is_left_alone() {
+    let i = with_old(ver("v1", T::Drained), 3);
+    let p = plan(&i);
+    assert!(p.scale.is_empty() && p.delete.is_empty(), "{p:?}");
+}
+
+#[test]
+fn case_25_draining_is_never_scaled_or_deleted_and_polled_slowly() {
+    let mut i = with_old(
+        VersionState {
+            drainage_changed_at: Some(ago(10 * 86_400)),
+            ..ver("v1", T::Draining)
+        },
+        3,
+    );
+    i.desired.scaledown_delay = Duration::ZERO;
+    i.desired.delete_delay = Duration::ZERO;
+    let p = plan(&i);
+    assert!(p.scale.is_empty() && p.delete.is_empty(), "{p:?}");
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(30)));
+}
+
+#[test]
+fn case_26_inactive_old_version_is_scaled_to_zero_at_once() {
+    let i = with_old(ver("v1", T::Inactive), 3);
+    let p = plan(&i);
+    assert_eq!(scaled(&p), vec![("v1", 0)]);
+    assert!(p.delete.is_empty());
+    let mut i = with_old(ver("v1", T::Inactive), 3);
+    i.deployments[1].replicas = None; // unset counts as running
+    assert_eq!(scaled(&plan(&i)), vec![("v1", 0)]);
+}
+
+#[test]
+fn inactive_superseded_version_is_deleted_once_its_pods_are_gone() {
+    // Differs from the Go controller, which keeps such Deployments forever and counts them
+    // against the version limit: an Inactive version never received work, so nothing drains.
+    let mut i = with_old(ver("v1", T::Inactive), 0);
+    i.deployments[1].status_replicas = 1;
+    assert!(plan(&i).delete.is_empty(), "pods still terminating");
+    i.deployments[1].status_replicas = 0;
+    assert_eq!(deleted(&plan(&i)), vec![("v1", DeleteReason::Superseded)]);
+}
+
+#[test]
+fn case_27_unregistered_leftover_deleted_only_when_temporal_lists_versions() {
+    let mut i = settled();
+    i.deployments.push(dep("gone", 2));
+    assert_eq!(
+        deleted(&plan(&i)),
+        vec![("gone", DeleteReason::NotRegistered)]
+    );
+
+    let mut i = settled();
+    i.deployments.push(dep("gone", 2));
+    i.temporal.versions.clear();
+    assert!(plan(&i).delete.is_empty());
+
+    let mut i = settled();
+    i.deployments.push(dep("gone", 2));
+    i.temporal.exists = false;
+    assert!(plan(&i).delete.is_empty());
+}
+
+#[test]
+fn deployments_already_being_deleted_are_left_alone() {
+    let mut i = settled();
+    let mut d = dep("gone", 0);
+    d.deleting = true;
+    i.deployments.push(d);
+    let p = plan(&i);
+    assert!(
+        p.delete.is_empty() && p.scale.is_empty() && p.update.is_empty(),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn idle_when_nothing_is_pending() {
+    let p = plan(&settled());
+    assert_eq!(
+        p,
+        Plan {
+            progress: p.progress.clone(),
+            ..Default::default()
+        }
+    );
+    assert_eq!(p.progress.phase, Phase::Complete);
+    assert_eq!(p.progress.message, "Rollout complete for build ID v2");
+    assert_eq!(p.requeue_after, None);
+}
+
+// ---------------------------------------------------------------------------------------
+// In-place updates
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn case_34_connection_drift_updates_every_version() {
+    let mut i = with_old(drained("v1", ago(60)), 3);
+    i.desired.connection_hash = "conn-2".into();
+    let p = plan(&i);
+    let mut updated: Vec<_> = p
+        .update
+        .iter()
+        .map(|u| (u.build_id.as_str(), u.reason))
+        .collect();
+    updated.sort_by_key(|u| u.0);
+    assert_eq!(
+        updated,
+        vec![
+            ("v1", UpdateReason::ConnectionDrift),
+            ("v2", UpdateReason::ConnectionDrift)
+        ]
+    );
+}
+
+#[test]
+fn deployments_about_to_be_deleted_are_not_updated() {
+    let mut i = settled();
+    i.deployments.push(dep("gone", 1));
+    i.desired.connection_hash = "conn-2".into();
+    let p = plan(&i);
+    assert_eq!(p.update.len(), 1);
+    assert_eq!(p.update[0].build_id, "v2");
+}
+
+#[test]
+fn case_36_custom_build_id_template_drift_is_a_rolling_update() {
+    let mut i = settled();
+    i.desired.custom_build_id = true;
+    i.desired.pod_template_hash = "tpl-2".into();
+    let p = plan(&i);
+    assert_eq!(
+        p.update,
+        vec![UpdateDeployment {
+            name: "w-v2".into(),
+            build_id: "v2".into(),
+            reason: UpdateReason::PodTemplateDrift
+        }]
+    );
+
+    // Template and connection both drifted: one update re-renders both.
+    i.desired.connection_hash = "conn-2".into();
+    assert_eq!(plan(&i).update.len(), 1);
+
+    // Replicas-only change: hashes equal, only a scale.
+    let mut i = settled();
+    i.desired.custom_build_id = true;
+    i.desired.replicas = Some(5);
+    let p = plan(&i);
+    assert!(p.update.is_empty());
+    assert_eq!(scaled(&p), vec![("v2", 5)]);
+
+    // Legacy Deployment without the annotation: never guessed at.
+    let mut i = settled();
+    i.desired.custom_build_id = true;
+    i.desired.pod_template_hash = "tpl-2".into();
+    i.deployments[0].pod_template_hash = None;
+    assert!(plan(&i).update.is_empty());
+
+    // Derived build ID: a template change is a new build, never an in-place update.
+    let mut i = settled();
+    i.desired.pod_template_hash = "tpl-2".into();
+    assert!(plan(&i).update.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Routing preconditions
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn never_routes_to_an_unregistered_target() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.temporal.versions.truncate(1);
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPollers);
+    assert!(
+        p.progress.message.contains("3/3 replicas ready"),
+        "{}",
+        p.progress.message
+    );
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn never_routes_to_a_target_without_ready_pods() {
+    // Available but scaled to zero: Temporal still lists its (dead) pollers.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments[1].ready_replicas = 0;
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
+    assert!(
+        p.progress.message.contains("0/3 replicas ready"),
+        "{}",
+        p.progress.message
+    );
+
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments[1].healthy_since = None;
+    assert_eq!(plan(&i).routing, None);
+}
+
+#[test]
+fn all_at_once_promotes_a_healthy_registered_target() {
+    let p = plan(&rollout(Strategy::AllAtOnce));
+    assert_eq!(p.routing, set_current("v2"));
+    assert_eq!(p.progress.phase, Phase::Complete);
+    assert!(!p.progress.rollback);
+    assert!(!p.claim_manager, "already ours");
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn routing_propagation_is_polled_fast() {
+    let mut i = settled();
+    i.temporal.routing.update_in_progress = true;
+    assert_eq!(plan(&i).requeue_after, Some(Duration::from_secs(1)));
+}
+
+// ---------------------------------------------------------------------------------------
+// Manager identity
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn case_02_empty_manager_identity_is_claimed_before_routing() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.temporal.manager_identity.clear();
+    let p = plan(&i);
+    assert!(p.claim_manager);
+    assert_eq!(p.routing, set_current("v2"));
+
+    // Nothing to route: nothing to claim.
+    let mut i = settled();
+    i.temporal.manager_identity.clear();
+    assert!(!plan(&i).claim_manager);
+}
+
+#[test]
+fn case_03_another_manager_blocks_routing_until_released() {
+    // Differs from the Go controller, which sends the call anyway and fails the plan.
+    let mut i = rollout(steps(&[(25.0, 600), (50.0, 600)]));
+    i.temporal.manager_identity = "someone-else".into();
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert!(!p.claim_manager);
+    assert_eq!(p.progress.phase, Phase::ManagedElsewhere);
+    assert!(
+        p.progress.message.contains("\"someone-else\""),
+        "{}",
+        p.progress.message
+    );
+    assert!(
+        p.progress.message.contains("manager-identity unset"),
+        "{}",
+        p.progress.message
+    );
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(5)));
+
+    // After `manager-identity unset`: claim, then step 1.
+    i.temporal.manager_identity.clear();
+    let p = plan(&i);
+    assert!(p.claim_manager);
+    assert_eq!(p.routing, set_ramping("v2", 25.0));
+}
+
+#[test]
+fn case_04_own_identity_is_not_reclaimed() {
+    let p = plan(&rollout(Strategy::AllAtOnce));
+    assert!(!p.claim_manager);
+    assert!(p.routing.is_some());
+}
+
+#[test]
+fn another_manager_does_not_undo_a_completed_rollout() {
+    let mut i = settled();
+    i.temporal.manager_identity = "someone-else".into();
+    i.temporal.versions.push(ver("v9", T::Ramping));
+    i.deployments.push(dep("v9", 1));
+    set_ramp(&mut i, "v9", 10.0, ago(60));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Complete);
+}
+
+// ---------------------------------------------------------------------------------------
+// Stale ramps and promotion
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn case_05_target_current_with_another_build_ramping_clears_the_ramp() {
+    let mut i = settled();
+    i.deployments.push(dep("v3", 1));
+    i.temporal.versions.push(ver("v3", T::Ramping));
+    set_ramp(&mut i, "v3", 10.0, ago(60));
+    let p = plan(&i);
+    assert_eq!(p.routing, Some(RoutingChange::ClearRamp));
+    assert_eq!(p.progress.phase, Phase::Complete);
+
+    // Manual leaves it alone.
+    i.desired.strategy = Strategy::Manual;
+    assert_eq!(plan(&i).routing, None);
+}
+
+#[test]
+fn case_06_target_not_current_with_a_third_build_ramping_becomes_current() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments.push(dep("v9", 1));
+    i.temporal.versions.push(ver("v9", T::Ramping));
+    set_ramp(&mut i, "v9", 10.0, ago(60));
+    assert_eq!(plan(&i).routing, set_current("v2"));
+}
+
+#[test]
+fn case_59_promoting_the_ramping_target_needs_no_extra_clear() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    set_ramp(&mut i, "v2", 50.0, ago(60));
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v2"));
+}
+
+// ---------------------------------------------------------------------------------------
+// First version and unversioned migration
+// ---------------------------------------------------------------------------------------
+
+fn first_version(strategy: Strategy) -> PlanInput {
+    let mut i = rollout(strategy);
+    i.deployments = vec![dep("v2", 3)];
+    i.temporal.versions = vec![ver("v2", T::Inactive)];
+    i.temporal.routing = RoutingState::default();
+    i
+}
+
+#[test]
+fn case_07_progressive_first_version_is_promoted_at_once() {
+    let p = plan(&first_version(steps(&[(25.0, 600)])));
+    assert_eq!(p.routing, set_current("v2"));
+    assert_eq!(p.progress.phase, Phase::Complete);
+}
+
+#[test]
+fn case_07_unversioned_pollers_on_every_queue_ramp_normally() {
+    let mut i = first_version(steps(&[(25.0, 600)]));
+    i.unversioned_pollers_on_all_queues = true;
+    let p = plan(&i);
+    assert_eq!(p.routing, set_ramping("v2", 25.0));
+    assert_eq!(p.progress.phase, Phase::Ramping);
+}
+
+#[test]
+fn a_ramp_against_unversioned_workers_is_not_cut_short() {
+    // The probe for unversioned pollers only runs in some reconciles; once ramping, keep ramping.
+    let mut i = first_version(steps(&[(25.0, 600), (50.0, 600)]));
+    set_ramp(&mut i, "v2", 25.0, ago(60));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Ramping);
+}
+
+#[test]
+fn case_08_gate_comes_first_even_for_the_first_version() {
+    let mut i = first_version(Strategy::AllAtOnce);
+    i.desired.gate = Some(Gate {
+        workflow_type: "Smoke".into(),
+    });
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.start_gates, vec!["q1".to_string()]);
+    assert_eq!(p.progress.phase, Phase::WaitingForGate);
+
+    i.gates = vec![gate_obs("q1", GateWorkflowStatus::Completed)];
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v2"));
+    assert!(p.start_gates.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Gates
+// ---------------------------------------------------------------------------------------
+
+fn gated(strategy: Strategy, queues: &[&str]) -> PlanInput {
+    let mut i = rollout(strategy);
+    i.desired.gate = Some(Gate {
+        workflow_type: "Smoke".into(),
+    });
+    i.target_task_queues = queues.iter().map(|q| q.to_string()).collect();
+    i
+}
+
+#[test]
+fn case_09_partial_gate_completion_starts_only_the_missing_queue() {
+    let mut i = gated(Strategy::AllAtOnce, &["q1", "q2"]);
+    i.gates = vec![gate_obs("q1", GateWorkflowStatus::Completed)];
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.start_gates, vec!["q2".to_string()]);
+    assert_eq!(p.progress.phase, Phase::WaitingForGate);
+    assert!(
+        p.progress.message.contains("1 of 2"),
+        "{}",
+        p.progress.message
+    );
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn case_10_failed_gate_never_promotes_and_names_the_workflow() {
+    for status in [
+        GateWorkflowStatus::Failed,
+        GateWorkflowStatus::Canceled,
+        GateWorkflowStatus::Terminated,
+        GateWorkflowStatus::TimedOut,
+    ] {
+        let mut i = gated(Strategy::AllAtOnce, &["q1", "q2"]);
+        i.gates = vec![
+            gate_obs("q1", GateWorkflowStatus::Completed),
+            gate_obs("q2", status),
+        ];
+        let p = plan(&i);
+        assert_eq!(p.routing, None, "{status:?}");
+        assert!(p.start_gates.is_empty(), "a failed gate is not restarted");
+        assert_eq!(p.progress.phase, Phase::GateFailed);
+        assert!(
+            p.progress.message.contains("test-ns/w:v2-q2"),
+            "{}",
+            p.progress.message
+        );
+        assert_eq!(p.requeue_after, None, "terminal: waits for a spec change");
+    }
+}
+
+#[test]
+fn case_11_gate_without_workflow_task_queues_never_promotes() {
+    let i = gated(Strategy::AllAtOnce, &[]);
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert!(p.start_gates.is_empty());
+    assert_eq!(p.progress.phase, Phase::WaitingForGate);
+    assert!(
+        p.progress.message.contains("workflow task queue"),
+        "{}",
+        p.progress.message
+    );
+}
+
+#[test]
+fn case_12_manual_with_gate_runs_the_gate_but_never_routes() {
+    let i = gated(Strategy::Manual, &["q1"]);
+    let p = plan(&i);
+    assert_eq!(p.start_gates, vec!["q1".to_string()]);
+    assert_eq!(p.routing, None);
+    assert!(!p.claim_manager);
+    assert_eq!(p.progress.phase, Phase::WaitingForGate);
+
+    let mut i = gated(Strategy::Manual, &["q1"]);
+    i.gates = vec![gate_obs("q1", GateWorkflowStatus::Completed)];
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
+    assert!(
+        p.progress.message.contains("Manual"),
+        "{}",
+        p.progress.message
+    );
+    assert_eq!(p.requeue_after, None);
+}
+
+#[test]
+fn gates_are_not_started_for_an_unregistered_target() {
+    let mut i = gated(Strategy::AllAtOnce, &["q1"]);
+    i.temporal.versions.truncate(1);
+    assert!(plan(&i).start_gates.is_empty());
+}
+
+#[test]
+fn gates_are_not_started_once_the_target_is_current() {
+    let mut i = settled();
+    i.desired.gate = Some(Gate {
+        workflow_type: "Smoke".into(),
+    });
+    i.target_task_queues = vec!["q1".into()];
+    assert!(plan(&i).start_gates.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Progressive
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn progressive_starts_at_step_one_and_requeues_after_its_pause() {
+    let p = plan(&rollout(steps(&[(25.0, 600), (50.0, 900)])));
+    assert_eq!(p.routing, set_ramping("v2", 25.0));
+    assert_eq!(p.progress.phase, Phase::Ramping);
+    let step = p.progress.step.unwrap();
+    assert_eq!((step.index, step.ramp_percentage), (0, 25.0));
+    assert_eq!(step.started_at, Some(ts(NOW)));
+    assert_eq!(step.next_at, Some(ts("2026-03-02T12:10:00Z")));
+    assert_eq!(p.requeue_after, Some(mins(10)));
+    assert_eq!(
+        p.progress.message,
+        "Ramping build ID v2 at 25% (step 1 of 2); next step at 2026-03-02T12:10:00Z"
+    );
+}
+
+#[test]
+fn progressive_holds_and_requeues_exactly_at_the_next_step() {
+    let mut i = rollout(steps(&[(25.0, 600), (50.0, 900)]));
+    set_ramp(&mut i, "v2", 50.0, ago(300));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    let step = p.progress.step.unwrap();
+    assert_eq!(step.index, 1);
+    assert_eq!(step.started_at, Some(ago(300)));
+    assert_eq!(step.next_at, Some(ts("2026-03-02T12:10:00Z")));
+    assert_eq!(p.requeue_after, Some(mins(10)));
+    assert!(
+        p.progress
+            .message
+            .contains("(step 2 of 2); promotion at 2026-03-02T12:10:00Z"),
+        "{}",
+        p.progress.message
+    );
+}
+
+#[test]
+fn case_13_last_step_long_past_promotes() {
+    let mut i = rollout(steps(&[(25.0, 3600), (75.0, 3600)]));
+    set_ramp(&mut i, "v2", 75.0, ago(4 * 3600));
+    assert_eq!(plan(&i).routing, set_current("v2"));
+}
+
+#[test]
+fn case_14_exactly_one_pause_ago_advances() {
+    let mut i = rollout(steps(&[(25.0, 300), (50.0, 300)]));
+    set_ramp(&mut i, "v2", 25.0, ago(300));
+    assert_eq!(plan(&i).routing, set_ramping("v2", 50.0));
+}
+
+#[test]
+fn case_16_ramping_without_a_change_time_waits() {
+    let mut i = rollout(steps(&[(25.0, 300), (50.0, 300)]));
+    set_ramp(&mut i, "v2", 25.0, ago(300));
+    i.temporal.routing.ramp_percentage_changed_at = None;
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Ramping);
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(1)));
+}
+
+#[test]
+fn case_17_manual_ramp_between_steps_snaps_down_then_continues() {
+    let mut i = rollout(steps(&[(5.0, 60), (10.0, 60), (25.0, 60), (50.0, 60)]));
+    set_ramp(&mut i, "v2", 20.0, ago(3600));
+    assert_eq!(plan(&i).routing, set_ramping("v2", 10.0));
+}
+
+#[test]
+fn case_18_manual_ramp_below_every_step_goes_to_the_first() {
+    let mut i = rollout(steps(&[(10.0, 60), (25.0, 60), (50.0, 60)]));
+    set_ramp(&mut i, "v2", 1.0, ago(10));
+    assert_eq!(plan(&i).routing, set_ramping("v2", 10.0));
+}
+
+#[test]
+fn case_19_progressive_without_steps_never_routes() {
+    let p = plan(&rollout(Strategy::Progressive(vec![])));
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
+}
+
+#[test]
+fn case_20_target_listed_ramping_without_routing_ramp_starts_step_one() {
+    let mut i = rollout(steps(&[(25.0, 60)]));
+    i.temporal.versions[1].status = T::Ramping; // summary says Ramping, routing does not
+    assert_eq!(plan(&i).routing, set_ramping("v2", 25.0));
+}
+
+/// Applies a routing change the way Temporal would, at `at`.
+fn apply(i: &mut PlanInput, change: &RoutingChange, at: Timestamp) {
+    let r = &mut i.temporal.routing;
+    match change {
+        RoutingChange::SetCurrent { build_id } => {
+            r.current_build_id = Some(build_id.clone());
+            r.ramping_build_id = None;
+            r.ramp_percentage = 0.0;
+            r.ramp_percentage_changed_at = Some(at);
+        }
+        RoutingChange::SetRamping {
+            build_id,
+            percentage,
+        } => {
+            r.ramping_build_id = Some(build_id.clone());
+            r.ramp_percentage = *percentage;
+            r.ramp_percentage_changed_at = Some(at);
+        }
+        RoutingChange::ClearRamp => {
+            r.ramping_build_id = None;
+            r.ramp_percentage = 0.0;
+        }
+    }
+}
+
+#[test]
+fn case_21_one_step_per_reconcile_when_reconciles_are_slow() {
+    let mut i = rollout(steps(&[(25.0, 5), (50.0, 10), (75.0, 30)]));
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let p = plan(&i);
+        if let Some(change) = &p.routing {
+            seen.push(change.clone());
+            let at = i.now;
+            apply(&mut i, change, at);
+        }
+        i.now += jiff::SignedDuration::from_secs(60);
+    }
+    assert_eq!(
+        seen,
+        vec![
+            set_ramping("v2", 25.0).unwrap(),
+            set_ramping("v2", 50.0).unwrap(),
+            set_ramping("v2", 75.0).unwrap(),
+            set_current("v2").unwrap(),
+        ]
+    );
+}
+
+#[test]
+fn a_restarted_controller_follows_the_requeue_deadlines_to_completion() {
+    // Drive the loop only by requeue_after: every wake-up lands on a deadline and progresses.
+    let mut i = rollout(steps(&[(10.0, 30), (50.0, 120)]));
+    let mut changes = Vec::new();
+    for _ in 0..10 {
+        let p = plan(&i);
+        if let Some(change) = &p.routing {
+            changes.push(change.clone());
+            let at = i.now;
+            apply(&mut i, change, at);
+        }
+        let Some(after) = p.requeue_after else { break };
+        i.now += jiff::SignedDuration::try_from(after).unwrap();
+        if matches!(changes.last(), Some(RoutingChange::SetCurrent { .. })) {
+            break;
+        }
+    }
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    assert_eq!(i.now, ts(NOW) + jiff::SignedDuration::from_secs(150 + 1));
+}
+
+#[test]
+fn strategy_switched_to_all_at_once_mid_ramp_promotes() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    set_ramp(&mut i, "v2", 25.0, ago(10));
+    assert_eq!(plan(&i).routing, set_current("v2"));
+}
+
+#[test]
+fn strategy_switched_to_manual_mid_ramp_freezes() {
+    let mut i = rollout(Strategy::Manual);
+    set_ramp(&mut i, "v2", 25.0, ago(10_000));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Ramping);
+    assert!(
+        p.progress.message.contains("Manual"),
+        "{}",
+        p.progress.message
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Rollback
+// ---------------------------------------------------------------------------------------
+
+/// The spec went back to v1, which was Current 10 minutes ago; v2 is Current now.
+fn rolled_back(strategy: Strategy) -> PlanInput {
+    let mut i = rollout(strategy);
+    i.desired.build_id = "v1".into();
+    i.temporal.routing.current_build_id = Some("v2".into());
+    i.temporal.versions = vec![
+        VersionState {
+            last_current_at: Some(ago(600)),
+            drainage_changed_at: Some(ago(600)),
+            ..ver("v1", T::Draining)
+        },
+        VersionState {
+            last_current_at: Some(ts(NOW)),
+            ..ver("v2", T::Current)
+        },
+    ];
+    i
+}
+
+#[test]
+fn case_32_recent_rollback_skips_ramp_and_gate() {
+    let mut i = rolled_back(steps(&[(25.0, 600)]));
+    i.desired.gate = Some(Gate {
+        workflow_type: "Smoke".into(),
+    });
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v1"));
+    assert!(p.progress.rollback);
+    assert_eq!(p.progress.phase, Phase::Complete);
+    assert!(
+        p.progress.message.contains("rolled back"),
+        "{}",
+        p.progress.message
+    );
+}
+
+#[test]
+fn case_32_no_or_old_last_current_time_uses_the_strategy() {
+    let mut i = rolled_back(steps(&[(25.0, 600)]));
+    i.temporal.versions[0].last_current_at = None;
+    let p = plan(&i);
+    assert_eq!(p.routing, set_ramping("v1", 25.0));
+    assert!(!p.progress.rollback);
+
+    let mut i = rolled_back(steps(&[(25.0, 600)]));
+    i.temporal.versions[0].last_current_at = Some(ago(3601));
+    assert_eq!(plan(&i).routing, set_ramping("v1", 25.0));
+}
+
+#[test]
+fn case_32_manual_never_rolls_back() {
+    let p = plan(&rolled_back(Strategy::Manual));
+    assert_eq!(p.routing, None);
+    assert!(!p.progress.rollback);
+    assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
+}
+
+#[test]
+fn case_32_target_unknown_to_temporal_waits_for_pollers() {
+    let mut i = rolled_back(Strategy::AllAtOnce);
+    i.temporal.versions.remove(0);
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::WaitingForPollers);
+}
+
+#[test]
+fn case_33_rollback_to_a_drained_version_is_immediate() {
+    let mut i = rolled_back(steps(&[(25.0, 600)]));
+    i.temporal.versions[0].status = T::Drained;
+    assert_eq!(plan(&i).routing, set_current("v1"));
+}
+
+#[test]
+fn rollback_waits_for_ready_pods_and_scales_back_up() {
+    // v1 was sunset to zero; it may still report Available. Scale it up first, promote once ready.
+    let mut i = rolled_back(Strategy::AllAtOnce);
+    i.desired.replicas = None;
+    i.deployments[0] = dep("v1", 0);
+    i.deployments[0].healthy_since = Some(ago(7200));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(scaled(&p), vec![("v1", 1)]);
+    assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
+
+    i.deployments[0] = dep("v1", 1);
+    assert_eq!(plan(&i).routing, set_current("v1"));
+}
+
+#[test]
+fn case_57_rollback_starts_missing_gates_but_does_not_wait() {
+    let mut i = rolled_back(Strategy::AllAtOnce);
+    i.desired.gate = Some(Gate {
+        workflow_type: "Smoke".into(),
+    });
+    i.target_task_queues = vec!["q1".into()];
+    let p = plan(&i);
+    assert_eq!(p.start_gates, vec!["q1".to_string()]);
+    assert_eq!(p.routing, set_current("v1"));
+}
+
+#[test]
+fn case_58_manual_target_draining_reports_waiting_for_promotion() {
+    // The Go controller reports WaitingForPollers here although the version is registered.
+    let p = plan(&rolled_back(Strategy::Manual));
+    assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
+    assert!(
+        p.progress.message.contains("Draining"),
+        "{}",
+        p.progress.message
+    );
+}

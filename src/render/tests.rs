@@ -1,0 +1,682 @@
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EnvVar, PodSpec, PodTemplateSpec, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+use super::*;
+use crate::api::connection::{SecretKeyRef, SecretRef, TlsOptions};
+use crate::api::twd::{
+    LocalRef, RolloutSpec, RolloutStrategy, SunsetSpec, TemporalWorkerDeploymentSpec, WorkerOptions,
+};
+use crate::api::{
+    ENV_ADDRESS, ENV_API_KEY, ENV_BUILD_ID, ENV_DEPLOYMENT_NAME, ENV_TLS, ENV_TLS_CLIENT_CERT_PATH,
+    ENV_TLS_CLIENT_KEY_PATH, ENV_TLS_SERVER_NAME, TLS_MOUNT_PATH, TLS_VOLUME,
+};
+
+fn container(name: &str, image: &str, env: &[(&str, &str)]) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(image.into()),
+        env: if env.is_empty() {
+            None
+        } else {
+            Some(
+                env.iter()
+                    .map(|(k, v)| EnvVar {
+                        name: k.to_string(),
+                        value: Some(v.to_string()),
+                        value_from: None,
+                    })
+                    .collect(),
+            )
+        },
+        ..Default::default()
+    }
+}
+
+fn twd_with(image: &str, custom: Option<&str>) -> TemporalWorkerDeployment {
+    let template = PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(BTreeMap::from([
+                ("app".to_string(), "worker".to_string()),
+                (
+                    LABEL_BUILD_ID.to_string(),
+                    "user-tries-to-set-this".to_string(),
+                ),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                "team".to_string(),
+                "payments".to_string(),
+            )])),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![
+                container("worker", image, &[("LOG_LEVEL", "debug")]),
+                container("sidecar", "envoy:1", &[]),
+            ],
+            init_containers: Some(vec![container("init", "busybox", &[("INIT", "1")])]),
+            volumes: Some(vec![Volume {
+                name: "scratch".into(),
+                empty_dir: Some(EmptyDirVolumeSource::default()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+    };
+    let mut twd = TemporalWorkerDeployment::new(
+        "orders",
+        TemporalWorkerDeploymentSpec {
+            replicas: Some(3),
+            template,
+            min_ready_seconds: Some(7),
+            rollout: RolloutSpec {
+                strategy: RolloutStrategy::AllAtOnce,
+                steps: vec![],
+                gate: None,
+            },
+            sunset: SunsetSpec::default(),
+            worker_options: WorkerOptions {
+                connection_ref: LocalRef {
+                    name: "prod".into(),
+                },
+                temporal_namespace: "orders-ns".into(),
+                custom_build_id: custom.map(String::from),
+            },
+        },
+    );
+    twd.metadata.namespace = Some("shop".into());
+    twd.metadata.uid = Some("uid-123".into());
+    twd
+}
+
+fn twd() -> TemporalWorkerDeployment {
+    twd_with("registry:5000/orders:v1", None)
+}
+
+fn plain() -> TemporalConnectionSpec {
+    TemporalConnectionSpec {
+        host_port: "temporal.shop:7233".into(),
+        tls: None,
+        mutual_tls_secret_ref: None,
+        api_key_secret_ref: None,
+    }
+}
+
+fn mtls() -> TemporalConnectionSpec {
+    TemporalConnectionSpec {
+        mutual_tls_secret_ref: Some(SecretRef {
+            name: "client-cert".into(),
+        }),
+        tls: Some(TlsOptions {
+            server_name: Some("frontend.example".into()),
+        }),
+        ..plain()
+    }
+}
+
+fn api_key() -> TemporalConnectionSpec {
+    TemporalConnectionSpec {
+        host_port: "cloud.example:7233".into(),
+        api_key_secret_ref: Some(SecretKeyRef {
+            name: "api".into(),
+            key: "token".into(),
+        }),
+        ..plain()
+    }
+}
+
+fn build_of(twd: &TemporalWorkerDeployment) -> String {
+    build_id::compute(
+        &twd.spec.template,
+        twd.spec.worker_options.custom_build_id.as_deref(),
+    )
+    .unwrap()
+}
+
+fn render(
+    twd: &TemporalWorkerDeployment,
+    conn: &TemporalConnectionSpec,
+    replicas: Option<i32>,
+) -> Deployment {
+    let build = build_of(twd);
+    versioned_deployment(&VersionedDeploymentInput {
+        twd,
+        connection: conn,
+        build_id: &build,
+        replicas,
+    })
+    .unwrap()
+}
+
+fn pod(d: &Deployment) -> &PodTemplateSpec {
+    &d.spec.as_ref().unwrap().template
+}
+
+fn pod_spec(d: &Deployment) -> &PodSpec {
+    pod(d).spec.as_ref().unwrap()
+}
+
+fn env_names(c: &Container) -> Vec<&str> {
+    c.env.iter().flatten().map(|e| e.name.as_str()).collect()
+}
+
+fn env_value<'a>(c: &'a Container, name: &str) -> Option<&'a str> {
+    c.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.as_deref())
+}
+
+fn pod_annotation<'a>(d: &'a Deployment, key: &str) -> Option<&'a str> {
+    pod(d)
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+/// Nothing left over from any auth mode other than `conn`'s.
+fn assert_only_injection_for(d: &Deployment, conn: &TemporalConnectionSpec) {
+    let spec = pod_spec(d);
+    let is_mtls = conn.mutual_tls_secret_ref.is_some();
+    let tls_volumes = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.name == TLS_VOLUME)
+        .count();
+    assert_eq!(tls_volumes, usize::from(is_mtls));
+    for c in &spec.containers {
+        let mounts = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .filter(|m| m.name == TLS_VOLUME)
+            .count();
+        assert_eq!(mounts, usize::from(is_mtls), "container {}", c.name);
+        let names = env_names(c);
+        for reserved in crate::api::RESERVED_ENV {
+            assert!(
+                names.iter().filter(|n| *n == reserved).count() <= 1,
+                "{reserved} twice"
+            );
+        }
+        assert_eq!(names.contains(&ENV_TLS_CLIENT_CERT_PATH), is_mtls);
+        assert_eq!(names.contains(&ENV_TLS_CLIENT_KEY_PATH), is_mtls);
+        assert_eq!(
+            names.contains(&ENV_API_KEY),
+            conn.api_key_secret_ref.is_some()
+        );
+        assert_eq!(
+            names.contains(&ENV_TLS_SERVER_NAME),
+            conn.server_name().is_some()
+        );
+        assert_eq!(env_value(c, ENV_ADDRESS), Some(conn.host_port.as_str()));
+    }
+    assert_eq!(
+        pod_annotation(d, ANNOTATION_CONNECTION_HASH),
+        Some(build_id::connection_hash(conn).as_str())
+    );
+}
+
+#[test]
+fn metadata_labels_selector_and_owner() {
+    let twd = twd();
+    let build = build_of(&twd);
+    let d = render(&twd, &plain(), Some(2));
+    assert_eq!(
+        d.metadata.name.as_deref(),
+        Some(build_id::deployment_name("orders", &build).as_str())
+    );
+    assert_eq!(d.metadata.namespace.as_deref(), Some("shop"));
+    let ours = BTreeMap::from([
+        (LABEL_DEPLOYMENT_NAME.to_string(), "orders".to_string()),
+        (LABEL_BUILD_ID.to_string(), build.clone()),
+    ]);
+    assert_eq!(d.metadata.labels.as_ref(), Some(&ours));
+    let spec = d.spec.as_ref().unwrap();
+    assert_eq!(spec.selector.match_labels.as_ref(), Some(&ours));
+    assert_eq!(spec.replicas, Some(2));
+    assert_eq!(spec.min_ready_seconds, Some(7));
+    let owners = d.metadata.owner_references.as_ref().unwrap();
+    assert_eq!(owners.len(), 1);
+    let o = &owners[0];
+    assert_eq!(o.api_version, "temporal.io/v1alpha1");
+    assert_eq!(o.kind, "TemporalWorkerDeployment");
+    assert_eq!((o.name.as_str(), o.uid.as_str()), ("orders", "uid-123"));
+    assert_eq!(
+        (o.controller, o.block_owner_deletion),
+        (Some(true), Some(true))
+    );
+    // Pod labels: user's kept, ours override, and the selector matches the pods.
+    let labels = pod(&d).metadata.as_ref().unwrap().labels.as_ref().unwrap();
+    assert_eq!(labels.get("app").map(String::as_str), Some("worker"));
+    assert_eq!(labels.get(LABEL_BUILD_ID), Some(&build));
+    assert_eq!(
+        labels.get(LABEL_DEPLOYMENT_NAME).map(String::as_str),
+        Some("orders")
+    );
+    // Unset replicas stay unset so an autoscaler can own them.
+    assert_eq!(render(&twd, &plain(), None).spec.unwrap().replicas, None);
+}
+
+#[test]
+fn annotations_hash_the_user_template_before_injection() {
+    let twd = twd();
+    let d = render(&twd, &mtls(), None);
+    assert_eq!(pod_annotation(&d, "team"), Some("payments"));
+    assert_eq!(
+        pod_annotation(&d, ANNOTATION_POD_TEMPLATE_HASH),
+        Some(build_id::pod_template_hash(&twd.spec.template).as_str())
+    );
+    assert_ne!(
+        pod_annotation(&d, ANNOTATION_POD_TEMPLATE_HASH),
+        Some(build_id::pod_template_hash(pod(&d)).as_str())
+    );
+    assert_eq!(
+        pod_annotation(&d, ANNOTATION_CONNECTION_HASH),
+        Some(build_id::connection_hash(&mtls()).as_str())
+    );
+}
+
+#[test]
+fn plain_env_in_every_container_first_and_init_untouched() {
+    let twd = twd();
+    let build = build_of(&twd);
+    let d = render(&twd, &plain(), None);
+    let spec = pod_spec(&d);
+    for c in &spec.containers {
+        let names = env_names(c);
+        assert_eq!(
+            &names[..4],
+            &[
+                ENV_ADDRESS,
+                ENV_NAMESPACE,
+                ENV_DEPLOYMENT_NAME,
+                ENV_BUILD_ID
+            ]
+        );
+        assert!(!names.contains(&ENV_TLS) && !names.contains(&ENV_TLS_SERVER_NAME));
+        assert_eq!(env_value(c, ENV_ADDRESS), Some("temporal.shop:7233"));
+        assert_eq!(env_value(c, ENV_NAMESPACE), Some("orders-ns"));
+        assert_eq!(env_value(c, ENV_DEPLOYMENT_NAME), Some("shop/orders"));
+        assert_eq!(env_value(c, ENV_BUILD_ID), Some(build.as_str()));
+    }
+    assert_eq!(env_names(&spec.containers[0])[4..], ["LOG_LEVEL"]);
+    assert_eq!(env_names(&spec.containers[1]).len(), 4);
+    assert_eq!(
+        spec.init_containers,
+        twd.spec.template.spec.as_ref().unwrap().init_containers
+    );
+    assert_eq!(
+        spec.volumes,
+        twd.spec.template.spec.as_ref().unwrap().volumes
+    );
+    assert_only_injection_for(&d, &plain());
+}
+
+#[test]
+fn mtls_mounts_the_client_certificate_everywhere() {
+    let d = render(&twd(), &mtls(), None);
+    let spec = pod_spec(&d);
+    let vol = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == TLS_VOLUME)
+        .unwrap();
+    assert_eq!(
+        vol.secret.as_ref().unwrap().secret_name.as_deref(),
+        Some("client-cert")
+    );
+    assert!(spec.volumes.iter().flatten().any(|v| v.name == "scratch"));
+    for c in &spec.containers {
+        let m = c
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == TLS_VOLUME)
+            .unwrap();
+        assert_eq!(
+            (m.mount_path.as_str(), m.read_only),
+            (TLS_MOUNT_PATH, Some(true))
+        );
+        assert_eq!(env_value(c, ENV_TLS), Some("true"));
+        assert_eq!(env_value(c, ENV_TLS_SERVER_NAME), Some("frontend.example"));
+        assert_eq!(
+            env_value(c, ENV_TLS_CLIENT_CERT_PATH),
+            Some("/etc/temporal/tls/tls.crt")
+        );
+        assert_eq!(
+            env_value(c, ENV_TLS_CLIENT_KEY_PATH),
+            Some("/etc/temporal/tls/tls.key")
+        );
+    }
+    let init = &spec.init_containers.as_ref().unwrap()[0];
+    assert!(init.volume_mounts.is_none());
+    assert_only_injection_for(&d, &mtls());
+}
+
+#[test]
+fn api_key_comes_from_the_secret_and_enables_tls() {
+    let d = render(&twd(), &api_key(), None);
+    for c in &pod_spec(&d).containers {
+        assert_eq!(env_value(c, ENV_TLS), Some("true"));
+        let key = c
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == ENV_API_KEY)
+            .unwrap();
+        assert_eq!(key.value, None);
+        let r = key
+            .value_from
+            .as_ref()
+            .unwrap()
+            .secret_key_ref
+            .as_ref()
+            .unwrap();
+        assert_eq!((r.name.as_str(), r.key.as_str()), ("api", "token"));
+    }
+    assert_only_injection_for(&d, &api_key());
+}
+
+#[test]
+fn server_name_alone_means_tls() {
+    let conn = TemporalConnectionSpec {
+        tls: Some(TlsOptions {
+            server_name: Some("sni.example".into()),
+        }),
+        ..plain()
+    };
+    let d = render(&twd(), &conn, None);
+    let c = &pod_spec(&d).containers[0];
+    assert_eq!(env_value(c, ENV_TLS), Some("true"));
+    assert_eq!(env_value(c, ENV_TLS_SERVER_NAME), Some("sni.example"));
+    assert_only_injection_for(&d, &conn);
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let twd = twd();
+    assert_eq!(
+        render(&twd, &mtls(), Some(1)),
+        render(&twd, &mtls(), Some(1))
+    );
+}
+
+#[test]
+fn refuses_incomplete_input() {
+    let conn = plain();
+    let check = |twd: &TemporalWorkerDeployment, build: &str, want: RenderError| {
+        let input = VersionedDeploymentInput {
+            twd,
+            connection: &conn,
+            build_id: build,
+            replicas: None,
+        };
+        assert_eq!(versioned_deployment(&input), Err(want.clone()));
+        let existing = render(&self::twd(), &conn, None);
+        assert_eq!(refresh_template(&existing, &input).map(|_| ()), Err(want));
+    };
+    let mut t = twd();
+    t.metadata.namespace = None;
+    check(&t, "v1", RenderError::MissingMetadata("namespace"));
+    let mut t = twd();
+    t.metadata.uid = Some(String::new());
+    check(&t, "v1", RenderError::MissingMetadata("uid"));
+    let mut t = twd();
+    t.metadata.name = None;
+    check(&t, "v1", RenderError::MissingMetadata("name"));
+    for bad in ["", "-v1", "v 1", &"x".repeat(64)] {
+        check(&twd(), bad, RenderError::InvalidBuildId(bad.to_string()));
+    }
+    let mut t = twd();
+    t.spec.template.spec = None;
+    let input = VersionedDeploymentInput {
+        twd: &t,
+        connection: &conn,
+        build_id: "v1",
+        replicas: None,
+    };
+    assert_eq!(
+        versioned_deployment(&input),
+        Err(RenderError::MissingPodSpec)
+    );
+}
+
+/// What the API server returns: the rendered object plus server-set fields.
+fn as_stored(mut d: Deployment, replicas: i32) -> Deployment {
+    d.metadata.resource_version = Some("42".into());
+    d.metadata.uid = Some("dep-uid".into());
+    d.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+    if let Some(spec) = d.spec.as_mut() {
+        spec.replicas = Some(replicas);
+        spec.revision_history_limit = Some(10);
+    }
+    d.status = Some(Default::default());
+    d
+}
+
+#[test]
+fn refresh_of_target_rebuilds_template_under_custom_build_id() {
+    let old = twd_with("orders:v1", Some("release-7"));
+    let existing = as_stored(render(&old, &plain(), Some(3)), 5);
+    let mut new = twd_with("orders:v2", Some("release-7"));
+    new.spec.min_ready_seconds = Some(30);
+    let input = VersionedDeploymentInput {
+        twd: &new,
+        connection: &plain(),
+        build_id: "release-7",
+        replicas: None,
+    };
+    let out = refresh_template(&existing, &input).unwrap();
+    assert_eq!(out.metadata.name, existing.metadata.name);
+    assert_eq!(out.metadata.resource_version.as_deref(), Some("42"));
+    assert_eq!(out.metadata.managed_fields, None);
+    assert_eq!(out.status, None);
+    let spec = out.spec.as_ref().unwrap();
+    let old_spec = existing.spec.as_ref().unwrap();
+    assert_eq!(spec.selector, old_spec.selector);
+    assert_eq!(
+        spec.replicas,
+        Some(5),
+        "replicas kept when not asked to change"
+    );
+    assert_eq!(spec.revision_history_limit, Some(10));
+    assert_eq!(spec.min_ready_seconds, Some(30));
+    assert_eq!(
+        pod_spec(&out).containers[0].image.as_deref(),
+        Some("orders:v2")
+    );
+    assert_eq!(
+        pod_annotation(&out, ANNOTATION_POD_TEMPLATE_HASH),
+        Some(build_id::pod_template_hash(&new.spec.template).as_str())
+    );
+    // Identical to a fresh render of the new spec, so the next reconcile sees no drift.
+    assert_eq!(pod(&out), pod(&render(&new, &plain(), None)));
+
+    let scaled = refresh_template(
+        &existing,
+        &VersionedDeploymentInput {
+            replicas: Some(1),
+            ..input
+        },
+    );
+    assert_eq!(scaled.unwrap().spec.unwrap().replicas, Some(1));
+}
+
+#[test]
+fn refresh_is_idempotent() {
+    let twd = twd();
+    let build = build_of(&twd);
+    for conn in [plain(), mtls(), api_key()] {
+        let fresh = render(&twd, &conn, None);
+        let input = VersionedDeploymentInput {
+            twd: &twd,
+            connection: &conn,
+            build_id: &build,
+            replicas: None,
+        };
+        let once = refresh_template(&fresh, &input).unwrap();
+        assert_eq!(pod(&once), pod(&fresh));
+        assert_eq!(refresh_template(&once, &input).unwrap(), once);
+    }
+}
+
+#[test]
+fn auth_switches_leave_nothing_stale() {
+    let twd = twd();
+    let build = build_of(&twd);
+    let sequence = [
+        mtls(),
+        api_key(),
+        plain(),
+        mtls(),
+        plain(),
+        api_key(),
+        mtls(),
+    ];
+    for target in [true, false] {
+        // `false`: the same Deployment but as an older version that keeps its own template.
+        let mut current = if target {
+            render(&twd, &sequence[0], Some(2))
+        } else {
+            render(&twd_with("orders:v0", None), &sequence[0], Some(2))
+        };
+        let build_id = if target {
+            build.clone()
+        } else {
+            build_of(&twd_with("orders:v0", None))
+        };
+        for conn in &sequence[1..] {
+            let input = VersionedDeploymentInput {
+                twd: &twd,
+                connection: conn,
+                build_id: &build_id,
+                replicas: None,
+            };
+            current = refresh_template(&current, &input).unwrap();
+            assert_only_injection_for(&current, conn);
+            let spec = pod_spec(&current);
+            assert!(
+                spec.volumes.iter().flatten().any(|v| v.name == "scratch"),
+                "user volume kept"
+            );
+            assert_eq!(env_names(&spec.containers[0]).last(), Some(&"LOG_LEVEL"));
+            assert_eq!(
+                env_value(&spec.containers[0], ENV_BUILD_ID),
+                Some(build_id.as_str())
+            );
+        }
+        // Back to the first mode: byte-for-byte what a fresh render gives.
+        let fresh_twd = if target {
+            twd.clone()
+        } else {
+            twd_with("orders:v0", None)
+        };
+        assert_eq!(
+            pod(&current),
+            pod(&render(&fresh_twd, sequence.last().unwrap(), None))
+        );
+    }
+}
+
+#[test]
+fn refresh_of_older_version_keeps_its_code() {
+    let old = twd_with("orders:v1", None);
+    let old_build = build_of(&old);
+    let existing = as_stored(render(&old, &plain(), Some(1)), 1);
+    let mut new = twd_with("orders:v2", None);
+    new.spec.worker_options.temporal_namespace = "elsewhere".into();
+    let conn = mtls();
+    let input = VersionedDeploymentInput {
+        twd: &new,
+        connection: &conn,
+        build_id: &old_build,
+        replicas: None,
+    };
+    let out = refresh_template(&existing, &input).unwrap();
+    let c = &pod_spec(&out).containers[0];
+    assert_eq!(c.image.as_deref(), Some("orders:v1"));
+    assert_eq!(
+        env_value(c, ENV_NAMESPACE),
+        Some("orders-ns"),
+        "old workers stay in their namespace"
+    );
+    assert_eq!(env_value(c, ENV_BUILD_ID), Some(old_build.as_str()));
+    assert_eq!(
+        pod_annotation(&out, ANNOTATION_POD_TEMPLATE_HASH),
+        Some(build_id::pod_template_hash(&old.spec.template).as_str()),
+        "the template hash still describes the old version's template"
+    );
+    assert_only_injection_for(&out, &conn);
+    assert_eq!(out.spec.as_ref().unwrap().replicas, Some(1));
+}
+
+#[test]
+fn refresh_refuses_a_different_build() {
+    let twd = twd();
+    let existing = render(&twd, &plain(), None);
+    let input = VersionedDeploymentInput {
+        twd: &twd,
+        connection: &plain(),
+        build_id: "other",
+        replicas: None,
+    };
+    assert!(matches!(
+        refresh_template(&existing, &input),
+        Err(RenderError::BuildIdMismatch { requested, .. }) if requested == "other"
+    ));
+    let mut no_spec = existing.clone();
+    no_spec.spec = None;
+    let build = build_of(&twd);
+    let input = VersionedDeploymentInput {
+        twd: &twd,
+        connection: &plain(),
+        build_id: &build,
+        replicas: None,
+    };
+    assert!(matches!(
+        refresh_template(&no_spec, &input),
+        Err(RenderError::ExistingWithoutSpec(_))
+    ));
+}
+
+#[test]
+fn stale_injections_in_user_template_are_replaced_not_duplicated() {
+    // Validation rejects this, but rendering must still never emit duplicates.
+    let mut twd = twd();
+    if let Some(spec) = twd.spec.template.spec.as_mut() {
+        spec.containers[0]
+            .env
+            .get_or_insert_with(Vec::new)
+            .push(EnvVar {
+                name: ENV_ADDRESS.into(),
+                value: Some("wrong:1".into()),
+                value_from: None,
+            });
+        spec.containers[0].volume_mounts = Some(vec![VolumeMount {
+            name: TLS_VOLUME.into(),
+            mount_path: "/x".into(),
+            ..Default::default()
+        }]);
+    }
+    let d = render(&twd, &plain(), None);
+    assert_only_injection_for(&d, &plain());
+}
+
+#[test]
+fn label_value_is_label_safe() {
+    assert_eq!(label_value("orders"), "orders");
+    assert_eq!(label_value(&"a".repeat(70)), "a".repeat(63));
+    assert_eq!(label_value("-x-"), "x");
+    assert!(build_id::is_label_safe(&label_value("weird name!")));
+}

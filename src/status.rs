@@ -1,0 +1,1028 @@
+//! Derives the whole `TemporalWorkerDeploymentStatus` once per reconcile: the GitOps contract.
+//!
+//! [`compute`] takes the previous status (only to keep condition transition times and, when
+//! nothing could be observed, the last known versions), the object's generation, a
+//! [`Report`] of what this reconcile saw and did, and the time. It always writes
+//! `observedGeneration` together with all four conditions:
+//!
+//! | Situation | Ready | Progressing | Reconciling | Stalled |
+//! |---|---|---|---|---|
+//! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
+//! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
+//! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting) | False | False | True | False |
+//! | terminal (InvalidSpec, GateWorkflowFailed) | False | False | False | True |
+//!
+//! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
+//! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
+//! when that condition's status flips.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::conditions as reason;
+use crate::api::twd::{
+    DeprecatedVersion, GateWorkflow, TargetVersion, TemporalWorkerDeploymentStatus, VersionInfo,
+    VersionStatus,
+};
+use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
+use crate::planner::{eligible_for_deletion, sunset_deadlines};
+use crate::temporal::state::TemporalVersionStatus;
+
+/// What one reconcile has to report.
+#[derive(Clone, Debug)]
+pub enum Report<'a> {
+    /// A plan was made and executed (fully, or up to the failure in `outcome`).
+    Planned {
+        input: &'a PlanInput,
+        plan: &'a Plan,
+        /// The routing change that Temporal accepted this reconcile, if any.
+        routed: Option<&'a RoutingChange>,
+        outcome: Result<(), Blocked>,
+    },
+    /// Nothing could be planned (invalid spec, connection or Temporal unreachable, deleting…).
+    /// The previous version fields are kept: they are the last known truth.
+    Blocked(Blocked),
+}
+
+/// Why the rollout cannot move forward right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocked {
+    /// A reason constant from [`crate::api::conditions`].
+    pub reason: &'static str,
+    pub message: String,
+    /// Terminal: needs a spec change or a human (`Stalled=True`). Otherwise it is retried.
+    pub stalled: bool,
+}
+
+/// How the conditions should read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Verdict {
+    kind: Kind,
+    reason: &'static str,
+    message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Complete,
+    Progressing,
+    Blocked,
+    Stalled,
+}
+
+/// The status to write. `generation` is the object's `metadata.generation`.
+pub fn compute(
+    previous: Option<&TemporalWorkerDeploymentStatus>,
+    generation: i64,
+    report: &Report,
+    now: Timestamp,
+) -> TemporalWorkerDeploymentStatus {
+    let (mut status, verdict) = match report {
+        Report::Blocked(b) => (previous.cloned().unwrap_or_default(), blocked_verdict(b)),
+        Report::Planned {
+            input,
+            plan,
+            routed,
+            outcome,
+        } => {
+            let routing = Effective::new(input, *routed);
+            let status = versions(input, plan, &routing, routed.is_some(), outcome.is_ok());
+            let verdict = match outcome {
+                Err(b) => blocked_verdict(b),
+                Ok(()) => planned_verdict(
+                    plan,
+                    routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                ),
+            };
+            (status, verdict)
+        }
+    };
+    status.observed_generation = Some(generation);
+    let old = previous
+        .map(|p| p.conditions.as_slice())
+        .unwrap_or_default();
+    status.conditions = conditions(old, generation, &verdict, now);
+    status
+}
+
+fn blocked_verdict(b: &Blocked) -> Verdict {
+    Verdict {
+        kind: if b.stalled {
+            Kind::Stalled
+        } else {
+            Kind::Blocked
+        },
+        reason: b.reason,
+        message: b.message.clone(),
+    }
+}
+
+fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
+    let p = &plan.progress;
+    let (kind, reason) = match p.phase {
+        Phase::WaitingForPollers => (Kind::Progressing, reason::WAITING_FOR_POLLERS),
+        Phase::WaitingForPromotion => (Kind::Progressing, reason::WAITING_FOR_PROMOTION),
+        Phase::WaitingForGate => (Kind::Progressing, reason::WAITING_FOR_GATE),
+        Phase::Ramping => (Kind::Progressing, reason::RAMPING),
+        Phase::Complete => (Kind::Complete, reason::ROLLOUT_COMPLETE),
+        Phase::GateFailed => (Kind::Stalled, reason::GATE_WORKFLOW_FAILED),
+        Phase::TooManyVersions => (Kind::Blocked, reason::TOO_MANY_VERSIONS),
+        Phase::ManagedElsewhere => (Kind::Blocked, reason::MANAGED_ELSEWHERE),
+    };
+    // Ready=True promises the target is Current in Temporal; never claim it otherwise.
+    if kind == Kind::Complete && !target_current {
+        return Verdict {
+            kind: Kind::Progressing,
+            reason: reason::WAITING_FOR_PROMOTION,
+            message: p.message.clone(),
+        };
+    }
+    Verdict {
+        kind,
+        reason,
+        message: p.message.clone(),
+    }
+}
+
+fn conditions(old: &[Condition], generation: i64, v: &Verdict, now: Timestamp) -> Vec<Condition> {
+    let (ready, progressing, reconciling, stalled) = match v.kind {
+        Kind::Complete => (true, false, false, false),
+        Kind::Progressing => (false, true, true, false),
+        Kind::Blocked => (false, false, true, false),
+        Kind::Stalled => (false, false, false, true),
+    };
+    [
+        (reason::READY, ready),
+        (reason::PROGRESSING, progressing),
+        (reason::RECONCILING, reconciling),
+        (reason::STALLED, stalled),
+    ]
+    .into_iter()
+    .map(|(type_, value)| {
+        let status = if value { "True" } else { "False" };
+        let last_transition_time = old
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or(Time(now));
+        Condition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: v.reason.to_string(),
+            message: v.message.clone(),
+            observed_generation: Some(generation),
+            last_transition_time,
+        }
+    })
+    .collect()
+}
+
+/// Routing as it stands after this reconcile: Temporal's view plus the change it just accepted.
+struct Effective {
+    current: Option<String>,
+    ramping: Option<String>,
+    percentage: f32,
+    ramping_since: Option<Timestamp>,
+    ramp_changed_at: Option<Timestamp>,
+    /// Builds that just lost the current or ramping slot: Temporal marks them Draining at once.
+    demoted: Vec<String>,
+}
+
+impl Effective {
+    fn new(input: &PlanInput, routed: Option<&RoutingChange>) -> Self {
+        let r = &input.temporal.routing;
+        let nonempty = |b: &Option<String>| b.clone().filter(|b| !b.is_empty());
+        let mut e = Self {
+            current: nonempty(&r.current_build_id),
+            ramping: nonempty(&r.ramping_build_id),
+            percentage: r.ramp_percentage,
+            ramping_since: r.ramping_changed_at,
+            ramp_changed_at: r.ramp_percentage_changed_at,
+            demoted: Vec::new(),
+        };
+        let now = input.now;
+        match routed {
+            None => {}
+            Some(RoutingChange::SetCurrent { build_id }) => {
+                if let Some(old) = e
+                    .current
+                    .replace(build_id.clone())
+                    .filter(|o| o != build_id)
+                {
+                    e.demoted.push(old);
+                }
+                // Promoting the ramping build clears the ramp; another build keeps ramping.
+                if e.ramping.as_deref() == Some(build_id.as_str()) {
+                    e.clear_ramp(now);
+                }
+            }
+            Some(RoutingChange::SetRamping {
+                build_id,
+                percentage,
+            }) => {
+                if e.ramping.as_deref() != Some(build_id.as_str()) {
+                    if let Some(old) = e.ramping.replace(build_id.clone()) {
+                        e.demoted.push(old);
+                    }
+                    e.ramping_since = Some(now);
+                }
+                e.percentage = *percentage;
+                e.ramp_changed_at = Some(now);
+            }
+            Some(RoutingChange::ClearRamp) => {
+                if let Some(old) = e.ramping.take() {
+                    e.demoted.push(old);
+                }
+                e.clear_ramp(now);
+            }
+        }
+        e
+    }
+
+    fn clear_ramp(&mut self, now: Timestamp) {
+        self.ramping = None;
+        self.percentage = 0.0;
+        self.ramping_since = Some(now);
+        self.ramp_changed_at = Some(now);
+    }
+
+    fn status_of(&self, input: &PlanInput, build: &str) -> VersionStatus {
+        if self.current.as_deref() == Some(build) {
+            VersionStatus::Current
+        } else if self.ramping.as_deref() == Some(build) {
+            VersionStatus::Ramping
+        } else if self.demoted.iter().any(|b| b == build) {
+            VersionStatus::Draining
+        } else {
+            input
+                .temporal
+                .version(build)
+                .map_or(VersionStatus::NotRegistered, |v| convert(v.status))
+        }
+    }
+}
+
+fn convert(s: TemporalVersionStatus) -> VersionStatus {
+    match s {
+        TemporalVersionStatus::Inactive => VersionStatus::Inactive,
+        TemporalVersionStatus::Current => VersionStatus::Current,
+        TemporalVersionStatus::Ramping => VersionStatus::Ramping,
+        TemporalVersionStatus::Draining => VersionStatus::Draining,
+        TemporalVersionStatus::Drained => VersionStatus::Drained,
+    }
+}
+
+/// The Deployment that represents a build: a live one if any, else one being deleted.
+fn deployment_of<'a>(input: &'a PlanInput, build: &str) -> Option<&'a ObservedDeployment> {
+    let mut all = input.deployments.iter().filter(|d| d.build_id == build);
+    let first = all.clone().next();
+    all.find(|d| !d.deleting).or(first)
+}
+
+fn info(build: &str, status: VersionStatus, d: Option<&ObservedDeployment>) -> VersionInfo {
+    VersionInfo {
+        build_id: build.to_string(),
+        status,
+        deployment: d.map(|d| d.name.clone()),
+        healthy_since: d.and_then(|d| d.healthy_since).map(Time),
+        replicas: d.map(|d| d.replicas.unwrap_or(d.status_replicas)),
+        ready_replicas: d.map(|d| d.ready_replicas),
+    }
+}
+
+/// Version fields, rebuilt from scratch. `routed`: Temporal accepted our routing change (after
+/// claiming the manager identity if the plan said so). `executed`: every step of the plan ran
+/// (so planned deletions are gone).
+fn versions(
+    input: &PlanInput,
+    plan: &Plan,
+    e: &Effective,
+    routed: bool,
+    executed: bool,
+) -> TemporalWorkerDeploymentStatus {
+    let target = input.desired.build_id.as_str();
+    let target_status = e.status_of(input, target);
+    let ramping = target_status == VersionStatus::Ramping;
+    let step = plan
+        .progress
+        .step
+        .filter(|_| ramping && matches!(plan.progress.phase, Phase::Ramping));
+    let mut gate_workflows: Vec<GateWorkflow> = if target_status == VersionStatus::Current {
+        Vec::new()
+    } else {
+        input
+            .gates
+            .iter()
+            .map(|g| GateWorkflow {
+                workflow_id: g.workflow_id.clone(),
+                run_id: g.run_id.clone(),
+                task_queue: g.task_queue.clone(),
+                status: g.status,
+            })
+            .collect()
+    };
+    gate_workflows.sort_by(|a, b| {
+        a.task_queue
+            .cmp(&b.task_queue)
+            .then_with(|| a.workflow_id.cmp(&b.workflow_id))
+    });
+    let target_version = TargetVersion {
+        version: info(target, target_status, deployment_of(input, target)),
+        ramp_percentage: ramping.then_some(e.percentage),
+        ramping_since: e.ramping_since.filter(|_| ramping).map(Time),
+        ramp_last_modified_at: e.ramp_changed_at.filter(|_| ramping).map(Time),
+        current_step: step.and_then(|s| i32::try_from(s.index).ok()),
+        step_started_at: step.and_then(|s| s.started_at).map(Time),
+        next_step_at: step.and_then(|s| s.next_at).map(Time),
+        gate_workflows,
+    };
+
+    let current_version = e
+        .current
+        .as_deref()
+        .map(|b| info(b, VersionStatus::Current, deployment_of(input, b)));
+
+    let mut deprecated: Vec<DeprecatedVersion> = input
+        .deployments
+        .iter()
+        .filter(|d| d.build_id != target && e.current.as_deref() != Some(d.build_id.as_str()))
+        .filter(|d| !(executed && plan.delete.iter().any(|x| x.name == d.name)))
+        .map(|d| {
+            let status = e.status_of(input, &d.build_id);
+            let temporal = input.temporal.version(&d.build_id);
+            let drained_since = temporal
+                .filter(|_| status == VersionStatus::Drained)
+                .and_then(|v| v.drainage_changed_at);
+            let (scaledown_at, delete_at) = match drained_since {
+                Some(since) => sunset_deadlines(&input.desired, since),
+                None => (None, None),
+            };
+            let eligible = eligible_for_deletion(
+                d,
+                temporal
+                    .map(|v| v.status)
+                    .filter(|_| !e.demoted.contains(&d.build_id)),
+            );
+            DeprecatedVersion {
+                version: info(&d.build_id, status, Some(d)),
+                drained_since: drained_since.map(Time),
+                scaledown_at: scaledown_at.map(Time),
+                delete_at: delete_at.map(Time),
+                eligible_for_deletion: eligible,
+            }
+        })
+        .collect();
+    // Stable order whatever order Kubernetes lists Deployments in: no status churn.
+    deprecated.sort_by(|a, b| {
+        a.version
+            .build_id
+            .cmp(&b.version.build_id)
+            .then_with(|| a.version.deployment.cmp(&b.version.deployment))
+    });
+
+    let t = &input.temporal;
+    let me = || Some(input.controller_identity.clone());
+    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    TemporalWorkerDeploymentStatus {
+        observed_generation: None,
+        target_version: Some(target_version),
+        current_version,
+        deprecated_versions: deprecated,
+        manager_identity: if routed && plan.claim_manager {
+            me()
+        } else {
+            nonempty(&t.manager_identity)
+        },
+        last_modifier_identity: if routed {
+            me()
+        } else {
+            nonempty(&t.last_modifier_identity)
+        },
+        version_count: i32::try_from(t.versions.len()).unwrap_or(i32::MAX),
+        conditions: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::api::twd::GateWorkflowStatus;
+    use crate::planner::model::{
+        DeleteDeployment, DeleteReason, Desired, Progress, StepProgress, Strategy,
+    };
+    use crate::temporal::state::{
+        GateObservation, RoutingState, VersionState, WorkerDeploymentState,
+    };
+
+    const ME: &str = "release/ns-uid";
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn t0() -> Timestamp {
+        ts("2026-03-02T12:00:00Z")
+    }
+
+    fn dep(build: &str, replicas: i32) -> ObservedDeployment {
+        ObservedDeployment {
+            name: format!("w-{build}"),
+            build_id: build.into(),
+            replicas: Some(replicas),
+            status_replicas: replicas,
+            ready_replicas: replicas,
+            healthy_since: Some(ts("2026-03-02T11:00:00Z")),
+            pod_template_hash: None,
+            connection_hash: None,
+            deleting: false,
+            created_at: None,
+        }
+    }
+
+    fn ver(build: &str, status: TemporalVersionStatus) -> VersionState {
+        VersionState {
+            build_id: build.into(),
+            status,
+            drainage_changed_at: None,
+            last_current_at: None,
+            first_activation_at: None,
+        }
+    }
+
+    /// v1 Current; v2 (target) registered and Inactive.
+    fn input() -> PlanInput {
+        PlanInput {
+            desired: Desired {
+                build_id: "v2".into(),
+                replicas: Some(3),
+                strategy: Strategy::AllAtOnce,
+                gate: None,
+                scaledown_delay: Duration::from_secs(3600),
+                delete_delay: Duration::from_secs(4 * 3600),
+                pod_template_hash: String::new(),
+                connection_hash: String::new(),
+                custom_build_id: false,
+                max_versions_ineligible_for_deletion: 75,
+                rollback_window: Duration::from_secs(3600),
+            },
+            deployments: vec![dep("v1", 3), dep("v2", 3)],
+            temporal: WorkerDeploymentState {
+                exists: true,
+                conflict_token: vec![],
+                manager_identity: String::new(),
+                last_modifier_identity: "someone".into(),
+                routing: RoutingState {
+                    current_build_id: Some("v1".into()),
+                    ..Default::default()
+                },
+                versions: vec![
+                    ver("v1", TemporalVersionStatus::Current),
+                    ver("v2", TemporalVersionStatus::Inactive),
+                ],
+            },
+            gates: vec![],
+            target_task_queues: vec![],
+            unversioned_pollers_on_all_queues: false,
+            controller_identity: ME.into(),
+            now: t0(),
+        }
+    }
+
+    fn plan_with(phase: Phase, message: &str) -> Plan {
+        Plan {
+            progress: Progress {
+                phase,
+                message: message.into(),
+                step: None,
+                rollback: false,
+            },
+            ..Default::default()
+        }
+    }
+
+    fn cond<'a>(s: &'a TemporalWorkerDeploymentStatus, type_: &str) -> &'a Condition {
+        s.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    /// (status, reason) of Ready, Progressing, Reconciling, Stalled.
+    fn summary(s: &TemporalWorkerDeploymentStatus) -> Vec<(&str, &str)> {
+        [
+            reason::READY,
+            reason::PROGRESSING,
+            reason::RECONCILING,
+            reason::STALLED,
+        ]
+        .iter()
+        .map(|t| {
+            let c = cond(s, t);
+            (c.status.as_str(), c.reason.as_str())
+        })
+        .collect()
+    }
+
+    fn planned(
+        input: &PlanInput,
+        plan: &Plan,
+        routed: Option<&RoutingChange>,
+    ) -> TemporalWorkerDeploymentStatus {
+        let report = Report::Planned {
+            input,
+            plan,
+            routed,
+            outcome: Ok(()),
+        };
+        compute(None, 7, &report, t0())
+    }
+
+    #[test]
+    fn every_phase_maps_to_the_documented_conditions() {
+        let i = input();
+        let cases = [
+            (
+                Phase::WaitingForPollers,
+                ["False", "True", "True", "False"],
+                reason::WAITING_FOR_POLLERS,
+            ),
+            (
+                Phase::WaitingForPromotion,
+                ["False", "True", "True", "False"],
+                reason::WAITING_FOR_PROMOTION,
+            ),
+            (
+                Phase::WaitingForGate,
+                ["False", "True", "True", "False"],
+                reason::WAITING_FOR_GATE,
+            ),
+            (
+                Phase::Ramping,
+                ["False", "True", "True", "False"],
+                reason::RAMPING,
+            ),
+            (
+                Phase::GateFailed,
+                ["False", "False", "False", "True"],
+                reason::GATE_WORKFLOW_FAILED,
+            ),
+            (
+                Phase::TooManyVersions,
+                ["False", "False", "True", "False"],
+                reason::TOO_MANY_VERSIONS,
+            ),
+            (
+                Phase::ManagedElsewhere,
+                ["False", "False", "True", "False"],
+                reason::MANAGED_ELSEWHERE,
+            ),
+        ];
+        for (phase, want, want_reason) in cases {
+            let s = planned(&i, &plan_with(phase, "detail"), None);
+            let got = summary(&s);
+            for (k, (status, r)) in got.iter().enumerate() {
+                assert_eq!(*status, want[k], "{phase:?} condition #{k}");
+                assert_eq!(*r, want_reason, "{phase:?}");
+            }
+            assert!(s.conditions.iter().all(|c| c.message == "detail"));
+        }
+    }
+
+    #[test]
+    fn complete_is_ready_only_when_the_target_is_current() {
+        let mut i = input();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        let s = planned(
+            &i,
+            &plan_with(Phase::Complete, "Rollout complete for build ID v2"),
+            None,
+        );
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("True", reason::ROLLOUT_COMPLETE),
+                ("False", reason::ROLLOUT_COMPLETE),
+                ("False", reason::ROLLOUT_COMPLETE),
+                ("False", reason::ROLLOUT_COMPLETE)
+            ]
+        );
+        assert_eq!(
+            cond(&s, reason::READY).message,
+            "Rollout complete for build ID v2"
+        );
+
+        // A plan claiming completion for a target Temporal does not list as Current is not Ready.
+        let s = planned(&input(), &plan_with(Phase::Complete, "x"), None);
+        assert_eq!(cond(&s, reason::READY).status, "False");
+        assert_eq!(
+            cond(&s, reason::READY).reason,
+            reason::WAITING_FOR_PROMOTION
+        );
+    }
+
+    #[test]
+    fn a_set_current_executed_this_reconcile_counts() {
+        let i = input();
+        let change = RoutingChange::SetCurrent {
+            build_id: "v2".into(),
+        };
+        let mut plan = plan_with(Phase::Complete, "Rollout complete for build ID v2");
+        plan.routing = Some(change.clone());
+        plan.claim_manager = true;
+        let s = planned(&i, &plan, Some(&change));
+        assert_eq!(cond(&s, reason::READY).status, "True");
+        assert_eq!(
+            s.target_version.as_ref().unwrap().version.status,
+            VersionStatus::Current
+        );
+        assert_eq!(s.current_version.as_ref().unwrap().build_id, "v2");
+        // The old current lost the slot: Temporal drains it at once.
+        assert_eq!(s.deprecated_versions.len(), 1);
+        assert_eq!(s.deprecated_versions[0].version.build_id, "v1");
+        assert_eq!(
+            s.deprecated_versions[0].version.status,
+            VersionStatus::Draining
+        );
+        assert_eq!(s.manager_identity.as_deref(), Some(ME));
+        assert_eq!(s.last_modifier_identity.as_deref(), Some(ME));
+
+        // The same plan whose routing never ran (it failed earlier) is not Ready.
+        let failed = Report::Planned {
+            input: &i,
+            plan: &plan,
+            routed: None,
+            outcome: Err(Blocked {
+                reason: reason::PLAN_EXECUTION_FAILED,
+                message: "scale: boom".into(),
+                stalled: false,
+            }),
+        };
+        let s = compute(None, 7, &failed, t0());
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("False", reason::PLAN_EXECUTION_FAILED),
+                ("False", reason::PLAN_EXECUTION_FAILED),
+                ("True", reason::PLAN_EXECUTION_FAILED),
+                ("False", reason::PLAN_EXECUTION_FAILED)
+            ]
+        );
+        assert_eq!(
+            s.target_version.as_ref().unwrap().version.status,
+            VersionStatus::Inactive
+        );
+        assert_eq!(s.manager_identity, None);
+        assert_eq!(s.last_modifier_identity.as_deref(), Some("someone"));
+    }
+
+    #[test]
+    fn a_set_ramping_executed_this_reconcile_shows_the_step() {
+        let i = input();
+        let change = RoutingChange::SetRamping {
+            build_id: "v2".into(),
+            percentage: 25.0,
+        };
+        let next = ts("2026-03-02T12:10:00Z");
+        let mut plan = plan_with(
+            Phase::Ramping,
+            "Ramping build ID v2 at 25% (step 1 of 2); next step at 2026-03-02T12:10:00Z",
+        );
+        plan.routing = Some(change.clone());
+        plan.progress.step = Some(StepProgress {
+            index: 0,
+            ramp_percentage: 25.0,
+            started_at: Some(t0()),
+            next_at: Some(next),
+        });
+        let s = planned(&i, &plan, Some(&change));
+        let t = s.target_version.as_ref().unwrap();
+        assert_eq!(t.version.status, VersionStatus::Ramping);
+        assert_eq!(t.ramp_percentage, Some(25.0));
+        assert_eq!(t.current_step, Some(0));
+        assert_eq!(t.step_started_at, Some(Time(t0())));
+        assert_eq!(t.next_step_at, Some(Time(next)));
+        assert_eq!(t.ramping_since, Some(Time(t0())));
+        assert_eq!(cond(&s, reason::READY).reason, reason::RAMPING);
+        assert!(
+            cond(&s, reason::PROGRESSING)
+                .message
+                .contains("step 1 of 2")
+        );
+        assert_eq!(s.current_version.as_ref().unwrap().build_id, "v1");
+
+        // Without the routing having run, the target is not shown ramping.
+        let s = planned(&i, &plan, None);
+        let t = s.target_version.as_ref().unwrap();
+        assert_eq!(t.version.status, VersionStatus::Inactive);
+        assert_eq!((t.ramp_percentage, t.current_step), (None, None));
+    }
+
+    #[test]
+    fn blocked_reports_keep_the_last_known_versions() {
+        let i = input();
+        let before = planned(&i, &plan_with(Phase::WaitingForPromotion, "w"), None);
+        let b = Blocked {
+            reason: reason::STATE_FETCH_FAILED,
+            message: "describe: unavailable".into(),
+            stalled: false,
+        };
+        let s = compute(Some(&before), 8, &Report::Blocked(b), t0());
+        assert_eq!(s.target_version, before.target_version);
+        assert_eq!(s.current_version, before.current_version);
+        assert_eq!(s.observed_generation, Some(8));
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("False", reason::STATE_FETCH_FAILED),
+                ("False", reason::STATE_FETCH_FAILED),
+                ("True", reason::STATE_FETCH_FAILED),
+                ("False", reason::STATE_FETCH_FAILED)
+            ]
+        );
+        assert_eq!(cond(&s, reason::READY).message, "describe: unavailable");
+    }
+
+    #[test]
+    fn terminal_blocks_are_stalled_not_reconciling() {
+        let b = Blocked {
+            reason: reason::INVALID_SPEC,
+            message: "spec.rollout.steps: bad".into(),
+            stalled: true,
+        };
+        let s = compute(None, 2, &Report::Blocked(b), t0());
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("False", reason::INVALID_SPEC),
+                ("False", reason::INVALID_SPEC),
+                ("False", reason::INVALID_SPEC),
+                ("True", reason::INVALID_SPEC)
+            ]
+        );
+    }
+
+    #[test]
+    fn reconciling_and_stalled_are_never_both_true() {
+        let i = input();
+        let mut reports: Vec<Report> = Vec::new();
+        let plans: Vec<Plan> = [
+            Phase::WaitingForPollers,
+            Phase::WaitingForPromotion,
+            Phase::WaitingForGate,
+            Phase::Ramping,
+            Phase::Complete,
+            Phase::GateFailed,
+            Phase::TooManyVersions,
+            Phase::ManagedElsewhere,
+        ]
+        .into_iter()
+        .map(|p| plan_with(p, "m"))
+        .collect();
+        for p in &plans {
+            reports.push(Report::Planned {
+                input: &i,
+                plan: p,
+                routed: None,
+                outcome: Ok(()),
+            });
+            for stalled in [false, true] {
+                let b = Blocked {
+                    reason: reason::PLAN_EXECUTION_FAILED,
+                    message: "m".into(),
+                    stalled,
+                };
+                reports.push(Report::Planned {
+                    input: &i,
+                    plan: p,
+                    routed: None,
+                    outcome: Err(b.clone()),
+                });
+                reports.push(Report::Blocked(b));
+            }
+        }
+        for r in &reports {
+            let s = compute(None, 1, r, t0());
+            assert_eq!(s.conditions.len(), 4);
+            let is_true = |t: &str| cond(&s, t).status == "True";
+            assert!(
+                !(is_true(reason::RECONCILING) && is_true(reason::STALLED)),
+                "{r:?}"
+            );
+            assert!(
+                !(is_true(reason::READY) && is_true(reason::RECONCILING)),
+                "{r:?}"
+            );
+            assert!(
+                s.conditions
+                    .iter()
+                    .all(|c| c.observed_generation == Some(1)),
+                "every condition carries observedGeneration"
+            );
+        }
+    }
+
+    #[test]
+    fn observed_generation_is_written_with_the_conditions() {
+        let i = input();
+        let p = plan_with(Phase::WaitingForPollers, "m");
+        let s = compute(
+            None,
+            42,
+            &Report::Planned {
+                input: &i,
+                plan: &p,
+                routed: None,
+                outcome: Ok(()),
+            },
+            t0(),
+        );
+        assert_eq!(s.observed_generation, Some(42));
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(42))
+        );
+    }
+
+    #[test]
+    fn last_transition_time_moves_only_when_the_status_flips() {
+        let i = input();
+        let waiting = plan_with(Phase::WaitingForPollers, "a");
+        let ramping = plan_with(Phase::Ramping, "b");
+        let first = compute(
+            None,
+            1,
+            &Report::Planned {
+                input: &i,
+                plan: &waiting,
+                routed: None,
+                outcome: Ok(()),
+            },
+            t0(),
+        );
+        assert!(
+            first
+                .conditions
+                .iter()
+                .all(|c| c.last_transition_time == Time(t0()))
+        );
+
+        // Reason and message change, statuses do not: times stay.
+        let later = ts("2026-03-02T12:05:00Z");
+        let second = compute(
+            Some(&first),
+            2,
+            &Report::Planned {
+                input: &i,
+                plan: &ramping,
+                routed: None,
+                outcome: Ok(()),
+            },
+            later,
+        );
+        assert!(
+            second
+                .conditions
+                .iter()
+                .all(|c| c.last_transition_time == Time(t0()))
+        );
+        assert_eq!(cond(&second, reason::READY).reason, reason::RAMPING);
+
+        // Blocked: Progressing flips (True → False), Reconciling stays True.
+        let even_later = ts("2026-03-02T12:06:00Z");
+        let b = Blocked {
+            reason: reason::PLAN_EXECUTION_FAILED,
+            message: "x".into(),
+            stalled: false,
+        };
+        let third = compute(Some(&second), 2, &Report::Blocked(b), even_later);
+        assert_eq!(
+            cond(&third, reason::PROGRESSING).last_transition_time,
+            Time(even_later)
+        );
+        assert_eq!(
+            cond(&third, reason::RECONCILING).last_transition_time,
+            Time(t0())
+        );
+        assert_eq!(cond(&third, reason::READY).last_transition_time, Time(t0()));
+        assert_eq!(
+            cond(&third, reason::STALLED).last_transition_time,
+            Time(t0())
+        );
+    }
+
+    #[test]
+    fn case_56_deprecated_versions_are_sorted_by_build_id() {
+        let mut i = input();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        i.temporal.versions = vec![ver("v2", TemporalVersionStatus::Current)];
+        i.deployments = vec![dep("c", 1), dep("v2", 3), dep("a", 1), dep("b", 1)];
+        let s1 = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        i.deployments.reverse();
+        let s2 = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        let ids: Vec<_> = s1
+            .deprecated_versions
+            .iter()
+            .map(|d| d.version.build_id.as_str())
+            .collect();
+        assert_eq!(ids, vec!["a", "b", "c"]);
+        assert_eq!(s1, s2);
+        assert!(
+            s1.deprecated_versions
+                .iter()
+                .all(|d| d.version.status == VersionStatus::NotRegistered)
+        );
+    }
+
+    #[test]
+    fn drained_versions_show_their_sunset_schedule_and_eligibility() {
+        let mut i = input();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        let since = ts("2026-03-02T10:00:00Z");
+        i.temporal.versions = vec![
+            VersionState {
+                drainage_changed_at: Some(since),
+                ..ver("v1", TemporalVersionStatus::Drained)
+            },
+            ver("v2", TemporalVersionStatus::Current),
+        ];
+        let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        let d = &s.deprecated_versions[0];
+        assert_eq!(d.version.status, VersionStatus::Drained);
+        assert_eq!(d.drained_since, Some(Time(since)));
+        assert_eq!(d.scaledown_at, Some(Time(ts("2026-03-02T11:00:00Z"))));
+        assert_eq!(d.delete_at, Some(Time(ts("2026-03-02T15:00:00Z"))));
+        assert!(!d.eligible_for_deletion, "pods still running");
+        assert_eq!(s.version_count, 2);
+
+        i.deployments[0] = dep("v1", 0);
+        let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        assert!(s.deprecated_versions[0].eligible_for_deletion);
+
+        // Once the plan's deletion ran, the version is gone from the list.
+        let mut plan = plan_with(Phase::Complete, "m");
+        plan.delete = vec![DeleteDeployment {
+            name: "w-v1".into(),
+            build_id: "v1".into(),
+            reason: DeleteReason::Sunset,
+        }];
+        assert!(planned(&i, &plan, None).deprecated_versions.is_empty());
+    }
+
+    #[test]
+    fn target_lists_its_gate_workflows_until_current() {
+        let mut i = input();
+        i.gates = vec![
+            GateObservation {
+                workflow_id: "g-q2".into(),
+                run_id: "r2".into(),
+                task_queue: "q2".into(),
+                status: GateWorkflowStatus::Running,
+            },
+            GateObservation {
+                workflow_id: "g-q1".into(),
+                run_id: "r1".into(),
+                task_queue: "q1".into(),
+                status: GateWorkflowStatus::Completed,
+            },
+        ];
+        let s = planned(&i, &plan_with(Phase::WaitingForGate, "m"), None);
+        let g = &s.target_version.as_ref().unwrap().gate_workflows;
+        assert_eq!(
+            g.iter().map(|g| g.task_queue.as_str()).collect::<Vec<_>>(),
+            vec!["q1", "q2"]
+        );
+        assert_eq!(g[1].status, GateWorkflowStatus::Running);
+        let t = &s.target_version.as_ref().unwrap().version;
+        assert_eq!(
+            (t.deployment.as_deref(), t.replicas, t.ready_replicas),
+            (Some("w-v2"), Some(3), Some(3))
+        );
+        assert_eq!(t.healthy_since, Some(Time(ts("2026-03-02T11:00:00Z"))));
+    }
+
+    #[test]
+    fn a_cleared_stale_ramp_is_shown_draining() {
+        let mut i = input();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        i.temporal.routing.ramping_build_id = Some("v3".into());
+        i.temporal.routing.ramp_percentage = 10.0;
+        i.temporal.versions = vec![
+            ver("v2", TemporalVersionStatus::Current),
+            ver("v3", TemporalVersionStatus::Ramping),
+        ];
+        i.deployments = vec![dep("v2", 3), dep("v3", 1)];
+        let before = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        assert_eq!(
+            before.deprecated_versions[0].version.status,
+            VersionStatus::Ramping
+        );
+        let mut plan = plan_with(Phase::Complete, "m");
+        plan.routing = Some(RoutingChange::ClearRamp);
+        let s = planned(&i, &plan, plan.routing.as_ref());
+        assert_eq!(
+            s.deprecated_versions[0].version.status,
+            VersionStatus::Draining
+        );
+        assert_eq!(cond(&s, reason::READY).status, "True");
+    }
+}

@@ -1,0 +1,664 @@
+//! Every Temporal call the controller makes, as raw `WorkflowService` RPCs on a pooled
+//! [`Connection`] (the SDK's retry layer included). Each call goes through [`TemporalClient::rpc`],
+//! which applies a deadline, maps errors and reports to the metrics observer.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest as _, Sha256};
+use temporalio_client::Connection;
+use temporalio_client::grpc::WorkflowService as _;
+use temporalio_client::tonic::{Request, Response, Status};
+use temporalio_common::protos::temporal::api::common::v1::{
+    Payload, Payloads, WorkflowExecution, WorkflowType,
+};
+use temporalio_common::protos::temporal::api::deployment::v1::WorkerDeploymentVersion;
+use temporalio_common::protos::temporal::api::enums::v1::{
+    TaskQueueType, WorkflowIdConflictPolicy, WorkflowIdReusePolicy,
+};
+use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
+use temporalio_common::protos::temporal::api::workflow::v1::{
+    VersioningOverride, versioning_override,
+};
+use temporalio_common::protos::temporal::api::workflowservice::v1::{
+    DeleteWorkerDeploymentRequest, DeleteWorkerDeploymentVersionRequest, DescribeTaskQueueRequest,
+    DescribeWorkerDeploymentRequest, DescribeWorkerDeploymentVersionRequest,
+    DescribeWorkflowExecutionRequest, SetWorkerDeploymentCurrentVersionRequest,
+    SetWorkerDeploymentManagerRequest, SetWorkerDeploymentRampingVersionRequest,
+    StartWorkflowExecutionRequest, UpdateWorkerDeploymentVersionMetadataRequest,
+    set_worker_deployment_manager_request,
+};
+
+use super::convert;
+use super::error::{TemporalError, code_label};
+use super::pool::{EvictHandle, RpcObserver};
+use super::state::{GateObservation, VersionDetail, WorkerDeploymentState};
+
+/// Upper bound on one RPC including the SDK's retries; the post-write Describe stall (~1–2 s,
+/// temporal-facts §5) fits comfortably.
+const RPC_TIMEOUT: Duration = Duration::from_secs(20);
+/// Gate workflows that hang must not block a rollout forever.
+const GATE_EXECUTION_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The legacy "no version" string older servers expect alongside an empty build ID.
+const UNVERSIONED: &str = "__unversioned__";
+pub const METADATA_CONTROLLER: &str = "temporal.io/controller";
+pub const METADATA_CONTROLLER_VERSION: &str = "temporal.io/controller-version";
+
+/// A Temporal namespace seen through one pooled connection, acting as one identity.
+#[derive(Clone)]
+pub struct TemporalClient {
+    conn: Connection,
+    namespace: String,
+    identity: String,
+    observer: Option<RpcObserver>,
+    evict: Option<EvictHandle>,
+}
+
+impl fmt::Debug for TemporalClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TemporalClient")
+            .field("namespace", &self.namespace)
+            .field("identity", &self.identity)
+            .finish()
+    }
+}
+
+fn version(deployment: &str, build_id: &str) -> Option<WorkerDeploymentVersion> {
+    Some(WorkerDeploymentVersion {
+        deployment_name: deployment.to_string(),
+        build_id: build_id.to_string(),
+    })
+}
+
+/// `<deployment>.<build>` (or `__unversioned__`), what servers before structured versions read.
+fn legacy_version(deployment: &str, build_id: &str) -> String {
+    if build_id.is_empty() {
+        UNVERSIONED.to_string()
+    } else {
+        format!("{deployment}.{build_id}")
+    }
+}
+
+/// A JSON value as one `json/plain` payload, the encoding every SDK's default converter reads.
+fn json_payload(value: &serde_json::Value) -> Payload {
+    Payload {
+        metadata: HashMap::from([("encoding".to_string(), b"json/plain".to_vec())]),
+        data: serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec()),
+        ..Default::default()
+    }
+}
+
+impl TemporalClient {
+    pub(crate) fn new(
+        conn: Connection,
+        namespace: &str,
+        identity: &str,
+        observer: Option<RpcObserver>,
+        evict: Option<EvictHandle>,
+    ) -> Self {
+        TemporalClient {
+            conn,
+            namespace: namespace.to_string(),
+            identity: identity.to_string(),
+            observer,
+            evict,
+        }
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Runs one RPC on a clone of the connection: deadline, error mapping, metrics, and
+    /// eviction of the pooled connection when the server rejects our credentials.
+    async fn rpc<T, F, Fut>(&self, method: &'static str, call: F) -> Result<T, TemporalError>
+    where
+        F: FnOnce(Connection) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        let started = Instant::now();
+        let result = match tokio::time::timeout(RPC_TIMEOUT, call(self.conn.clone())).await {
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+            Ok(Err(status)) => Err(TemporalError::from_status(method, &status)),
+            Err(_) => Err(TemporalError::Timeout {
+                method,
+                timeout: RPC_TIMEOUT,
+            }),
+        };
+        if let Some(observe) = &self.observer {
+            let label = match &result {
+                Ok(_) => code_label(temporalio_client::tonic::Code::Ok),
+                Err(e) => e.code_label(),
+            };
+            observe(method, label, started.elapsed());
+        }
+        if let Err(e) = &result
+            && e.is_auth()
+            && let Some(evict) = &self.evict
+        {
+            evict.evict();
+        }
+        result
+    }
+
+    /// Routing, versions and the conflict token. A deployment no worker has polled yet is
+    /// NotFound in Temporal and comes back as `WorkerDeploymentState::default()`.
+    pub async fn describe_deployment(
+        &self,
+        deployment: &str,
+    ) -> Result<WorkerDeploymentState, TemporalError> {
+        let req = DescribeWorkerDeploymentRequest {
+            namespace: self.namespace.clone(),
+            deployment_name: deployment.to_string(),
+        };
+        match self
+            .rpc("DescribeWorkerDeployment", |mut c| async move {
+                c.describe_worker_deployment(Request::new(req)).await
+            })
+            .await
+        {
+            Ok(resp) => Ok(convert::deployment_state(&resp)),
+            Err(e) if e.is_not_found() => Ok(WorkerDeploymentState::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Task queues of one version; `None` when Temporal does not (yet) know it.
+    pub async fn describe_version(
+        &self,
+        deployment: &str,
+        build_id: &str,
+    ) -> Result<Option<VersionDetail>, TemporalError> {
+        const METHOD: &str = "DescribeWorkerDeploymentVersion";
+        if build_id.is_empty() {
+            return Err(TemporalError::InvalidRequest {
+                method: METHOD,
+                message: "empty build ID".into(),
+            });
+        }
+        #[allow(deprecated)]
+        let req = DescribeWorkerDeploymentVersionRequest {
+            namespace: self.namespace.clone(),
+            version: legacy_version(deployment, build_id),
+            deployment_version: version(deployment, build_id),
+            report_task_queue_stats: false,
+        };
+        match self
+            .rpc(METHOD, |mut c| async move {
+                c.describe_worker_deployment_version(Request::new(req))
+                    .await
+            })
+            .await
+        {
+            Ok(resp) => Ok(Some(convert::version_detail(&resp))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn set_current_inner(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        token: &[u8],
+        ignore_missing_task_queues: bool,
+    ) -> Result<Vec<u8>, TemporalError> {
+        #[allow(deprecated)]
+        let req = SetWorkerDeploymentCurrentVersionRequest {
+            namespace: self.namespace.clone(),
+            deployment_name: deployment.to_string(),
+            version: legacy_version(deployment, build_id),
+            build_id: build_id.to_string(),
+            conflict_token: token.to_vec(),
+            identity: self.identity.clone(),
+            ignore_missing_task_queues,
+            // Liveness is judged from pod readiness; a build that never polled must stay refused.
+            allow_no_pollers: false,
+        };
+        let resp = self
+            .rpc("SetWorkerDeploymentCurrentVersion", |mut c| async move {
+                c.set_worker_deployment_current_version(Request::new(req))
+                    .await
+            })
+            .await?;
+        Ok(resp.conflict_token)
+    }
+
+    /// Makes `build_id` current (this also ends any ramp). Returns the new conflict token, which
+    /// is what a following Describe would return, so calls can be chained without re-reading.
+    pub async fn set_current(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        token: &[u8],
+    ) -> Result<Vec<u8>, TemporalError> {
+        if build_id.is_empty() {
+            return Err(TemporalError::InvalidRequest {
+                method: "SetWorkerDeploymentCurrentVersion",
+                message: "empty build ID (unversioned is only set during cleanup)".into(),
+            });
+        }
+        self.set_current_inner(deployment, build_id, token, false)
+            .await
+    }
+
+    async fn set_ramping_inner(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        percentage: f32,
+        token: &[u8],
+    ) -> Result<Vec<u8>, TemporalError> {
+        #[allow(deprecated)]
+        let req = SetWorkerDeploymentRampingVersionRequest {
+            namespace: self.namespace.clone(),
+            deployment_name: deployment.to_string(),
+            version: if build_id.is_empty() {
+                String::new()
+            } else {
+                legacy_version(deployment, build_id)
+            },
+            build_id: build_id.to_string(),
+            percentage,
+            conflict_token: token.to_vec(),
+            identity: self.identity.clone(),
+            ignore_missing_task_queues: false,
+            allow_no_pollers: false,
+        };
+        let resp = self
+            .rpc("SetWorkerDeploymentRampingVersion", |mut c| async move {
+                c.set_worker_deployment_ramping_version(Request::new(req))
+                    .await
+            })
+            .await?;
+        Ok(resp.conflict_token)
+    }
+
+    /// Ramps `percentage` (0–100) of new workflows to `build_id`.
+    pub async fn set_ramping(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        percentage: f32,
+        token: &[u8],
+    ) -> Result<Vec<u8>, TemporalError> {
+        const METHOD: &str = "SetWorkerDeploymentRampingVersion";
+        if build_id.is_empty() {
+            return Err(TemporalError::InvalidRequest {
+                method: METHOD,
+                message: "empty build ID (use clear_ramp)".into(),
+            });
+        }
+        if !(0.0..=100.0).contains(&percentage) {
+            return Err(TemporalError::InvalidRequest {
+                method: METHOD,
+                message: format!("percentage {percentage} is outside 0–100"),
+            });
+        }
+        self.set_ramping_inner(deployment, build_id, percentage, token)
+            .await
+    }
+
+    /// Removes the ramping version (empty build ID, 0 %).
+    pub async fn clear_ramp(
+        &self,
+        deployment: &str,
+        token: &[u8],
+    ) -> Result<Vec<u8>, TemporalError> {
+        self.set_ramping_inner(deployment, "", 0.0, token).await
+    }
+
+    /// Makes this client's identity the deployment's manager identity (the only one allowed to
+    /// change routing). Returns the new conflict token.
+    pub async fn claim_manager(
+        &self,
+        deployment: &str,
+        token: &[u8],
+    ) -> Result<Vec<u8>, TemporalError> {
+        let req = SetWorkerDeploymentManagerRequest {
+            namespace: self.namespace.clone(),
+            deployment_name: deployment.to_string(),
+            conflict_token: token.to_vec(),
+            identity: self.identity.clone(),
+            new_manager_identity: Some(
+                set_worker_deployment_manager_request::NewManagerIdentity::Self_(true),
+            ),
+        };
+        let resp = self
+            .rpc("SetWorkerDeploymentManager", |mut c| async move {
+                c.set_worker_deployment_manager(Request::new(req)).await
+            })
+            .await?;
+        Ok(resp.conflict_token)
+    }
+
+    /// Records on the version which controller (identity and release) last acted on it.
+    pub async fn update_version_metadata(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        controller_version: &str,
+    ) -> Result<(), TemporalError> {
+        const METHOD: &str = "UpdateWorkerDeploymentVersionMetadata";
+        if build_id.is_empty() {
+            return Err(TemporalError::InvalidRequest {
+                method: METHOD,
+                message: "empty build ID".into(),
+            });
+        }
+        #[allow(deprecated)]
+        let req = UpdateWorkerDeploymentVersionMetadataRequest {
+            namespace: self.namespace.clone(),
+            version: legacy_version(deployment, build_id),
+            deployment_version: version(deployment, build_id),
+            upsert_entries: HashMap::from([
+                (
+                    METADATA_CONTROLLER.to_string(),
+                    json_payload(&serde_json::Value::from(self.identity.as_str())),
+                ),
+                (
+                    METADATA_CONTROLLER_VERSION.to_string(),
+                    json_payload(&serde_json::Value::from(controller_version)),
+                ),
+            ]),
+            remove_entries: Vec::new(),
+            identity: self.identity.clone(),
+        };
+        self.rpc(METHOD, |mut c| async move {
+            c.update_worker_deployment_version_metadata(Request::new(req))
+                .await
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// `test-<deployment>:<build>-<task queue>`, the Go controller's gate workflow ID.
+    pub fn gate_workflow_id(deployment: &str, build_id: &str, task_queue: &str) -> String {
+        format!("test-{deployment}:{build_id}-{task_queue}")
+    }
+
+    /// Starts the gate workflow pinned to the version under test. A gate that already ran for
+    /// this build (running or closed) is never started again; its run ID is returned instead.
+    pub async fn start_gate(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        task_queue: &str,
+        workflow_type: &str,
+        input: Option<&serde_json::Value>,
+    ) -> Result<String, TemporalError> {
+        let workflow_id = Self::gate_workflow_id(deployment, build_id, task_queue);
+        // Deterministic, so a retried start of the same gate is deduplicated by the server.
+        let request_id = hex::encode(
+            &Sha256::digest(format!("{}\0{workflow_id}", self.namespace).as_bytes())[..16],
+        );
+        let req = StartWorkflowExecutionRequest {
+            namespace: self.namespace.clone(),
+            workflow_id: workflow_id.clone(),
+            workflow_type: Some(WorkflowType {
+                name: workflow_type.to_string(),
+            }),
+            task_queue: Some(TaskQueue {
+                name: task_queue.to_string(),
+                ..Default::default()
+            }),
+            input: input.map(|v| Payloads {
+                payloads: vec![json_payload(v)],
+            }),
+            workflow_execution_timeout: Some(prost_wkt_types::Duration {
+                seconds: GATE_EXECUTION_TIMEOUT.as_secs() as i64,
+                nanos: 0,
+            }),
+            identity: self.identity.clone(),
+            request_id,
+            workflow_id_reuse_policy: WorkflowIdReusePolicy::RejectDuplicate as i32,
+            workflow_id_conflict_policy: WorkflowIdConflictPolicy::Fail as i32,
+            versioning_override: Some(VersioningOverride {
+                r#override: Some(versioning_override::Override::Pinned(
+                    versioning_override::PinnedOverride {
+                        behavior: versioning_override::PinnedOverrideBehavior::Pinned as i32,
+                        version: version(deployment, build_id),
+                    },
+                )),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        match self
+            .rpc("StartWorkflowExecution", |mut c| async move {
+                c.start_workflow_execution(Request::new(req)).await
+            })
+            .await
+        {
+            Ok(resp) => Ok(resp.run_id),
+            Err(e) if e.code() == Some(temporalio_client::tonic::Code::AlreadyExists) => {
+                match self.describe_workflow(&workflow_id).await? {
+                    Some(found) => Ok(found.run_id),
+                    // Gone between the two calls (retention); report the original refusal.
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn describe_workflow(
+        &self,
+        workflow_id: &str,
+    ) -> Result<Option<GateObservation>, TemporalError> {
+        let req = DescribeWorkflowExecutionRequest {
+            namespace: self.namespace.clone(),
+            execution: Some(WorkflowExecution {
+                workflow_id: workflow_id.to_string(),
+                run_id: String::new(),
+            }),
+        };
+        let resp = match self
+            .rpc("DescribeWorkflowExecution", |mut c| async move {
+                c.describe_workflow_execution(Request::new(req)).await
+            })
+            .await
+        {
+            Ok(resp) => resp,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Some(info) = resp.workflow_execution_info else {
+            return Ok(None);
+        };
+        Ok(Some(GateObservation {
+            workflow_id: workflow_id.to_string(),
+            run_id: info.execution.map(|e| e.run_id).unwrap_or_default(),
+            task_queue: info.task_queue,
+            status: convert::gate_status(info.status),
+        }))
+    }
+
+    /// The latest run of each queue's gate workflow; queues whose gate was never started are
+    /// left out.
+    pub async fn describe_gates(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        task_queues: &[String],
+    ) -> Result<Vec<GateObservation>, TemporalError> {
+        let mut out = Vec::with_capacity(task_queues.len());
+        for tq in task_queues {
+            if let Some(mut gate) = self
+                .describe_workflow(&Self::gate_workflow_id(deployment, build_id, tq))
+                .await?
+            {
+                if gate.task_queue.is_empty() {
+                    gate.task_queue = tq.clone();
+                }
+                out.push(gate);
+            }
+        }
+        Ok(out)
+    }
+
+    /// True when every task queue of the version (workflow and activity) has at least one
+    /// poller without worker versioning, i.e. the unversioned fleet can take the traffic that
+    /// a ramp would not send to the new version. False for a version with no queues.
+    pub async fn unversioned_pollers_on_all_queues(
+        &self,
+        detail: &VersionDetail,
+    ) -> Result<bool, TemporalError> {
+        let queues = detail
+            .workflow_task_queues
+            .iter()
+            .map(|q| (q, TaskQueueType::Workflow))
+            .chain(
+                detail
+                    .activity_task_queues
+                    .iter()
+                    .map(|q| (q, TaskQueueType::Activity)),
+            );
+        let mut any = false;
+        for (name, kind) in queues {
+            any = true;
+            #[allow(deprecated)]
+            let req = DescribeTaskQueueRequest {
+                namespace: self.namespace.clone(),
+                task_queue: Some(TaskQueue {
+                    name: name.clone(),
+                    ..Default::default()
+                }),
+                task_queue_type: kind as i32,
+                ..Default::default()
+            };
+            let resp = match self
+                .rpc("DescribeTaskQueue", |mut c| async move {
+                    c.describe_task_queue(Request::new(req)).await
+                })
+                .await
+            {
+                Ok(resp) => resp,
+                Err(e) if e.is_not_found() => return Ok(false),
+                Err(e) => return Err(e),
+            };
+            if !resp.pollers.iter().any(convert::is_unversioned_poller) {
+                return Ok(false);
+            }
+        }
+        Ok(any)
+    }
+
+    /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
+    /// hand new workflows back to unversioned workers, delete every version without waiting
+    /// for drainage, then the deployment. Idempotent: NotFound at any step counts as done.
+    ///
+    /// Temporal refuses to delete a version while it remembers pollers for it
+    /// ([`TemporalError::has_active_pollers`]): the version's workers must be stopped first,
+    /// and stopped pollers are remembered for `matching.PollerHistoryTTL` (5 min by default).
+    pub async fn cleanup_deployment(&self, deployment: &str) -> Result<(), TemporalError> {
+        let state = self.describe_deployment(deployment).await?;
+        if !state.exists {
+            return Ok(());
+        }
+        // NotFound here means someone else already removed the deployment or version.
+        let ok_if_gone = |r: Result<Vec<u8>, TemporalError>, previous: &[u8]| match r {
+            Ok(t) => Ok(t),
+            Err(e) if e.is_not_found() => Ok(previous.to_vec()),
+            Err(e) => Err(e),
+        };
+        let mut token = state.conflict_token.clone();
+        if state.routing.ramping_build_id.is_some() {
+            token = ok_if_gone(
+                self.set_ramping_inner(deployment, "", 0.0, &token).await,
+                &token,
+            )?;
+        }
+        if state.routing.current_build_id.is_some() {
+            // Unversioned: the server must not insist that every queue of a version be polled.
+            ok_if_gone(
+                self.set_current_inner(deployment, "", &token, true).await,
+                &token,
+            )?;
+        }
+        // Try every version even if one is refused (typically: pollers still remembered), so
+        // each retry has less left to do; the deployment itself can only go once all are gone.
+        let mut refused = None;
+        for v in &state.versions {
+            #[allow(deprecated)]
+            let req = DeleteWorkerDeploymentVersionRequest {
+                namespace: self.namespace.clone(),
+                version: legacy_version(deployment, &v.build_id),
+                deployment_version: version(deployment, &v.build_id),
+                skip_drainage: true,
+                identity: self.identity.clone(),
+            };
+            match self
+                .rpc("DeleteWorkerDeploymentVersion", |mut c| async move {
+                    c.delete_worker_deployment_version(Request::new(req)).await
+                })
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) if e.has_active_pollers() => {
+                    refused.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        let req = DeleteWorkerDeploymentRequest {
+            namespace: self.namespace.clone(),
+            deployment_name: deployment.to_string(),
+            identity: self.identity.clone(),
+        };
+        match self
+            .rpc("DeleteWorkerDeployment", |mut c| async move {
+                c.delete_worker_deployment(Request::new(req)).await
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_workflow_id_matches_the_go_controller() {
+        assert_eq!(
+            TemporalClient::gate_workflow_id("ns/app", "v1-abc", "orders"),
+            "test-ns/app:v1-abc-orders"
+        );
+    }
+
+    #[test]
+    fn legacy_version_strings() {
+        assert_eq!(legacy_version("ns/app", "1.2.3"), "ns/app.1.2.3");
+        assert_eq!(legacy_version("ns/app", ""), "__unversioned__");
+    }
+
+    #[test]
+    fn json_payload_is_json_plain() {
+        let p = json_payload(&serde_json::json!({"a": [1, 2]}));
+        assert_eq!(
+            p.metadata.get("encoding").map(Vec::as_slice),
+            Some(&b"json/plain"[..])
+        );
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&p.data).unwrap(),
+            serde_json::json!({"a": [1, 2]})
+        );
+        let s = json_payload(&serde_json::Value::from("ctrl/ns/uid"));
+        assert_eq!(s.data, b"\"ctrl/ns/uid\"");
+    }
+}

@@ -1,0 +1,286 @@
+//! The Argo CD health check, run the way Argo CD's own `util/lua` health tests run it: every
+//! `health_test.yaml` case under `argocd/resource_customizations/`, status and message exact,
+//! in a Lua 5.1 sandbox with only base, table and package (the argocd-cm default).
+
+mod gitops_support;
+
+use std::path::{Path, PathBuf};
+
+use gitops_support::{
+    HEALTH_LUA, Sandbox, argocd_health_with, load_yaml, repo_root, run_health_script,
+};
+use serde_json::{Value, json};
+
+const KIND_DIR: &str = "argocd/resource_customizations/temporal.io/TemporalWorkerDeployment";
+const CM_KEY: &str = "resource.customizations.health.temporal.io_TemporalWorkerDeployment";
+
+/// Every directory under `argocd/resource_customizations` holding a `health.lua`.
+fn health_dirs() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("read dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.file_name().is_some_and(|n| n == "health.lua") {
+                out.push(dir.to_path_buf());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        &repo_root().join("argocd/resource_customizations"),
+        &mut out,
+    );
+    out
+}
+
+/// Runs every case of every `health_test.yaml`; returns (cases run, failures).
+fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
+    let dirs = health_dirs();
+    assert!(
+        !dirs.is_empty(),
+        "no health.lua found under argocd/resource_customizations"
+    );
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for dir in dirs {
+        let script = std::fs::read_to_string(dir.join("health.lua")).expect("read health.lua");
+        let tests = load_yaml(&dir.join("health_test.yaml"));
+        let cases = tests["tests"]
+            .as_array()
+            .expect("health_test.yaml: `tests` list");
+        assert!(!cases.is_empty(), "{}: no test cases", dir.display());
+        for case in cases {
+            let input = case["inputPath"].as_str().expect("inputPath");
+            let want_status = case["healthStatus"]["status"]
+                .as_str()
+                .expect("healthStatus.status");
+            let want_message = case["healthStatus"]["message"].as_str().unwrap_or_default();
+            let obj = load_yaml(&dir.join(input));
+            let (status, message) = argocd_health_with(sandbox, &script, &obj);
+            ran += 1;
+            if status != want_status || message != want_message {
+                failures.push(format!(
+                    "{}/{input}: got {status:?} {message:?}, want {want_status:?} {want_message:?}",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    (ran, failures)
+}
+
+#[test]
+fn health_test_yaml_cases_pass_in_the_argocd_cm_sandbox() {
+    let (ran, failures) = run_health_tests(Sandbox::ArgoCmDefault);
+    assert!(ran >= 15, "expected at least 15 cases, ran {ran}");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn health_test_yaml_cases_pass_with_open_libs() {
+    // Built-in checks (after upstreaming) run with all libraries: the answers must not change.
+    let (ran, failures) = run_health_tests(Sandbox::OpenLibs);
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_testdata_file_has_a_case_and_every_case_a_file() {
+    let dir = repo_root().join(KIND_DIR);
+    let tests = load_yaml(&dir.join("health_test.yaml"));
+    let mut referenced: Vec<String> = tests["tests"]
+        .as_array()
+        .expect("tests")
+        .iter()
+        .map(|c| c["inputPath"].as_str().expect("inputPath").to_string())
+        .collect();
+    referenced.sort();
+    let mut on_disk: Vec<String> = gitops_support::yaml_files(&dir.join("testdata"))
+        .iter()
+        .map(|p| {
+            format!(
+                "testdata/{}",
+                p.file_name().and_then(|n| n.to_str()).expect("name")
+            )
+        })
+        .collect();
+    on_disk.sort();
+    assert_eq!(referenced, on_disk);
+    // Every health status the script can give for a live object is exercised.
+    let statuses: std::collections::BTreeSet<&str> = tests["tests"]
+        .as_array()
+        .expect("tests")
+        .iter()
+        .filter_map(|c| c["healthStatus"]["status"].as_str())
+        .collect();
+    for want in ["Healthy", "Progressing", "Degraded", "Suspended"] {
+        assert!(statuses.contains(want), "no case expects {want}");
+    }
+}
+
+#[test]
+fn canonical_script_and_argocd_layout_copy_are_identical() {
+    let copy =
+        std::fs::read(repo_root().join(KIND_DIR).join("health.lua")).expect("argocd health.lua");
+    assert!(
+        copy == HEALTH_LUA.as_bytes(),
+        "{KIND_DIR}/health.lua differs from lua/temporalworkerdeployment-health.lua; copy the canonical file over"
+    );
+}
+
+#[test]
+fn argocd_cm_snippet_embeds_exactly_the_script() {
+    let cm = load_yaml(&repo_root().join("argocd/argocd-cm.yaml"));
+    assert_eq!(cm["kind"], "ConfigMap");
+    assert_eq!(cm["metadata"]["name"], "argocd-cm");
+    let data = cm["data"].as_object().expect("data");
+    let embedded = data
+        .get(CM_KEY)
+        .and_then(Value::as_str)
+        .expect("health key in argocd-cm.yaml");
+    assert!(
+        embedded == HEALTH_LUA,
+        "argocd-cm.yaml embeds a different script than lua/"
+    );
+    // The point of writing for the restricted sandbox is not needing open libs.
+    assert!(
+        !data
+            .keys()
+            .any(|k| k.starts_with("resource.customizations.useOpenLibs")),
+        "{data:?}"
+    );
+}
+
+#[test]
+fn string_library_is_missing_in_the_argocd_cm_sandbox() {
+    let obj = json!({"metadata": {"generation": 1}});
+    let uses_format = r#"return { status = "Healthy", message = string.format("gen %d", obj.metadata.generation) }"#;
+    let err = run_health_script(Sandbox::ArgoCmDefault, uses_format, &obj)
+        .expect_err("string.format must fail");
+    assert!(
+        err.to_string().contains("string"),
+        "unexpected error: {err}"
+    );
+    // Argo CD turns a script error into Unknown with the error text.
+    let (status, message) = argocd_health_with(Sandbox::ArgoCmDefault, uses_format, &obj);
+    assert_eq!(status, "Unknown");
+    assert!(message.contains("string"), "{message}");
+    // The same script works once the libraries are open, so the failure is the sandbox's doing.
+    assert_eq!(
+        argocd_health_with(Sandbox::OpenLibs, uses_format, &obj),
+        ("Healthy".to_string(), "gen 1".to_string())
+    );
+
+    // Methods on strings need the string metatable, which the sandbox does not set either.
+    let method = r#"return { status = "Healthy", message = ("abc"):upper() }"#;
+    assert!(run_health_script(Sandbox::ArgoCmDefault, method, &obj).is_err());
+    let math = r#"return { status = "Healthy", message = tostring(math.floor(1.5)) }"#;
+    assert!(run_health_script(Sandbox::ArgoCmDefault, math, &obj).is_err());
+    // No global os; only require("os") with time/date, as in Argo CD.
+    let globals = r#"return { status = "Healthy", message = type(os) .. " " .. type(io) .. " " .. type(require("os").time) }"#;
+    assert_eq!(
+        argocd_health_with(Sandbox::ArgoCmDefault, globals, &obj),
+        ("Healthy".to_string(), "nil nil function".to_string())
+    );
+}
+
+#[test]
+fn script_source_avoids_libraries_outside_the_sandbox() {
+    // Executing the test cases covers the branches they reach; this covers the rest.
+    let code: String = HEALTH_LUA
+        .lines()
+        .map(|l| l.split("--").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for forbidden in [
+        "string.",
+        "math.",
+        "io.",
+        "os.",
+        "coroutine.",
+        "debug.",
+        "goto ",
+        "require",
+    ] {
+        assert!(!code.contains(forbidden), "health.lua uses `{forbidden}`");
+    }
+    // `s:method()` on a string needs the string metatable; the script only calls tables' fields.
+    assert!(!code.contains(':'), "health.lua uses a method call");
+}
+
+#[test]
+fn odd_objects_give_a_health_status_not_a_script_error() {
+    let cases = [
+        json!({}),
+        json!({"metadata": "not a table", "status": "not a table"}),
+        json!({"metadata": {"generation": 2}, "status": {"observedGeneration": "2", "conditions": "nope"}}),
+        json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "conditions": [1, "x", null, {"type": "Ready"}]}}),
+        json!({"metadata": {"generation": 2}, "spec": {"rollout": "Manual"}, "status": {"observedGeneration": 2}}),
+        json!({"metadata": {}, "status": {"observedGeneration": 7, "conditions": [{"type": "Ready", "status": "True"}]}}),
+    ];
+    for obj in cases {
+        let (status, message) = argocd_health_with(Sandbox::ArgoCmDefault, HEALTH_LUA, &obj);
+        assert!(
+            ["Healthy", "Progressing", "Degraded", "Suspended"].contains(&status.as_str()),
+            "{obj}: {status} {message}"
+        );
+        assert!(!message.is_empty(), "{obj}: empty message");
+    }
+    // Fallback messages when the controller left a condition's message empty.
+    let bare = json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "conditions": [
+        {"type": "Stalled", "status": "True", "reason": "InvalidSpec"}]}});
+    assert_eq!(
+        argocd_health_with(Sandbox::ArgoCmDefault, HEALTH_LUA, &bare),
+        ("Degraded".to_string(), "Rollout is stalled".to_string())
+    );
+    let no_generation = json!({"metadata": {}, "status": {}});
+    assert_eq!(
+        argocd_health_with(Sandbox::ArgoCmDefault, HEALTH_LUA, &no_generation),
+        (
+            "Progressing".to_string(),
+            "Waiting for controller to observe the latest generation".to_string()
+        )
+    );
+}
+
+#[test]
+fn runaway_scripts_hit_the_time_limit() {
+    let (status, message) =
+        argocd_health_with(Sandbox::ArgoCmDefault, "while true do end", &json!({}));
+    assert_eq!(status, "Unknown");
+    assert!(message.contains("time limit"), "{message}");
+}
+
+#[test]
+fn invalid_statuses_are_reported_like_argocd_does() {
+    let obj = json!({});
+    assert_eq!(
+        argocd_health_with(
+            Sandbox::ArgoCmDefault,
+            r#"return { status = "Fine" }"#,
+            &obj
+        ),
+        (
+            "Unknown".to_string(),
+            "Lua returned an invalid health status".to_string()
+        )
+    );
+    assert_eq!(
+        argocd_health_with(Sandbox::ArgoCmDefault, "return nil", &obj),
+        (String::new(), String::new())
+    );
+}

@@ -1,0 +1,276 @@
+//! Shared end-to-end environment: one Kubernetes API (the emulator, or a real cluster when
+//! `TWC_E2E_KUBECONFIG` is set), one real Temporal dev server, the kubelet stand-in running
+//! real versioned workers, and the controller in-process. Started once per test binary on a
+//! background runtime; each test uses its own Kubernetes namespace and Temporal namespace.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use tokio::sync::OnceCell;
+
+pub struct Env {
+    pub kubeconfig: PathBuf,
+    pub temporal_address: String,
+    pub http_addr: std::net::SocketAddr,
+    pub emulator: Option<kube_emulator::Emulator>,
+    pub kubelet: Option<test_harness::kubelet::Kubelet>,
+    _controller: temporal_worker_controller::run::Running,
+}
+
+/// Infra lives on its own runtime so that it outlives each `#[tokio::test]` runtime.
+static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("e2e-infra")
+        .build()
+        .expect("infra runtime")
+});
+static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
+
+pub const IDENTITY: &str = "twc-e2e";
+
+pub async fn env() -> Arc<Env> {
+    ENV.get_or_init(|| async {
+        RT.spawn(start_env()).await.expect("infra task").expect("start e2e environment")
+    })
+    .await
+    .clone()
+}
+
+async fn start_env() -> Result<Arc<Env>> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()))
+        .with_test_writer()
+        .try_init();
+    let crd_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let (emulator, kubeconfig) = match std::env::var_os("TWC_E2E_KUBECONFIG") {
+        Some(path) => (None, PathBuf::from(path)),
+        None => {
+            let emu = kube_emulator::Emulator::start(kube_emulator::EmulatorOptions {
+                crd_dir: Some(crd_dir),
+                deployment_mode: kube_emulator::DeploymentMode::Manual,
+            })
+            .await?;
+            let path = emu.kubeconfig_path().to_path_buf();
+            (Some(emu), path)
+        }
+    };
+    let temporal = test_harness::temporal_server::shared().await?;
+    let client = kube_client_from(&kubeconfig).await?;
+    // On a real cluster real pods run the workers; the stand-in only plays kubelet on the emulator.
+    let kubelet = match emulator {
+        Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
+        None => None,
+    };
+    let opts = temporal_worker_controller::run::RunOptions {
+        http_addr: "127.0.0.1:0".parse()?,
+        identity: IDENTITY.into(),
+        idle_interval: Duration::from_secs(10),
+        fast_poll: Duration::from_millis(300),
+        rollback_window: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let controller = temporal_worker_controller::run::start(client, opts).await?;
+    Ok(Arc::new(Env {
+        kubeconfig,
+        temporal_address: temporal.address(),
+        http_addr: controller.http_addr,
+        emulator,
+        kubelet,
+        _controller: controller,
+    }))
+}
+
+pub async fn kube_client_from(path: &std::path::Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// One test's isolated world.
+pub struct Case {
+    pub env: Arc<Env>,
+    pub client: kube::Client,
+    pub ns: String,
+    pub temporal_ns: String,
+    pub task_queue: String,
+}
+
+static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+pub async fn case(prefix: &str) -> Result<Case> {
+    let env = env().await;
+    let client = kube_client_from(&env.kubeconfig).await?;
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let suffix = format!("{}-{n}", std::process::id() % 10000);
+    let ns = format!("{prefix}-{suffix}");
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}}))?).await?;
+    let temporal_ns = format!("e2e-{prefix}-{suffix}");
+    let server = test_harness::temporal_server::shared().await?;
+    server.create_namespace(&temporal_ns).await?;
+    let case = Case { env, client, ns, temporal_ns, task_queue: format!("tq-{prefix}") };
+    case.apply_connection("temporal", &case.env.temporal_address.clone()).await?;
+    Ok(case)
+}
+
+impl Case {
+    pub fn twds(&self) -> Api<TemporalWorkerDeployment> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn deployments(&self) -> Api<Deployment> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub fn temporal_deployment_name(&self, twd: &str) -> String {
+        format!("{}/{twd}", self.ns)
+    }
+
+    pub async fn apply(&self, api_version: &str, kind: &str, name: &str, body: Value) -> Result<()> {
+        let mut obj = body;
+        obj["apiVersion"] = json!(api_version);
+        obj["kind"] = json!(kind);
+        obj["metadata"]["name"] = json!(name);
+        obj["metadata"]["namespace"] = json!(self.ns);
+        let ar = match kind {
+            "TemporalWorkerDeployment" => kube::api::ApiResource::erase::<TemporalWorkerDeployment>(&()),
+            "TemporalConnection" => kube::api::ApiResource::erase::<temporal_worker_controller::api::TemporalConnection>(&()),
+            other => bail!("unsupported kind {other}"),
+        };
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
+        api.patch(name, &PatchParams::apply("e2e-test").force(), &Patch::Apply(&obj)).await?;
+        Ok(())
+    }
+
+    pub async fn apply_connection(&self, name: &str, host_port: &str) -> Result<()> {
+        self.apply("temporal.io/v1alpha1", "TemporalConnection", name, json!({"spec": {"hostPort": host_port}})).await
+    }
+
+    /// Applies a TWD whose pod template runs image `worker:<tag>` polling this case's task queue.
+    pub async fn apply_twd(&self, name: &str, tag: &str, rollout: Value, extra_spec: Value) -> Result<()> {
+        let mut spec = json!({
+            "replicas": 1,
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{
+                    "name": "worker",
+                    "image": format!("registry.example/worker:{tag}"),
+                    "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": self.task_queue}]
+                }]}
+            },
+            "rollout": rollout,
+            "sunset": {"scaledownDelay": "2s", "deleteDelay": "2s"},
+            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": self.temporal_ns}
+        });
+        merge(&mut spec, extra_spec);
+        self.apply("temporal.io/v1alpha1", "TemporalWorkerDeployment", name, json!({"spec": spec})).await
+    }
+
+    pub async fn get_twd(&self, name: &str) -> Result<TemporalWorkerDeployment> {
+        Ok(self.twds().get(name).await?)
+    }
+
+    /// Polls the TWD until `pred` holds or the deadline passes; returns the last object.
+    pub async fn wait_twd(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+    ) -> Result<TemporalWorkerDeployment> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let twd = self.twds().get(name).await?;
+            if pred(&twd) {
+                return Ok(twd);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?} waiting for {what}; status: {}", serde_json::to_string_pretty(&twd.status)?);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn temporal(&self) -> Result<temporal_worker_controller::temporal::TemporalClient> {
+        let pool = temporal_worker_controller::temporal::ClientPool::default();
+        let spec = temporal_worker_controller::api::TemporalConnectionSpec {
+            host_port: self.env.temporal_address.clone(),
+            tls: None,
+            mutual_tls_secret_ref: None,
+            api_key_secret_ref: None,
+        };
+        let key = temporal_worker_controller::temporal::ConnectionKey::new(&spec, temporal_worker_controller::temporal::AuthMaterial::Plain);
+        Ok(pool.get_or_connect(key, &self.temporal_ns, "e2e-observer").await?)
+    }
+
+    /// Runs the real `temporal` CLI against this case's Temporal namespace.
+    pub async fn temporal_cli(&self, args: &[&str]) -> Result<String> {
+        let out = tokio::process::Command::new("temporal")
+            .args(args)
+            .args(["--address", &self.env.temporal_address, "--namespace", &self.temporal_ns])
+            .output()
+            .await
+            .context("running temporal CLI")?;
+        if !out.status.success() {
+            return Err(anyhow!("temporal {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    pub fn kubectl(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&self.env.kubeconfig).args(["-n", &self.ns]);
+        cmd
+    }
+}
+
+pub fn condition<'a>(twd: &'a TemporalWorkerDeployment, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    twd.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+}
+
+pub fn condition_is(twd: &TemporalWorkerDeployment, type_: &str, status: &str, reason: &str) -> bool {
+    condition(twd, type_).is_some_and(|c| c.status == status && c.reason == reason)
+}
+
+pub fn target_build(twd: &TemporalWorkerDeployment) -> Option<String> {
+    twd.status.as_ref()?.target_version.as_ref().map(|t| t.version.build_id.clone())
+}
+
+pub fn current_build(twd: &TemporalWorkerDeployment) -> Option<String> {
+    twd.status.as_ref()?.current_version.as_ref().map(|t| t.version.build_id.clone())
+}
+
+pub fn env_of(d: &Deployment) -> BTreeMap<String, String> {
+    d.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers.first())
+        .and_then(|c| c.env.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| e.value.map(|v| (e.name, v)))
+        .collect()
+}
+
+fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p,
+    }
+}

@@ -1,0 +1,323 @@
+//! A real Temporal dev server (`temporal server start-dev --headless`) as a child process.
+//!
+//! The server runs under a tiny `sh` supervisor whose stdin is a pipe held by this process.
+//! When the pipe closes — because the [`DevServer`] is dropped, or because the test process
+//! exits or crashes and the kernel closes its descriptors — the supervisor kills the server.
+//! This is why a server kept in a `static` (see [`shared`]) does not outlive the test binary,
+//! without `prctl`/`atexit` tricks (`PR_SET_PDEATHSIG` would also fire when the spawning
+//! *thread* exits, which happens whenever a per-test tokio runtime shuts down).
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::str::FromStr as _;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use temporalio_client::grpc::WorkflowService as _;
+use temporalio_client::tonic::Request;
+use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, Url};
+use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
+use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
+use temporalio_common::protos::temporal::api::workflowservice::v1::{
+    DescribeTaskQueueRequest, GetSystemInfoRequest,
+};
+use tokio::sync::OnceCell;
+
+/// How long a fresh dev server may take to answer `GetSystemInfo` on a loaded 2-core machine.
+const START_DEADLINE: Duration = Duration::from_secs(90);
+/// How long a newly registered namespace may take to become usable.
+const NAMESPACE_DEADLINE: Duration = Duration::from_secs(60);
+/// The dev server picks its ports itself only for the HTTP API/metrics; the frontend port is
+/// ours, so a port freed by the probe listener can be taken by someone else in between. Retry.
+const START_ATTEMPTS: usize = 3;
+
+/// The supervisor: runs the server in the background, kills it as soon as fd 3 (a copy of our
+/// stdin pipe) reaches EOF, and exits with the server's status.
+const SUPERVISOR: &str = r#"exec 3<&0
+"$@" </dev/null &
+server=$!
+{ read _ignored <&3; kill "$server" 2>/dev/null; } &
+watcher=$!
+wait "$server"
+status=$?
+kill "$watcher" 2>/dev/null
+exit "$status""#;
+
+/// Dynamic config that makes a drained version show as DRAINED about 1 s after its last pinned
+/// workflow closes, instead of the default 3 minutes (temporal-facts §4).
+const FAST_DRAINAGE: [&str; 2] = [
+    r#"matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s""#,
+    r#"matching.wv.VersionDrainageStatusRefreshInterval="1s""#,
+];
+
+/// A running `temporal server start-dev --headless` child process, killed on drop.
+pub struct DevServer {
+    port: u16,
+    log_path: PathBuf,
+    child: Mutex<Option<Supervised>>,
+}
+
+struct Supervised {
+    child: Child,
+    // Held only so that closing it (on drop) tells the supervisor to stop the server.
+    stdin: Option<ChildStdin>,
+}
+
+impl std::fmt::Debug for DevServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevServer")
+            .field("address", &self.address())
+            .field("log", &self.log_path)
+            .finish()
+    }
+}
+
+impl DevServer {
+    /// Starts a dev server on a free loopback port (fast drainage, in-memory SQLite, no UI)
+    /// and waits until it answers `GetSystemInfo`.
+    pub async fn start() -> Result<DevServer> {
+        let mut last_err = None;
+        for _ in 0..START_ATTEMPTS {
+            match Self::start_once().await {
+                Ok(server) => return Ok(server),
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "temporal dev server did not start; retrying");
+                    last_err = Some(e);
+                }
+            }
+        }
+        Err(last_err.unwrap_or_else(|| anyhow::anyhow!("temporal dev server did not start")))
+    }
+
+    async fn start_once() -> Result<DevServer> {
+        let port = free_port()?;
+        let log_path =
+            std::env::temp_dir().join(format!("temporal-dev-{}-{port}.log", std::process::id()));
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        let log_err = log.try_clone()?;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(SUPERVISOR).arg("temporal-dev-supervisor");
+        cmd.args([
+            "temporal",
+            "server",
+            "start-dev",
+            "--headless",
+            "--ip",
+            "127.0.0.1",
+        ]);
+        cmd.args(["--port", &port.to_string(), "--log-level", "warn"]);
+        for value in FAST_DRAINAGE {
+            cmd.args(["--dynamic-config-value", value]);
+        }
+        cmd.stdin(Stdio::piped()).stdout(log).stderr(log_err);
+        let mut child = cmd
+            .spawn()
+            .context("spawning `temporal server start-dev` (is the Temporal CLI on PATH?)")?;
+        let stdin = child.stdin.take();
+        let server = DevServer {
+            port,
+            log_path,
+            child: Mutex::new(Some(Supervised { child, stdin })),
+        };
+        server.wait_healthy().await?;
+        Ok(server)
+    }
+
+    /// `127.0.0.1:PORT` of the frontend gRPC service.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `http://127.0.0.1:PORT`, the form `temporalio_client::ConnectionOptions` wants.
+    pub fn url(&self) -> Result<Url> {
+        Ok(Url::from_str(&format!("http://{}", self.address()))?)
+    }
+
+    /// A raw gRPC connection to this server.
+    pub async fn connect(&self, identity: &str) -> Result<Connection> {
+        let opts = ConnectionOptions::new(self.url()?)
+            .identity(identity.to_string())
+            .build();
+        Connection::connect(opts)
+            .await
+            .context("connecting to the temporal dev server")
+    }
+
+    /// A high-level client bound to `namespace` (for starting and signalling workflows).
+    pub async fn client(&self, namespace: &str, identity: &str) -> Result<Client> {
+        let conn = self.connect(identity).await?;
+        Ok(Client::new(
+            conn,
+            ClientOptions::new(namespace.to_string()).build(),
+        )?)
+    }
+
+    /// Path of the file receiving the server's stdout and stderr.
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log_path
+    }
+
+    /// A `Command` for the `temporal` CLI. The CLI takes `--address` per subcommand, so callers
+    /// append their subcommand first and then `.args(["--address", &server.address()])`.
+    pub fn cli(&self) -> Command {
+        Command::new("temporal")
+    }
+
+    /// Registers a Temporal namespace with the real CLI and waits until matching accepts calls
+    /// for it. An already existing namespace is fine.
+    pub async fn create_namespace(&self, ns: &str) -> Result<()> {
+        let mut cmd = tokio::process::Command::from(self.cli());
+        cmd.args([
+            "operator",
+            "namespace",
+            "create",
+            "--namespace",
+            ns,
+            "--address",
+            &self.address(),
+        ]);
+        let out = cmd
+            .output()
+            .await
+            .context("running `temporal operator namespace create`")?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !stderr.contains("already") {
+                bail!(
+                    "creating Temporal namespace {ns:?} failed: {}",
+                    stderr.trim()
+                );
+            }
+        }
+        // Registration is a DB write; the frontend and matching namespace caches catch up later,
+        // so probe with a call that goes through both.
+        let conn = self.connect("test-harness").await?;
+        let deadline = Instant::now() + NAMESPACE_DEADLINE;
+        loop {
+            let mut svc = conn.clone();
+            let probe = svc
+                .describe_task_queue(Request::new(DescribeTaskQueueRequest {
+                    namespace: ns.to_string(),
+                    task_queue: Some(TaskQueue {
+                        name: "test-harness-probe".into(),
+                        ..Default::default()
+                    }),
+                    task_queue_type: TaskQueueType::Workflow as i32,
+                    ..Default::default()
+                }))
+                .await;
+            match probe {
+                Ok(_) => return Ok(()),
+                Err(status) if Instant::now() < deadline => {
+                    tracing::debug!(code = ?status.code(), message = status.message(), "namespace not usable yet");
+                }
+                Err(status) => {
+                    bail!("namespace {ns:?} still unusable after {NAMESPACE_DEADLINE:?}: {status}")
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn wait_healthy(&self) -> Result<()> {
+        let deadline = Instant::now() + START_DEADLINE;
+        let url = self.url()?;
+        loop {
+            if let Some(status) = self.exited()? {
+                bail!(
+                    "temporal dev server exited early ({status}); log tail:\n{}",
+                    self.log_tail()
+                );
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
+                let opts = ConnectionOptions::new(url.clone())
+                    .identity("test-harness".to_string())
+                    .build();
+                let attempt = async {
+                    let mut conn = Connection::connect(opts).await?;
+                    conn.get_system_info(Request::new(GetSystemInfoRequest::default()))
+                        .await?;
+                    anyhow::Ok(())
+                };
+                match tokio::time::timeout(Duration::from_secs(5), attempt).await {
+                    Ok(Ok(())) => return Ok(()),
+                    Ok(Err(e)) => tracing::debug!(error = %e, "dev server not healthy yet"),
+                    Err(_) => tracing::debug!("dev server health probe timed out"),
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "temporal dev server not healthy after {START_DEADLINE:?}; log tail:\n{}",
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn exited(&self) -> Result<Option<std::process::ExitStatus>> {
+        let mut guard = self
+            .child
+            .lock()
+            .map_err(|_| anyhow::anyhow!("dev server lock poisoned"))?;
+        match guard.as_mut() {
+            Some(sup) => Ok(sup.child.try_wait()?),
+            None => bail!("dev server already stopped"),
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.log_path) {
+            let _ = f.read_to_string(&mut text);
+        }
+        let start = text.len().saturating_sub(4000);
+        let start = (start..text.len())
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(text.len());
+        text[start..].to_string()
+    }
+}
+
+impl Drop for DevServer {
+    fn drop(&mut self) {
+        let Some(mut sup) = self.child.get_mut().ok().and_then(Option::take) else {
+            return;
+        };
+        // Closing the pipe makes the supervisor stop the server gracefully.
+        drop(sup.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(sup.child.try_wait(), Ok(Some(_)) | Err(_)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = sup.child.kill();
+        let _ = sup.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+static SHARED: OnceCell<DevServer> = OnceCell::const_new();
+
+/// One dev server per test binary, started on first use.
+///
+/// It lives in a `static` and is therefore never dropped; it still stops when the test process
+/// exits, because the process's end closes the supervisor's stdin pipe (see the module docs).
+/// Safe to call from any tokio runtime: nothing in [`DevServer`] is tied to the runtime that
+/// started it.
+pub async fn shared() -> Result<&'static DevServer> {
+    SHARED.get_or_try_init(DevServer::start).await
+}

@@ -1,0 +1,425 @@
+//! One real Temporal worker (official Rust SDK, worker versioning on, default behaviour
+//! Pinned), configured only from the env vars the controller injects into a pod template.
+//!
+//! `Worker::run` is `!Send`, so every worker lives on its own OS thread with its own
+//! current-thread tokio runtime and its own connection; the [`WorkerHandle`] talks to it through
+//! watch channels only.
+
+use std::collections::BTreeMap;
+use std::str::FromStr as _;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, Url};
+use temporalio_common::data_converters::RawValue;
+use temporalio_common::worker::{
+    VersioningBehavior, WorkerDeploymentOptions, WorkerDeploymentVersion,
+};
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+use tokio::sync::watch;
+
+pub use workflows::{GateInput, GateWorkflow, HelloWorkflow, WaitWorkflow};
+
+/// Env var names the controller injects (product decision 2) plus the task queue the user sets.
+pub const ENV_ADDRESS: &str = "TEMPORAL_ADDRESS";
+pub const ENV_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
+pub const ENV_DEPLOYMENT_NAME: &str = "TEMPORAL_DEPLOYMENT_NAME";
+pub const ENV_BUILD_ID: &str = "TEMPORAL_WORKER_BUILD_ID";
+pub const ENV_TASK_QUEUE: &str = "TEMPORAL_TASK_QUEUE";
+
+/// Connecting includes the SDK's own retries; an unreachable address must not hang a test.
+const CONNECT_DEADLINE: Duration = Duration::from_secs(20);
+/// Graceful shutdown of an idle worker takes well under a second; leave room for a busy machine.
+const STOP_DEADLINE: Duration = Duration::from_secs(20);
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerConfigError {
+    #[error("env var {0} is missing or empty")]
+    Missing(&'static str),
+    #[error("invalid TEMPORAL_ADDRESS {0:?}: {1}")]
+    BadAddress(String, String),
+}
+
+/// Everything a worker needs; built by [`WorkerConfig::from_env`] the way a worker process would.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WorkerConfig {
+    /// `host:port` (a scheme is optional; plain `http` is assumed — the dev server has no TLS).
+    pub address: String,
+    pub namespace: String,
+    pub deployment_name: String,
+    pub build_id: String,
+    pub task_queue: String,
+    /// Client identity, shown as the poller identity in `DescribeTaskQueue`.
+    pub identity: String,
+}
+
+impl WorkerConfig {
+    /// Reads `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_DEPLOYMENT_NAME`,
+    /// `TEMPORAL_WORKER_BUILD_ID` and `TEMPORAL_TASK_QUEUE`. The identity defaults to
+    /// `<deployment>@<build>`; callers running several replicas should make it unique.
+    pub fn from_env(env: &BTreeMap<String, String>) -> Result<WorkerConfig> {
+        let get = |key: &'static str| -> Result<String, WorkerConfigError> {
+            env.get(key)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| v.trim().to_string())
+                .ok_or(WorkerConfigError::Missing(key))
+        };
+        let cfg = WorkerConfig {
+            address: get(ENV_ADDRESS)?,
+            namespace: get(ENV_NAMESPACE)?,
+            deployment_name: get(ENV_DEPLOYMENT_NAME)?,
+            build_id: get(ENV_BUILD_ID)?,
+            task_queue: get(ENV_TASK_QUEUE)?,
+            identity: String::new(),
+        };
+        cfg.url()?;
+        Ok(WorkerConfig {
+            identity: format!("{}@{}", cfg.deployment_name, cfg.build_id),
+            ..cfg
+        })
+    }
+
+    fn url(&self) -> Result<Url, WorkerConfigError> {
+        let text = if self.address.contains("://") {
+            self.address.clone()
+        } else {
+            format!("http://{}", self.address)
+        };
+        Url::from_str(&text)
+            .map_err(|e| WorkerConfigError::BadAddress(self.address.clone(), e.to_string()))
+    }
+}
+
+/// Lifecycle of a spawned worker as seen from outside its thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Connecting and constructing the SDK worker.
+    Starting,
+    /// Constructed; `Worker::run` is polling.
+    Running,
+    /// Shut down cleanly.
+    Stopped,
+    /// Could not connect/construct, or `run` returned an error.
+    Failed(String),
+}
+
+impl WorkerState {
+    pub fn is_finished(&self) -> bool {
+        matches!(self, WorkerState::Stopped | WorkerState::Failed(_))
+    }
+}
+
+/// A worker running on its own OS thread. Dropping the handle asks the worker to shut down
+/// without waiting; [`WorkerHandle::stop`] waits for it.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    config: WorkerConfig,
+    state: watch::Receiver<WorkerState>,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Starts a worker thread. Returns at once; use [`WorkerHandle::wait_running`] to know when the
+/// SDK worker has been constructed and is polling.
+pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
+    let url = cfg.url()?;
+    let (state_tx, state_rx) = watch::channel(WorkerState::Starting);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let thread_cfg = cfg.clone();
+    let thread = std::thread::Builder::new()
+        .name(format!("worker-{}", cfg.build_id))
+        .spawn(move || {
+            let outcome = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(run_worker(thread_cfg, url, &state_tx, stop_rx)),
+                Err(e) => {
+                    Err(anyhow::Error::from(e).context("building the worker's tokio runtime"))
+                }
+            };
+            let last = match outcome {
+                Ok(()) => WorkerState::Stopped,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "test worker ended with an error");
+                    WorkerState::Failed(format!("{e:#}"))
+                }
+            };
+            state_tx.send_replace(last);
+        })
+        .context("spawning the worker thread")?;
+    Ok(WorkerHandle {
+        config: cfg,
+        state: state_rx,
+        stop: stop_tx,
+        thread: Some(thread),
+    })
+}
+
+async fn run_worker(
+    cfg: WorkerConfig,
+    url: Url,
+    state: &watch::Sender<WorkerState>,
+    mut stop: watch::Receiver<bool>,
+) -> Result<()> {
+    let setup = async {
+        let runtime = Runtime::from_current_tokio(Default::default())?;
+        let conn_opts = ConnectionOptions::new(url)
+            .identity(cfg.identity.clone())
+            .build();
+        let conn = tokio::time::timeout(CONNECT_DEADLINE, Connection::connect(conn_opts))
+            .await
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "connecting to {} timed out after {CONNECT_DEADLINE:?}",
+                    cfg.address
+                )
+            })??;
+        let client = Client::new(conn, ClientOptions::new(cfg.namespace.clone()).build())?;
+        let version = WorkerDeploymentVersion::builder()
+            .deployment_name(cfg.deployment_name.clone())
+            .build_id(cfg.build_id.clone())
+            .build();
+        let opts = WorkerOptions::new(cfg.task_queue.clone())
+            .deployment_options(
+                WorkerDeploymentOptions::new(version)
+                    .use_worker_versioning(true)
+                    .default_versioning_behavior(VersioningBehavior::Pinned)
+                    .build(),
+            )
+            .register_workflow::<HelloWorkflow>()?
+            .register_workflow::<WaitWorkflow>()?
+            .register_workflow::<GateWorkflow>()?
+            .build();
+        let worker = Worker::new(&runtime, client, opts)?;
+        // The SDK runtime must outlive the worker, so both travel together.
+        anyhow::Ok((runtime, worker))
+    };
+    let (_runtime, mut worker) = tokio::select! {
+        built = setup => built?,
+        _ = stop.wait_for(|s| *s) => return Ok(()),
+    };
+    let shutdown = worker.shutdown_handle();
+    state.send_replace(WorkerState::Running);
+    let run = worker.run();
+    tokio::pin!(run);
+    let result = tokio::select! {
+        r = &mut run => r,
+        _ = stop.wait_for(|s| *s) => {
+            shutdown();
+            run.await
+        }
+    };
+    result.context("worker run failed")
+}
+
+impl WorkerHandle {
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    pub fn state(&self) -> WorkerState {
+        self.state.borrow().clone()
+    }
+
+    /// A receiver of this worker's state changes.
+    pub fn subscribe(&self) -> watch::Receiver<WorkerState> {
+        self.state.clone()
+    }
+
+    pub fn is_running(&self) -> bool {
+        *self.state.borrow() == WorkerState::Running
+    }
+
+    /// Waits until the worker is constructed and polling; fails if it ends first or the
+    /// timeout passes.
+    pub async fn wait_running(&self, timeout: Duration) -> Result<()> {
+        let mut rx = self.state.clone();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|s| *s != WorkerState::Starting))
+            .await
+            .map(|r| r.map(|s| s.clone()));
+        match waited {
+            Err(_) => anyhow::bail!(
+                "worker {} did not start within {timeout:?}",
+                self.config.identity
+            ),
+            Ok(Err(_)) => anyhow::bail!("worker {} thread vanished", self.config.identity),
+            Ok(Ok(WorkerState::Running)) => Ok(()),
+            Ok(Ok(other)) => anyhow::bail!(
+                "worker {} ended before running: {other:?}",
+                self.config.identity
+            ),
+        }
+    }
+
+    /// Asks the worker to shut down without waiting.
+    pub fn request_stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Shuts the worker down and joins its thread, giving up after a deadline (the thread is
+    /// then left to finish on its own).
+    pub async fn stop(mut self) -> Result<()> {
+        self.request_stop();
+        let mut rx = self.state.clone();
+        let finished = tokio::time::timeout(STOP_DEADLINE, rx.wait_for(WorkerState::is_finished))
+            .await
+            .is_ok();
+        if !finished {
+            anyhow::bail!(
+                "worker {} did not stop within {STOP_DEADLINE:?}",
+                self.config.identity
+            );
+        }
+        if let Some(thread) = self.thread.take() {
+            // The state is final, so the thread is at its last statement; joining is brief.
+            tokio::task::spawn_blocking(move || thread.join())
+                .await
+                .context("joining the worker thread")?
+                .map_err(|_| anyhow::anyhow!("worker {} thread panicked", self.config.identity))?;
+        }
+        match self.state() {
+            WorkerState::Failed(e) => anyhow::bail!("worker {} failed: {e}", self.config.identity),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// Reads a JSON value out of raw workflow input: nothing or `null` gives `None`.
+fn decode_json(raw: &RawValue) -> Result<Option<serde_json::Value>, String> {
+    let Some(payload) = raw.payloads.first() else {
+        return Ok(None);
+    };
+    let encoding = payload
+        .metadata
+        .get("encoding")
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    match encoding.as_deref() {
+        Some("json/plain") => {
+            let value: serde_json::Value = serde_json::from_slice(&payload.data)
+                .map_err(|e| format!("input is not JSON: {e}"))?;
+            Ok(if value.is_null() { None } else { Some(value) })
+        }
+        Some("binary/null") | None if payload.data.is_empty() => Ok(None),
+        other => Err(format!("unsupported input encoding {other:?}")),
+    }
+}
+
+mod workflows {
+    #![allow(unreachable_pub)]
+
+    use serde::{Deserialize, Serialize};
+    use temporalio_common::data_converters::RawValue;
+    use temporalio_macros::{workflow, workflow_methods};
+    use temporalio_sdk::{
+        ApplicationFailure, SyncWorkflowContext, WorkflowContext, WorkflowResult,
+    };
+
+    use super::decode_json;
+
+    fn bad_input(message: String) -> ApplicationFailure {
+        ApplicationFailure::non_retryable(std::io::Error::other(message))
+    }
+
+    /// `hello`: returns `"hello <input>"` (a JSON string input is used as is, anything else
+    /// as its JSON text, no input as `world`).
+    #[workflow]
+    #[derive(Default)]
+    pub struct HelloWorkflow;
+
+    #[workflow_methods]
+    impl HelloWorkflow {
+        #[run(name = "hello")]
+        pub async fn run(
+            _ctx: &mut WorkflowContext<Self>,
+            input: RawValue,
+        ) -> WorkflowResult<String> {
+            let who = match decode_json(&input).map_err(bad_input)? {
+                None => "world".to_string(),
+                Some(serde_json::Value::String(s)) => s,
+                Some(other) => other.to_string(),
+            };
+            Ok(format!("hello {who}"))
+        }
+    }
+
+    /// `wait`: completes once signal `finish` arrives; keeps its version Draining meanwhile.
+    #[workflow]
+    #[derive(Default)]
+    pub struct WaitWorkflow {
+        finished: bool,
+    }
+
+    #[workflow_methods]
+    impl WaitWorkflow {
+        #[run(name = "wait")]
+        pub async fn run(
+            ctx: &mut WorkflowContext<Self>,
+            _input: RawValue,
+        ) -> WorkflowResult<String> {
+            ctx.wait_condition(|s| s.finished).await?;
+            Ok("finished".to_string())
+        }
+
+        #[signal(name = "finish")]
+        pub fn finish(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _input: RawValue) {
+            self.finished = true;
+        }
+    }
+
+    /// Input of the `gate` workflow. Missing fields mean "succeed at once".
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    pub struct GateInput {
+        /// `"succeed"` (default) or `"fail"`.
+        pub outcome: Option<String>,
+        /// Wait for signal `finish` before deciding.
+        pub wait_for_signal: bool,
+    }
+
+    /// `gate`: succeeds or fails (application error) as its input says, optionally only after
+    /// signal `finish`.
+    #[workflow]
+    #[derive(Default)]
+    pub struct GateWorkflow {
+        finished: bool,
+    }
+
+    #[workflow_methods]
+    impl GateWorkflow {
+        #[run(name = "gate")]
+        pub async fn run(
+            ctx: &mut WorkflowContext<Self>,
+            input: RawValue,
+        ) -> WorkflowResult<String> {
+            let input: GateInput = match decode_json(&input).map_err(bad_input)? {
+                None => GateInput::default(),
+                Some(v) => serde_json::from_value(v)
+                    .map_err(|e| bad_input(format!("bad gate input: {e}")))?,
+            };
+            if input.wait_for_signal {
+                ctx.wait_condition(|s| s.finished).await?;
+            }
+            match input.outcome.as_deref().unwrap_or("succeed") {
+                "succeed" => Ok("gate passed".to_string()),
+                "fail" => Err(ApplicationFailure::non_retryable(std::io::Error::other(
+                    "gate failed as requested",
+                ))
+                .into()),
+                other => Err(bad_input(format!("unknown gate outcome {other:?}")).into()),
+            }
+        }
+
+        #[signal(name = "finish")]
+        pub fn finish(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _input: RawValue) {
+            self.finished = true;
+        }
+    }
+}

@@ -1,0 +1,772 @@
+//! The Helm chart, linted and rendered by the real Helm 4 engine (helm-python-sdk, driven by
+//! `charts/tests/helm_chart.py`) for several value sets, with assertions on what it renders.
+
+mod gitops_support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use gitops_support::repo_root;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+const CHART: &str = "charts/temporal-worker-controller";
+const NS: &str = "temporal-system";
+const RELEASE: &str = "twc";
+const FULLNAME: &str = "twc-temporal-worker-controller";
+
+#[derive(Deserialize)]
+struct HelmOutput {
+    helm_version: String,
+    crds: Vec<String>,
+    results: Vec<CaseResult>,
+}
+
+#[derive(Deserialize)]
+struct CaseResult {
+    name: String,
+    lint: Value,
+    manifests: Option<BTreeMap<String, String>>,
+    error: Option<String>,
+}
+
+/// Value sets under test, by name.
+fn cases() -> Vec<(&'static str, Value)> {
+    vec![
+        ("default", json!({})),
+        (
+            "ha",
+            json!({"replicas": 3, "leaderElection": {"enabled": true}, "serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}}),
+        ),
+        (
+            "custom",
+            json!({
+                "image": {"repository": "registry.example.com/platform/twc", "tag": "v9.1.0", "pullPolicy": "Always", "pullSecrets": [{"name": "regcred"}]},
+                "ownedResourceKinds": [
+                    {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]},
+                    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}
+                ],
+                "watchNamespaces": ["team-a", "team-b"],
+                "controller": {"identity": "prod-east", "idleInterval": "2m", "logFormat": "text", "maxVersionsIneligibleForDeletion": 50}
+            }),
+        ),
+        (
+            "digest",
+            json!({"image": {"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}),
+        ),
+        ("webhook", json!({"webhook": {"enabled": true}})),
+        (
+            "single-no-lease",
+            json!({"leaderElection": {"enabled": false}}),
+        ),
+        (
+            "unsafe-replicas",
+            json!({"replicas": 2, "leaderElection": {"enabled": false}}),
+        ),
+        (
+            "wildcard-kind",
+            json!({"ownedResourceKinds": [{"apiGroups": ["*"], "resources": ["*"]}]}),
+        ),
+        ("typo", json!({"replica": 3})),
+    ]
+}
+
+fn helm() -> &'static HelmOutput {
+    static OUT: OnceLock<HelmOutput> = OnceLock::new();
+    OUT.get_or_init(|| {
+        let root = repo_root();
+        let request = json!({
+            "chart": root.join(CHART),
+            "cases": cases().into_iter().map(|(name, values)| json!({"name": name, "values": values, "release": RELEASE, "namespace": NS})).collect::<Vec<_>>(),
+        });
+        let mut child = Command::new("python3")
+            .arg(root.join("charts/tests/helm_chart.py"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run python3");
+        child.stdin.take().expect("stdin").write_all(request.to_string().as_bytes()).expect("write request");
+        let out = child.wait_with_output().expect("python3 output");
+        assert!(
+            out.status.success(),
+            "charts/tests/helm_chart.py failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("driver JSON")
+    })
+}
+
+fn result(name: &str) -> &'static CaseResult {
+    helm()
+        .results
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+/// Every rendered Kubernetes object of a case (NOTES.txt and empty documents skipped).
+fn objects(name: &str) -> Vec<Value> {
+    let r = result(name);
+    let manifests = r
+        .manifests
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name} did not render: {:?}", r.error));
+    let mut objs = Vec::new();
+    for (template, text) in manifests {
+        if !template.ends_with(".yaml") {
+            continue;
+        }
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = Value::deserialize(doc)
+                .unwrap_or_else(|e| panic!("{name}: {template} is not YAML: {e}\n{text}"));
+            if !v.is_null() {
+                objs.push(v);
+            }
+        }
+    }
+    objs
+}
+
+fn of_kind<'a>(objs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objs.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
+    let found = of_kind(objs, kind);
+    assert_eq!(found.len(), 1, "expected one {kind}, got {}", found.len());
+    found[0]
+}
+
+fn manager(objs: &[Value]) -> &Value {
+    let containers = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers");
+    containers
+        .iter()
+        .find(|c| c["name"] == "manager")
+        .expect("manager container")
+}
+
+fn args(objs: &[Value]) -> Vec<String> {
+    manager(objs)["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_string())
+        .collect()
+}
+
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn chart_lints_clean_for_every_valid_value_set() {
+    assert!(
+        helm().helm_version.starts_with("v4."),
+        "not Helm 4: {}",
+        helm().helm_version
+    );
+    for name in [
+        "default",
+        "ha",
+        "custom",
+        "digest",
+        "webhook",
+        "single-no-lease",
+    ] {
+        let lint = &result(name).lint;
+        assert_eq!(lint["total_charts_linted"], 1, "{name}: {lint}");
+        assert!(strings(&lint["errors"]).is_empty(), "{name}: {lint}");
+        // severity 2 = warning, 3 = error; info (1) such as "icon is recommended" is fine.
+        let serious: Vec<&Value> = lint["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["severity"].as_i64().unwrap_or(0) >= 2)
+            .collect();
+        assert!(serious.is_empty(), "{name}: {serious:?}");
+        assert!(
+            result(name).error.is_none(),
+            "{name}: {:?}",
+            result(name).error
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_refused_by_schema_or_template() {
+    let unsafe_ha = result("unsafe-replicas");
+    assert!(
+        unsafe_ha
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("leader election")),
+        "{:?}",
+        unsafe_ha.error
+    );
+    let wildcard = result("wildcard-kind");
+    assert!(wildcard.error.is_some(), "a wildcard owned kind rendered");
+    assert!(
+        !strings(&wildcard.lint["errors"]).is_empty(),
+        "lint accepted a wildcard owned kind"
+    );
+    let typo = result("typo");
+    assert!(
+        typo.error.as_deref().is_some_and(|e| e.contains("replica")),
+        "{:?}",
+        typo.error
+    );
+}
+
+#[test]
+fn default_install_renders_the_expected_objects_and_args() {
+    let objs = objects("default");
+    for kind in [
+        "Deployment",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+    ] {
+        assert!(
+            !of_kind(&objs, kind).is_empty(),
+            "default install lacks a {kind}"
+        );
+    }
+    for kind in ["ServiceMonitor", "Certificate", "Issuer"] {
+        assert!(
+            of_kind(&objs, kind).is_empty(),
+            "default install renders a {kind}"
+        );
+    }
+    for o in &objs {
+        if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
+            assert_eq!(
+                o["metadata"]["namespace"], NS,
+                "{} {}",
+                o["kind"], o["metadata"]["name"]
+            );
+        }
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/instance"],
+            RELEASE
+        );
+    }
+    let deploy = one(&objs, "Deployment");
+    assert_eq!(deploy["metadata"]["name"], FULLNAME);
+    assert_eq!(deploy["spec"]["replicas"], 1);
+    assert_eq!(
+        args(&objs),
+        [
+            "run",
+            "--http-addr=0.0.0.0:8080",
+            "--leader-elect",
+            "--lease-name=temporal-worker-controller",
+            &format!("--lease-namespace={NS}"),
+            &format!("--identity={FULLNAME}"),
+            "--idle-interval=60s",
+            "--max-versions-ineligible-for-deletion=75",
+            "--log-format=json",
+        ]
+    );
+    let m = manager(&objs);
+    assert_eq!(m["image"], "temporal-worker-controller:0.1.0");
+    let env: BTreeMap<&str, &str> = m["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?,
+                e["valueFrom"]["fieldRef"]["fieldPath"].as_str()?,
+            ))
+        })
+        .collect();
+    assert_eq!(env.get("POD_NAMESPACE"), Some(&"metadata.namespace"));
+    assert_eq!(env.get("POD_NAME"), Some(&"metadata.name"));
+    let sa = one(&objs, "ServiceAccount");
+    assert_eq!(
+        deploy["spec"]["template"]["spec"]["serviceAccountName"],
+        sa["metadata"]["name"]
+    );
+    // The selector must match the pod labels, and the Service must select the pods.
+    let pod_labels = &deploy["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in deploy["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("selector")
+    {
+        assert_eq!(&pod_labels[k], v, "selector label {k}");
+    }
+    let svc = one(&objs, "Service");
+    for (k, v) in svc["spec"]["selector"]
+        .as_object()
+        .expect("service selector")
+    {
+        assert_eq!(&pod_labels[k], v, "service selector label {k}");
+    }
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "http");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+}
+
+#[test]
+fn probes_ports_security_and_resources() {
+    for name in ["default", "ha", "custom", "webhook"] {
+        let objs = objects(name);
+        let m = manager(&objs);
+        let ports = m["ports"].as_array().expect("ports");
+        assert!(
+            ports
+                .iter()
+                .any(|p| p["name"] == "http" && p["containerPort"] == 8080),
+            "{name}: {ports:?}"
+        );
+        assert_eq!(m["livenessProbe"]["httpGet"]["path"], "/healthz", "{name}");
+        assert_eq!(m["livenessProbe"]["httpGet"]["port"], "http", "{name}");
+        assert_eq!(m["readinessProbe"]["httpGet"]["path"], "/readyz", "{name}");
+        assert_eq!(m["readinessProbe"]["httpGet"]["port"], "http", "{name}");
+        let sc = &m["securityContext"];
+        assert_eq!(sc["readOnlyRootFilesystem"], true, "{name}");
+        assert_eq!(sc["allowPrivilegeEscalation"], false, "{name}");
+        assert_eq!(sc["runAsNonRoot"], true, "{name}");
+        assert_eq!(strings(&sc["capabilities"]["drop"]), ["ALL"], "{name}");
+        let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{name}");
+        assert!(
+            pod["securityContext"]["runAsUser"]
+                .as_i64()
+                .is_some_and(|u| u > 0),
+            "{name}"
+        );
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+            "{name}"
+        );
+        for k in ["requests", "limits"] {
+            assert!(
+                m["resources"][k]["memory"].is_string() && m["resources"][k]["cpu"].is_string(),
+                "{name}: resources.{k}"
+            );
+        }
+        // A read-only root filesystem still needs a writable /tmp.
+        assert!(
+            m["volumeMounts"]
+                .as_array()
+                .expect("mounts")
+                .iter()
+                .any(|v| v["mountPath"] == "/tmp"),
+            "{name}"
+        );
+    }
+}
+
+/// Every Role and ClusterRole rendered for a case.
+fn rules(objs: &[Value]) -> Vec<(&Value, &Value)> {
+    objs.iter()
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+        .flat_map(|o| {
+            o["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |r| (o, r))
+        })
+        .collect()
+}
+
+fn grants(objs: &[Value], group: &str, resource: &str, verb: &str) -> bool {
+    rules(objs).iter().any(|(_, r)| {
+        strings(&r["apiGroups"]).contains(&group)
+            && strings(&r["resources"]).contains(&resource)
+            && strings(&r["verbs"]).contains(&verb)
+    })
+}
+
+#[test]
+fn rbac_is_least_privilege_without_wildcards() {
+    for name in ["default", "ha", "custom", "webhook", "single-no-lease"] {
+        let objs = objects(name);
+        let all = rules(&objs);
+        assert!(!all.is_empty(), "{name}: no RBAC rules");
+        for (role, rule) in &all {
+            for field in [
+                "apiGroups",
+                "resources",
+                "verbs",
+                "resourceNames",
+                "nonResourceURLs",
+            ] {
+                assert!(
+                    !strings(&rule[field]).iter().any(|s| s.contains('*')),
+                    "{name}: {} {} has a wildcard in {field}: {rule}",
+                    role["kind"],
+                    role["metadata"]["name"]
+                );
+            }
+            // Nothing escalates: no RBAC, no impersonation, no pods/exec.
+            assert!(
+                !strings(&rule["verbs"])
+                    .iter()
+                    .any(|v| ["escalate", "bind", "impersonate"].contains(v)),
+                "{name}: {rule}"
+            );
+            assert!(
+                !strings(&rule["apiGroups"]).contains(&"rbac.authorization.k8s.io"),
+                "{name}: {rule}"
+            );
+        }
+        for (group, resource, verbs) in [
+            (
+                "temporal.io",
+                "temporalworkerdeployments",
+                &["get", "list", "watch", "update", "patch"][..],
+            ),
+            (
+                "temporal.io",
+                "temporalconnections",
+                &["get", "list", "watch", "update", "patch"],
+            ),
+            (
+                "temporal.io",
+                "temporalworkerdeployments/status",
+                &["update", "patch"],
+            ),
+            (
+                "temporal.io",
+                "temporalconnections/status",
+                &["update", "patch"],
+            ),
+            (
+                "temporal.io",
+                "temporalworkerdeployments/finalizers",
+                &["update"],
+            ),
+            (
+                "apps",
+                "deployments",
+                &[
+                    "get", "list", "watch", "create", "update", "patch", "delete",
+                ],
+            ),
+            ("apps", "deployments/scale", &["get", "update", "patch"]),
+            ("", "secrets", &["get", "list", "watch"]),
+            ("", "configmaps", &["get", "list", "watch"]),
+            ("", "events", &["create", "patch"]),
+            ("events.k8s.io", "events", &["create", "patch"]),
+        ] {
+            for verb in verbs {
+                assert!(
+                    grants(&objs, group, resource, verb),
+                    "{name}: missing {verb} on {group}/{resource}"
+                );
+            }
+        }
+        // Read-only where the controller only reads, and no deletes of its own CRs.
+        for verb in ["create", "update", "patch", "delete"] {
+            assert!(
+                !grants(&objs, "", "secrets", verb),
+                "{name}: {verb} on secrets"
+            );
+        }
+        assert!(
+            !grants(&objs, "temporal.io", "temporalworkerdeployments", "delete"),
+            "{name}"
+        );
+        assert!(
+            !grants(&objs, "temporal.io", "temporalworkerdeployments", "create"),
+            "{name}"
+        );
+        // Leases: exactly what the lease manager uses, and only in the release namespace.
+        let lease_roles: Vec<&Value> = all
+            .iter()
+            .filter(|(_, r)| strings(&r["resources"]).contains(&"leases"))
+            .map(|(o, _)| *o)
+            .collect();
+        if name == "single-no-lease" {
+            assert!(
+                lease_roles.is_empty(),
+                "{name}: lease RBAC without leader election"
+            );
+            assert!(
+                !args(&objs)
+                    .iter()
+                    .any(|a| a.starts_with("--lease") || a == "--leader-elect"),
+                "{name}"
+            );
+        } else {
+            assert!(
+                grants(&objs, "coordination.k8s.io", "leases", "get")
+                    && grants(&objs, "coordination.k8s.io", "leases", "create")
+            );
+            assert!(
+                grants(&objs, "coordination.k8s.io", "leases", "update")
+                    && grants(&objs, "coordination.k8s.io", "leases", "patch")
+            );
+            assert!(
+                lease_roles
+                    .iter()
+                    .all(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == NS),
+                "{name}"
+            );
+        }
+        // Every binding points at the chart's ServiceAccount and at a role it renders.
+        let sa = one(&objs, "ServiceAccount")["metadata"]["name"].clone();
+        for b in objs
+            .iter()
+            .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+        {
+            assert_eq!(b["subjects"][0]["name"], sa, "{name}");
+            assert_eq!(b["subjects"][0]["namespace"], NS, "{name}");
+            let role_kind = b["roleRef"]["kind"].as_str().expect("roleRef.kind");
+            assert!(
+                objs.iter().any(|o| o["kind"] == role_kind
+                    && o["metadata"]["name"] == b["roleRef"]["name"]
+                    && o["metadata"]["namespace"] == b["metadata"]["namespace"]),
+                "{name}: binding {} refers to a role the chart does not render",
+                b["metadata"]["name"]
+            );
+        }
+    }
+}
+
+#[test]
+fn leader_election_replicas_and_service_monitor() {
+    let objs = objects("ha");
+    assert_eq!(one(&objs, "Deployment")["spec"]["replicas"], 3);
+    assert!(args(&objs).contains(&"--leader-elect".to_string()));
+    let sm = one(&objs, "ServiceMonitor");
+    assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prom");
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "http");
+    assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");
+    // The ServiceMonitor must select the controller's Service, and that Service has the port.
+    let svc = one(&objs, "Service");
+    for (k, v) in sm["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+    {
+        assert_eq!(
+            &svc["metadata"]["labels"][k], v,
+            "ServiceMonitor selector {k}"
+        );
+    }
+    assert!(
+        svc["spec"]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .any(|p| p["name"] == "http")
+    );
+    assert_eq!(
+        strings(&sm["spec"]["namespaceSelector"]["matchNames"]),
+        [NS]
+    );
+}
+
+#[test]
+fn custom_image_owned_kinds_and_watch_namespaces() {
+    let objs = objects("custom");
+    let m = manager(&objs);
+    assert_eq!(m["image"], "registry.example.com/platform/twc:v9.1.0");
+    assert_eq!(m["imagePullPolicy"], "Always");
+    assert_eq!(
+        one(&objs, "Deployment")["spec"]["template"]["spec"]["imagePullSecrets"][0]["name"],
+        "regcred"
+    );
+    let a = args(&objs);
+    for want in [
+        "--watch-namespaces=team-a,team-b",
+        "--identity=prod-east",
+        "--idle-interval=2m",
+        "--log-format=text",
+        "--max-versions-ineligible-for-deletion=50",
+    ] {
+        assert!(a.iter().any(|x| x == want), "missing {want} in {a:?}");
+    }
+    // Namespaced mode: one Role + RoleBinding per watched namespace, nothing cluster-wide.
+    assert!(
+        of_kind(&objs, "ClusterRole").is_empty() && of_kind(&objs, "ClusterRoleBinding").is_empty()
+    );
+    let manager_roles: Vec<&str> = of_kind(&objs, "Role")
+        .into_iter()
+        .filter(|r| {
+            r["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-manager"))
+        })
+        .filter_map(|r| r["metadata"]["namespace"].as_str())
+        .collect();
+    assert_eq!(manager_roles, ["team-a", "team-b"]);
+    for ns in ["team-a", "team-b"] {
+        assert!(
+            of_kind(&objs, "RoleBinding")
+                .iter()
+                .any(|b| b["metadata"]["namespace"] == ns)
+        );
+    }
+    for (group, resource) in [
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("policy", "poddisruptionbudgets"),
+    ] {
+        for verb in [
+            "get", "list", "watch", "create", "update", "patch", "delete",
+        ] {
+            assert!(
+                grants(&objs, group, resource, verb),
+                "missing {verb} on {group}/{resource}"
+            );
+        }
+    }
+    // Without extra kinds, none of them are granted.
+    assert!(!grants(
+        &objects("default"),
+        "autoscaling",
+        "horizontalpodautoscalers",
+        "get"
+    ));
+
+    let digest = objects("digest");
+    assert_eq!(
+        manager(&digest)["image"],
+        "temporal-worker-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    );
+}
+
+#[test]
+fn webhook_adds_service_certificate_and_mount() {
+    let objs = objects("webhook");
+    let svc = of_kind(&objs, "Service");
+    let webhook_svc = svc
+        .iter()
+        .find(|s| s["metadata"]["name"] == format!("{FULLNAME}-webhook"))
+        .expect("webhook service");
+    assert_eq!(webhook_svc["spec"]["ports"][0]["port"], 443);
+    assert_eq!(webhook_svc["spec"]["ports"][0]["targetPort"], "webhook");
+    let cert = one(&objs, "Certificate");
+    let dns = strings(&cert["spec"]["dnsNames"]);
+    assert!(
+        dns.contains(&format!("{FULLNAME}-webhook.{NS}.svc").as_str()),
+        "{dns:?}"
+    );
+    assert_eq!(
+        cert["spec"]["issuerRef"]["name"],
+        one(&objs, "Issuer")["metadata"]["name"]
+    );
+    let secret = cert["spec"]["secretName"].as_str().expect("secretName");
+    let m = manager(&objs);
+    assert!(
+        m["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)
+    );
+    let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
+    let vol = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .expect("cert volume");
+    assert!(
+        m["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .any(|vm| vm["name"] == vol["name"] && vm["readOnly"] == true),
+        "certificate secret is not mounted"
+    );
+}
+
+#[test]
+fn rendered_flags_exist_in_the_controller_binary() {
+    // Catches drift between the chart and the CLI: every flag the chart passes must parse.
+    let help = Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run binary");
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.status.success(),
+        "`run --help` failed: {}{}",
+        text,
+        String::from_utf8_lossy(&help.stderr)
+    );
+    for name in ["default", "custom"] {
+        for arg in args(&objects(name)).iter().skip(1) {
+            let flag = arg.split('=').next().unwrap_or_default();
+            let listed = text.lines().any(|l| {
+                l.split_whitespace()
+                    .any(|w| w.trim_end_matches(',') == flag)
+            });
+            assert!(listed, "{name}: the binary does not accept {flag}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn chart_crds_are_the_generated_ones() {
+    let generated = repo_root().join("crds");
+    let shipped = repo_root().join(CHART).join("crds");
+    let list = |dir: &std::path::Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .expect("list crds")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".yaml"))
+            .collect();
+        v.sort();
+        v
+    };
+    let names = list(&generated);
+    assert!(!names.is_empty());
+    if std::env::var_os("UPDATE_CHART_CRDS").is_some() {
+        for stale in list(&shipped).iter().filter(|n| !names.contains(n)) {
+            std::fs::remove_file(shipped.join(stale)).expect("remove stale chart CRD");
+        }
+        for n in &names {
+            std::fs::copy(generated.join(n), shipped.join(n)).expect("copy CRD into the chart");
+        }
+    }
+    assert_eq!(
+        list(&shipped),
+        names,
+        "chart crds/ holds a different set of files than crds/"
+    );
+    for n in &names {
+        let want = std::fs::read(generated.join(n)).expect("read generated CRD");
+        let got = std::fs::read(shipped.join(n)).expect("read chart CRD");
+        assert!(
+            got == want,
+            "{CHART}/crds/{n} differs from crds/{n}; run `UPDATE_CHART_CRDS=1 cargo test --test helm_chart`"
+        );
+    }
+    // Helm itself loads them as the chart's CRDs (installed before templates on first install).
+    let loaded: Vec<String> = helm()
+        .crds
+        .iter()
+        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
+        .collect();
+    assert_eq!(loaded, names);
+}
+
+#[test]
+fn chart_readme_documents_the_crd_upgrade_story() {
+    let readme =
+        std::fs::read_to_string(repo_root().join(CHART).join("README.md")).expect("chart README");
+    assert!(
+        readme.contains("kubectl apply --server-side"),
+        "README must say how to upgrade CRDs"
+    );
+    assert!(
+        readme.contains("crds/"),
+        "README must point at the crds/ directory"
+    );
+}

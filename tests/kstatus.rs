@@ -1,0 +1,661 @@
+//! kstatus (what Flux `healthChecks`, Helm 4 `--wait` and `kubectl`-style waits compute), the
+//! Flux `healthCheckExprs` snippet and the Argo CD health check, checked on one fixture per
+//! rollout state. Each fixture in `flux/fixtures/` records what every tool must answer in
+//! `fixtures.temporal.io/*` annotations.
+
+mod gitops_support;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use gitops_support::{
+    EXPR_CURRENT, EXPR_FAILED, Status, argocd_health, health_check_exprs, kstatus, load_yaml,
+    repo_root, yaml_files,
+};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::conditions as c;
+use temporal_worker_controller::api::twd::TemporalWorkerDeployment;
+
+const ANN: &str = "fixtures.temporal.io/";
+
+fn flux_fixtures() -> Vec<(PathBuf, Value)> {
+    let files = yaml_files(&repo_root().join("flux/fixtures"));
+    assert!(!files.is_empty(), "no fixtures in flux/fixtures");
+    files
+        .into_iter()
+        .map(|p| (p.clone(), load_yaml(&p)))
+        .collect()
+}
+
+fn argocd_testdata() -> Vec<(PathBuf, Value)> {
+    let dir = repo_root()
+        .join("argocd/resource_customizations/temporal.io/TemporalWorkerDeployment/testdata");
+    yaml_files(&dir)
+        .into_iter()
+        .map(|p| (p.clone(), load_yaml(&p)))
+        .collect()
+}
+
+fn annotation<'a>(obj: &'a Value, key: &str) -> &'a str {
+    obj["metadata"]["annotations"][format!("{ANN}{key}")]
+        .as_str()
+        .unwrap_or_else(|| panic!("{} lacks annotation {ANN}{key}", obj["metadata"]["name"]))
+}
+
+/// The generic custom-resource vectors from kstatus' own `TestCRDGenericStatus`, plus the
+/// other rules of `Compute` in order, so the function the fixtures rely on is itself tested.
+#[test]
+fn kstatus_follows_the_documented_generic_rules() {
+    let cr = |generation: Option<i64>, status: Option<Value>| {
+        let mut o = json!({"apiVersion": "something/v1", "kind": "MyCR", "metadata": {"name": "x", "namespace": "y"}});
+        if let Some(g) = generation {
+            o["metadata"]["generation"] = json!(g);
+        }
+        if let Some(s) = status {
+            o["status"] = s;
+        }
+        o
+    };
+    let cond = |t: &str, s: &str, reason: &str, message: &str| json!({"type": t, "status": s, "reason": reason, "message": message});
+    let cases: Vec<(&str, Value, Status, &str)> = vec![
+        (
+            "no status",
+            cr(Some(1), None),
+            Status::Current,
+            "Resource is current",
+        ),
+        (
+            "ready without observedGeneration",
+            cr(
+                Some(1),
+                Some(json!({"conditions": [cond("Ready", "True", "", "")]})),
+            ),
+            Status::Current,
+            "Resource is Ready",
+        ),
+        (
+            "not ready",
+            cr(
+                Some(1),
+                Some(
+                    json!({"observedGeneration": 1, "conditions": [cond("Ready", "False", "NotReadyYet", "warming up")]}),
+                ),
+            ),
+            Status::InProgress,
+            "warming up",
+        ),
+        (
+            "ready unknown",
+            cr(
+                Some(1),
+                Some(json!({"conditions": [cond("Ready", "Unknown", "X", "hm")]})),
+            ),
+            Status::InProgress,
+            "hm",
+        ),
+        (
+            "unrecognised condition",
+            cr(
+                Some(1),
+                Some(json!({"conditions": [cond("SomeCondition", "False", "", "")]})),
+            ),
+            Status::Current,
+            "Resource is current",
+        ),
+        (
+            "generation not observed",
+            cr(Some(2), Some(json!({"observedGeneration": 1}))),
+            Status::InProgress,
+            "MyCR generation is 2, but latest observed generation is 1",
+        ),
+        // A missing observedGeneration is not "not observed" to kstatus.
+        (
+            "observedGeneration missing",
+            cr(Some(5), Some(json!({"conditions": []}))),
+            Status::Current,
+            "Resource is current",
+        ),
+        (
+            "no generation at all",
+            cr(None, Some(json!({"observedGeneration": 3}))),
+            Status::Current,
+            "Resource is current",
+        ),
+        (
+            "deletion wins over everything",
+            {
+                let mut o = cr(
+                    Some(2),
+                    Some(
+                        json!({"observedGeneration": 1, "conditions": [cond("Stalled", "True", "X", "stuck")]}),
+                    ),
+                );
+                o["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+                o
+            },
+            Status::Terminating,
+            "Resource scheduled for deletion",
+        ),
+        (
+            "reconciling true",
+            cr(
+                Some(1),
+                Some(
+                    json!({"observedGeneration": 1, "conditions": [cond("Ready", "True", "", ""), cond("Reconciling", "True", "R", "busy")]}),
+                ),
+            ),
+            Status::InProgress,
+            "busy",
+        ),
+        (
+            "stalled true",
+            cr(
+                Some(1),
+                Some(
+                    json!({"observedGeneration": 1, "conditions": [cond("Ready", "False", "", "nope"), cond("Stalled", "True", "S", "stuck")]}),
+                ),
+            ),
+            Status::Failed,
+            "stuck",
+        ),
+        (
+            "both abnormal-true: array order decides (stalled first)",
+            cr(
+                Some(1),
+                Some(
+                    json!({"conditions": [cond("Stalled", "True", "S", "stuck"), cond("Reconciling", "True", "R", "busy")]}),
+                ),
+            ),
+            Status::Failed,
+            "stuck",
+        ),
+        (
+            "both abnormal-true: array order decides (reconciling first)",
+            cr(
+                Some(1),
+                Some(
+                    json!({"conditions": [cond("Reconciling", "True", "R", "busy"), cond("Stalled", "True", "S", "stuck")]}),
+                ),
+            ),
+            Status::InProgress,
+            "busy",
+        ),
+        (
+            "abnormal-false conditions are ignored",
+            cr(
+                Some(1),
+                Some(
+                    json!({"observedGeneration": 1, "conditions": [cond("Reconciling", "False", "", ""), cond("Stalled", "False", "", ""), cond("Ready", "True", "", "")]}),
+                ),
+            ),
+            Status::Current,
+            "Resource is Ready",
+        ),
+    ];
+    for (name, obj, want, want_message) in cases {
+        assert_eq!(kstatus(&obj), (want, want_message.to_string()), "{name}");
+    }
+    // Wrong types are a Compute error, which the pollers report as Unknown.
+    assert_eq!(
+        kstatus(&cr(Some(1), Some(json!({"observedGeneration": "1"})))).0,
+        Status::Unknown
+    );
+    assert_eq!(
+        kstatus(&cr(Some(1), Some(json!({"conditions": "x"})))).0,
+        Status::Unknown
+    );
+    let mut deleting = cr(Some(1), None);
+    deleting["metadata"]["deletionTimestamp"] = json!(42);
+    assert_eq!(kstatus(&deleting).0, Status::Unknown);
+}
+
+#[test]
+fn there_is_a_fixture_for_every_rollout_state() {
+    let names: BTreeSet<String> = flux_fixtures()
+        .iter()
+        .map(|(p, _)| {
+            p.file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    for want in [
+        "fresh",
+        "waiting-for-pollers",
+        "ramping",
+        "promoted",
+        "gate-failed",
+        "invalid-spec",
+        "connection-missing",
+        "deleting",
+        "generation-not-observed",
+        "manual-waiting-for-promotion",
+    ] {
+        assert!(
+            names.contains(want),
+            "missing flux/fixtures/{want}.yaml (have {names:?})"
+        );
+    }
+}
+
+#[test]
+fn every_fixture_gets_its_recorded_kstatus_exprs_and_argocd_results() {
+    let mut failures = Vec::new();
+    for (path, obj) in flux_fixtures() {
+        let want_kstatus = Status::parse(annotation(&obj, "kstatus")).expect("known kstatus value");
+        let want_message = annotation(&obj, "kstatus-message");
+        let got = kstatus(&obj);
+        if got != (want_kstatus, want_message.to_string()) {
+            failures.push(format!(
+                "{}: kstatus {got:?}, want {want_kstatus} {want_message:?}",
+                path.display()
+            ));
+        }
+        let want_exprs =
+            Status::parse(annotation(&obj, "health-check-exprs")).expect("known exprs value");
+        let got_exprs = health_check_exprs(&obj).0;
+        if got_exprs != want_exprs {
+            failures.push(format!(
+                "{}: healthCheckExprs {got_exprs}, want {want_exprs}",
+                path.display()
+            ));
+        }
+        let want_argo = (
+            annotation(&obj, "argocd-health").to_string(),
+            annotation(&obj, "argocd-message").to_string(),
+        );
+        let got_argo = argocd_health(&obj);
+        if got_argo != want_argo {
+            failures.push(format!(
+                "{}: argocd {got_argo:?}, want {want_argo:?}",
+                path.display()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The status the controller writes: observedGeneration plus all four conditions.
+fn follows_status_contract(obj: &Value) -> bool {
+    let has_generation = obj
+        .pointer("/status/observedGeneration")
+        .is_some_and(Value::is_i64);
+    let types: BTreeSet<&str> = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|cs| cs.iter().filter_map(|c| c["type"].as_str()).collect())
+        .unwrap_or_default();
+    has_generation
+        && [c::READY, c::PROGRESSING, c::RECONCILING, c::STALLED]
+            .iter()
+            .all(|t| types.contains(t))
+}
+
+#[test]
+fn argocd_kstatus_and_exprs_agree_on_controller_written_status() {
+    let mut checked = 0;
+    for (path, obj) in flux_fixtures().into_iter().chain(argocd_testdata()) {
+        if !follows_status_contract(&obj) {
+            continue;
+        }
+        checked += 1;
+        let (health, _) = argocd_health(&obj);
+        let (ks, _) = kstatus(&obj);
+        let (exprs, _) = health_check_exprs(&obj);
+        let name = path.display();
+        assert_eq!(
+            health == "Healthy",
+            ks == Status::Current,
+            "{name}: argocd {health} vs kstatus {ks}"
+        );
+        assert_eq!(
+            health == "Degraded",
+            ks == Status::Failed,
+            "{name}: argocd {health} vs kstatus {ks}"
+        );
+        assert_eq!(
+            health == "Healthy",
+            exprs == Status::Current,
+            "{name}: argocd {health} vs exprs {exprs}"
+        );
+        assert_eq!(
+            health == "Degraded",
+            exprs == Status::Failed,
+            "{name}: argocd {health} vs exprs {exprs}"
+        );
+        // kubectl wait --for=condition=Ready agrees too.
+        let ready = obj["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let observed = obj["status"]["observedGeneration"] == obj["metadata"]["generation"];
+        if obj["metadata"]["deletionTimestamp"].is_null() && observed {
+            assert_eq!(
+                ready,
+                health == "Healthy",
+                "{name}: Ready={ready} vs argocd {health}"
+            );
+        }
+    }
+    assert!(
+        checked >= 12,
+        "only {checked} fixtures follow the status contract"
+    );
+}
+
+#[test]
+fn the_fresh_object_gap_is_closed_by_argocd_and_the_exprs_only() {
+    // kstatus calls an object without status Current (documented upstream behaviour); only the
+    // observedGeneration-aware checks keep a GitOps wait from passing before the controller ran.
+    let fresh = load_yaml(&repo_root().join("flux/fixtures/fresh.yaml"));
+    assert!(fresh.get("status").is_none());
+    assert_eq!(kstatus(&fresh).0, Status::Current);
+    assert_ne!(health_check_exprs(&fresh).0, Status::Current);
+    assert_eq!(argocd_health(&fresh).0, "Progressing");
+}
+
+#[test]
+fn fixture_conditions_follow_the_controller_contract() {
+    let reasons: BTreeSet<&str> = [
+        c::ROLLOUT_COMPLETE,
+        c::WAITING_FOR_POLLERS,
+        c::WAITING_FOR_PROMOTION,
+        c::RAMPING,
+        c::WAITING_FOR_GATE,
+        c::TOO_MANY_VERSIONS,
+        c::MANAGED_ELSEWHERE,
+        c::DELETING,
+        c::CONNECTION_NOT_FOUND,
+        c::AUTH_SECRET_INVALID,
+        c::CLIENT_CREATION_FAILED,
+        c::STATE_FETCH_FAILED,
+        c::PLAN_GENERATION_FAILED,
+        c::PLAN_EXECUTION_FAILED,
+        c::INVALID_SPEC,
+        c::GATE_WORKFLOW_FAILED,
+    ]
+    .into_iter()
+    .collect();
+    for (path, obj) in flux_fixtures().into_iter().chain(argocd_testdata()) {
+        let name = path.display();
+        // Same shape as the CRD types, so the fixtures cannot describe fields that do not exist.
+        let mut typed = obj.clone();
+        if let Some(meta) = typed["metadata"].as_object_mut() {
+            meta.remove("annotations");
+        }
+        let parsed: Result<TemporalWorkerDeployment, _> = serde_json::from_value(typed);
+        assert!(
+            parsed.is_ok(),
+            "{name}: does not parse as a TemporalWorkerDeployment: {:?}",
+            parsed.err()
+        );
+
+        let Some(conds) = obj.pointer("/status/conditions").and_then(Value::as_array) else {
+            continue;
+        };
+        let observed = &obj["status"]["observedGeneration"];
+        let is_true = |t: &str| {
+            conds
+                .iter()
+                .any(|x| x["type"] == t && x["status"] == "True")
+        };
+        assert!(
+            !(is_true(c::RECONCILING) && is_true(c::STALLED)),
+            "{name}: Reconciling and Stalled both True"
+        );
+        for cond in conds {
+            let reason = cond["reason"].as_str().unwrap_or_default();
+            assert!(
+                reasons.contains(reason),
+                "{name}: unknown reason {reason:?}"
+            );
+            assert_eq!(
+                &cond["observedGeneration"], observed,
+                "{name}: condition observedGeneration"
+            );
+        }
+        if is_true(c::READY) {
+            assert!(
+                conds
+                    .iter()
+                    .any(|x| x["type"] == c::READY && x["reason"] == c::ROLLOUT_COMPLETE),
+                "{name}"
+            );
+        }
+        if is_true(c::STALLED) {
+            let stalled = conds
+                .iter()
+                .find(|x| x["type"] == c::STALLED)
+                .map(|x| x["reason"].clone());
+            assert!(
+                stalled == Some(json!(c::INVALID_SPEC))
+                    || stalled == Some(json!(c::GATE_WORKFLOW_FAILED)),
+                "{name}: Stalled for a non-terminal reason {stalled:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn health_check_exprs_snippet_is_the_evaluated_one() {
+    let snippet = load_yaml(&repo_root().join("flux/health-check-exprs.yaml"));
+    let exprs = snippet["healthCheckExprs"]
+        .as_array()
+        .expect("healthCheckExprs list");
+    let ours: Vec<&Value> = exprs
+        .iter()
+        .filter(|e| e["kind"] == "TemporalWorkerDeployment")
+        .collect();
+    assert_eq!(ours.len(), 1, "{exprs:?}");
+    let e = ours[0];
+    assert_eq!(e["apiVersion"], "temporal.io/v1alpha1");
+    assert_eq!(
+        e["current"], EXPR_CURRENT,
+        "flux/health-check-exprs.yaml `current` drifted from gitops_support"
+    );
+    assert_eq!(
+        e["failed"], EXPR_FAILED,
+        "flux/health-check-exprs.yaml `failed` drifted from gitops_support"
+    );
+    assert!(
+        e.get("inProgress").is_none(),
+        "inProgress would be evaluated first and shadow `failed`"
+    );
+}
+
+#[test]
+fn kustomization_health_checks_our_kind() {
+    let k = load_yaml(&repo_root().join("flux/kustomization.yaml"));
+    assert_eq!(k["apiVersion"], "kustomize.toolkit.fluxcd.io/v1");
+    assert_eq!(k["kind"], "Kustomization");
+    // `wait: true` makes Flux ignore healthChecks.
+    assert_ne!(k["spec"]["wait"], true);
+    assert!(
+        k["spec"]["timeout"].is_string(),
+        "set a timeout that covers a whole rollout"
+    );
+    let checks = k["spec"]["healthChecks"].as_array().expect("healthChecks");
+    assert!(
+        checks
+            .iter()
+            .any(|h| h["apiVersion"] == "temporal.io/v1alpha1"
+                && h["kind"] == "TemporalWorkerDeployment"
+                && h["name"].is_string()
+                && h["namespace"].is_string()),
+        "{checks:?}"
+    );
+}
+
+#[test]
+fn helmrelease_waits_with_the_same_expressions() {
+    let hr = load_yaml(&repo_root().join("flux/helmrelease.yaml"));
+    assert_eq!(hr["apiVersion"], "helm.toolkit.fluxcd.io/v2");
+    assert_eq!(hr["kind"], "HelmRelease");
+    // healthCheckExprs are only used by the poller wait strategy.
+    assert_eq!(hr["spec"]["waitStrategy"]["name"], "poller");
+    assert!(hr["spec"]["timeout"].is_string());
+    for action in ["install", "upgrade"] {
+        assert_ne!(
+            hr["spec"][action]["disableWait"], true,
+            "{action} must wait"
+        );
+    }
+    let exprs = hr["spec"]["healthCheckExprs"]
+        .as_array()
+        .expect("healthCheckExprs");
+    let ours = exprs
+        .iter()
+        .find(|e| e["kind"] == "TemporalWorkerDeployment")
+        .expect("entry for our kind");
+    assert_eq!(ours["apiVersion"], "temporal.io/v1alpha1");
+    assert_eq!(ours["current"], EXPR_CURRENT);
+    assert_eq!(ours["failed"], EXPR_FAILED);
+}
+
+#[test]
+fn argocd_sync_wave_example_orders_the_rollout_first() {
+    let text = std::fs::read_to_string(repo_root().join("argocd/sync-waves.yaml"))
+        .expect("sync-waves.yaml");
+    let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("yaml document"))
+        .collect();
+    let wave = |o: &Value| -> i64 {
+        o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]
+            .as_str()
+            .and_then(|w| w.parse().ok())
+            .expect("sync-wave")
+    };
+    let twd = docs
+        .iter()
+        .find(|d| d["kind"] == "TemporalWorkerDeployment")
+        .expect("TWD");
+    let parsed: Result<TemporalWorkerDeployment, _> = serde_json::from_value(twd.clone());
+    assert!(
+        parsed.is_ok(),
+        "example TWD does not match the CRD types: {:?}",
+        parsed.err()
+    );
+    let later: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] != "TemporalWorkerDeployment")
+        .collect();
+    assert!(!later.is_empty());
+    assert!(
+        later.iter().all(|d| wave(d) > wave(twd)),
+        "dependent objects must come in a later wave"
+    );
+}
+
+/// `(file, fenced block)` for every `<!-- file: X -->` marker in the doc.
+fn tagged_snippets(doc: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = doc.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if let Some(rest) = lines[i].trim().strip_prefix("<!-- file:") {
+            let file = rest.trim_end_matches("-->").trim().to_string();
+            assert!(
+                lines.get(i + 1).is_some_and(|l| l.starts_with("```")),
+                "marker for {file} is not followed by a fence"
+            );
+            let mut body = String::new();
+            let mut j = i + 2;
+            while j < lines.len() && !lines[j].starts_with("```") {
+                body.push_str(lines[j]);
+                body.push('\n');
+                j += 1;
+            }
+            assert!(j < lines.len(), "unterminated fence for {file}");
+            out.push((file, body));
+            i = j;
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn cd_rollouts_doc_quotes_the_tested_files_verbatim() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/cd-rollouts.md"))
+        .expect("docs/cd-rollouts.md");
+    let snippets = tagged_snippets(&doc);
+    let files: BTreeSet<&str> = snippets.iter().map(|(f, _)| f.as_str()).collect();
+    for want in [
+        "flux/kustomization.yaml",
+        "flux/health-check-exprs.yaml",
+        "flux/helmrelease.yaml",
+        "argocd/argocd-cm.yaml",
+        "argocd/sync-waves.yaml",
+    ] {
+        assert!(
+            files.contains(want),
+            "docs/cd-rollouts.md does not quote {want}"
+        );
+    }
+    for (file, body) in &snippets {
+        let on_disk = std::fs::read_to_string(repo_root().join(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            body == &on_disk,
+            "docs/cd-rollouts.md has drifted from {file}; paste the file again"
+        );
+    }
+    // Configuration blocks must all come from files; only shell commands may stand alone.
+    let mut previous = "";
+    let mut in_fence = false;
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            if !in_fence {
+                let lang = line.trim_start_matches('`').trim();
+                assert!(
+                    lang == "sh" || previous.trim().starts_with("<!-- file:"),
+                    "untagged ```{lang} block in docs/cd-rollouts.md after {previous:?}"
+                );
+            }
+            in_fence = !in_fence;
+        }
+        previous = line;
+    }
+}
+
+#[test]
+fn cd_rollouts_status_table_matches_the_fixtures() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/cd-rollouts.md"))
+        .expect("docs/cd-rollouts.md");
+    let table = doc
+        .split("<!-- status-table -->")
+        .nth(1)
+        .expect("status table marker");
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // header and separator
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    let fixtures = flux_fixtures();
+    assert_eq!(rows.len(), fixtures.len(), "one table row per fixture");
+    for row in rows {
+        let [name, ready, ks, exprs, argo] = row[..] else {
+            panic!("bad row {row:?}")
+        };
+        let obj = load_yaml(&repo_root().join(format!("flux/fixtures/{name}.yaml")));
+        let want_ready = obj["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| {
+                format!(
+                    "`{}` {}",
+                    c["status"].as_str().unwrap_or_default(),
+                    c["reason"].as_str().unwrap_or_default()
+                )
+            })
+            .unwrap_or_else(|| "none".into());
+        assert_eq!(ready, want_ready, "{name}");
+        assert_eq!(ks, kstatus(&obj).0.as_str(), "{name}");
+        assert_eq!(exprs, health_check_exprs(&obj).0.as_str(), "{name}");
+        assert_eq!(argo, argocd_health(&obj).0, "{name}");
+    }
+}

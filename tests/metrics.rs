@@ -1,0 +1,603 @@
+//! Metrics exposition checks: every metric a dashboard queries is exported, rollout-state
+//! series follow the store (no stale series), and `promtool check metrics` finds nothing.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::metrics::{Metrics, openmetrics_to_prometheus_text};
+
+fn twd(ns: &str, name: &str, strategy: &str, status: Value) -> TemporalWorkerDeployment {
+    serde_json::from_value(json!({
+        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
+        "metadata": {"name": name, "namespace": ns, "generation": 2, "uid": format!("uid-{name}"),
+                     "creationTimestamp": "2024-05-01T10:00:00Z"},
+        "spec": {"template": {"spec": {"containers": [{"name": "w", "image": "img:1"}]}},
+                 "rollout": {"strategy": strategy, "steps": if strategy == "Progressive" {
+                     json!([{"rampPercentage": 10, "pauseDuration": "1m"}, {"rampPercentage": 50, "pauseDuration": "1m"}])
+                 } else { json!([]) }},
+                 "workerOptions": {"connectionRef": {"name": "conn"}, "temporalNamespace": "default"}},
+        "status": status,
+    }))
+    .expect("fixture must deserialize")
+}
+
+fn cond(type_: &str, status: &str, reason: &str) -> Value {
+    json!({"type": type_, "status": status, "reason": reason, "message": format!("{type_} {reason}"),
+           "lastTransitionTime": "2024-05-01T11:00:00Z"})
+}
+
+fn fixtures() -> Vec<TemporalWorkerDeployment> {
+    vec![
+        twd(
+            "shop",
+            "orders",
+            "Progressive",
+            json!({
+                "observedGeneration": 2, "versionCount": 3,
+                "targetVersion": {"buildID": "v2", "status": "Ramping", "rampPercentage": 10.0, "currentStep": 0,
+                                  "nextStepAt": "2024-05-01T12:01:00Z"},
+                "currentVersion": {"buildID": "v1", "status": "Current"},
+                "deprecatedVersions": [{"buildID": "v0", "status": "Drained", "drainedSince": "2024-05-01T09:00:00Z"}],
+                "conditions": [cond("Ready", "False", "Ramping"), cond("Progressing", "True", "Ramping")]
+            }),
+        ),
+        twd(
+            "shop",
+            "payments",
+            "AllAtOnce",
+            json!({
+                "observedGeneration": 2, "versionCount": 1,
+                "targetVersion": {"buildID": "p1", "status": "Current"},
+                "currentVersion": {"buildID": "p1", "status": "Current"},
+                "conditions": [cond("Ready", "True", "RolloutComplete"), cond("Progressing", "False", "RolloutComplete")]
+            }),
+        ),
+        twd(
+            "billing",
+            "invoices",
+            "AllAtOnce",
+            json!({
+                "observedGeneration": 1, "versionCount": 0,
+                "conditions": [cond("Ready", "False", "InvalidSpec"), cond("Progressing", "False", "InvalidSpec"),
+                               cond("Stalled", "True", "InvalidSpec")]
+            }),
+        ),
+        twd(
+            "billing",
+            "ledger",
+            "Manual",
+            json!({
+                "observedGeneration": 2, "versionCount": 2,
+                "targetVersion": {"buildID": "l2", "status": "Inactive"},
+                "currentVersion": {"buildID": "l1", "status": "Current"},
+                "conditions": [cond("Ready", "False", "TemporalStateFetchFailed"),
+                               cond("Progressing", "False", "TemporalStateFetchFailed")]
+            }),
+        ),
+    ]
+}
+
+fn store_with(
+    objs: &[TemporalWorkerDeployment],
+) -> (
+    Writer<TemporalWorkerDeployment>,
+    kube::runtime::reflector::Store<TemporalWorkerDeployment>,
+) {
+    let mut writer = Writer::<TemporalWorkerDeployment>::default();
+    let store = writer.as_reader();
+    for o in objs {
+        writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
+    }
+    (writer, store)
+}
+
+/// A metrics instance with every operational family touched at least once.
+fn busy_metrics() -> Arc<Metrics> {
+    let m = Arc::new(Metrics::new());
+    m.reconcile_started().finish("success");
+    m.reconcile_started().finish("error");
+    m.reconcile_error("TemporalStateFetchFailed");
+    m.temporal_rpc("DescribeWorkerDeployment", "OK", Duration::from_millis(12));
+    m.temporal_rpc(
+        "SetWorkerDeploymentRampingVersion",
+        "Unavailable",
+        Duration::from_millis(40),
+    );
+    m.kube_write("create", "deployments", true);
+    m.set_leader(true);
+    m.gate_outcome("completed");
+    m
+}
+
+/// Sample lines `name{labels} value` (comments and EOF dropped).
+fn samples(text: &str) -> Vec<(String, String, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("sample has a value");
+            let (name, labels) = match series.find('{') {
+                Some(i) => (&series[..i], &series[i..]),
+                None => (series, ""),
+            };
+            (
+                name.to_string(),
+                labels.to_string(),
+                value.parse::<f64>().expect("numeric value"),
+            )
+        })
+        .collect()
+}
+
+fn value(text: &str, name: &str, label_fragment: &str) -> Option<f64> {
+    samples(text)
+        .into_iter()
+        .find(|(n, l, _)| n == name && l.contains(label_fragment))
+        .map(|(_, _, v)| v)
+}
+
+const PROM_FUNCTIONS_AND_KEYWORDS: &[&str] = &[
+    "sum",
+    "count",
+    "avg",
+    "max",
+    "min",
+    "by",
+    "without",
+    "rate",
+    "irate",
+    "increase",
+    "histogram_quantile",
+    "time",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "le",
+    "topk",
+    "bottomk",
+    "clamp_min",
+    "clamp_max",
+    "label_replace",
+    "vector",
+    "scalar",
+    "abs",
+    "offset",
+    "changes",
+    "resets",
+    "delta",
+    "deriv",
+    "max_over_time",
+    "min_over_time",
+    "avg_over_time",
+    "last_over_time",
+    "count_over_time",
+    "absent",
+    "sort",
+    "sort_desc",
+    "round",
+    "ceil",
+    "floor",
+    "timestamp",
+    "group",
+];
+
+/// Identifiers in a PromQL expression that name metrics: strip strings, label matchers,
+/// `by (...)` lists, ranges and template variables, then keep identifiers that are not
+/// functions or keywords.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut cleaned = String::new();
+    let mut chars = expr.chars().peekable();
+    let mut depth_brace = 0;
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                for d in chars.by_ref() {
+                    if d == '"' {
+                        break;
+                    }
+                }
+                cleaned.push(' ');
+            }
+            '{' => {
+                depth_brace += 1;
+                cleaned.push(' ');
+            }
+            '}' => {
+                depth_brace -= 1;
+                cleaned.push(' ');
+            }
+            '[' => {
+                for d in chars.by_ref() {
+                    if d == ']' {
+                        break;
+                    }
+                }
+                cleaned.push(' ');
+            }
+            '$' => {
+                while chars
+                    .peek()
+                    .is_some_and(|d| d.is_alphanumeric() || *d == '_')
+                {
+                    chars.next();
+                }
+                cleaned.push(' ');
+            }
+            _ if depth_brace > 0 => {}
+            _ => cleaned.push(c),
+        }
+    }
+    // Label lists after by/without/on/ignoring/group_left/group_right are not metrics.
+    let mut out = BTreeSet::new();
+    let tokens: Vec<&str> = cleaned
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '(' || c == ')'))
+        .flat_map(|t| t.split_inclusive(['(', ')']))
+        .collect();
+    let mut in_label_list = false;
+    let mut prev_kw = false;
+    for tok in tokens {
+        let word = tok.trim_end_matches(['(', ')']);
+        if tok == "(" && prev_kw {
+            in_label_list = true;
+            prev_kw = false;
+            continue;
+        }
+        if in_label_list {
+            if tok.ends_with(')') {
+                in_label_list = false;
+            }
+            continue;
+        }
+        prev_kw = matches!(
+            word,
+            "by" | "without" | "on" | "ignoring" | "group_left" | "group_right"
+        );
+        if prev_kw && tok.ends_with('(') {
+            in_label_list = true;
+            prev_kw = false;
+            continue;
+        }
+        if word.is_empty()
+            || word.chars().next().is_some_and(|c| c.is_ascii_digit())
+            || PROM_FUNCTIONS_AND_KEYWORDS.contains(&word)
+        {
+            continue;
+        }
+        out.insert(word.to_string());
+    }
+    out
+}
+
+fn collect_exprs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, val) in map {
+                if k == "expr" {
+                    if let Value::String(s) = val {
+                        out.push(s.clone());
+                    }
+                } else {
+                    collect_exprs(val, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| collect_exprs(i, out)),
+        _ => {}
+    }
+}
+
+/// Metric names used by `label_values(metric{...}, label)` template variables.
+fn template_metrics(dashboard: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for var in dashboard["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let query = var["query"]["query"]
+            .as_str()
+            .or_else(|| var["query"].as_str())
+            .unwrap_or_default();
+        if let Some(rest) = query.strip_prefix("label_values(") {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// PromQL syntax check: every expression (Grafana variables substituted) goes into a rules
+/// file that `promtool check rules` parses.
+fn promtool_check_exprs(file: &str, exprs: &[String]) {
+    let rules: Vec<Value> = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let e = e
+                .replace("$__rate_interval", "5m")
+                .replace("$__range", "1h")
+                .replace("$namespace", "default")
+                .replace("$name", "example");
+            json!({"record": format!("dashboard:expr_{i}"), "expr": e})
+        })
+        .collect();
+    let doc = json!({"groups": [{"name": file, "rules": rules}]});
+    let path = std::env::temp_dir().join(format!(
+        "twc-dashboard-rules-{}-{file}.yaml",
+        std::process::id()
+    ));
+    // JSON is valid YAML.
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))
+        .expect("write rules file");
+    let out = std::process::Command::new("promtool")
+        .arg("check")
+        .arg("rules")
+        .arg(&path)
+        .output()
+        .expect("run promtool");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{file}: invalid PromQL:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn dashboard(name: &str) -> Value {
+    let path = format!("{}/dashboards/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
+}
+
+#[test]
+fn metric_name_extraction_works() {
+    let names = metric_names(
+        r#"histogram_quantile(0.99, sum by (le) (rate(foo_bucket{job="x", a=~"$ns"}[$__rate_interval]))) / on (namespace) group_left(name) bar_info"#,
+    );
+    assert_eq!(
+        names,
+        BTreeSet::from(["bar_info".to_string(), "foo_bucket".to_string()])
+    );
+}
+
+#[test]
+fn promql_syntax_check_rejects_garbage() {
+    let bad = std::panic::catch_unwind(|| {
+        promtool_check_exprs("bad.json", &["sum(rate(foo[5m])".to_string()])
+    });
+    assert!(bad.is_err(), "an unbalanced expression must be reported");
+}
+
+#[test]
+fn detail_dashboard_is_parameterised() {
+    let board = dashboard("rollout-detail.json");
+    let names: Vec<&str> = board["templating"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"namespace") && names.contains(&"name"),
+        "{names:?}"
+    );
+    assert_eq!(template_metrics(&board).len(), 2);
+    let mut exprs = Vec::new();
+    collect_exprs(&board, &mut exprs);
+    for e in exprs {
+        assert!(
+            e.contains(r#"namespace="$namespace""#) && e.contains(r#"name="$name""#),
+            "unscoped query {e:?}"
+        );
+    }
+}
+
+#[test]
+fn every_dashboard_metric_is_exported() {
+    let (_w, store) = store_with(&fixtures());
+    let text = busy_metrics().encode(&store);
+    let exported: BTreeSet<String> = samples(&text).into_iter().map(|(n, _, _)| n).collect();
+    for file in ["fleet-overview.json", "rollout-detail.json"] {
+        let board = dashboard(file);
+        let mut exprs = Vec::new();
+        collect_exprs(&board, &mut exprs);
+        assert!(
+            exprs.len() >= 5,
+            "{file}: expected several queries, found {}",
+            exprs.len()
+        );
+        for name in template_metrics(&board) {
+            assert!(
+                exported.contains(&name),
+                "{file}: template variable uses {name}, which is not exported"
+            );
+        }
+        promtool_check_exprs(file, &exprs);
+        for expr in exprs {
+            let names = metric_names(&expr);
+            assert!(!names.is_empty(), "{file}: no metric found in {expr:?}");
+            for name in names {
+                assert!(
+                    exported.contains(&name),
+                    "{file}: {name} (in {expr:?}) is not exported; exported: {exported:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn rollout_state_follows_the_store() {
+    let objs = fixtures();
+    let (mut writer, store) = store_with(&objs);
+    let m = Metrics::new();
+    let now: jiff::Timestamp = "2024-05-01T12:00:00Z".parse().expect("timestamp");
+    let text = m.encode_at(&store, now);
+    let p = "temporal_worker_controller_";
+
+    let orders = r#"namespace="shop",name="orders""#;
+    assert_eq!(
+        value(&text, &format!("{p}rollout_ramp_ratio"), orders),
+        Some(0.1)
+    );
+    assert_eq!(value(&text, &format!("{p}rollout_step"), orders), Some(0.0));
+    assert_eq!(
+        value(&text, &format!("{p}rollout_configured_steps"), orders),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("{p}rollout_next_step_timestamp_seconds"),
+            orders
+        ),
+        Some(1_714_564_860.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollout_time_in_phase_seconds"), orders),
+        Some(3600.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollout_ready"), orders),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("{p}rollout_versions"),
+            r#"namespace="shop",name="orders",status="Drained""#
+        ),
+        Some(1.0)
+    );
+    // Statuses without versions are left out rather than reported as 0.
+    assert_eq!(
+        value(
+            &text,
+            &format!("{p}rollout_versions"),
+            r#"namespace="shop",name="orders",status="Inactive""#
+        ),
+        None
+    );
+    assert!(text.contains(
+        r#"temporal_worker_controller_rollout_info{namespace="shop",name="orders",strategy="Progressive",phase="Progressing",reason="Ramping",target_build="v2",current_build="v1"} 1"#
+    ), "{text}");
+
+    let payments = r#"namespace="shop",name="payments""#;
+    assert_eq!(
+        value(&text, &format!("{p}rollout_ramp_ratio"), payments),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollout_ready"), payments),
+        Some(1.0)
+    );
+    // Target and current are the same version: counted once.
+    assert_eq!(
+        value(
+            &text,
+            &format!("{p}rollout_versions"),
+            r#"namespace="shop",name="payments",status="Current""#
+        ),
+        Some(1.0)
+    );
+
+    let invoices = r#"namespace="billing",name="invoices""#;
+    assert_eq!(
+        value(&text, &format!("{p}rollout_stalled"), invoices),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!("{p}rollout_observed_generation_lag"),
+            invoices
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollouts"), r#"phase="Blocked""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollouts"), r#"phase="Stalled""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollouts"), r#"phase="Completed""#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, &format!("{p}rollouts"), r#"phase="Progressing""#),
+        Some(1.0)
+    );
+    // Histograms never carry object identity or build IDs.
+    for (name, labels, _) in samples(&text) {
+        if name.ends_with("_bucket") || name.ends_with("_sum") || name.ends_with("_count") {
+            assert!(
+                !labels.contains("namespace=") && !labels.contains("build"),
+                "{name}{labels}"
+            );
+        }
+    }
+
+    // Deleting an object removes its series at the next scrape.
+    writer.apply_watcher_event(&watcher::Event::Delete(objs[0].clone()));
+    let text = m.encode_at(&store, now);
+    assert!(
+        !text.contains(r#"name="orders""#),
+        "stale series for a deleted TWD:\n{text}"
+    );
+    assert!(text.contains(r#"name="payments""#));
+}
+
+/// promtool lints the Prometheus text format (0.0.4) only, which `/metrics` serves to
+/// clients that do not ask for OpenMetrics; it is the same exposition with 0.0.4 metadata.
+#[test]
+fn promtool_finds_no_problems() {
+    let (_w, store) = store_with(&fixtures());
+    let m = busy_metrics();
+    let openmetrics = m.encode(&store);
+    let text = openmetrics_to_prometheus_text(&openmetrics);
+    // Same samples in both encodings; only metadata lines differ.
+    assert_eq!(samples(&openmetrics), samples(&text));
+    assert!(
+        m.encode_prometheus_text(&store)
+            .contains("# TYPE temporal_worker_controller_reconcile_total counter")
+    );
+    assert!(openmetrics.ends_with("# EOF\n"));
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool must be installed (Debian package prometheus)");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(text.as_bytes()).expect("write to promtool");
+    }
+    let out = child.wait_with_output().expect("promtool output");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "promtool check metrics:\n{report}\n---\n{text}"
+    );
+}
