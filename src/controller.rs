@@ -424,7 +424,7 @@ impl Reconciler<'_> {
         obj.status = Some(status);
         let res = self
             .twd_api()
-            .replace_status(&self.name, &PostParams::default(), serde_json::to_vec(&obj)?)
+            .replace_status(&self.name, &PostParams::default(), &obj)
             .await;
         self.ctx.metrics.kube_write("update", "temporalworkerdeployments/status", res.is_ok());
         let updated = res?;

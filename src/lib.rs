@@ -9,12 +9,17 @@
 pub mod api;
 pub mod build_id;
 pub mod cli_status;
+pub mod controller;
 pub mod crdgen;
+pub mod error;
+pub mod events;
+pub mod executor;
 pub mod http;
 pub mod metrics;
 pub mod milestones;
+pub mod observe;
 pub mod planner;
 pub mod render;
+pub mod run;
 pub mod status;
 pub mod temporal;
-// LEAD-PENDING (added once their dependencies land): cli_status controller error events executor http metrics milestones observe run status

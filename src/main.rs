@@ -1,3 +1,139 @@
-fn main() {
-    print!("{}", temporal_worker_controller::crdgen::all_yaml());
+//! CLI entry point: parses flags and hands over to the library.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use temporal_worker_controller::{api, cli_status, run};
+
+#[derive(Parser)]
+#[command(name = "temporal-worker-controller", version, about = "Runs Temporal workers as rainbow deployments")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller against the cluster from KUBECONFIG / in-cluster config.
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions as YAML.
+    Crds,
+    /// Print a human summary of rollouts.
+    Status {
+        /// Namespace (default: all).
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// One rollout's name.
+        name: Option<String>,
+        /// Read from the controller's status API instead of the Kubernetes API.
+        #[arg(long)]
+        api_url: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Address for /metrics, /healthz, /readyz and the status API.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    http_addr: SocketAddr,
+    /// Use a Lease so that only one replica acts at a time.
+    #[arg(long)]
+    leader_elect: bool,
+    #[arg(long, default_value = "temporal-worker-controller")]
+    lease_name: String,
+    /// Namespace of the Lease (default: POD_NAMESPACE, else the client's default namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Comma-separated namespaces to watch (default: all).
+    #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
+    /// Identity used for Temporal writes and as routing manager identity.
+    #[arg(long, env = "CONTROLLER_IDENTITY", default_value = "temporal-worker-controller")]
+    identity: String,
+    /// Re-check interval for rollouts with nothing pending (Go duration).
+    #[arg(long, default_value = "60s")]
+    idle_interval: String,
+    /// Poll interval while waiting for pollers or gate workflows (Go duration).
+    #[arg(long, default_value = "500ms")]
+    fast_poll: String,
+    #[arg(long, env = "CONTROLLER_MAX_DEPLOYMENT_VERSIONS_INELIGIBLE_FOR_DELETION", default_value_t = 75)]
+    max_versions_ineligible_for_deletion: usize,
+    /// A target that was Current within this window is promoted at once (Go duration).
+    #[arg(long, default_value = "1h")]
+    rollback_window: String,
+    /// Log format: text or json.
+    #[arg(long, default_value = "text")]
+    log_format: String,
+    #[arg(long, env = "POD_NAME")]
+    pod_name: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crds => {
+            print!("{}", temporal_worker_controller::crdgen::all_yaml());
+            ExitCode::SUCCESS
+        }
+        Command::Status { namespace, name, api_url } => block_on(async move {
+            cli_status::run(cli_status::StatusArgs { namespace, name, api_url }).await.map_err(|e| e.to_string())
+        }),
+        Command::Run(args) => {
+            init_tracing(&args.log_format);
+            block_on(run_controller(args))
+        }
+    }
+}
+
+fn block_on(fut: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn run_controller(args: RunArgs) -> Result<(), String> {
+    let duration = |s: &str, flag: &str| api::duration::parse(s).map_err(|e| format!("--{flag}: {e}"));
+    let opts = run::RunOptions {
+        http_addr: args.http_addr,
+        leader_elect: args.leader_elect,
+        lease_name: args.lease_name,
+        lease_namespace: args.lease_namespace,
+        watch_namespaces: args.watch_namespaces.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        identity: args.identity,
+        idle_interval: duration(&args.idle_interval, "idle-interval")?,
+        fast_poll: duration(&args.fast_poll, "fast-poll")?,
+        max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
+        rollback_window: duration(&args.rollback_window, "rollback-window")?,
+        pod_name: args.pod_name,
+    };
+    let client = kube::Client::try_default().await.map_err(|e| format!("building Kubernetes client: {e}"))?;
+    let running = run::start(client, opts).await.map_err(|e| e.to_string())?;
+    tracing::info!(addr = %running.http_addr, "controller started");
+    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
+    tracing::info!("shutting down");
+    running.stop().await;
+    Ok(())
 }
