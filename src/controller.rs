@@ -30,6 +30,12 @@ use crate::planner::{self, model::PlanInput, model::RoutingChange};
 use crate::status::{self, Blocked, Report};
 use crate::temporal::{self, ClientPool, ConnectionKey, TemporalClient};
 
+/// How often finalizer cleanup retries while Temporal still remembers pollers.
+const CLEANUP_RETRY: Duration = Duration::from_secs(5);
+/// After this long in deletion, the finalizer is released even if Temporal cleanup failed
+/// (twice Temporal's default PollerHistoryTTL plus slack).
+const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(15 * 60);
+
 /// Runtime settings (from flags).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -441,6 +447,9 @@ impl Reconciler<'_> {
         let twd = &*self.twd;
         let conn_name = &twd.spec.worker_options.connection_ref.name;
         let conn_api: Api<TemporalConnection> = Api::namespaced(ctx.client.clone(), &self.ns);
+        // Stop the workers first: Temporal refuses to delete versions that still have pollers,
+        // and garbage collection would only remove the Deployments after this finalizer is gone.
+        self.delete_owned_deployments().await?;
         match conn_api.get_opt(conn_name).await? {
             Some(connection) => {
                 let mode = connection.spec.auth_mode();
@@ -457,11 +466,33 @@ impl Reconciler<'_> {
                 }
                 .await;
                 if let Err(message) = cleaned {
-                    // Keep the finalizer and retry: Temporal would otherwise keep a stale deployment.
-                    warn!(%message, "Temporal cleanup failed; retrying");
-                    let blocked = Blocked { reason: reason::DELETING, message: format!("cleaning up Temporal state: {message}"), stalled: false };
-                    self.write_blocked(blocked).await.ok();
-                    return Ok(Action::requeue(self.ctx.backoff(&self.key())));
+                    let deleting_for = twd
+                        .meta()
+                        .deletion_timestamp
+                        .as_ref()
+                        .map(|t| Timestamp::now().duration_since(t.0).unsigned_abs())
+                        .unwrap_or_default();
+                    if deleting_for < CLEANUP_GIVE_UP_AFTER {
+                        // Keep the finalizer and retry: Temporal would otherwise keep a stale
+                        // deployment. Stopped workers stay "pollers" for matching.PollerHistoryTTL.
+                        info!(%message, "Temporal cleanup not finished; retrying");
+                        let blocked = Blocked {
+                            reason: reason::DELETING,
+                            message: format!("cleaning up Temporal state (workers stopped; Temporal forgets their pollers after matching.PollerHistoryTTL, 5m by default): {message}"),
+                            stalled: false,
+                        };
+                        self.write_blocked(blocked).await.ok();
+                        return Ok(Action::requeue(CLEANUP_RETRY));
+                    }
+                    // Never hang deletion forever: leave Temporal state behind, loudly.
+                    self.ctx
+                        .events
+                        .warning(
+                            twd,
+                            events::CLEANUP_ABANDONED,
+                            format!("gave up cleaning worker deployment {:?} in Temporal after {}s: {message}", twd.temporal_deployment_name(), deleting_for.as_secs()),
+                        )
+                        .await;
                 }
                 self.release_connection(&conn_api, &connection).await?;
             }
@@ -479,6 +510,23 @@ impl Reconciler<'_> {
         }
         self.ctx.reset_backoff(&self.key());
         Ok(Action::await_change())
+    }
+
+    async fn delete_owned_deployments(&self) -> Result<()> {
+        let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        for d in observe::owned_deployments(&self.ctx.client, &self.twd).await? {
+            if d.deleting {
+                continue;
+            }
+            let res = api.delete(&d.name, &kube::api::DeleteParams::background()).await;
+            self.ctx.metrics.kube_write("delete", "deployments", res.is_ok());
+            match res {
+                Ok(_) => self.ctx.events.normal(&self.twd, events::VERSION_DELETED, format!("Deleted Deployment {} of build ID {} (TemporalWorkerDeployment deleted)", d.name, d.build_id)).await,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     async fn release_connection(&self, api: &Api<TemporalConnection>, conn: &TemporalConnection) -> Result<()> {

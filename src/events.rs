@@ -22,6 +22,8 @@ pub const VERSION_DELETED: &str = "VersionDeleted";
 pub const VERSION_UPDATED: &str = "VersionUpdated";
 pub const GATE_STARTED: &str = "GateWorkflowStarted";
 pub const RAMP_CLEARED: &str = "RampCleared";
+// Warning reasons that are not condition reasons.
+pub const CLEANUP_ABANDONED: &str = "TemporalCleanupAbandoned";
 
 #[derive(Clone)]
 pub struct EventSink {

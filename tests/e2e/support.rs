@@ -249,7 +249,7 @@ pub fn target_build(twd: &TemporalWorkerDeployment) -> Option<String> {
 }
 
 pub fn current_build(twd: &TemporalWorkerDeployment) -> Option<String> {
-    twd.status.as_ref()?.current_version.as_ref().map(|t| t.version.build_id.clone())
+    twd.status.as_ref()?.current_version.as_ref().map(|t| t.build_id.clone())
 }
 
 pub fn env_of(d: &Deployment) -> BTreeMap<String, String> {
@@ -273,4 +273,121 @@ fn merge(base: &mut Value, patch: Value) {
         }
         (b, p) => *b = p,
     }
+}
+
+/// One sample of everything a rollout test asserts on.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub at: Instant,
+    /// The TWD as JSON (what kstatus/ArgoCD see).
+    pub twd: Value,
+    pub temporal: temporal_worker_controller::temporal::state::WorkerDeploymentState,
+    /// Running workers per versioned Deployment name (emulator only; empty on a real cluster).
+    pub workers: BTreeMap<String, usize>,
+}
+
+/// Samples a TWD, its Temporal worker deployment and the workers every ~100 ms in the
+/// background until dropped or stopped.
+pub struct Recorder {
+    samples: Arc<std::sync::Mutex<Vec<Sample>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Case {
+    pub async fn record(&self, twd: &str) -> Result<Recorder> {
+        let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out = samples.clone();
+        let twds = self.twds();
+        let deployments = self.deployments();
+        let temporal = self.temporal().await?;
+        let name = twd.to_string();
+        let dep_name = self.temporal_deployment_name(twd);
+        let env = self.env.clone();
+        let ns = self.ns.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                // TWD first: anything its status claims happened before Temporal is read.
+                let obj = twds.get_opt(&name).await;
+                let state = temporal.describe_deployment(&dep_name).await;
+                let deps = deployments
+                    .list(&kube::api::ListParams::default().labels(&format!(
+                        "{}={}",
+                        temporal_worker_controller::api::LABEL_DEPLOYMENT_NAME,
+                        temporal_worker_controller::render::label_value(&name)
+                    )))
+                    .await;
+                if let (Ok(state), Ok(Some(obj)), Ok(deps)) = (state, obj, deps) {
+                    let workers = match &env.kubelet {
+                        Some(k) => deps
+                            .items
+                            .iter()
+                            .filter_map(|d| d.metadata.name.clone())
+                            .map(|d| {
+                                let n = k.running_workers(&ns, &d);
+                                (d, n)
+                            })
+                            .collect(),
+                        None => BTreeMap::new(),
+                    };
+                    let sample = Sample {
+                        at: Instant::now(),
+                        twd: serde_json::to_value(&obj).unwrap_or(Value::Null),
+                        temporal: state,
+                        workers,
+                    };
+                    out.lock().expect("samples").push(sample);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        });
+        Ok(Recorder { samples, task })
+    }
+}
+
+impl Recorder {
+    pub fn samples(&self) -> Vec<Sample> {
+        self.samples.lock().expect("samples").clone()
+    }
+
+    pub fn stop(self) -> Vec<Sample> {
+        self.task.abort();
+        self.samples()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Waits until `f` returns `Some`, polling every 100 ms.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut last_err = None;
+    loop {
+        match f().await {
+            Ok(Some(v)) => return Ok(v),
+            Ok(None) => {}
+            Err(e) => last_err = Some(e),
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what} (last error: {last_err:?})");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Name of the versioned Deployment of `build` (same rule as the controller).
+pub fn deployment_of(twd: &str, build: &str) -> String {
+    temporal_worker_controller::build_id::deployment_name(twd, build)
+}
+
+pub fn is_ready(twd: &TemporalWorkerDeployment) -> bool {
+    condition_is(twd, "Ready", "True", "RolloutComplete")
+        && twd.status.as_ref().and_then(|s| s.observed_generation) == twd.metadata.generation
 }

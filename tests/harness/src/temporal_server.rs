@@ -48,9 +48,13 @@ exit "$status""#;
 
 /// Dynamic config that makes a drained version show as DRAINED about 1 s after its last pinned
 /// workflow closes, instead of the default 3 minutes (temporal-facts §4).
-const FAST_DRAINAGE: [&str; 2] = [
+/// `PollerHistoryTTL` is shortened too: Temporal refuses to delete a version (and so a worker
+/// deployment) while it remembers pollers for it, 5 minutes by default after the last poll.
+/// Routing calls are unaffected: their "no pollers" check means "never registered".
+const FAST_DRAINAGE: [&str; 3] = [
     r#"matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s""#,
     r#"matching.wv.VersionDrainageStatusRefreshInterval="1s""#,
+    r#"matching.PollerHistoryTTL="1s""#,
 ];
 
 /// A running `temporal server start-dev --headless` child process, killed on drop.

@@ -1,0 +1,17 @@
+//! End-to-end suite: the controller in-process against the Kubernetes API emulator (or a real
+//! cluster given `TWC_E2E_KUBECONFIG`), a real Temporal dev server and real versioned workers
+//! started by the kubelet stand-in. Each test owns a Kubernetes namespace and a Temporal
+//! namespace, so tests run in parallel against one shared environment.
+
+#[path = "gitops_support/mod.rs"]
+#[allow(dead_code)]
+mod gitops_support;
+
+#[path = "e2e/support.rs"]
+mod support;
+
+#[path = "e2e/rollout.rs"]
+mod rollout;
+
+#[path = "e2e/inputs.rs"]
+mod inputs;
