@@ -36,6 +36,25 @@ const CLEANUP_RETRY: Duration = Duration::from_secs(5);
 /// (twice Temporal's default PollerHistoryTTL plus slack).
 const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(15 * 60);
 
+/// Retry delay after a status write lost a race with the watch cache.
+const STALE_RETRY: Duration = Duration::from_millis(200);
+
+/// Rate-limited reads retry quietly this many times before the status says so.
+const THROTTLE_REPORT_AFTER: u32 = 5;
+
+/// 0.5 s, 1 s, 2 s … capped at 30 s, plus up to 50 % jitter so that many TWDs throttled
+/// together do not retry in lockstep.
+fn throttle_delay(attempt: u32) -> Duration {
+    let base = (0.5 * 2f64.powi((attempt.saturating_sub(1)).min(6) as i32)).min(30.0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let jitter = f64::from(nanos % 1000) / 1000.0 * 0.5;
+    Duration::from_secs_f64(base * (1.0 + jitter))
+}
+
+fn is_conflict(e: &Error) -> bool {
+    matches!(e, Error::Kube(kube::Error::Api(s)) if s.code == 409)
+}
+
 /// Runtime settings (from flags).
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -64,6 +83,8 @@ pub struct Context {
     pub leader: watch::Receiver<bool>,
     /// Consecutive failures per object, for backoff on transient errors.
     failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+    /// Consecutive rate-limited Temporal reads per object.
+    throttled: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
 }
 
 impl Context {
@@ -76,7 +97,7 @@ impl Context {
         feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
         leader: watch::Receiver<bool>,
     ) -> Self {
-        Self { client, pool, settings, events, metrics, feed, leader, failures: Mutex::new(HashMap::new()) }
+        Self { client, pool, settings, events, metrics, feed, leader, failures: Mutex::new(HashMap::new()), throttled: Mutex::new(HashMap::new()) }
     }
 
     fn backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> Duration {
@@ -90,6 +111,18 @@ impl Context {
 
     fn reset_backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
         self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+
+    /// Consecutive rate-limited state fetches of this object, including this one.
+    fn bump_throttled(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> u32 {
+        let mut t = self.throttled.lock().unwrap_or_else(|p| p.into_inner());
+        let n = t.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    fn reset_throttled(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
+        self.throttled.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
     }
 }
 
@@ -171,8 +204,10 @@ struct Reconciler<'a> {
 /// How a reconcile that could not plan ends.
 struct Stop {
     blocked: Blocked,
-    /// Evict the pooled Temporal client (auth errors).
     action: Action,
+    /// Transient (rate limiting): retry without touching the status, so a finished rollout
+    /// does not flap Ready for GitOps tools. Reported once it persists.
+    quiet: bool,
 }
 
 impl Reconciler<'_> {
@@ -193,11 +228,15 @@ impl Reconciler<'_> {
         }
         match self.plan_and_execute().await {
             Ok(action) => Ok(action),
-            Err(stop) => {
-                let Stop { blocked, action } = stop;
-                self.write_blocked(blocked).await?;
+            Err(Stop { action, quiet: true, blocked }) => {
+                tracing::debug!(reason = blocked.reason, message = %blocked.message, "transient; retrying");
                 Ok(action)
             }
+            Err(Stop { blocked, action, quiet: false }) => match self.write_blocked(blocked).await {
+                Ok(()) => Ok(action),
+                Err(e) if is_conflict(&e) => Ok(Action::requeue(STALE_RETRY)),
+                Err(e) => Err(e),
+            },
         }
     }
 
@@ -217,7 +256,7 @@ impl Reconciler<'_> {
             None if stalled => Action::await_change(),
             None => Action::requeue(self.ctx.backoff(&self.key())),
         };
-        Stop { blocked: Blocked { reason, message, stalled }, action }
+        Stop { blocked: Blocked { reason, message, stalled }, action, quiet: false }
     }
 
     async fn plan_and_execute(&self) -> Result<Action, Stop> {
@@ -277,9 +316,23 @@ impl Reconciler<'_> {
                 if e.is_auth() {
                     ctx.pool.evict(&key, temporal_ns);
                 }
+                if e.is_resource_exhausted() {
+                    // Temporal limits reads per worker deployment and namespace: back off with
+                    // jitter; only a persistent limit is worth a condition.
+                    let attempts = ctx.bump_throttled(&self.key());
+                    let mut stop = self.blocked(
+                        reason::STATE_FETCH_FAILED,
+                        format!("rate limited by Temporal describing worker deployment {deployment_name:?} ({attempts} attempts): {e}"),
+                        false,
+                        Some(throttle_delay(attempts)),
+                    );
+                    stop.quiet = attempts < THROTTLE_REPORT_AFTER;
+                    return Err(stop);
+                }
                 return Err(self.blocked(reason::STATE_FETCH_FAILED, format!("describing worker deployment {deployment_name:?}: {e}"), false, None));
             }
         };
+        ctx.reset_throttled(&self.key());
         let temporal_facts = observe::target_facts(&client, &deployment_name, &desired, &state)
             .await
             .map_err(|e| self.blocked(reason::STATE_FETCH_FAILED, format!("describing target version: {e}"), false, None))?;
@@ -327,13 +380,27 @@ impl Reconciler<'_> {
         };
         let report = Report::Planned { input: &input, plan: &plan, routed: executed.routed(), outcome: outcome.clone() };
         let new_status = status::compute(twd.status.as_ref(), twd.metadata.generation.unwrap_or_default(), &report, Timestamp::now());
-        if let Err(b) = &outcome {
-            self.warn_on_transition(b).await;
+        // One Warning per transition into any blocking verdict: execution failures and
+        // planned ones alike (failed gate, too many versions, routing managed elsewhere).
+        if let Some(p) = new_status.conditions.iter().find(|c| c.type_ == reason::PROGRESSING)
+            && p.status == "False"
+            && p.reason != reason::ROLLOUT_COMPLETE
+        {
+            self.warn_if_new(&p.reason, &p.message).await;
         }
-        self.write_status(new_status).await.map_err(|e| Stop {
-            blocked: Blocked { reason: reason::PLAN_EXECUTION_FAILED, message: format!("writing status: {e}"), stalled: false },
-            action: Action::requeue(Duration::from_secs(1)),
-        })?;
+        match self.write_status(new_status).await {
+            Ok(()) => {}
+            // Reconciled from a cached object older than our last write: the plan was
+            // idempotent, so just look again with the fresh object.
+            Err(e) if is_conflict(&e) => return Ok(Action::requeue(STALE_RETRY)),
+            Err(e) => {
+                return Err(Stop {
+                    blocked: Blocked { reason: reason::PLAN_EXECUTION_FAILED, message: format!("writing status: {e}"), stalled: false },
+                    action: Action::requeue(Duration::from_secs(1)),
+                    quiet: false,
+                });
+            }
+        }
 
         let action = match &executed.failure {
             Some(f) if f.conflict => Action::requeue(ctx.settings.fast_poll),
@@ -400,14 +467,18 @@ impl Reconciler<'_> {
 
     /// One Warning event per transition into a blocking reason (no storms on retries).
     async fn warn_on_transition(&self, blocked: &Blocked) {
+        self.warn_if_new(blocked.reason, &blocked.message).await;
+    }
+
+    async fn warn_if_new(&self, new_reason: &str, message: &str) {
         let previous = self
             .twd
             .status
             .as_ref()
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::PROGRESSING))
-            .map(|c| (c.reason.clone(), c.message.clone()));
-        if previous.as_ref().map(|(r, _)| r.as_str()) != Some(blocked.reason) {
-            self.ctx.events.warning(&self.twd, blocked.reason, blocked.message.clone()).await;
+            .map(|c| c.reason.as_str());
+        if previous != Some(new_reason) {
+            self.ctx.events.warning(&self.twd, new_reason, message.to_string()).await;
         }
     }
 

@@ -15,3 +15,6 @@ mod rollout;
 
 #[path = "e2e/inputs.rs"]
 mod inputs;
+
+#[path = "e2e/lifecycle.rs"]
+mod lifecycle;

@@ -25,17 +25,32 @@ async fn deploy_first(c: &Case, name: &str) -> Result<String> {
     current_build(&twd).context("Ready without a current version")
 }
 
+/// Describe, retrying briefly: Temporal answers ResourceExhausted for a moment after writes.
+async fn describe_soon(
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    deployment: &str,
+) -> Result<temporal_worker_controller::temporal::state::WorkerDeploymentState> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    loop {
+        match temporal.describe_deployment(deployment).await {
+            Ok(s) => return Ok(s),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 fn build_of_spec(twd: &TemporalWorkerDeployment) -> String {
     temporal_worker_controller::build_id::compute(&twd.spec.template, twd.spec.worker_options.custom_build_id.as_deref())
         .expect("valid template")
 }
 
-/// Invariants that hold in every sample of every rollout:
+/// Invariants that hold throughout every rollout:
 /// - Temporal never routes new work (Current) to a version without running workers;
 /// - a status that claims to have observed the current generation describes that
 ///   generation's build;
 /// - kstatus and the ArgoCD health script never call an unobserved generation done.
-fn check_invariants(samples: &[Sample]) -> Result<()> {
+fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
     for s in samples {
         let twd: TemporalWorkerDeployment = serde_json::from_value(s.twd.clone())?;
         if let Some(current) = &s.temporal.routing.current_build_id
@@ -44,6 +59,9 @@ fn check_invariants(samples: &[Sample]) -> Result<()> {
             let dep = deployment_of(&twd.metadata.name.clone().unwrap_or_default(), current);
             ensure!(s.workers.get(&dep).copied().unwrap_or(0) > 0, "Temporal routes to {current} but {dep} has no running workers");
         }
+    }
+    for v in history {
+        let twd: TemporalWorkerDeployment = serde_json::from_value(v.clone())?;
         let observed = twd.status.as_ref().and_then(|st| st.observed_generation);
         if observed == twd.metadata.generation {
             ensure!(
@@ -53,20 +71,21 @@ fn check_invariants(samples: &[Sample]) -> Result<()> {
                 build_of_spec(&twd)
             );
         } else if twd.status.is_some() {
-            let (k, msg) = gitops_support::kstatus(&s.twd);
+            let (k, msg) = gitops_support::kstatus(v);
             ensure!(k != Status::Current, "kstatus Current for an unobserved generation: {msg}");
-            let (health, msg) = gitops_support::argocd_health(&s.twd);
+            let (health, msg) = gitops_support::argocd_health(v);
             ensure!(health != "Healthy", "ArgoCD Healthy for an unobserved generation: {msg}");
         }
     }
     Ok(())
 }
 
-/// kstatus results of the samples, consecutive duplicates removed.
-fn kstatus_walk(samples: &[Sample]) -> Vec<Status> {
+/// kstatus results of every TWD version the controller wrote a status for, consecutive
+/// duplicates removed (kstatus calls an object without any status Current).
+fn kstatus_walk(history: &[Value]) -> Vec<Status> {
     let mut walk: Vec<Status> = Vec::new();
-    for s in samples {
-        let (k, _) = gitops_support::kstatus(&s.twd);
+    for v in history.iter().filter(|v| !v["status"].is_null()) {
+        let (k, _) = gitops_support::kstatus(v);
         if walk.last() != Some(&k) {
             walk.push(k);
         }
@@ -121,8 +140,8 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     })
     .await?;
 
-    let samples = rec.stop();
-    check_invariants(&samples)?;
+    let (samples, history) = rec.finish().await?;
+    check_invariants(&samples, &history)?;
     // Before Temporal routed to v1, no sample said Ready.
     for s in &samples {
         let t: TemporalWorkerDeployment = serde_json::from_value(s.twd.clone())?;
@@ -130,7 +149,7 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
             ensure!(s.temporal.routing.current_build_id.is_some(), "Ready=True while Temporal had no current version");
         }
     }
-    let walk = kstatus_walk(&samples);
+    let walk = kstatus_walk(&history);
     ensure!(walk.last() == Some(&Status::Current), "kstatus walk {walk:?}");
     ensure!(walk.contains(&Status::InProgress), "kstatus walk {walk:?}");
     ensure!(!walk.contains(&Status::Failed), "kstatus walk {walk:?}");
@@ -142,48 +161,66 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     let c = case("prog").await?;
     let v1 = deploy_first(&c, "billing").await?;
     let rec = c.record("billing").await?;
-    c.apply_twd("billing", "v2", progressive(&[(25, "3s"), (50, "3s")]), json!({})).await?;
-    let twd = c
-        .wait_twd("billing", "v2 Current", T, |t| is_ready(t) && current_build(t).is_some_and(|b| b != v1))
-        .await?;
-    let v2 = current_build(&twd).context("current")?;
-    let samples = rec.samples();
+    c.apply_twd("billing", "v2", progressive(&[(25, "4s"), (50, "4s")]), json!({})).await?;
+    let temporal = c.temporal().await?;
+    let dep_name = c.temporal_deployment_name("billing");
+    // While each step runs, Temporal itself routes that share of new workflows to v2.
+    let mut v2 = String::new();
+    for pct in [25.0, 50.0] {
+        let twd = c
+            .wait_twd("billing", &format!("status at {pct}%"), T, |t| {
+                t.status.as_ref().and_then(|s| s.target_version.as_ref()).and_then(|tv| tv.ramp_percentage) == Some(pct)
+            })
+            .await?;
+        v2 = target_build(&twd).context("target")?;
+        let state = describe_soon(&temporal, &dep_name).await?;
+        ensure!(
+            state.routing.ramping_build_id.as_deref() == Some(v2.as_str()) && state.routing.ramp_percentage == pct as f32,
+            "status says {pct}% but Temporal routes {:?} at {}%",
+            state.routing.ramping_build_id,
+            state.routing.ramp_percentage
+        );
+    }
+    c.wait_twd("billing", "v2 Current", T, |t| is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())).await?;
+    let state = describe_soon(&temporal, &dep_name).await?;
+    ensure!(state.routing.current_build_id.as_deref() == Some(v2.as_str()));
+    ensure!(v2 != v1);
 
-    // Each step as Temporal recorded it, and its timing against the configured pauses.
-    let step_start = |pct: f32| {
-        samples
-            .iter()
-            .find(|s| s.temporal.routing.ramping_build_id.as_deref() == Some(v2.as_str()) && s.temporal.routing.ramp_percentage == pct)
-            .and_then(|s| s.temporal.routing.ramp_percentage_changed_at)
+    // Step timing, from when each state first appeared in the status (polled every 40 ms).
+    let timed = rec.timed_history();
+    let first_seen = |pred: &dyn Fn(&Value) -> bool| timed.iter().find(|(_, v)| pred(v)).map(|(t, _)| *t);
+    let ramp_is = |pct: f64| {
+        let v2 = v2.clone();
+        move |v: &Value| {
+            v.pointer("/status/targetVersion/buildID").and_then(Value::as_str) == Some(v2.as_str())
+                && v.pointer("/status/targetVersion/rampPercentage").and_then(Value::as_f64) == Some(pct)
+        }
     };
-    let t25 = step_start(25.0).context("ramp 25% never observed in Temporal")?;
-    let t50 = step_start(50.0).context("ramp 50% never observed in Temporal")?;
-    let promoted = samples
-        .iter()
-        .find(|s| s.temporal.routing.current_build_id.as_deref() == Some(v2.as_str()))
-        .and_then(|s| s.temporal.routing.current_changed_at)
-        .context("promotion never observed in Temporal")?;
-    let step1 = t50.duration_since(t25).as_secs_f64();
-    let step2 = promoted.duration_since(t50).as_secs_f64();
-    ensure!((3.0..=4.0).contains(&step1), "25% lasted {step1:.3}s, want 3s (+1s)");
-    ensure!((3.0..=4.0).contains(&step2), "50% lasted {step2:.3}s, want 3s (+1s)");
+    let s25 = first_seen(&ramp_is(25.0)).context("25% never in status")?;
+    let s50 = first_seen(&ramp_is(50.0)).context("50% never in status")?;
+    let done = first_seen(&|v: &Value| v.pointer("/status/currentVersion/buildID").and_then(Value::as_str) == Some(v2.as_str()))
+        .context("promotion never in status")?;
+    let step1 = s50.duration_since(s25).as_secs_f64();
+    let step2 = done.duration_since(s50).as_secs_f64();
+    // Each step lasts its pause (a little observation jitter aside) and ends within 1 s of it.
+    ensure!((3.7..=5.0).contains(&step1), "25% lasted {step1:.3}s, want 4s (+1s)");
+    ensure!((3.7..=5.0).contains(&step2), "50% lasted {step2:.3}s, want 4s (+1s)");
+    let history = rec.history();
     // The status reported each step while it ran.
-    let steps_in_status: Vec<i32> = samples
+    let steps_in_status: Vec<i32> = history
         .iter()
-        .filter_map(|s| s.twd.pointer("/status/targetVersion/currentStep").and_then(Value::as_i64).map(|v| v as i32))
+        .filter_map(|v| v.pointer("/status/targetVersion/currentStep").and_then(Value::as_i64).map(|v| v as i32))
         .collect();
     ensure!(steps_in_status.contains(&0) && steps_in_status.contains(&1), "steps seen {steps_in_status:?}");
 
     // Sunset: v1 drains, is scaled to 0 two seconds after it drained, deleted two more later.
-    let temporal = c.temporal().await?;
-    let dep_name = c.temporal_deployment_name("billing");
     let v1_dep = deployment_of("billing", &v1);
     let scaled_at = eventually("v1 scaled to 0", T, || async {
         let d = c.deployments().get(&v1_dep).await?;
         Ok((d.spec.and_then(|s| s.replicas) == Some(0)).then(jiff::Timestamp::now))
     })
     .await?;
-    let state = temporal.describe_deployment(&dep_name).await?;
+    let state = describe_soon(&temporal, &dep_name).await?;
     let v1_state = state.version(&v1).context("v1 unknown to Temporal")?;
     ensure!(v1_state.status == TemporalVersionStatus::Drained, "v1 scaled down while {:?}", v1_state.status);
     let drained_since = v1_state.drainage_changed_at.context("no drained-since time")?;
@@ -196,15 +233,19 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     let waited = deleted_at.duration_since(drained_since).as_secs_f64();
     ensure!(waited >= 4.0, "deleted {waited:.3}s after draining, before scaledown+delete delays (4s)");
 
-    let samples = rec.stop();
-    check_invariants(&samples)?;
-    let walk = kstatus_walk(&samples);
-    ensure!(walk.first() == Some(&Status::Current) || walk.first() == Some(&Status::InProgress), "{walk:?}");
-    ensure!(walk.contains(&Status::InProgress) && walk.last() == Some(&Status::Current), "kstatus walk {walk:?}");
-    ensure!(!walk.contains(&Status::Failed), "kstatus walk {walk:?}");
-    // ArgoCD agrees with kstatus on the rollout's final state.
-    let (health, _) = gitops_support::argocd_health(&samples.last().context("samples")?.twd);
-    assert_eq!(health, "Healthy");
+    let (samples, history) = rec.finish().await?;
+    check_invariants(&samples, &history)?;
+    let walk = kstatus_walk(&history);
+    ensure!(walk == [Status::Current, Status::InProgress, Status::Current], "kstatus walk {walk:?}");
+    // ArgoCD walks Healthy → Progressing → Healthy too.
+    let mut health_walk: Vec<String> = Vec::new();
+    for v in history.iter().filter(|v| !v["status"].is_null()) {
+        let (h, _) = gitops_support::argocd_health(v);
+        if health_walk.last() != Some(&h) {
+            health_walk.push(h);
+        }
+    }
+    ensure!(health_walk == ["Healthy", "Progressing", "Healthy"], "ArgoCD health walk {health_walk:?}");
     Ok(())
 }
 
@@ -313,8 +354,8 @@ async fn a_spec_change_mid_ramp_supersedes_the_ramping_version() -> Result<()> {
         .wait_twd("search", "v3 Current", T, |t| is_ready(t) && current_build(t).is_some_and(|b| b != v1 && b != v2))
         .await?;
     let v3 = current_build(&twd).context("current")?;
-    let samples = rec.stop();
-    check_invariants(&samples)?;
+    let (samples, history) = rec.finish().await?;
+    check_invariants(&samples, &history)?;
     ensure!(
         samples.iter().all(|s| s.temporal.routing.current_build_id.as_deref() != Some(v2.as_str())),
         "superseded v2 became Current"

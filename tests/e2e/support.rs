@@ -286,11 +286,16 @@ pub struct Sample {
     pub workers: BTreeMap<String, usize>,
 }
 
-/// Samples a TWD, its Temporal worker deployment and the workers every ~100 ms in the
-/// background until dropped or stopped.
+/// Records every version of a TWD (polled every 40 ms) and samples its Temporal worker deployment
+/// and workers (a Describe can take a second right after routing writes, so samples are
+/// sparse; assertions on timing use Temporal's own timestamps).
 pub struct Recorder {
     samples: Arc<std::sync::Mutex<Vec<Sample>>>,
+    history: Arc<std::sync::Mutex<Vec<(Instant, Value)>>>,
+    twds: Api<TemporalWorkerDeployment>,
+    name: String,
     task: tokio::task::JoinHandle<()>,
+    watch: tokio::task::JoinHandle<()>,
 }
 
 impl Case {
@@ -304,6 +309,26 @@ impl Case {
         let dep_name = self.temporal_deployment_name(twd);
         let env = self.env.clone();
         let ns = self.ns.clone();
+        let history = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // GETs against the API are cheap: poll fast and keep every resourceVersion seen.
+        let watch = {
+            let history = history.clone();
+            let api = self.twds();
+            let name = twd.to_string();
+            tokio::spawn(async move {
+                let mut last_rv: Option<String> = None;
+                loop {
+                    if let Ok(Some(obj)) = api.get_opt(&name).await
+                        && obj.metadata.resource_version != last_rv
+                        && let Ok(v) = serde_json::to_value(&obj)
+                    {
+                        last_rv = obj.metadata.resource_version.clone();
+                        history.lock().expect("history").push((Instant::now(), v));
+                    }
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                }
+            })
+        };
         let task = tokio::spawn(async move {
             loop {
                 // TWD first: anything its status claims happened before Temporal is read.
@@ -316,7 +341,16 @@ impl Case {
                         temporal_worker_controller::render::label_value(&name)
                     )))
                     .await;
-                if let (Ok(state), Ok(Some(obj)), Ok(deps)) = (state, obj, deps) {
+                let (state, obj, deps) = match (state, obj, deps) {
+                    (Ok(s), Ok(o), Ok(d)) => (s, o, d),
+                    (s, o, d) => {
+                        // Temporal rate-limits reads per worker deployment; just sample again.
+                        tracing::debug!("recorder: read failed: {:?} {:?} {:?}", s.err(), o.err(), d.err());
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                };
+                if let Some(obj) = obj {
                     let workers = match &env.kubelet {
                         Some(k) => deps
                             .items
@@ -337,10 +371,10 @@ impl Case {
                     };
                     out.lock().expect("samples").push(sample);
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(150)).await;
             }
         });
-        Ok(Recorder { samples, task })
+        Ok(Recorder { samples, history, twds: self.twds(), name: twd.to_string(), task, watch })
     }
 }
 
@@ -349,15 +383,43 @@ impl Recorder {
         self.samples.lock().expect("samples").clone()
     }
 
-    pub fn stop(self) -> Vec<Sample> {
+    /// Every version of the TWD seen so far with when it was first seen, oldest first.
+    pub fn timed_history(&self) -> Vec<(Instant, Value)> {
+        self.history.lock().expect("history").clone()
+    }
+
+    /// Every version of the TWD seen so far, oldest first.
+    pub fn history(&self) -> Vec<Value> {
+        self.timed_history().into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// Waits until both the watch and the sampler have caught up with "now", then stops.
+    pub async fn finish(self) -> Result<(Vec<Sample>, Vec<Value>)> {
+        let now = Instant::now();
+        let latest = self.twds.get(&self.name).await?;
+        let rv = latest.metadata.resource_version.clone();
+        let deadline = now + Duration::from_secs(60);
+        loop {
+            let watched = self.history().last().is_some_and(|v| v["metadata"]["resourceVersion"].as_str() == rv.as_deref());
+            let sampled = self.samples().last().is_some_and(|s| s.at > now);
+            if watched && sampled {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("recorder did not catch up (watched {watched}, sampled {sampled})");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         self.task.abort();
-        self.samples()
+        self.watch.abort();
+        Ok((self.samples(), self.history()))
     }
 }
 
 impl Drop for Recorder {
     fn drop(&mut self) {
         self.task.abort();
+        self.watch.abort();
     }
 }
 

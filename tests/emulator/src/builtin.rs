@@ -115,6 +115,7 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
         }
         Builtin::Other if def.plural == "secrets" => {
             set_default(obj, "", "type", json!("Opaque"));
+            fold_string_data(obj);
         }
         Builtin::Other if def.plural == "pods" => {
             if let Some(spec) = obj.get_mut("spec") {
@@ -125,6 +126,26 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
     }
     if !def.is_custom() {
         drop_nulls(obj);
+    }
+}
+
+/// `stringData` is write-only: the API server base64-encodes it into `data` (overriding keys
+/// of the same name) and never stores or returns it.
+fn fold_string_data(obj: &mut Value) {
+    use base64::Engine as _;
+    let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
+        return;
+    };
+    let Some(o) = obj.as_object_mut() else { return };
+    let data = o.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    if let Value::Object(d) = data {
+        for (k, v) in string_data {
+            let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+            d.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+        }
     }
 }
 

@@ -1,0 +1,214 @@
+//! The main job: a local playground on one machine. Starts the Kubernetes API emulator, a
+//! real Temporal dev server, the controller and the kubelet stand-in (real versioned Rust SDK
+//! workers, one per ready replica), applies `examples/manifests` for v1, waits until it is
+//! Ready, applies v2 with a Progressive strategy, and prints every status transition until v2
+//! is Current and v1 is drained and gone.
+//!
+//! Against a real cluster: `PLAYGROUND_KUBECONFIG=~/.kube/config TEMPORAL_ADDRESS=host:7233
+//! cargo run --example playground` (the worker image in the manifests must exist; set
+//! `PLAYGROUND_EXTERNAL_CONTROLLER=1` when the Helm chart already runs the controller).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::Value;
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::api::twd::VersionStatus;
+
+const NAMESPACE: &str = "default";
+const NAME: &str = "hello-worker";
+const DEADLINE: Duration = Duration::from_secs(300);
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
+    let started = Instant::now();
+    let manifests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/manifests");
+
+    // Kubernetes: the emulator, or a real cluster.
+    let mut _emulator = None;
+    let mut _temporal = None;
+    let (client, temporal_address) = match std::env::var_os("PLAYGROUND_KUBECONFIG") {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(PathBuf::from(path))?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            let address = std::env::var("TEMPORAL_ADDRESS").context("set TEMPORAL_ADDRESS (host:port) for a real cluster")?;
+            (kube::Client::try_from(config)?, address)
+        }
+        None => {
+            step(started, "starting the Kubernetes API emulator and a Temporal dev server");
+            let emulator = kube_emulator::Emulator::start(kube_emulator::EmulatorOptions {
+                crd_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds")),
+                deployment_mode: kube_emulator::DeploymentMode::Manual,
+            })
+            .await?;
+            let temporal = test_harness::temporal_server::DevServer::start().await?;
+            let client = emulator.client().await?;
+            println!("  kubeconfig: {}", emulator.kubeconfig_path().display());
+            println!("  Temporal:   {}", temporal.address());
+            let address = temporal.address();
+            _emulator = Some(emulator);
+            _temporal = Some(temporal);
+            (client, address)
+        }
+    };
+    // The kubelet stand-in runs real workers for each ready replica (emulator only).
+    let kubelet = match _emulator {
+        Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
+        None => None,
+    };
+    let controller = if std::env::var_os("PLAYGROUND_EXTERNAL_CONTROLLER").is_some() {
+        None
+    } else {
+        let opts = temporal_worker_controller::run::RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            fast_poll: Duration::from_millis(300),
+            idle_interval: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let running = temporal_worker_controller::run::start(client.clone(), opts).await?;
+        println!("  controller: metrics and status API on http://{}", running.http_addr);
+        Some(running)
+    };
+
+    let watcher = tokio::spawn(print_transitions(client.clone(), started));
+
+    step(started, "applying the TemporalConnection and v1 (AllAtOnce)");
+    apply_file(&client, &manifests.join("temporalconnection.yaml"), &temporal_address).await?;
+    apply_file(&client, &manifests.join("worker-v1.yaml"), &temporal_address).await?;
+    let twd = wait(&client, "v1 Ready", |t| ready(t) && t.status.as_ref().and_then(|s| s.current_version.as_ref()).is_some()).await?;
+    let v1 = twd.status.and_then(|s| s.current_version).map(|v| v.build_id).context("no current version")?;
+    step(started, &format!("v1 ({v1}) is Current"));
+
+    step(started, "applying v2 (Progressive: 25% for 5s, 50% for 5s)");
+    apply_file(&client, &manifests.join("worker-v2.yaml"), &temporal_address).await?;
+    let twd = wait(&client, "v2 Current", |t| {
+        ready(t) && t.status.as_ref().and_then(|s| s.current_version.as_ref()).is_some_and(|c| c.build_id != v1)
+    })
+    .await?;
+    let v2 = twd.status.and_then(|s| s.current_version).map(|v| v.build_id).context("no current version")?;
+    step(started, &format!("v2 ({v2}) is Current; waiting for v1 to drain and go away"));
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1_deployment = temporal_worker_controller::build_id::deployment_name(NAME, &v1);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let twd: TemporalWorkerDeployment = Api::namespaced(client.clone(), NAMESPACE).get(NAME).await?;
+        let still_listed = twd.status.iter().flat_map(|s| s.deprecated_versions.iter()).any(|d| d.version.build_id == v1);
+        if deployments.get_opt(&v1_deployment).await?.is_none() && !still_listed {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("v1 was not retired within {DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    step(started, &format!("v1 drained, scaled to 0 and deleted; rollout of {v2} complete"));
+
+    watcher.abort();
+    if let Some(c) = controller {
+        c.stop().await;
+    }
+    if let Some(k) = kubelet {
+        k.shutdown().await;
+    }
+    Ok(())
+}
+
+fn step(started: Instant, what: &str) {
+    println!("[{:>6.1}s] == {what}", started.elapsed().as_secs_f64());
+}
+
+fn ready(t: &TemporalWorkerDeployment) -> bool {
+    let Some(s) = &t.status else { return false };
+    s.observed_generation == t.metadata.generation && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+async fn wait(client: &kube::Client, what: &str, pred: impl Fn(&TemporalWorkerDeployment) -> bool) -> Result<TemporalWorkerDeployment> {
+    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(t) = api.get_opt(NAME).await?
+            && pred(&t)
+        {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Server-side applies every document of a manifest file, filling in `${TEMPORAL_ADDRESS}`.
+async fn apply_file(client: &kube::Client, path: &std::path::Path, temporal_address: &str) -> Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = text.replace("${TEMPORAL_ADDRESS}", temporal_address);
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let obj: Value = serde::Deserialize::deserialize(doc)?;
+        let api_version = obj["apiVersion"].as_str().context("apiVersion")?;
+        let kind = obj["kind"].as_str().context("kind")?;
+        let name = obj["metadata"]["name"].as_str().context("metadata.name")?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let plural = format!("{}s", kind.to_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
+        api.patch(name, &PatchParams::apply("playground").force(), &Patch::Apply(&obj)).await?;
+    }
+    Ok(())
+}
+
+/// Prints one line whenever what a human would care about changes.
+async fn print_transitions(client: kube::Client, started: Instant) {
+    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client, NAMESPACE);
+    let stream = kube::runtime::watcher::watch_object(api, NAME);
+    let mut stream = std::pin::pin!(stream);
+    let mut last = String::new();
+    while let Some(event) = stream.next().await {
+        let Ok(Some(twd)) = event else { continue };
+        let line = summary(&twd);
+        if line != last {
+            println!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
+            last = line;
+        }
+    }
+}
+
+fn summary(t: &TemporalWorkerDeployment) -> String {
+    let Some(s) = &t.status else { return format!("generation {} (no status yet)", t.metadata.generation.unwrap_or(0)) };
+    let ready = s.conditions.iter().find(|c| c.type_ == "Ready");
+    let mut line = format!(
+        "gen {}/{} Ready={} ({})",
+        s.observed_generation.unwrap_or(0),
+        t.metadata.generation.unwrap_or(0),
+        ready.map(|c| c.status.as_str()).unwrap_or("?"),
+        ready.map(|c| c.reason.as_str()).unwrap_or("?"),
+    );
+    if let Some(target) = &s.target_version {
+        line.push_str(&format!(" target={} {}", target.version.build_id, word(target.version.status)));
+        if let Some(p) = target.ramp_percentage.filter(|p| *p > 0.0) {
+            line.push_str(&format!(" {p}%"));
+        }
+        if let Some(step) = target.current_step {
+            line.push_str(&format!(" step {}", step + 1));
+        }
+    }
+    if let Some(current) = &s.current_version {
+        line.push_str(&format!(" current={}", current.build_id));
+    }
+    for d in &s.deprecated_versions {
+        line.push_str(&format!(" old={} {} replicas={}", d.version.build_id, word(d.version.status), d.version.replicas.unwrap_or(0)));
+    }
+    line
+}
+
+fn word(s: VersionStatus) -> String {
+    format!("{s:?}")
+}
