@@ -137,6 +137,7 @@ async fn reverting_within_the_window_rolls_back_without_a_ramp() -> Result<()> {
     c.apply_twd("quotes", "v1", slow, json!({})).await?;
     c.wait_twd("quotes", "v1 Current again", T, |t| is_ready(t) && current_build(t).as_deref() == Some(v1.as_str()))
         .await?;
+    rec.catch_up().await?;
     let timed = rec.timed_history();
     let (samples, _) = rec.finish().await?;
     ensure!(

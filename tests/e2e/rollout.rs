@@ -187,6 +187,7 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     ensure!(v2 != v1);
 
     // Step timing, from when each state first appeared in the status (polled every 40 ms).
+    rec.catch_up().await?;
     let timed = rec.timed_history();
     let first_seen = |pred: &dyn Fn(&Value) -> bool| timed.iter().find(|(_, v)| pred(v)).map(|(t, _)| *t);
     let ramp_is = |pct: f64| {

@@ -393,23 +393,34 @@ impl Recorder {
         self.timed_history().into_iter().map(|(_, v)| v).collect()
     }
 
-    /// Waits until both the watch and the sampler have caught up with "now", then stops.
-    pub async fn finish(self) -> Result<(Vec<Sample>, Vec<Value>)> {
+    /// Waits until the history holds the TWD as it is now and a Temporal sample was taken
+    /// after this call.
+    pub async fn catch_up(&self) -> Result<()> {
         let now = Instant::now();
         let latest = self.twds.get(&self.name).await?;
         let rv = latest.metadata.resource_version.clone();
         let deadline = now + Duration::from_secs(60);
         loop {
-            let watched = self.history().last().is_some_and(|v| v["metadata"]["resourceVersion"].as_str() == rv.as_deref());
+            let seen = self
+                .history
+                .lock()
+                .expect("history")
+                .iter()
+                .any(|(_, v)| v["metadata"]["resourceVersion"].as_str() == rv.as_deref());
             let sampled = self.samples().last().is_some_and(|s| s.at > now);
-            if watched && sampled {
-                break;
+            if seen && sampled {
+                return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("recorder did not catch up (watched {watched}, sampled {sampled})");
+                bail!("recorder did not catch up (history {seen}, sampled {sampled})");
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Catches up, then stops; returns the samples and the history.
+    pub async fn finish(self) -> Result<(Vec<Sample>, Vec<Value>)> {
+        self.catch_up().await?;
         self.task.abort();
         self.watch.abort();
         Ok((self.samples(), self.history()))
