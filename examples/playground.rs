@@ -38,11 +38,15 @@ async fn main() -> Result<()> {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(PathBuf::from(path))?;
             let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-            let address = std::env::var("TEMPORAL_ADDRESS").context("set TEMPORAL_ADDRESS (host:port) for a real cluster")?;
+            let address = std::env::var("TEMPORAL_ADDRESS")
+                .context("set TEMPORAL_ADDRESS (host:port) for a real cluster")?;
             (kube::Client::try_from(config)?, address)
         }
         None => {
-            step(started, "starting the Kubernetes API emulator and a Temporal dev server");
+            step(
+                started,
+                "starting the Kubernetes API emulator and a Temporal dev server",
+            );
             let emulator = kube_emulator::Emulator::start(kube_emulator::EmulatorOptions {
                 crd_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds")),
                 deployment_mode: kube_emulator::DeploymentMode::Manual,
@@ -73,34 +77,82 @@ async fn main() -> Result<()> {
             ..Default::default()
         };
         let running = temporal_worker_controller::run::start(client.clone(), opts).await?;
-        println!("  controller: metrics and status API on http://{}", running.http_addr);
+        println!(
+            "  controller: metrics and status API on http://{}",
+            running.http_addr
+        );
         Some(running)
     };
 
     let watcher = tokio::spawn(print_transitions(client.clone(), started));
 
-    step(started, "applying the TemporalConnection and v1 (AllAtOnce)");
-    apply_file(&client, &manifests.join("temporalconnection.yaml"), &temporal_address).await?;
-    apply_file(&client, &manifests.join("worker-v1.yaml"), &temporal_address).await?;
-    let twd = wait(&client, "v1 Ready", |t| ready(t) && t.status.as_ref().and_then(|s| s.current_version.as_ref()).is_some()).await?;
-    let v1 = twd.status.and_then(|s| s.current_version).map(|v| v.build_id).context("no current version")?;
+    step(
+        started,
+        "applying the TemporalConnection and v1 (AllAtOnce)",
+    );
+    apply_file(
+        &client,
+        &manifests.join("temporalconnection.yaml"),
+        &temporal_address,
+    )
+    .await?;
+    apply_file(
+        &client,
+        &manifests.join("worker-v1.yaml"),
+        &temporal_address,
+    )
+    .await?;
+    let twd = wait(&client, "v1 Ready", |t| {
+        ready(t)
+            && t.status
+                .as_ref()
+                .and_then(|s| s.current_version.as_ref())
+                .is_some()
+    })
+    .await?;
+    let v1 = twd
+        .status
+        .and_then(|s| s.current_version)
+        .map(|v| v.build_id)
+        .context("no current version")?;
     step(started, &format!("v1 ({v1}) is Current"));
 
     step(started, "applying v2 (Progressive: 25% for 5s, 50% for 5s)");
-    apply_file(&client, &manifests.join("worker-v2.yaml"), &temporal_address).await?;
+    apply_file(
+        &client,
+        &manifests.join("worker-v2.yaml"),
+        &temporal_address,
+    )
+    .await?;
     let twd = wait(&client, "v2 Current", |t| {
-        ready(t) && t.status.as_ref().and_then(|s| s.current_version.as_ref()).is_some_and(|c| c.build_id != v1)
+        ready(t)
+            && t.status
+                .as_ref()
+                .and_then(|s| s.current_version.as_ref())
+                .is_some_and(|c| c.build_id != v1)
     })
     .await?;
-    let v2 = twd.status.and_then(|s| s.current_version).map(|v| v.build_id).context("no current version")?;
-    step(started, &format!("v2 ({v2}) is Current; waiting for v1 to drain and go away"));
+    let v2 = twd
+        .status
+        .and_then(|s| s.current_version)
+        .map(|v| v.build_id)
+        .context("no current version")?;
+    step(
+        started,
+        &format!("v2 ({v2}) is Current; waiting for v1 to drain and go away"),
+    );
 
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let v1_deployment = temporal_worker_controller::build_id::deployment_name(NAME, &v1);
     let deadline = Instant::now() + DEADLINE;
     loop {
-        let twd: TemporalWorkerDeployment = Api::namespaced(client.clone(), NAMESPACE).get(NAME).await?;
-        let still_listed = twd.status.iter().flat_map(|s| s.deprecated_versions.iter()).any(|d| d.version.build_id == v1);
+        let twd: TemporalWorkerDeployment =
+            Api::namespaced(client.clone(), NAMESPACE).get(NAME).await?;
+        let still_listed = twd
+            .status
+            .iter()
+            .flat_map(|s| s.deprecated_versions.iter())
+            .any(|d| d.version.build_id == v1);
         if deployments.get_opt(&v1_deployment).await?.is_none() && !still_listed {
             break;
         }
@@ -109,7 +161,10 @@ async fn main() -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    step(started, &format!("v1 drained, scaled to 0 and deleted; rollout of {v2} complete"));
+    step(
+        started,
+        &format!("v1 drained, scaled to 0 and deleted; rollout of {v2} complete"),
+    );
 
     watcher.abort();
     if let Some(c) = controller {
@@ -127,10 +182,17 @@ fn step(started: Instant, what: &str) {
 
 fn ready(t: &TemporalWorkerDeployment) -> bool {
     let Some(s) = &t.status else { return false };
-    s.observed_generation == t.metadata.generation && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    s.observed_generation == t.metadata.generation
+        && s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-async fn wait(client: &kube::Client, what: &str, pred: impl Fn(&TemporalWorkerDeployment) -> bool) -> Result<TemporalWorkerDeployment> {
+async fn wait(
+    client: &kube::Client,
+    what: &str,
+    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+) -> Result<TemporalWorkerDeployment> {
     let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), NAMESPACE);
     let deadline = Instant::now() + DEADLINE;
     loop {
@@ -147,8 +209,13 @@ async fn wait(client: &kube::Client, what: &str, pred: impl Fn(&TemporalWorkerDe
 }
 
 /// Server-side applies every document of a manifest file, filling in `${TEMPORAL_ADDRESS}`.
-async fn apply_file(client: &kube::Client, path: &std::path::Path, temporal_address: &str) -> Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+async fn apply_file(
+    client: &kube::Client,
+    path: &std::path::Path,
+    temporal_address: &str,
+) -> Result<()> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let text = text.replace("${TEMPORAL_ADDRESS}", temporal_address);
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let obj: Value = serde::Deserialize::deserialize(doc)?;
@@ -160,7 +227,12 @@ async fn apply_file(client: &kube::Client, path: &std::path::Path, temporal_addr
         let plural = format!("{}s", kind.to_lowercase());
         let ar = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &ar);
-        api.patch(name, &PatchParams::apply("playground").force(), &Patch::Apply(&obj)).await?;
+        api.patch(
+            name,
+            &PatchParams::apply("playground").force(),
+            &Patch::Apply(&obj),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -182,7 +254,12 @@ async fn print_transitions(client: kube::Client, started: Instant) {
 }
 
 fn summary(t: &TemporalWorkerDeployment) -> String {
-    let Some(s) = &t.status else { return format!("generation {} (no status yet)", t.metadata.generation.unwrap_or(0)) };
+    let Some(s) = &t.status else {
+        return format!(
+            "generation {} (no status yet)",
+            t.metadata.generation.unwrap_or(0)
+        );
+    };
     let ready = s.conditions.iter().find(|c| c.type_ == "Ready");
     let mut line = format!(
         "gen {}/{} Ready={} ({})",
@@ -192,7 +269,11 @@ fn summary(t: &TemporalWorkerDeployment) -> String {
         ready.map(|c| c.reason.as_str()).unwrap_or("?"),
     );
     if let Some(target) = &s.target_version {
-        line.push_str(&format!(" target={} {}", target.version.build_id, word(target.version.status)));
+        line.push_str(&format!(
+            " target={} {}",
+            target.version.build_id,
+            word(target.version.status)
+        ));
         if let Some(p) = target.ramp_percentage.filter(|p| *p > 0.0) {
             line.push_str(&format!(" {p}%"));
         }
@@ -204,7 +285,12 @@ fn summary(t: &TemporalWorkerDeployment) -> String {
         line.push_str(&format!(" current={}", current.build_id));
     }
     for d in &s.deprecated_versions {
-        line.push_str(&format!(" old={} {} replicas={}", d.version.build_id, word(d.version.status), d.version.replicas.unwrap_or(0)));
+        line.push_str(&format!(
+            " old={} {} replicas={}",
+            d.version.build_id,
+            word(d.version.status),
+            d.version.replicas.unwrap_or(0)
+        ));
     }
     line
 }

@@ -46,7 +46,10 @@ const THROTTLE_REPORT_AFTER: u32 = 5;
 /// together do not retry in lockstep.
 fn throttle_delay(attempt: u32) -> Duration {
     let base = (0.5 * 2f64.powi((attempt.saturating_sub(1)).min(6) as i32)).min(30.0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     let jitter = f64::from(nanos % 1000) / 1000.0 * 0.5;
     Duration::from_secs_f64(base * (1.0 + jitter))
 }
@@ -97,7 +100,17 @@ impl Context {
         feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
         leader: watch::Receiver<bool>,
     ) -> Self {
-        Self { client, pool, settings, events, metrics, feed, leader, failures: Mutex::new(HashMap::new()), throttled: Mutex::new(HashMap::new()) }
+        Self {
+            client,
+            pool,
+            settings,
+            events,
+            metrics,
+            feed,
+            leader,
+            failures: Mutex::new(HashMap::new()),
+            throttled: Mutex::new(HashMap::new()),
+        }
     }
 
     fn backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> Duration {
@@ -110,7 +123,10 @@ impl Context {
     }
 
     fn reset_backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     /// Consecutive rate-limited state fetches of this object, including this one.
@@ -122,7 +138,10 @@ impl Context {
     }
 
     fn reset_throttled(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
-        self.throttled.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+        self.throttled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 }
 
@@ -131,33 +150,56 @@ impl Context {
 pub fn build(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> (Store<TemporalWorkerDeployment>, impl std::future::Future<Output = ()>) {
+) -> (
+    Store<TemporalWorkerDeployment>,
+    impl std::future::Future<Output = ()>,
+) {
     let client = ctx.client.clone();
     let single_ns = match ctx.settings.watch_namespaces.as_slice() {
         [one] => Some(one.clone()),
         _ => None,
     };
-    let (twds, deployments, connections): (Api<TemporalWorkerDeployment>, Api<Deployment>, Api<TemporalConnection>) =
-        match &single_ns {
-            Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns), Api::namespaced(client, ns)),
-            None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client)),
-        };
+    let (twds, deployments, connections): (
+        Api<TemporalWorkerDeployment>,
+        Api<Deployment>,
+        Api<TemporalConnection>,
+    ) = match &single_ns {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client, ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client),
+        ),
+    };
     let controller = Controller::new(twds, watcher::Config::default());
     let store = controller.store();
     let mapper_store = store.clone();
     let fut = controller
-        .owns(deployments, watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME))
+        .owns(
+            deployments,
+            watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
+        )
         // A Connection change requeues every TWD that references it.
-        .watches(connections, watcher::Config::default(), move |conn: TemporalConnection| {
-            let ns = conn.namespace();
-            let name = conn.name_any();
-            mapper_store
-                .state()
-                .into_iter()
-                .filter(|t| t.namespace() == ns && t.spec.worker_options.connection_ref.name == name)
-                .map(|t| ObjectRef::from_obj(&*t))
-                .collect::<Vec<_>>()
-        })
+        .watches(
+            connections,
+            watcher::Config::default(),
+            move |conn: TemporalConnection| {
+                let ns = conn.namespace();
+                let name = conn.name_any();
+                mapper_store
+                    .state()
+                    .into_iter()
+                    .filter(|t| {
+                        t.namespace() == ns && t.spec.worker_options.connection_ref.name == name
+                    })
+                    .map(|t| ObjectRef::from_obj(&*t))
+                    .collect::<Vec<_>>()
+            },
+        )
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -186,7 +228,15 @@ async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Res
     }
     let span = info_span!("reconcile", namespace = %ns, name = %name, generation = twd.metadata.generation);
     let timer = ctx.metrics.reconcile_started();
-    let result = Reconciler { ctx: &ctx, twd, ns, name }.run().instrument(span).await;
+    let result = Reconciler {
+        ctx: &ctx,
+        twd,
+        ns,
+        name,
+    }
+    .run()
+    .instrument(span)
+    .await;
     timer.finish(match &result {
         Ok(_) => "success",
         Err(_) => "error",
@@ -228,11 +278,19 @@ impl Reconciler<'_> {
         }
         match self.plan_and_execute().await {
             Ok(action) => Ok(action),
-            Err(Stop { action, quiet: true, blocked }) => {
+            Err(Stop {
+                action,
+                quiet: true,
+                blocked,
+            }) => {
                 tracing::debug!(reason = blocked.reason, message = %blocked.message, "transient; retrying");
                 Ok(action)
             }
-            Err(Stop { blocked, action, quiet: false }) => match self.write_blocked(blocked).await {
+            Err(Stop {
+                blocked,
+                action,
+                quiet: false,
+            }) => match self.write_blocked(blocked).await {
                 Ok(()) => Ok(action),
                 Err(e) if is_conflict(&e) => Ok(Action::requeue(STALE_RETRY)),
                 Err(e) => Err(e),
@@ -245,18 +303,37 @@ impl Reconciler<'_> {
         finalizers.push(FINALIZER.to_string());
         // resourceVersion makes this a compare-and-swap: never clobber another writer's finalizers.
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": self.twd.resource_version() } });
-        let res = self.twd_api().patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
-        self.ctx.metrics.kube_write("patch", "temporalworkerdeployments", res.is_ok());
+        let res = self
+            .twd_api()
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        self.ctx
+            .metrics
+            .kube_write("patch", "temporalworkerdeployments", res.is_ok());
         Ok(res?)
     }
 
-    fn blocked(&self, reason: &'static str, message: String, stalled: bool, retry: Option<Duration>) -> Stop {
+    fn blocked(
+        &self,
+        reason: &'static str,
+        message: String,
+        stalled: bool,
+        retry: Option<Duration>,
+    ) -> Stop {
         let action = match retry {
             Some(d) => Action::requeue(d),
             None if stalled => Action::await_change(),
             None => Action::requeue(self.ctx.backoff(&self.key())),
         };
-        Stop { blocked: Blocked { reason, message, stalled }, action, quiet: false }
+        Stop {
+            blocked: Blocked {
+                reason,
+                message,
+                stalled,
+            },
+            action,
+            quiet: false,
+        }
     }
 
     async fn plan_and_execute(&self) -> Result<Action, Stop> {
@@ -274,20 +351,30 @@ impl Reconciler<'_> {
             Ok(None) => {
                 return Err(self.blocked(
                     reason::CONNECTION_NOT_FOUND,
-                    format!("TemporalConnection {conn_name:?} not found in namespace {:?}", self.ns),
+                    format!(
+                        "TemporalConnection {conn_name:?} not found in namespace {:?}",
+                        self.ns
+                    ),
                     false,
                     None,
                 ));
             }
             Err(e) => {
-                return Err(self.blocked(reason::CONNECTION_NOT_FOUND, format!("reading TemporalConnection {conn_name:?}: {e}"), false, None));
+                return Err(self.blocked(
+                    reason::CONNECTION_NOT_FOUND,
+                    format!("reading TemporalConnection {conn_name:?}: {e}"),
+                    false,
+                    None,
+                ));
             }
         };
         self.protect_connection(&conn_api, &connection).await;
         let mode = connection.spec.auth_mode();
         let secret = match observe::auth_secret(&ctx.client, &self.ns, &mode).await {
             Ok(s) => s,
-            Err(message) => return Err(self.blocked(reason::AUTH_SECRET_INVALID, message, false, None)),
+            Err(message) => {
+                return Err(self.blocked(reason::AUTH_SECRET_INVALID, message, false, None));
+            }
         };
         let auth = temporal::auth_from_secret(&mode, secret.as_ref())
             .map_err(|e| self.blocked(reason::AUTH_SECRET_INVALID, e.to_string(), false, None))?;
@@ -297,18 +384,37 @@ impl Reconciler<'_> {
             .pool
             .get_or_connect(key.clone(), temporal_ns, &ctx.settings.identity)
             .await
-            .map_err(|e| self.blocked(reason::CLIENT_CREATION_FAILED, format!("connecting to Temporal at {}: {e}", connection.spec.host_port), false, None))?;
+            .map_err(|e| {
+                self.blocked(
+                    reason::CLIENT_CREATION_FAILED,
+                    format!(
+                        "connecting to Temporal at {}: {e}",
+                        connection.spec.host_port
+                    ),
+                    false,
+                    None,
+                )
+            })?;
 
         let desired = validate::desired(twd, &connection.spec, &ctx.settings.planner)
             .map_err(|invalid| self.blocked(reason::INVALID_SPEC, invalid.message, true, None))?;
         let gate_input = observe::gate_input(&ctx.client, &self.ns, twd)
             .await
-            .map_err(|message| self.blocked(reason::PLAN_GENERATION_FAILED, message, false, None))?;
+            .map_err(|message| {
+                self.blocked(reason::PLAN_GENERATION_FAILED, message, false, None)
+            })?;
 
         // Observe.
         let deployments = observe::owned_deployments(&ctx.client, twd)
             .await
-            .map_err(|e| self.blocked(reason::PLAN_EXECUTION_FAILED, format!("listing versioned Deployments: {e}"), false, None))?;
+            .map_err(|e| {
+                self.blocked(
+                    reason::PLAN_EXECUTION_FAILED,
+                    format!("listing versioned Deployments: {e}"),
+                    false,
+                    None,
+                )
+            })?;
         let deployment_name = twd.temporal_deployment_name();
         let state = match client.describe_deployment(&deployment_name).await {
             Ok(s) => s,
@@ -329,13 +435,25 @@ impl Reconciler<'_> {
                     stop.quiet = attempts < THROTTLE_REPORT_AFTER;
                     return Err(stop);
                 }
-                return Err(self.blocked(reason::STATE_FETCH_FAILED, format!("describing worker deployment {deployment_name:?}: {e}"), false, None));
+                return Err(self.blocked(
+                    reason::STATE_FETCH_FAILED,
+                    format!("describing worker deployment {deployment_name:?}: {e}"),
+                    false,
+                    None,
+                ));
             }
         };
         ctx.reset_throttled(&self.key());
         let temporal_facts = observe::target_facts(&client, &deployment_name, &desired, &state)
             .await
-            .map_err(|e| self.blocked(reason::STATE_FETCH_FAILED, format!("describing target version: {e}"), false, None))?;
+            .map_err(|e| {
+                self.blocked(
+                    reason::STATE_FETCH_FAILED,
+                    format!("describing target version: {e}"),
+                    false,
+                    None,
+                )
+            })?;
 
         let input = PlanInput {
             desired,
@@ -358,7 +476,12 @@ impl Reconciler<'_> {
             deployment_name: &deployment_name,
             conflict_token: input.temporal.conflict_token.clone(),
             gate_input: gate_input.as_ref(),
-            gate_workflow_type: twd.spec.rollout.gate.as_ref().map(|g| g.workflow_type.as_str()),
+            gate_workflow_type: twd
+                .spec
+                .rollout
+                .gate
+                .as_ref()
+                .map(|g| g.workflow_type.as_str()),
             target_build_id: &input.desired.build_id,
             controller_version: &ctx.settings.controller_version,
             metrics: &ctx.metrics,
@@ -376,13 +499,30 @@ impl Reconciler<'_> {
                 ),
                 stalled: false,
             }),
-            Some(f) => Err(Blocked { reason: reason::PLAN_EXECUTION_FAILED, message: f.message.clone(), stalled: false }),
+            Some(f) => Err(Blocked {
+                reason: reason::PLAN_EXECUTION_FAILED,
+                message: f.message.clone(),
+                stalled: false,
+            }),
         };
-        let report = Report::Planned { input: &input, plan: &plan, routed: executed.routed(), outcome: outcome.clone() };
-        let new_status = status::compute(twd.status.as_ref(), twd.metadata.generation.unwrap_or_default(), &report, Timestamp::now());
+        let report = Report::Planned {
+            input: &input,
+            plan: &plan,
+            routed: executed.routed(),
+            outcome: outcome.clone(),
+        };
+        let new_status = status::compute(
+            twd.status.as_ref(),
+            twd.metadata.generation.unwrap_or_default(),
+            &report,
+            Timestamp::now(),
+        );
         // One Warning per transition into any blocking verdict: execution failures and
         // planned ones alike (failed gate, too many versions, routing managed elsewhere).
-        if let Some(p) = new_status.conditions.iter().find(|c| c.type_ == reason::PROGRESSING)
+        if let Some(p) = new_status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == reason::PROGRESSING)
             && p.status == "False"
             && p.reason != reason::ROLLOUT_COMPLETE
         {
@@ -395,7 +535,11 @@ impl Reconciler<'_> {
             Err(e) if is_conflict(&e) => return Ok(Action::requeue(STALE_RETRY)),
             Err(e) => {
                 return Err(Stop {
-                    blocked: Blocked { reason: reason::PLAN_EXECUTION_FAILED, message: format!("writing status: {e}"), stalled: false },
+                    blocked: Blocked {
+                        reason: reason::PLAN_EXECUTION_FAILED,
+                        message: format!("writing status: {e}"),
+                        stalled: false,
+                    },
                     action: Action::requeue(Duration::from_secs(1)),
                     quiet: false,
                 });
@@ -404,11 +548,17 @@ impl Reconciler<'_> {
 
         let action = match &executed.failure {
             Some(f) if f.conflict => Action::requeue(ctx.settings.fast_poll),
-            Some(f) if f.manager_owner.is_some() => Action::requeue(ctx.settings.fast_poll.max(Duration::from_secs(2))),
+            Some(f) if f.manager_owner.is_some() => {
+                Action::requeue(ctx.settings.fast_poll.max(Duration::from_secs(2)))
+            }
             Some(_) => Action::requeue(ctx.backoff(&self.key())),
             None => {
                 ctx.reset_backoff(&self.key());
-                Action::requeue(plan.requeue_after.unwrap_or(ctx.settings.idle_interval).min(ctx.settings.idle_interval))
+                Action::requeue(
+                    plan.requeue_after
+                        .unwrap_or(ctx.settings.idle_interval)
+                        .min(ctx.settings.idle_interval),
+                )
             }
         };
         Ok(action)
@@ -416,50 +566,103 @@ impl Reconciler<'_> {
 
     /// The Connection carries our finalizer while any TWD uses it, so cleanup can still reach Temporal.
     async fn protect_connection(&self, api: &Api<TemporalConnection>, conn: &TemporalConnection) {
-        if conn.meta().deletion_timestamp.is_some() || conn.finalizers().iter().any(|f| f == FINALIZER) {
+        if conn.meta().deletion_timestamp.is_some()
+            || conn.finalizers().iter().any(|f| f == FINALIZER)
+        {
             return;
         }
         let mut finalizers = conn.finalizers().to_vec();
         finalizers.push(FINALIZER.to_string());
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
-        let res = api.patch(&conn.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await;
-        self.ctx.metrics.kube_write("patch", "temporalconnections", res.is_ok());
+        let res = api
+            .patch(
+                &conn.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        self.ctx
+            .metrics
+            .kube_write("patch", "temporalconnections", res.is_ok());
         if let Err(e) = res {
             tracing::debug!(error = %e, "could not add finalizer to TemporalConnection; will retry next reconcile");
         }
     }
 
-    async fn emit_milestones(&self, input: &PlanInput, plan: &planner::model::Plan, executed: &executor::Executed) {
+    async fn emit_milestones(
+        &self,
+        input: &PlanInput,
+        plan: &planner::model::Plan,
+        executed: &executor::Executed,
+    ) {
         let twd = &*self.twd;
         let prev_target = twd.status.as_ref().and_then(|s| s.target_version.as_ref());
         let build = &input.desired.build_id;
         let was_registered = prev_target
-            .map(|t| &t.version.build_id == build && t.version.status != crate::api::twd::VersionStatus::NotRegistered)
+            .map(|t| {
+                &t.version.build_id == build
+                    && t.version.status != crate::api::twd::VersionStatus::NotRegistered
+            })
             .unwrap_or(false);
         if !was_registered && input.temporal.version(build).is_some() {
-            self.ctx.events.normal(twd, events::VERSION_REGISTERED, format!("Build ID {build} is polling Temporal")).await;
+            self.ctx
+                .events
+                .normal(
+                    twd,
+                    events::VERSION_REGISTERED,
+                    format!("Build ID {build} is polling Temporal"),
+                )
+                .await;
         }
         for done in &executed.done {
             let (reason, message) = match done {
-                Done::Created { name, build_id } => (events::VERSION_CREATED, format!("Created Deployment {name} for build ID {build_id}")),
-                Done::Updated { name, build_id } => (events::VERSION_UPDATED, format!("Updated Deployment {name} of build ID {build_id} in place")),
-                Done::Scaled { name, build_id, replicas } if *replicas == 0 => {
-                    (events::SCALED_DOWN, format!("Scaled Deployment {name} of build ID {build_id} to 0"))
-                }
+                Done::Created { name, build_id } => (
+                    events::VERSION_CREATED,
+                    format!("Created Deployment {name} for build ID {build_id}"),
+                ),
+                Done::Updated { name, build_id } => (
+                    events::VERSION_UPDATED,
+                    format!("Updated Deployment {name} of build ID {build_id} in place"),
+                ),
+                Done::Scaled {
+                    name,
+                    build_id,
+                    replicas,
+                } if *replicas == 0 => (
+                    events::SCALED_DOWN,
+                    format!("Scaled Deployment {name} of build ID {build_id} to 0"),
+                ),
                 Done::Scaled { .. } => continue,
-                Done::GateStarted { task_queue, workflow_id } => {
-                    (events::GATE_STARTED, format!("Started gate workflow {workflow_id} on task queue {task_queue}"))
-                }
+                Done::GateStarted {
+                    task_queue,
+                    workflow_id,
+                } => (
+                    events::GATE_STARTED,
+                    format!("Started gate workflow {workflow_id} on task queue {task_queue}"),
+                ),
                 Done::ManagerClaimed => continue,
-                Done::Routed(RoutingChange::SetCurrent { build_id }) if plan.progress.rollback => {
-                    (events::ROLLED_BACK, format!("Rolled back: build ID {build_id} is Current again"))
+                Done::Routed(RoutingChange::SetCurrent { build_id }) if plan.progress.rollback => (
+                    events::ROLLED_BACK,
+                    format!("Rolled back: build ID {build_id} is Current again"),
+                ),
+                Done::Routed(RoutingChange::SetCurrent { build_id }) => (
+                    events::PROMOTED,
+                    format!("Build ID {build_id} is now Current"),
+                ),
+                Done::Routed(RoutingChange::SetRamping {
+                    build_id,
+                    percentage,
+                }) => (
+                    events::RAMP_STEP_STARTED,
+                    format!("Ramping build ID {build_id} to {percentage}%"),
+                ),
+                Done::Routed(RoutingChange::ClearRamp) => {
+                    (events::RAMP_CLEARED, "Cleared a stale ramp".to_string())
                 }
-                Done::Routed(RoutingChange::SetCurrent { build_id }) => (events::PROMOTED, format!("Build ID {build_id} is now Current")),
-                Done::Routed(RoutingChange::SetRamping { build_id, percentage }) => {
-                    (events::RAMP_STEP_STARTED, format!("Ramping build ID {build_id} to {percentage}%"))
-                }
-                Done::Routed(RoutingChange::ClearRamp) => (events::RAMP_CLEARED, "Cleared a stale ramp".to_string()),
-                Done::Deleted { name, build_id } => (events::VERSION_DELETED, format!("Deleted Deployment {name} of build ID {build_id}")),
+                Done::Deleted { name, build_id } => (
+                    events::VERSION_DELETED,
+                    format!("Deleted Deployment {name} of build ID {build_id}"),
+                ),
             };
             self.ctx.events.normal(twd, reason, message).await;
         }
@@ -478,7 +681,10 @@ impl Reconciler<'_> {
             .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::PROGRESSING))
             .map(|c| c.reason.as_str());
         if previous != Some(new_reason) {
-            self.ctx.events.warning(&self.twd, new_reason, message.to_string()).await;
+            self.ctx
+                .events
+                .warning(&self.twd, new_reason, message.to_string())
+                .await;
         }
     }
 
@@ -487,7 +693,12 @@ impl Reconciler<'_> {
         self.warn_on_transition(&blocked).await;
         self.ctx.metrics.reconcile_error(blocked.reason);
         let report = Report::Blocked(blocked);
-        let new_status = status::compute(self.twd.status.as_ref(), self.twd.metadata.generation.unwrap_or_default(), &report, Timestamp::now());
+        let new_status = status::compute(
+            self.twd.status.as_ref(),
+            self.twd.metadata.generation.unwrap_or_default(),
+            &report,
+            Timestamp::now(),
+        );
         self.write_status(new_status).await
     }
 
@@ -503,7 +714,9 @@ impl Reconciler<'_> {
             .twd_api()
             .replace_status(&self.name, &PostParams::default(), &obj)
             .await;
-        self.ctx.metrics.kube_write("update", "temporalworkerdeployments/status", res.is_ok());
+        self.ctx
+            .metrics
+            .kube_write("update", "temporalworkerdeployments/status", res.is_ok());
         let updated = res?;
         let _ = self.ctx.feed.send(Arc::new(updated));
         Ok(())
@@ -526,14 +739,22 @@ impl Reconciler<'_> {
                 let mode = connection.spec.auth_mode();
                 let cleaned = async {
                     let secret = observe::auth_secret(&ctx.client, &self.ns, &mode).await?;
-                    let auth = temporal::auth_from_secret(&mode, secret.as_ref()).map_err(|e| e.to_string())?;
+                    let auth = temporal::auth_from_secret(&mode, secret.as_ref())
+                        .map_err(|e| e.to_string())?;
                     let key = ConnectionKey::new(&connection.spec, auth);
                     let client: TemporalClient = ctx
                         .pool
-                        .get_or_connect(key, &twd.spec.worker_options.temporal_namespace, &ctx.settings.identity)
+                        .get_or_connect(
+                            key,
+                            &twd.spec.worker_options.temporal_namespace,
+                            &ctx.settings.identity,
+                        )
                         .await
                         .map_err(|e| e.to_string())?;
-                    client.cleanup_deployment(&twd.temporal_deployment_name()).await.map_err(|e| e.to_string())
+                    client
+                        .cleanup_deployment(&twd.temporal_deployment_name())
+                        .await
+                        .map_err(|e| e.to_string())
                 }
                 .await;
                 if let Err(message) = cleaned {
@@ -549,7 +770,9 @@ impl Reconciler<'_> {
                         info!(%message, "Temporal cleanup not finished; retrying");
                         let blocked = Blocked {
                             reason: reason::DELETING,
-                            message: format!("cleaning up Temporal state (workers stopped; Temporal forgets their pollers after matching.PollerHistoryTTL, 5m by default): {message}"),
+                            message: format!(
+                                "cleaning up Temporal state (workers stopped; Temporal forgets their pollers after matching.PollerHistoryTTL, 5m by default): {message}"
+                            ),
                             stalled: false,
                         };
                         self.write_blocked(blocked).await.ok();
@@ -568,12 +791,24 @@ impl Reconciler<'_> {
                 self.release_connection(&conn_api, &connection).await?;
             }
             // Without a Connection there is no way to reach Temporal; don't hang deletion forever.
-            None => warn!(connection = %conn_name, "TemporalConnection gone; skipping Temporal cleanup"),
+            None => {
+                warn!(connection = %conn_name, "TemporalConnection gone; skipping Temporal cleanup")
+            }
         }
-        let finalizers: Vec<String> = twd.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+        let finalizers: Vec<String> = twd
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": twd.resource_version() } });
-        let res = self.twd_api().patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
-        self.ctx.metrics.kube_write("patch", "temporalworkerdeployments", res.is_ok());
+        let res = self
+            .twd_api()
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        self.ctx
+            .metrics
+            .kube_write("patch", "temporalworkerdeployments", res.is_ok());
         match res {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -589,8 +824,12 @@ impl Reconciler<'_> {
             if d.deleting {
                 continue;
             }
-            let res = api.delete(&d.name, &kube::api::DeleteParams::background()).await;
-            self.ctx.metrics.kube_write("delete", "deployments", res.is_ok());
+            let res = api
+                .delete(&d.name, &kube::api::DeleteParams::background())
+                .await;
+            self.ctx
+                .metrics
+                .kube_write("delete", "deployments", res.is_ok());
             match res {
                 Ok(_) => self.ctx.events.normal(&self.twd, events::VERSION_DELETED, format!("Deleted Deployment {} of build ID {} (TemporalWorkerDeployment deleted)", d.name, d.build_id)).await,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -600,7 +839,11 @@ impl Reconciler<'_> {
         Ok(())
     }
 
-    async fn release_connection(&self, api: &Api<TemporalConnection>, conn: &TemporalConnection) -> Result<()> {
+    async fn release_connection(
+        &self,
+        api: &Api<TemporalConnection>,
+        conn: &TemporalConnection,
+    ) -> Result<()> {
         let twds = self.twd_api().list(&ListParams::default()).await?;
         let still_used = twds.items.iter().any(|t| {
             t.uid() != self.twd.uid()
@@ -610,10 +853,23 @@ impl Reconciler<'_> {
         if still_used || !conn.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(());
         }
-        let finalizers: Vec<String> = conn.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+        let finalizers: Vec<String> = conn
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
         let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
-        let res = api.patch(&conn.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await;
-        self.ctx.metrics.kube_write("patch", "temporalconnections", res.is_ok());
+        let res = api
+            .patch(
+                &conn.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        self.ctx
+            .metrics
+            .kube_write("patch", "temporalconnections", res.is_ok());
         match res {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -654,4 +910,3 @@ pub fn build_connection_janitor(
         )
         .for_each(|_| async {})
 }
-

@@ -20,5 +20,8 @@ pub fn files() -> Vec<(String, String)> {
 
 /// All CRDs as one multi-document YAML stream.
 pub fn all_yaml() -> String {
-    files().into_iter().map(|(_, y)| format!("---\n{y}")).collect()
+    files()
+        .into_iter()
+        .map(|(_, y)| format!("---\n{y}"))
+        .collect()
 }

@@ -32,9 +32,19 @@ pub struct EventSink {
 }
 
 impl EventSink {
-    pub fn new(client: kube::Client, instance: Option<String>, milestones: Arc<Milestones>) -> Self {
-        let reporter = Reporter { controller: "temporal-worker-controller".into(), instance };
-        Self { recorder: Recorder::new(client, reporter), milestones }
+    pub fn new(
+        client: kube::Client,
+        instance: Option<String>,
+        milestones: Arc<Milestones>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "temporal-worker-controller".into(),
+            instance,
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+            milestones,
+        }
     }
 
     pub async fn normal(&self, twd: &TemporalWorkerDeployment, reason: &str, message: String) {
@@ -45,7 +55,13 @@ impl EventSink {
         self.publish(twd, EventType::Warning, reason, message).await;
     }
 
-    async fn publish(&self, twd: &TemporalWorkerDeployment, type_: EventType, reason: &str, message: String) {
+    async fn publish(
+        &self,
+        twd: &TemporalWorkerDeployment,
+        type_: EventType,
+        reason: &str,
+        message: String,
+    ) {
         let reference: ObjectReference = twd.object_ref(&());
         let kind = match type_ {
             EventType::Normal => MilestoneKind::Normal,
@@ -54,7 +70,12 @@ impl EventSink {
         self.milestones.record(
             reference.namespace.as_deref().unwrap_or_default(),
             reference.name.as_deref().unwrap_or_default(),
-            Milestone { time: jiff::Timestamp::now(), kind, reason: reason.to_string(), message: message.clone() },
+            Milestone {
+                time: jiff::Timestamp::now(),
+                kind,
+                reason: reason.to_string(),
+                message: message.clone(),
+            },
         );
         let event = Event {
             type_,

@@ -32,13 +32,29 @@ pub struct ExecContext<'a> {
 /// One write that succeeded; drives events and in-memory status updates.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Done {
-    Created { name: String, build_id: String },
-    Updated { name: String, build_id: String },
-    Scaled { name: String, build_id: String, replicas: i32 },
-    GateStarted { task_queue: String, workflow_id: String },
+    Created {
+        name: String,
+        build_id: String,
+    },
+    Updated {
+        name: String,
+        build_id: String,
+    },
+    Scaled {
+        name: String,
+        build_id: String,
+        replicas: i32,
+    },
+    GateStarted {
+        task_queue: String,
+        workflow_id: String,
+    },
     ManagerClaimed,
     Routed(RoutingChange),
-    Deleted { name: String, build_id: String },
+    Deleted {
+        name: String,
+        build_id: String,
+    },
 }
 
 /// Why execution stopped early.
@@ -89,9 +105,18 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             build_id: &create.build_id,
             replicas: create.replicas,
         };
-        let rendered = render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
+        let rendered =
+            render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
         let name = rendered.metadata.name.clone().unwrap_or_default();
-        let res = deployments.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &rendered).await;
+        let res = deployments
+            .create(
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                },
+                &rendered,
+            )
+            .await;
         match res {
             Ok(_) => {}
             // A previous reconcile may have created it moments ago (stale cache): fine.
@@ -102,76 +127,131 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             }
         }
         ctx.metrics.kube_write("create", "deployments", true);
-        out.done.push(Done::Created { name, build_id: create.build_id.clone() });
+        out.done.push(Done::Created {
+            name,
+            build_id: create.build_id.clone(),
+        });
     }
 
     for update in &plan.update {
-        let existing = deployments.get(&update.name).await.map_err(|e| fail("get Deployment", e.to_string()))?;
+        let existing = deployments
+            .get(&update.name)
+            .await
+            .map_err(|e| fail("get Deployment", e.to_string()))?;
         let input = VersionedDeploymentInput {
             twd: ctx.twd,
             connection: ctx.connection,
             build_id: &update.build_id,
             replicas: None,
         };
-        let refreshed = render::refresh_template(&existing, &input).map_err(|e| fail("render", e.to_string()))?;
+        let refreshed = render::refresh_template(&existing, &input)
+            .map_err(|e| fail("render", e.to_string()))?;
         let res = deployments
-            .replace(&update.name, &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &refreshed)
+            .replace(
+                &update.name,
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                },
+                &refreshed,
+            )
             .await;
         ctx.metrics.kube_write("update", "deployments", res.is_ok());
         res.map_err(|e| fail("update Deployment", e.to_string()))?;
-        out.done.push(Done::Updated { name: update.name.clone(), build_id: update.build_id.clone() });
+        out.done.push(Done::Updated {
+            name: update.name.clone(),
+            build_id: update.build_id.clone(),
+        });
     }
 
     for scale in &plan.scale {
         let patch = json!({ "spec": { "replicas": scale.replicas } });
-        let res = deployments.patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch)).await;
-        ctx.metrics.kube_write("patch", "deployments/scale", res.is_ok());
+        let res = deployments
+            .patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        ctx.metrics
+            .kube_write("patch", "deployments/scale", res.is_ok());
         res.map_err(|e| fail("scale Deployment", e.to_string()))?;
-        out.done.push(Done::Scaled { name: scale.name.clone(), build_id: scale.build_id.clone(), replicas: scale.replicas });
+        out.done.push(Done::Scaled {
+            name: scale.name.clone(),
+            build_id: scale.build_id.clone(),
+            replicas: scale.replicas,
+        });
     }
 
     if let Some(workflow_type) = ctx.gate_workflow_type {
         for tq in &plan.start_gates {
             ctx.temporal
-                .start_gate(ctx.deployment_name, ctx.target_build_id, tq, workflow_type, ctx.gate_input)
+                .start_gate(
+                    ctx.deployment_name,
+                    ctx.target_build_id,
+                    tq,
+                    workflow_type,
+                    ctx.gate_input,
+                )
                 .await
                 .map_err(|e| temporal_fail("start gate workflow", e))?;
             out.done.push(Done::GateStarted {
                 task_queue: tq.clone(),
-                workflow_id: TemporalClient::gate_workflow_id(ctx.deployment_name, ctx.target_build_id, tq),
+                workflow_id: TemporalClient::gate_workflow_id(
+                    ctx.deployment_name,
+                    ctx.target_build_id,
+                    tq,
+                ),
             });
         }
     }
 
     let mut token = ctx.conflict_token.clone();
     if plan.claim_manager && plan.routing.is_some() {
-        token = ctx.temporal.claim_manager(ctx.deployment_name, &token).await.map_err(|e| temporal_fail("claim manager identity", e))?;
+        token = ctx
+            .temporal
+            .claim_manager(ctx.deployment_name, &token)
+            .await
+            .map_err(|e| temporal_fail("claim manager identity", e))?;
         out.done.push(Done::ManagerClaimed);
     }
 
     if let Some(routing) = &plan.routing {
         let (result, metadata_build) = match routing {
-            RoutingChange::SetCurrent { build_id } => {
-                (ctx.temporal.set_current(ctx.deployment_name, build_id, &token).await, Some(build_id))
-            }
-            RoutingChange::SetRamping { build_id, percentage } => (
-                ctx.temporal.set_ramping(ctx.deployment_name, build_id, *percentage, &token).await,
+            RoutingChange::SetCurrent { build_id } => (
+                ctx.temporal
+                    .set_current(ctx.deployment_name, build_id, &token)
+                    .await,
                 Some(build_id),
             ),
-            RoutingChange::ClearRamp => (ctx.temporal.clear_ramp(ctx.deployment_name, &token).await, None),
+            RoutingChange::SetRamping {
+                build_id,
+                percentage,
+            } => (
+                ctx.temporal
+                    .set_ramping(ctx.deployment_name, build_id, *percentage, &token)
+                    .await,
+                Some(build_id),
+            ),
+            RoutingChange::ClearRamp => (
+                ctx.temporal.clear_ramp(ctx.deployment_name, &token).await,
+                None,
+            ),
         };
         result.map_err(|e| temporal_fail("change routing", e))?;
         out.done.push(Done::Routed(routing.clone()));
         if let Some(build_id) = metadata_build {
             // Metadata is informational: a failure here must not undo or mask the routing change.
-            if let Err(e) = ctx.temporal.update_version_metadata(ctx.deployment_name, build_id, ctx.controller_version).await {
+            if let Err(e) = ctx
+                .temporal
+                .update_version_metadata(ctx.deployment_name, build_id, ctx.controller_version)
+                .await
+            {
                 tracing::warn!(error = %e, build_id, "failed to update version metadata");
             }
         }
     }
 
     for delete in &plan.delete {
-        let res = deployments.delete(&delete.name, &DeleteParams::background()).await;
+        let res = deployments
+            .delete(&delete.name, &DeleteParams::background())
+            .await;
         match res {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -181,13 +261,21 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             }
         }
         ctx.metrics.kube_write("delete", "deployments", true);
-        out.done.push(Done::Deleted { name: delete.name.clone(), build_id: delete.build_id.clone() });
+        out.done.push(Done::Deleted {
+            name: delete.name.clone(),
+            build_id: delete.build_id.clone(),
+        });
     }
     Ok(())
 }
 
 fn fail(step: &'static str, message: String) -> Failure {
-    Failure { step, message: format!("{step}: {message}"), manager_owner: None, conflict: false }
+    Failure {
+        step,
+        message: format!("{step}: {message}"),
+        manager_owner: None,
+        conflict: false,
+    }
 }
 
 fn temporal_fail(step: &'static str, e: TemporalError) -> Failure {

@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use temporal_worker_controller::{api, cli_status, run};
 
 #[derive(Parser)]
-#[command(name = "temporal-worker-controller", version, about = "Runs Temporal workers as rainbow deployments")]
+#[command(
+    name = "temporal-worker-controller",
+    version,
+    about = "Runs Temporal workers as rainbow deployments"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,7 +53,11 @@ struct RunArgs {
     #[arg(long, env = "WATCH_NAMESPACES", value_delimiter = ',')]
     watch_namespaces: Vec<String>,
     /// Identity used for Temporal writes and as routing manager identity.
-    #[arg(long, env = "CONTROLLER_IDENTITY", default_value = "temporal-worker-controller")]
+    #[arg(
+        long,
+        env = "CONTROLLER_IDENTITY",
+        default_value = "temporal-worker-controller"
+    )]
     identity: String,
     /// Re-check interval for rollouts with nothing pending (Go duration).
     #[arg(long, default_value = "60s")]
@@ -57,7 +65,11 @@ struct RunArgs {
     /// Poll interval while waiting for pollers or gate workflows (Go duration).
     #[arg(long, default_value = "500ms")]
     fast_poll: String,
-    #[arg(long, env = "CONTROLLER_MAX_DEPLOYMENT_VERSIONS_INELIGIBLE_FOR_DELETION", default_value_t = 75)]
+    #[arg(
+        long,
+        env = "CONTROLLER_MAX_DEPLOYMENT_VERSIONS_INELIGIBLE_FOR_DELETION",
+        default_value_t = 75
+    )]
     max_versions_ineligible_for_deletion: usize,
     /// A target that was Current within this window is promoted at once (Go duration).
     #[arg(long, default_value = "1h")]
@@ -76,8 +88,18 @@ fn main() -> ExitCode {
             print!("{}", temporal_worker_controller::crdgen::all_yaml());
             ExitCode::SUCCESS
         }
-        Command::Status { namespace, name, api_url } => block_on(async move {
-            cli_status::run(cli_status::StatusArgs { namespace, name, api_url }).await.map_err(|e| e.to_string())
+        Command::Status {
+            namespace,
+            name,
+            api_url,
+        } => block_on(async move {
+            cli_status::run(cli_status::StatusArgs {
+                namespace,
+                name,
+                api_url,
+            })
+            .await
+            .map_err(|e| e.to_string())
         }),
         Command::Run(args) => {
             init_tracing(&args.log_format);
@@ -87,7 +109,10 @@ fn main() -> ExitCode {
 }
 
 fn block_on(fut: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: starting runtime: {e}");
@@ -115,13 +140,19 @@ fn init_tracing(format: &str) {
 }
 
 async fn run_controller(args: RunArgs) -> Result<(), String> {
-    let duration = |s: &str, flag: &str| api::duration::parse(s).map_err(|e| format!("--{flag}: {e}"));
+    let duration =
+        |s: &str, flag: &str| api::duration::parse(s).map_err(|e| format!("--{flag}: {e}"));
     let opts = run::RunOptions {
         http_addr: args.http_addr,
         leader_elect: args.leader_elect,
         lease_name: args.lease_name,
         lease_namespace: args.lease_namespace,
-        watch_namespaces: args.watch_namespaces.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        watch_namespaces: args
+            .watch_namespaces
+            .into_iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
         identity: args.identity,
         idle_interval: duration(&args.idle_interval, "idle-interval")?,
         fast_poll: duration(&args.fast_poll, "fast-poll")?,
@@ -129,7 +160,9 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         rollback_window: duration(&args.rollback_window, "rollback-window")?,
         pod_name: args.pod_name,
     };
-    let client = kube::Client::try_default().await.map_err(|e| format!("building Kubernetes client: {e}"))?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("building Kubernetes client: {e}"))?;
     let running = run::start(client, opts).await.map_err(|e| e.to_string())?;
     tracing::info!(addr = %running.http_addr, "controller started");
     tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;

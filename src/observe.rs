@@ -8,25 +8,42 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::api::connection::AuthMode;
-use crate::api::{ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment};
+use crate::api::{
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
+    LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
+};
 use crate::planner::model::{Desired, ObservedDeployment, Strategy};
 use crate::temporal::state::{GateObservation, WorkerDeploymentState};
 use crate::temporal::{TemporalClient, TemporalError};
 
 /// Versioned Deployments controlled by this TWD, oldest first.
-pub async fn owned_deployments(client: &kube::Client, twd: &TemporalWorkerDeployment) -> Result<Vec<ObservedDeployment>, kube::Error> {
+pub async fn owned_deployments(
+    client: &kube::Client,
+    twd: &TemporalWorkerDeployment,
+) -> Result<Vec<ObservedDeployment>, kube::Error> {
     let ns = twd.namespace().unwrap_or_default();
     let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let selector = format!("{LABEL_DEPLOYMENT_NAME}={}", crate::render::label_value(&twd.name_any()));
+    let selector = format!(
+        "{LABEL_DEPLOYMENT_NAME}={}",
+        crate::render::label_value(&twd.name_any())
+    );
     let list = api.list(&ListParams::default().labels(&selector)).await?;
     let uid = twd.uid();
     let mut out: Vec<ObservedDeployment> = list
         .items
         .iter()
-        .filter(|d| d.owner_references().iter().any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref()))
+        .filter(|d| {
+            d.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+        })
         .filter_map(observed)
         .collect();
-    out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.name.cmp(&b.name)));
+    out.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.name.cmp(&b.name))
+    });
     Ok(out)
 }
 
@@ -39,7 +56,11 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .unwrap_or_default()
         .into_iter()
         .find(|c| c.type_ == "Available" && c.status == "True")
-        .map(|c| c.last_transition_time.map(|t| t.0).unwrap_or_else(Timestamp::now));
+        .map(|c| {
+            c.last_transition_time
+                .map(|t| t.0)
+                .unwrap_or_else(Timestamp::now)
+        });
     let pod_annotations = d
         .spec
         .as_ref()
@@ -62,7 +83,11 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
 
 /// The Secret named by the Connection's auth mode, if any. Errors are user-facing messages
 /// that name the Secret but never its contents.
-pub async fn auth_secret(client: &kube::Client, ns: &str, mode: &AuthMode<'_>) -> Result<Option<Secret>, String> {
+pub async fn auth_secret(
+    client: &kube::Client,
+    ns: &str,
+    mode: &AuthMode<'_>,
+) -> Result<Option<Secret>, String> {
     let name = match mode {
         AuthMode::Plain => return Ok(None),
         AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => *secret,
@@ -70,18 +95,28 @@ pub async fn auth_secret(client: &kube::Client, ns: &str, mode: &AuthMode<'_>) -
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
     match api.get_opt(name).await {
         Ok(Some(s)) => Ok(Some(s)),
-        Ok(None) => Err(format!("Secret {name:?} referenced by the TemporalConnection not found in namespace {ns:?}")),
+        Ok(None) => Err(format!(
+            "Secret {name:?} referenced by the TemporalConnection not found in namespace {ns:?}"
+        )),
         Err(e) => Err(format!("reading Secret {name:?}: {e}")),
     }
 }
 
 /// Resolves the gate workflow input (inline, ConfigMap or Secret key).
-pub async fn gate_input(client: &kube::Client, ns: &str, twd: &TemporalWorkerDeployment) -> Result<Option<serde_json::Value>, String> {
-    let Some(gate) = &twd.spec.rollout.gate else { return Ok(None) };
+pub async fn gate_input(
+    client: &kube::Client,
+    ns: &str,
+    twd: &TemporalWorkerDeployment,
+) -> Result<Option<serde_json::Value>, String> {
+    let Some(gate) = &twd.spec.rollout.gate else {
+        return Ok(None);
+    };
     if let Some(input) = &gate.input {
         return Ok(Some(input.clone()));
     }
-    let Some(from) = &gate.input_from else { return Ok(None) };
+    let Some(from) = &gate.input_from else {
+        return Ok(None);
+    };
     let raw: Vec<u8> = if let Some(r) = &from.config_map_key_ref {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         let cm = api
@@ -94,7 +129,10 @@ pub async fn gate_input(client: &kube::Client, ns: &str, twd: &TemporalWorkerDep
         } else if let Some(v) = cm.binary_data.as_ref().and_then(|d| d.get(&r.key)) {
             v.0.clone()
         } else {
-            return Err(format!("key {:?} not found in ConfigMap {:?} for gate input", r.key, r.name));
+            return Err(format!(
+                "key {:?} not found in ConfigMap {:?} for gate input",
+                r.key, r.name
+            ));
         }
     } else if let Some(r) = &from.secret_key_ref {
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
@@ -108,12 +146,19 @@ pub async fn gate_input(client: &kube::Client, ns: &str, twd: &TemporalWorkerDep
             .as_ref()
             .and_then(|d| d.get(&r.key))
             .map(|v| v.0.clone())
-            .ok_or_else(|| format!("key {:?} not found in Secret {:?} for gate input", r.key, r.name))?
+            .ok_or_else(|| {
+                format!(
+                    "key {:?} not found in Secret {:?} for gate input",
+                    r.key, r.name
+                )
+            })?
     } else {
         return Ok(None);
     };
     // Never echo the value: it may be secret. Only say it is not JSON.
-    serde_json::from_slice(&raw).map(Some).map_err(|_| "gate input is not valid JSON".to_string())
+    serde_json::from_slice(&raw)
+        .map(Some)
+        .map_err(|_| "gate input is not valid JSON".to_string())
 }
 
 /// Temporal facts about the target beyond the deployment summary.
@@ -137,19 +182,28 @@ pub async fn target_facts(
     if is_current || state.version(build).is_none() {
         return Ok(TargetFacts::default());
     }
-    let needs_migration_check = matches!(desired.strategy, Strategy::Progressive(_)) && state.routing.current_build_id.is_none();
+    let needs_migration_check = matches!(desired.strategy, Strategy::Progressive(_))
+        && state.routing.current_build_id.is_none();
     if desired.gate.is_none() && !needs_migration_check {
         return Ok(TargetFacts::default());
     }
     let Some(detail) = client.describe_version(deployment, build).await? else {
         return Ok(TargetFacts::default());
     };
-    let mut facts = TargetFacts { task_queues: detail.workflow_task_queues.clone(), ..Default::default() };
+    let mut facts = TargetFacts {
+        task_queues: detail.workflow_task_queues.clone(),
+        ..Default::default()
+    };
     if needs_migration_check {
-        facts.unversioned_pollers_on_all_queues = client.unversioned_pollers_on_all_queues(&detail).await.unwrap_or(false);
+        facts.unversioned_pollers_on_all_queues = client
+            .unversioned_pollers_on_all_queues(&detail)
+            .await
+            .unwrap_or(false);
     }
     if desired.gate.is_some() && !facts.task_queues.is_empty() {
-        facts.gates = client.describe_gates(deployment, build, &facts.task_queues).await?;
+        facts.gates = client
+            .describe_gates(deployment, build, &facts.task_queues)
+            .await?;
     }
     Ok(facts)
 }

@@ -53,7 +53,10 @@ impl Default for RunOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("binding HTTP address {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("leader election: {0}")]
     Lease(String),
     #[error("HTTP server: {0}")]
@@ -91,9 +94,9 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let (feed, _) = broadcast::channel(256);
     let leader = leader_channel(&client, &opts, metrics.clone(), shutdown.clone()).await?;
     let rpc_metrics = metrics.clone();
-    let pool = Arc::new(ClientPool::with_observer(Arc::new(move |method, code, latency| {
-        rpc_metrics.temporal_rpc(method, code, latency)
-    })));
+    let pool = Arc::new(ClientPool::with_observer(Arc::new(
+        move |method, code, latency| rpc_metrics.temporal_rpc(method, code, latency),
+    )));
     let settings = Settings {
         identity: opts.identity.clone(),
         controller_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -106,15 +109,30 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         },
     };
     let events = EventSink::new(client.clone(), opts.pod_name.clone(), milestones.clone());
-    let ctx = Arc::new(Context::new(client.clone(), pool, settings, events, metrics.clone(), feed.clone(), leader.clone()));
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        pool,
+        settings,
+        events,
+        metrics.clone(),
+        feed.clone(),
+        leader.clone(),
+    ));
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
-    let janitor = controller::build_connection_janitor(client.clone(), store.clone(), shutdown.clone());
+    let janitor =
+        controller::build_connection_janitor(client.clone(), store.clone(), shutdown.clone());
 
     let readiness = Readiness::default();
     let listener = tokio::net::TcpListener::bind(opts.http_addr)
         .await
-        .map_err(|source| RunError::Bind { addr: opts.http_addr, source })?;
-    let http_addr = listener.local_addr().map_err(|source| RunError::Bind { addr: opts.http_addr, source })?;
+        .map_err(|source| RunError::Bind {
+            addr: opts.http_addr,
+            source,
+        })?;
+    let http_addr = listener.local_addr().map_err(|source| RunError::Bind {
+        addr: opts.http_addr,
+        source,
+    })?;
     let state = AppState {
         store: store.clone(),
         metrics: metrics.clone(),
@@ -150,9 +168,20 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
                 tracing::error!(error = %e, "HTTP server failed");
             }
         };
-        tokio::join!(controller_fut, janitor, http, sync_fut, leader_fut.then(|_| async {}));
+        tokio::join!(
+            controller_fut,
+            janitor,
+            http,
+            sync_fut,
+            leader_fut.then(|_| async {})
+        );
     });
-    Ok(Running { http_addr, metrics, stop: stop_tx, task })
+    Ok(Running {
+        http_addr,
+        metrics,
+        stop: stop_tx,
+        task,
+    })
 }
 
 /// Without leader election the channel is constantly `true`.
@@ -172,14 +201,22 @@ async fn leader_channel(
         });
         return Ok(rx);
     }
-    let mut builder = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
-        .with_identity(opts.pod_name.clone().unwrap_or_else(|| opts.identity.clone()))
-        .with_duration(15)
-        .with_grace(5);
+    let mut builder =
+        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
+            .with_identity(
+                opts.pod_name
+                    .clone()
+                    .unwrap_or_else(|| opts.identity.clone()),
+            )
+            .with_duration(15)
+            .with_grace(5);
     if let Some(ns) = &opts.lease_namespace {
         builder = builder.with_namespace(ns);
     }
-    let manager = builder.build().await.map_err(|e| RunError::Lease(e.to_string()))?;
+    let manager = builder
+        .build()
+        .await
+        .map_err(|e| RunError::Lease(e.to_string()))?;
     let (lease_rx, _task) = manager.watch().await;
     let (tx, rx) = watch::channel(*lease_rx.borrow());
     metrics.set_leader(*lease_rx.borrow());

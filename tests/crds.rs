@@ -20,7 +20,10 @@ fn checked_in_crds_match_generated() {
             stale.push(file);
         }
     }
-    assert!(stale.is_empty(), "stale CRD YAML in crds/: {stale:?}; run `UPDATE_CRDS=1 cargo test --test crds`");
+    assert!(
+        stale.is_empty(),
+        "stale CRD YAML in crds/: {stale:?}; run `UPDATE_CRDS=1 cargo test --test crds`"
+    );
 }
 
 #[test]
@@ -29,15 +32,29 @@ fn crds_declare_status_subresource_and_short_names() {
         let crd: serde_json::Value = serde_yaml::from_str(&yaml).expect("parse");
         let version = &crd["spec"]["versions"][0];
         assert_eq!(version["name"], "v1alpha1", "{file}");
-        assert!(version["subresources"]["status"].is_object(), "{file} lacks status subresource");
-        assert!(crd["spec"]["names"]["shortNames"].as_array().is_some_and(|a| !a.is_empty()), "{file}");
+        assert!(
+            version["subresources"]["status"].is_object(),
+            "{file} lacks status subresource"
+        );
+        assert!(
+            crd["spec"]["names"]["shortNames"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty()),
+            "{file}"
+        );
     }
 }
 
 #[test]
 fn twd_name_rules_are_in_the_schema() {
     let files = temporal_worker_controller::crdgen::files();
-    let (_, yaml) = files.iter().find(|(f, _)| f.starts_with("temporalworkerdeployments")).expect("twd crd");
-    assert!(yaml.contains("!self.metadata.name.contains('.')") || yaml.contains("!self.metadata.name.contains(''.'')"));
+    let (_, yaml) = files
+        .iter()
+        .find(|(f, _)| f.starts_with("temporalworkerdeployments"))
+        .expect("twd crd");
+    assert!(
+        yaml.contains("!self.metadata.name.contains('.')")
+            || yaml.contains("!self.metadata.name.contains(''.'')")
+    );
     assert!(yaml.contains("self.metadata.name.size() <= 63"));
 }

@@ -4,7 +4,6 @@
 //! namespace, so tests run in parallel against one shared environment.
 
 #[path = "gitops_support/mod.rs"]
-#[allow(dead_code)]
 mod gitops_support;
 
 #[path = "e2e/support.rs"]

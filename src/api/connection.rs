@@ -29,7 +29,11 @@ pub struct TemporalConnectionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsOptions>,
     /// Secret of type `kubernetes.io/tls` with the client certificate (and optional `ca.crt`).
-    #[serde(default, rename = "mutualTLSSecretRef", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "mutualTLSSecretRef",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mutual_tls_secret_ref: Option<SecretRef>,
     /// Secret key holding a Temporal API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -74,7 +78,10 @@ impl TemporalConnectionSpec {
         if let Some(r) = &self.mutual_tls_secret_ref {
             AuthMode::MutualTls { secret: &r.name }
         } else if let Some(r) = &self.api_key_secret_ref {
-            AuthMode::ApiKey { secret: &r.name, key: &r.key }
+            AuthMode::ApiKey {
+                secret: &r.name,
+                key: &r.key,
+            }
         } else {
             AuthMode::Plain
         }

@@ -15,20 +15,27 @@ pub struct ParseError {
 
 /// Parses a Go-style duration. Negative and bare-number values are rejected.
 pub fn parse(input: &str) -> Result<Duration, ParseError> {
-    let err = |why| ParseError { input: input.to_string(), why };
+    let err = |why| ParseError {
+        input: input.to_string(),
+        why,
+    };
     if input.is_empty() {
         return Err(err("empty"));
     }
     let mut total_nanos: f64 = 0.0;
     let mut rest = input;
     while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if num_len == 0 {
             return Err(err("expected a number"));
         }
         let number: f64 = rest[..num_len].parse().map_err(|_| err("bad number"))?;
         rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let scale = match &rest[..unit_len] {
             "ns" => 1.0,
             "us" | "µs" => 1e3,

@@ -10,7 +10,9 @@ pub mod twd;
 pub mod validate;
 
 pub use connection::{TemporalConnection, TemporalConnectionSpec};
-pub use twd::{TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus};
+pub use twd::{
+    TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus,
+};
 
 /// API group of every kind we serve.
 pub const GROUP: &str = "temporal.io";

@@ -156,7 +156,10 @@ fn default_delete() -> String {
 
 impl Default for SunsetSpec {
     fn default() -> Self {
-        Self { scaledown_delay: default_scaledown(), delete_delay: default_delete() }
+        Self {
+            scaledown_delay: default_scaledown(),
+            delete_delay: default_delete(),
+        }
     }
 }
 
@@ -170,8 +173,15 @@ pub struct WorkerOptions {
     pub temporal_namespace: String,
     /// Pins the build ID. A pod-template change under the same ID is a rolling update of
     /// the same version: change it whenever workflow code changes, or replays may break.
-    #[serde(default, rename = "customBuildID", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$"))]
+    #[serde(
+        default,
+        rename = "customBuildID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$")
+    )]
     pub custom_build_id: Option<String>,
 }
 
@@ -302,6 +312,10 @@ impl TemporalWorkerDeployment {
     /// The Temporal worker deployment name: `<k8s-namespace>/<twd-name>`.
     pub fn temporal_deployment_name(&self) -> String {
         use kube::ResourceExt;
-        format!("{}/{}", self.namespace().unwrap_or_default(), self.name_any())
+        format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        )
     }
 }

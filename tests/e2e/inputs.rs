@@ -16,25 +16,49 @@ fn observed(t: &TemporalWorkerDeployment) -> bool {
 }
 
 fn message(t: &TemporalWorkerDeployment, type_: &str) -> String {
-    condition(t, type_).map(|c| c.message.clone()).unwrap_or_default()
+    condition(t, type_)
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_connection_is_reported_then_the_rollout_completes() -> Result<()> {
     let c = case("noconn").await?;
-    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({"workerOptions": {"connectionRef": {"name": "later"}}}))
-        .await?;
+    c.apply_twd(
+        "api",
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+        json!({"workerOptions": {"connectionRef": {"name": "later"}}}),
+    )
+    .await?;
     let twd = c
         .wait_twd("api", "TemporalConnectionNotFound", T, |t| {
             observed(t) && condition_is(t, "Progressing", "False", "TemporalConnectionNotFound")
         })
         .await?;
-    ensure!(message(&twd, "Progressing").contains("\"later\""), "message does not name the Connection: {}", message(&twd, "Progressing"));
-    ensure!(condition_is(&twd, "Ready", "False", "TemporalConnectionNotFound"), "{:?}", twd.status);
-    ensure!(c.deployments().list(&Default::default()).await?.items.is_empty(), "created workers without a Connection");
+    ensure!(
+        message(&twd, "Progressing").contains("\"later\""),
+        "message does not name the Connection: {}",
+        message(&twd, "Progressing")
+    );
+    ensure!(
+        condition_is(&twd, "Ready", "False", "TemporalConnectionNotFound"),
+        "{:?}",
+        twd.status
+    );
+    ensure!(
+        c.deployments()
+            .list(&Default::default())
+            .await?
+            .items
+            .is_empty(),
+        "created workers without a Connection"
+    );
 
-    c.apply_connection("later", &c.env.temporal_address.clone()).await?;
-    c.wait_twd("api", "Ready after the Connection appears", T, is_ready).await?;
+    c.apply_connection("later", &c.env.temporal_address.clone())
+        .await?;
+    c.wait_twd("api", "Ready after the Connection appears", T, is_ready)
+        .await?;
     Ok(())
 }
 
@@ -43,16 +67,23 @@ async fn unreachable_temporal_is_reported_then_the_rollout_completes() -> Result
     let c = case("unreach").await?;
     // Port 1 on loopback: connection refused at once.
     c.apply_connection("temporal", "127.0.0.1:1").await?;
-    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({})).await?;
+    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
     let twd = c
         .wait_twd("api", "TemporalClientCreationFailed", T, |t| {
             observed(t) && condition_is(t, "Progressing", "False", "TemporalClientCreationFailed")
         })
         .await?;
-    ensure!(message(&twd, "Progressing").contains("127.0.0.1:1"), "message does not name the address: {}", message(&twd, "Progressing"));
+    ensure!(
+        message(&twd, "Progressing").contains("127.0.0.1:1"),
+        "message does not name the address: {}",
+        message(&twd, "Progressing")
+    );
 
-    c.apply_connection("temporal", &c.env.temporal_address.clone()).await?;
-    c.wait_twd("api", "Ready after Temporal is reachable", T, is_ready).await?;
+    c.apply_connection("temporal", &c.env.temporal_address.clone())
+        .await?;
+    c.wait_twd("api", "Ready after Temporal is reachable", T, is_ready)
+        .await?;
     Ok(())
 }
 
@@ -63,15 +94,26 @@ async fn decreasing_steps_are_refused_at_admission() -> Result<()> {
         {"rampPercentage": 50, "pauseDuration": "1s"},
         {"rampPercentage": 25, "pauseDuration": "1s"}
     ]});
-    let err = c.apply_twd("api", "v1", bad, json!({})).await.err().context("decreasing steps were admitted")?;
+    let err = c
+        .apply_twd("api", "v1", bad, json!({}))
+        .await
+        .err()
+        .context("decreasing steps were admitted")?;
     let text = format!("{err:#}");
-    ensure!(text.contains("rampPercentage must increase"), "unclear admission error: {text}");
-    ensure!(c.twds().get_opt("api").await?.is_none(), "refused object was stored");
+    ensure!(
+        text.contains("rampPercentage must increase"),
+        "unclear admission error: {text}"
+    );
+    ensure!(
+        c.twds().get_opt("api").await?.is_none(),
+        "refused object was stored"
+    );
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invalid_spec() -> Result<()> {
+async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invalid_spec()
+-> Result<()> {
     let c = case("invalid").await?;
     // An env var the controller owns: the schema cannot say it, the controller refuses it.
     c.apply_twd(
@@ -86,24 +128,55 @@ async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invali
     )
     .await?;
     let twd = c
-        .wait_twd("api", "Stalled/InvalidSpec", T, |t| observed(t) && condition_is(t, "Stalled", "True", "InvalidSpec"))
+        .wait_twd("api", "Stalled/InvalidSpec", T, |t| {
+            observed(t) && condition_is(t, "Stalled", "True", "InvalidSpec")
+        })
         .await?;
     let msg = message(&twd, "Stalled");
-    ensure!(msg.contains("spec.template.spec.containers[0].env[1]") && msg.contains("TEMPORAL_ADDRESS"), "message must name the field: {msg}");
-    ensure!(condition_is(&twd, "Progressing", "False", "InvalidSpec"), "{:?}", twd.status);
-    ensure!(c.deployments().list(&Default::default()).await?.items.is_empty(), "acted on an invalid spec");
+    ensure!(
+        msg.contains("spec.template.spec.containers[0].env[1]") && msg.contains("TEMPORAL_ADDRESS"),
+        "message must name the field: {msg}"
+    );
+    ensure!(
+        condition_is(&twd, "Progressing", "False", "InvalidSpec"),
+        "{:?}",
+        twd.status
+    );
+    ensure!(
+        c.deployments()
+            .list(&Default::default())
+            .await?
+            .items
+            .is_empty(),
+        "acted on an invalid spec"
+    );
 
     // A duration the schema can check is refused at admission, naming the field.
     let err = c
-        .apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({"sunset": {"scaledownDelay": "1 hour"}}))
+        .apply_twd(
+            "api",
+            "v1",
+            json!({"strategy": "AllAtOnce"}),
+            json!({"sunset": {"scaledownDelay": "1 hour"}}),
+        )
         .await
         .err()
         .context("a malformed duration was admitted")?;
-    ensure!(format!("{err:#}").contains("spec.sunset.scaledownDelay"), "{err:#}");
+    ensure!(
+        format!("{err:#}").contains("spec.sunset.scaledownDelay"),
+        "{err:#}"
+    );
 
     // Fixing the spec (a new generation) clears the stall and completes the rollout.
-    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({})).await?;
-    let twd = c.wait_twd("api", "Ready after the fix", T, is_ready).await?;
-    ensure!(condition(&twd, "Stalled").is_some_and(|c| c.status == "False"), "{:?}", twd.status);
+    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    let twd = c
+        .wait_twd("api", "Ready after the fix", T, is_ready)
+        .await?;
+    ensure!(
+        condition(&twd, "Stalled").is_some_and(|c| c.status == "False"),
+        "{:?}",
+        twd.status
+    );
     Ok(())
 }

@@ -14,13 +14,17 @@ use crate::support::*;
 const T: Duration = Duration::from_secs(120);
 
 fn progressive(steps: &[(i32, &str)]) -> Value {
-    let steps: Vec<Value> = steps.iter().map(|(p, d)| json!({"rampPercentage": p, "pauseDuration": d})).collect();
+    let steps: Vec<Value> = steps
+        .iter()
+        .map(|(p, d)| json!({"rampPercentage": p, "pauseDuration": d}))
+        .collect();
     json!({"strategy": "Progressive", "steps": steps})
 }
 
 /// Applies v1 with AllAtOnce and waits until it is Current; returns its build ID.
 async fn deploy_first(c: &Case, name: &str) -> Result<String> {
-    c.apply_twd(name, "v1", json!({"strategy": "AllAtOnce"}), json!({})).await?;
+    c.apply_twd(name, "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
     let twd = c.wait_twd(name, "first version Ready", T, is_ready).await?;
     current_build(&twd).context("Ready without a current version")
 }
@@ -41,8 +45,11 @@ async fn describe_soon(
 }
 
 fn build_of_spec(twd: &TemporalWorkerDeployment) -> String {
-    temporal_worker_controller::build_id::compute(&twd.spec.template, twd.spec.worker_options.custom_build_id.as_deref())
-        .expect("valid template")
+    temporal_worker_controller::build_id::compute(
+        &twd.spec.template,
+        twd.spec.worker_options.custom_build_id.as_deref(),
+    )
+    .expect("valid template")
 }
 
 /// Invariants that hold throughout every rollout:
@@ -57,7 +64,10 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
             && !s.workers.is_empty()
         {
             let dep = deployment_of(&twd.metadata.name.clone().unwrap_or_default(), current);
-            ensure!(s.workers.get(&dep).copied().unwrap_or(0) > 0, "Temporal routes to {current} but {dep} has no running workers");
+            ensure!(
+                s.workers.get(&dep).copied().unwrap_or(0) > 0,
+                "Temporal routes to {current} but {dep} has no running workers"
+            );
         }
     }
     for v in history {
@@ -72,9 +82,15 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
             );
         } else if twd.status.is_some() {
             let (k, msg) = gitops_support::kstatus(v);
-            ensure!(k != Status::Current, "kstatus Current for an unobserved generation: {msg}");
+            ensure!(
+                k != Status::Current,
+                "kstatus Current for an unobserved generation: {msg}"
+            );
             let (health, msg) = gitops_support::argocd_health(v);
-            ensure!(health != "Healthy", "ArgoCD Healthy for an unobserved generation: {msg}");
+            ensure!(
+                health != "Healthy",
+                "ArgoCD Healthy for an unobserved generation: {msg}"
+            );
         }
     }
     Ok(())
@@ -97,29 +113,51 @@ fn kstatus_walk(history: &[Value]) -> Vec<Status> {
 async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     let c = case("aao").await?;
     let rec = c.record("orders").await?;
-    c.apply_twd("orders", "v1", json!({"strategy": "AllAtOnce"}), json!({})).await?;
+    c.apply_twd("orders", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
     let out = c
         .kubectl()
-        .args(["wait", "--for=condition=Ready", "twd/orders", "--timeout=150s"])
+        .args([
+            "wait",
+            "--for=condition=Ready",
+            "twd/orders",
+            "--timeout=150s",
+        ])
         .output()
         .await?;
-    ensure!(out.status.success(), "kubectl wait failed: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "kubectl wait failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // `kubectl wait` returned: Temporal must already route to v1, and the status must say so.
     let twd = c.get_twd("orders").await?;
-    ensure!(condition_is(&twd, "Ready", "True", "RolloutComplete"), "{:?}", twd.status);
+    ensure!(
+        condition_is(&twd, "Ready", "True", "RolloutComplete"),
+        "{:?}",
+        twd.status
+    );
     let v1 = current_build(&twd).context("no current version")?;
     let temporal = c.temporal().await?;
-    let state = temporal.describe_deployment(&c.temporal_deployment_name("orders")).await?;
+    let state = temporal
+        .describe_deployment(&c.temporal_deployment_name("orders"))
+        .await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v1.as_str()));
-    assert_eq!(twd.status.as_ref().and_then(|s| s.observed_generation), twd.metadata.generation);
+    assert_eq!(
+        twd.status.as_ref().and_then(|s| s.observed_generation),
+        twd.metadata.generation
+    );
 
     // The versioned Deployment carries the injected env; its workers poll Temporal.
     let dep = c.deployments().get(&deployment_of("orders", &v1)).await?;
     let env = env_of(&dep);
     assert_eq!(env.get("TEMPORAL_ADDRESS"), Some(&c.env.temporal_address));
     assert_eq!(env.get("TEMPORAL_NAMESPACE"), Some(&c.temporal_ns));
-    assert_eq!(env.get("TEMPORAL_DEPLOYMENT_NAME"), Some(&c.temporal_deployment_name("orders")));
+    assert_eq!(
+        env.get("TEMPORAL_DEPLOYMENT_NAME"),
+        Some(&c.temporal_deployment_name("orders"))
+    );
     assert_eq!(env.get("TEMPORAL_WORKER_BUILD_ID"), Some(&v1));
     assert_eq!(env.get("TEMPORAL_TASK_QUEUE"), Some(&c.task_queue));
     ensure!(state.version(&v1).is_some(), "Temporal does not list {v1}");
@@ -128,15 +166,24 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     }
 
     // Second deploy, same strategy: v2 becomes Current, v1 drains.
-    c.apply_twd("orders", "v2", json!({"strategy": "AllAtOnce"}), json!({})).await?;
+    c.apply_twd("orders", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
     let twd = c
-        .wait_twd("orders", "v2 Current", T, |t| is_ready(t) && current_build(t).is_some_and(|b| b != v1))
+        .wait_twd("orders", "v2 Current", T, |t| {
+            is_ready(t) && current_build(t).is_some_and(|b| b != v1)
+        })
         .await?;
     let v2 = current_build(&twd).context("current")?;
-    let state = temporal.describe_deployment(&c.temporal_deployment_name("orders")).await?;
+    let state = temporal
+        .describe_deployment(&c.temporal_deployment_name("orders"))
+        .await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v2.as_str()));
     c.wait_twd("orders", "v1 listed as deprecated", T, |t| {
-        t.status.as_ref().is_some_and(|s| s.deprecated_versions.iter().any(|d| d.version.build_id == v1))
+        t.status.as_ref().is_some_and(|s| {
+            s.deprecated_versions
+                .iter()
+                .any(|d| d.version.build_id == v1)
+        })
     })
     .await?;
 
@@ -146,11 +193,17 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     for s in &samples {
         let t: TemporalWorkerDeployment = serde_json::from_value(s.twd.clone())?;
         if is_ready(&t) {
-            ensure!(s.temporal.routing.current_build_id.is_some(), "Ready=True while Temporal had no current version");
+            ensure!(
+                s.temporal.routing.current_build_id.is_some(),
+                "Ready=True while Temporal had no current version"
+            );
         }
     }
     let walk = kstatus_walk(&history);
-    ensure!(walk.last() == Some(&Status::Current), "kstatus walk {walk:?}");
+    ensure!(
+        walk.last() == Some(&Status::Current),
+        "kstatus walk {walk:?}"
+    );
     ensure!(walk.contains(&Status::InProgress), "kstatus walk {walk:?}");
     ensure!(!walk.contains(&Status::Failed), "kstatus walk {walk:?}");
     Ok(())
@@ -161,7 +214,13 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     let c = case("prog").await?;
     let v1 = deploy_first(&c, "billing").await?;
     let rec = c.record("billing").await?;
-    c.apply_twd("billing", "v2", progressive(&[(25, "4s"), (50, "4s")]), json!({})).await?;
+    c.apply_twd(
+        "billing",
+        "v2",
+        progressive(&[(25, "4s"), (50, "4s")]),
+        json!({}),
+    )
+    .await?;
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("billing");
     // While each step runs, Temporal itself routes that share of new workflows to v2.
@@ -169,19 +228,27 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     for pct in [25.0, 50.0] {
         let twd = c
             .wait_twd("billing", &format!("status at {pct}%"), T, |t| {
-                t.status.as_ref().and_then(|s| s.target_version.as_ref()).and_then(|tv| tv.ramp_percentage) == Some(pct)
+                t.status
+                    .as_ref()
+                    .and_then(|s| s.target_version.as_ref())
+                    .and_then(|tv| tv.ramp_percentage)
+                    == Some(pct)
             })
             .await?;
         v2 = target_build(&twd).context("target")?;
         let state = describe_soon(&temporal, &dep_name).await?;
         ensure!(
-            state.routing.ramping_build_id.as_deref() == Some(v2.as_str()) && state.routing.ramp_percentage == pct as f32,
+            state.routing.ramping_build_id.as_deref() == Some(v2.as_str())
+                && state.routing.ramp_percentage == pct,
             "status says {pct}% but Temporal routes {:?} at {}%",
             state.routing.ramping_build_id,
             state.routing.ramp_percentage
         );
     }
-    c.wait_twd("billing", "v2 Current", T, |t| is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())).await?;
+    c.wait_twd("billing", "v2 Current", T, |t| {
+        is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())
+    })
+    .await?;
     let state = describe_soon(&temporal, &dep_name).await?;
     ensure!(state.routing.current_build_id.as_deref() == Some(v2.as_str()));
     ensure!(v2 != v1);
@@ -189,30 +256,52 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     // Step timing, from when each state first appeared in the status (polled every 40 ms).
     rec.catch_up().await?;
     let timed = rec.timed_history();
-    let first_seen = |pred: &dyn Fn(&Value) -> bool| timed.iter().find(|(_, v)| pred(v)).map(|(t, _)| *t);
+    let first_seen =
+        |pred: &dyn Fn(&Value) -> bool| timed.iter().find(|(_, v)| pred(v)).map(|(t, _)| *t);
     let ramp_is = |pct: f64| {
         let v2 = v2.clone();
         move |v: &Value| {
-            v.pointer("/status/targetVersion/buildID").and_then(Value::as_str) == Some(v2.as_str())
-                && v.pointer("/status/targetVersion/rampPercentage").and_then(Value::as_f64) == Some(pct)
+            v.pointer("/status/targetVersion/buildID")
+                .and_then(Value::as_str)
+                == Some(v2.as_str())
+                && v.pointer("/status/targetVersion/rampPercentage")
+                    .and_then(Value::as_f64)
+                    == Some(pct)
         }
     };
     let s25 = first_seen(&ramp_is(25.0)).context("25% never in status")?;
     let s50 = first_seen(&ramp_is(50.0)).context("50% never in status")?;
-    let done = first_seen(&|v: &Value| v.pointer("/status/currentVersion/buildID").and_then(Value::as_str) == Some(v2.as_str()))
-        .context("promotion never in status")?;
+    let done = first_seen(&|v: &Value| {
+        v.pointer("/status/currentVersion/buildID")
+            .and_then(Value::as_str)
+            == Some(v2.as_str())
+    })
+    .context("promotion never in status")?;
     let step1 = s50.duration_since(s25).as_secs_f64();
     let step2 = done.duration_since(s50).as_secs_f64();
     // Each step lasts its pause (a little observation jitter aside) and ends within 1 s of it.
-    ensure!((3.7..=5.0).contains(&step1), "25% lasted {step1:.3}s, want 4s (+1s)");
-    ensure!((3.7..=5.0).contains(&step2), "50% lasted {step2:.3}s, want 4s (+1s)");
+    ensure!(
+        (3.7..=5.0).contains(&step1),
+        "25% lasted {step1:.3}s, want 4s (+1s)"
+    );
+    ensure!(
+        (3.7..=5.0).contains(&step2),
+        "50% lasted {step2:.3}s, want 4s (+1s)"
+    );
     let history = rec.history();
     // The status reported each step while it ran.
     let steps_in_status: Vec<i32> = history
         .iter()
-        .filter_map(|v| v.pointer("/status/targetVersion/currentStep").and_then(Value::as_i64).map(|v| v as i32))
+        .filter_map(|v| {
+            v.pointer("/status/targetVersion/currentStep")
+                .and_then(Value::as_i64)
+                .map(|v| v as i32)
+        })
         .collect();
-    ensure!(steps_in_status.contains(&0) && steps_in_status.contains(&1), "steps seen {steps_in_status:?}");
+    ensure!(
+        steps_in_status.contains(&0) && steps_in_status.contains(&1),
+        "steps seen {steps_in_status:?}"
+    );
 
     // Sunset: v1 drains, is scaled to 0 two seconds after it drained, deleted two more later.
     let v1_dep = deployment_of("billing", &v1);
@@ -223,21 +312,40 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     .await?;
     let state = describe_soon(&temporal, &dep_name).await?;
     let v1_state = state.version(&v1).context("v1 unknown to Temporal")?;
-    ensure!(v1_state.status == TemporalVersionStatus::Drained, "v1 scaled down while {:?}", v1_state.status);
-    let drained_since = v1_state.drainage_changed_at.context("no drained-since time")?;
+    ensure!(
+        v1_state.status == TemporalVersionStatus::Drained,
+        "v1 scaled down while {:?}",
+        v1_state.status
+    );
+    let drained_since = v1_state
+        .drainage_changed_at
+        .context("no drained-since time")?;
     let waited = scaled_at.duration_since(drained_since).as_secs_f64();
-    ensure!(waited >= 2.0, "scaled down {waited:.3}s after draining, before scaledownDelay (2s)");
+    ensure!(
+        waited >= 2.0,
+        "scaled down {waited:.3}s after draining, before scaledownDelay (2s)"
+    );
     let deleted_at = eventually("v1 Deployment deleted", T, || async {
-        Ok(c.deployments().get_opt(&v1_dep).await?.is_none().then(jiff::Timestamp::now))
+        Ok(c.deployments()
+            .get_opt(&v1_dep)
+            .await?
+            .is_none()
+            .then(jiff::Timestamp::now))
     })
     .await?;
     let waited = deleted_at.duration_since(drained_since).as_secs_f64();
-    ensure!(waited >= 4.0, "deleted {waited:.3}s after draining, before scaledown+delete delays (4s)");
+    ensure!(
+        waited >= 4.0,
+        "deleted {waited:.3}s after draining, before scaledown+delete delays (4s)"
+    );
 
     let (samples, history) = rec.finish().await?;
     check_invariants(&samples, &history)?;
     let walk = kstatus_walk(&history);
-    ensure!(walk == [Status::Current, Status::InProgress, Status::Current], "kstatus walk {walk:?}");
+    ensure!(
+        walk == [Status::Current, Status::InProgress, Status::Current],
+        "kstatus walk {walk:?}"
+    );
     // ArgoCD walks Healthy → Progressing → Healthy too.
     let mut health_walk: Vec<String> = Vec::new();
     for v in history.iter().filter(|v| !v["status"].is_null()) {
@@ -246,7 +354,10 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
             health_walk.push(h);
         }
     }
-    ensure!(health_walk == ["Healthy", "Progressing", "Healthy"], "ArgoCD health walk {health_walk:?}");
+    ensure!(
+        health_walk == ["Healthy", "Progressing", "Healthy"],
+        "ArgoCD health walk {health_walk:?}"
+    );
     Ok(())
 }
 
@@ -263,16 +374,29 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
     // manager identity and a human can promote with the plain CLI.
     let mut previous: Option<String> = None;
     for tag in ["v1", "v2"] {
-        c.apply_twd("mailer", tag, json!({"strategy": "Manual"}), json!({})).await?;
+        c.apply_twd("mailer", tag, json!({"strategy": "Manual"}), json!({}))
+            .await?;
         let twd = c
-            .wait_twd("mailer", &format!("{tag} registered, waiting for promotion"), T, |t| {
-                waiting(t) && target_build(t) != previous
-            })
+            .wait_twd(
+                "mailer",
+                &format!("{tag} registered, waiting for promotion"),
+                T,
+                |t| waiting(t) && target_build(t) != previous,
+            )
             .await?;
         let build = target_build(&twd).context("target")?;
-        ensure!(c.deployments().get_opt(&deployment_of("mailer", &build)).await?.is_some(), "{tag} Deployment not created");
+        ensure!(
+            c.deployments()
+                .get_opt(&deployment_of("mailer", &build))
+                .await?
+                .is_some(),
+            "{tag} Deployment not created"
+        );
         let state = temporal.describe_deployment(&dep_name).await?;
-        assert_eq!(state.routing.current_build_id, previous, "Manual must not route");
+        assert_eq!(
+            state.routing.current_build_id, previous,
+            "Manual must not route"
+        );
         assert_eq!(state.routing.ramping_build_id, None, "Manual must not ramp");
         assert_eq!(state.manager_identity, "", "Manual must not claim routing");
         // ArgoCD reports a rollout waiting for a human as Suspended.
@@ -280,15 +404,28 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
         assert_eq!(health, "Suspended");
 
         // A human promotes with the Temporal CLI; the status follows.
-        c.temporal_cli(&["worker", "deployment", "set-current-version", "--deployment-name", &dep_name, "--build-id", &build, "--yes"])
-            .await?;
+        c.temporal_cli(&[
+            "worker",
+            "deployment",
+            "set-current-version",
+            "--deployment-name",
+            &dep_name,
+            "--build-id",
+            &build,
+            "--yes",
+        ])
+        .await?;
         let twd = c
             .wait_twd("mailer", "status shows the human promotion", T, |t| {
                 is_ready(t) && current_build(t).as_deref() == Some(build.as_str())
             })
             .await?;
         if let Some(old) = &previous {
-            ensure!(twd.status.as_ref().is_some_and(|s| s.deprecated_versions.iter().any(|d| &d.version.build_id == old)));
+            ensure!(twd.status.as_ref().is_some_and(|s| {
+                s.deprecated_versions
+                    .iter()
+                    .any(|d| &d.version.build_id == old)
+            }));
         }
         previous = Some(build);
     }
@@ -300,16 +437,33 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     let c = case("pinned").await?;
     let v1 = deploy_first(&c, "ledger").await?;
     let wf = format!("pinned-{}", c.ns);
-    c.temporal_cli(&["workflow", "start", "--type", "wait", "--task-queue", &c.task_queue, "--workflow-id", &wf]).await?;
+    c.temporal_cli(&[
+        "workflow",
+        "start",
+        "--type",
+        "wait",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        &wf,
+    ])
+    .await?;
     // The workflow starts on v1 (Current) and is pinned there by the worker's default behaviour.
-    c.apply_twd("ledger", "v2", json!({"strategy": "AllAtOnce"}), json!({})).await?;
-    c.wait_twd("ledger", "v2 Current", T, |t| is_ready(t) && current_build(t).is_some_and(|b| b != v1)).await?;
+    c.apply_twd("ledger", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    c.wait_twd("ledger", "v2 Current", T, |t| {
+        is_ready(t) && current_build(t).is_some_and(|b| b != v1)
+    })
+    .await?;
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("ledger");
     let v1_dep = deployment_of("ledger", &v1);
     eventually("v1 Draining in Temporal", T, || async {
         let s = temporal.describe_deployment(&dep_name).await?;
-        Ok((s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining)).then_some(()))
+        Ok(
+            (s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining))
+                .then_some(()),
+        )
     })
     .await?;
 
@@ -317,19 +471,43 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     let watch_until = std::time::Instant::now() + Duration::from_secs(12);
     while std::time::Instant::now() < watch_until {
         let d = c.deployments().get(&v1_dep).await?;
-        ensure!(d.spec.and_then(|s| s.replicas) == Some(1), "v1 scaled down while a pinned workflow runs");
+        ensure!(
+            d.spec.and_then(|s| s.replicas) == Some(1),
+            "v1 scaled down while a pinned workflow runs"
+        );
         let s = temporal.describe_deployment(&dep_name).await?;
         ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let twd = c.get_twd("ledger").await?;
-    let deprecated = twd.status.as_ref().and_then(|s| s.deprecated_versions.iter().find(|d| d.version.build_id == v1).cloned());
-    ensure!(deprecated.is_some_and(|d| d.scaledown_at.is_none() && !d.eligible_for_deletion), "{:?}", twd.status);
+    let deprecated = twd.status.as_ref().and_then(|s| {
+        s.deprecated_versions
+            .iter()
+            .find(|d| d.version.build_id == v1)
+            .cloned()
+    });
+    ensure!(
+        deprecated.is_some_and(|d| d.scaledown_at.is_none() && !d.eligible_for_deletion),
+        "{:?}",
+        twd.status
+    );
 
     // Finish the workflow: v1 drains and goes away.
-    c.temporal_cli(&["workflow", "signal", "--workflow-id", &wf, "--name", "finish"]).await?;
+    c.temporal_cli(&[
+        "workflow",
+        "signal",
+        "--workflow-id",
+        &wf,
+        "--name",
+        "finish",
+    ])
+    .await?;
     eventually("v1 Deployment deleted after draining", T, || async {
-        Ok(c.deployments().get_opt(&v1_dep).await?.is_none().then_some(()))
+        Ok(c.deployments()
+            .get_opt(&v1_dep)
+            .await?
+            .is_none()
+            .then_some(()))
     })
     .await?;
     Ok(())
@@ -342,35 +520,49 @@ async fn a_spec_change_mid_ramp_supersedes_the_ramping_version() -> Result<()> {
     let rec = c.record("search").await?;
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("search");
-    c.apply_twd("search", "v2", progressive(&[(20, "30s")]), json!({})).await?;
+    c.apply_twd("search", "v2", progressive(&[(20, "30s")]), json!({}))
+        .await?;
     let twd = c
-        .wait_twd("search", "v2 ramping", T, |t| condition_is(t, "Progressing", "True", "Ramping"))
+        .wait_twd("search", "v2 ramping", T, |t| {
+            condition_is(t, "Progressing", "True", "Ramping")
+        })
         .await?;
     let v2 = target_build(&twd).context("target")?;
     ensure!(v2 != v1);
 
     // v3 replaces v2 while v2 ramps.
-    c.apply_twd("search", "v3", progressive(&[(20, "2s")]), json!({})).await?;
+    c.apply_twd("search", "v3", progressive(&[(20, "2s")]), json!({}))
+        .await?;
     let twd = c
-        .wait_twd("search", "v3 Current", T, |t| is_ready(t) && current_build(t).is_some_and(|b| b != v1 && b != v2))
+        .wait_twd("search", "v3 Current", T, |t| {
+            is_ready(t) && current_build(t).is_some_and(|b| b != v1 && b != v2)
+        })
         .await?;
     let v3 = current_build(&twd).context("current")?;
     let (samples, history) = rec.finish().await?;
     check_invariants(&samples, &history)?;
     ensure!(
-        samples.iter().all(|s| s.temporal.routing.current_build_id.as_deref() != Some(v2.as_str())),
+        samples
+            .iter()
+            .all(|s| s.temporal.routing.current_build_id.as_deref() != Some(v2.as_str())),
         "superseded v2 became Current"
     );
     ensure!(
-        samples.iter().any(|s| s.temporal.routing.ramping_build_id.as_deref() == Some(v3.as_str())),
+        samples
+            .iter()
+            .any(|s| s.temporal.routing.ramping_build_id.as_deref() == Some(v3.as_str())),
         "v3 was promoted without ramping"
     );
     let state = temporal.describe_deployment(&dep_name).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v3.as_str()));
     // v2 never served as Current: it is retired (scaled to 0) rather than left running.
     eventually("superseded v2 scaled down or deleted", T, || async {
-        let d = c.deployments().get_opt(&deployment_of("search", &v2)).await?;
-        Ok(d.is_none_or(|d| d.spec.and_then(|s| s.replicas) == Some(0)).then_some(()))
+        let d = c
+            .deployments()
+            .get_opt(&deployment_of("search", &v2))
+            .await?;
+        Ok(d.is_none_or(|d| d.spec.and_then(|s| s.replicas) == Some(0))
+            .then_some(()))
     })
     .await?;
     Ok(())

@@ -42,7 +42,10 @@ pub const IDENTITY: &str = "twc-e2e";
 
 pub async fn env() -> Arc<Env> {
     ENV.get_or_init(|| async {
-        RT.spawn(start_env()).await.expect("infra task").expect("start e2e environment")
+        RT.spawn(start_env())
+            .await
+            .expect("infra task")
+            .expect("start e2e environment")
     })
     .await
     .clone()
@@ -50,7 +53,10 @@ pub async fn env() -> Arc<Env> {
 
 async fn start_env() -> Result<Arc<Env>> {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()))
+        .with_env_filter(
+            std::env::var("RUST_LOG")
+                .unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()),
+        )
         .with_test_writer()
         .try_init();
     let crd_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
@@ -116,12 +122,23 @@ pub async fn case(prefix: &str) -> Result<Case> {
     let suffix = format!("{}-{n}", std::process::id() % 10000);
     let ns = format!("{prefix}-{suffix}");
     let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": ns}}))?).await?;
+    nss.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+    )
+    .await?;
     let temporal_ns = format!("e2e-{prefix}-{suffix}");
     let server = test_harness::temporal_server::shared().await?;
     server.create_namespace(&temporal_ns).await?;
-    let case = Case { env, client, ns, temporal_ns, task_queue: format!("tq-{prefix}") };
-    case.apply_connection("temporal", &case.env.temporal_address.clone()).await?;
+    let case = Case {
+        env,
+        client,
+        ns,
+        temporal_ns,
+        task_queue: format!("tq-{prefix}"),
+    };
+    case.apply_connection("temporal", &case.env.temporal_address.clone())
+        .await?;
     Ok(case)
 }
 
@@ -138,28 +155,56 @@ impl Case {
         format!("{}/{twd}", self.ns)
     }
 
-    pub async fn apply(&self, api_version: &str, kind: &str, name: &str, body: Value) -> Result<()> {
+    pub async fn apply(
+        &self,
+        api_version: &str,
+        kind: &str,
+        name: &str,
+        body: Value,
+    ) -> Result<()> {
         let mut obj = body;
         obj["apiVersion"] = json!(api_version);
         obj["kind"] = json!(kind);
         obj["metadata"]["name"] = json!(name);
         obj["metadata"]["namespace"] = json!(self.ns);
         let ar = match kind {
-            "TemporalWorkerDeployment" => kube::api::ApiResource::erase::<TemporalWorkerDeployment>(&()),
-            "TemporalConnection" => kube::api::ApiResource::erase::<temporal_worker_controller::api::TemporalConnection>(&()),
+            "TemporalWorkerDeployment" => {
+                kube::api::ApiResource::erase::<TemporalWorkerDeployment>(&())
+            }
+            "TemporalConnection" => kube::api::ApiResource::erase::<
+                temporal_worker_controller::api::TemporalConnection,
+            >(&()),
             other => bail!("unsupported kind {other}"),
         };
-        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(self.client.clone(), &self.ns, &ar);
-        api.patch(name, &PatchParams::apply("e2e-test").force(), &Patch::Apply(&obj)).await?;
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &self.ns, &ar);
+        api.patch(
+            name,
+            &PatchParams::apply("e2e-test").force(),
+            &Patch::Apply(&obj),
+        )
+        .await?;
         Ok(())
     }
 
     pub async fn apply_connection(&self, name: &str, host_port: &str) -> Result<()> {
-        self.apply("temporal.io/v1alpha1", "TemporalConnection", name, json!({"spec": {"hostPort": host_port}})).await
+        self.apply(
+            "temporal.io/v1alpha1",
+            "TemporalConnection",
+            name,
+            json!({"spec": {"hostPort": host_port}}),
+        )
+        .await
     }
 
     /// Applies a TWD whose pod template runs image `worker:<tag>` polling this case's task queue.
-    pub async fn apply_twd(&self, name: &str, tag: &str, rollout: Value, extra_spec: Value) -> Result<()> {
+    pub async fn apply_twd(
+        &self,
+        name: &str,
+        tag: &str,
+        rollout: Value,
+        extra_spec: Value,
+    ) -> Result<()> {
         let mut spec = json!({
             "replicas": 1,
             "template": {
@@ -175,7 +220,13 @@ impl Case {
             "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": self.temporal_ns}
         });
         merge(&mut spec, extra_spec);
-        self.apply("temporal.io/v1alpha1", "TemporalWorkerDeployment", name, json!({"spec": spec})).await
+        self.apply(
+            "temporal.io/v1alpha1",
+            "TemporalWorkerDeployment",
+            name,
+            json!({"spec": spec}),
+        )
+        .await
     }
 
     pub async fn get_twd(&self, name: &str) -> Result<TemporalWorkerDeployment> {
@@ -197,7 +248,10 @@ impl Case {
                 return Ok(twd);
             }
             if Instant::now() > deadline {
-                bail!("timed out after {timeout:?} waiting for {what}; status: {}", serde_json::to_string_pretty(&twd.status)?);
+                bail!(
+                    "timed out after {timeout:?} waiting for {what}; status: {}",
+                    serde_json::to_string_pretty(&twd.status)?
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -211,45 +265,80 @@ impl Case {
             mutual_tls_secret_ref: None,
             api_key_secret_ref: None,
         };
-        let key = temporal_worker_controller::temporal::ConnectionKey::new(&spec, temporal_worker_controller::temporal::AuthMaterial::Plain);
-        Ok(pool.get_or_connect(key, &self.temporal_ns, "e2e-observer").await?)
+        let key = temporal_worker_controller::temporal::ConnectionKey::new(
+            &spec,
+            temporal_worker_controller::temporal::AuthMaterial::Plain,
+        );
+        Ok(pool
+            .get_or_connect(key, &self.temporal_ns, "e2e-observer")
+            .await?)
     }
 
     /// Runs the real `temporal` CLI against this case's Temporal namespace.
     pub async fn temporal_cli(&self, args: &[&str]) -> Result<String> {
         let out = tokio::process::Command::new("temporal")
             .args(args)
-            .args(["--address", &self.env.temporal_address, "--namespace", &self.temporal_ns])
+            .args([
+                "--address",
+                &self.env.temporal_address,
+                "--namespace",
+                &self.temporal_ns,
+            ])
             .output()
             .await
             .context("running temporal CLI")?;
         if !out.status.success() {
-            return Err(anyhow!("temporal {args:?} failed: {}", String::from_utf8_lossy(&out.stderr)));
+            return Err(anyhow!(
+                "temporal {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     pub fn kubectl(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new("kubectl");
-        cmd.arg("--kubeconfig").arg(&self.env.kubeconfig).args(["-n", &self.ns]);
+        cmd.arg("--kubeconfig")
+            .arg(&self.env.kubeconfig)
+            .args(["-n", &self.ns]);
         cmd
     }
 }
 
-pub fn condition<'a>(twd: &'a TemporalWorkerDeployment, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    twd.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+pub fn condition<'a>(
+    twd: &'a TemporalWorkerDeployment,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    twd.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
-pub fn condition_is(twd: &TemporalWorkerDeployment, type_: &str, status: &str, reason: &str) -> bool {
+pub fn condition_is(
+    twd: &TemporalWorkerDeployment,
+    type_: &str,
+    status: &str,
+    reason: &str,
+) -> bool {
     condition(twd, type_).is_some_and(|c| c.status == status && c.reason == reason)
 }
 
 pub fn target_build(twd: &TemporalWorkerDeployment) -> Option<String> {
-    twd.status.as_ref()?.target_version.as_ref().map(|t| t.version.build_id.clone())
+    twd.status
+        .as_ref()?
+        .target_version
+        .as_ref()
+        .map(|t| t.version.build_id.clone())
 }
 
 pub fn current_build(twd: &TemporalWorkerDeployment) -> Option<String> {
-    twd.status.as_ref()?.current_version.as_ref().map(|t| t.build_id.clone())
+    twd.status
+        .as_ref()?
+        .current_version
+        .as_ref()
+        .map(|t| t.build_id.clone())
 }
 
 pub fn env_of(d: &Deployment) -> BTreeMap<String, String> {
@@ -345,7 +434,12 @@ impl Case {
                     (Ok(s), Ok(o), Ok(d)) => (s, o, d),
                     (s, o, d) => {
                         // Temporal rate-limits reads per worker deployment; just sample again.
-                        tracing::debug!("recorder: read failed: {:?} {:?} {:?}", s.err(), o.err(), d.err());
+                        tracing::debug!(
+                            "recorder: read failed: {:?} {:?} {:?}",
+                            s.err(),
+                            o.err(),
+                            d.err()
+                        );
                         tokio::time::sleep(Duration::from_millis(200)).await;
                         continue;
                     }
@@ -374,7 +468,14 @@ impl Case {
                 tokio::time::sleep(Duration::from_millis(150)).await;
             }
         });
-        Ok(Recorder { samples, history, twds: self.twds(), name: twd.to_string(), task, watch })
+        Ok(Recorder {
+            samples,
+            history,
+            twds: self.twds(),
+            name: twd.to_string(),
+            task,
+            watch,
+        })
     }
 }
 

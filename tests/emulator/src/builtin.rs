@@ -133,7 +133,8 @@ pub fn apply_defaults(def: &ResourceDef, obj: &mut Value) {
 /// of the same name) and never stores or returns it.
 fn fold_string_data(obj: &mut Value) {
     use base64::Engine as _;
-    let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) else {
+    let Some(Value::Object(string_data)) = obj.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
         return;
     };
     let Some(o) = obj.as_object_mut() else { return };
@@ -143,8 +144,14 @@ fn fold_string_data(obj: &mut Value) {
     }
     if let Value::Object(d) = data {
         for (k, v) in string_data {
-            let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
-            d.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(text)));
+            let text = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            d.insert(
+                k,
+                json!(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
         }
     }
 }
