@@ -17,3 +17,6 @@ mod inputs;
 
 #[path = "e2e/lifecycle.rs"]
 mod lifecycle;
+
+#[path = "e2e/observability.rs"]
+mod observability;

@@ -150,6 +150,18 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
         msg.contains(id.as_str()),
         "message does not name the workflow {id}: {msg}"
     );
+    // GitOps tools see a failure, not a rollout in progress.
+    let live = serde_json::to_value(&twd)?;
+    let (k, kmsg) = crate::gitops_support::kstatus(&live);
+    ensure!(
+        k == crate::gitops_support::Status::Failed,
+        "kstatus {k:?}: {kmsg}"
+    );
+    let (health, hmsg) = crate::gitops_support::argocd_health(&live);
+    ensure!(
+        health == "Degraded" && hmsg.contains(id.as_str()),
+        "ArgoCD {health}: {hmsg}"
+    );
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("pay");
 

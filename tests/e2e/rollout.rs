@@ -420,12 +420,16 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
                 is_ready(t) && current_build(t).as_deref() == Some(build.as_str())
             })
             .await?;
+        ensure!(condition_is(&twd, "Ready", "True", "RolloutComplete"));
         if let Some(old) = &previous {
-            ensure!(twd.status.as_ref().is_some_and(|s| {
-                s.deprecated_versions
-                    .iter()
-                    .any(|d| &d.version.build_id == old)
-            }));
+            // The version the human replaced drains and is retired by the sunset policy.
+            let old_dep = deployment_of("mailer", old);
+            eventually("replaced version retired", T, || async {
+                let d = c.deployments().get_opt(&old_dep).await?;
+                Ok(d.is_none_or(|d| d.spec.and_then(|s| s.replicas) == Some(0))
+                    .then_some(()))
+            })
+            .await?;
         }
         previous = Some(build);
     }
@@ -548,9 +552,13 @@ async fn a_spec_change_mid_ramp_supersedes_the_ramping_version() -> Result<()> {
         "superseded v2 became Current"
     );
     ensure!(
-        samples
-            .iter()
-            .any(|s| s.temporal.routing.ramping_build_id.as_deref() == Some(v3.as_str())),
+        history.iter().any(|v| v
+            .pointer("/status/targetVersion/buildID")
+            .and_then(Value::as_str)
+            == Some(v3.as_str())
+            && v.pointer("/status/targetVersion/rampPercentage")
+                .and_then(Value::as_f64)
+                == Some(20.0)),
         "v3 was promoted without ramping"
     );
     let state = temporal.describe_deployment(&dep_name).await?;
