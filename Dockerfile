@@ -1,0 +1,16 @@
+# Multi-stage build of the controller image: a static-enough release binary on a distroless,
+# non-root base. Build: docker build -t temporal-worker-controller .
+FROM rust:1.95-bookworm AS build
+# The Temporal crates compile their protos at build time.
+RUN apt-get update && apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cargo build --release --locked --bin temporal-worker-controller
+
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /src/target/release/temporal-worker-controller /usr/local/bin/temporal-worker-controller
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/temporal-worker-controller"]
+CMD ["run", "--leader-elect"]
