@@ -48,13 +48,15 @@ exit "$status""#;
 
 /// Dynamic config that makes a drained version show as DRAINED about 1 s after its last pinned
 /// workflow closes, instead of the default 3 minutes (temporal-facts §4).
-/// `PollerHistoryTTL` is shortened too: Temporal refuses to delete a version (and so a worker
+/// Pollers are forgotten quickly too: Temporal refuses to delete a version (and so a worker
 /// deployment) while it remembers pollers for it, 5 minutes by default after the last poll.
-/// Routing calls are unaffected: their "no pollers" check means "never registered".
-const FAST_DRAINAGE: [&str; 3] = [
+/// Long polls are cut to 2 s so that live workers re-poll well within the 5 s history TTL and
+/// stay visible in `DescribeTaskQueue`.
+const FAST_DRAINAGE: [&str; 4] = [
     r#"matching.wv.VersionDrainageStatusVisibilityGracePeriod="1s""#,
     r#"matching.wv.VersionDrainageStatusRefreshInterval="1s""#,
-    r#"matching.PollerHistoryTTL="1s""#,
+    r#"matching.PollerHistoryTTL="5s""#,
+    r#"matching.longPollExpirationInterval="2s""#,
 ];
 
 /// A running `temporal server start-dev --headless` child process, killed on drop.
