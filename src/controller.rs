@@ -299,14 +299,7 @@ impl Reconciler<'_> {
     }
 
     async fn add_finalizer(&self) -> Result<TemporalWorkerDeployment> {
-        let mut finalizers = self.twd.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_string());
-        // resourceVersion makes this a compare-and-swap: never clobber another writer's finalizers.
-        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": self.twd.resource_version() } });
-        let res = self
-            .twd_api()
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
+        let res = set_finalizers(&self.twd_api(), &*self.twd, with_finalizer(&*self.twd)).await;
         self.ctx
             .metrics
             .kube_write("patch", "temporalworkerdeployments", res.is_ok());
@@ -571,16 +564,7 @@ impl Reconciler<'_> {
         {
             return;
         }
-        let mut finalizers = conn.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_string());
-        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
-        let res = api
-            .patch(
-                &conn.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await;
+        let res = set_finalizers(api, conn, with_finalizer(conn)).await;
         self.ctx
             .metrics
             .kube_write("patch", "temporalconnections", res.is_ok());
@@ -795,17 +779,7 @@ impl Reconciler<'_> {
                 warn!(connection = %conn_name, "TemporalConnection gone; skipping Temporal cleanup")
             }
         }
-        let finalizers: Vec<String> = twd
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": twd.resource_version() } });
-        let res = self
-            .twd_api()
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
+        let res = set_finalizers(&self.twd_api(), twd, without_finalizer(twd)).await;
         self.ctx
             .metrics
             .kube_write("patch", "temporalworkerdeployments", res.is_ok());
@@ -853,20 +827,7 @@ impl Reconciler<'_> {
         if still_used || !conn.finalizers().iter().any(|f| f == FINALIZER) {
             return Ok(());
         }
-        let finalizers: Vec<String> = conn
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
-        let res = api
-            .patch(
-                &conn.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await;
+        let res = set_finalizers(api, conn, without_finalizer(conn)).await;
         self.ctx
             .metrics
             .kube_write("patch", "temporalconnections", res.is_ok());
@@ -889,24 +850,57 @@ pub fn build_connection_janitor(
     Controller::new(api, watcher::Config::default())
         .graceful_shutdown_on(shutdown)
         .run(
-            move |conn: Arc<TemporalConnection>, ctx: Arc<(kube::Client, Store<TemporalWorkerDeployment>)>| async move {
+            move |conn: Arc<TemporalConnection>,
+                  ctx: Arc<(kube::Client, Store<TemporalWorkerDeployment>)>| async move {
                 let (client, store) = &*ctx;
                 let ns = conn.namespace().unwrap_or_default();
                 let used = store.state().iter().any(|t| {
                     t.namespace().as_deref() == Some(ns.as_str())
                         && t.spec.worker_options.connection_ref.name == conn.name_any()
                 });
-                if used || conn.meta().deletion_timestamp.is_none() || !conn.finalizers().iter().any(|f| f == FINALIZER) {
+                if used
+                    || conn.meta().deletion_timestamp.is_none()
+                    || !conn.finalizers().iter().any(|f| f == FINALIZER)
+                {
                     return Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(30)));
                 }
-                let finalizers: Vec<String> = conn.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
-                let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": conn.resource_version() } });
                 let api: Api<TemporalConnection> = Api::namespaced(client.clone(), &ns);
-                api.patch(&conn.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                set_finalizers(&api, &*conn, without_finalizer(&*conn)).await?;
                 Ok(Action::await_change())
             },
             |_conn, _err, _ctx| Action::requeue(Duration::from_secs(5)),
             Arc::new((client, twd_store)),
         )
         .for_each(|_| async {})
+}
+
+/// The object's finalizers plus ours.
+fn with_finalizer<K: Resource>(obj: &K) -> Vec<String> {
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_string());
+    finalizers
+}
+
+/// The object's finalizers without ours.
+fn without_finalizer<K: Resource>(obj: &K) -> Vec<String> {
+    obj.finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect()
+}
+
+/// Writes `metadata.finalizers` with the object's resourceVersion, a compare-and-swap: a
+/// concurrent writer's finalizers are never clobbered (409 instead).
+async fn set_finalizers<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> kube::Result<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": obj.resource_version() } });
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
 }
