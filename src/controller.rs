@@ -521,8 +521,20 @@ impl Reconciler<'_> {
         {
             self.warn_if_new(&p.reason, &p.message).await;
         }
+        let recorded_gates = twd
+            .status
+            .as_ref()
+            .and_then(|s| s.target_version.as_ref())
+            .map(|t| t.gate_workflows.as_slice())
+            .unwrap_or_default();
+        let gate_outcomes = planner::gates::newly_finished(recorded_gates, &input.gates);
         match self.write_status(new_status).await {
-            Ok(()) => {}
+            // Counted only once written, so a retried reconcile does not count a gate twice.
+            Ok(()) => {
+                for outcome in gate_outcomes {
+                    ctx.metrics.gate_outcome(outcome);
+                }
+            }
             // Reconciled from a cached object older than our last write: the plan was
             // idempotent, so just look again with the fresh object.
             Err(e) if is_conflict(&e) => return Ok(Action::requeue(STALE_RETRY)),

@@ -20,3 +20,9 @@ mod lifecycle;
 
 #[path = "e2e/observability.rs"]
 mod observability;
+
+#[path = "dashboard_support/mod.rs"]
+mod dashboard_support;
+
+#[path = "e2e/prometheus.rs"]
+mod prometheus;

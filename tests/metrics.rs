@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::metrics::{Metrics, openmetrics_to_prometheus_text};
 
+#[path = "dashboard_support/mod.rs"]
+mod dashboard_support;
+
 fn twd(ns: &str, name: &str, strategy: &str, status: Value) -> TemporalWorkerDeployment {
     serde_json::from_value(json!({
         "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
@@ -277,47 +280,6 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
     out
 }
 
-fn collect_exprs(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::Object(map) => {
-            for (k, val) in map {
-                if k == "expr" {
-                    if let Value::String(s) = val {
-                        out.push(s.clone());
-                    }
-                } else {
-                    collect_exprs(val, out);
-                }
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|i| collect_exprs(i, out)),
-        _ => {}
-    }
-}
-
-/// Metric names used by `label_values(metric{...}, label)` template variables.
-fn template_metrics(dashboard: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for var in dashboard["templating"]["list"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let query = var["query"]["query"]
-            .as_str()
-            .or_else(|| var["query"].as_str())
-            .unwrap_or_default();
-        if let Some(rest) = query.strip_prefix("label_values(") {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            out.push(name);
-        }
-    }
-    out
-}
-
 /// PromQL syntax check: every expression (Grafana variables substituted) goes into a rules
 /// file that `promtool check rules` parses.
 fn promtool_check_exprs(file: &str, exprs: &[String]) {
@@ -325,11 +287,7 @@ fn promtool_check_exprs(file: &str, exprs: &[String]) {
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let e = e
-                .replace("$__rate_interval", "5m")
-                .replace("$__range", "1h")
-                .replace("$namespace", "default")
-                .replace("$name", "example");
+            let e = dashboard_support::substitute(e, "default", "example", "5m");
             json!({"record": format!("dashboard:expr_{i}"), "expr": e})
         })
         .collect();
@@ -356,12 +314,6 @@ fn promtool_check_exprs(file: &str, exprs: &[String]) {
     );
 }
 
-fn dashboard(name: &str) -> Value {
-    let path = format!("{}/dashboards/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
-}
-
 #[test]
 fn metric_name_extraction_works() {
     let names = metric_names(
@@ -383,7 +335,7 @@ fn promql_syntax_check_rejects_garbage() {
 
 #[test]
 fn detail_dashboard_is_parameterised() {
-    let board = dashboard("rollout-detail.json");
+    let board = dashboard_support::load("rollout-detail.json");
     let names: Vec<&str> = board["templating"]["list"]
         .as_array()
         .into_iter()
@@ -394,10 +346,8 @@ fn detail_dashboard_is_parameterised() {
         names.contains(&"namespace") && names.contains(&"name"),
         "{names:?}"
     );
-    assert_eq!(template_metrics(&board).len(), 2);
-    let mut exprs = Vec::new();
-    collect_exprs(&board, &mut exprs);
-    for e in exprs {
+    assert_eq!(dashboard_support::label_values_queries(&board).len(), 2);
+    for e in dashboard_support::exprs(&board) {
         assert!(
             e.contains(r#"namespace="$namespace""#) && e.contains(r#"name="$name""#),
             "unscoped query {e:?}"
@@ -410,16 +360,21 @@ fn every_dashboard_metric_is_exported() {
     let (_w, store) = store_with(&fixtures());
     let text = busy_metrics().encode(&store);
     let exported: BTreeSet<String> = samples(&text).into_iter().map(|(n, _, _)| n).collect();
-    for file in ["fleet-overview.json", "rollout-detail.json"] {
-        let board = dashboard(file);
-        let mut exprs = Vec::new();
-        collect_exprs(&board, &mut exprs);
+    let files = dashboard_support::files();
+    assert!(files.len() >= 2, "dashboards: {files:?}");
+    for file in &files {
+        let file = file.as_str();
+        let board = dashboard_support::load(file);
+        let exprs = dashboard_support::exprs(&board);
         assert!(
             exprs.len() >= 5,
             "{file}: expected several queries, found {}",
             exprs.len()
         );
-        for name in template_metrics(&board) {
+        for q in dashboard_support::label_values_queries(&board) {
+            let names = metric_names(&q.selector);
+            assert_eq!(names.len(), 1, "{file}: {q:?}");
+            let name = names.into_iter().next().unwrap_or_default();
             assert!(
                 exported.contains(&name),
                 "{file}: template variable uses {name}, which is not exported"

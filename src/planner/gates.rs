@@ -4,7 +4,7 @@
 //! Gate workflow IDs are deterministic per build and Temporal refuses duplicates, so a failed
 //! gate cannot be re-run for the same build: it is terminal until the spec changes.
 
-use crate::api::twd::GateWorkflowStatus;
+use crate::api::twd::{GateWorkflow, GateWorkflowStatus};
 use crate::planner::model::Gate;
 use crate::temporal::state::GateObservation;
 
@@ -85,9 +85,83 @@ fn is_failure(s: GateWorkflowStatus) -> bool {
     )
 }
 
+/// Gate workflows observed in a terminal state that the last written status did not record
+/// as such, as metric outcomes (`completed` or `failed`). A failed gate stays in the status,
+/// so it is counted once; a completed one is usually observed exactly once, in the reconcile
+/// that promotes (gates are only observed before the target is Current).
+pub fn newly_finished(before: &[GateWorkflow], observed: &[GateObservation]) -> Vec<&'static str> {
+    observed
+        .iter()
+        .filter(|g| g.status != GateWorkflowStatus::Running)
+        .filter(|g| {
+            !before.iter().any(|b| {
+                b.workflow_id == g.workflow_id && b.run_id == g.run_id && b.status == g.status
+            })
+        })
+        .map(|g| match g.status {
+            GateWorkflowStatus::Completed => "completed",
+            _ => "failed",
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gw(id: &str, run: &str, status: GateWorkflowStatus) -> GateWorkflow {
+        GateWorkflow {
+            workflow_id: id.into(),
+            run_id: run.into(),
+            task_queue: "q".into(),
+            status,
+        }
+    }
+
+    fn seen(id: &str, run: &str, status: GateWorkflowStatus) -> GateObservation {
+        GateObservation {
+            workflow_id: id.into(),
+            run_id: run.into(),
+            task_queue: "q".into(),
+            status,
+        }
+    }
+
+    #[test]
+    fn finished_gates_are_counted_once_per_run() {
+        use GateWorkflowStatus::*;
+        let running = [gw("g", "r1", Running)];
+        let done = [gw("g", "r1", Completed)];
+        assert_eq!(
+            newly_finished(&running, &[seen("g", "r1", Completed)]),
+            vec!["completed"]
+        );
+        assert_eq!(
+            newly_finished(&[], &[seen("g", "r1", Completed)]),
+            vec!["completed"]
+        );
+        // Already recorded: not counted again.
+        assert!(newly_finished(&done, &[seen("g", "r1", Completed)]).is_empty());
+        // Still running, or nothing observed (target already Current): nothing.
+        assert!(newly_finished(&[], &[seen("g", "r1", Running)]).is_empty());
+        assert!(newly_finished(&running, &[]).is_empty());
+        // Every non-success terminal state is a failure.
+        for s in [Failed, Canceled, Terminated, TimedOut] {
+            assert_eq!(
+                newly_finished(&running, &[seen("g", "r1", s)]),
+                vec!["failed"]
+            );
+        }
+        // A new run of the same workflow ID counts again.
+        assert_eq!(
+            newly_finished(&done, &[seen("g", "r2", Completed)]),
+            vec!["completed"]
+        );
+        // Two queues, one finishing.
+        let before = [gw("a", "1", Completed), gw("b", "1", Running)];
+        let after = [seen("a", "1", Completed), seen("b", "1", Failed)];
+        assert_eq!(newly_finished(&before, &after), vec!["failed"]);
+    }
 
     fn gate() -> Gate {
         Gate {

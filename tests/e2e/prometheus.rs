@@ -1,0 +1,397 @@
+//! The real Prometheus (Debian's `prometheus`) scrapes the controller every second during a
+//! live rollout (issue 6). Every PromQL expression of every dashboard in `dashboards/` is then
+//! evaluated against it over the run and must return data; the template variables must offer
+//! this rollout; `promtool check metrics` must accept a live scrape.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::dashboard_support;
+use crate::support::*;
+
+const T: Duration = Duration::from_secs(120);
+/// Grafana's `$__rate_interval` is at least four scrape intervals; 1 s scrapes here.
+const RATE_INTERVAL: &str = "5s";
+
+/// Dashboard expressions the run is not able to make return data, with the reason. Every
+/// entry must name a series that only a failure outside our control would create.
+const UNPRODUCIBLE: &[(&str, &str)] = &[];
+
+/// A Prometheus server with its own data directory, killed on drop.
+struct Prometheus {
+    addr: SocketAddr,
+    _child: tokio::process::Child,
+    dir: PathBuf,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
+
+impl Prometheus {
+    async fn start(target: SocketAddr) -> Result<Prometheus> {
+        let dir = std::env::temp_dir().join(format!(
+            "twc-e2e-prometheus-{}-{}",
+            std::process::id(),
+            free_port()?
+        ));
+        std::fs::create_dir_all(dir.join("data"))?;
+        let config = json!({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+            "scrape_configs": [{
+                "job_name": "temporal-worker-controller",
+                "static_configs": [{"targets": [target.to_string()]}]
+            }]
+        });
+        // JSON is YAML.
+        std::fs::write(
+            dir.join("prometheus.yml"),
+            serde_json::to_vec_pretty(&config)?,
+        )?;
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+        let log = std::fs::File::create(dir.join("prometheus.log"))?;
+        let child = tokio::process::Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting prometheus (Debian package `prometheus`; run .ci/setup)")?;
+        let prom = Prometheus {
+            addr,
+            _child: child,
+            dir,
+        };
+        eventually("Prometheus ready", Duration::from_secs(60), || async {
+            let (code, _) = http_get(prom.addr, "/-/ready", "text/plain").await?;
+            ensure!(code == 200, "not ready: {code}");
+            Ok(Some(()))
+        })
+        .await
+        .with_context(|| prom.log())?;
+        Ok(prom)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
+    }
+
+    async fn api(&self, path: &str, params: &[(&str, &str)]) -> Result<Value> {
+        let url = temporalio_client::Url::parse_with_params(
+            &format!("http://{}{path}", self.addr),
+            params,
+        )?;
+        let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
+        let (code, body) = http_get(self.addr, &target, "application/json").await?;
+        let v: Value = serde_json::from_str(&body)
+            .with_context(|| format!("{path} answered {code}: {body}"))?;
+        ensure!(
+            v["status"] == "success",
+            "{path} {params:?} failed ({code}): {v}"
+        );
+        Ok(v["data"].clone())
+    }
+
+    /// Samples of an instant query now.
+    async fn instant(&self, query: &str) -> Result<Vec<Value>> {
+        let data = self.api("/api/v1/query", &[("query", query)]).await?;
+        Ok(data["result"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Series of a range query over `[start, now]`, one point per second.
+    async fn range(&self, query: &str, start: f64) -> Result<Vec<Value>> {
+        let (start, end) = (format!("{start:.3}"), format!("{:.3}", unix_now()));
+        let data = self
+            .api(
+                "/api/v1/query_range",
+                &[
+                    ("query", query),
+                    ("start", &start),
+                    ("end", &end),
+                    ("step", "1"),
+                ],
+            )
+            .await?;
+        Ok(data["result"].as_array().cloned().unwrap_or_default())
+    }
+}
+
+/// HTTP/1.0 GET: the body ends when the server closes the connection.
+async fn http_get(addr: SocketAddr, target: &str, accept: &str) -> Result<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream
+        .write_all(
+            format!("GET {target} HTTP/1.0\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n").as_bytes(),
+        )
+        .await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+        .await
+        .context("HTTP response timed out")??;
+    let text = String::from_utf8(raw)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .context("no header/body split")?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .context("status line")?
+        .parse()?;
+    Ok((code, body.to_string()))
+}
+
+fn label_values(series: &[Value], label: &str) -> Vec<String> {
+    series
+        .iter()
+        .filter_map(|s| s[label].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Result<()> {
+    let c = case("prom").await?;
+    let prom = Prometheus::start(c.env.http_addr).await?;
+    let start = unix_now() - 1.0;
+
+    // Prometheus parses the exposition it scrapes: the target must be up.
+    eventually("controller target up", T, || async {
+        let up = prom.instant("up").await?;
+        ensure!(
+            up.iter().any(|s| s["value"][1] == "1"),
+            "up: {up:?}\n{}",
+            prom.log()
+        );
+        Ok(Some(()))
+    })
+    .await?;
+
+    // A gated rollout: v1 at once, then v2 through one 50 % step.
+    let gate = json!({"workflowType": "gate"});
+    c.apply_twd(
+        "web",
+        "v1",
+        json!({"strategy": "AllAtOnce", "gate": gate}),
+        json!({}),
+    )
+    .await?;
+    let twd = c.wait_twd("web", "v1 Ready", T, is_ready).await?;
+    let v1 = current_build(&twd).context("v1 build")?;
+    c.apply_twd(
+        "web",
+        "v2",
+        json!({"strategy": "Progressive", "gate": gate,
+               "steps": [{"rampPercentage": 50, "pauseDuration": "5s"}]}),
+        json!({}),
+    )
+    .await?;
+    let ramping = c
+        .wait_twd("web", "v2 at 50%", T, |t| {
+            t.status
+                .as_ref()
+                .and_then(|s| s.target_version.as_ref())
+                .and_then(|tv| tv.ramp_percentage)
+                == Some(50.0)
+        })
+        .await?;
+    let v2 = target_build(&ramping).context("v2 build")?;
+    // The step's next-step time exists only while ramping: wait until Prometheus has it.
+    let sel = format!(r#"{{namespace="{}", name="web"}}"#, c.ns);
+    eventually("next-step time scraped", T, || async {
+        let v = prom
+            .instant(&format!(
+                "temporal_worker_controller_rollout_next_step_timestamp_seconds{sel}"
+            ))
+            .await?;
+        ensure!(!v.is_empty(), "not yet");
+        Ok(Some(()))
+    })
+    .await?;
+    c.wait_twd("web", "v2 Current", T, |t| {
+        is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())
+    })
+    .await?;
+    ensure!(v1 != v2);
+
+    // A rollout that cannot proceed (its Connection does not exist): Blocked, with
+    // reconcile errors.
+    c.apply_twd(
+        "orphan",
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+        json!({"workerOptions": {"connectionRef": {"name": "missing"}}}),
+    )
+    .await?;
+    c.wait_twd("orphan", "orphan blocked", T, |t| {
+        condition_is(t, "Progressing", "False", "TemporalConnectionNotFound")
+    })
+    .await?;
+
+    // A pod template the API server refuses (container names must be DNS labels): the
+    // Deployment write fails, which is what the Kubernetes write-error panel shows.
+    c.apply_twd(
+        "badpod",
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+        json!({"template": {"spec": {"containers": [{
+            "name": "Not_A_DNS_Label",
+            "image": "registry.example/worker:v1",
+            "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": c.task_queue}]
+        }]}}}),
+    )
+    .await?;
+    let refused = c
+        .wait_twd("badpod", "Deployment refused", T, |t| {
+            condition(t, "Progressing").is_some_and(|p| p.status == "False")
+        })
+        .await?;
+    let p = condition(&refused, "Progressing").context("Progressing")?;
+    ensure!(
+        p.message.contains("Not_A_DNS_Label") || p.message.contains("containers"),
+        "the refusal should say what is wrong: {p:?}"
+    );
+
+    // Everything above has reached Prometheus.
+    eventually("final state scraped", T, || async {
+        let current = prom
+            .instant(&format!(
+                r#"temporal_worker_controller_rollout_info{{namespace="{}", name="web", current_build="{v2}"}}"#,
+                c.ns
+            ))
+            .await?;
+        let blocked = prom
+            .instant(&format!(
+                r#"temporal_worker_controller_rollout_info{{namespace="{}", name="orphan", phase="Blocked"}}"#,
+                c.ns
+            ))
+            .await?;
+        ensure!(
+            !current.is_empty() && !blocked.is_empty(),
+            "current {current:?} blocked {blocked:?}"
+        );
+        Ok(Some(()))
+    })
+    .await?;
+
+    // Every dashboard expression returns data over the run. Counters need two scrapes after
+    // their first increment before `rate` has a value, so retry for a while.
+    let files = dashboard_support::files();
+    ensure!(files.len() >= 2, "dashboards: {files:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let checked = loop {
+        let mut missing = Vec::new();
+        let mut checked = 0;
+        for file in &files {
+            let board = dashboard_support::load(file);
+            for expr in dashboard_support::exprs(&board) {
+                if UNPRODUCIBLE.iter().any(|(e, _)| *e == expr) {
+                    continue;
+                }
+                let q = dashboard_support::substitute(&expr, &c.ns, "web", RATE_INTERVAL);
+                checked += 1;
+                if prom.range(&q, start).await?.is_empty() {
+                    missing.push(format!("{file}: {q}"));
+                }
+            }
+            for var in dashboard_support::label_values_queries(&board) {
+                let selector = dashboard_support::substitute(&var.selector, &c.ns, "web", "");
+                let series = prom
+                    .api(
+                        "/api/v1/series",
+                        &[
+                            ("match[]", selector.as_str()),
+                            ("start", &format!("{start:.3}")),
+                        ],
+                    )
+                    .await?;
+                let values = label_values(series.as_array().map_or(&[][..], |v| v), &var.label);
+                let want = if var.label == "namespace" {
+                    c.ns.as_str()
+                } else {
+                    "web"
+                };
+                if !values.iter().any(|v| v == want) {
+                    missing.push(format!(
+                        "{file}: variable ${} ({selector}) does not offer {want:?}: {values:?}",
+                        var.variable
+                    ));
+                }
+            }
+        }
+        if missing.is_empty() {
+            break checked;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} of {checked} dashboard queries returned no data over the rollout:\n{}",
+                missing.len(),
+                missing.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    ensure!(checked >= 20, "only {checked} dashboard queries found");
+
+    // The gate ran twice (v1 and v2) and both completed: the outcome counter says so.
+    let gates = prom
+        .instant(r#"sum(temporal_worker_controller_gate_workflows_total{outcome="completed"})"#)
+        .await?;
+    let n: f64 = gates
+        .first()
+        .and_then(|s| s["value"][1].as_str())
+        .context("no gate outcome series")?
+        .parse()?;
+    ensure!(n >= 2.0, "gate completions counted: {n}");
+
+    // promtool lints a live scrape in the Prometheus text format.
+    let (code, text) = http_get(c.env.http_addr, "/metrics", "text/plain;version=0.0.4").await?;
+    ensure!(code == 200, "/metrics answered {code}");
+    let mut lint = tokio::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    lint.stdin
+        .take()
+        .context("promtool stdin")?
+        .write_all(text.as_bytes())
+        .await?;
+    let out = lint.wait_with_output().await?;
+    ensure!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
