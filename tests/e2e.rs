@@ -26,3 +26,6 @@ mod dashboard_support;
 
 #[path = "e2e/prometheus.rs"]
 mod prometheus;
+
+#[path = "loopback_http/mod.rs"]
+mod loopback_http;

@@ -146,6 +146,7 @@ async fn start_worker(
         build_id: build_id.into(),
         task_queue: task_queue.into(),
         identity: format!("{deployment}@{build_id}"),
+        ..Default::default()
     })?;
     handle.wait_running(DEADLINE).await?;
     Ok(handle)

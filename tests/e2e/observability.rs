@@ -6,37 +6,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
 
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(120);
 
-/// HTTP/1.0 so the body arrives raw (no chunked framing) and ends when the server closes.
-async fn open(addr: std::net::SocketAddr, path: &str) -> Result<tokio::net::TcpStream> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: */*\r\n\r\n").as_bytes())
-        .await?;
-    Ok(stream)
-}
-
 async fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<(u16, Value)> {
-    let mut stream = open(addr, path).await?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await?;
-    let text = String::from_utf8(raw)?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("no header/body split")?;
-    let code: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .context("status line")?
-        .parse()?;
+    let (code, body) = crate::loopback_http::get(addr, path, "application/json").await?;
     Ok((
         code,
-        serde_json::from_str(body).with_context(|| format!("body of {path}: {body}"))?,
+        serde_json::from_str(&body).with_context(|| format!("body of {path}: {body}"))?,
     ))
 }
 
@@ -48,7 +28,8 @@ fn collect_sse(
     let events = Arc::new(Mutex::new(Vec::new()));
     let out = events.clone();
     let task = tokio::spawn(async move {
-        let Ok(mut stream) = open(addr, &path).await else {
+        let Ok(mut stream) = crate::loopback_http::open(addr, &path, "text/event-stream").await
+        else {
             return;
         };
         let mut buf = String::new();

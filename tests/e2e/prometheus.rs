@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 
 use crate::dashboard_support;
 use crate::support::*;
@@ -93,7 +93,7 @@ impl Prometheus {
             dir,
         };
         eventually("Prometheus ready", Duration::from_secs(60), || async {
-            let (code, _) = http_get(prom.addr, "/-/ready", "text/plain").await?;
+            let (code, _) = crate::loopback_http::get(prom.addr, "/-/ready", "text/plain").await?;
             ensure!(code == 200, "not ready: {code}");
             Ok(Some(()))
         })
@@ -112,7 +112,8 @@ impl Prometheus {
             params,
         )?;
         let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
-        let (code, body) = http_get(self.addr, &target, "application/json").await?;
+        let (code, body) =
+            crate::loopback_http::get(self.addr, &target, "application/json").await?;
         let v: Value = serde_json::from_str(&body)
             .with_context(|| format!("{path} answered {code}: {body}"))?;
         ensure!(
@@ -144,30 +145,6 @@ impl Prometheus {
             .await?;
         Ok(data["result"].as_array().cloned().unwrap_or_default())
     }
-}
-
-/// HTTP/1.0 GET: the body ends when the server closes the connection.
-async fn http_get(addr: SocketAddr, target: &str, accept: &str) -> Result<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(
-            format!("GET {target} HTTP/1.0\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n").as_bytes(),
-        )
-        .await?;
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
-        .await
-        .context("HTTP response timed out")??;
-    let text = String::from_utf8(raw)?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("no header/body split")?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .context("status line")?
-        .parse()?;
-    Ok((code, body.to_string()))
 }
 
 fn label_values(series: &[Value], label: &str) -> Vec<String> {
@@ -373,7 +350,8 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     ensure!(n >= 2.0, "gate completions counted: {n}");
 
     // promtool lints a live scrape in the Prometheus text format.
-    let (code, text) = http_get(c.env.http_addr, "/metrics", "text/plain;version=0.0.4").await?;
+    let (code, text) =
+        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain;version=0.0.4").await?;
     ensure!(code == 200, "/metrics answered {code}");
     let mut lint = tokio::process::Command::new("promtool")
         .args(["check", "metrics"])

@@ -12,6 +12,14 @@
 //!   is written, while scale-down and deletion still stop workers (stopping never hurts).
 //! - Env values from `valueFrom.secretKeyRef` / `configMapKeyRef` are resolved through the API;
 //!   other `valueFrom` sources are skipped.
+//! - `secret` volumes mounted into the first container become files for the worker (each key
+//!   of the Secret at `<mountPath>/<key>`, or as `items` says; `subPath` mounts one file), so
+//!   `TEMPORAL_TLS_CLIENT_CERT_PATH` / `..._KEY_PATH` resolve the way they do in a real pod.
+//! - A Secret, ConfigMap or key that is referenced (and not `optional`) but missing keeps new
+//!   pods from starting, like a real kubelet's `CreateContainerConfigError` /
+//!   `ContainerCreating`; they start on a later tick once it exists.
+//! - [`KubeletOptions::trusted_ca_pem`] stands for the CA bundle baked into the worker image:
+//!   it goes into every [`WorkerConfig`] as [`WorkerConfig::trusted_ca_pem`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
-use k8s_openapi::api::core::v1::{ConfigMap, EnvVar, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
@@ -49,8 +57,19 @@ pub struct Kubelet {
     watcher: Option<JoinHandle<()>>,
 }
 
+/// What the kubelet stand-in knows beyond the Kubernetes API.
+#[derive(Clone, Debug, Default)]
+pub struct KubeletOptions {
+    /// PEM CA bundle standing for the worker image's trust store (e.g. a [`TestPki`] CA, so
+    /// workers trust a TLS proxy). It does not come from the pod: real images bake it in.
+    ///
+    /// [`TestPki`]: crate::tls_proxy::TestPki
+    pub trusted_ca_pem: Option<Vec<u8>>,
+}
+
 struct Inner {
     client: kube::Client,
+    options: Arc<KubeletOptions>,
     // Actors are spawned here, not on whatever runtime a test happens to call from.
     runtime: tokio::runtime::Handle,
     actors: Mutex<HashMap<Key, Actor>>,
@@ -73,12 +92,18 @@ impl Kubelet {
     /// Starts watching versioned Deployments in all namespaces. Fails fast if the API does not
     /// answer a list call.
     pub async fn start(client: kube::Client) -> Result<Kubelet> {
+        Kubelet::start_with(client, KubeletOptions::default()).await
+    }
+
+    /// [`Kubelet::start`] with options (e.g. the CA bundle workers trust).
+    pub async fn start_with(client: kube::Client, options: KubeletOptions) -> Result<Kubelet> {
         let api: Api<Deployment> = Api::all(client.clone());
         api.list(&ListParams::default().labels(BUILD_ID_LABEL).limit(1))
             .await
             .context("listing versioned Deployments")?;
         let inner = Arc::new(Inner {
             client: client.clone(),
+            options: Arc::new(options),
             runtime: tokio::runtime::Handle::current(),
             actors: Mutex::new(HashMap::new()),
         });
@@ -166,6 +191,7 @@ impl Inner {
             let shared = Arc::new(ActorShared::default());
             let ctx = ActorCtx {
                 client: self.client.clone(),
+                options: self.options.clone(),
                 key: key.clone(),
                 shared: shared.clone(),
                 next_seq: 0,
@@ -239,6 +265,7 @@ async fn watch_deployments(api: Api<Deployment>, inner: std::sync::Weak<Inner>) 
 
 struct ActorCtx {
     client: kube::Client,
+    options: Arc<KubeletOptions>,
     key: Key,
     shared: Arc<ActorShared>,
     next_seq: u64,
@@ -405,48 +432,159 @@ impl ActorCtx {
                 });
             }
         }
+        // Publish before reporting readiness, so a caller that saw the status sees these pods.
+        self.publish(pods);
         self.write_status(obj, pods, &template, want).await
     }
 
-    /// The worker config a pod from this template would build from its env.
+    /// The worker config a pod from this template would build from its env and mounted files.
+    /// Fails (so no pod starts) while a referenced Secret or ConfigMap is missing.
     async fn worker_config(&self, obj: &Deployment) -> Result<WorkerConfig> {
-        let container = obj
+        let pod = obj
             .spec
             .as_ref()
             .and_then(|s| s.template.spec.as_ref())
-            .and_then(|p| p.containers.first())
+            .context("Deployment has no pod template spec")?;
+        let container = pod
+            .containers
+            .first()
             .context("pod template has no container")?;
         let mut env = BTreeMap::new();
         for var in container.env.iter().flatten() {
-            if let Some(value) = self.env_value(var).await {
+            if let Some(value) = self.env_value(var).await? {
                 env.insert(var.name.clone(), value);
             }
         }
-        WorkerConfig::from_env(&env)
+        let files = self.mounted_files(pod, container).await?;
+        let mut cfg = WorkerConfig::from_pod(&env, &files)?;
+        cfg.trusted_ca_pem = self.options.trusted_ca_pem.clone();
+        Ok(cfg)
     }
 
-    async fn env_value(&self, var: &EnvVar) -> Option<String> {
+    /// `Ok(None)`: no value (an `optional` reference to something missing, or an unsupported
+    /// source). `Err`: a required Secret/ConfigMap or key is missing, or the API failed.
+    async fn env_value(&self, var: &EnvVar) -> Result<Option<String>> {
         if let Some(v) = &var.value {
-            return Some(v.clone());
+            return Ok(Some(v.clone()));
         }
-        let from = var.value_from.as_ref()?;
+        let Some(from) = var.value_from.as_ref() else {
+            return Ok(None);
+        };
         let ns = &self.key.0;
         if let Some(sel) = &from.secret_key_ref {
+            let optional = sel.optional.unwrap_or(false);
             let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
-                .get(&sel.name)
+                .get_opt(&sel.name)
                 .await
-                .ok()?;
-            let bytes = secret.data.as_ref()?.get(&sel.key)?;
-            return String::from_utf8(bytes.0.clone()).ok();
+                .with_context(|| format!("reading Secret {ns}/{}", sel.name))?;
+            let bytes = secret_data(secret.as_ref()).remove(&sel.key);
+            return match bytes {
+                Some(bytes) => String::from_utf8(bytes)
+                    .map(Some)
+                    .with_context(|| format!("env {}: Secret key is not UTF-8", var.name)),
+                None if optional => Ok(None),
+                None => anyhow::bail!(
+                    "env {}: key {:?} of Secret {ns}/{} not found",
+                    var.name,
+                    sel.key,
+                    sel.name
+                ),
+            };
         }
         if let Some(sel) = &from.config_map_key_ref {
+            let optional = sel.optional.unwrap_or(false);
             let cm = Api::<ConfigMap>::namespaced(self.client.clone(), ns)
-                .get(&sel.name)
+                .get_opt(&sel.name)
                 .await
-                .ok()?;
-            return cm.data.as_ref()?.get(&sel.key).cloned();
+                .with_context(|| format!("reading ConfigMap {ns}/{}", sel.name))?;
+            let value = cm.and_then(|cm| cm.data?.get(&sel.key).cloned());
+            return match value {
+                Some(v) => Ok(Some(v)),
+                None if optional => Ok(None),
+                None => anyhow::bail!(
+                    "env {}: key {:?} of ConfigMap {ns}/{} not found",
+                    var.name,
+                    sel.key,
+                    sel.name
+                ),
+            };
         }
-        None
+        Ok(None)
+    }
+
+    /// Files the container would see from its `secret` volume mounts: absolute path → bytes.
+    /// Other volume types are ignored.
+    async fn mounted_files(
+        &self,
+        pod: &PodSpec,
+        container: &Container,
+    ) -> Result<BTreeMap<String, Vec<u8>>> {
+        let ns = &self.key.0;
+        let mut files = BTreeMap::new();
+        for mount in container.volume_mounts.iter().flatten() {
+            let volume = pod
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == mount.name)
+                .with_context(|| format!("volumeMount {:?} names no volume", mount.name))?;
+            let Some(source) = &volume.secret else {
+                continue;
+            };
+            let optional = source.optional.unwrap_or(false);
+            let name = source
+                .secret_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .with_context(|| format!("secret volume {:?} has no secretName", volume.name))?;
+            let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
+                .get_opt(name)
+                .await
+                .with_context(|| format!("reading Secret {ns}/{name}"))?;
+            if secret.is_none() && !optional {
+                anyhow::bail!("Secret {ns}/{name} of volume {:?} not found", volume.name);
+            }
+            let mut data = secret_data(secret.as_ref());
+            // Relative path inside the volume → contents.
+            let mut projected = BTreeMap::new();
+            match source.items.as_ref().filter(|i| !i.is_empty()) {
+                Some(items) => {
+                    for item in items {
+                        match data.remove(&item.key) {
+                            Some(bytes) => {
+                                projected.insert(item.path.clone(), bytes);
+                            }
+                            None if optional => {}
+                            None => anyhow::bail!(
+                                "volume {:?}: key {:?} of Secret {ns}/{name} not found",
+                                volume.name,
+                                item.key
+                            ),
+                        }
+                    }
+                }
+                None => projected = data,
+            }
+            let mount_path = mount.mount_path.trim_end_matches('/');
+            match mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
+                // A subPath mount shows one entry of the volume at mountPath itself.
+                Some(sub) => {
+                    let bytes = projected.remove(sub.trim_matches('/')).with_context(|| {
+                        format!("volume {:?} has no subPath {sub:?}", volume.name)
+                    })?;
+                    files.insert(mount_path.to_string(), bytes);
+                }
+                None => {
+                    for (rel, bytes) in projected {
+                        files.insert(
+                            format!("{mount_path}/{}", rel.trim_start_matches('/')),
+                            bytes,
+                        );
+                    }
+                }
+            }
+        }
+        Ok(files)
     }
 
     /// Writes replica counts and `Available` through `/status`, only when they differ from what
@@ -527,6 +665,24 @@ impl ActorCtx {
             .with_context(|| format!("writing status of Deployment {ns}/{name}"))?;
         Ok(())
     }
+}
+
+/// A Secret's `data` (plus `stringData`, in case the API server did not fold it), or nothing.
+fn secret_data(secret: Option<&Secret>) -> BTreeMap<String, Vec<u8>> {
+    let Some(secret) = secret else {
+        return BTreeMap::new();
+    };
+    let mut data: BTreeMap<String, Vec<u8>> = secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.0.clone()))
+        .collect();
+    // Like the API server: stringData wins over data.
+    for (k, v) in secret.string_data.iter().flatten() {
+        data.insert(k.clone(), v.clone().into_bytes());
+    }
+    data
 }
 
 /// Like the pod-template-hash of a ReplicaSet: any template change makes existing pods outdated.

@@ -11,7 +11,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use temporalio_client::{Client, ClientOptions, Connection, ConnectionOptions, Url};
+use temporalio_client::{
+    Client, ClientOptions, ClientTlsOptions, Connection, ConnectionOptions, TlsOptions, Url,
+};
 use temporalio_common::data_converters::RawValue;
 use temporalio_common::worker::{
     VersioningBehavior, WorkerDeploymentOptions, WorkerDeploymentVersion,
@@ -27,6 +29,16 @@ pub const ENV_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
 pub const ENV_DEPLOYMENT_NAME: &str = "TEMPORAL_DEPLOYMENT_NAME";
 pub const ENV_BUILD_ID: &str = "TEMPORAL_WORKER_BUILD_ID";
 pub const ENV_TASK_QUEUE: &str = "TEMPORAL_TASK_QUEUE";
+/// `true` when the worker must dial TLS.
+pub const ENV_TLS: &str = "TEMPORAL_TLS";
+/// Name to verify the server certificate against (and to send as SNI / `:authority`).
+pub const ENV_TLS_SERVER_NAME: &str = "TEMPORAL_TLS_SERVER_NAME";
+/// Path of the mounted mTLS client certificate (PEM).
+pub const ENV_TLS_CLIENT_CERT_PATH: &str = "TEMPORAL_TLS_CLIENT_CERT_PATH";
+/// Path of the mounted mTLS client key (PEM).
+pub const ENV_TLS_CLIENT_KEY_PATH: &str = "TEMPORAL_TLS_CLIENT_KEY_PATH";
+/// API key, sent as `authorization: Bearer <key>`.
+pub const ENV_API_KEY: &str = "TEMPORAL_API_KEY";
 
 /// Connecting includes the SDK's own retries; an unreachable address must not hang a test.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(20);
@@ -39,12 +51,26 @@ pub enum WorkerConfigError {
     Missing(&'static str),
     #[error("invalid TEMPORAL_ADDRESS {0:?}: {1}")]
     BadAddress(String, String),
+    #[error("env var {0} must be a boolean (true/false), got {1:?}")]
+    BadBool(&'static str, String),
+    #[error("env var {set} is set but {missing} is not: mTLS needs both a certificate and a key")]
+    Incomplete {
+        set: &'static str,
+        missing: &'static str,
+    },
+    #[error("{path} (from env var {var}) is not mounted into the container")]
+    FileNotMounted { var: &'static str, path: String },
 }
 
-/// Everything a worker needs; built by [`WorkerConfig::from_env`] the way a worker process would.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Everything a worker needs; built by [`WorkerConfig::from_pod`] (or [`WorkerConfig::from_env`])
+/// the way a worker process would.
+///
+/// `Debug` never prints key material: the client key, the API key (and, for brevity, the
+/// certificates) only show whether they are present.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct WorkerConfig {
-    /// `host:port` (a scheme is optional; plain `http` is assumed — the dev server has no TLS).
+    /// `host:port`. A scheme is optional: without one the worker dials `https` when TLS is on
+    /// and plain `http` (what the dev server speaks) otherwise.
     pub address: String,
     pub namespace: String,
     pub deployment_name: String,
@@ -52,19 +78,104 @@ pub struct WorkerConfig {
     pub task_queue: String,
     /// Client identity, shown as the poller identity in `DescribeTaskQueue`.
     pub identity: String,
+    /// `TEMPORAL_TLS=true`. TLS is also on whenever an API key or a client certificate is set.
+    pub tls: bool,
+    /// `TEMPORAL_TLS_SERVER_NAME`: the name the server certificate is verified against.
+    pub tls_server_name: Option<String>,
+    /// PEM read from `TEMPORAL_TLS_CLIENT_CERT_PATH`.
+    pub client_cert_pem: Option<Vec<u8>>,
+    /// PEM read from `TEMPORAL_TLS_CLIENT_KEY_PATH`.
+    pub client_key_pem: Option<Vec<u8>>,
+    /// `TEMPORAL_API_KEY`.
+    pub api_key: Option<String>,
+    /// CA bundle (PEM) the worker trusts for the server certificate: the container image's trust
+    /// store, which no env var describes. `None` means the operating system's roots.
+    pub trusted_ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let present = |v: bool| if v { "<present>" } else { "<absent>" };
+        f.debug_struct("WorkerConfig")
+            .field("address", &self.address)
+            .field("namespace", &self.namespace)
+            .field("deployment_name", &self.deployment_name)
+            .field("build_id", &self.build_id)
+            .field("task_queue", &self.task_queue)
+            .field("identity", &self.identity)
+            .field("tls", &self.uses_tls())
+            .field("tls_server_name", &self.tls_server_name)
+            .field("client_cert_pem", &present(self.client_cert_pem.is_some()))
+            .field("client_key_pem", &present(self.client_key_pem.is_some()))
+            .field("api_key", &present(self.api_key.is_some()))
+            .field("trusted_ca_pem", &present(self.trusted_ca_pem.is_some()))
+            .finish()
+    }
 }
 
 impl WorkerConfig {
-    /// Reads `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_DEPLOYMENT_NAME`,
-    /// `TEMPORAL_WORKER_BUILD_ID` and `TEMPORAL_TASK_QUEUE`. The identity defaults to
-    /// `<deployment>@<build>`; callers running several replicas should make it unique.
+    /// [`WorkerConfig::from_pod`] for a container with no mounted files (so no mTLS).
     pub fn from_env(env: &BTreeMap<String, String>) -> Result<WorkerConfig> {
-        let get = |key: &'static str| -> Result<String, WorkerConfigError> {
+        WorkerConfig::from_pod(env, &BTreeMap::new())
+    }
+
+    /// Builds the config a worker process would from its env and the files mounted into its
+    /// container (`files`: absolute path → contents).
+    ///
+    /// Required: `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_DEPLOYMENT_NAME`,
+    /// `TEMPORAL_WORKER_BUILD_ID`, `TEMPORAL_TASK_QUEUE`. Optional: `TEMPORAL_TLS`,
+    /// `TEMPORAL_TLS_SERVER_NAME`, `TEMPORAL_TLS_CLIENT_CERT_PATH` + `TEMPORAL_TLS_CLIENT_KEY_PATH`
+    /// (both or neither; each must name a file in `files`) and `TEMPORAL_API_KEY`.
+    /// [`WorkerConfig::trusted_ca_pem`] is left unset: it is not part of a pod's env.
+    ///
+    /// The identity defaults to `<deployment>@<build>`; callers running several replicas
+    /// should make it unique.
+    pub fn from_pod(
+        env: &BTreeMap<String, String>,
+        files: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<WorkerConfig> {
+        let opt = |key: &'static str| -> Option<String> {
             env.get(key)
-                .filter(|v| !v.trim().is_empty())
-                .map(|v| v.trim().to_string())
-                .ok_or(WorkerConfigError::Missing(key))
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
         };
+        let get = |key: &'static str| -> Result<String, WorkerConfigError> {
+            opt(key).ok_or(WorkerConfigError::Missing(key))
+        };
+        let tls_flag = match opt(ENV_TLS) {
+            None => false,
+            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_TLS, v))?,
+        };
+        let file = |var: &'static str, path: String| -> Result<Vec<u8>, WorkerConfigError> {
+            files
+                .get(&path)
+                .cloned()
+                .ok_or(WorkerConfigError::FileNotMounted { var, path })
+        };
+        let (client_cert_pem, client_key_pem) =
+            match (opt(ENV_TLS_CLIENT_CERT_PATH), opt(ENV_TLS_CLIENT_KEY_PATH)) {
+                (None, None) => (None, None),
+                (Some(_), None) => {
+                    return Err(WorkerConfigError::Incomplete {
+                        set: ENV_TLS_CLIENT_CERT_PATH,
+                        missing: ENV_TLS_CLIENT_KEY_PATH,
+                    }
+                    .into());
+                }
+                (None, Some(_)) => {
+                    return Err(WorkerConfigError::Incomplete {
+                        set: ENV_TLS_CLIENT_KEY_PATH,
+                        missing: ENV_TLS_CLIENT_CERT_PATH,
+                    }
+                    .into());
+                }
+                (Some(cert), Some(key)) => (
+                    Some(file(ENV_TLS_CLIENT_CERT_PATH, cert)?),
+                    Some(file(ENV_TLS_CLIENT_KEY_PATH, key)?),
+                ),
+            };
+        let api_key = opt(ENV_API_KEY);
         let cfg = WorkerConfig {
             address: get(ENV_ADDRESS)?,
             namespace: get(ENV_NAMESPACE)?,
@@ -72,6 +183,12 @@ impl WorkerConfig {
             build_id: get(ENV_BUILD_ID)?,
             task_queue: get(ENV_TASK_QUEUE)?,
             identity: String::new(),
+            tls: tls_flag || api_key.is_some() || client_cert_pem.is_some(),
+            tls_server_name: opt(ENV_TLS_SERVER_NAME),
+            client_cert_pem,
+            client_key_pem,
+            api_key,
+            trusted_ca_pem: None,
         };
         cfg.url()?;
         Ok(WorkerConfig {
@@ -80,14 +197,57 @@ impl WorkerConfig {
         })
     }
 
+    /// TLS is on when asked for, and always with credentials (an API key is useless in
+    /// plaintext; a client certificate only exists in TLS).
+    pub fn uses_tls(&self) -> bool {
+        self.tls || self.api_key.is_some() || self.client_cert_pem.is_some()
+    }
+
+    /// The SDK connection options this worker dials with (TLS, client certificate, API key).
+    pub fn connection_options(&self) -> Result<ConnectionOptions> {
+        let url = self.url()?;
+        let tls = self.uses_tls().then(|| {
+            let client = match (&self.client_cert_pem, &self.client_key_pem) {
+                (Some(cert), Some(key)) => Some(
+                    ClientTlsOptions::builder()
+                        .client_cert(cert.clone())
+                        .client_private_key(key.clone())
+                        .build(),
+                ),
+                _ => None,
+            };
+            TlsOptions::builder()
+                .maybe_server_root_ca_cert(self.trusted_ca_pem.clone())
+                .maybe_domain(self.tls_server_name.clone())
+                .maybe_client_tls_options(client)
+                .build()
+        });
+        Ok(ConnectionOptions::new(url)
+            .identity(self.identity.clone())
+            .maybe_tls_options(tls)
+            .maybe_api_key(self.api_key.clone())
+            .build())
+    }
+
     fn url(&self) -> Result<Url, WorkerConfigError> {
         let text = if self.address.contains("://") {
             self.address.clone()
+        } else if self.uses_tls() {
+            format!("https://{}", self.address)
         } else {
             format!("http://{}", self.address)
         };
         Url::from_str(&text)
             .map_err(|e| WorkerConfigError::BadAddress(self.address.clone(), e.to_string()))
+    }
+}
+
+/// Go's `strconv.ParseBool`, which is what Temporal's own tooling accepts.
+fn parse_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
     }
 }
 
@@ -123,7 +283,7 @@ pub struct WorkerHandle {
 /// Starts a worker thread. Returns at once; use [`WorkerHandle::wait_running`] to know when the
 /// SDK worker has been constructed and is polling.
 pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
-    let url = cfg.url()?;
+    let conn_opts = cfg.connection_options()?;
     let (state_tx, state_rx) = watch::channel(WorkerState::Starting);
     let (stop_tx, stop_rx) = watch::channel(false);
     let thread_cfg = cfg.clone();
@@ -134,7 +294,7 @@ pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(run_worker(thread_cfg, url, &state_tx, stop_rx)),
+                Ok(rt) => rt.block_on(run_worker(thread_cfg, conn_opts, &state_tx, stop_rx)),
                 Err(e) => {
                     Err(anyhow::Error::from(e).context("building the worker's tokio runtime"))
                 }
@@ -159,15 +319,12 @@ pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
 
 async fn run_worker(
     cfg: WorkerConfig,
-    url: Url,
+    conn_opts: ConnectionOptions,
     state: &watch::Sender<WorkerState>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<()> {
     let setup = async {
         let runtime = Runtime::from_current_tokio(Default::default())?;
-        let conn_opts = ConnectionOptions::new(url)
-            .identity(cfg.identity.clone())
-            .build();
         let conn = tokio::time::timeout(CONNECT_DEADLINE, Connection::connect(conn_opts))
             .await
             .map_err(|_| {
