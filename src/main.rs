@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the controller against the cluster from KUBECONFIG / in-cluster config.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print a human summary of rollouts.
@@ -79,6 +79,17 @@ struct RunArgs {
     log_format: String,
     #[arg(long, env = "POD_NAME")]
     pod_name: Option<String>,
+    /// Status API authentication: `none`, or `token-review` (bearer tokens checked with a
+    /// Kubernetes TokenReview; needs `create` on `tokenreviews`).
+    #[arg(long, env = "API_AUTH", default_value = "none")]
+    api_auth: String,
+    /// With `token-review`: accept only tokens minted for one of these audiences
+    /// (comma-separated; default: the API server's own audience).
+    #[arg(long, env = "API_AUTH_AUDIENCES", value_delimiter = ',')]
+    api_auth_audiences: Vec<String>,
+    /// With `token-review`: require a token on `/metrics` as well.
+    #[arg(long)]
+    api_auth_metrics: bool,
 }
 
 fn main() -> ExitCode {
@@ -103,7 +114,7 @@ fn main() -> ExitCode {
         }),
         Command::Run(args) => {
             init_tracing(&args.log_format);
-            block_on(run_controller(args))
+            block_on(run_controller(*args))
         }
     }
 }
@@ -139,6 +150,32 @@ fn init_tracing(format: &str) {
     }
 }
 
+fn api_auth(
+    mode: &str,
+    audiences: Vec<String>,
+    protect_metrics: bool,
+) -> Result<temporal_worker_controller::run::ApiAuth, String> {
+    use temporal_worker_controller::run::ApiAuth;
+    let audiences: Vec<String> = audiences
+        .into_iter()
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty())
+        .collect();
+    match mode {
+        "none" if audiences.is_empty() && !protect_metrics => Ok(ApiAuth::None),
+        "none" => {
+            Err("--api-auth-audiences and --api-auth-metrics need --api-auth=token-review".into())
+        }
+        "token-review" => Ok(ApiAuth::TokenReview {
+            audiences,
+            protect_metrics,
+        }),
+        other => Err(format!(
+            "--api-auth: unknown mode {other:?} (expected none or token-review)"
+        )),
+    }
+}
+
 async fn run_controller(args: RunArgs) -> Result<(), String> {
     let duration =
         |s: &str, flag: &str| api::duration::parse(s).map_err(|e| format!("--{flag}: {e}"));
@@ -159,6 +196,11 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
         rollback_window: duration(&args.rollback_window, "rollback-window")?,
         pod_name: args.pod_name,
+        api_auth: api_auth(
+            &args.api_auth,
+            args.api_auth_audiences,
+            args.api_auth_metrics,
+        )?,
     };
     let client = kube::Client::try_default()
         .await
@@ -169,4 +211,26 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
     tracing::info!("shutting down");
     running.stop().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::api_auth;
+    use temporal_worker_controller::run::ApiAuth;
+
+    #[test]
+    fn api_auth_flags() {
+        assert_eq!(api_auth("none", vec![], false), Ok(ApiAuth::None));
+        assert_eq!(
+            api_auth("token-review", vec![" twc ".into(), String::new()], true),
+            Ok(ApiAuth::TokenReview {
+                audiences: vec!["twc".into()],
+                protect_metrics: true
+            })
+        );
+        assert!(api_auth("none", vec!["twc".into()], false).is_err());
+        assert!(api_auth("none", vec![], true).is_err());
+        let err = api_auth("oidc", vec![], false).unwrap_err();
+        assert!(err.contains("oidc"), "{err}");
+    }
 }

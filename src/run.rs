@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, watch};
 use crate::api::validate::ControllerSettings;
 use crate::controller::{self, Context, Settings};
 use crate::events::EventSink;
-use crate::http::{self, AppState, Readiness};
+use crate::http::{self, AppState, KubeTokenReviewer, Readiness, TokenAuth};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::temporal::ClientPool;
@@ -30,6 +30,22 @@ pub struct RunOptions {
     pub max_versions_ineligible_for_deletion: usize,
     pub rollback_window: Duration,
     pub pod_name: Option<String>,
+    /// Bearer-token authentication of the status API (and optionally `/metrics`).
+    pub api_auth: ApiAuth,
+}
+
+/// Who may read the status API.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ApiAuth {
+    /// Anyone who can reach the port (restrict it with a NetworkPolicy).
+    #[default]
+    None,
+    /// Bearer tokens checked with a Kubernetes TokenReview. With `audiences`, only tokens
+    /// minted for one of them pass; with `protect_metrics`, `/metrics` needs a token too.
+    TokenReview {
+        audiences: Vec<String>,
+        protect_metrics: bool,
+    },
 }
 
 impl Default for RunOptions {
@@ -46,6 +62,7 @@ impl Default for RunOptions {
             max_versions_ineligible_for_deletion: 75,
             rollback_window: Duration::from_secs(3600),
             pod_name: None,
+            api_auth: ApiAuth::None,
         }
     }
 }
@@ -139,7 +156,19 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         milestones,
         feed,
         readiness: readiness.clone(),
-        auth: None,
+        auth: match &opts.api_auth {
+            ApiAuth::None => None,
+            ApiAuth::TokenReview {
+                audiences,
+                protect_metrics,
+            } => Some(
+                TokenAuth::with_reviewer(Arc::new(KubeTokenReviewer::new(
+                    client.clone(),
+                    audiences.clone(),
+                )))
+                .protect_metrics(*protect_metrics),
+            ),
+        },
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
 

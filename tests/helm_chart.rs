@@ -70,6 +70,22 @@ fn cases() -> Vec<(&'static str, Value)> {
             json!({"ownedResourceKinds": [{"apiGroups": ["*"], "resources": ["*"]}]}),
         ),
         ("typo", json!({"replica": 3})),
+        (
+            "token-review",
+            json!({
+                "statusApi": {"auth": {"mode": "token-review", "audiences": ["twc", "ops"], "protectMetrics": true}},
+                "serviceMonitor": {"enabled": true},
+                "watchNamespaces": ["team-a"]
+            }),
+        ),
+        (
+            "auth-options-without-mode",
+            json!({"statusApi": {"auth": {"protectMetrics": true}}}),
+        ),
+        (
+            "unknown-auth-mode",
+            json!({"statusApi": {"auth": {"mode": "oidc"}}}),
+        ),
     ]
 }
 
@@ -180,6 +196,7 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "digest",
         "webhook",
         "single-no-lease",
+        "token-review",
     ] {
         let lint = &result(name).lint;
         assert_eq!(lint["total_charts_linted"], 1, "{name}: {lint}");
@@ -216,6 +233,19 @@ fn bad_values_are_refused_by_schema_or_template() {
     assert!(
         !strings(&wildcard.lint["errors"]).is_empty(),
         "lint accepted a wildcard owned kind"
+    );
+    let half_auth = result("auth-options-without-mode");
+    assert!(
+        half_auth
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("statusApi.auth.mode=token-review")),
+        "{:?}",
+        half_auth.error
+    );
+    assert!(
+        result("unknown-auth-mode").error.is_some(),
+        "an unknown auth mode rendered"
     );
     let typo = result("typo");
     assert!(
@@ -392,7 +422,14 @@ fn grants(objs: &[Value], group: &str, resource: &str, verb: &str) -> bool {
 
 #[test]
 fn rbac_is_least_privilege_without_wildcards() {
-    for name in ["default", "ha", "custom", "webhook", "single-no-lease"] {
+    for name in [
+        "default",
+        "ha",
+        "custom",
+        "webhook",
+        "single-no-lease",
+        "token-review",
+    ] {
         let objs = objects(name);
         let all = rules(&objs);
         assert!(!all.is_empty(), "{name}: no RBAC rules");
@@ -572,6 +609,52 @@ fn leader_election_replicas_and_service_monitor() {
 }
 
 #[test]
+fn status_api_token_review_auth() {
+    // Off by default: no flag, no TokenReview grant.
+    let objs = objects("default");
+    assert!(!args(&objs).iter().any(|a| a.starts_with("--api-auth")));
+    assert!(!grants(
+        &objs,
+        "authentication.k8s.io",
+        "tokenreviews",
+        "create"
+    ));
+
+    let objs = objects("token-review");
+    let a = args(&objs);
+    for flag in [
+        "--api-auth=token-review",
+        "--api-auth-audiences=twc,ops",
+        "--api-auth-metrics",
+    ] {
+        assert!(a.contains(&flag.to_string()), "{flag} missing from {a:?}");
+    }
+    // TokenReview is cluster-scoped: granted by a ClusterRole even for a namespaced install.
+    let cluster_rule = rules(&objs).into_iter().any(|(role, r)| {
+        role["kind"] == "ClusterRole"
+            && strings(&r["apiGroups"]) == ["authentication.k8s.io"]
+            && strings(&r["resources"]) == ["tokenreviews"]
+            && strings(&r["verbs"]) == ["create"]
+    });
+    assert!(cluster_rule, "no ClusterRole for tokenreviews");
+    let binding = of_kind(&objs, "ClusterRoleBinding")
+        .into_iter()
+        .find(|b| {
+            b["roleRef"]["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-token-review"))
+        })
+        .expect("token-review ClusterRoleBinding");
+    assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
+    // Prometheus must authenticate when /metrics is protected.
+    let sm = one(&objs, "ServiceMonitor");
+    assert_eq!(
+        sm["spec"]["endpoints"][0]["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+}
+
+#[test]
 fn custom_image_owned_kinds_and_watch_namespaces() {
     let objs = objects("custom");
     let m = manager(&objs);
@@ -700,7 +783,7 @@ fn rendered_flags_exist_in_the_controller_binary() {
         text,
         String::from_utf8_lossy(&help.stderr)
     );
-    for name in ["default", "custom"] {
+    for name in ["default", "custom", "token-review"] {
         for arg in args(&objects(name)).iter().skip(1) {
             let flag = arg.split('=').next().unwrap_or_default();
             let listed = text.lines().any(|l| {

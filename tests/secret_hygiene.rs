@@ -272,6 +272,7 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
             loopback_http::stream_into_buffer(
                 http,
                 format!("/api/v1/namespaces/{NS}/rollouts/{name}/watch"),
+                None,
             )
         })
         .collect();
@@ -317,12 +318,12 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         "/healthz".into(),
         "/readyz".into(),
     ] {
-        let (code, body) = loopback_http::get(http, &path, "application/json").await?;
+        let (code, body) = loopback_http::get(http, &path, "application/json", None).await?;
         ensure!(code == 200, "{path} answered {code}: {body}");
         haystacks.push((format!("GET {path}"), body));
     }
     for accept in ["application/openmetrics-text; version=1.0.0", "text/plain"] {
-        let (code, body) = loopback_http::get(http, "/metrics", accept).await?;
+        let (code, body) = loopback_http::get(http, "/metrics", accept, None).await?;
         ensure!(code == 200, "/metrics answered {code}");
         haystacks.push((format!("GET /metrics ({accept})"), body));
     }

@@ -8,12 +8,22 @@ use anyhow::{Context as _, Result, ensure};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::Api;
+
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(120);
 
-async fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<(u16, Value)> {
-    let (code, body) = crate::loopback_http::get(addr, path, "application/json").await?;
+/// `GET path` on the status API with the environment's reader token.
+async fn get_json(env: &Env, path: &str) -> Result<(u16, Value)> {
+    let (code, body) = crate::loopback_http::get(
+        env.http_addr,
+        path,
+        "application/json",
+        Some(&env.api_token),
+    )
+    .await?;
     Ok((
         code,
         serde_json::from_str(&body).with_context(|| format!("body of {path}: {body}"))?,
@@ -21,14 +31,13 @@ async fn get_json(addr: std::net::SocketAddr, path: &str) -> Result<(u16, Value)
 }
 
 /// Collects the JSON `data:` of every SSE event in the background.
-fn collect_sse(
-    addr: std::net::SocketAddr,
-    path: String,
-) -> (Arc<Mutex<Vec<Value>>>, tokio::task::JoinHandle<()>) {
+fn collect_sse(env: &Env, path: String) -> (Arc<Mutex<Vec<Value>>>, tokio::task::JoinHandle<()>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let out = events.clone();
+    let (addr, token) = (env.http_addr, env.api_token.clone());
     let task = tokio::spawn(async move {
-        let Ok(mut stream) = crate::loopback_http::open(addr, &path, "text/event-stream").await
+        let Ok(mut stream) =
+            crate::loopback_http::open(addr, &path, "text/event-stream", Some(&token)).await
         else {
             return;
         };
@@ -62,7 +71,7 @@ async fn api_matches_cr(c: &Case, name: &str) -> Result<Value> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let cr = serde_json::to_value(c.get_twd(name).await?.status)?;
-        let (code, view) = get_json(c.env.http_addr, &path).await?;
+        let (code, view) = get_json(&c.env, &path).await?;
         ensure!(code == 200, "status API answered {code}: {view}");
         if view["status"] == cr {
             return Ok(view);
@@ -87,7 +96,7 @@ async fn status_api_and_its_event_stream_follow_the_rollout() -> Result<()> {
     ensure!(view["summary"]["ready"] == true, "{view:#}");
 
     let (events, sse) = collect_sse(
-        c.env.http_addr,
+        &c.env,
         format!("/api/v1/namespaces/{}/rollouts/web/watch", c.ns),
     );
     c.apply_twd("web", "v2", json!({"strategy": "Progressive", "steps": [{"rampPercentage": 30, "pauseDuration": "3s"}]}), json!({}))
@@ -143,10 +152,82 @@ async fn status_api_and_its_event_stream_follow_the_rollout() -> Result<()> {
 
     // Unknown rollouts are a JSON 404.
     let (code, body) = get_json(
-        c.env.http_addr,
+        &c.env,
         &format!("/api/v1/namespaces/{}/rollouts/nope", c.ns),
     )
     .await?;
     ensure!(code == 404 && body.is_object(), "{code} {body}");
+    Ok(())
+}
+
+/// The status API runs with TokenReview auth: tokens are minted by the API server
+/// (TokenRequest, as `kubectl create token` does) and checked by it (TokenReview).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_api_accepts_only_tokens_the_api_server_vouches_for() -> Result<()> {
+    let c = case("auth").await?;
+    c.apply_twd("web", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    c.wait_twd("web", "v1 Ready", T, is_ready).await?;
+    let addr = c.env.http_addr;
+    let path = format!("/api/v1/namespaces/{}/rollouts/web", c.ns);
+    let status = |token: Option<String>| {
+        let path = path.clone();
+        async move {
+            let (code, body) =
+                crate::loopback_http::get(addr, &path, "application/json", token.as_deref())
+                    .await?;
+            anyhow::Ok((code, body))
+        }
+    };
+
+    // A token from the real kubectl, for the accepted audience.
+    let out = c
+        .kubectl()
+        .args(["-n", READER_NS, "create", "token", READER_SA])
+        .args(["--audience", API_AUDIENCE, "--duration", "1h"])
+        .output()
+        .await?;
+    ensure!(
+        out.status.success(),
+        "kubectl create token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kubectl_token = String::from_utf8(out.stdout)?.trim().to_string();
+    let (code, body) = status(Some(kubectl_token)).await?;
+    ensure!(code == 200, "kubectl token refused: {code} {body}");
+    let view: Value = serde_json::from_str(&body)?;
+    ensure!(view["summary"]["ready"] == true, "{view:#}");
+
+    // No token, a made-up token, and a real token for another audience: 401.
+    let (code, body) = status(None).await?;
+    ensure!(code == 401, "no token: {code} {body}");
+    let (code, _) = status(Some("not-a-token".into())).await?;
+    ensure!(code == 401, "made-up token: {code}");
+    let other = mint_token(&c.client, READER_NS, READER_SA, "some-other-service").await?;
+    let (code, _) = status(Some(other)).await?;
+    ensure!(code == 401, "token for another audience: {code}");
+
+    // A token whose ServiceAccount is gone is refused (it was never cached as valid).
+    let sa = format!("gone-{}", c.ns);
+    let orphan = mint_token(&c.client, READER_NS, &sa, API_AUDIENCE).await?;
+    Api::<ServiceAccount>::namespaced(c.client.clone(), READER_NS)
+        .delete(&sa, &Default::default())
+        .await?;
+    eventually("deleted ServiceAccount gone", T, || async {
+        let gone = Api::<ServiceAccount>::namespaced(c.client.clone(), READER_NS)
+            .get_opt(&sa)
+            .await?
+            .is_none();
+        Ok(gone.then_some(()))
+    })
+    .await?;
+    let (code, _) = status(Some(orphan)).await?;
+    ensure!(code == 401, "token of a deleted ServiceAccount: {code}");
+
+    // Probes and /metrics stay open (no --api-auth-metrics here).
+    for open in ["/healthz", "/readyz", "/metrics"] {
+        let (code, _) = crate::loopback_http::get(addr, open, "text/plain", None).await?;
+        ensure!(code == 200, "{open} answered {code} without a token");
+    }
     Ok(())
 }

@@ -93,7 +93,8 @@ impl Prometheus {
             dir,
         };
         eventually("Prometheus ready", Duration::from_secs(60), || async {
-            let (code, _) = crate::loopback_http::get(prom.addr, "/-/ready", "text/plain").await?;
+            let (code, _) =
+                crate::loopback_http::get(prom.addr, "/-/ready", "text/plain", None).await?;
             ensure!(code == 200, "not ready: {code}");
             Ok(Some(()))
         })
@@ -113,7 +114,7 @@ impl Prometheus {
         )?;
         let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
         let (code, body) =
-            crate::loopback_http::get(self.addr, &target, "application/json").await?;
+            crate::loopback_http::get(self.addr, &target, "application/json", None).await?;
         let v: Value = serde_json::from_str(&body)
             .with_context(|| format!("{path} answered {code}: {body}"))?;
         ensure!(
@@ -350,8 +351,13 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     ensure!(n >= 2.0, "gate completions counted: {n}");
 
     // promtool lints a live scrape in the Prometheus text format.
-    let (code, text) =
-        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain;version=0.0.4").await?;
+    let (code, text) = crate::loopback_http::get(
+        c.env.http_addr,
+        "/metrics",
+        "text/plain;version=0.0.4",
+        None,
+    )
+    .await?;
     ensure!(code == 200, "/metrics answered {code}");
     let mut lint = tokio::process::Command::new("promtool")
         .args(["check", "metrics"])

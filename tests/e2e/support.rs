@@ -22,6 +22,9 @@ pub struct Env {
     pub kubeconfig: PathBuf,
     pub temporal_address: String,
     pub http_addr: std::net::SocketAddr,
+    /// A ServiceAccount token (TokenRequest, audience [`API_AUDIENCE`]) for the status API,
+    /// which runs with TokenReview auth here like in a hardened install.
+    pub api_token: String,
     pub emulator: Option<kube_emulator::Emulator>,
     pub kubelet: Option<test_harness::kubelet::Kubelet>,
     _controller: temporal_worker_controller::run::Running,
@@ -39,6 +42,11 @@ static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
 
 pub const IDENTITY: &str = "twc-e2e";
+/// The only token audience the status API accepts.
+pub const API_AUDIENCE: &str = "twc-e2e-status";
+/// Where the status-API reader ServiceAccount lives.
+pub const READER_NS: &str = "twc-e2e-readers";
+pub const READER_SA: &str = "status-reader";
 
 pub async fn env() -> Arc<Env> {
     ENV.get_or_init(|| async {
@@ -85,17 +93,72 @@ async fn start_env() -> Result<Arc<Env>> {
         idle_interval: Duration::from_secs(10),
         fast_poll: Duration::from_millis(300),
         rollback_window: Duration::from_secs(3600),
+        api_auth: temporal_worker_controller::run::ApiAuth::TokenReview {
+            audiences: vec![API_AUDIENCE.into()],
+            protect_metrics: false,
+        },
         ..Default::default()
     };
+    let api_token = mint_token(&client, READER_NS, READER_SA, API_AUDIENCE).await?;
     let controller = temporal_worker_controller::run::start(client, opts).await?;
     Ok(Arc::new(Env {
         kubeconfig,
         temporal_address: temporal.address(),
         http_addr: controller.http_addr,
+        api_token,
         emulator,
         kubelet,
         _controller: controller,
     }))
+}
+
+/// Creates (if needed) namespace `ns` and ServiceAccount `sa`, and mints a token for it with
+/// a TokenRequest, as `kubectl create token` does.
+pub async fn mint_token(
+    client: &kube::Client,
+    ns: &str,
+    sa: &str,
+    audience: &str,
+) -> Result<String> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let pp = PostParams::default();
+    fn ignore_exists<T>(r: kube::Result<T>) -> kube::Result<()> {
+        match r {
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            other => other.map(|_| ()),
+        }
+    }
+    ignore_exists(
+        Api::<Namespace>::all(client.clone())
+            .create(
+                &pp,
+                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+            )
+            .await,
+    )?;
+    let sas = Api::<ServiceAccount>::namespaced(client.clone(), ns);
+    ignore_exists(
+        sas.create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": sa}}))?,
+        )
+        .await,
+    )?;
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![audience.to_string()],
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let minted = sas.create_token_request(sa, &pp, &req).await?;
+    minted
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .context("TokenRequest returned no token")
 }
 
 pub async fn kube_client_from(path: &std::path::Path) -> Result<kube::Client> {

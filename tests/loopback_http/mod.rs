@@ -11,20 +11,32 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-/// Connects and sends `GET target` with the given `Accept` header.
-pub async fn open(addr: SocketAddr, target: &str, accept: &str) -> Result<tokio::net::TcpStream> {
+/// Connects and sends `GET target` with the given `Accept` header and, if given, a bearer
+/// token.
+pub async fn open(
+    addr: SocketAddr,
+    target: &str,
+    accept: &str,
+    bearer: Option<&str>,
+) -> Result<tokio::net::TcpStream> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(
-            format!("GET {target} HTTP/1.0\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n").as_bytes(),
-        )
-        .await?;
+    let auth = bearer
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {target} HTTP/1.0\r\nHost: {addr}\r\nAccept: {accept}\r\n{auth}\r\n");
+    stream.write_all(request.as_bytes()).await?;
     Ok(stream)
 }
 
 /// Status code and body of `GET target`.
-pub async fn get(addr: SocketAddr, target: &str, accept: &str) -> Result<(u16, String)> {
-    let mut stream = open(addr, target, accept).await?;
+pub async fn get(
+    addr: SocketAddr,
+    target: &str,
+    accept: &str,
+    bearer: Option<&str>,
+) -> Result<(u16, String)> {
+    let mut stream = open(addr, target, accept, bearer).await?;
     let mut raw = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
         .await
@@ -46,11 +58,13 @@ pub async fn get(addr: SocketAddr, target: &str, accept: &str) -> Result<(u16, S
 pub fn stream_into_buffer(
     addr: SocketAddr,
     target: String,
+    bearer: Option<String>,
 ) -> (Arc<Mutex<Vec<u8>>>, tokio::task::JoinHandle<()>) {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let out = buf.clone();
     let task = tokio::spawn(async move {
-        let Ok(mut stream) = open(addr, &target, "text/event-stream").await else {
+        let opened = open(addr, &target, "text/event-stream", bearer.as_deref()).await;
+        let Ok(mut stream) = opened else {
             return;
         };
         let mut chunk = [0u8; 8192];

@@ -1,6 +1,8 @@
 //! Legacy (unaggregated) discovery documents: `/version`, `/api`, `/api/v1`, `/apis`,
 //! `/apis/<group>`, `/apis/<group>/<version>`.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::registry::Registry;
@@ -43,9 +45,20 @@ fn group_doc(name: &str, versions: &[String]) -> Value {
     json!({"name": name, "versions": vs, "preferredVersion": preferred})
 }
 
+/// Groups of stored resources plus those of the create-only APIs in `auth`.
+fn all_groups(reg: &Registry) -> BTreeMap<String, Vec<String>> {
+    let mut groups = reg.groups();
+    for (g, v) in crate::auth::GROUP_VERSIONS {
+        let vs = groups.entry(g.to_string()).or_default();
+        if !vs.iter().any(|x| x == v) {
+            vs.push(v.to_string());
+        }
+    }
+    groups
+}
+
 pub fn group_list(reg: &Registry) -> Value {
-    let groups: Vec<Value> = reg
-        .groups()
+    let groups: Vec<Value> = all_groups(reg)
         .iter()
         .map(|(g, vs)| group_doc(g, vs))
         .collect();
@@ -53,7 +66,7 @@ pub fn group_list(reg: &Registry) -> Value {
 }
 
 pub fn group(reg: &Registry, name: &str) -> Option<Value> {
-    let groups = reg.groups();
+    let groups = all_groups(reg);
     let vs = groups.get(name)?;
     let mut doc = group_doc(name, vs);
     doc["kind"] = json!("APIGroup");
@@ -92,7 +105,11 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         if d.scale_sub {
             resources.push(json!({"name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced, "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": ["get", "patch", "update"]}));
         }
+        resources.extend(crate::auth::discovery_subresources(
+            &d.group, &d.version, &d.plural,
+        ));
     }
+    resources.extend(crate::auth::discovery_resources(group, version));
     if resources.is_empty() {
         return None;
     }

@@ -2,6 +2,7 @@
 //! enough of kube-apiserver (and of the Deployment and garbage-collection controllers) for
 //! kube-rs controllers and the real `kubectl`. See README.md for what is emulated and the gaps.
 
+pub mod auth;
 pub mod builtin;
 pub mod cel_rules;
 mod deployment;
@@ -13,6 +14,7 @@ pub mod kubeconfig;
 pub mod managed;
 mod openapi;
 pub mod patch;
+mod protobuf;
 pub mod registry;
 mod routes;
 pub mod schema;
@@ -55,6 +57,7 @@ pub struct EmulatorOptions {
 pub(crate) struct Shared {
     state: Mutex<State>,
     pub(crate) faults: Faults,
+    pub(crate) auth: auth::Authn,
     pub(crate) mode: DeploymentMode,
     ready: Mutex<HashMap<(String, String), i32>>,
     kicks: mpsc::UnboundedSender<(String, String)>,
@@ -122,6 +125,7 @@ impl Emulator {
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             faults: Faults::new(),
+            auth: auth::Authn::default(),
             mode: opts.deployment_mode,
             ready: Mutex::new(HashMap::new()),
             kicks: kick_tx,
@@ -192,6 +196,20 @@ impl Emulator {
             .shared
             .kicks
             .send((namespace.to_string(), name.to_string()));
+    }
+
+    /// Registers a static bearer token, like a line of kube-apiserver's `--token-auth-file`:
+    /// a TokenReview of `token` (for the API server's audience, [`auth::DEFAULT_AUDIENCE`])
+    /// authenticates as `username` with `uid` (may be empty) and `groups` plus
+    /// `system:authenticated`. Registering the same token again replaces its user.
+    pub fn add_static_token(&self, token: &str, username: &str, uid: &str, groups: &[&str]) {
+        self.shared.auth.add_static(token, username, uid, groups);
+    }
+
+    /// Moves the clock that tokens are minted and checked against forward by `by` (test hook
+    /// for expiry; TokenRequest lifetimes are at least 10 minutes). Affects only tokens.
+    pub fn advance_token_clock(&self, by: std::time::Duration) {
+        self.shared.auth.advance(by);
     }
 
     pub async fn shutdown(mut self) {

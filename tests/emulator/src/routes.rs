@@ -15,7 +15,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::registry::{Builtin, ResourceDef};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOpts, DeleteOutcome, FieldValidation, Propagation, Sub, WriteOpts};
-use crate::{discovery, patch, table, watch};
+use crate::{auth, discovery, patch, table, watch};
 
 type Params = HashMap<String, String>;
 
@@ -121,6 +121,29 @@ fn route(
                 discovery::resource_list(&shared.lock().registry, g, v).ok_or_else(not_found)?;
             return Ok(ok(&doc));
         }
+        ["apis", auth::GROUP, auth::VERSION, "tokenreviews"] => {
+            return create_only(&shared, method, headers, &body, "tokenreviews", |v| {
+                auth::token_review(&shared, v)
+            });
+        }
+        [
+            "api",
+            "v1",
+            "namespaces",
+            ns,
+            "serviceaccounts",
+            name,
+            "token",
+        ] => {
+            return create_only(
+                &shared,
+                method,
+                headers,
+                &body,
+                "serviceaccounts/token",
+                |v| auth::token_request(&shared, ns, name, v),
+            );
+        }
         _ => {}
     }
     let (group, version, rest) = match segs.as_slice() {
@@ -225,6 +248,42 @@ fn route(
         "delete" => ctx.delete(&body),
         _ => ctx.delete_collection(&body),
     }
+}
+
+/// A create-only, unstored resource (TokenReview, the `serviceaccounts/token` subresource):
+/// POST only, fault injection as `create`, JSON (or the protobuf subset in `protobuf`) bodies,
+/// 201 with what `f` makes of the body.
+fn create_only(
+    shared: &Shared,
+    method: &Method,
+    headers: &HeaderMap,
+    body: &[u8],
+    resource: &str,
+    f: impl FnOnce(Value) -> ApiResult<Value>,
+) -> ApiResult<Response> {
+    if method != Method::POST {
+        return Err(ApiError::MethodNotAllowed(
+            "the server does not allow this method on the requested resource".into(),
+        ));
+    }
+    if let Some(code) = shared.faults.take("create", resource) {
+        return Err(ApiError::Injected {
+            code,
+            message: format!("injected fault: create {resource} fails with {code}"),
+        });
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|c| c.to_str().ok())
+        .unwrap_or_default()
+        .to_lowercase();
+    // client-go's typed clients (kubectl create token) send protobuf.
+    let obj = if content_type.starts_with(crate::protobuf::CONTENT_TYPE) {
+        crate::protobuf::decode_authentication(body)?
+    } else {
+        parse_body(body, &content_type)?
+    };
+    Ok(json_response(StatusCode::CREATED, &f(obj)?))
 }
 
 struct Ctx {
