@@ -117,20 +117,23 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
                 &rendered,
             )
             .await;
-        match res {
-            Ok(_) => {}
-            // A previous reconcile may have created it moments ago (stale cache): fine.
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+        let created = match res {
+            Ok(_) => true,
+            // A previous reconcile created it moments ago (stale cache): nothing was done
+            // now, so nothing to announce.
+            Err(kube::Error::Api(s)) if s.code == 409 => false,
             Err(e) => {
                 ctx.metrics.kube_write("create", "deployments", false);
                 return Err(fail("create Deployment", e.to_string()));
             }
+        };
+        if created {
+            ctx.metrics.kube_write("create", "deployments", true);
+            out.done.push(Done::Created {
+                name,
+                build_id: create.build_id.clone(),
+            });
         }
-        ctx.metrics.kube_write("create", "deployments", true);
-        out.done.push(Done::Created {
-            name,
-            build_id: create.build_id.clone(),
-        });
     }
 
     for update in &plan.update {

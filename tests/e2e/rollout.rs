@@ -348,6 +348,74 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         health_walk == ["Healthy", "Progressing", "Healthy"],
         "ArgoCD health walk {health_walk:?}"
     );
+
+    // Milestone events: every transition once, in order, nothing to warn about.
+    let events = eventually("VersionDeleted event", T, || async {
+        let ev = c.events_of("billing").await?;
+        Ok(ev
+            .iter()
+            .any(|e| e.reason == "VersionDeleted")
+            .then_some(ev))
+    })
+    .await?;
+    let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+    let expected = [
+        "VersionCreated",
+        "VersionRegistered",
+        "Promoted",
+        "VersionCreated",
+        "VersionRegistered",
+        "RampStepStarted",
+        "RampStepStarted",
+        "Promoted",
+        "ScaledDown",
+        "VersionDeleted",
+    ];
+    ensure!(
+        is_subsequence(&reasons, &expected),
+        "events {reasons:?} do not contain {expected:?} in order"
+    );
+    ensure!(
+        events.iter().all(|e| e.type_ == "Normal"),
+        "warnings during a healthy rollout: {events:#?}"
+    );
+    ensure!(
+        events.iter().all(|e| e.count == 1),
+        "an event repeated (storm): {events:#?}"
+    );
+    for (reason, build) in [
+        ("RampStepStarted", &v2),
+        ("ScaledDown", &v1),
+        ("VersionDeleted", &v1),
+    ] {
+        ensure!(
+            events
+                .iter()
+                .any(|e| e.reason == reason && e.note.contains(build.as_str())),
+            "no {reason} event naming {build}: {events:#?}"
+        );
+    }
+    // The status API's recent milestones are those events.
+    let (code, body) = crate::loopback_http::get(
+        c.env.http_addr,
+        &format!("/api/v1/namespaces/{}/rollouts/billing", c.ns),
+        "application/json",
+        Some(&c.env.api_token),
+    )
+    .await?;
+    ensure!(code == 200, "status API: {code} {body}");
+    let view: Value = serde_json::from_str(&body)?;
+    let milestones: Vec<&str> = view["milestones"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["reason"].as_str())
+        .collect();
+    ensure!(
+        is_subsequence(&milestones, &expected[3..]),
+        "status API milestones {milestones:?} lack {:?}",
+        &expected[3..]
+    );
     Ok(())
 }
 

@@ -167,6 +167,22 @@ pub async fn kube_client_from(path: &std::path::Path) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// An Event as a user sees it in `kubectl events`.
+#[derive(Clone, Debug)]
+pub struct SeenEvent {
+    pub type_: String,
+    pub reason: String,
+    pub note: String,
+    /// How many times it happened (`series.count`; 1 without a series).
+    pub count: i32,
+}
+
+/// True when `want` occurs in `have` in order (other items may sit in between).
+pub fn is_subsequence(have: &[&str], want: &[&str]) -> bool {
+    let mut it = have.iter();
+    want.iter().all(|w| it.any(|h| h == w))
+}
+
 /// One test's isolated world.
 pub struct Case {
     pub env: Arc<Env>,
@@ -357,6 +373,39 @@ impl Case {
             ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Events about one TWD (events.k8s.io/v1), oldest first.
+    pub async fn events_of(&self, twd: &str) -> Result<Vec<SeenEvent>> {
+        let list =
+            Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), &self.ns)
+                .list(&Default::default())
+                .await?;
+        let mut out: Vec<(String, SeenEvent)> = list
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding
+                    .as_ref()
+                    .is_some_and(|r| r.name.as_deref() == Some(twd))
+            })
+            .map(|e| {
+                let when = e
+                    .event_time
+                    .as_ref()
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_default();
+                let seen = SeenEvent {
+                    type_: e.type_.unwrap_or_default(),
+                    reason: e.reason.unwrap_or_default(),
+                    note: e.note.unwrap_or_default(),
+                    count: e.series.map(|s| s.count).unwrap_or(1),
+                };
+                (when, seen)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out.into_iter().map(|(_, e)| e).collect())
     }
 
     pub fn kubectl(&self) -> tokio::process::Command {
