@@ -231,3 +231,96 @@ async fn status_api_accepts_only_tokens_the_api_server_vouches_for() -> Result<(
     }
     Ok(())
 }
+
+/// Runs the real binary's `status` command.
+async fn status_cli(env: &Env, args: &[&str], token: Option<&str>) -> Result<(bool, String)> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"));
+    cmd.arg("status")
+        .args(args)
+        .env("KUBECONFIG", &env.kubeconfig)
+        .env_remove("TEMPORAL_WORKER_CONTROLLER_TOKEN");
+    if let Some(t) = token {
+        cmd.env("TEMPORAL_WORKER_CONTROLLER_TOKEN", t);
+    }
+    let out = cmd.output().await?;
+    Ok((
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    ))
+}
+
+/// `temporal-worker-controller status` mid-ramp, from the Kubernetes API and from the status
+/// API (with a token; without one it fails and says why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_command_summarises_a_live_ramp() -> Result<()> {
+    let c = case("cli").await?;
+    c.apply_twd("web", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    let twd = c.wait_twd("web", "v1 Ready", T, is_ready).await?;
+    let v1 = current_build(&twd).context("v1")?;
+    c.apply_twd(
+        "web",
+        "v2",
+        json!({"strategy": "Progressive", "steps": [
+            {"rampPercentage": 30, "pauseDuration": "60s"},
+            {"rampPercentage": 60, "pauseDuration": "60s"}]}),
+        json!({}),
+    )
+    .await?;
+    let twd = c
+        .wait_twd("web", "ramping 30%", T, |t| {
+            t.status
+                .as_ref()
+                .and_then(|s| s.target_version.as_ref())
+                .and_then(|tv| tv.ramp_percentage)
+                == Some(30.0)
+        })
+        .await?;
+    let v2 = target_build(&twd).context("v2")?;
+    let api_url = format!("http://{}", c.env.http_addr);
+
+    // From the Kubernetes API (the user's kubeconfig).
+    let (ok, text) = status_cli(&c.env, &["-n", &c.ns, "web"], None).await?;
+    ensure!(ok, "status from the Kubernetes API failed:\n{text}");
+    for want in [v1.as_str(), v2.as_str(), "30%", "1/2", "Progressive"] {
+        ensure!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // The next step is due in about a minute, not overdue.
+    let next = text
+        .lines()
+        .find(|l| l.starts_with("Next step:"))
+        .context("no Next step line")?;
+    ensure!(next.contains("in "), "ETA should be in the future: {next}");
+
+    // From the status API with a token: the same facts plus the milestones.
+    let (ok, text) = status_cli(
+        &c.env,
+        &["-n", &c.ns, "web", "--api-url", &api_url],
+        Some(&c.env.api_token),
+    )
+    .await?;
+    ensure!(ok, "status from the status API failed:\n{text}");
+    for want in [v1.as_str(), v2.as_str(), "30%", "1/2", "RampStepStarted"] {
+        ensure!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // The list form shows the rollout as a table row.
+    let (ok, text) = status_cli(&c.env, &["-n", &c.ns], None).await?;
+    ensure!(
+        ok && text
+            .lines()
+            .any(|l| l.starts_with("web ") && l.contains("30%")),
+        "list:\n{text}"
+    );
+
+    // Without a token the status API refuses, and the command says so.
+    let (ok, text) = status_cli(&c.env, &["-n", &c.ns, "web", "--api-url", &api_url], None).await?;
+    ensure!(
+        !ok && text.contains("401"),
+        "expected a 401 failure:\n{text}"
+    );
+    Ok(())
+}
