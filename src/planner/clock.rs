@@ -15,6 +15,10 @@ pub const FAST_POLL: Duration = Duration::from_secs(1);
 /// than its visibility grace period (3 min by default), so polling faster gains nothing.
 pub const DRAIN_POLL: Duration = Duration::from_secs(30);
 
+/// How soon to re-check while a Manual target waits for a human: a promotion done with the
+/// Temporal CLI or UI shows up in the status (and ends `kubectl wait`) within seconds.
+pub const MANUAL_POLL: Duration = Duration::from_secs(5);
+
 /// How soon to re-check while another identity owns routing in Temporal.
 pub const MANAGER_POLL: Duration = Duration::from_secs(5);
 

@@ -166,6 +166,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         } else {
             Phase::WaitingForPromotion
         };
+        wake.after(clock::MANUAL_POLL);
         return Decision {
             start_gates,
             progress: progress(phase, message),

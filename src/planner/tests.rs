@@ -897,7 +897,8 @@ fn case_12_manual_with_gate_runs_the_gate_but_never_routes() {
         "{}",
         p.progress.message
     );
-    assert_eq!(p.requeue_after, None);
+    // A human promotes in Temporal: look again soon so the status follows within seconds.
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(5)));
 }
 
 #[test]
@@ -1100,6 +1101,7 @@ fn strategy_switched_to_manual_mid_ramp_freezes() {
         "{}",
         p.progress.message
     );
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(5)));
 }
 
 // ---------------------------------------------------------------------------------------
