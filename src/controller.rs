@@ -39,7 +39,8 @@ const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(15 * 60);
 /// Retry delay after a status write lost a race with the watch cache.
 const STALE_RETRY: Duration = Duration::from_millis(200);
 
-/// Rate-limited reads retry quietly this many times before the status says so.
+/// Rate-limited reads, and raced or rate-limited routing writes, retry quietly this many times
+/// in a row before the status says so.
 const THROTTLE_REPORT_AFTER: u32 = 5;
 
 /// 0.5 s, 1 s, 2 s … capped at 30 s, plus up to 50 % jitter so that many TWDs throttled
@@ -85,9 +86,29 @@ pub struct Context {
     /// True while this replica holds the leader lease (always true without leader election).
     pub leader: watch::Receiver<bool>,
     /// Consecutive failures per object, for backoff on transient errors.
-    failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+    failures: Streaks,
     /// Consecutive rate-limited Temporal reads per object.
-    throttled: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+    throttled_reads: Streaks,
+    /// Consecutive rate-limited Temporal writes (routing changes) per object.
+    throttled_writes: Streaks,
+}
+
+/// Consecutive occurrences of something per object.
+#[derive(Default)]
+struct Streaks(Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>);
+
+impl Streaks {
+    /// Counts one more occurrence; returns the streak including it.
+    fn bump(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> u32 {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(key.clone()).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    fn reset(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
 }
 
 impl Context {
@@ -108,40 +129,21 @@ impl Context {
             metrics,
             feed,
             leader,
-            failures: Mutex::new(HashMap::new()),
-            throttled: Mutex::new(HashMap::new()),
+            failures: Streaks::default(),
+            throttled_reads: Streaks::default(),
+            throttled_writes: Streaks::default(),
         }
     }
 
     fn backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> Duration {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let n = failures.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
+        let n = self.failures.bump(key);
         // 0.5 s, 1 s, 2 s … capped at 30 s: quick recovery once the fault is fixed.
-        let secs = 0.5 * 2f64.powi((*n as i32 - 1).min(6));
+        let secs = 0.5 * 2f64.powi((n as i32 - 1).min(6));
         Duration::from_secs_f64(secs.min(30.0))
     }
 
     fn reset_backoff(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
-    }
-
-    /// Consecutive rate-limited state fetches of this object, including this one.
-    fn bump_throttled(&self, key: &ObjectRef<TemporalWorkerDeployment>) -> u32 {
-        let mut t = self.throttled.lock().unwrap_or_else(|p| p.into_inner());
-        let n = t.entry(key.clone()).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    fn reset_throttled(&self, key: &ObjectRef<TemporalWorkerDeployment>) {
-        self.throttled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        self.failures.reset(key);
     }
 }
 
@@ -418,7 +420,7 @@ impl Reconciler<'_> {
                 if e.is_resource_exhausted() {
                     // Temporal limits reads per worker deployment and namespace: back off with
                     // jitter; only a persistent limit is worth a condition.
-                    let attempts = ctx.bump_throttled(&self.key());
+                    let attempts = ctx.throttled_reads.bump(&self.key());
                     let mut stop = self.blocked(
                         reason::STATE_FETCH_FAILED,
                         format!("rate limited by Temporal describing worker deployment {deployment_name:?} ({attempts} attempts): {e}"),
@@ -436,7 +438,7 @@ impl Reconciler<'_> {
                 ));
             }
         };
-        ctx.reset_throttled(&self.key());
+        ctx.throttled_reads.reset(&self.key());
         let temporal_facts = observe::target_facts(&client, &deployment_name, &desired, &state)
             .await
             .map_err(|e| {
@@ -482,8 +484,32 @@ impl Reconciler<'_> {
         let executed = executor::execute(&exec_ctx, &plan).await;
         self.emit_milestones(&input, &plan, &executed).await;
 
+        // A stale conflict token or a rate-limited routing write is a race, not a failure:
+        // retry soon without flipping the status, unless it keeps happening.
+        let retryable = executed
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.conflict || f.throttled);
+        let write_attempts = if retryable {
+            ctx.throttled_writes.bump(&self.key())
+        } else {
+            ctx.throttled_writes.reset(&self.key());
+            0
+        };
         let outcome = match &executed.failure {
             None => Ok(()),
+            Some(_) if retryable && write_attempts < THROTTLE_REPORT_AFTER => {
+                tracing::debug!(
+                    attempts = write_attempts,
+                    "routing write raced or was rate limited; retrying"
+                );
+                Ok(())
+            }
+            Some(f) if retryable => Err(Blocked {
+                reason: reason::PLAN_EXECUTION_FAILED,
+                message: format!("{} ({write_attempts} attempts in a row)", f.message),
+                stalled: false,
+            }),
             Some(f) if f.manager_owner.is_some() => Err(Blocked {
                 reason: reason::MANAGED_ELSEWHERE,
                 message: format!(
@@ -552,6 +578,7 @@ impl Reconciler<'_> {
         }
 
         let action = match &executed.failure {
+            Some(f) if f.throttled => Action::requeue(throttle_delay(write_attempts)),
             Some(f) if f.conflict => Action::requeue(ctx.settings.fast_poll),
             Some(f) if f.manager_owner.is_some() => {
                 Action::requeue(ctx.settings.fast_poll.max(Duration::from_secs(2)))

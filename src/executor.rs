@@ -67,6 +67,8 @@ pub struct Failure {
     pub manager_owner: Option<String>,
     /// The conflict token was stale: retry soon rather than back off.
     pub conflict: bool,
+    /// Temporal rate-limited the call (ResourceExhausted): retry after a jittered delay.
+    pub throttled: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -278,6 +280,7 @@ fn fail(step: &'static str, message: String) -> Failure {
         message: format!("{step}: {message}"),
         manager_owner: None,
         conflict: false,
+        throttled: false,
     }
 }
 
@@ -287,5 +290,46 @@ fn temporal_fail(step: &'static str, e: TemporalError) -> Failure {
         message: format!("{step}: {e}"),
         manager_owner: e.manager_conflict(),
         conflict: e.is_conflict(),
+        throttled: e.is_resource_exhausted(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use temporalio_client::tonic::Code;
+
+    fn rpc(code: Code, message: &str) -> TemporalError {
+        TemporalError::Rpc {
+            method: "SetWorkerDeploymentRampingVersion",
+            code,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn temporal_failures_say_whether_a_quiet_retry_is_right() {
+        let f = temporal_fail(
+            "set ramping version",
+            rpc(Code::ResourceExhausted, "too many requests"),
+        );
+        assert!(f.throttled && !f.conflict, "{f:?}");
+        assert!(
+            f.message.starts_with("set ramping version: "),
+            "{}",
+            f.message
+        );
+
+        let f = temporal_fail("set ramping version", rpc(Code::Internal, "boom"));
+        assert!(!f.throttled && !f.conflict, "{f:?}");
+
+        let f = temporal_fail(
+            "set current version",
+            rpc(Code::FailedPrecondition, "conflict token mismatch"),
+        );
+        assert!(f.conflict && !f.throttled, "{f:?}");
+
+        let f = fail("create Deployment", "forbidden".into());
+        assert!(!f.throttled && !f.conflict && f.manager_owner.is_none());
     }
 }

@@ -72,6 +72,16 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
     }
     for v in history {
         let twd: TemporalWorkerDeployment = serde_json::from_value(v.clone())?;
+        // A healthy rollout never reports a blocking verdict, not even for one reconcile
+        // (races with Temporal's rate limits and conflict tokens are retried quietly).
+        if let Some(p) = condition(&twd, "Progressing") {
+            ensure!(
+                p.status == "True" || p.reason == "RolloutComplete",
+                "healthy rollout reported Progressing=False/{}: {}",
+                p.reason,
+                p.message
+            );
+        }
         let observed = twd.status.as_ref().and_then(|st| st.observed_generation);
         if observed == twd.metadata.generation {
             ensure!(
