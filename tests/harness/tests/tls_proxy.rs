@@ -582,7 +582,7 @@ async fn kubelet_mounts_secret_volumes_and_trusts_the_image_ca() -> Result<()> {
     )
     .await?;
     eprintln!("mTLS pod ready {:?} after its Secret appeared", t.elapsed());
-    // The kubelet publishes its worker list just after writing the status.
+    // The kubelet publishes its worker list before it writes the status; poll anyway.
     let cfg = eventually("a running mTLS worker", || async {
         Ok(kubelet
             .worker_configs(&k8s_ns, "mtls-v1")
@@ -650,7 +650,7 @@ async fn kubelet_mounts_secret_volumes_and_trusts_the_image_ca() -> Result<()> {
         |ready, available| ready == 1 && available == "True",
     )
     .await?;
-    // The kubelet publishes its worker list just after writing the status.
+    // The kubelet publishes its worker list before it writes the status; poll anyway.
     let cfg = eventually("a running API-key worker", || async {
         Ok(kubelet
             .worker_configs(&k8s_ns, "keyed-v1")
