@@ -21,6 +21,7 @@ use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use crate::api::TemporalWorkerDeployment;
+use crate::metrics::Metrics;
 use crate::milestones::{Milestone, MilestoneKind, Milestones};
 
 // Normal milestone reasons (stable strings).
@@ -145,6 +146,7 @@ pub struct EventSink {
     client: kube::Client,
     instance: String,
     milestones: Arc<Milestones>,
+    metrics: Arc<Metrics>,
     series: Arc<Mutex<SeriesCache>>,
 }
 
@@ -153,11 +155,13 @@ impl EventSink {
         client: kube::Client,
         instance: Option<String>,
         milestones: Arc<Milestones>,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             client,
             instance: instance.unwrap_or_else(|| CONTROLLER.to_string()),
             milestones,
+            metrics,
             series: Arc::new(Mutex::new(SeriesCache::default())),
         }
     }
@@ -229,10 +233,11 @@ impl EventSink {
                 count,
                 last_observed_time: MicroTime(now),
             }});
-            match api
+            let res = api
                 .patch(&event_name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
+                .await;
+            self.metrics.kube_write("patch", "events", res.is_ok());
+            match res {
                 Ok(_) => return Ok(()),
                 // Expired or deleted meanwhile: start over with a new event.
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
@@ -256,7 +261,9 @@ impl EventSink {
             reporting_instance: Some(self.instance.clone()),
             ..Default::default()
         };
-        match api.create(&PostParams::default(), &event).await {
+        let res = api.create(&PostParams::default(), &event).await;
+        self.metrics.kube_write("create", "events", res.is_ok());
+        match res {
             Ok(_) => {
                 if let Ok(mut cache) = self.series.lock() {
                     cache.created(key.clone(), event_name, now);

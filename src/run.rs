@@ -125,7 +125,12 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
             rollback_window: opts.rollback_window,
         },
     };
-    let events = EventSink::new(client.clone(), opts.pod_name.clone(), milestones.clone());
+    let events = EventSink::new(
+        client.clone(),
+        opts.pod_name.clone(),
+        milestones.clone(),
+        metrics.clone(),
+    );
     let ctx = Arc::new(Context::new(
         client.clone(),
         pool,
