@@ -498,6 +498,94 @@ async fn wait_status(
     }
 }
 
+/// One emulated cluster namespace with the kubelet stand-in, and a plaintext connection to the
+/// dev server to see pollers from Temporal's side.
+struct KubeletWorld<'a> {
+    kubelet: &'a Kubelet,
+    deployments: Api<Deployment>,
+    secrets: Api<Secret>,
+    k8s_ns: String,
+    temporal_ns: String,
+    direct: Connection,
+}
+
+impl KubeletWorld<'_> {
+    /// Deployment `<name>-v1` dialling `proxy` with the base env plus `extra_env` and
+    /// `volumes`, whose credentials come from `secret`: while the Secret is missing the pod
+    /// cannot start (ContainerCreating) and nothing reaches the proxy; once it exists the
+    /// replica becomes ready and its worker polls Temporal through the proxy. Returns the
+    /// running worker's config.
+    async fn pod_waits_for_its_secret(
+        &self,
+        name: &str,
+        proxy: &GrpcTlsProxy,
+        extra_env: serde_json::Value,
+        volumes: serde_json::Value,
+        secret: serde_json::Value,
+    ) -> Result<WorkerConfig> {
+        let tq = unique("tq");
+        let temporal_deployment = format!("{}/{name}", self.k8s_ns);
+        let dep = format!("{name}-v1");
+        let mut env = json!([
+            {"name": "TEMPORAL_ADDRESS", "value": proxy.host_port()},
+            {"name": "TEMPORAL_NAMESPACE", "value": self.temporal_ns},
+            {"name": "TEMPORAL_DEPLOYMENT_NAME", "value": temporal_deployment},
+            {"name": "TEMPORAL_WORKER_BUILD_ID", "value": "v1"},
+            {"name": "TEMPORAL_TLS", "value": "true"},
+            {"name": "TEMPORAL_TASK_QUEUE", "value": tq},
+        ]);
+        if let (Some(all), Some(extra)) = (env.as_array_mut(), extra_env.as_array()) {
+            all.extend(extra.iter().cloned());
+        }
+        self.deployments
+            .create(&PostParams::default(), &deployment(&dep, env, volumes)?)
+            .await?;
+        wait_status(
+            &self.deployments,
+            &dep,
+            "a not-available status",
+            |ready, available| ready == 0 && available == "False",
+        )
+        .await?;
+        assert_eq!(self.kubelet.running_workers(&self.k8s_ns, &dep), 0);
+        assert_eq!(proxy.forwarded() + proxy.rejected(), 0, "{proxy:?}");
+
+        self.secrets
+            .create(&PostParams::default(), &serde_json::from_value(secret)?)
+            .await?;
+        let t = Instant::now();
+        wait_status(
+            &self.deployments,
+            &dep,
+            "1 ready replica",
+            |ready, available| ready == 1 && available == "True",
+        )
+        .await?;
+        eprintln!("{dep} ready {:?} after its Secret appeared", t.elapsed());
+        // The kubelet publishes its worker list before it writes the status; poll anyway.
+        let cfg = eventually(&format!("a running {dep} worker"), || async {
+            Ok(self
+                .kubelet
+                .worker_configs(&self.k8s_ns, &dep)
+                .into_iter()
+                .next())
+        })
+        .await?;
+        observe::wait_poller(
+            &self.direct,
+            &self.temporal_ns,
+            &tq,
+            &temporal_deployment,
+            "v1",
+            Some(&cfg.identity),
+            DEADLINE,
+        )
+        .await?;
+        assert!(proxy.forwarded() > 0, "{proxy:?}");
+        Ok(cfg)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_mounts_secret_volumes_and_trusts_the_image_ca() -> Result<()> {
     let (server, upstream) = dev_server_addr().await?;
@@ -528,147 +616,51 @@ async fn kubelet_mounts_secret_volumes_and_trusts_the_image_ca() -> Result<()> {
             &serde_json::from_value(json!({"metadata": {"name": k8s_ns}}))?,
         )
         .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &k8s_ns);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &k8s_ns);
+    let world = KubeletWorld {
+        kubelet: &kubelet,
+        deployments: Api::namespaced(client.clone(), &k8s_ns),
+        secrets: Api::namespaced(client.clone(), &k8s_ns),
+        k8s_ns: k8s_ns.clone(),
+        temporal_ns: temporal_ns.clone(),
+        direct: server.connect("tls-kubelet-test").await?,
+    };
 
     // mTLS exactly as the controller injects it: env paths plus the `temporal-tls` volume.
-    let tq = unique("tq");
-    let temporal_deployment = format!("{k8s_ns}/mtls");
-    let env = json!([
-        {"name": "TEMPORAL_ADDRESS", "value": mtls.host_port()},
-        {"name": "TEMPORAL_NAMESPACE", "value": temporal_ns},
-        {"name": "TEMPORAL_DEPLOYMENT_NAME", "value": temporal_deployment},
-        {"name": "TEMPORAL_WORKER_BUILD_ID", "value": "v1"},
-        {"name": "TEMPORAL_TLS", "value": "true"},
-        {"name": "TEMPORAL_TLS_SERVER_NAME", "value": "localhost"},
-        {"name": "TEMPORAL_TLS_CLIENT_CERT_PATH", "value": CERT_PATH},
-        {"name": "TEMPORAL_TLS_CLIENT_KEY_PATH", "value": KEY_PATH},
-        {"name": "TEMPORAL_TASK_QUEUE", "value": tq},
-    ]);
-    let volumes = json!([{"name": "temporal-tls", "secret": {"secretName": "worker-mtls"}}]);
-    deployments
-        .create(
-            &PostParams::default(),
-            &deployment("mtls-v1", env, volumes)?,
-        )
-        .await?;
-    // The Secret does not exist yet: the pod cannot start (ContainerCreating).
-    wait_status(
-        &deployments,
-        "mtls-v1",
-        "a not-available status",
-        |ready, available| ready == 0 && available == "False",
-    )
-    .await?;
-    assert_eq!(kubelet.running_workers(&k8s_ns, "mtls-v1"), 0);
-    assert_eq!(mtls.forwarded(), 0, "{mtls:?}");
-
-    secrets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
+    let cfg = world
+        .pod_waits_for_its_secret(
+            "mtls",
+            &mtls,
+            json!([
+                {"name": "TEMPORAL_TLS_SERVER_NAME", "value": "localhost"},
+                {"name": "TEMPORAL_TLS_CLIENT_CERT_PATH", "value": CERT_PATH},
+                {"name": "TEMPORAL_TLS_CLIENT_KEY_PATH", "value": KEY_PATH},
+            ]),
+            json!([{"name": "temporal-tls", "secret": {"secretName": "worker-mtls"}}]),
+            json!({
                 "metadata": {"name": "worker-mtls"},
                 "type": "kubernetes.io/tls",
                 "stringData": {"tls.crt": pki.client_cert_pem, "tls.key": pki.client_key_pem},
-            }))?,
+            }),
         )
         .await?;
-    let t = Instant::now();
-    wait_status(
-        &deployments,
-        "mtls-v1",
-        "1 ready mTLS replica",
-        |ready, available| ready == 1 && available == "True",
-    )
-    .await?;
-    eprintln!("mTLS pod ready {:?} after its Secret appeared", t.elapsed());
-    // The kubelet publishes its worker list before it writes the status; poll anyway.
-    let cfg = eventually("a running mTLS worker", || async {
-        Ok(kubelet
-            .worker_configs(&k8s_ns, "mtls-v1")
-            .into_iter()
-            .next())
-    })
-    .await?;
     assert_eq!(
         cfg.client_cert_pem.as_deref(),
         Some(pki.client_cert_pem.as_bytes())
     );
     assert_eq!(cfg.trusted_ca_pem.as_deref(), Some(pki.ca_pem.as_bytes()));
-    let direct = server.connect("tls-kubelet-test").await?;
-    observe::wait_poller(
-        &direct,
-        &temporal_ns,
-        &tq,
-        &temporal_deployment,
-        "v1",
-        Some(&cfg.identity),
-        DEADLINE,
-    )
-    .await?;
-    assert!(mtls.forwarded() > 0, "{mtls:?}");
 
     // API key from a `secretKeyRef`; again the Secret is missing at first.
-    let tq = unique("tq");
-    let temporal_deployment = format!("{k8s_ns}/keyed");
-    let env = json!([
-        {"name": "TEMPORAL_ADDRESS", "value": keyed.host_port()},
-        {"name": "TEMPORAL_NAMESPACE", "value": temporal_ns},
-        {"name": "TEMPORAL_DEPLOYMENT_NAME", "value": temporal_deployment},
-        {"name": "TEMPORAL_WORKER_BUILD_ID", "value": "v1"},
-        {"name": "TEMPORAL_TLS", "value": "true"},
-        {"name": "TEMPORAL_API_KEY", "valueFrom": {"secretKeyRef": {"name": "worker-key", "key": "api-key"}}},
-        {"name": "TEMPORAL_TASK_QUEUE", "value": tq},
-    ]);
-    deployments
-        .create(
-            &PostParams::default(),
-            &deployment("keyed-v1", env, json!([]))?,
+    let cfg = world
+        .pod_waits_for_its_secret(
+            "keyed",
+            &keyed,
+            json!([{"name": "TEMPORAL_API_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": "worker-key", "key": "api-key"}}}]),
+            json!([]),
+            json!({"metadata": {"name": "worker-key"}, "stringData": {"api-key": api_key}}),
         )
         .await?;
-    wait_status(
-        &deployments,
-        "keyed-v1",
-        "a not-available status",
-        |ready, available| ready == 0 && available == "False",
-    )
-    .await?;
-    assert_eq!(keyed.forwarded() + keyed.rejected(), 0, "{keyed:?}");
-    secrets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "worker-key"},
-                "stringData": {"api-key": api_key},
-            }))?,
-        )
-        .await?;
-    wait_status(
-        &deployments,
-        "keyed-v1",
-        "1 ready API-key replica",
-        |ready, available| ready == 1 && available == "True",
-    )
-    .await?;
-    // The kubelet publishes its worker list before it writes the status; poll anyway.
-    let cfg = eventually("a running API-key worker", || async {
-        Ok(kubelet
-            .worker_configs(&k8s_ns, "keyed-v1")
-            .into_iter()
-            .next())
-    })
-    .await?;
-    observe::wait_poller(
-        &direct,
-        &temporal_ns,
-        &tq,
-        &temporal_deployment,
-        "v1",
-        Some(&cfg.identity),
-        DEADLINE,
-    )
-    .await?;
-    assert!(keyed.forwarded() > 0, "{keyed:?}");
+    assert_eq!(cfg.api_key.as_deref(), Some(api_key));
     assert_eq!(keyed.rejected(), 0, "{keyed:?}");
 
     kubelet.shutdown().await;
