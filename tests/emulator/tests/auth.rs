@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -16,7 +14,6 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube_emulator::auth::DEFAULT_AUDIENCE;
 use kube_emulator::{Emulator, EmulatorOptions};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn service_account(client: &kube::Client, ns: &str, name: &str) -> Result<ServiceAccount> {
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
@@ -114,44 +111,6 @@ fn assert_rejected(s: &TokenReviewStatus, error_part: &str) {
     );
 }
 
-/// Sends one raw HTTP/1.1 request and returns (status code, body).
-async fn raw(base: &str, method: &str, path: &str, body: &[u8]) -> Result<(u16, Value)> {
-    let addr = base.trim_start_matches("http://");
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await?;
-    s.write_all(body).await?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let code: u16 = text.split_whitespace().nth(1).unwrap_or_default().parse()?;
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    Ok((code, serde_json::from_str(body).unwrap_or(Value::Null)))
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<Output> {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .context("running kubectl")
-}
-
-fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let out = kubectl(kubeconfig, args)?;
-    ensure!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 #[tokio::test]
 async fn minted_token_authenticates_as_the_service_account() -> Result<()> {
     let emu = common::auto().await;
@@ -232,10 +191,11 @@ async fn unknown_and_malformed_reviews() -> Result<()> {
     assert_rejected(&s, "invalid bearer token");
 
     // Raw: the unauthenticated status has `user: {}` and no `authenticated`.
-    let (code, body) = raw(
+    let (code, body) = common::raw(
         &emu.base_url(),
         "POST",
         "/apis/authentication.k8s.io/v1/tokenreviews",
+        "application/json",
         br#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"abc"}}"#,
     )
     .await?;
@@ -267,28 +227,44 @@ async fn unknown_and_malformed_reviews() -> Result<()> {
     }
 
     let path = "/apis/authentication.k8s.io/v1/tokenreviews";
-    let (code, body) = raw(&emu.base_url(), "POST", path, b"{not json").await?;
-    assert_eq!((code, body["reason"].clone()), (400, json!("BadRequest")));
-    let (code, _) = raw(&emu.base_url(), "POST", path, br#"{"spec":{"token":5}}"#).await?;
-    assert_eq!(code, 400);
-    let (code, _) = raw(
+    let (code, body) = common::raw(
         &emu.base_url(),
         "POST",
         path,
+        "application/json",
+        b"{not json",
+    )
+    .await?;
+    assert_eq!((code, body["reason"].clone()), (400, json!("BadRequest")));
+    let (code, _) = common::raw(
+        &emu.base_url(),
+        "POST",
+        path,
+        "application/json",
+        br#"{"spec":{"token":5}}"#,
+    )
+    .await?;
+    assert_eq!(code, 400);
+    let (code, _) = common::raw(
+        &emu.base_url(),
+        "POST",
+        path,
+        "application/json",
         br#"{"apiVersion":"v1","kind":"ConfigMap","spec":{"token":"x"}}"#,
     )
     .await?;
     assert_eq!(code, 400);
     // Create-only and cluster-scoped.
-    let (code, body) = raw(&emu.base_url(), "GET", path, b"").await?;
+    let (code, body) = common::raw(&emu.base_url(), "GET", path, "application/json", b"").await?;
     assert_eq!(
         (code, body["reason"].clone()),
         (405, json!("MethodNotAllowed"))
     );
-    let (code, _) = raw(
+    let (code, _) = common::raw(
         &emu.base_url(),
         "POST",
         "/apis/authentication.k8s.io/v1/namespaces/default/tokenreviews",
+        "application/json",
         br#"{"spec":{"token":"x"}}"#,
     )
     .await?;
@@ -338,9 +314,10 @@ async fn token_request_errors() -> Result<()> {
     assert_eq!(status.code, 409);
 
     let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/sa/token");
-    let (code, _) = raw(&emu.base_url(), "POST", &path, b"{oops").await?;
+    let (code, _) =
+        common::raw(&emu.base_url(), "POST", &path, "application/json", b"{oops").await?;
     assert_eq!(code, 400);
-    let (code, _) = raw(&emu.base_url(), "GET", &path, b"").await?;
+    let (code, _) = common::raw(&emu.base_url(), "GET", &path, "application/json", b"").await?;
     assert_eq!(code, 405);
     Ok(())
 }
@@ -572,7 +549,7 @@ async fn discovery_lists_the_authentication_apis() -> Result<()> {
     assert_eq!(tr.verbs, vec!["create".to_string()]);
     assert_eq!(tr.kind, "TokenReview");
 
-    let out = kubectl_ok(
+    let out = common::kubectl_ok(
         emu.kubeconfig_path(),
         &[
             "api-resources",
@@ -605,12 +582,12 @@ async fn kubectl_create_token() -> Result<()> {
     let ns = common::namespace(&client, "auth-kubectl").await?;
     let sa = service_account(&client, &ns, "status-reader").await?;
 
-    let token = kubectl_ok(&kc, &["create", "token", "status-reader", "-n", &ns])?;
+    let token = common::kubectl_ok(&kc, &["create", "token", "status-reader", "-n", &ns])?;
     let token = token.trim();
     ensure!(!token.is_empty(), "kubectl printed no token");
     assert_sa_user(&review(&client, token, None).await?, &ns, &sa);
 
-    let out = kubectl_ok(
+    let out = common::kubectl_ok(
         &kc,
         &[
             "create",
@@ -638,14 +615,14 @@ async fn kubectl_create_token() -> Result<()> {
     );
     assert_rejected(&review(&client, token, None).await?, "token audiences");
 
-    let out = kubectl(&kc, &["create", "token", "nobody", "-n", &ns])?;
+    let out = common::kubectl(&kc, &["create", "token", "nobody", "-n", &ns])?;
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("serviceaccounts \"nobody\" not found"),
         "stderr: {err}"
     );
-    let out = kubectl(
+    let out = common::kubectl(
         &kc,
         &[
             "create",

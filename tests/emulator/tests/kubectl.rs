@@ -7,29 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<Output> {
-    Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .context("running kubectl")
-}
-
-fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let out = kubectl(kubeconfig, args)?;
-    ensure!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
 
 fn spawn_kubectl(kubeconfig: &Path, args: &[&str]) -> Result<Child> {
     Command::new("kubectl")
@@ -83,15 +63,15 @@ async fn kubectl_apply_get_wait_delete() -> Result<()> {
     let file_s = file.to_string_lossy().to_string();
 
     // Server-side apply creates the object, and applying again is a no-op.
-    let out = kubectl_ok(&kc, &["apply", "--server-side", "-f", &file_s])?;
+    let out = common::kubectl_ok(&kc, &["apply", "--server-side", "-f", &file_s])?;
     assert!(
         out.contains("temporalworkerdeployment.temporal.io/orders serverside-applied"),
         "{out}"
     );
-    kubectl_ok(&kc, &["apply", "--server-side", "-f", &file_s])?;
+    common::kubectl_ok(&kc, &["apply", "--server-side", "-f", &file_s])?;
 
     // Table output uses the CRD's printer columns (short name works through discovery).
-    let table = kubectl_ok(&kc, &["get", "twd", "-n", &ns])?;
+    let table = common::kubectl_ok(&kc, &["get", "twd", "-n", &ns])?;
     let header = table.lines().next().unwrap_or_default().to_string();
     for col in [
         "NAME", "TARGET", "CURRENT", "RAMP %", "STEP", "READY", "AGE",
@@ -107,7 +87,7 @@ async fn kubectl_apply_get_wait_delete() -> Result<()> {
     );
 
     // YAML shows server-side defaults and system metadata.
-    let yaml = kubectl_ok(&kc, &["get", "twd", "orders", "-n", &ns, "-o", "yaml"])?;
+    let yaml = common::kubectl_ok(&kc, &["get", "twd", "orders", "-n", &ns, "-o", "yaml"])?;
     let obj: Value = serde_yaml::from_str(&yaml)?;
     assert_eq!(
         obj.pointer("/spec/sunset/scaledownDelay"),
@@ -159,7 +139,7 @@ async fn kubectl_apply_get_wait_delete() -> Result<()> {
     assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
 
     // The printer column now shows readiness.
-    let table = kubectl_ok(&kc, &["get", "twd", "orders", "-n", &ns])?;
+    let table = common::kubectl_ok(&kc, &["get", "twd", "orders", "-n", &ns])?;
     assert!(
         table.lines().nth(1).is_some_and(|l| l.contains("True")),
         "{table}"
@@ -222,7 +202,7 @@ async fn kubectl_reports_invalid_objects_and_crds_apply() -> Result<()> {
     let file = dir.path().join("bad.yaml");
     let bad = manifest(&ns, "has.dot", false).replace("replicas: 2", "replicas: -1");
     std::fs::write(&file, bad)?;
-    let out = kubectl(
+    let out = common::kubectl(
         &kc,
         &["apply", "--server-side", "-f", &file.to_string_lossy()],
     )?;
@@ -233,7 +213,7 @@ async fn kubectl_reports_invalid_objects_and_crds_apply() -> Result<()> {
 
     // Re-applying the real CRDs through the API works (as `kubectl apply -f crds/` would).
     let crds = common::crd_dir();
-    let out = kubectl_ok(
+    let out = common::kubectl_ok(
         &kc,
         &["apply", "--server-side", "-f", &crds.to_string_lossy()],
     )?;
@@ -243,7 +223,7 @@ async fn kubectl_reports_invalid_objects_and_crds_apply() -> Result<()> {
         ),
         "{out}"
     );
-    kubectl_ok(
+    common::kubectl_ok(
         &kc,
         &[
             "wait",
@@ -252,7 +232,7 @@ async fn kubectl_reports_invalid_objects_and_crds_apply() -> Result<()> {
             "crd/temporalworkerdeployments.temporal.io",
         ],
     )?;
-    let names = kubectl_ok(&kc, &["get", "namespaces", "-o", "name"])?;
+    let names = common::kubectl_ok(&kc, &["get", "namespaces", "-o", "name"])?;
     assert!(names.contains(&format!("namespace/{ns}")), "{names}");
     Ok(())
 }
@@ -304,7 +284,7 @@ async fn standalone_binary_serves_kubectl() -> Result<()> {
         .context("no output from binary")???;
     let result = (|| -> Result<()> {
         assert_eq!(line.trim(), kc.to_string_lossy());
-        let out = kubectl_ok(&kc, &["get", "crd", "-o", "name"])?;
+        let out = common::kubectl_ok(&kc, &["get", "crd", "-o", "name"])?;
         assert!(
             out.contains("temporalworkerdeployments.temporal.io"),
             "{out}"

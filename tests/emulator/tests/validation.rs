@@ -6,7 +6,6 @@ mod common;
 use anyhow::{Result, bail};
 use kube::api::{DynamicObject, PostParams};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn create_twd(ns: &str, body: Value) -> Result<kube::Result<DynamicObject>> {
     let emu = common::auto().await;
@@ -222,35 +221,11 @@ async fn deployment_validation_and_missing_namespace() -> Result<()> {
     Ok(())
 }
 
-/// Sends one raw HTTP/1.1 request and returns (status code, body).
-async fn raw(
-    base: &str,
-    method: &str,
-    path: &str,
-    content_type: &str,
-    body: &[u8],
-) -> Result<(u16, Value)> {
-    let addr = base.trim_start_matches("http://");
-    let mut s = tokio::net::TcpStream::connect(addr).await?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await?;
-    s.write_all(body).await?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await?;
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let code: u16 = text.split_whitespace().nth(1).unwrap_or_default().parse()?;
-    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
-    Ok((code, serde_json::from_str(body).unwrap_or(Value::Null)))
-}
-
 #[tokio::test]
 async fn malformed_requests_get_status_bodies() -> Result<()> {
     let emu = common::auto().await;
     let base = emu.base_url();
-    let (code, body) = raw(
+    let (code, body) = common::raw(
         &base,
         "POST",
         "/api/v1/namespaces/default/configmaps",
@@ -261,7 +236,7 @@ async fn malformed_requests_get_status_bodies() -> Result<()> {
     assert_eq!(code, 400);
     assert_eq!(body["kind"], json!("Status"));
     assert_eq!(body["reason"], json!("BadRequest"));
-    let (code, body) = raw(
+    let (code, body) = common::raw(
         &base,
         "POST",
         "/api/v1/namespaces/default/configmaps",
@@ -270,7 +245,7 @@ async fn malformed_requests_get_status_bodies() -> Result<()> {
     )
     .await?;
     assert_eq!(code, 400, "{body}");
-    let (code, body) = raw(
+    let (code, body) = common::raw(
         &base,
         "PATCH",
         "/api/v1/namespaces/default/configmaps/nope",
@@ -284,7 +259,7 @@ async fn malformed_requests_get_status_bodies() -> Result<()> {
         body["details"],
         json!({"name": "nope", "kind": "configmaps"})
     );
-    let (code, _) = raw(
+    let (code, _) = common::raw(
         &base,
         "GET",
         "/apis/nope.example/v1/things",
@@ -294,7 +269,7 @@ async fn malformed_requests_get_status_bodies() -> Result<()> {
     .await?;
     assert_eq!(code, 404);
     // Strategic merge patch is not accepted for custom resources.
-    let (code, body) = raw(
+    let (code, body) = common::raw(
         &base,
         "PATCH",
         "/apis/temporal.io/v1alpha1/namespaces/default/temporalworkerdeployments/x",
@@ -304,7 +279,7 @@ async fn malformed_requests_get_status_bodies() -> Result<()> {
     .await?;
     assert!(code == 415 || code == 404, "{code} {body}");
     // Apply without a field manager is rejected.
-    let (code, body) = raw(
+    let (code, body) = common::raw(
         &base,
         "PATCH",
         "/api/v1/namespaces/default/configmaps/applied",

@@ -148,3 +148,51 @@ pub fn api_error<T: std::fmt::Debug>(r: kube::Result<T>) -> Result<kube::core::S
         other => bail!("expected an API error, got {other:?}"),
     }
 }
+
+/// Sends one raw HTTP/1.1 request and returns (status code, body as JSON, or null).
+pub async fn raw(
+    base: &str,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<(u16, Value)> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr = base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body).await?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let code: u16 = text.split_whitespace().nth(1).unwrap_or_default().parse()?;
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default();
+    Ok((code, serde_json::from_str(body).unwrap_or(Value::Null)))
+}
+
+/// Runs the real kubectl against `kubeconfig`.
+pub fn kubectl(kubeconfig: &std::path::Path, args: &[&str]) -> Result<std::process::Output> {
+    use anyhow::Context as _;
+    std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .context("running kubectl")
+}
+
+/// Runs kubectl and returns its stdout; fails with its output if it fails.
+pub fn kubectl_ok(kubeconfig: &std::path::Path, args: &[&str]) -> Result<String> {
+    let out = kubectl(kubeconfig, args)?;
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
