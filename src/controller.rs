@@ -510,6 +510,11 @@ impl Reconciler<'_> {
                 message: format!("{} ({write_attempts} attempts in a row)", f.message),
                 stalled: false,
             }),
+            Some(f) if f.invalid => Err(Blocked {
+                reason: reason::INVALID_SPEC,
+                message: f.message.clone(),
+                stalled: true,
+            }),
             Some(f) if f.manager_owner.is_some() => Err(Blocked {
                 reason: reason::MANAGED_ELSEWHERE,
                 message: format!(
@@ -579,6 +584,9 @@ impl Reconciler<'_> {
 
         let action = match &executed.failure {
             Some(f) if f.throttled => Action::requeue(throttle_delay(write_attempts)),
+            // Stalled until the spec changes; an occasional look still notices a relaxed
+            // admission policy.
+            Some(f) if f.invalid => Action::requeue(ctx.settings.idle_interval),
             Some(f) if f.conflict => Action::requeue(ctx.settings.fast_poll),
             Some(f) if f.manager_owner.is_some() => {
                 Action::requeue(ctx.settings.fast_poll.max(Duration::from_secs(2)))

@@ -69,6 +69,8 @@ pub struct Failure {
     pub conflict: bool,
     /// Temporal rate-limited the call (ResourceExhausted): retry after a jittered delay.
     pub throttled: bool,
+    /// The API server found the rendered object invalid (422): the spec must change.
+    pub invalid: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -126,7 +128,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             Err(kube::Error::Api(s)) if s.code == 409 => false,
             Err(e) => {
                 ctx.metrics.kube_write("create", "deployments", false);
-                return Err(fail("create Deployment", e.to_string()));
+                return Err(render_write_fail("create Deployment", e));
             }
         };
         if created {
@@ -162,7 +164,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             )
             .await;
         ctx.metrics.kube_write("update", "deployments", res.is_ok());
-        res.map_err(|e| fail("update Deployment", e.to_string()))?;
+        res.map_err(|e| render_write_fail("update Deployment", e))?;
         out.done.push(Done::Updated {
             name: update.name.clone(),
             build_id: update.build_id.clone(),
@@ -281,6 +283,25 @@ fn fail(step: &'static str, message: String) -> Failure {
         manager_owner: None,
         conflict: false,
         throttled: false,
+        invalid: false,
+    }
+}
+
+/// A refused Kubernetes write of a rendered versioned Deployment. 422 means the pod template
+/// itself is unacceptable (for example a container name that is not a DNS label), which no
+/// retry can fix.
+fn render_write_fail(step: &'static str, e: kube::Error) -> Failure {
+    let invalid = matches!(&e, kube::Error::Api(s) if s.code == 422);
+    let message = match &e {
+        kube::Error::Api(s) if invalid => format!(
+            "the API server refused the rendered Deployment; fix the TWD's pod template: {}",
+            s.message
+        ),
+        other => other.to_string(),
+    };
+    Failure {
+        invalid,
+        ..fail(step, message)
     }
 }
 
@@ -291,6 +312,7 @@ fn temporal_fail(step: &'static str, e: TemporalError) -> Failure {
         manager_owner: e.manager_conflict(),
         conflict: e.is_conflict(),
         throttled: e.is_resource_exhausted(),
+        invalid: false,
     }
 }
 
@@ -330,6 +352,32 @@ mod tests {
         assert!(f.conflict && !f.throttled, "{f:?}");
 
         let f = fail("create Deployment", "forbidden".into());
-        assert!(!f.throttled && !f.conflict && f.manager_owner.is_none());
+        assert!(!f.throttled && !f.conflict && !f.invalid && f.manager_owner.is_none());
+    }
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, "Invalid")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn an_invalid_rendered_deployment_is_a_spec_problem() {
+        let msg = r#"Deployment.apps "w-v1" is invalid: spec.template.spec.containers[0].name: Invalid value: "Bad_Name""#;
+        let f = render_write_fail("create Deployment", api_error(422, msg));
+        assert!(f.invalid, "{f:?}");
+        assert!(
+            f.message.contains("fix the TWD's pod template"),
+            "{}",
+            f.message
+        );
+        assert!(f.message.contains("Bad_Name"), "{}", f.message);
+        // Anything else (forbidden by a policy webhook, server trouble) may pass on retry.
+        for code in [403, 409, 500] {
+            let f = render_write_fail("create Deployment", api_error(code, "nope"));
+            assert!(!f.invalid, "{code}: {f:?}");
+        }
     }
 }

@@ -247,15 +247,21 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         }]}}}),
     )
     .await?;
+    // Retrying cannot help, so the rollout is Stalled (GitOps tools fail fast) and says why.
     let refused = c
         .wait_twd("badpod", "Deployment refused", T, |t| {
-            condition(t, "Progressing").is_some_and(|p| p.status == "False")
+            condition_is(t, "Stalled", "True", "InvalidSpec")
         })
         .await?;
-    let p = condition(&refused, "Progressing").context("Progressing")?;
+    let p = condition(&refused, "Stalled").context("Stalled")?;
     ensure!(
-        p.message.contains("Not_A_DNS_Label") || p.message.contains("containers"),
+        p.message.contains("pod template") && p.message.contains("containers[0].name"),
         "the refusal should say what is wrong: {p:?}"
+    );
+    ensure!(
+        crate::gitops_support::kstatus(&serde_json::to_value(&refused)?).0
+            == crate::gitops_support::Status::Failed,
+        "kstatus should report Failed"
     );
 
     // Everything above has reached Prometheus.
