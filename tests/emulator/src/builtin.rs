@@ -412,11 +412,18 @@ pub fn validate_builtin(def: &ResourceDef, obj: &Value, old: Option<&Value>, out
         Some(cs) if cs.is_empty() => required(out, "spec.template.spec.containers"),
         Some(cs) => {
             for (i, c) in cs.iter().enumerate() {
-                if c.get("name")
-                    .and_then(Value::as_str)
-                    .is_none_or(|n| !dns_label(n))
-                {
-                    required(out, &format!("spec.template.spec.containers[{i}].name"));
+                let field = format!("spec.template.spec.containers[{i}].name");
+                match c.get("name").and_then(Value::as_str) {
+                    None | Some("") => required(out, &field),
+                    // kube-apiserver's wording for an invalid DNS-1123 label.
+                    Some(n) if !dns_label(n) => out.push(Cause {
+                        reason: "FieldValueInvalid",
+                        message: format!(
+                            "Invalid value: {n:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+                        ),
+                        field,
+                    }),
+                    Some(_) => {}
                 }
                 if c.get("image")
                     .and_then(Value::as_str)
