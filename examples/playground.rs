@@ -168,6 +168,23 @@ async fn main() -> Result<()> {
 
     watcher.abort();
     if let Some(c) = controller {
+        // What an operator sees: the `status` command over the status API.
+        let api_url = format!("http://{}", c.http_addr);
+        let view = temporal_worker_controller::cli_status::fetch(
+            &temporal_worker_controller::cli_status::StatusArgs {
+                namespace: Some(NAMESPACE.into()),
+                name: Some(NAME.into()),
+                api_url: Some(api_url.clone()),
+            },
+        )
+        .await?;
+        println!(
+            "\n$ temporal-worker-controller status -n {NAMESPACE} {NAME} --api-url {api_url}"
+        );
+        print!(
+            "{}",
+            temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now())
+        );
         c.stop().await;
     }
     if let Some(k) = kubelet {
