@@ -178,9 +178,7 @@ async fn main() -> Result<()> {
             },
         )
         .await?;
-        println!(
-            "\n$ temporal-worker-controller status -n {NAMESPACE} {NAME} --api-url {api_url}"
-        );
+        println!("\n$ temporal-worker-controller status -n {NAMESPACE} {NAME} --api-url {api_url}");
         print!(
             "{}",
             temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now())
