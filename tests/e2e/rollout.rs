@@ -324,40 +324,52 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     );
 
     // Sunset: v1 drains, is scaled to 0 two seconds after it drained, deleted two more later.
+    // The scaled-down state can be short-lived (if the controller notices the drain late,
+    // both deadlines have passed and it deletes right after scaling), so the times come from
+    // the controller's Events (microseconds) and Temporal's drained-since, not from catching
+    // the state in passing.
     let v1_dep = deployment_of("billing", &v1);
-    let scaled_at = eventually("v1 scaled to 0", T, || async {
-        let d = c.deployments().get(&v1_dep).await?;
-        Ok((d.spec.and_then(|s| s.replicas) == Some(0)).then(jiff::Timestamp::now))
+    eventually("v1 Deployment deleted", T, || async {
+        Ok(c.deployments()
+            .get_opt(&v1_dep)
+            .await?
+            .is_none()
+            .then_some(()))
     })
     .await?;
-    let state = describe_soon(&temporal, &dep_name).await?;
-    let v1_state = state.version(&v1).context("v1 unknown to Temporal")?;
-    ensure!(
-        v1_state.status == TemporalVersionStatus::Drained,
-        "v1 scaled down while {:?}",
-        v1_state.status
-    );
-    let drained_since = v1_state
-        .drainage_changed_at
-        .context("no drained-since time")?;
+    let event_time = |events: &[SeenEvent], reason: &str| {
+        events
+            .iter()
+            .find(|e| e.reason == reason && e.note.contains(v1.as_str()))
+            .and_then(|e| e.time)
+    };
+    let (scaled_at, deleted_at) =
+        eventually("v1 ScaledDown and VersionDeleted events", T, || async {
+            let events = c.events_of("billing").await?;
+            Ok(event_time(&events, "ScaledDown").zip(event_time(&events, "VersionDeleted")))
+        })
+        .await?;
+    // Temporal's drained-since for v1, from the recorder's samples taken while it was Drained;
+    // no sample may show it scaled to 0 while Temporal did not report it Drained.
+    rec.catch_up().await?;
+    let samples = rec.samples();
+    let drained_since = samples
+        .iter()
+        .filter_map(|s| s.temporal.version(&v1))
+        .find(|v| v.status == TemporalVersionStatus::Drained)
+        .and_then(|v| v.drainage_changed_at)
+        .context("the recorder never saw v1 Drained")?;
     let waited = scaled_at.duration_since(drained_since).as_secs_f64();
     ensure!(
         waited >= 2.0,
         "scaled down {waited:.3}s after draining, before scaledownDelay (2s)"
     );
-    let deleted_at = eventually("v1 Deployment deleted", T, || async {
-        Ok(c.deployments()
-            .get_opt(&v1_dep)
-            .await?
-            .is_none()
-            .then(jiff::Timestamp::now))
-    })
-    .await?;
     let waited = deleted_at.duration_since(drained_since).as_secs_f64();
     ensure!(
         waited >= 4.0,
         "deleted {waited:.3}s after draining, before scaledown+delete delays (4s)"
     );
+    ensure!(deleted_at >= scaled_at, "deleted before it was scaled down");
 
     let (samples, history) = rec.finish().await?;
     check_invariants(&samples, &history)?;

@@ -175,6 +175,8 @@ pub struct SeenEvent {
     pub note: String,
     /// How many times it happened (`series.count`; 1 without a series).
     pub count: i32,
+    /// When the controller emitted it (`eventTime`, microseconds).
+    pub time: Option<jiff::Timestamp>,
 }
 
 /// True when `want` occurs in `have` in order (other items may sit in between).
@@ -381,7 +383,7 @@ impl Case {
             Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.client.clone(), &self.ns)
                 .list(&Default::default())
                 .await?;
-        let mut out: Vec<(String, SeenEvent)> = list
+        let mut out: Vec<SeenEvent> = list
             .items
             .into_iter()
             .filter(|e| {
@@ -389,23 +391,17 @@ impl Case {
                     .as_ref()
                     .is_some_and(|r| r.name.as_deref() == Some(twd))
             })
-            .map(|e| {
-                let when = e
-                    .event_time
-                    .as_ref()
-                    .map(|t| t.0.to_string())
-                    .unwrap_or_default();
-                let seen = SeenEvent {
-                    type_: e.type_.unwrap_or_default(),
-                    reason: e.reason.unwrap_or_default(),
-                    note: e.note.unwrap_or_default(),
-                    count: e.series.map(|s| s.count).unwrap_or(1),
-                };
-                (when, seen)
+            .map(|e| SeenEvent {
+                time: e.event_time.as_ref().map(|t| t.0),
+                type_: e.type_.unwrap_or_default(),
+                reason: e.reason.unwrap_or_default(),
+                note: e.note.unwrap_or_default(),
+                count: e.series.map(|s| s.count).unwrap_or(1),
             })
             .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out.into_iter().map(|(_, e)| e).collect())
+        // Timestamps, not their text: RFC 3339 strings with trimmed fractions do not sort.
+        out.sort_by_key(|e| e.time);
+        Ok(out)
     }
 
     pub fn kubectl(&self) -> tokio::process::Command {
