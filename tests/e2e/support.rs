@@ -507,13 +507,23 @@ impl Case {
         let env = self.env.clone();
         let ns = self.ns.clone();
         let history = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // The state before the test acts is recorded before this returns, so the history
+        // always starts from it (a background first read could race the test's next apply).
+        let mut first_rv: Option<String> = None;
+        if let Some(obj) = self.twds().get_opt(twd).await? {
+            first_rv = obj.metadata.resource_version.clone();
+            history
+                .lock()
+                .expect("history")
+                .push((Instant::now(), serde_json::to_value(&obj)?));
+        }
         // GETs against the API are cheap: poll fast and keep every resourceVersion seen.
         let watch = {
             let history = history.clone();
             let api = self.twds();
             let name = twd.to_string();
             tokio::spawn(async move {
-                let mut last_rv: Option<String> = None;
+                let mut last_rv: Option<String> = first_rv;
                 loop {
                     if let Ok(Some(obj)) = api.get_opt(&name).await
                         && obj.metadata.resource_version != last_rv
