@@ -1,12 +1,11 @@
 //! The read-only status API during a live rollout (issue 6): its JSON equals the CR status,
 //! and a server-sent-events client receives each transition.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt as _;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::Api;
@@ -30,38 +29,17 @@ async fn get_json(env: &Env, path: &str) -> Result<(u16, Value)> {
     ))
 }
 
-/// Collects the JSON `data:` of every SSE event in the background.
-fn collect_sse(env: &Env, path: String) -> (Arc<Mutex<Vec<Value>>>, tokio::task::JoinHandle<()>) {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let out = events.clone();
-    let (addr, token) = (env.http_addr, env.api_token.clone());
-    let task = tokio::spawn(async move {
-        let Ok(mut stream) =
-            crate::loopback_http::open(addr, &path, "text/event-stream", Some(&token)).await
-        else {
-            return;
-        };
-        let mut buf = String::new();
-        let mut chunk = [0u8; 8192];
-        while let Ok(n) = stream.read(&mut chunk).await {
-            if n == 0 {
-                break;
-            }
-            buf.push_str(&String::from_utf8_lossy(&chunk[..n]));
-            // Complete events end with a blank line.
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                for line in event.lines() {
-                    if let Some(data) = line.strip_prefix("data:")
-                        && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                    {
-                        out.lock().expect("events").push(v);
-                    }
-                }
-            }
-        }
-    });
-    (events, task)
+/// The JSON `data:` of every complete server-sent event received so far (an event ends with
+/// a blank line).
+fn sse_events(raw: &Mutex<Vec<u8>>) -> Vec<Value> {
+    let bytes = raw.lock().expect("sse buffer").clone();
+    let text = String::from_utf8_lossy(&bytes);
+    let complete = text.rfind("\n\n").map_or("", |end| &text[..end]);
+    complete
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .collect()
 }
 
 /// Waits until the API serves exactly the CR's current status (the API reads a cache that
@@ -95,9 +73,10 @@ async fn status_api_and_its_event_stream_follow_the_rollout() -> Result<()> {
     let view = api_matches_cr(&c, "web").await?;
     ensure!(view["summary"]["ready"] == true, "{view:#}");
 
-    let (events, sse) = collect_sse(
-        &c.env,
+    let (events, sse) = crate::loopback_http::stream_into_buffer(
+        c.env.http_addr,
         format!("/api/v1/namespaces/{}/rollouts/web/watch", c.ns),
+        Some(c.env.api_token.clone()),
     );
     c.apply_twd("web", "v2", json!({"strategy": "Progressive", "steps": [{"rampPercentage": 30, "pauseDuration": "3s"}]}), json!({}))
         .await?;
@@ -125,7 +104,7 @@ async fn status_api_and_its_event_stream_follow_the_rollout() -> Result<()> {
     );
 
     // The SSE client saw the ramp and the promotion.
-    let saw = |pred: &dyn Fn(&Value) -> bool| events.lock().expect("events").iter().any(pred);
+    let saw = |pred: &dyn Fn(&Value) -> bool| sse_events(&events).iter().any(pred);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let ramp = saw(&|e| {
@@ -144,7 +123,7 @@ async fn status_api_and_its_event_stream_follow_the_rollout() -> Result<()> {
         ensure!(
             Instant::now() < deadline,
             "SSE missed transitions (ramp {ramp}, promoted {promoted}); got {} events",
-            events.lock().expect("events").len()
+            sse_events(&events).len()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -6,13 +6,14 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::dashboard_support;
+use crate::gitops_support::unix_now;
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(120);
@@ -40,13 +41,6 @@ fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default()
 }
 
 impl Prometheus {

@@ -261,7 +261,8 @@ pub fn lua_state(sandbox: Sandbox) -> mlua::Result<Lua> {
     Ok(lua)
 }
 
-fn unix_now() -> f64 {
+/// Seconds since the Unix epoch, as Argo CD's `os.time()` and Prometheus' API use.
+pub fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
