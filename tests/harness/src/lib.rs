@@ -3,8 +3,10 @@
 //! for the versioned Deployments it finds in a Kubernetes API (usually `kube-emulator`), and a
 //! TLS proxy that puts mTLS or API-key auth in front of the plaintext dev server.
 
+pub mod control_plane;
 pub mod kubelet;
 pub mod observe;
+pub mod supervise;
 pub mod temporal_server;
 pub mod tls_proxy;
 pub mod worker;

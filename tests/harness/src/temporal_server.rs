@@ -1,16 +1,10 @@
 //! A real Temporal dev server (`temporal server start-dev --headless`) as a child process.
 //!
-//! The server runs under a tiny `sh` supervisor whose stdin is a pipe held by this process.
-//! When the pipe closes — because the [`DevServer`] is dropped, or because the test process
-//! exits or crashes and the kernel closes its descriptors — the supervisor kills the server.
-//! This is why a server kept in a `static` (see [`shared`]) does not outlive the test binary,
-//! without `prctl`/`atexit` tricks (`PR_SET_PDEATHSIG` would also fire when the spawning
-//! *thread* exits, which happens whenever a per-test tokio runtime shuts down).
+//! The server runs under [`crate::supervise`], so a server kept in a `static` (see [`shared`])
+//! does not outlive the test binary.
 
-use std::io::Read as _;
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 use std::str::FromStr as _;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,6 +20,8 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::{
 };
 use tokio::sync::OnceCell;
 
+use crate::supervise::{Supervised, free_port};
+
 /// How long a fresh dev server may take to answer `GetSystemInfo` on a loaded 2-core machine.
 const START_DEADLINE: Duration = Duration::from_secs(90);
 /// How long a newly registered namespace may take to become usable.
@@ -33,18 +29,6 @@ const NAMESPACE_DEADLINE: Duration = Duration::from_secs(60);
 /// The dev server picks its ports itself only for the HTTP API/metrics; the frontend port is
 /// ours, so a port freed by the probe listener can be taken by someone else in between. Retry.
 const START_ATTEMPTS: usize = 3;
-
-/// The supervisor: runs the server in the background, kills it as soon as fd 3 (a copy of our
-/// stdin pipe) reaches EOF, and exits with the server's status.
-const SUPERVISOR: &str = r#"exec 3<&0
-"$@" </dev/null &
-server=$!
-{ read _ignored <&3; kill "$server" 2>/dev/null; } &
-watcher=$!
-wait "$server"
-status=$?
-kill "$watcher" 2>/dev/null
-exit "$status""#;
 
 /// Dynamic config that makes a drained version show as DRAINED about 1 s after its last pinned
 /// workflow closes, instead of the default 3 minutes (temporal-facts §4).
@@ -64,12 +48,6 @@ pub struct DevServer {
     port: u16,
     log_path: PathBuf,
     child: Mutex<Option<Supervised>>,
-}
-
-struct Supervised {
-    child: Child,
-    // Held only so that closing it (on drop) tells the supervisor to stop the server.
-    stdin: Option<ChildStdin>,
 }
 
 impl std::fmt::Debug for DevServer {
@@ -102,32 +80,30 @@ impl DevServer {
         let port = free_port()?;
         let log_path =
             std::env::temp_dir().join(format!("temporal-dev-{}-{port}.log", std::process::id()));
-        let log = std::fs::File::create(&log_path)
-            .with_context(|| format!("creating {}", log_path.display()))?;
-        let log_err = log.try_clone()?;
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c").arg(SUPERVISOR).arg("temporal-dev-supervisor");
-        cmd.args([
-            "temporal",
-            "server",
-            "start-dev",
-            "--headless",
-            "--ip",
-            "127.0.0.1",
+        let mut args: Vec<String> = ["server", "start-dev", "--headless", "--ip", "127.0.0.1"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        args.extend([
+            "--port".into(),
+            port.to_string(),
+            "--log-level".into(),
+            "warn".into(),
         ]);
-        cmd.args(["--port", &port.to_string(), "--log-level", "warn"]);
         for value in FAST_DRAINAGE {
-            cmd.args(["--dynamic-config-value", value]);
+            args.extend(["--dynamic-config-value".into(), value.to_string()]);
         }
-        cmd.stdin(Stdio::piped()).stdout(log).stderr(log_err);
-        let mut child = cmd
-            .spawn()
-            .context("spawning `temporal server start-dev` (is the Temporal CLI on PATH?)")?;
-        let stdin = child.stdin.take();
+        let child = Supervised::spawn(
+            "temporal-dev",
+            std::path::Path::new("temporal"),
+            args,
+            &log_path,
+        )
+        .context("spawning `temporal server start-dev` (is the Temporal CLI on PATH?)")?;
         let server = DevServer {
             port,
             log_path,
-            child: Mutex::new(Some(Supervised { child, stdin })),
+            child: Mutex::new(Some(child)),
         };
         server.wait_healthy().await?;
         Ok(server)
@@ -274,46 +250,23 @@ impl DevServer {
             .lock()
             .map_err(|_| anyhow::anyhow!("dev server lock poisoned"))?;
         match guard.as_mut() {
-            Some(sup) => Ok(sup.child.try_wait()?),
+            Some(sup) => sup.exited(),
             None => bail!("dev server already stopped"),
         }
     }
 
     fn log_tail(&self) -> String {
-        let mut text = String::new();
-        if let Ok(mut f) = std::fs::File::open(&self.log_path) {
-            let _ = f.read_to_string(&mut text);
-        }
-        let start = text.len().saturating_sub(4000);
-        let start = (start..text.len())
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(text.len());
-        text[start..].to_string()
+        crate::supervise::log_tail(&self.log_path)
     }
 }
 
 impl Drop for DevServer {
     fn drop(&mut self) {
-        let Some(mut sup) = self.child.get_mut().ok().and_then(Option::take) else {
-            return;
-        };
-        // Closing the pipe makes the supervisor stop the server gracefully.
-        drop(sup.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if matches!(sup.child.try_wait(), Ok(Some(_)) | Err(_)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(mut sup) = self.child.get_mut().ok().and_then(Option::take) {
+            // Closing the pipe makes the supervisor stop the server gracefully.
+            sup.stop(Duration::from_secs(10));
         }
-        let _ = sup.child.kill();
-        let _ = sup.child.wait();
     }
-}
-
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 static SHARED: OnceCell<DevServer> = OnceCell::const_new();
