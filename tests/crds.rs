@@ -58,3 +58,18 @@ fn twd_name_rules_are_in_the_schema() {
     );
     assert!(yaml.contains("self.metadata.name.size() <= 63"));
 }
+
+/// kube-apiserver accepts every CRD: its schema is structural and every CEL rule compiles
+/// against it. A rule naming a field the API server hides from CEL (schema-less JSON such as
+/// the gate's `input`) fails here, not in a user's cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_api_server_accepts_every_crd() {
+    let plane = test_harness::control_plane::shared()
+        .await
+        .expect("start the control plane");
+    let client = plane.client().await.expect("admin client");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    test_harness::control_plane::install_crds(&client, &dir)
+        .await
+        .expect("kube-apiserver refused a CRD");
+}

@@ -151,6 +151,29 @@ async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invali
         "acted on an invalid spec"
     );
 
+    // Gate input inline and from a Secret at once: the CRD cannot say it (kube-apiserver hides
+    // schema-less `input` from CEL), so the controller does, naming the field.
+    c.apply_twd(
+        "api",
+        "v1",
+        json!({"strategy": "AllAtOnce", "gate": {"workflowType": "gate", "input": {"a": 1},
+               "inputFrom": {"secretKeyRef": {"name": "gate-input", "key": "k"}}}}),
+        json!({}),
+    )
+    .await?;
+    let twd = c
+        .wait_twd("api", "Stalled/InvalidSpec for the gate input", T, |t| {
+            observed(t)
+                && condition_is(t, "Stalled", "True", "InvalidSpec")
+                && message(t, "Stalled").contains("inputFrom")
+        })
+        .await?;
+    let msg = message(&twd, "Stalled");
+    ensure!(
+        msg.contains("spec.rollout.gate") && msg.contains("only one of input or inputFrom"),
+        "message must name the field: {msg}"
+    );
+
     // A duration the schema can check is refused at admission, naming the field.
     let err = c
         .apply_twd(
