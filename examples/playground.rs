@@ -1,6 +1,7 @@
-//! The main job: a local playground on one machine. Starts the Kubernetes API emulator, a
-//! real Temporal dev server, the controller and the kubelet stand-in (real versioned Rust SDK
-//! workers, one per ready replica), applies `examples/manifests` for v1, waits until it is
+//! The main job: a local playground on one machine. Starts a real Kubernetes control plane
+//! (etcd + kube-apiserver + kube-controller-manager, built once from pinned Go modules by
+//! `.ci/setup`), a real Temporal dev server, the controller and the pod-level kubelet stand-in
+//! (one real versioned Rust SDK worker per Pod), applies `examples/manifests` for v1, waits until it is
 //! Ready, applies v2 with a Progressive strategy, and prints every status transition until v2
 //! is Current and v1 is drained and gone.
 //!
@@ -31,8 +32,8 @@ async fn main() -> Result<()> {
     let started = Instant::now();
     let manifests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/manifests");
 
-    // Kubernetes: the emulator, or a real cluster.
-    let mut _emulator = None;
+    // Kubernetes: the local control plane, or a real cluster.
+    let mut _plane = None;
     let mut _temporal = None;
     let (client, temporal_address) = match std::env::var_os("PLAYGROUND_KUBECONFIG") {
         Some(path) => {
@@ -45,25 +46,29 @@ async fn main() -> Result<()> {
         None => {
             step(
                 started,
-                "starting the Kubernetes API emulator and a Temporal dev server",
+                "starting Kubernetes (etcd, kube-apiserver, kube-controller-manager) and a Temporal dev server",
             );
-            let emulator = kube_emulator::Emulator::start(kube_emulator::EmulatorOptions {
-                crd_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds")),
-                deployment_mode: kube_emulator::DeploymentMode::Manual,
-            })
-            .await?;
-            let temporal = test_harness::temporal_server::DevServer::start().await?;
-            let client = emulator.client().await?;
-            println!("  kubeconfig: {}", emulator.kubeconfig_path().display());
+            let (plane, temporal) = tokio::try_join!(
+                test_harness::control_plane::ControlPlane::start(),
+                test_harness::temporal_server::DevServer::start()
+            )?;
+            let client = plane.client().await?;
+            let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
+            test_harness::control_plane::install_crds(&client, &crds).await?;
+            println!(
+                "  kubeconfig: {} (Kubernetes ready in {:.1?})",
+                plane.kubeconfig_path().display(),
+                plane.started_in()
+            );
             println!("  Temporal:   {}", temporal.address());
             let address = temporal.address();
-            _emulator = Some(emulator);
+            _plane = Some(plane);
             _temporal = Some(temporal);
             (client, address)
         }
     };
-    // The kubelet stand-in runs real workers for each ready replica (emulator only).
-    let kubelet = match _emulator {
+    // The pod-level kubelet stand-in runs one real worker per Pod (local control plane only).
+    let kubelet = match _plane {
         Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
         None => None,
     };

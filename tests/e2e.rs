@@ -1,6 +1,7 @@
-//! End-to-end suite: the controller in-process against the Kubernetes API emulator (or a real
-//! cluster given `TWC_E2E_KUBECONFIG`), a real Temporal dev server and real versioned workers
-//! started by the kubelet stand-in. Each test owns a Kubernetes namespace and a Temporal
+//! End-to-end suite: the controller in-process against a real control plane (etcd +
+//! kube-apiserver + kube-controller-manager started by the test harness, or a user's cluster
+//! given `TWC_E2E_KUBECONFIG`), a real Temporal dev server and real versioned workers run by the
+//! pod-level kubelet stand-in. Each test owns a Kubernetes namespace and a Temporal
 //! namespace, so tests run in parallel against one shared environment.
 
 #[path = "gitops_support/mod.rs"]

@@ -177,14 +177,9 @@ impl Needles {
 
 async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     let crd_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
-    let emulator = kube_emulator::Emulator::start(kube_emulator::EmulatorOptions {
-        crd_dir: Some(crd_dir),
-        deployment_mode: kube_emulator::DeploymentMode::Manual,
-    })
-    .await?;
-    let kc = kube::config::Kubeconfig::read_from(emulator.kubeconfig_path())?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    let client = kube::Client::try_from(config)?;
+    let plane = test_harness::control_plane::ControlPlane::start().await?;
+    let client = plane.client().await?;
+    test_harness::control_plane::install_crds(&client, &crd_dir).await?;
 
     let temporal = test_harness::temporal_server::shared().await?;
     temporal.create_namespace(TEMPORAL_NS).await?;
@@ -458,7 +453,7 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     ));
     controller.stop().await;
     kubelet.shutdown().await;
-    drop(emulator);
+    drop(plane);
     Ok(report)
 }
 

@@ -174,6 +174,8 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     if let Some(kubelet) = &c.env.kubelet {
         ensure!(kubelet.running_workers(&c.ns, &deployment_of("orders", &v1)) >= 1);
     }
+    c.check_pods_come_from_kubernetes(&deployment_of("orders", &v1))
+        .await?;
 
     // Second deploy, same strategy: v2 becomes Current, v1 drains.
     c.apply_twd("orders", "v2", json!({"strategy": "AllAtOnce"}), json!({}))

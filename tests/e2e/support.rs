@@ -1,5 +1,5 @@
-//! Shared end-to-end environment: one Kubernetes API (the emulator, or a real cluster when
-//! `TWC_E2E_KUBECONFIG` is set), one real Temporal dev server, the kubelet stand-in running
+//! Shared end-to-end environment: one Kubernetes API (the real control plane started by the test
+//! harness, or a user's cluster when `TWC_E2E_KUBECONFIG` is set), one real Temporal dev server, the kubelet stand-in running
 //! real versioned workers, and the controller in-process. Started once per test binary on a
 //! background runtime; each test uses its own Kubernetes namespace and Temporal namespace.
 
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -25,7 +25,8 @@ pub struct Env {
     /// A ServiceAccount token (TokenRequest, audience [`API_AUDIENCE`]) for the status API,
     /// which runs with TokenReview auth here like in a hardened install.
     pub api_token: String,
-    pub emulator: Option<kube_emulator::Emulator>,
+    /// The local control plane (None on a user's cluster).
+    pub plane: Option<&'static test_harness::control_plane::ControlPlane>,
     pub kubelet: Option<test_harness::kubelet::Kubelet>,
     _controller: temporal_worker_controller::run::Running,
 }
@@ -68,22 +69,18 @@ async fn start_env() -> Result<Arc<Env>> {
         .with_test_writer()
         .try_init();
     let crd_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
-    let (emulator, kubeconfig) = match std::env::var_os("TWC_E2E_KUBECONFIG") {
+    let (plane, kubeconfig) = match std::env::var_os("TWC_E2E_KUBECONFIG") {
         Some(path) => (None, PathBuf::from(path)),
         None => {
-            let emu = kube_emulator::Emulator::start(kube_emulator::EmulatorOptions {
-                crd_dir: Some(crd_dir),
-                deployment_mode: kube_emulator::DeploymentMode::Manual,
-            })
-            .await?;
-            let path = emu.kubeconfig_path().to_path_buf();
-            (Some(emu), path)
+            let plane = test_harness::control_plane::shared().await?;
+            (Some(plane), plane.kubeconfig_path().to_path_buf())
         }
     };
     let temporal = test_harness::temporal_server::shared().await?;
     let client = kube_client_from(&kubeconfig).await?;
-    // On a real cluster real pods run the workers; the stand-in only plays kubelet on the emulator.
-    let kubelet = match emulator {
+    test_harness::control_plane::install_crds(&client, &crd_dir).await?;
+    // On a user's cluster real pods run the workers; here the pod-level stand-in runs them.
+    let kubelet = match plane {
         Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
         None => None,
     };
@@ -106,7 +103,7 @@ async fn start_env() -> Result<Arc<Env>> {
         temporal_address: temporal.address(),
         http_addr: controller.http_addr,
         api_token,
-        emulator,
+        plane,
         kubelet,
         _controller: controller,
     }))
@@ -310,6 +307,98 @@ impl Case {
         .await
     }
 
+    /// The versioned Deployment's Pods come from Kubernetes, not from the test: a ReplicaSet
+    /// owned by the Deployment owns them, they are bound to a Node and Ready, and the
+    /// Deployment's status (written by kube-controller-manager, never by the controller under
+    /// test, as the audit log shows) counts them available.
+    pub async fn check_pods_come_from_kubernetes(&self, deployment: &str) -> Result<()> {
+        use k8s_openapi::api::apps::v1::ReplicaSet;
+        use k8s_openapi::api::core::v1::Pod;
+        let dep = self.deployments().get(deployment).await?;
+        let want = dep.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let available = dep
+            .status
+            .as_ref()
+            .and_then(|s| s.available_replicas)
+            .unwrap_or(0);
+        ensure!(
+            available == want,
+            "{deployment}: {available}/{want} available"
+        );
+        let rss: Api<ReplicaSet> = Api::namespaced(self.client.clone(), &self.ns);
+        let owned_by =
+            |refs: &Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+             kind: &str,
+             name: &str| {
+                refs.iter()
+                    .flatten()
+                    .any(|o| o.kind == kind && o.name == name && o.controller == Some(true))
+            };
+        let rs_names: Vec<String> = rss
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|rs| owned_by(&rs.metadata.owner_references, "Deployment", deployment))
+            .filter_map(|rs| rs.metadata.name)
+            .collect();
+        ensure!(!rs_names.is_empty(), "{deployment} has no ReplicaSet");
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        let ready: Vec<Pod> = pods
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|p| {
+                rs_names
+                    .iter()
+                    .any(|rs| owned_by(&p.metadata.owner_references, "ReplicaSet", rs))
+            })
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .collect();
+        ensure!(
+            ready.len() >= usize::try_from(want).unwrap_or(0),
+            "{deployment}: {} ready Pods, want {want}",
+            ready.len()
+        );
+        for pod in &ready {
+            ensure!(
+                pod.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some(),
+                "Pod not bound"
+            );
+        }
+        if let Some(plane) = self.env.plane {
+            let writers: Vec<String> = plane
+                .audit_events()?
+                .into_iter()
+                .filter(|e| e.is_write() && e.resource() == "deployments/status")
+                .filter(|e| {
+                    e.object_ref
+                        .as_ref()
+                        .is_some_and(|o| o.namespace == self.ns && o.name == deployment)
+                })
+                .map(|e| e.acting_user().to_string())
+                .collect();
+            ensure!(!writers.is_empty(), "nobody wrote {deployment}'s status");
+            ensure!(
+                writers
+                    .iter()
+                    .all(|u| u == "system:serviceaccount:kube-system:deployment-controller"),
+                "{deployment}'s status written by {writers:?}"
+            );
+        }
+        Ok(())
+    }
+
     pub async fn get_twd(&self, name: &str) -> Result<TemporalWorkerDeployment> {
         Ok(self.twds().get(name).await?)
     }
@@ -479,7 +568,8 @@ pub struct Sample {
     /// The TWD as JSON (what kstatus/ArgoCD see).
     pub twd: Value,
     pub temporal: temporal_worker_controller::temporal::state::WorkerDeploymentState,
-    /// Running workers per versioned Deployment name (emulator only; empty on a real cluster).
+    /// Running workers per versioned Deployment name (local control plane only; empty on a
+    /// user's cluster).
     pub workers: BTreeMap<String, usize>,
 }
 

@@ -12,7 +12,6 @@ use anyhow::{Context as _, Result, bail};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};
-use kube_emulator::{DeploymentMode, Emulator, EmulatorOptions};
 use serde_json::json;
 use temporalio_client::errors::ClientConnectError;
 use temporalio_client::grpc::WorkflowService as _;
@@ -468,8 +467,8 @@ fn deployment(
     }))?)
 }
 
-/// Waits until the kubelet has reported on the current generation and `pred(ready, Available)`
-/// holds.
+/// Waits until kube-controller-manager has reported on the current generation and
+/// `pred(ready, Available)` holds.
 async fn wait_status(
     api: &Api<Deployment>,
     name: &str,
@@ -498,7 +497,7 @@ async fn wait_status(
     }
 }
 
-/// One emulated cluster namespace with the kubelet stand-in, and a plaintext connection to the
+/// One namespace of the real control plane with the kubelet stand-in, and a plaintext connection to the
 /// dev server to see pollers from Temporal's side.
 struct KubeletWorld<'a> {
     kubelet: &'a Kubelet,
@@ -562,7 +561,7 @@ impl KubeletWorld<'_> {
         )
         .await?;
         eprintln!("{dep} ready {:?} after its Secret appeared", t.elapsed());
-        // The kubelet publishes its worker list before it writes the status; poll anyway.
+        // The Deployment's status comes from kube-controller-manager; poll the kubelet anyway.
         let cfg = eventually(&format!("a running {dep} worker"), || async {
             Ok(self
                 .kubelet
@@ -596,12 +595,10 @@ async fn kubelet_mounts_secret_volumes_and_trusts_the_image_ca() -> Result<()> {
     let api_key = "kubelet-api-key";
     let keyed = GrpcTlsProxy::start(upstream, &pki, ProxyAuth::ApiKey(api_key.into())).await?;
 
-    let emu = Emulator::start(EmulatorOptions {
-        crd_dir: None,
-        deployment_mode: DeploymentMode::Manual,
-    })
-    .await?;
-    let client = emu.client().await?;
+    let client = test_harness::control_plane::shared()
+        .await?
+        .client()
+        .await?;
     let kubelet = Kubelet::start_with(
         client.clone(),
         KubeletOptions {
