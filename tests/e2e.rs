@@ -4,6 +4,9 @@
 //! pod-level kubelet stand-in. Each test owns a Kubernetes namespace and a Temporal
 //! namespace, so tests run in parallel against one shared environment.
 
+#[path = "chart_support/mod.rs"]
+mod chart_support;
+
 #[path = "gitops_support/mod.rs"]
 mod gitops_support;
 

@@ -43,6 +43,8 @@ static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
 static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
 
 pub const IDENTITY: &str = "twc-e2e";
+/// The namespace the chart is "installed" in (its ServiceAccount, RBAC and Lease).
+pub const CONTROLLER_NS: &str = "twc-system";
 /// The only token audience the status API accepts.
 pub const API_AUDIENCE: &str = "twc-e2e-status";
 /// Where the status-API reader ServiceAccount lives.
@@ -84,8 +86,24 @@ async fn start_env() -> Result<Arc<Env>> {
         Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
         None => None,
     };
+    // On the local control plane the controller runs as the chart's ServiceAccount with exactly
+    // the chart's RBAC (a verb the code needs and the chart forgets fails the suite), with
+    // leader election on, as installed by default.
+    let (controller_client, leader_elect) = match plane {
+        Some(plane) => {
+            let values = json!({
+                "controller": {"identity": IDENTITY},
+                "statusApi": {"auth": {"mode": "token-review", "audiences": [API_AUDIENCE]}},
+            });
+            let id = crate::chart_support::install_identity(plane, &values, CONTROLLER_NS).await?;
+            (kube_client_from(&id.kubeconfig).await?, true)
+        }
+        None => (client.clone(), false),
+    };
     let opts = temporal_worker_controller::run::RunOptions {
         http_addr: "127.0.0.1:0".parse()?,
+        leader_elect,
+        lease_namespace: Some(CONTROLLER_NS.into()),
         identity: IDENTITY.into(),
         idle_interval: Duration::from_secs(10),
         fast_poll: Duration::from_millis(300),
@@ -97,7 +115,7 @@ async fn start_env() -> Result<Arc<Env>> {
         ..Default::default()
     };
     let api_token = mint_token(&client, READER_NS, READER_SA, API_AUDIENCE).await?;
-    let controller = temporal_worker_controller::run::start(client, opts).await?;
+    let controller = temporal_worker_controller::run::start(controller_client, opts).await?;
     Ok(Arc::new(Env {
         kubeconfig,
         temporal_address: temporal.address(),

@@ -1,0 +1,227 @@
+//! The Helm chart's identity for the controller, on a live cluster: render the chart with the
+//! real Helm 4 engine (`charts/tests/helm_chart.py`), apply its ServiceAccount and RBAC with
+//! `kubectl apply --server-side`, and hand back a kubeconfig for that ServiceAccount, so tests
+//! run the controller with exactly the rights the chart grants.
+
+#![allow(dead_code)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use serde::Deserialize as _;
+use serde_json::{Value, json};
+
+pub const CHART: &str = "charts/temporal-worker-controller";
+pub const RELEASE: &str = "twc";
+
+/// The kinds of the chart that make up the controller's identity and grants.
+const IDENTITY_KINDS: [&str; 5] = [
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+];
+
+/// Every Kubernetes object the chart renders for `values`, in release `RELEASE` of `namespace`.
+pub fn render(values: &Value, namespace: &str) -> Result<Vec<Value>> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let request = json!({
+        "chart": root.join(CHART),
+        "cases": [{"name": "e2e", "values": values, "release": RELEASE, "namespace": namespace}],
+    });
+    let mut child = Command::new("python3")
+        .arg(root.join("charts/tests/helm_chart.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running charts/tests/helm_chart.py")?;
+    child
+        .stdin
+        .take()
+        .context("helm driver stdin")?
+        .write_all(request.to_string().as_bytes())?;
+    let out = child.wait_with_output()?;
+    ensure!(
+        out.status.success(),
+        "charts/tests/helm_chart.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout)?;
+    let result = &doc["results"][0];
+    if let Some(err) = result["error"].as_str() {
+        bail!("the chart did not render: {err}");
+    }
+    let mut objects = Vec::new();
+    for (template, text) in result["manifests"].as_object().into_iter().flatten() {
+        if !template.ends_with(".yaml") {
+            continue;
+        }
+        for part in serde_yaml::Deserializer::from_str(text.as_str().unwrap_or_default()) {
+            let v = Value::deserialize(part)?;
+            if v.is_object() {
+                objects.push(v);
+            }
+        }
+    }
+    Ok(objects)
+}
+
+/// The controller's identity from the chart.
+pub struct ChartIdentity {
+    pub namespace: String,
+    pub service_account: String,
+    /// The ServiceAccount's kubeconfig (TokenRequest).
+    pub kubeconfig: PathBuf,
+    /// The rules the chart grants it, per object (`Kind/name` → rules).
+    pub grants: Vec<(String, Value)>,
+}
+
+/// Renders the chart for `values`, creates `namespace`, applies the chart's ServiceAccount and
+/// RBAC objects as the admin and returns a kubeconfig for the ServiceAccount.
+pub async fn install_identity(
+    plane: &test_harness::control_plane::ControlPlane,
+    values: &Value,
+    namespace: &str,
+) -> Result<ChartIdentity> {
+    let objects = render(values, namespace)?;
+    let identity: Vec<&Value> = objects
+        .iter()
+        .filter(|o| IDENTITY_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+        .collect();
+    let sa = identity
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .and_then(|o| o["metadata"]["name"].as_str())
+        .context("the chart renders no ServiceAccount")?
+        .to_string();
+    let mut yaml = String::new();
+    for obj in &identity {
+        yaml.push_str("---\n");
+        yaml.push_str(&serde_yaml::to_string(obj)?);
+    }
+    kubectl(
+        plane.kubeconfig_path(),
+        &["create", "namespace", namespace],
+        None,
+    )
+    .ok();
+    kubectl(
+        plane.kubeconfig_path(),
+        &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
+        Some(&yaml),
+    )?;
+    let grants = identity
+        .iter()
+        .filter(|o| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+        .map(|o| {
+            let ns = o["metadata"]["namespace"]
+                .as_str()
+                .map(|n| format!("{n}/"))
+                .unwrap_or_default();
+            (
+                format!(
+                    "{}/{ns}{}",
+                    o["kind"].as_str().unwrap_or_default(),
+                    o["metadata"]["name"].as_str().unwrap_or_default()
+                ),
+                o["rules"].clone(),
+            )
+        })
+        .collect();
+    let kubeconfig = plane.service_account_kubeconfig(namespace, &sa).await?;
+    Ok(ChartIdentity {
+        namespace: namespace.to_string(),
+        service_account: sa,
+        kubeconfig,
+        grants,
+    })
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    let mut child = Command::new("kubectl")
+        .env("KUBECONFIG", kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running kubectl")?;
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .context("kubectl stdin")?
+            .write_all(input.as_bytes())?;
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// One (apiGroup, resource[/subresource], verb) the chart grants.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    pub api_group: String,
+    pub resource: String,
+    pub verb: String,
+}
+
+/// Every (group, resource, verb) triple of a list of RBAC rules.
+pub fn expand(rules: &Value) -> Vec<Grant> {
+    let mut out = Vec::new();
+    for rule in rules.as_array().into_iter().flatten() {
+        let strs = |k: &str| -> Vec<String> {
+            rule[k]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        };
+        for g in strs("apiGroups") {
+            for r in strs("resources") {
+                for v in strs("verbs") {
+                    out.push(Grant {
+                        api_group: g.clone(),
+                        resource: r.clone(),
+                        verb: v,
+                    });
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The grants no audit event of `user` used.
+pub fn unused_grants(
+    grants: &[Grant],
+    events: &[test_harness::control_plane::AuditEvent],
+    user: &str,
+) -> Vec<Grant> {
+    grants
+        .iter()
+        .filter(|g| {
+            !events.iter().any(|e| {
+                e.acting_user() == user
+                    && e.verb == g.verb
+                    && e.resource() == g.resource
+                    && e.object_ref
+                        .as_ref()
+                        .is_some_and(|o| o.api_group == g.api_group)
+            })
+        })
+        .cloned()
+        .collect()
+}
