@@ -1,61 +1,104 @@
-//! A kubelet stand-in: for every versioned Deployment (label `temporal.io/build-id`) in a
-//! Kubernetes API it keeps `spec.replicas` real Temporal workers running, configured only from
-//! the first container's env, and reports them through the Deployment's `/status` the way the
-//! Deployment controller would (observedGeneration, replica counts, `Available`).
+//! A pod-level kubelet stand-in for the real control plane ([`crate::control_plane`]), which
+//! has neither a scheduler nor a kubelet. It is one Node, its kubelet and the scheduler:
 //!
-//! Behaviour worth knowing when writing tests:
-//! - A worker counts as ready once the SDK worker is constructed and running.
-//! - Env changes in the template roll the workers: one new worker is started and running before
-//!   one old worker is stopped (maxSurge 1, maxUnavailable 0).
-//! - A worker whose thread ends (bad address, crash) is dropped and replaced on the next tick.
-//! - `set_paused(.., true)` hands the Deployment to the test: no worker is started and no status
-//!   is written, while scale-down and deletion still stop workers (stopping never hurts).
-//! - Env values from `valueFrom.secretKeyRef` / `configMapKeyRef` are resolved through the API;
-//!   other `valueFrom` sources are skipped.
-//! - `secret` volumes mounted into the first container become files for the worker (each key
-//!   of the Secret at `<mountPath>/<key>`, or as `items` says; `subPath` mounts one file), so
-//!   `TEMPORAL_TLS_CLIENT_CERT_PATH` / `..._KEY_PATH` resolve the way they do in a real pod.
-//! - A Secret, ConfigMap or key that is referenced (and not `optional`) but missing keeps new
-//!   pods from starting, like a real kubelet's `CreateContainerConfigError` /
-//!   `ContainerCreating`; they start on a later tick once it exists.
-//! - [`KubeletOptions::trusted_ca_pem`] stands for the CA bundle baked into the worker image:
-//!   it goes into every [`WorkerConfig`] as [`WorkerConfig::trusted_ca_pem`].
+//! - **Node.** Registers Node `twc-kubelet-<pid>-<n>` (Ready, `127.0.0.1`, a `podCIDR`), removes
+//!   the `node.kubernetes.io/not-ready` taint the API server puts on new Nodes (the
+//!   node-lifecycle controller's job, which is not running), renews its Lease in
+//!   `kube-node-lease` and refreshes the Ready condition's heartbeat every 10 s.
+//! - **Scheduler.** Binds every Pod that has no `spec.nodeName` and whose `spec.schedulerName`
+//!   is `default-scheduler` (or empty) to this Node through `pods/binding`. It ignores
+//!   resources, taints, affinity and node selectors: there is only one Node.
+//! - **Kubelet.** For every Pod bound to this Node, a per-Pod actor (fed by one watch, no
+//!   per-Pod polling of the API) runs the first container and reports through `pods/status`
+//!   what a kubelet would show:
+//!   - The container is configured only from the Pod as rendered: `env` (`value` with `$(VAR)`
+//!     expansion, `valueFrom.secretKeyRef` / `configMapKeyRef`, `fieldRef` for
+//!     `metadata.name|namespace|uid|labels|annotations`, `spec.nodeName|serviceAccountName`,
+//!     `status.podIP|hostIP`), `envFrom` (Secrets and ConfigMaps, with `prefix`) and `secret` /
+//!     `configMap` volumes mounted into it (each key at `<mountPath>/<key>`, `items`,
+//!     `subPath`), so that e.g. `TEMPORAL_TLS_CLIENT_CERT_PATH` resolves like in a real Pod.
+//!     Secrets and ConfigMaps are read from watch caches.
+//!   - A Pod whose first container's env has `TEMPORAL_ADDRESS` is a **worker Pod**: its
+//!     container is one real Temporal worker ([`crate::worker`], its own thread), identity
+//!     `1@<pod name>` (the SDK's `pid@hostname`). It is `Running` as soon as the worker thread
+//!     starts and `Ready` only once Temporal lists this worker's identity as a poller of its
+//!     task queue (with a poll time after the start), checked by one shared prober with one
+//!     `DescribeTaskQueue` per task queue every 500 ms while some Pod waits for it.
+//!   - Any other Pod is a **generic workload**: its container starts and is Ready at once and
+//!     runs until the Pod is deleted (so plain Deployments become available).
+//!   - A missing Secret/ConfigMap (or key) of a volume keeps the Pod `Pending` with the
+//!     container waiting in `ContainerCreating`; of an env var, `CreateContainerConfigError`
+//!     (message like `secret "x" not found`). Both start as soon as the object appears.
+//!   - A worker that ends (cannot connect, bad config, namespace unknown, …) is a container that
+//!     exited (code 1, reason `Error`, or 0 / `Completed`): `lastState.terminated`, the state
+//!     waiting in `CrashLoopBackOff`, and a restart after a back-off of 1 s doubling up to 30 s
+//!     (a kubelet: 10 s to 5 min), which `restartCount` counts. `restartPolicy` `Never` /
+//!     `OnFailure` end the Pod in `Succeeded` / `Failed` instead.
+//!   - When a Pod gets a `deletionTimestamp` its worker is stopped (gracefully, within the grace
+//!     period), the terminated container status is written, and the deletion is finished with
+//!     `gracePeriodSeconds: 0` and a UID precondition, as a kubelet does.
+//!
+//! What of a kubelet it skips: images (nothing is pulled; `image` is only echoed), the container
+//! runtime, cgroups, resource limits and eviction, probes (readiness is "the worker polls"),
+//! restarts of anything but the worker thread, every container but the first (sidecars and
+//! init containers are reported as running / completed at once), logs, exec, attach, port
+//! forwarding, `hostNetwork`/ports, volumes other than Secret and ConfigMap (projected
+//! ServiceAccount tokens, `emptyDir`, … are not mounted), `resourceFieldRef`, admission
+//! (capacity, node selectors), static Pods, Events, and status updates of Pods after the
+//! stand-in is shut down (the Node and its Pods then look like a kubelet that vanished).
+//! Pod IPs come from `10.88.0.0/16` but nothing listens on them; workers dial from loopback.
+//!
+//! One stand-in per cluster: a second one would race the first for pending Pods.
+//! [`KubeletOptions::trusted_ca_pem`] stands for the CA bundle baked into the worker image: it
+//! goes into every [`WorkerConfig`] as [`WorkerConfig::trusted_ca_pem`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, Result};
 use futures::StreamExt as _;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Secret};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, Namespace, Node, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::WatchStreamExt as _;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use serde_json::json;
-use sha2::{Digest as _, Sha256};
-use tokio::sync::watch;
+use serde_json::{Value, json};
+use temporalio_client::Connection;
+use temporalio_client::grpc::WorkflowService as _;
+use temporalio_client::tonic::Request;
+use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
+use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
+use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
+use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::worker::{self, WorkerConfig, WorkerHandle};
+use crate::worker::{self, ENV_ADDRESS, WorkerConfig, WorkerHandle, WorkerState};
 
-/// The label the controller puts on every versioned Deployment.
-pub const BUILD_ID_LABEL: &str = "temporal.io/build-id";
-
-/// Re-check interval: replaces dead workers and retries failed starts.
-const TICK: Duration = Duration::from_millis(500);
-/// A worker that died is not replaced sooner than this (a crash loop with a short back-off).
-const RESTART_BACKOFF: Duration = Duration::from_secs(1);
-
-type Key = (String, String);
-
-/// The running kubelet stand-in. Dropping it aborts everything (workers are asked to stop);
-/// [`Kubelet::shutdown`] also waits for the workers to stop.
-pub struct Kubelet {
-    inner: Arc<Inner>,
-    watcher: Option<JoinHandle<()>>,
-}
+/// Field manager of every write.
+const MANAGER: &str = "twc-kubelet";
+/// Lease renewal and Node heartbeat (a kubelet's `nodeLeaseRenewInterval`-ish).
+const HEARTBEAT: Duration = Duration::from_secs(10);
+const LEASE_SECONDS: i32 = 40;
+/// How often the prober asks Temporal about task queues with Pods waiting to become Ready.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// One `DescribeTaskQueue` (or connection) may not hold up the others for long.
+const PROBE_CALL_DEADLINE: Duration = Duration::from_secs(5);
+/// Crash-loop back-off: first delay, cap, and how long a container must run to reset it.
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+const BACKOFF_RESET: Duration = Duration::from_secs(60);
+/// A failed status write is retried after this.
+const WRITE_RETRY: Duration = Duration::from_secs(1);
+/// Concurrent `pods/binding` calls.
+const BIND_CONCURRENCY: usize = 16;
+/// A kubelet keeps at most this much of a termination message.
+const MAX_MESSAGE: usize = 4096;
+/// Waiting for the Secret/ConfigMap caches at start.
+const CACHE_DEADLINE: Duration = Duration::from_secs(60);
 
 /// What the kubelet stand-in knows beyond the Kubernetes API.
 #[derive(Clone, Debug, Default)]
@@ -67,512 +110,1343 @@ pub struct KubeletOptions {
     pub trusted_ca_pem: Option<Vec<u8>>,
 }
 
-struct Inner {
+/// The running stand-in. Dropping it aborts everything (workers are asked to stop);
+/// [`Kubelet::shutdown`] also waits for the workers to stop.
+pub struct Kubelet {
+    ctx: Arc<Ctx>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// What every task and Pod actor shares.
+struct Ctx {
     client: kube::Client,
-    options: Arc<KubeletOptions>,
-    // Actors are spawned here, not on whatever runtime a test happens to call from.
-    runtime: tokio::runtime::Handle,
-    actors: Mutex<HashMap<Key, Actor>>,
+    node: String,
+    options: KubeletOptions,
+    secrets: Store<Secret>,
+    config_maps: Store<ConfigMap>,
+    /// Bumped on every Secret/ConfigMap change: Pods waiting for one re-resolve.
+    refs_changed: watch::Receiver<u64>,
+    probe: Arc<Prober>,
+    /// `true`: stop every worker and exit, without touching the API.
+    shutdown: watch::Sender<bool>,
+    /// Running (or starting) workers by Pod UID.
+    workers: Mutex<HashMap<String, WorkerView>>,
+    actors: Mutex<Vec<JoinHandle<()>>>,
+    next_ip: AtomicU32,
 }
 
-struct Actor {
-    desired: watch::Sender<Option<Arc<Deployment>>>,
-    paused: watch::Sender<bool>,
-    shared: Arc<ActorShared>,
-    task: JoinHandle<()>,
-}
-
-#[derive(Default)]
-struct ActorShared {
-    running: AtomicUsize,
-    configs: Mutex<Vec<WorkerConfig>>,
+#[derive(Clone)]
+struct WorkerView {
+    namespace: String,
+    deployment: Option<String>,
+    config: WorkerConfig,
+    state: watch::Receiver<WorkerState>,
 }
 
 impl Kubelet {
-    /// Starts watching versioned Deployments in all namespaces. Fails fast if the API does not
-    /// answer a list call.
+    /// Registers the Node, fills the Secret/ConfigMap caches and starts binding and running
+    /// Pods. Fails fast if the API refuses any of that.
     pub async fn start(client: kube::Client) -> Result<Kubelet> {
         Kubelet::start_with(client, KubeletOptions::default()).await
     }
 
     /// [`Kubelet::start`] with options (e.g. the CA bundle workers trust).
     pub async fn start_with(client: kube::Client, options: KubeletOptions) -> Result<Kubelet> {
-        let api: Api<Deployment> = Api::all(client.clone());
-        api.list(&ListParams::default().labels(BUILD_ID_LABEL).limit(1))
-            .await
-            .context("listing versioned Deployments")?;
-        let inner = Arc::new(Inner {
-            client: client.clone(),
-            options: Arc::new(options),
-            runtime: tokio::runtime::Handle::current(),
-            actors: Mutex::new(HashMap::new()),
-        });
-        let watcher = tokio::spawn(watch_deployments(api, Arc::downgrade(&inner)));
-        Ok(Kubelet {
-            inner,
-            watcher: Some(watcher),
-        })
-    }
+        static N: AtomicU32 = AtomicU32::new(0);
+        let node = format!(
+            "twc-kubelet-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        register_node(&client, &node).await?;
+        let mut tasks = Vec::new();
 
-    /// Paused: start no workers and write no status for this Deployment (the test controls its
-    /// readiness). Works before the Deployment exists.
-    pub fn set_paused(&self, namespace: &str, deployment: &str, paused: bool) {
-        self.inner
-            .with_actor(&(namespace.to_string(), deployment.to_string()), |a| {
-                a.paused.send_replace(paused);
-            });
-    }
-
-    /// Workers of this Deployment whose SDK worker is constructed and running.
-    pub fn running_workers(&self, namespace: &str, deployment: &str) -> usize {
-        self.inner
-            .shared(namespace, deployment)
-            .map(|s| s.running.load(Ordering::SeqCst))
-            .unwrap_or(0)
-    }
-
-    /// Configs (including per-replica identities) of this Deployment's running workers.
-    pub fn worker_configs(&self, namespace: &str, deployment: &str) -> Vec<WorkerConfig> {
-        self.inner
-            .shared(namespace, deployment)
-            .and_then(|s| s.configs.lock().ok().map(|c| c.clone()))
-            .unwrap_or_default()
-    }
-
-    /// Stops watching, stops every worker and waits for them.
-    pub async fn shutdown(mut self) {
-        if let Some(w) = self.watcher.take() {
-            w.abort();
+        let (refs_tx, refs_changed) = watch::channel(0u64);
+        let refs_tx = Arc::new(refs_tx);
+        let (secrets, task) = cache::<Secret>(&client, refs_tx.clone());
+        tasks.push(task);
+        let (config_maps, task) = cache::<ConfigMap>(&client, refs_tx);
+        tasks.push(task);
+        let ready = async {
+            secrets.wait_until_ready().await?;
+            config_maps.wait_until_ready().await?;
+            anyhow::Ok(())
+        };
+        let filled = tokio::time::timeout(CACHE_DEADLINE, ready).await;
+        if !matches!(filled, Ok(Ok(()))) {
+            for t in &tasks {
+                t.abort();
+            }
+            anyhow::bail!("Secret/ConfigMap caches not filled within {CACHE_DEADLINE:?}");
         }
-        let actors: Vec<Actor> = match self.inner.actors.lock() {
-            Ok(mut map) => map.drain().map(|(_, a)| a).collect(),
+
+        let probe = Arc::new(Prober::default());
+        let (shutdown, _) = watch::channel(false);
+        let ctx = Arc::new(Ctx {
+            client: client.clone(),
+            node: node.clone(),
+            options,
+            secrets,
+            config_maps,
+            refs_changed,
+            probe: probe.clone(),
+            shutdown,
+            workers: Mutex::new(HashMap::new()),
+            actors: Mutex::new(Vec::new()),
+            next_ip: AtomicU32::new(0),
+        });
+        tasks.push(tokio::spawn(probe.run()));
+        tasks.push(tokio::spawn(heartbeat(client.clone(), node.clone())));
+        tasks.push(tokio::spawn(schedule(client.clone(), node.clone())));
+        tasks.push(tokio::spawn(run_pods(ctx.clone())));
+        tracing::info!(node, "kubelet stand-in started");
+        Ok(Kubelet { ctx, tasks })
+    }
+
+    /// The Node this stand-in registered (and binds Pods to).
+    pub fn node_name(&self) -> &str {
+        &self.ctx.node
+    }
+
+    /// Workers of this Deployment's Pods whose SDK worker is constructed and running (Ready or
+    /// not yet). A Pod belongs to Deployment `d` when its controlling owner is ReplicaSet
+    /// `d-<pod-template-hash>`.
+    pub fn running_workers(&self, namespace: &str, deployment: &str) -> usize {
+        self.worker_configs(namespace, deployment).len()
+    }
+
+    /// Configs (identity `1@<pod name>`) of this Deployment's running workers.
+    pub fn worker_configs(&self, namespace: &str, deployment: &str) -> Vec<WorkerConfig> {
+        let Ok(workers) = self.ctx.workers.lock() else {
+            return Vec::new();
+        };
+        let mut configs: Vec<WorkerConfig> = workers
+            .values()
+            .filter(|w| w.namespace == namespace && w.deployment.as_deref() == Some(deployment))
+            .filter(|w| *w.state.borrow() == WorkerState::Running)
+            .map(|w| w.config.clone())
+            .collect();
+        configs.sort_by(|a, b| a.identity.cmp(&b.identity));
+        configs
+    }
+
+    /// Stops binding and watching, stops every worker and waits for them. Pods keep the status
+    /// they had (like Pods of a kubelet that went away).
+    pub async fn shutdown(mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        self.ctx.shutdown.send_replace(true);
+        let actors: Vec<JoinHandle<()>> = match self.ctx.actors.lock() {
+            Ok(mut a) => a.drain(..).collect(),
             Err(_) => Vec::new(),
         };
-        let mut tasks = Vec::new();
-        for actor in actors {
-            // Dropping the senders is the actor's signal to stop its workers and exit.
-            drop(actor.desired);
-            drop(actor.paused);
-            tasks.push(actor.task);
-        }
-        for task in tasks {
-            let _ = task.await;
+        for a in actors {
+            let _ = a.await;
         }
     }
 }
 
 impl Drop for Kubelet {
     fn drop(&mut self) {
-        if let Some(w) = self.watcher.take() {
-            w.abort();
+        for t in self.tasks.drain(..) {
+            t.abort();
         }
-        if let Ok(mut map) = self.inner.actors.lock() {
-            for (_, actor) in map.drain() {
-                actor.task.abort();
+        self.ctx.shutdown.send_replace(true);
+        if let Ok(mut actors) = self.ctx.actors.lock() {
+            for a in actors.drain(..) {
+                a.abort();
             }
         }
     }
 }
 
-impl Inner {
-    fn shared(&self, namespace: &str, deployment: &str) -> Option<Arc<ActorShared>> {
-        let map = self.actors.lock().ok()?;
-        map.get(&(namespace.to_string(), deployment.to_string()))
-            .map(|a| a.shared.clone())
-    }
+// ---------------------------------------------------------------------------------------------
+// Node, Lease, caches, scheduler
 
-    fn with_actor(&self, key: &Key, f: impl FnOnce(&Actor)) {
-        let Ok(mut map) = self.actors.lock() else {
-            return;
-        };
-        let actor = map.entry(key.clone()).or_insert_with(|| {
-            let (desired, desired_rx) = watch::channel(None);
-            let (paused, paused_rx) = watch::channel(false);
-            let shared = Arc::new(ActorShared::default());
-            let ctx = ActorCtx {
-                client: self.client.clone(),
-                options: self.options.clone(),
-                key: key.clone(),
-                shared: shared.clone(),
-                next_seq: 0,
-                last_failure: None,
-            };
-            let task = self.runtime.spawn(run_actor(ctx, desired_rx, paused_rx));
-            Actor {
-                desired,
-                paused,
-                shared,
-                task,
+fn time(ts: jiff::Timestamp) -> Value {
+    serde_json::to_value(Time(ts)).unwrap_or(Value::Null)
+}
+
+fn now() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+fn params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(MANAGER.into()),
+        ..Default::default()
+    }
+}
+
+async fn register_node(client: &kube::Client, node: &str) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let body: Node = serde_json::from_value(json!({
+        "metadata": {"name": node, "labels": {
+            "kubernetes.io/hostname": node,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": arch,
+        }},
+        "spec": {"podCIDR": "10.88.0.0/16", "podCIDRs": ["10.88.0.0/16"]},
+    }))?;
+    let created = nodes
+        .create(&PostParams::default(), &body)
+        .await
+        .with_context(|| format!("registering Node {node}"))?;
+    let t = time(now());
+    let status = json!({"status": {
+        "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "100Gi"},
+        "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "100Gi"},
+        "addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": node},
+        ],
+        "conditions": [
+            node_condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available", &t),
+            node_condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure", &t),
+            node_condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available", &t),
+            node_condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", &t),
+        ],
+        "nodeInfo": {
+            "machineID": node, "systemUUID": node, "bootID": node,
+            "kernelVersion": "", "osImage": "twc kubelet stand-in",
+            "containerRuntimeVersion": "twc-standin://1",
+            "kubeletVersion": "v1.33.13", "kubeProxyVersion": "",
+            "operatingSystem": "linux", "architecture": arch,
+        },
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+    }});
+    nodes
+        .patch_status(node, &params(), &Patch::Strategic(&status))
+        .await
+        .with_context(|| format!("reporting Node {node} Ready"))?;
+    // The API server taints new Nodes not-ready; the node-lifecycle controller (not running)
+    // removes that once the Node is Ready.
+    nodes
+        .patch(
+            node,
+            &params(),
+            &Patch::Merge(&json!({"spec": {"taints": null}})),
+        )
+        .await
+        .with_context(|| format!("untainting Node {node}"))?;
+    // kube-node-lease comes from the API server's system-namespaces loop; make sure.
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "kube-node-lease"}}))?;
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        Err(e) if !is_status(&e, 409) => return Err(e).context("creating kube-node-lease"),
+        _ => {}
+    }
+    let uid = created.metadata.uid.unwrap_or_default();
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": node, "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}
+        ]},
+        "spec": {
+            "holderIdentity": node,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": serde_json::to_value(MicroTime(jiff::Timestamp::now()))?,
+        },
+    }))?;
+    Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+        .create(&PostParams::default(), &lease)
+        .await
+        .with_context(|| format!("creating the Lease of Node {node}"))?;
+    Ok(())
+}
+
+fn node_condition(type_: &str, status: &str, reason: &str, message: &str, t: &Value) -> Value {
+    json!({"type": type_, "status": status, "reason": reason, "message": message,
+           "lastHeartbeatTime": t, "lastTransitionTime": t})
+}
+
+/// Renews the Lease and the Ready heartbeat until aborted.
+async fn heartbeat(client: kube::Client, node: String) {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let nodes: Api<Node> = Api::all(client);
+    loop {
+        tokio::time::sleep(HEARTBEAT).await;
+        let renew = json!({"spec": {
+            "holderIdentity": node,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": serde_json::to_value(MicroTime(jiff::Timestamp::now())).unwrap_or(Value::Null),
+        }});
+        if let Err(e) = leases.patch(&node, &params(), &Patch::Merge(&renew)).await {
+            tracing::debug!(node, error = %e, "renewing the node Lease");
+        }
+        let t = time(now());
+        // Strategic merge by `type`: only the heartbeat moves; the transition time stays.
+        let ready = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "message": "kubelet is posting ready status", "lastHeartbeatTime": t}
+        ]}});
+        if let Err(e) = nodes
+            .patch_status(&node, &params(), &Patch::Strategic(&ready))
+            .await
+        {
+            tracing::debug!(node, error = %e, "node heartbeat");
+        }
+    }
+}
+
+/// A watch cache of all `K` in the cluster; every change bumps `changed`.
+fn cache<K>(client: &kube::Client, changed: Arc<watch::Sender<u64>>) -> (Store<K>, JoinHandle<()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(
+        writer,
+        watcher::watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+            .default_backoff(),
+    );
+    let task = tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(_) => {
+                    changed.send_modify(|n| *n = n.wrapping_add(1));
+                }
+                Err(e) => tracing::debug!(error = %e, "kubelet cache watch error (retrying)"),
             }
-        });
-        f(actor);
-    }
-
-    fn set_desired(&self, key: &Key, obj: Option<Arc<Deployment>>) {
-        self.with_actor(key, |a| {
-            a.desired.send_replace(obj);
-        });
-    }
-
-    fn known_keys(&self) -> Vec<Key> {
-        self.actors
-            .lock()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default()
-    }
+        }
+    });
+    (store, task)
 }
 
-fn key_of(d: &Deployment) -> Key {
-    (
-        d.metadata.namespace.clone().unwrap_or_default(),
-        d.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-async fn watch_deployments(api: Api<Deployment>, inner: std::sync::Weak<Inner>) {
-    let stream =
-        watcher::watcher(api, watcher::Config::default().labels(BUILD_ID_LABEL)).default_backoff();
+/// The scheduler: binds unassigned Pods meant for the default scheduler to `node`.
+async fn schedule(client: kube::Client, node: String) {
+    let api: Api<Pod> = Api::all(client);
+    let cfg = watcher::Config::default()
+        .fields("spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed");
+    let stream = watcher::watcher(api.clone(), cfg).default_backoff();
     futures::pin_mut!(stream);
-    let mut listed: HashSet<Key> = HashSet::new();
+    let binding: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let permits = Arc::new(Semaphore::new(BIND_CONCURRENCY));
     while let Some(event) = stream.next().await {
-        let Some(inner) = inner.upgrade() else { return };
         match event {
-            Ok(Event::Apply(d)) | Ok(Event::InitApply(d)) => {
-                let key = key_of(&d);
-                listed.insert(key.clone());
-                // A Deployment being deleted has no pods worth running.
-                let obj = if d.metadata.deletion_timestamp.is_some() {
-                    None
-                } else {
-                    Some(Arc::new(d))
-                };
-                inner.set_desired(&key, obj);
+            Ok(Event::Apply(pod)) | Ok(Event::InitApply(pod)) => {
+                let scheduler = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.scheduler_name.as_deref())
+                    .unwrap_or_default();
+                let ours = scheduler.is_empty() || scheduler == "default-scheduler";
+                let unbound = pod
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| s.node_name.as_deref().unwrap_or_default().is_empty());
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                if !ours || !unbound || pod.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let fresh = binding
+                    .lock()
+                    .map(|mut b| b.insert(uid.clone()))
+                    .unwrap_or(false);
+                if !fresh {
+                    continue;
+                }
+                let (api, node, binding, permits) =
+                    (api.clone(), node.clone(), binding.clone(), permits.clone());
+                tokio::spawn(async move {
+                    let Ok(_permit) = permits.acquire().await else {
+                        return;
+                    };
+                    if !bind(&api, &pod, &node).await
+                        && let Ok(mut b) = binding.lock()
+                    {
+                        // A later event of this Pod retries.
+                        b.remove(&uid);
+                    }
+                });
             }
-            Ok(Event::Delete(d)) => inner.set_desired(&key_of(&d), None),
-            Ok(Event::Init) => listed.clear(),
-            Ok(Event::InitDone) => {
-                // Whatever vanished while the watch was down is gone now.
-                for key in inner.known_keys() {
-                    if !listed.contains(&key) {
-                        inner.set_desired(&key, None);
+            Ok(Event::Delete(pod)) => {
+                if let (Ok(mut b), Some(uid)) = (binding.lock(), pod.metadata.uid.as_ref()) {
+                    b.remove(uid);
+                }
+            }
+            Ok(Event::Init) | Ok(Event::InitDone) => {}
+            Err(e) => tracing::debug!(error = %e, "scheduler watch error (retrying)"),
+        }
+    }
+}
+
+/// `POST pods/<name>/binding`; `true` when bound (or no longer bindable).
+async fn bind(api: &Api<Pod>, pod: &Pod, node: &str) -> bool {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let body = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    let api: Api<Pod> = Api::namespaced(api.clone().into_client(), &ns);
+    let mut delay = Duration::from_millis(100);
+    for _ in 0..5 {
+        match api
+            .create_subresource::<_, Value>("binding", &name, &PostParams::default(), &body)
+            .await
+        {
+            Ok(_) => return true,
+            // Gone, or bound by someone else meanwhile.
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => return true,
+            Err(e) => {
+                tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "binding failed (retrying)");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+    }
+    false
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods of this node
+
+/// The Deployment a Pod belongs to: its controlling ReplicaSet is `<deployment>-<hash>`.
+fn deployment_of(pod: &Pod) -> Option<String> {
+    let rs = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "ReplicaSet" && o.controller == Some(true))?;
+    let hash = pod.metadata.labels.as_ref()?.get("pod-template-hash")?;
+    rs.name
+        .strip_suffix(hash.as_str())?
+        .strip_suffix('-')
+        .map(str::to_string)
+}
+
+/// Watches the Pods bound to this node; one actor per Pod UID.
+async fn run_pods(ctx: Arc<Ctx>) {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let cfg = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.node));
+    let stream = watcher::watcher(api, cfg).default_backoff();
+    futures::pin_mut!(stream);
+    let mut actors: HashMap<String, watch::Sender<Option<Arc<Pod>>>> = HashMap::new();
+    let mut listed: HashSet<String> = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Apply(pod)) | Ok(Event::InitApply(pod)) => {
+                let Some(uid) = pod.metadata.uid.clone() else {
+                    continue;
+                };
+                listed.insert(uid.clone());
+                let pod = Arc::new(pod);
+                match actors.get(&uid) {
+                    Some(tx) => {
+                        tx.send_replace(Some(pod));
+                    }
+                    None => {
+                        let (tx, rx) = watch::channel(Some(pod.clone()));
+                        let actor = PodActor::new(ctx.clone(), pod, rx);
+                        let task = tokio::spawn(actor.run());
+                        if let Ok(mut all) = ctx.actors.lock() {
+                            all.retain(|t| !t.is_finished());
+                            all.push(task);
+                        }
+                        actors.insert(uid, tx);
                     }
                 }
             }
-            Err(e) => tracing::debug!(error = %e, "kubelet watch error (retrying)"),
+            Ok(Event::Delete(pod)) => {
+                // Dropping the sender tells the actor its Pod is gone.
+                if let Some(uid) = pod.metadata.uid.as_ref() {
+                    actors.remove(uid);
+                }
+            }
+            Ok(Event::Init) => listed.clear(),
+            Ok(Event::InitDone) => actors.retain(|uid, _| listed.contains(uid)),
+            Err(e) => tracing::debug!(error = %e, "kubelet pod watch error (retrying)"),
         }
     }
 }
 
-struct ActorCtx {
-    client: kube::Client,
-    options: Arc<KubeletOptions>,
-    key: Key,
-    shared: Arc<ActorShared>,
-    next_seq: u64,
-    last_failure: Option<Instant>,
+/// What the first container is doing.
+enum Run {
+    /// Not (re)started: volumes (`ContainerCreating`) or env (`CreateContainerConfigError`)
+    /// cannot be resolved yet.
+    Waiting {
+        reason: &'static str,
+        message: Option<String>,
+    },
+    /// Exited; restarts at `until`.
+    BackOff { until: Instant, message: String },
+    /// Started. `worker` is `None` for a generic container (ready at once).
+    Running {
+        started_at: jiff::Timestamp,
+        since: Instant,
+        worker: Option<Box<RunningWorker>>,
+        ready: bool,
+    },
+    /// Exited for good (restart policy, or the Pod is being deleted).
+    Done { terminated: Value, exit_code: i32 },
 }
 
-/// A "pod": one worker plus the template hash it was started from.
-struct Pod {
+struct RunningWorker {
     handle: WorkerHandle,
-    template: String,
+    state: watch::Receiver<WorkerState>,
+    spawned_at: SystemTime,
+    /// Fires once Temporal lists the worker as a poller; `None` before registration/after.
+    polled: Option<oneshot::Receiver<()>>,
 }
 
-async fn run_actor(
-    mut ctx: ActorCtx,
-    mut desired: watch::Receiver<Option<Arc<Deployment>>>,
-    mut paused: watch::Receiver<bool>,
-) {
-    let mut pods: Vec<Pod> = Vec::new();
-    loop {
-        let obj = desired.borrow_and_update().clone();
-        let is_paused = *paused.borrow_and_update();
-        if let Err(e) = ctx.converge(&mut pods, obj.as_deref(), is_paused).await {
-            tracing::debug!(deployment = ?ctx.key, error = %format!("{e:#}"), "kubelet reconcile failed (retrying)");
-        }
-        ctx.publish(&pods);
-        // Wake on a spec/pause change, on any worker changing state (so readiness is reported
-        // at once), or on the tick that retries failures.
-        let mut states: Vec<_> = pods
-            .iter()
-            .map(|p| {
-                let mut rx = p.handle.subscribe();
-                rx.mark_unchanged();
-                rx
-            })
-            .collect();
-        let any_state = async {
-            if states.is_empty() {
-                futures::future::pending::<()>().await;
-            }
-            let _ = futures::future::select_all(states.iter_mut().map(|rx| Box::pin(rx.changed())))
-                .await;
-        };
-        tokio::select! {
-            changed = desired.changed() => if changed.is_err() { break },
-            changed = paused.changed() => if changed.is_err() { break },
-            _ = any_state => {}
-            _ = tokio::time::sleep(TICK) => {}
-        }
-    }
-    ctx.stop_all(&mut pods).await;
+struct PodActor {
+    ctx: Arc<Ctx>,
+    pod: Arc<Pod>,
+    uid: String,
+    namespace: String,
+    name: String,
+    deployment: Option<String>,
+    rx: watch::Receiver<Option<Arc<Pod>>>,
+    shutdown: watch::Receiver<bool>,
+    refs: watch::Receiver<u64>,
+    run: Run,
+    ip: Option<String>,
+    started_once: bool,
+    start_time: jiff::Timestamp,
+    restart_count: i32,
+    last_terminated: Option<Value>,
+    backoff: Duration,
+    ready: bool,
+    ready_changed: jiff::Timestamp,
+    last_written: Option<Value>,
+    retry_write_at: Option<Instant>,
+    deleted: bool,
+    /// Seen only in a terminal phase: never written, only its deletion is finished.
+    inert: bool,
 }
 
-impl ActorCtx {
-    fn publish(&self, pods: &[Pod]) {
-        let running: Vec<WorkerConfig> = pods
-            .iter()
-            .filter(|p| p.handle.is_running())
-            .map(|p| p.handle.config().clone())
-            .collect();
-        self.shared.running.store(running.len(), Ordering::SeqCst);
-        if let Ok(mut configs) = self.shared.configs.lock() {
-            *configs = running;
+enum Wake {
+    Pod,
+    PodGone,
+    Shutdown,
+    /// Temporal listed the worker as a poller (`true`), or the prober went away (`false`).
+    Polled(bool),
+    Other,
+}
+
+impl PodActor {
+    fn new(ctx: Arc<Ctx>, pod: Arc<Pod>, rx: watch::Receiver<Option<Arc<Pod>>>) -> PodActor {
+        let t = now();
+        PodActor {
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            deployment: deployment_of(&pod),
+            shutdown: ctx.shutdown.subscribe(),
+            refs: ctx.refs_changed.clone(),
+            rx,
+            pod,
+            ctx,
+            run: Run::Waiting {
+                reason: "ContainerCreating",
+                message: None,
+            },
+            ip: None,
+            started_once: false,
+            start_time: t,
+            restart_count: 0,
+            last_terminated: None,
+            backoff: BACKOFF_START,
+            ready: false,
+            ready_changed: t,
+            last_written: None,
+            retry_write_at: None,
+            deleted: false,
+            inert: false,
         }
     }
 
-    async fn stop_all(&self, pods: &mut Vec<Pod>) {
-        for pod in pods.drain(..) {
-            if let Err(e) = pod.handle.stop().await {
-                tracing::debug!(error = %format!("{e:#}"), "stopping test worker");
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.ctx.client.clone(), &self.namespace)
+    }
+
+    async fn run(mut self) {
+        let phase = self.pod.status.as_ref().and_then(|s| s.phase.clone());
+        let terminal = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
+        if terminal {
+            // Finished before we saw it: nothing to run, and its status stays as it is.
+            self.run = Run::Done {
+                terminated: Value::Null,
+                exit_code: 0,
+            };
+            self.inert = true;
+        }
+        loop {
+            self.step().await;
+            match self.wait().await {
+                Wake::Pod => match self.rx.borrow_and_update().clone() {
+                    Some(pod) => self.pod = pod,
+                    None => break,
+                },
+                Wake::PodGone | Wake::Shutdown => break,
+                Wake::Polled(seen) => {
+                    if let Run::Running {
+                        worker: Some(w),
+                        ready,
+                        ..
+                    } = &mut self.run
+                    {
+                        w.polled = None;
+                        *ready |= seen;
+                    }
+                }
+                Wake::Other => {}
             }
         }
-        self.publish(&[]);
+        self.stop_worker(Duration::from_secs(30)).await;
     }
 
-    async fn stop_one(&self, pods: &mut Vec<Pod>, index: usize) {
-        let pod = pods.remove(index);
-        if let Err(e) = pod.handle.stop().await {
-            tracing::debug!(error = %format!("{e:#}"), "stopping test worker");
+    /// One step: react to deletion, worker state, readiness and back-off; write status.
+    async fn step(&mut self) {
+        if self.retry_write_at.is_some_and(|r| Instant::now() >= r) {
+            self.retry_write_at = None;
         }
-        self.publish(pods);
+        if self.deleted {
+            return;
+        }
+        if self.pod.metadata.deletion_timestamp.is_some() {
+            self.terminate().await;
+            return;
+        }
+        match &mut self.run {
+            Run::Waiting { .. } => self.try_start(),
+            Run::BackOff { until, .. } if Instant::now() >= *until => self.try_start(),
+            Run::BackOff { .. } | Run::Done { .. } => {}
+            Run::Running {
+                worker: Some(w),
+                ready,
+                ..
+            } => {
+                let state = w.state.borrow().clone();
+                match state {
+                    WorkerState::Starting => {}
+                    WorkerState::Running => {
+                        if w.polled.is_none() && !*ready {
+                            let (tx, rx) = oneshot::channel();
+                            self.ctx.probe.register(w.handle.config(), w.spawned_at, tx);
+                            w.polled = Some(rx);
+                        }
+                        if let Some(rx) = w.polled.as_mut()
+                            && rx.try_recv().is_ok()
+                        {
+                            *ready = true;
+                            w.polled = None;
+                        }
+                    }
+                    WorkerState::Stopped => self.exited(0, "Completed", None),
+                    WorkerState::Failed(e) => self.exited(1, "Error", Some(e)),
+                }
+            }
+            Run::Running { worker: None, .. } => {}
+        }
+        self.write_status().await;
     }
 
-    /// One non-blocking step towards the spec, like a Deployment controller with maxSurge 1 and
-    /// maxUnavailable 0: start missing workers (they become ready asynchronously), stop workers
-    /// that are excess or outdated once enough updated ones are ready, then report.
-    async fn converge(
-        &mut self,
-        pods: &mut Vec<Pod>,
-        obj: Option<&Deployment>,
-        paused: bool,
-    ) -> Result<()> {
-        // Workers that ended on their own are crashed pods: forget them; they get replaced.
-        let before = pods.len();
-        pods.retain(|p| !p.handle.state().is_finished());
-        if pods.len() < before {
-            self.last_failure = Some(Instant::now());
-        }
-        let Some(obj) = obj else {
-            self.stop_all(pods).await;
-            return Ok(());
+    /// Resolves volumes and env and starts the container.
+    fn try_start(&mut self) {
+        let Some(spec) = self.pod.spec.clone() else {
+            return;
         };
-        let want = usize::try_from(
-            obj.spec
-                .as_ref()
-                .and_then(|s| s.replicas)
-                .unwrap_or(1)
-                .max(0),
-        )
-        .unwrap_or(0);
-        let template = template_hash(obj);
-        let target = match self.worker_config(obj).await {
-            Ok(cfg) => Some(cfg),
+        let Some(container) = spec.containers.first() else {
+            return;
+        };
+        let files = match self.mounted_files(&spec, container) {
+            Ok(files) => files,
+            Err(message) => {
+                tracing::debug!(pod = %self.name, message, "volume not ready");
+                self.run = Run::Waiting {
+                    reason: "ContainerCreating",
+                    message: None,
+                };
+                return;
+            }
+        };
+        if self.ip.is_none() {
+            let n = self.ctx.next_ip.fetch_add(1, Ordering::SeqCst);
+            self.ip = Some(format!("10.88.{}.{}", (n / 250) % 256, n % 250 + 2));
+        }
+        let env = match self.resolve_env(container) {
+            Ok(env) => env,
+            Err(message) => {
+                self.run = Run::Waiting {
+                    reason: "CreateContainerConfigError",
+                    message: Some(message),
+                };
+                return;
+            }
+        };
+        if self.started_once {
+            self.restart_count += 1;
+        }
+        self.started_once = true;
+        let started_at = now();
+        let since = Instant::now();
+        if !env.contains_key(ENV_ADDRESS) {
+            self.run = Run::Running {
+                started_at,
+                since,
+                worker: None,
+                ready: true,
+            };
+            return;
+        }
+        let spawned = WorkerConfig::from_pod(&env, &files).and_then(|mut cfg| {
+            cfg.identity = format!("1@{}", self.name);
+            cfg.trusted_ca_pem = self.ctx.options.trusted_ca_pem.clone();
+            worker::spawn(cfg)
+        });
+        match spawned {
+            Ok(handle) => {
+                let state = handle.subscribe();
+                if let Ok(mut workers) = self.ctx.workers.lock() {
+                    workers.insert(
+                        self.uid.clone(),
+                        WorkerView {
+                            namespace: self.namespace.clone(),
+                            deployment: self.deployment.clone(),
+                            config: handle.config().clone(),
+                            state: state.clone(),
+                        },
+                    );
+                }
+                self.run = Run::Running {
+                    started_at,
+                    since,
+                    worker: Some(Box::new(RunningWorker {
+                        handle,
+                        state,
+                        spawned_at: SystemTime::now(),
+                        polled: None,
+                    })),
+                    ready: false,
+                };
+            }
+            // The worker process would exit at once complaining about its config.
             Err(e) => {
-                tracing::debug!(deployment = ?self.key, error = %format!("{e:#}"), "pod template cannot run a worker");
-                None
-            }
-        };
-
-        // Stop what is excess, cheapest loss first.
-        while pods.len() > want {
-            let ready = pods.iter().filter(|p| p.handle.is_running()).count();
-            let outdated = |p: &Pod| p.template != template;
-            let victim = pods
-                .iter()
-                .position(|p| outdated(p) && !p.handle.is_running())
-                .or_else(|| pods.iter().position(outdated).filter(|_| ready > want))
-                .or_else(|| {
-                    let updated = pods.iter().filter(|p| !outdated(p)).count();
-                    (updated > want).then(|| {
-                        pods.iter()
-                            .rposition(|p| !outdated(p) && !p.handle.is_running())
-                            .or_else(|| pods.iter().rposition(|p| !outdated(p)))
-                    })?
-                });
-            match victim {
-                Some(idx) => self.stop_one(pods, idx).await,
-                None => break,
+                self.run = Run::Running {
+                    started_at,
+                    since,
+                    worker: None,
+                    ready: false,
+                };
+                self.exited(1, "Error", Some(format!("{e:#}")));
             }
         }
-
-        if paused {
-            return Ok(());
-        }
-        let backing_off = self
-            .last_failure
-            .is_some_and(|t| t.elapsed() < RESTART_BACKOFF);
-        if let Some(cfg) = target.as_ref().filter(|_| !backing_off) {
-            let updated = pods.iter().filter(|p| p.template == template).count();
-            let mut to_start = want.saturating_sub(updated);
-            if pods.iter().any(|p| p.template != template) {
-                to_start = to_start.min((want + 1).saturating_sub(pods.len()));
-            }
-            for _ in 0..to_start {
-                self.next_seq += 1;
-                let name = self.key.1.as_str();
-                let identity = format!("{name}-{}-{}", &template[..10], self.next_seq);
-                let handle = worker::spawn(WorkerConfig {
-                    identity,
-                    ..cfg.clone()
-                })?;
-                pods.push(Pod {
-                    handle,
-                    template: template.clone(),
-                });
-            }
-        }
-        // Publish before reporting readiness, so a caller that saw the status sees these pods.
-        self.publish(pods);
-        self.write_status(obj, pods, &template, want).await
     }
 
-    /// The worker config a pod from this template would build from its env and mounted files.
-    /// Fails (so no pod starts) while a referenced Secret or ConfigMap is missing.
-    async fn worker_config(&self, obj: &Deployment) -> Result<WorkerConfig> {
-        let pod = obj
+    /// The container exited: back off and restart, or finish, as `restartPolicy` says.
+    fn exited(&mut self, exit_code: i32, reason: &str, message: Option<String>) {
+        let (started_at, since) = match &self.run {
+            Run::Running {
+                started_at, since, ..
+            } => (*started_at, *since),
+            _ => (now(), Instant::now()),
+        };
+        if let Ok(mut workers) = self.ctx.workers.lock() {
+            workers.remove(&self.uid);
+        }
+        let mut terminated = json!({
+            "exitCode": exit_code,
+            "reason": reason,
+            "startedAt": time(started_at),
+            "finishedAt": time(now()),
+            "containerID": self.container_id(),
+        });
+        if let Some(m) = message {
+            let mut m = m;
+            if m.len() > MAX_MESSAGE {
+                let mut cut = MAX_MESSAGE;
+                while !m.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                m.truncate(cut);
+            }
+            terminated["message"] = json!(m);
+        }
+        tracing::debug!(pod = %self.name, exit_code, reason, "container exited");
+        let policy = self
+            .pod
             .spec
             .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .context("Deployment has no pod template spec")?;
-        let container = pod
-            .containers
-            .first()
-            .context("pod template has no container")?;
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into());
+        let restart = policy == "Always" || (policy == "OnFailure" && exit_code != 0);
+        if !restart {
+            self.run = Run::Done {
+                terminated,
+                exit_code,
+            };
+            return;
+        }
+        if since.elapsed() >= BACKOFF_RESET {
+            self.backoff = BACKOFF_START;
+        }
+        let delay = self.backoff;
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+        self.last_terminated = Some(terminated);
+        let container = self.container_name();
+        self.run = Run::BackOff {
+            until: Instant::now() + delay,
+            message: format!(
+                "back-off {}s restarting failed container={container} pod={}_{}({})",
+                delay.as_secs(),
+                self.name,
+                self.namespace,
+                self.uid
+            ),
+        };
+    }
+
+    /// The Pod is being deleted: stop the worker, report the container terminated, and finish
+    /// the deletion.
+    async fn terminate(&mut self) {
+        let grace = self
+            .pod
+            .metadata
+            .deletion_grace_period_seconds
+            .or_else(|| {
+                self.pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.termination_grace_period_seconds)
+            })
+            .unwrap_or(30)
+            .clamp(1, 60);
+        let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(30));
+        if let Run::Running { started_at, .. } = &self.run {
+            let started_at = *started_at;
+            let clean = self.stop_worker(grace).await;
+            let exit_code = if clean { 0 } else { 137 };
+            let reason = if clean { "Completed" } else { "Error" };
+            self.run = Run::Done {
+                terminated: json!({
+                    "exitCode": exit_code,
+                    "reason": reason,
+                    "startedAt": time(started_at),
+                    "finishedAt": time(now()),
+                    "containerID": self.container_id(),
+                }),
+                exit_code,
+            };
+        } else if !matches!(self.run, Run::Done { .. }) {
+            self.run = Run::Done {
+                terminated: Value::Null,
+                exit_code: 0,
+            };
+        }
+        self.write_status().await;
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(self.uid.clone()),
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match self.pods().delete(&self.name, &dp).await {
+            Ok(_) => self.deleted = true,
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => self.deleted = true,
+            Err(e) => {
+                tracing::debug!(pod = %self.name, error = %e, "finishing the deletion (retrying)");
+                self.retry_write_at = Some(Instant::now() + WRITE_RETRY);
+            }
+        }
+    }
+
+    /// Stops the worker (if any) within `grace`; `true` if it ended cleanly or there was none.
+    async fn stop_worker(&mut self, grace: Duration) -> bool {
+        if let Ok(mut workers) = self.ctx.workers.lock() {
+            workers.remove(&self.uid);
+        }
+        let Run::Running { worker, .. } = &mut self.run else {
+            return true;
+        };
+        let Some(w) = worker.take() else {
+            return true;
+        };
+        w.handle.request_stop();
+        let mut state = w.state.clone();
+        let finished = tokio::time::timeout(grace, state.wait_for(WorkerState::is_finished))
+            .await
+            .map(|r| r.map(|s| s.clone()));
+        match finished {
+            Ok(Ok(WorkerState::Stopped)) => {
+                // Join the thread off the runtime; it is at its last statement.
+                let _ = w.handle.stop().await;
+                true
+            }
+            // Failed, vanished, or still running after the grace period (then left to end on
+            // its own: dropping the handle has asked it to stop).
+            _ => false,
+        }
+    }
+
+    async fn wait(&mut self) -> Wake {
+        let deadline = match (&self.run, self.retry_write_at) {
+            (Run::BackOff { until, .. }, Some(r)) => Some((*until).min(r)),
+            (Run::BackOff { until, .. }, None) => Some(*until),
+            (_, r) => r,
+        };
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => futures::future::pending().await,
+            }
+        };
+        let waiting_for_refs = matches!(self.run, Run::Waiting { .. }) && !self.deleted;
+        let refs = &mut self.refs;
+        let refs_changed = async {
+            if waiting_for_refs {
+                if refs.changed().await.is_err() {
+                    futures::future::pending::<()>().await;
+                }
+            } else {
+                futures::future::pending::<()>().await;
+            }
+        };
+        let (state, polled) = match &mut self.run {
+            Run::Running {
+                worker: Some(w), ..
+            } if !self.deleted => (Some(&mut w.state), w.polled.as_mut()),
+            _ => (None, None),
+        };
+        let worker_changed = async {
+            match state {
+                Some(s) => {
+                    if s.changed().await.is_err() {
+                        futures::future::pending::<()>().await;
+                    }
+                }
+                None => futures::future::pending().await,
+            }
+        };
+        let polled = async {
+            match polled {
+                // Ready, or the prober is gone (a later step re-registers).
+                Some(rx) => rx.await.is_ok(),
+                None => futures::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = self.rx.changed() => if changed.is_ok() { Wake::Pod } else { Wake::PodGone },
+            _ = self.shutdown.wait_for(|s| *s) => Wake::Shutdown,
+            _ = worker_changed => Wake::Other,
+            seen = polled => Wake::Polled(seen),
+            _ = refs_changed => Wake::Other,
+            _ = sleep => Wake::Other,
+        }
+    }
+
+    fn container_name(&self) -> String {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .map(|c| c.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn container_id(&self) -> String {
+        format!("twc-standin://{}-{}", self.uid, self.restart_count)
+    }
+
+    /// The status a kubelet would report now.
+    fn render(&mut self) -> Value {
+        let spec = self.pod.spec.clone().unwrap_or_default();
+        let main_ready = matches!(self.run, Run::Running { ready: true, .. });
+        if main_ready != self.ready {
+            self.ready = main_ready;
+            self.ready_changed = now();
+        }
+        let started = self.started_once;
+        let sandbox = self.ip.is_some();
+        let (main_state, main_started) = match &self.run {
+            Run::Waiting { reason, message } => {
+                let mut w = json!({"reason": reason});
+                if let Some(m) = message {
+                    w["message"] = json!(m);
+                }
+                (json!({"waiting": w}), false)
+            }
+            Run::BackOff { message, .. } => (
+                json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}}),
+                false,
+            ),
+            Run::Running { started_at, .. } => {
+                (json!({"running": {"startedAt": time(*started_at)}}), true)
+            }
+            Run::Done { terminated, .. } if terminated.is_null() => {
+                (json!({"waiting": {"reason": "ContainerCreating"}}), false)
+            }
+            Run::Done { terminated, .. } => (json!({"terminated": terminated}), false),
+        };
+        let done = matches!(self.run, Run::Done { .. });
+        let mut statuses = Vec::new();
+        for (i, c) in spec.containers.iter().enumerate() {
+            let mut s = json!({
+                "name": c.name,
+                "image": c.image.clone().unwrap_or_default(),
+                "imageID": "",
+                "restartCount": 0,
+                "lastState": {},
+            });
+            if i == 0 {
+                s["state"] = main_state.clone();
+                s["ready"] = json!(main_ready);
+                s["started"] = json!(main_started);
+                s["restartCount"] = json!(self.restart_count);
+                if let Some(t) = &self.last_terminated {
+                    s["lastState"] = json!({"terminated": t});
+                }
+                if main_started || done {
+                    s["containerID"] = json!(self.container_id());
+                    s["imageID"] = json!(c.image.clone().unwrap_or_default());
+                }
+            } else if started && !done {
+                // Sidecars are not run; they are reported as running since the first start.
+                s["state"] = json!({"running": {"startedAt": time(self.start_time)}});
+                s["ready"] = json!(true);
+                s["started"] = json!(true);
+            } else {
+                s["state"] = json!({"waiting": {"reason": "PodInitializing"}});
+                s["ready"] = json!(false);
+                s["started"] = json!(false);
+            }
+            statuses.push(s);
+        }
+        let init_statuses: Vec<Value> = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| {
+                json!({
+                    "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "ready": true, "started": false, "restartCount": 0, "lastState": {},
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                              "startedAt": time(self.start_time), "finishedAt": time(self.start_time)}},
+                })
+            })
+            .collect();
+        let phase = match &self.run {
+            Run::Done { exit_code: 0, .. } => "Succeeded",
+            Run::Done { .. } => "Failed",
+            _ if started => "Running",
+            _ => "Pending",
+        };
+        let unready = format!(
+            "containers with unready status: [{}]",
+            self.container_name()
+        );
+        let ready_cond = |type_: &str| {
+            let mut c = json!({
+                "type": type_,
+                "status": if main_ready { "True" } else { "False" },
+                "lastProbeTime": null,
+                "lastTransitionTime": time(self.ready_changed),
+            });
+            if !main_ready {
+                c["reason"] = json!(if done {
+                    "PodCompleted"
+                } else {
+                    "ContainersNotReady"
+                });
+                c["message"] = json!(unready);
+            }
+            c
+        };
+        let mut conditions = vec![
+            json!({"type": "Initialized", "status": "True", "lastProbeTime": null,
+                   "lastTransitionTime": time(self.start_time)}),
+            ready_cond("Ready"),
+            ready_cond("ContainersReady"),
+        ];
+        if sandbox {
+            conditions.push(json!({"type": "PodReadyToStartContainers",
+                "status": if done { "False" } else { "True" }, "lastProbeTime": null,
+                "lastTransitionTime": time(self.start_time)}));
+        }
+        let mut status = json!({
+            "phase": phase,
+            "conditions": conditions,
+            "hostIP": "127.0.0.1",
+            "hostIPs": [{"ip": "127.0.0.1"}],
+            "startTime": time(self.start_time),
+            "containerStatuses": statuses,
+        });
+        if !init_statuses.is_empty() {
+            status["initContainerStatuses"] = json!(init_statuses);
+        }
+        if let Some(ip) = &self.ip {
+            status["podIP"] = json!(ip);
+            status["podIPs"] = json!([{"ip": ip}]);
+        }
+        status
+    }
+
+    /// `PATCH pods/<name>/status` (strategic merge) when the rendered status changed.
+    async fn write_status(&mut self) {
+        if self.deleted || self.inert {
+            return;
+        }
+        let status = self.render();
+        if self.last_written.as_ref() == Some(&status) {
+            return;
+        }
+        let patch = json!({"status": status});
+        match self
+            .pods()
+            .patch_status(&self.name, &params(), &Patch::Strategic(&patch))
+            .await
+        {
+            Ok(_) => {
+                self.last_written = Some(status);
+                self.retry_write_at = None;
+            }
+            Err(e) if is_status(&e, 404) => self.last_written = Some(status),
+            Err(e) => {
+                tracing::debug!(pod = %self.name, error = %e, "writing pod status (retrying)");
+                self.retry_write_at = Some(Instant::now() + WRITE_RETRY);
+            }
+        }
+    }
+
+    // --- what the container sees ------------------------------------------------------------
+
+    fn secret(&self, name: &str) -> Option<Arc<Secret>> {
+        self.ctx
+            .secrets
+            .get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    fn config_map(&self, name: &str) -> Option<Arc<ConfigMap>> {
+        self.ctx
+            .config_maps
+            .get(&ObjectRef::new(name).within(&self.namespace))
+    }
+
+    /// The container's environment. `Err`: the kubelet's `CreateContainerConfigError` message.
+    fn resolve_env(&self, container: &Container) -> Result<BTreeMap<String, String>, String> {
+        let ns = &self.namespace;
         let mut env = BTreeMap::new();
+        for from in container.env_from.iter().flatten() {
+            let prefix = from.prefix.clone().unwrap_or_default();
+            if let Some(r) = &from.secret_ref {
+                match self.secret(&r.name) {
+                    Some(s) => {
+                        for (k, v) in secret_data(&s) {
+                            env.insert(
+                                format!("{prefix}{k}"),
+                                String::from_utf8_lossy(&v).into_owned(),
+                            );
+                        }
+                    }
+                    None if r.optional == Some(true) => {}
+                    None => return Err(format!("secret \"{}\" not found", r.name)),
+                }
+            }
+            if let Some(r) = &from.config_map_ref {
+                match self.config_map(&r.name) {
+                    Some(cm) => {
+                        for (k, v) in cm.data.iter().flatten() {
+                            env.insert(format!("{prefix}{k}"), v.clone());
+                        }
+                    }
+                    None if r.optional == Some(true) => {}
+                    None => return Err(format!("configmap \"{}\" not found", r.name)),
+                }
+            }
+        }
         for var in container.env.iter().flatten() {
-            if let Some(value) = self.env_value(var).await? {
+            if let Some(value) = self.env_value(var, &env, ns)? {
                 env.insert(var.name.clone(), value);
             }
         }
-        let files = self.mounted_files(pod, container).await?;
-        let mut cfg = WorkerConfig::from_pod(&env, &files)?;
-        cfg.trusted_ca_pem = self.options.trusted_ca_pem.clone();
-        Ok(cfg)
+        Ok(env)
     }
 
-    /// `Ok(None)`: no value (an `optional` reference to something missing, or an unsupported
-    /// source). `Err`: a required Secret/ConfigMap or key is missing, or the API failed.
-    async fn env_value(&self, var: &EnvVar) -> Result<Option<String>> {
-        if let Some(v) = &var.value {
-            return Ok(Some(v.clone()));
-        }
+    fn env_value(
+        &self,
+        var: &EnvVar,
+        env: &BTreeMap<String, String>,
+        ns: &str,
+    ) -> Result<Option<String>, String> {
         let Some(from) = var.value_from.as_ref() else {
-            return Ok(None);
+            return Ok(Some(expand(var.value.as_deref().unwrap_or_default(), env)));
         };
-        let ns = &self.key.0;
         if let Some(sel) = &from.secret_key_ref {
-            let optional = sel.optional.unwrap_or(false);
-            let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
-                .get_opt(&sel.name)
-                .await
-                .with_context(|| format!("reading Secret {ns}/{}", sel.name))?;
-            let bytes = secret_data(secret.as_ref()).remove(&sel.key);
-            return match bytes {
-                Some(bytes) => String::from_utf8(bytes)
-                    .map(Some)
-                    .with_context(|| format!("env {}: Secret key is not UTF-8", var.name)),
+            let optional = sel.optional == Some(true);
+            return match self.secret(&sel.name) {
                 None if optional => Ok(None),
-                None => anyhow::bail!(
-                    "env {}: key {:?} of Secret {ns}/{} not found",
-                    var.name,
-                    sel.key,
-                    sel.name
-                ),
+                None => Err(format!("secret \"{}\" not found", sel.name)),
+                Some(s) => match secret_data(&s).remove(&sel.key) {
+                    Some(v) => Ok(Some(String::from_utf8_lossy(&v).into_owned())),
+                    None if optional => Ok(None),
+                    None => Err(format!(
+                        "couldn't find key {} in Secret {ns}/{}",
+                        sel.key, sel.name
+                    )),
+                },
             };
         }
         if let Some(sel) = &from.config_map_key_ref {
-            let optional = sel.optional.unwrap_or(false);
-            let cm = Api::<ConfigMap>::namespaced(self.client.clone(), ns)
-                .get_opt(&sel.name)
-                .await
-                .with_context(|| format!("reading ConfigMap {ns}/{}", sel.name))?;
-            let value = cm.and_then(|cm| cm.data?.get(&sel.key).cloned());
-            return match value {
-                Some(v) => Ok(Some(v)),
+            let optional = sel.optional == Some(true);
+            return match self.config_map(&sel.name) {
                 None if optional => Ok(None),
-                None => anyhow::bail!(
-                    "env {}: key {:?} of ConfigMap {ns}/{} not found",
-                    var.name,
-                    sel.key,
-                    sel.name
-                ),
+                None => Err(format!("configmap \"{}\" not found", sel.name)),
+                Some(cm) => match cm.data.as_ref().and_then(|d| d.get(&sel.key)) {
+                    Some(v) => Ok(Some(v.clone())),
+                    None if optional => Ok(None),
+                    None => Err(format!(
+                        "couldn't find key {} in ConfigMap {ns}/{}",
+                        sel.key, sel.name
+                    )),
+                },
             };
         }
+        if let Some(f) = &from.field_ref {
+            return Ok(Some(self.field(&f.field_path)));
+        }
+        // resourceFieldRef is not supported.
         Ok(None)
     }
 
-    /// Files the container would see from its `secret` volume mounts: absolute path → bytes.
-    /// Other volume types are ignored.
-    async fn mounted_files(
+    /// The downward API's `fieldRef`.
+    fn field(&self, path: &str) -> String {
+        let meta = &self.pod.metadata;
+        let spec = self.pod.spec.as_ref();
+        let keyed = |prefix: &str, map: Option<&BTreeMap<String, String>>| {
+            path.strip_prefix(prefix)
+                .and_then(|r| r.strip_suffix("']"))
+                .and_then(|k| map?.get(k).cloned())
+                .unwrap_or_default()
+        };
+        match path {
+            "metadata.name" => self.name.clone(),
+            "metadata.namespace" => self.namespace.clone(),
+            "metadata.uid" => self.uid.clone(),
+            "spec.nodeName" => self.ctx.node.clone(),
+            "spec.serviceAccountName" => spec
+                .and_then(|s| s.service_account_name.clone())
+                .unwrap_or_default(),
+            "status.podIP" | "status.podIPs" => self.ip.clone().unwrap_or_default(),
+            "status.hostIP" | "status.hostIPs" => "127.0.0.1".into(),
+            p if p.starts_with("metadata.labels['") => {
+                keyed("metadata.labels['", meta.labels.as_ref())
+            }
+            p if p.starts_with("metadata.annotations['") => {
+                keyed("metadata.annotations['", meta.annotations.as_ref())
+            }
+            _ => String::new(),
+        }
+    }
+
+    /// Files the container sees from its `secret` and `configMap` volume mounts: absolute
+    /// path → bytes. `Err`: why the volume cannot be set up (`ContainerCreating`).
+    fn mounted_files(
         &self,
-        pod: &PodSpec,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
         container: &Container,
-    ) -> Result<BTreeMap<String, Vec<u8>>> {
-        let ns = &self.key.0;
+    ) -> Result<BTreeMap<String, Vec<u8>>, String> {
         let mut files = BTreeMap::new();
         for mount in container.volume_mounts.iter().flatten() {
-            let volume = pod
-                .volumes
-                .iter()
-                .flatten()
-                .find(|v| v.name == mount.name)
-                .with_context(|| format!("volumeMount {:?} names no volume", mount.name))?;
-            let Some(source) = &volume.secret else {
+            let Some(volume) = spec.volumes.iter().flatten().find(|v| v.name == mount.name) else {
                 continue;
             };
-            let optional = source.optional.unwrap_or(false);
-            let name = source
-                .secret_name
-                .as_deref()
-                .filter(|n| !n.is_empty())
-                .with_context(|| format!("secret volume {:?} has no secretName", volume.name))?;
-            let secret = Api::<Secret>::namespaced(self.client.clone(), ns)
-                .get_opt(name)
-                .await
-                .with_context(|| format!("reading Secret {ns}/{name}"))?;
-            if secret.is_none() && !optional {
-                anyhow::bail!("Secret {ns}/{name} of volume {:?} not found", volume.name);
-            }
-            let mut data = secret_data(secret.as_ref());
-            // Relative path inside the volume → contents.
-            let mut projected = BTreeMap::new();
-            match source.items.as_ref().filter(|i| !i.is_empty()) {
+            let (data, items, optional, kind, name) = if let Some(s) = &volume.secret {
+                let name = s.secret_name.clone().unwrap_or_default();
+                let data = self.secret(&name).map(|s| secret_data(&s));
+                (
+                    data,
+                    s.items.clone(),
+                    s.optional == Some(true),
+                    "secret",
+                    name,
+                )
+            } else if let Some(c) = &volume.config_map {
+                let name = c.name.clone();
+                let data = self.config_map(&name).map(|cm| {
+                    let mut d: BTreeMap<String, Vec<u8>> = cm
+                        .data
+                        .iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                        .collect();
+                    for (k, v) in cm.binary_data.iter().flatten() {
+                        d.insert(k.clone(), v.0.clone());
+                    }
+                    d
+                });
+                (
+                    data,
+                    c.items.clone(),
+                    c.optional == Some(true),
+                    "configmap",
+                    name,
+                )
+            } else {
+                // Not mounted: projected tokens, emptyDir, hostPath, …
+                continue;
+            };
+            let setup_failed = |why: String| {
+                format!(
+                    "MountVolume.SetUp failed for volume {:?} : {why}",
+                    volume.name
+                )
+            };
+            let mut data = match data {
+                Some(d) => d,
+                None if optional => BTreeMap::new(),
+                None => return Err(setup_failed(format!("{kind} \"{name}\" not found"))),
+            };
+            let projected = match items.filter(|i| !i.is_empty()) {
+                None => data,
                 Some(items) => {
+                    let mut p = BTreeMap::new();
                     for item in items {
                         match data.remove(&item.key) {
                             Some(bytes) => {
-                                projected.insert(item.path.clone(), bytes);
+                                p.insert(item.path.clone(), bytes);
                             }
                             None if optional => {}
-                            None => anyhow::bail!(
-                                "volume {:?}: key {:?} of Secret {ns}/{name} not found",
-                                volume.name,
-                                item.key
-                            ),
+                            None => {
+                                return Err(setup_failed(format!(
+                                    "references non-existent {kind} key: {}",
+                                    item.key
+                                )));
+                            }
                         }
                     }
+                    p
                 }
-                None => projected = data,
-            }
+            };
             let mount_path = mount.mount_path.trim_end_matches('/');
             match mount.sub_path.as_deref().filter(|p| !p.is_empty()) {
-                // A subPath mount shows one entry of the volume at mountPath itself.
                 Some(sub) => {
-                    let bytes = projected.remove(sub.trim_matches('/')).with_context(|| {
-                        format!("volume {:?} has no subPath {sub:?}", volume.name)
-                    })?;
-                    files.insert(mount_path.to_string(), bytes);
+                    if let Some(bytes) = projected.get(sub.trim_matches('/')) {
+                        files.insert(mount_path.to_string(), bytes.clone());
+                    }
                 }
                 None => {
                     for (rel, bytes) in projected {
@@ -586,116 +1460,250 @@ impl ActorCtx {
         }
         Ok(files)
     }
-
-    /// Writes replica counts and `Available` through `/status`, only when they differ from what
-    /// the object already says (our own write comes back as a watch event).
-    async fn write_status(
-        &self,
-        obj: &Deployment,
-        pods: &[Pod],
-        template: &str,
-        want: usize,
-    ) -> Result<()> {
-        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
-        let ready = pods.iter().filter(|p| p.handle.is_running()).count();
-        let updated = pods.iter().filter(|p| p.template == template).count();
-        let available = ready >= want;
-        let unavailable = want.saturating_sub(ready);
-        let generation = obj.metadata.generation;
-
-        let current = obj.status.clone().unwrap_or_default();
-        let mut conditions = current.conditions.clone().unwrap_or_default();
-        let status_str = if available { "True" } else { "False" };
-        let old = conditions.iter().position(|c| c.type_ == "Available");
-        let unchanged_condition = old.is_some_and(|i| conditions[i].status == status_str);
-        // A real API server drops zero counts (omitempty), so absent means 0 here; otherwise
-        // every write would look different from what we read back and loop.
-        let n = |v: Option<i32>| v.unwrap_or(0);
-        let same = current.observed_generation == generation
-            && n(current.replicas) == count(pods.len())
-            && n(current.updated_replicas) == count(updated)
-            && n(current.ready_replicas) == count(ready)
-            && n(current.available_replicas) == count(ready)
-            && n(current.unavailable_replicas) == count(unavailable)
-            && unchanged_condition;
-        if same {
-            return Ok(());
-        }
-        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now_seconds());
-        let (reason, message) = if available {
-            (
-                "MinimumReplicasAvailable",
-                "Deployment has minimum availability.",
-            )
-        } else {
-            (
-                "MinimumReplicasUnavailable",
-                "Deployment does not have minimum availability.",
-            )
-        };
-        let condition = DeploymentCondition {
-            type_: "Available".into(),
-            status: status_str.into(),
-            reason: Some(reason.into()),
-            message: Some(message.into()),
-            last_update_time: Some(now.clone()),
-            // Only a flip moves lastTransitionTime.
-            last_transition_time: match old {
-                Some(i) if unchanged_condition => conditions[i].last_transition_time.clone(),
-                _ => Some(now),
-            },
-        };
-        match old {
-            Some(i) => conditions[i] = condition,
-            None => conditions.push(condition),
-        }
-        let patch = json!({"status": {
-            "observedGeneration": generation,
-            "replicas": count(pods.len()),
-            "updatedReplicas": count(updated),
-            "readyReplicas": count(ready),
-            "availableReplicas": count(ready),
-            "unavailableReplicas": if unavailable > 0 { json!(count(unavailable)) } else { json!(null) },
-            "conditions": conditions,
-        }});
-        let (ns, name) = &self.key;
-        Api::<Deployment>::namespaced(self.client.clone(), ns)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .with_context(|| format!("writing status of Deployment {ns}/{name}"))?;
-        Ok(())
-    }
 }
 
-/// A Secret's `data` (plus `stringData`, in case the API server did not fold it), or nothing.
-fn secret_data(secret: Option<&Secret>) -> BTreeMap<String, Vec<u8>> {
-    let Some(secret) = secret else {
-        return BTreeMap::new();
-    };
+/// A Secret's `data` (plus `stringData`, which the API server normally folds into `data`).
+fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
     let mut data: BTreeMap<String, Vec<u8>> = secret
         .data
         .iter()
         .flatten()
         .map(|(k, v)| (k.clone(), v.0.clone()))
         .collect();
-    // Like the API server: stringData wins over data.
     for (k, v) in secret.string_data.iter().flatten() {
         data.insert(k.clone(), v.clone().into_bytes());
     }
     data
 }
 
-/// Like the pod-template-hash of a ReplicaSet: any template change makes existing pods outdated.
-fn template_hash(obj: &Deployment) -> String {
-    let template = obj
-        .spec
-        .as_ref()
-        .map(|s| serde_json::to_string(&s.template).unwrap_or_default())
-        .unwrap_or_default();
-    hex::encode(Sha256::digest(template.as_bytes()))
+/// Kubernetes' `$(VAR)` expansion of env values: known names are replaced, `$$` is a literal
+/// `$`, anything else is kept as written.
+fn expand(value: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 1..];
+        if let Some(after) = tail.strip_prefix('$') {
+            out.push('$');
+            rest = after;
+        } else if let Some(inner) = tail.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+            && let Some(v) = env.get(&inner[..end])
+        {
+            out.push_str(v);
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
-fn now_seconds() -> jiff::Timestamp {
-    let now = jiff::Timestamp::now();
-    jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
+// ---------------------------------------------------------------------------------------------
+// Readiness: has the worker polled?
+
+/// Connection, Temporal namespace and task queue: one `DescribeTaskQueue` answers for every
+/// waiting worker on it.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ProbeTarget {
+    /// The worker's connection settings (identity and the non-connection fields blanked).
+    connection: WorkerConfig,
+    namespace: String,
+    task_queue: String,
+}
+
+struct Waiter {
+    identity: String,
+    deployment: String,
+    build_id: String,
+    since: SystemTime,
+    ready: oneshot::Sender<()>,
+}
+
+#[derive(Default)]
+struct Prober {
+    pending: Mutex<HashMap<ProbeTarget, Vec<Waiter>>>,
+    wake: Notify,
+}
+
+impl Prober {
+    /// `ready` fires once Temporal lists `cfg.identity` as a poller of `cfg`'s version that
+    /// polled after `since`.
+    fn register(&self, cfg: &WorkerConfig, since: SystemTime, ready: oneshot::Sender<()>) {
+        let target = ProbeTarget {
+            connection: WorkerConfig {
+                identity: MANAGER.into(),
+                namespace: String::new(),
+                deployment_name: String::new(),
+                build_id: String::new(),
+                task_queue: String::new(),
+                ..cfg.clone()
+            },
+            namespace: cfg.namespace.clone(),
+            task_queue: cfg.task_queue.clone(),
+        };
+        let waiter = Waiter {
+            identity: cfg.identity.clone(),
+            deployment: cfg.deployment_name.clone(),
+            build_id: cfg.build_id.clone(),
+            since,
+            ready,
+        };
+        if let Ok(mut p) = self.pending.lock() {
+            p.entry(target).or_default().push(waiter);
+        }
+        self.wake.notify_one();
+    }
+
+    async fn run(self: Arc<Self>) {
+        let mut connections: HashMap<WorkerConfig, Connection> = HashMap::new();
+        loop {
+            let targets: Vec<ProbeTarget> = match self.pending.lock() {
+                Ok(mut p) => {
+                    p.retain(|_, ws| {
+                        ws.retain(|w| !w.ready.is_closed());
+                        !ws.is_empty()
+                    });
+                    p.keys().cloned().collect()
+                }
+                Err(_) => return,
+            };
+            if targets.is_empty() {
+                self.wake.notified().await;
+                continue;
+            }
+            let mut calls = Vec::new();
+            for target in targets {
+                let conn = match connections.get(&target.connection) {
+                    Some(c) => c.clone(),
+                    None => match connect(&target.connection).await {
+                        Ok(c) => {
+                            connections.insert(target.connection.clone(), c.clone());
+                            c
+                        }
+                        Err(e) => {
+                            tracing::debug!(address = %target.connection.address, error = %format!("{e:#}"), "readiness prober cannot connect");
+                            continue;
+                        }
+                    },
+                };
+                calls.push(async move {
+                    let pollers = describe(conn, &target.namespace, &target.task_queue).await;
+                    (target, pollers)
+                });
+            }
+            for (target, pollers) in futures::future::join_all(calls).await {
+                let pollers = match pollers {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::debug!(task_queue = %target.task_queue, error = %format!("{e:#}"), "readiness probe failed");
+                        connections.remove(&target.connection);
+                        continue;
+                    }
+                };
+                let Ok(mut pending) = self.pending.lock() else {
+                    return;
+                };
+                let Some(waiters) = pending.remove(&target) else {
+                    continue;
+                };
+                let mut left = Vec::new();
+                for w in waiters {
+                    let seen = pollers.iter().any(|p| {
+                        p.identity == w.identity
+                            && p.deployment == w.deployment
+                            && p.build_id == w.build_id
+                            && p.last_access >= w.since
+                    });
+                    if seen {
+                        let _ = w.ready.send(());
+                    } else {
+                        left.push(w);
+                    }
+                }
+                if !left.is_empty() {
+                    pending.entry(target).or_default().extend(left);
+                }
+            }
+            tokio::time::sleep(PROBE_INTERVAL).await;
+        }
+    }
+}
+
+struct Poller {
+    identity: String,
+    deployment: String,
+    build_id: String,
+    last_access: SystemTime,
+}
+
+async fn connect(cfg: &WorkerConfig) -> Result<Connection> {
+    let opts = cfg.connection_options()?;
+    tokio::time::timeout(PROBE_CALL_DEADLINE, Connection::connect(opts))
+        .await
+        .context("connecting timed out")?
+        .context("connecting")
+}
+
+/// Workflow-task pollers of a task queue, as Temporal lists them.
+async fn describe(mut conn: Connection, namespace: &str, task_queue: &str) -> Result<Vec<Poller>> {
+    let req = DescribeTaskQueueRequest {
+        namespace: namespace.into(),
+        task_queue: Some(TaskQueue {
+            name: task_queue.into(),
+            ..Default::default()
+        }),
+        task_queue_type: TaskQueueType::Workflow as i32,
+        ..Default::default()
+    };
+    let resp = tokio::time::timeout(
+        PROBE_CALL_DEADLINE,
+        conn.describe_task_queue(Request::new(req)),
+    )
+    .await
+    .context("DescribeTaskQueue timed out")??
+    .into_inner();
+    Ok(resp
+        .pollers
+        .into_iter()
+        .map(|p| {
+            let last_access = p
+                .last_access_time
+                .and_then(|t| {
+                    let secs = u64::try_from(t.seconds).ok()?;
+                    let nanos = u32::try_from(t.nanos).ok()?;
+                    Some(SystemTime::UNIX_EPOCH + Duration::new(secs, nanos))
+                })
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            let (deployment, build_id) = p
+                .deployment_options
+                .map(|o| (o.deployment_name, o.build_id))
+                .unwrap_or_default();
+            Poller {
+                identity: p.identity,
+                deployment,
+                build_id,
+                last_access,
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expand;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn env_expansion_follows_kubernetes() {
+        let env: BTreeMap<String, String> = [("A".to_string(), "x".to_string())].into();
+        assert_eq!(expand("$(A)/b", &env), "x/b");
+        assert_eq!(expand("$$(A)", &env), "$(A)");
+        assert_eq!(expand("$(B)", &env), "$(B)");
+        assert_eq!(expand("a$", &env), "a$");
+        assert_eq!(expand("$(A", &env), "$(A");
+    }
 }

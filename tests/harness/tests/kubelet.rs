@@ -1,18 +1,27 @@
-//! The kubelet stand-in runs real workers for versioned Deployments in the emulator, reports
-//! readiness through `/status`, rolls workers on a template change and stops them on scale-down,
-//! pause and deletion.
+//! The pod-level kubelet stand-in on the real control plane: kube-controller-manager turns
+//! Deployments into ReplicaSets and Pods, the stand-in binds the Pods to its Node, runs one real
+//! Temporal worker per Pod and reports the Pods Ready only once their workers poll; Deployment
+//! status (availability, rollouts) comes from kube-controller-manager.
+//!
+//! One control plane, one dev server and one stand-in (on a background runtime, so it outlives
+//! each test's runtime) per test binary; each test uses its own Kubernetes namespace.
 
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Result, bail};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube_emulator::{DeploymentMode, Emulator, EmulatorOptions};
-use serde_json::json;
-use test_harness::kubelet::Kubelet;
-use test_harness::{observe, temporal_server};
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use test_harness::kubelet::{Kubelet, KubeletOptions};
+use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
+use test_harness::{control_plane, observe, temporal_server};
+use tokio::sync::OnceCell;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -24,311 +33,767 @@ fn unique(prefix: &str) -> String {
     )
 }
 
-const DEADLINE: Duration = Duration::from_secs(60);
+/// Generous: every test of this binary runs at once on a 2-core machine.
+const DEADLINE: Duration = Duration::from_secs(120);
 
-fn deployment(
-    name: &str,
-    build_id: &str,
-    replicas: i32,
-    env: serde_json::Value,
-) -> Result<Deployment> {
-    Ok(serde_json::from_value(json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "labels": {"temporal.io/build-id": build_id}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name, "temporal.io/build-id": build_id}},
-            "template": {
-                "metadata": {"labels": {"app": name, "temporal.io/build-id": build_id}},
-                "spec": {"containers": [{"name": "worker", "image": "registry.example/worker:1", "env": env}]}
-            }
-        }
-    }))?)
+/// The stand-in and the TLS proxy live here so that they outlive each `#[tokio::test]` runtime.
+static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("kubelet-test-infra")
+        .build()
+        .expect("infra runtime")
+});
+
+struct World {
+    kubelet: Kubelet,
+    temporal_ns: String,
+    temporal_address: String,
+    pki: TestPki,
+    mtls: GrpcTlsProxy,
 }
 
-fn worker_env(
-    address: &str,
-    ns: &str,
-    deployment: &str,
-    build_id: &str,
-    tq: &str,
-) -> serde_json::Value {
+static WORLD: OnceCell<World> = OnceCell::const_new();
+
+async fn world() -> &'static World {
+    WORLD
+        .get_or_init(|| async {
+            RT.spawn(start_world())
+                .await
+                .expect("infra task")
+                .expect("start the control plane, dev server and kubelet stand-in")
+        })
+        .await
+}
+
+async fn start_world() -> Result<World> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let t = Instant::now();
+    let (plane, server) = tokio::join!(control_plane::shared(), temporal_server::shared());
+    let (plane, server) = (plane?, server?);
+    eprintln!("control plane and dev server up after {:?}", t.elapsed());
+    let temporal_ns = unique("kubelet");
+    server.create_namespace(&temporal_ns).await?;
+    let pki = TestPki::generate()?;
+    let upstream: SocketAddr = server.address().parse()?;
+    let mtls = GrpcTlsProxy::start(upstream, &pki, ProxyAuth::ClientCert).await?;
+    let kubelet = Kubelet::start_with(
+        plane.client().await?,
+        KubeletOptions {
+            trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+        },
+    )
+    .await?;
+    eprintln!("world ready after {:?}", t.elapsed());
+    Ok(World {
+        kubelet,
+        temporal_ns,
+        temporal_address: server.address(),
+        pki,
+        mtls,
+    })
+}
+
+/// A fresh namespace and a client on the calling test's runtime.
+async fn namespace(prefix: &str) -> Result<(kube::Client, String)> {
+    let client = control_plane::shared().await?.client().await?;
+    let ns = unique(prefix);
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    Ok((client, ns))
+}
+
+fn worker_env(w: &World, address: &str, deployment: &str, build: &str, tq: &str) -> Value {
     json!([
         {"name": "TEMPORAL_ADDRESS", "value": address},
-        {"name": "TEMPORAL_NAMESPACE", "value": ns},
+        {"name": "TEMPORAL_NAMESPACE", "value": w.temporal_ns},
         {"name": "TEMPORAL_DEPLOYMENT_NAME", "value": deployment},
-        {"name": "TEMPORAL_WORKER_BUILD_ID", "value": build_id},
+        {"name": "TEMPORAL_WORKER_BUILD_ID", "value": build},
         {"name": "TEMPORAL_TASK_QUEUE", "value": tq},
     ])
 }
 
-/// Polls until `pred` holds for the Deployment and the kubelet; the last object is in the error.
-async fn wait_until(
-    api: &Api<Deployment>,
-    name: &str,
-    what: &str,
-    mut pred: impl FnMut(&Deployment) -> bool,
-) -> Result<Deployment> {
-    let start = Instant::now();
-    loop {
-        let d = api.get(name).await?;
-        if pred(&d) {
-            return Ok(d);
+/// Deployment `name` (label `app=name`) whose one container has `container` merged in.
+fn deployment(name: &str, replicas: i32, container: Value, pod_spec: Value) -> Result<Deployment> {
+    let mut c = json!({"name": "worker", "image": "registry.example/worker:1"});
+    merge(&mut c, container);
+    let mut spec = json!({"containers": [c], "terminationGracePeriodSeconds": 5});
+    merge(&mut spec, pod_spec);
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
         }
-        if start.elapsed() > DEADLINE {
-            bail!("timed out waiting for {what}; status: {:?}", d.status);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    }))?)
+}
+
+fn merge(into: &mut Value, from: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
     }
 }
 
-fn ready(d: &Deployment) -> i32 {
-    d.status
-        .as_ref()
-        .and_then(|s| s.ready_replicas)
-        .unwrap_or(0)
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = f().await? {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {DEADLINE:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
-fn updated(d: &Deployment) -> i32 {
-    d.status
-        .as_ref()
-        .and_then(|s| s.updated_replicas)
-        .unwrap_or(0)
+async fn pods_of(pods: &Api<Pod>, app: &str) -> Result<Vec<Pod>> {
+    let mut list = pods
+        .list(&ListParams::default().labels(&format!("app={app}")))
+        .await?
+        .items;
+    list.sort_by_key(|p| p.metadata.name.clone());
+    Ok(list)
 }
 
-fn observed_current(d: &Deployment) -> bool {
-    d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation
+fn name(p: &Pod) -> String {
+    p.metadata.name.clone().unwrap_or_default()
 }
 
-fn available(d: &Deployment) -> Option<(String, String)> {
-    let c = d
-        .status
+fn condition<'a>(p: &'a Pod, type_: &str) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    p.status
         .as_ref()?
         .conditions
         .as_ref()?
         .iter()
-        .find(|c| c.type_ == "Available")?;
-    Some((
-        c.status.clone(),
-        c.last_transition_time
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default(),
-    ))
+        .find(|c| c.type_ == type_)
+}
+
+fn is_ready(p: &Pod) -> bool {
+    condition(p, "Ready").is_some_and(|c| c.status == "True")
+}
+
+fn main_status(p: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
+    p.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+fn waiting_reason(p: &Pod) -> Option<String> {
+    main_status(p)?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .clone()
+}
+
+fn phase(p: &Pod) -> String {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
+}
+
+fn available(d: &Deployment) -> i32 {
+    d.status
+        .as_ref()
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+}
+
+/// kube-controller-manager reports `replicas` available, all updated, for the current spec.
+async fn wait_available(deployments: &Api<Deployment>, name: &str, replicas: i32) -> Result<()> {
+    eventually(&format!("{name}: {replicas} available"), || async {
+        let d = deployments.get(name).await?;
+        let s = d.status.clone().unwrap_or_default();
+        let done = s.observed_generation == d.metadata.generation
+            && s.replicas.unwrap_or(0) == replicas
+            && s.updated_replicas.unwrap_or(0) == replicas
+            && s.available_replicas.unwrap_or(0) == replicas;
+        Ok(done.then_some(()))
+    })
+    .await
+}
+
+/// Pods of `app` that Temporal lists as pollers right when they are first seen Ready: a Pod is
+/// never Ready before its worker has polled.
+async fn check_ready_pods_poll(
+    w: &World,
+    pods: &[Pod],
+    seen: &mut BTreeSet<String>,
+    tq: &str,
+    deployment: &str,
+    build: &str,
+) -> Result<()> {
+    let fresh: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| is_ready(p) && !seen.contains(&name(p)))
+        .collect();
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let conn = temporal_server::shared()
+        .await?
+        .connect("kubelet-test")
+        .await?;
+    let pollers = observe::workflow_pollers(&conn, &w.temporal_ns, tq).await?;
+    for p in fresh {
+        let identity = format!("1@{}", name(p));
+        let started: SystemTime = main_status(p)
+            .and_then(|s| s.state.as_ref()?.running.as_ref()?.started_at.clone())
+            .map(|t| SystemTime::UNIX_EPOCH + Duration::from_secs(t.0.as_second().unsigned_abs()))
+            .context("a Ready pod has a running container")?;
+        let polled = pollers.iter().any(|q| {
+            q.identity == identity
+                && q.deployment_options
+                    .as_ref()
+                    .is_some_and(|o| o.deployment_name == deployment && o.build_id == build)
+                && q.last_access_time.as_ref().is_some_and(|t| {
+                    SystemTime::UNIX_EPOCH + Duration::from_secs(t.seconds.unsigned_abs())
+                        >= started
+                })
+        });
+        ensure!(
+            polled,
+            "pod {} is Ready but Temporal lists no poll of {identity}: {pollers:?}",
+            name(p)
+        );
+        seen.insert(name(p));
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubelet_runs_reports_rolls_and_stops_workers() -> Result<()> {
-    let server = temporal_server::shared().await?;
-    let emu = Emulator::start(EmulatorOptions {
-        crd_dir: None,
-        deployment_mode: DeploymentMode::Manual,
-    })
-    .await?;
-    let client = emu.client().await?;
-    let kubelet = Kubelet::start(client.clone()).await?;
-
-    let k8s_ns = unique("kubelet");
-    Api::<Namespace>::all(client.clone())
+async fn deployment_pods_are_bound_and_ready_only_once_their_workers_poll() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-ready").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let tq = unique("tq");
+    let temporal_deployment = format!("{ns}/alpha");
+    let t = Instant::now();
+    deployments
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": k8s_ns}}))?,
+            &deployment(
+                "alpha",
+                2,
+                json!({"env": worker_env(w, &w.temporal_address, &temporal_deployment, "v1", &tq)}),
+                json!({}),
+            )?,
         )
         .await?;
-    let temporal_ns = unique("harness-kubelet");
-    server.create_namespace(&temporal_ns).await?;
-    let conn = server.connect("harness-kubelet-test").await?;
-    let api: Api<Deployment> = Api::namespaced(client.clone(), &k8s_ns);
 
-    // Two replicas become two real pollers, and the status says so.
-    let name = "worker-b1";
-    let temporal_deployment = format!("{k8s_ns}/worker");
-    let tq1 = unique("tq");
-    let t = Instant::now();
-    api.create(
-        &PostParams::default(),
-        &deployment(
-            name,
-            "b1",
-            2,
-            worker_env(
-                &server.address(),
-                &temporal_ns,
-                &temporal_deployment,
-                "b1",
-                &tq1,
-            ),
-        )?,
-    )
-    .await?;
-    let d = wait_until(&api, name, "2 ready replicas", |d| {
-        ready(d) == 2 && observed_current(d)
-    })
-    .await?;
-    eprintln!("2 replicas ready in {:?}", t.elapsed());
-    assert_eq!(kubelet.running_workers(&k8s_ns, name), 2);
-    let status = d.status.clone().unwrap_or_default();
-    assert_eq!(
-        (
-            status.replicas,
-            status.updated_replicas,
-            status.available_replicas
-        ),
-        (Some(2), Some(2), Some(2))
-    );
-    let (avail, first_transition) = available(&d).unwrap_or_default();
-    assert_eq!(avail, "True");
-    let configs = kubelet.worker_configs(&k8s_ns, name);
-    assert_eq!(configs.len(), 2);
-    assert_ne!(
-        configs[0].identity, configs[1].identity,
-        "each replica has its own identity"
-    );
-    for cfg in &configs {
-        assert_eq!(
-            (cfg.build_id.as_str(), cfg.task_queue.as_str()),
-            ("b1", tq1.as_str())
-        );
-        observe::wait_poller(
-            &conn,
-            &temporal_ns,
-            &tq1,
-            &temporal_deployment,
-            "b1",
-            Some(&cfg.identity),
-            DEADLINE,
-        )
-        .await?;
-    }
-    observe::wait_version_listed(&conn, &temporal_ns, &temporal_deployment, "b1", DEADLINE).await?;
-
-    // A template change rolls both workers onto the new env without losing availability.
-    let tq2 = unique("tq");
-    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "worker", "image": "registry.example/worker:1",
-        "env": worker_env(&server.address(), &temporal_ns, &temporal_deployment, "b1", &tq2)}]}}}});
-    api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await?;
-    // The emulator's Deployment controller also reports counts for a new generation, so wait
-    // on the kubelet's own view first, then on the status it writes.
-    let start = Instant::now();
-    let configs = loop {
-        let configs = kubelet.worker_configs(&k8s_ns, name);
-        if configs.len() == 2 && configs.iter().all(|c| c.task_queue == tq2) {
-            break configs;
+    // Every Ready pod is checked against Temporal's poller list as soon as it is seen Ready.
+    let checked = tokio::sync::Mutex::new(BTreeSet::new());
+    let ready = eventually("2 Ready pods and 2 available replicas", || {
+        let (deployments, pods, checked, tq, td) =
+            (&deployments, &pods, &checked, &tq, &temporal_deployment);
+        async move {
+            let list = pods_of(pods, "alpha").await?;
+            check_ready_pods_poll(w, &list, &mut *checked.lock().await, tq, td, "v1").await?;
+            let d = deployments.get("alpha").await?;
+            let done = list.len() == 2 && list.iter().all(is_ready) && available(&d) == 2;
+            Ok(done.then_some(list))
         }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "workers not rolled to the new env: {configs:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    eprintln!("rolled 2 workers in {:?}", start.elapsed());
-    let d = wait_until(&api, name, "rolled status", |d| {
-        observed_current(d)
-            && updated(d) == 2
-            && ready(d) == 2
-            && d.status.as_ref().and_then(|s| s.replicas) == Some(2)
     })
     .await?;
-    assert_eq!(kubelet.running_workers(&k8s_ns, name), 2);
-    for cfg in &configs {
-        observe::wait_poller(
-            &conn,
-            &temporal_ns,
-            &tq2,
-            &temporal_deployment,
-            "b1",
-            Some(&cfg.identity),
-            DEADLINE,
+    eprintln!("2 pods Ready, Deployment available after {:?}", t.elapsed());
+    wait_available(&deployments, "alpha", 2).await?;
+
+    let rs: Vec<ReplicaSet> = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    ensure!(
+        rs.len() == 1,
+        "one ReplicaSet from kube-controller-manager: {rs:?}"
+    );
+    let rs_name = rs[0].metadata.name.clone().unwrap_or_default();
+    for p in &ready {
+        let spec = p.spec.as_ref().context("spec")?;
+        assert_eq!(spec.node_name.as_deref(), Some(w.kubelet.node_name()));
+        let owner = p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .context("controller ref")?;
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("ReplicaSet", rs_name.as_str())
+        );
+        let status = p.status.as_ref().context("status")?;
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(
+            status.pod_ip.as_deref().is_some_and(|ip| !ip.is_empty()),
+            "{status:?}"
+        );
+        assert!(status.start_time.is_some());
+        for type_ in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+            let c = condition(p, type_).with_context(|| format!("{type_} on {}", name(p)))?;
+            assert_eq!(c.status, "True", "{type_}: {c:?}");
+            assert!(c.last_transition_time.is_some(), "{type_}: {c:?}");
+        }
+        let cs = main_status(p).context("container status")?;
+        assert!(cs.ready && cs.started == Some(true), "{cs:?}");
+        assert!(
+            cs.state.as_ref().and_then(|s| s.running.as_ref()).is_some(),
+            "{cs:?}"
+        );
+        assert_eq!(cs.restart_count, 0);
+    }
+    let identities: Vec<String> = w
+        .kubelet
+        .worker_configs(&ns, "alpha")
+        .into_iter()
+        .map(|c| c.identity)
+        .collect();
+    let expected: Vec<String> = ready.iter().map(|p| format!("1@{}", name(p))).collect();
+    assert_eq!(identities, expected);
+    assert_eq!(w.kubelet.running_workers(&ns, "alpha"), 2);
+    assert_eq!(checked.lock().await.len(), 2);
+
+    // The Node is registered, Ready, untainted, and holds its Lease.
+    let node = Api::<Node>::all(client.clone())
+        .get(w.kubelet.node_name())
+        .await?;
+    let node_ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .context("node Ready condition")?;
+    assert_eq!(node_ready.status, "True");
+    assert!(
+        node.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_none_or(Vec::is_empty)
+    );
+    let lease = Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+        .get(w.kubelet.node_name())
+        .await?;
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity).as_deref(),
+        Some(w.kubelet.node_name())
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_deployment_pods_run_without_a_worker() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-plain").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment(
+                "web",
+                2,
+                json!({"env": [{"name": "GREETING", "value": "hi"}]}),
+                json!({}),
+            )?,
         )
         .await?;
+    wait_available(&deployments, "web", 2).await?;
+    assert_eq!(w.kubelet.running_workers(&ns, "web"), 0);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_whose_worker_cannot_poll_stay_not_ready() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-broken").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    // A loopback port nobody listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        l.local_addr()?.to_string()
+    };
+    let tq = unique("tq");
+    let create = |name: &str, address: &str| {
+        let env = worker_env(w, address, &format!("{ns}/{name}"), "v1", &tq);
+        deployment(name, 1, json!({"env": env}), json!({}))
+    };
+    let pp = PostParams::default();
+    deployments
+        .create(&pp, &create("healthy", &w.temporal_address)?)
+        .await?;
+    deployments
+        .create(&pp, &create("unreachable", &closed)?)
+        .await?;
+    // Reaches Temporal, but polls a namespace Temporal does not know.
+    let mut ghost = create("ghost", &w.temporal_address)?;
+    if let Some(c) = ghost
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .and_then(|s| s.containers.first_mut())
+        && let Some(env) = c.env.as_mut()
+    {
+        for e in env.iter_mut().filter(|e| e.name == "TEMPORAL_NAMESPACE") {
+            e.value = Some(unique("no-such-namespace"));
+        }
     }
-    assert_eq!(
-        available(&d),
-        Some(("True".to_string(), first_transition.clone())),
-        "no flip, no new lastTransitionTime"
-    );
+    deployments.create(&pp, &ghost).await?;
 
-    // Scale to zero stops every worker and reports zero ready.
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"replicas": 0}})),
-    )
-    .await?;
-    let d = wait_until(&api, name, "scaled to zero", |d| {
-        observed_current(d) && ready(d) == 0
-    })
-    .await?;
-    assert_eq!(kubelet.running_workers(&k8s_ns, name), 0);
-    assert_eq!(d.status.as_ref().and_then(|s| s.replicas).unwrap_or(0), 0);
-
-    // A paused Deployment gets no workers and no status until it is resumed.
-    let paused = "worker-b2";
-    kubelet.set_paused(&k8s_ns, paused, true);
-    api.create(
-        &PostParams::default(),
-        &deployment(
-            paused,
-            "b2",
-            1,
-            worker_env(
-                &server.address(),
-                &temporal_ns,
-                &temporal_deployment,
-                "b2",
-                &tq2,
-            ),
-        )?,
-    )
-    .await?;
-    // The kubelet handles Deployments independently; once a later one is served, the paused one
-    // has been seen too.
-    let witness = "worker-b3";
-    api.create(
-        &PostParams::default(),
-        &deployment(
-            witness,
-            "b3",
-            1,
-            worker_env(
-                &server.address(),
-                &temporal_ns,
-                &temporal_deployment,
-                "b3",
-                &tq2,
-            ),
-        )?,
-    )
-    .await?;
-    wait_until(&api, witness, "witness ready", |d| ready(d) == 1).await?;
-    let d = api.get(paused).await?;
-    assert_eq!(kubelet.running_workers(&k8s_ns, paused), 0);
-    assert_eq!(
-        ready(&d),
-        0,
-        "paused Deployment reported ready: {:?}",
-        d.status
-    );
-    kubelet.set_paused(&k8s_ns, paused, false);
-    wait_until(&api, paused, "resumed Deployment ready", |d| {
-        ready(d) == 1 && observed_current(d)
-    })
-    .await?;
-    assert_eq!(kubelet.running_workers(&k8s_ns, paused), 1);
-
-    // Deleting a Deployment stops its workers.
-    api.delete(witness, &DeleteParams::default()).await?;
-    let start = Instant::now();
-    while kubelet.running_workers(&k8s_ns, witness) != 0 {
-        assert!(
-            start.elapsed() < DEADLINE,
-            "workers of a deleted Deployment still running"
+    wait_available(&deployments, "healthy", 1).await?;
+    let t = Instant::now();
+    // The unreachable worker crashes: restarted with a back-off, never Ready.
+    let crashed = eventually("the unreachable pod to crash and restart", || async {
+        let list = pods_of(&pods, "unreachable").await?;
+        ensure!(
+            !list.iter().any(is_ready),
+            "unreachable pod Ready: {list:?}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(list.into_iter().find(|p| {
+            main_status(p).is_some_and(|s| {
+                s.restart_count >= 1
+                    && s.last_state
+                        .as_ref()
+                        .and_then(|l| l.terminated.as_ref())
+                        .is_some_and(|t| t.exit_code == 1)
+            })
+        }))
+    })
+    .await?;
+    eprintln!(
+        "unreachable pod restarted after {:?}: {:?}",
+        t.elapsed(),
+        main_status(&crashed)
+    );
+    assert_eq!(phase(&crashed), "Running");
+    // Several seconds more: neither broken pod becomes Ready, the healthy one stays Ready, and
+    // at some point the crash loop shows.
+    let watch_until = Instant::now() + Duration::from_secs(6);
+    let mut saw_backoff = false;
+    while Instant::now() < watch_until || !saw_backoff {
+        for app in ["unreachable", "ghost"] {
+            let list = pods_of(&pods, app).await?;
+            ensure!(list.len() == 1, "{app}: {list:?}");
+            ensure!(!is_ready(&list[0]), "{app} Ready: {:?}", list[0].status);
+            if app == "unreachable" {
+                saw_backoff |= waiting_reason(&list[0]).as_deref() == Some("CrashLoopBackOff");
+            }
+        }
+        let healthy = pods_of(&pods, "healthy").await?;
+        ensure!(healthy.iter().all(is_ready), "healthy pod lost Ready");
+        ensure!(t.elapsed() < DEADLINE, "no CrashLoopBackOff seen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    for app in ["unreachable", "ghost"] {
+        let d = deployments.get(app).await?;
+        assert_eq!(available(&d), 0, "{app}: {:?}", d.status);
+    }
+    assert_eq!(w.kubelet.running_workers(&ns, "unreachable"), 0);
+    Ok(())
+}
 
-    kubelet.shutdown().await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_and_deletion_stop_workers_and_remove_pods() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-scale").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let tq = unique("tq");
+    let env = worker_env(w, &w.temporal_address, &format!("{ns}/scale"), "v1", &tq);
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment("scale", 3, json!({"env": env}), json!({}))?,
+        )
+        .await?;
+    wait_available(&deployments, "scale", 3).await?;
+    assert_eq!(w.kubelet.running_workers(&ns, "scale"), 3);
+    let before: BTreeSet<String> = pods_of(&pods, "scale").await?.iter().map(name).collect();
+
+    let t = Instant::now();
+    deployments
+        .patch(
+            "scale",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+        )
+        .await?;
+    let left = eventually("1 pod and 1 worker left", || async {
+        let list = pods_of(&pods, "scale").await?;
+        let done = list.len() == 1 && w.kubelet.running_workers(&ns, "scale") == 1;
+        Ok(done.then_some(list))
+    })
+    .await?;
+    eprintln!(
+        "scaled 3 → 1 (pods gone, workers stopped) in {:?}",
+        t.elapsed()
+    );
+    wait_available(&deployments, "scale", 1).await?;
+    let survivor = name(&left[0]);
+    assert!(before.contains(&survivor));
+    for gone in before.iter().filter(|n| **n != survivor) {
+        assert!(pods.get_opt(gone).await?.is_none(), "{gone} still exists");
+    }
+    let identities: Vec<String> = w
+        .kubelet
+        .worker_configs(&ns, "scale")
+        .into_iter()
+        .map(|c| c.identity)
+        .collect();
+    assert_eq!(identities, vec![format!("1@{survivor}")]);
+
+    let t = Instant::now();
+    deployments
+        .delete("scale", &DeleteParams::background())
+        .await?;
+    eventually("no pods and no workers", || async {
+        let list = pods_of(&pods, "scale").await?;
+        Ok((list.is_empty() && w.kubelet.running_workers(&ns, "scale") == 0).then_some(()))
+    })
+    .await?;
+    eprintln!(
+        "Deployment deleted: pods gone, workers stopped in {:?}",
+        t.elapsed()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_update_replaces_pods_with_workers_of_the_new_config() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-roll").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let tq = unique("tq");
+    let temporal_deployment = format!("{ns}/roll");
+    let env = worker_env(w, &w.temporal_address, &temporal_deployment, "v1", &tq);
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment("roll", 2, json!({"env": env}), json!({}))?,
+        )
+        .await?;
+    wait_available(&deployments, "roll", 2).await?;
+    let old: BTreeSet<String> = pods_of(&pods, "roll").await?.iter().map(name).collect();
+    assert!(
+        w.kubelet
+            .worker_configs(&ns, "roll")
+            .iter()
+            .all(|c| c.build_id == "v1")
+    );
+
+    let t = Instant::now();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [
+        {"name": "worker", "env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "v2"}]}
+    ]}}}});
+    deployments
+        .patch("roll", &PatchParams::default(), &Patch::Strategic(&patch))
+        .await?;
+    // maxUnavailable 25% of 2 rounds down to 0: kube-controller-manager keeps 2 available, which
+    // only holds if new pods become Ready (their workers poll) before old ones go.
+    let checked = tokio::sync::Mutex::new(BTreeSet::new());
+    let new = eventually("2 new pods with v2 workers, old pods gone", || {
+        let (deployments, pods, old, checked, tq, td, ns) = (
+            &deployments,
+            &pods,
+            &old,
+            &checked,
+            &tq,
+            &temporal_deployment,
+            &ns,
+        );
+        async move {
+            let d = deployments.get("roll").await?;
+            let s = d.status.clone().unwrap_or_default();
+            ensure!(
+                available(&d) >= 2,
+                "availability dropped during the rollout: {s:?}"
+            );
+            let list = pods_of(pods, "roll").await?;
+            let fresh_owned: Vec<Pod> = list
+                .iter()
+                .filter(|p| !old.contains(&name(p)))
+                .cloned()
+                .collect();
+            check_ready_pods_poll(w, &fresh_owned, &mut *checked.lock().await, tq, td, "v2")
+                .await?;
+            let configs = w.kubelet.worker_configs(ns, "roll");
+            let done = s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(2)
+                && s.replicas == Some(2)
+                && list.len() == 2
+                && fresh_owned.len() == 2
+                && configs.len() == 2
+                && configs.iter().all(|c| c.build_id == "v2");
+            Ok(done.then_some(fresh_owned))
+        }
+    })
+    .await?;
+    eprintln!("rolled 2 pods to v2 in {:?}", t.elapsed());
+    let identities: Vec<String> = w
+        .kubelet
+        .worker_configs(&ns, "roll")
+        .into_iter()
+        .map(|c| c.identity)
+        .collect();
+    let expected: Vec<String> = new.iter().map(|p| format!("1@{}", name(p))).collect();
+    assert_eq!(identities, expected);
+    let hashes: BTreeSet<String> = new
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .labels
+                .as_ref()?
+                .get("pod-template-hash")
+                .cloned()
+        })
+        .collect();
+    assert_eq!(hashes.len(), 1);
+    let rs = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    assert_eq!(rs.len(), 2, "old and new ReplicaSet");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_volumes_and_key_refs_resolve_and_missing_secrets_block_the_start() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-secrets").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let tq = unique("tq");
+    let pp = PostParams::default();
+    // TEMPORAL_NAMESPACE comes through envFrom.
+    Api::<ConfigMap>::namespaced(client.clone(), &ns)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "worker-common"},
+                "data": {"TEMPORAL_NAMESPACE": w.temporal_ns},
+            }))?,
+        )
+        .await?;
+    let container = json!({
+        "envFrom": [{"configMapRef": {"name": "worker-common"}}],
+        "env": [
+            {"name": "TEMPORAL_ADDRESS", "value": w.mtls.host_port()},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+            {"name": "TEMPORAL_DEPLOYMENT_NAME", "value": "$(POD_NAMESPACE)/mtls"},
+            {"name": "TEMPORAL_WORKER_BUILD_ID", "value": "v1"},
+            {"name": "TEMPORAL_TASK_QUEUE",
+             "valueFrom": {"secretKeyRef": {"name": "worker-settings", "key": "task-queue"}}},
+            {"name": "TEMPORAL_TLS_SERVER_NAME", "value": "localhost"},
+            {"name": "TEMPORAL_TLS_CLIENT_CERT_PATH", "value": "/etc/temporal/tls/tls.crt"},
+            {"name": "TEMPORAL_TLS_CLIENT_KEY_PATH", "value": "/etc/temporal/tls/tls.key"},
+        ],
+        "volumeMounts": [{"name": "temporal-tls", "mountPath": "/etc/temporal/tls", "readOnly": true}],
+    });
+    let volumes =
+        json!({"volumes": [{"name": "temporal-tls", "secret": {"secretName": "worker-mtls"}}]});
+    deployments
+        .create(&pp, &deployment("mtls", 1, container, volumes)?)
+        .await?;
+
+    // No volume Secret: the sandbox cannot be set up.
+    let pending = eventually("the pod waiting in ContainerCreating", || async {
+        let list = pods_of(&pods, "mtls").await?;
+        Ok(list
+            .into_iter()
+            .find(|p| waiting_reason(p).as_deref() == Some("ContainerCreating")))
+    })
+    .await?;
+    assert_eq!(phase(&pending), "Pending");
+    assert!(!is_ready(&pending));
+    assert_eq!(w.kubelet.running_workers(&ns, "mtls"), 0);
+    let forwarded = w.mtls.forwarded();
+
+    secrets
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "worker-mtls"},
+                "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": w.pki.client_cert_pem, "tls.key": w.pki.client_key_pem},
+            }))?,
+        )
+        .await?;
+    // The volume mounts; the env's secretKeyRef still names a missing Secret.
+    let config_error = eventually("CreateContainerConfigError", || async {
+        let list = pods_of(&pods, "mtls").await?;
+        Ok(list
+            .into_iter()
+            .find(|p| waiting_reason(p).as_deref() == Some("CreateContainerConfigError")))
+    })
+    .await?;
+    let message = main_status(&config_error)
+        .and_then(|s| s.state.as_ref()?.waiting.as_ref()?.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("secret \"worker-settings\" not found"),
+        "{message}"
+    );
+    assert_eq!(phase(&config_error), "Pending");
+    assert_eq!(w.kubelet.running_workers(&ns, "mtls"), 0);
+    assert_eq!(w.mtls.forwarded(), forwarded, "no worker dialled yet");
+
+    let t = Instant::now();
+    secrets
+        .create(
+            &pp,
+            &serde_json::from_value(json!({
+                "metadata": {"name": "worker-settings"},
+                "stringData": {"task-queue": tq},
+            }))?,
+        )
+        .await?;
+    wait_available(&deployments, "mtls", 1).await?;
+    eprintln!(
+        "mTLS pod Ready {:?} after its last Secret appeared",
+        t.elapsed()
+    );
+    let configs = w.kubelet.worker_configs(&ns, "mtls");
+    let cfg = configs.first().context("a running worker")?;
+    assert_eq!(cfg.task_queue, tq);
+    assert_eq!(cfg.namespace, w.temporal_ns);
+    assert_eq!(cfg.deployment_name, format!("{ns}/mtls"));
+    assert_eq!(
+        cfg.client_cert_pem.as_deref(),
+        Some(w.pki.client_cert_pem.as_bytes())
+    );
+    assert_eq!(cfg.trusted_ca_pem.as_deref(), Some(w.pki.ca_pem.as_bytes()));
+    assert!(w.mtls.forwarded() > forwarded, "{:?}", w.mtls);
+    let conn = temporal_server::shared()
+        .await?
+        .connect("kubelet-test")
+        .await?;
+    observe::wait_poller(
+        &conn,
+        &w.temporal_ns,
+        &tq,
+        &format!("{ns}/mtls"),
+        "v1",
+        Some(&cfg.identity),
+        Duration::from_secs(10),
+    )
+    .await?;
     Ok(())
 }
