@@ -14,6 +14,44 @@ use serde::Deserialize as _;
 use serde_json::{Value, json};
 
 pub const CHART: &str = "charts/temporal-worker-controller";
+/// Where the e2e suite "installs" the chart (its ServiceAccount, RBAC and Lease).
+pub const E2E_NAMESPACE: &str = "twc-system";
+/// Identity for Temporal writes in the e2e suite.
+pub const E2E_IDENTITY: &str = "twc-e2e";
+/// The only token audience the e2e status API accepts.
+pub const E2E_API_AUDIENCE: &str = "twc-e2e-status";
+
+/// The values the e2e suite installs the chart with.
+pub fn e2e_values() -> Value {
+    json!({
+        "controller": {"identity": E2E_IDENTITY},
+        "statusApi": {"auth": {"mode": "token-review", "audiences": [E2E_API_AUDIENCE]}},
+    })
+}
+
+/// The audit log of the whole e2e suite. It outlives the test process so that
+/// `tests/rbac_grants.rs` (run after the suite) can compare the chart's grants with what the
+/// controller used.
+pub fn e2e_audit_log() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-audit.log")
+}
+
+/// The chart's RBAC rules for `values` (every Role and ClusterRole) and its ServiceAccount.
+pub fn rendered_grants(values: &Value, namespace: &str) -> Result<(String, Vec<Value>)> {
+    let objects = render(values, namespace)?;
+    let sa = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceAccount")
+        .and_then(|o| o["metadata"]["name"].as_str())
+        .context("the chart renders no ServiceAccount")?
+        .to_string();
+    let rules = objects
+        .iter()
+        .filter(|o| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+        .map(|o| o["rules"].clone())
+        .collect();
+    Ok((format!("system:serviceaccount:{namespace}:{sa}"), rules))
+}
 pub const RELEASE: &str = "twc";
 
 /// The kinds of the chart that make up the controller's identity and grants.

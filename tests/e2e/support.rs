@@ -41,12 +41,13 @@ static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
         .expect("infra runtime")
 });
 static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
+static PLANE: OnceCell<test_harness::control_plane::ControlPlane> = OnceCell::const_new();
 
-pub const IDENTITY: &str = "twc-e2e";
+pub const IDENTITY: &str = crate::chart_support::E2E_IDENTITY;
 /// The namespace the chart is "installed" in (its ServiceAccount, RBAC and Lease).
-pub const CONTROLLER_NS: &str = "twc-system";
+pub const CONTROLLER_NS: &str = crate::chart_support::E2E_NAMESPACE;
 /// The only token audience the status API accepts.
-pub const API_AUDIENCE: &str = "twc-e2e-status";
+pub const API_AUDIENCE: &str = crate::chart_support::E2E_API_AUDIENCE;
 /// Where the status-API reader ServiceAccount lives.
 pub const READER_NS: &str = "twc-e2e-readers";
 pub const READER_SA: &str = "status-reader";
@@ -74,7 +75,15 @@ async fn start_env() -> Result<Arc<Env>> {
     let (plane, kubeconfig) = match std::env::var_os("TWC_E2E_KUBECONFIG") {
         Some(path) => (None, PathBuf::from(path)),
         None => {
-            let plane = test_harness::control_plane::shared().await?;
+            let plane = PLANE
+                .get_or_try_init(|| {
+                    test_harness::control_plane::ControlPlane::start_with(
+                        test_harness::control_plane::StartOptions {
+                            audit_log: Some(crate::chart_support::e2e_audit_log()),
+                        },
+                    )
+                })
+                .await?;
             (Some(plane), plane.kubeconfig_path().to_path_buf())
         }
     };
@@ -91,10 +100,7 @@ async fn start_env() -> Result<Arc<Env>> {
     // leader election on, as installed by default.
     let (controller_client, leader_elect) = match plane {
         Some(plane) => {
-            let values = json!({
-                "controller": {"identity": IDENTITY},
-                "statusApi": {"auth": {"mode": "token-review", "audiences": [API_AUDIENCE]}},
-            });
+            let values = crate::chart_support::e2e_values();
             let id = crate::chart_support::install_identity(plane, &values, CONTROLLER_NS).await?;
             (kube_client_from(&id.kubeconfig).await?, true)
         }

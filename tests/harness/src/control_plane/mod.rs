@@ -16,7 +16,7 @@
 //!
 //! Processes run under [`crate::supervise`] so they never outlive the test process.
 
-mod audit;
+pub mod audit;
 mod binaries;
 mod kubeconfig;
 mod pki;
@@ -88,10 +88,23 @@ impl std::fmt::Debug for ControlPlane {
     }
 }
 
+/// How to start a [`ControlPlane`].
+#[derive(Clone, Debug, Default)]
+pub struct StartOptions {
+    /// Where the API server writes its audit log (truncated first). By default it lives in the
+    /// plane's own directory and goes with it; a path outside lets a later process read it.
+    pub audit_log: Option<PathBuf>,
+}
+
 impl ControlPlane {
     /// Starts etcd, kube-apiserver and kube-controller-manager in a fresh directory and waits
     /// until the API server is ready and the ServiceAccount controller has run.
     pub async fn start() -> Result<ControlPlane> {
+        ControlPlane::start_with(StartOptions::default()).await
+    }
+
+    /// [`ControlPlane::start`] with options.
+    pub async fn start_with(options: StartOptions) -> Result<ControlPlane> {
         let begin = Instant::now();
         let bins = tokio::task::spawn_blocking(Binaries::locate).await??;
         remove_stale_dirs();
@@ -102,7 +115,7 @@ impl ControlPlane {
         ));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let pki = ClusterPki::generate()?;
-        let files = Files::write(&dir, &pki)?;
+        let files = Files::write(&dir, &pki, options.audit_log)?;
         let etcd_port = free_port()?;
         let etcd = start_etcd(&bins, &dir, etcd_port)?;
         let api_port = free_port()?;
@@ -417,7 +430,7 @@ rules:
 ";
 
 impl Files {
-    fn write(dir: &Path, pki: &ClusterPki) -> Result<Files> {
+    fn write(dir: &Path, pki: &ClusterPki, audit_log: Option<PathBuf>) -> Result<Files> {
         let files = Files {
             ca: dir.join("ca.crt"),
             serving_cert: dir.join("apiserver.crt"),
@@ -425,7 +438,7 @@ impl Files {
             sa_key: dir.join("service-account.key"),
             sa_public: dir.join("service-account.pub"),
             audit_policy: dir.join("audit-policy.yaml"),
-            audit_log: dir.join("audit.log"),
+            audit_log: audit_log.unwrap_or_else(|| dir.join("audit.log")),
             dir: dir.to_path_buf(),
         };
         for (path, content) in [
@@ -437,6 +450,9 @@ impl Files {
             (&files.audit_policy, AUDIT_POLICY),
         ] {
             std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))?;
+        }
+        if files.audit_log.exists() {
+            std::fs::remove_file(&files.audit_log)?;
         }
         Ok(files)
     }

@@ -1,0 +1,50 @@
+//! Least privilege, proven from the API server's audit log: every grant the Helm chart gives the
+//! controller was used by the controller during the e2e suite (which runs it as the chart's
+//! ServiceAccount). Cargo runs this binary after `tests/e2e.rs` (targets run in name order);
+//! run `cargo test --test e2e` first when running it alone.
+
+#[path = "chart_support/mod.rs"]
+mod chart_support;
+
+use chart_support::{
+    E2E_NAMESPACE, e2e_audit_log, e2e_values, expand, rendered_grants, unused_grants,
+};
+
+#[test]
+fn every_grant_of_the_chart_is_used_by_the_controller() {
+    let log = e2e_audit_log();
+    let events = test_harness::control_plane::audit::read(&log).unwrap_or_else(|e| {
+        panic!(
+            "no e2e audit log at {} ({e:#}): run `cargo test --test e2e` first",
+            log.display()
+        )
+    });
+    let (user, rules) = rendered_grants(&e2e_values(), E2E_NAMESPACE).expect("render the chart");
+    let used = events.iter().filter(|e| e.acting_user() == user).count();
+    let denied: Vec<String> = events
+        .iter()
+        .filter(|e| e.acting_user() == user && e.code() == 403)
+        .map(|e| format!("{} {} ({})", e.verb, e.resource(), e.request_uri))
+        .collect();
+    let grants: Vec<_> = rules.iter().flat_map(expand).collect();
+    let unused = unused_grants(&grants, &events, &user);
+    println!(
+        "{used} requests by {user}; {} grants; unused:",
+        grants.len()
+    );
+    for g in &unused {
+        println!("  {:>16} {:<45} {}", g.api_group, g.resource, g.verb);
+    }
+    assert!(
+        used > 100,
+        "the e2e audit log has only {used} requests by {user}"
+    );
+    assert!(
+        denied.is_empty(),
+        "the API server denied the controller: {denied:#?}"
+    );
+    assert!(
+        unused.is_empty(),
+        "the chart grants what the controller never used: {unused:#?}"
+    );
+}
