@@ -23,7 +23,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::TemporalWorkerDeployment;
-use crate::http::view::{self, Phase, RolloutSummary};
+use crate::summary::{self as view, Phase, RolloutSummary};
 
 /// Metric name prefix (without the trailing underscore).
 pub const PREFIX: &str = "temporal_worker_controller";

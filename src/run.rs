@@ -9,12 +9,13 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::{broadcast, watch};
 
-use crate::api::validate::ControllerSettings;
-use crate::controller::{self, Context, Settings};
+use crate::controller;
 use crate::events::EventSink;
 use crate::http::{self, AppState, KubeTokenReviewer, Readiness, TokenAuth};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
+use crate::reconcile::validate::ControllerSettings;
+use crate::reconcile::{Context, Settings};
 use crate::temporal::ClientPool;
 
 #[derive(Clone, Debug)]

@@ -462,7 +462,6 @@ mod tests {
                 scaledown_delay: Duration::from_secs(3600),
                 delete_delay: Duration::from_secs(4 * 3600),
                 pod_template_hash: String::new(),
-                connection_hash: String::new(),
                 custom_build_id: false,
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: Duration::from_secs(3600),
@@ -485,7 +484,9 @@ mod tests {
             gates: vec![],
             target_task_queues: vec![],
             unversioned_pollers_on_all_queues: false,
+            connection_hash: String::new(),
             controller_identity: ME.into(),
+            fast_poll: Duration::from_secs(1),
             now: t0(),
         }
     }

@@ -7,7 +7,6 @@ pub mod conditions;
 pub mod connection;
 pub mod duration;
 pub mod twd;
-pub mod validate;
 
 pub use connection::{TemporalConnection, TemporalConnectionSpec};
 pub use twd::{

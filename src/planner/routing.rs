@@ -19,7 +19,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::planner::clock::{self, FAST_POLL, MANAGER_POLL, Wake};
+use crate::planner::clock::{self, MANAGER_POLL, Wake};
 use crate::planner::gates::{self, GateState};
 use crate::planner::model::{Phase, Progress, RoutingChange, StepProgress, Strategy};
 use crate::planner::progressive::{self, StepDecision};
@@ -58,7 +58,7 @@ fn complete(build: &str) -> Progress {
 }
 
 fn promote(view: &View, wake: &mut Wake) -> Decision {
-    wake.after(FAST_POLL);
+    wake.after(view.input.fast_poll);
     Decision {
         change: Some(RoutingChange::SetCurrent {
             build_id: view.target.to_string(),
@@ -86,7 +86,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         let manual = matches!(desired.strategy, Strategy::Manual);
         let change = (view.ramping.is_some() && !manual).then_some(RoutingChange::ClearRamp);
         if change.is_some() {
-            wake.after(FAST_POLL);
+            wake.after(view.input.fast_poll);
         }
         return Decision {
             change,
@@ -96,7 +96,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     }
 
     let Some(version) = view.target_version else {
-        wake.after(FAST_POLL);
+        wake.after(view.input.fast_poll);
         let message = match (view.target_deployment, view.target_deleting) {
             (None, Some(d)) => format!(
                 "Waiting for the old Deployment {} of build ID {target} to finish deleting before re-creating it",
@@ -140,7 +140,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
                 };
             }
             GateState::Pending { message, .. } => {
-                wake.after(FAST_POLL);
+                wake.after(view.input.fast_poll);
                 return Decision {
                     start_gates,
                     progress: progress(Phase::WaitingForGate, message),
@@ -247,7 +247,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
                 } => {
                     match next_at {
                         Some(t) => wake.at(now, t),
-                        None => wake.after(FAST_POLL),
+                        None => wake.after(view.input.fast_poll),
                     }
                     let sp = StepProgress {
                         index,

@@ -87,7 +87,6 @@ fn rollout(strategy: Strategy) -> PlanInput {
             scaledown_delay: hours(1),
             delete_delay: hours(24),
             pod_template_hash: "tpl".into(),
-            connection_hash: "conn".into(),
             custom_build_id: false,
             max_versions_ineligible_for_deletion: 75,
             rollback_window: hours(1),
@@ -108,7 +107,9 @@ fn rollout(strategy: Strategy) -> PlanInput {
         gates: vec![],
         target_task_queues: vec!["q1".into()],
         unversioned_pollers_on_all_queues: false,
+        connection_hash: "conn".into(),
         controller_identity: ME.into(),
+        fast_poll: Duration::from_secs(1),
         now: ts(NOW),
     }
 }
@@ -531,7 +532,7 @@ fn idle_when_nothing_is_pending() {
 #[test]
 fn case_34_connection_drift_updates_every_version() {
     let mut i = with_old(drained("v1", ago(60)), 3);
-    i.desired.connection_hash = "conn-2".into();
+    i.connection_hash = "conn-2".into();
     let p = plan(&i);
     let mut updated: Vec<_> = p
         .update
@@ -552,7 +553,7 @@ fn case_34_connection_drift_updates_every_version() {
 fn deployments_about_to_be_deleted_are_not_updated() {
     let mut i = settled();
     i.deployments.push(dep("gone", 1));
-    i.desired.connection_hash = "conn-2".into();
+    i.connection_hash = "conn-2".into();
     let p = plan(&i);
     assert_eq!(p.update.len(), 1);
     assert_eq!(p.update[0].build_id, "v2");
@@ -574,7 +575,7 @@ fn case_36_custom_build_id_template_drift_is_a_rolling_update() {
     );
 
     // Template and connection both drifted: one update re-renders both.
-    i.desired.connection_hash = "conn-2".into();
+    i.connection_hash = "conn-2".into();
     assert_eq!(plan(&i).update.len(), 1);
 
     // Replicas-only change: hashes equal, only a scale.
