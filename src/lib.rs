@@ -8,6 +8,8 @@
 //! wiring), `run` (process wiring), `summary` + `http` + `metrics` + `milestones`
 //! (observability).
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 pub mod api;
 pub mod build_id;
 pub mod cli_status;

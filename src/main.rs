@@ -1,5 +1,7 @@
 //! CLI entry point: parses flags and hands over to the library.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
 use std::net::SocketAddr;
 use std::process::ExitCode;
 

@@ -115,17 +115,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let pool = Arc::new(ClientPool::with_observer(Arc::new(
         move |method, code, latency| rpc_metrics.temporal_rpc(method, code, latency),
     )));
-    let settings = Settings {
-        identity: opts.identity.clone(),
-        controller_version: env!("CARGO_PKG_VERSION").to_string(),
-        idle_interval: opts.idle_interval,
-        fast_poll: opts.fast_poll,
-        watch_namespaces: opts.watch_namespaces.clone(),
-        planner: ControllerSettings {
-            max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
-            rollback_window: opts.rollback_window,
-        },
-    };
+    let settings = settings(&opts);
     let events = EventSink::new(
         client.clone(),
         opts.pod_name.clone(),
@@ -162,19 +152,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         milestones,
         feed,
         readiness: readiness.clone(),
-        auth: match &opts.api_auth {
-            ApiAuth::None => None,
-            ApiAuth::TokenReview {
-                audiences,
-                protect_metrics,
-            } => Some(
-                TokenAuth::with_reviewer(Arc::new(KubeTokenReviewer::new(
-                    client.clone(),
-                    audiences.clone(),
-                )))
-                .protect_metrics(*protect_metrics),
-            ),
-        },
+        auth: token_auth(&client, &opts.api_auth),
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
 
@@ -217,6 +195,38 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         stop: stop_tx,
         task,
     })
+}
+
+/// The reconciler's settings from the typed options.
+fn settings(opts: &RunOptions) -> Settings {
+    Settings {
+        identity: opts.identity.clone(),
+        controller_version: env!("CARGO_PKG_VERSION").to_string(),
+        idle_interval: opts.idle_interval,
+        fast_poll: opts.fast_poll,
+        watch_namespaces: opts.watch_namespaces.clone(),
+        planner: ControllerSettings {
+            max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
+            rollback_window: opts.rollback_window,
+        },
+    }
+}
+
+/// The status API's authentication, if any.
+fn token_auth(client: &kube::Client, auth: &ApiAuth) -> Option<TokenAuth> {
+    match auth {
+        ApiAuth::None => None,
+        ApiAuth::TokenReview {
+            audiences,
+            protect_metrics,
+        } => Some(
+            TokenAuth::with_reviewer(Arc::new(KubeTokenReviewer::new(
+                client.clone(),
+                audiences.clone(),
+            )))
+            .protect_metrics(*protect_metrics),
+        ),
+    }
 }
 
 /// Without leader election the channel is constantly `true`.

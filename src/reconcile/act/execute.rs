@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{Plan, RoutingChange};
+use crate::planner::model::{CreateDeployment, Plan, RoutingChange};
 use crate::reconcile::Failure;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::{TemporalClient, TemporalError};
@@ -89,41 +89,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     let deployments: Api<Deployment> = Api::namespaced(ctx.kube.clone(), &ns);
 
     if let Some(create) = &plan.create {
-        let input = VersionedDeploymentInput {
-            twd: ctx.twd,
-            connection: ctx.connection,
-            build_id: &create.build_id,
-            replicas: create.replicas,
-        };
-        let rendered =
-            render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
-        let name = rendered.metadata.name.clone().unwrap_or_default();
-        let res = deployments
-            .create(
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
-                },
-                &rendered,
-            )
-            .await;
-        let created = match res {
-            Ok(_) => true,
-            // A previous reconcile created it moments ago (stale cache): nothing was done
-            // now, so nothing to announce.
-            Err(kube::Error::Api(s)) if s.code == 409 => false,
-            Err(e) => {
-                ctx.metrics.kube_write("create", "deployments", false);
-                return Err(render_write_fail("create Deployment", e));
-            }
-        };
-        if created {
-            ctx.metrics.kube_write("create", "deployments", true);
-            out.done.push(Done::Created {
-                name,
-                build_id: create.build_id.clone(),
-            });
-        }
+        create_target(ctx, &deployments, create, out).await?;
     }
 
     for update in &plan.update {
@@ -172,6 +138,80 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
         });
     }
 
+    temporal_writes(ctx, plan, out).await?;
+
+    for delete in &plan.delete {
+        let res = deployments
+            .delete(&delete.name, &DeleteParams::background())
+            .await;
+        match res {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                ctx.metrics.kube_write("delete", "deployments", false);
+                return Err(fail("delete Deployment", e.to_string()));
+            }
+        }
+        ctx.metrics.kube_write("delete", "deployments", true);
+        out.done.push(Done::Deleted {
+            name: delete.name.clone(),
+            build_id: delete.build_id.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Creates the target's Deployment; a 409 means an earlier reconcile already did.
+async fn create_target(
+    ctx: &ExecContext<'_>,
+    deployments: &Api<Deployment>,
+    create: &CreateDeployment,
+    out: &mut Executed,
+) -> Result<(), Failure> {
+    let input = VersionedDeploymentInput {
+        twd: ctx.twd,
+        connection: ctx.connection,
+        build_id: &create.build_id,
+        replicas: create.replicas,
+    };
+    let rendered =
+        render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
+    let name = rendered.metadata.name.clone().unwrap_or_default();
+    let res = deployments
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &rendered,
+        )
+        .await;
+    let created = match res {
+        Ok(_) => true,
+        // A previous reconcile created it moments ago (stale cache): nothing was done
+        // now, so nothing to announce.
+        Err(kube::Error::Api(s)) if s.code == 409 => false,
+        Err(e) => {
+            ctx.metrics.kube_write("create", "deployments", false);
+            return Err(render_write_fail("create Deployment", e));
+        }
+    };
+    if created {
+        ctx.metrics.kube_write("create", "deployments", true);
+        out.done.push(Done::Created {
+            name,
+            build_id: create.build_id.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Gates, the manager claim and the routing change, in that order.
+async fn temporal_writes(
+    ctx: &ExecContext<'_>,
+    plan: &Plan,
+    out: &mut Executed,
+) -> Result<(), Failure> {
     if let Some(workflow_type) = ctx.gate_workflow_type {
         for tq in &plan.start_gates {
             ctx.temporal
@@ -239,25 +279,6 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
                 tracing::warn!(error = %e, build_id, "failed to update version metadata");
             }
         }
-    }
-
-    for delete in &plan.delete {
-        let res = deployments
-            .delete(&delete.name, &DeleteParams::background())
-            .await;
-        match res {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                ctx.metrics.kube_write("delete", "deployments", false);
-                return Err(fail("delete Deployment", e.to_string()));
-            }
-        }
-        ctx.metrics.kube_write("delete", "deployments", true);
-        out.done.push(Done::Deleted {
-            name: delete.name.clone(),
-            build_id: delete.build_id.clone(),
-        });
     }
     Ok(())
 }
