@@ -17,6 +17,8 @@ pub mod controller;
 pub mod crdgen;
 pub mod error;
 pub mod events;
+#[cfg(test)]
+mod fixtures;
 pub mod http;
 pub mod metrics;
 pub mod milestones;
@@ -27,3 +29,6 @@ pub mod run;
 pub mod status;
 pub mod summary;
 pub mod temporal;
+
+#[cfg(test)]
+mod structure_tests;

@@ -427,28 +427,11 @@ mod tests {
     }
 
     fn dep(build: &str, replicas: i32) -> ObservedDeployment {
-        ObservedDeployment {
-            name: format!("w-{build}"),
-            build_id: build.into(),
-            replicas: Some(replicas),
-            status_replicas: replicas,
-            ready_replicas: replicas,
-            healthy_since: Some(ts("2026-03-02T11:00:00Z")),
-            pod_template_hash: None,
-            connection_hash: None,
-            deleting: false,
-            created_at: None,
-        }
+        ObservedDeployment::test(build, replicas)
     }
 
     fn ver(build: &str, status: TemporalVersionStatus) -> VersionState {
-        VersionState {
-            build_id: build.into(),
-            status,
-            drainage_changed_at: None,
-            last_current_at: None,
-            first_activation_at: None,
-        }
+        VersionState::test(build, status)
     }
 
     /// v1 Current; v2 (target) registered and Inactive.
@@ -998,7 +981,7 @@ mod tests {
             (t.deployment.as_deref(), t.replicas, t.ready_replicas),
             (Some("w-v2"), Some(3), Some(3))
         );
-        assert_eq!(t.healthy_since, Some(Time(ts("2026-03-02T11:00:00Z"))));
+        assert_eq!(t.healthy_since, Some(Time(crate::fixtures::ago(600))));
     }
 
     #[test]
