@@ -49,19 +49,31 @@ pub enum ApiAuth {
     },
 }
 
+/// Defaults of the options; the command line takes its defaults from here too.
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const IDLE_INTERVAL: Duration = Duration::from_secs(60);
+    pub const FAST_POLL: Duration = Duration::from_millis(500);
+    pub const MAX_VERSIONS_INELIGIBLE_FOR_DELETION: usize = 75;
+    pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
+    pub const IDENTITY: &str = "temporal-worker-controller";
+    pub const LEASE_NAME: &str = "temporal-worker-controller";
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         Self {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             leader_elect: false,
-            lease_name: "temporal-worker-controller".into(),
+            lease_name: defaults::LEASE_NAME.into(),
             lease_namespace: None,
             watch_namespaces: Vec::new(),
-            identity: "temporal-worker-controller".into(),
-            idle_interval: Duration::from_secs(60),
-            fast_poll: Duration::from_millis(500),
-            max_versions_ineligible_for_deletion: 75,
-            rollback_window: Duration::from_secs(3600),
+            identity: defaults::IDENTITY.into(),
+            idle_interval: defaults::IDLE_INTERVAL,
+            fast_poll: defaults::FAST_POLL,
+            max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
+            rollback_window: defaults::ROLLBACK_WINDOW,
             pod_name: None,
             api_auth: ApiAuth::None,
         }

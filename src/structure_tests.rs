@@ -208,3 +208,29 @@ fn terminal_reasons_match_the_argocd_health_check() {
         );
     }
 }
+
+#[test]
+fn project_files_cite_no_notes_outside_the_repository() {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    files.push(root().join("README.md"));
+    for doc in fs::read_dir(root().join("docs")).expect("docs") {
+        files.push(doc.expect("doc").path());
+    }
+    // Split so that this file does not match itself.
+    let needles = [
+        concat!("../", "shared"),
+        concat!("temporal-", "facts"),
+        concat!("go-controller-", "behaviour"),
+    ];
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        for needle in needles {
+            assert!(
+                !text.contains(needle),
+                "{} cites {needle}: state the rule where it is tested instead",
+                file.display()
+            );
+        }
+    }
+}
