@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus};
-use crate::http::view::{self, RolloutList, RolloutSummary, RolloutView};
+use crate::summary::{self as view, RolloutList, RolloutSummary, RolloutView};
 
 /// Bearer token sent to the status API when it requires one.
 pub const TOKEN_ENV: &str = "TEMPORAL_WORKER_CONTROLLER_TOKEN";

@@ -1,10 +1,14 @@
 //! temporal-worker-controller: runs Temporal workers as rainbow deployments using Temporal
 //! Worker Versioning. `main.rs` only parses flags; everything lives behind this library.
 //!
-//! Where to find things: `api` (CRD types, reasons), `build_id`, `render` (versioned
-//! Deployments), `planner` (every rollout rule, pure), `status` (conditions), `temporal`
-//! (gRPC calls), `observe` (reads), `executor` (writes), `controller` (kube-runtime wiring),
-//! `run` (process wiring), `http` + `metrics` + `milestones` (observability).
+//! Where to find things (`docs/architecture.md` has the whole map): `api` (CRD types, the
+//! condition vocabulary), `build_id`, `render` (versioned Deployments), `reconcile` (one
+//! reconcile as stages: validate → observe → plan → act → report), `planner` (every rollout
+//! rule, pure), `status` (conditions), `temporal` (gRPC calls), `controller` (kube-runtime
+//! wiring), `run` (process wiring), `summary` + `http` + `metrics` + `milestones`
+//! (observability).
+
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod api;
 pub mod build_id;
@@ -13,13 +17,18 @@ pub mod controller;
 pub mod crdgen;
 pub mod error;
 pub mod events;
-pub mod executor;
+#[cfg(test)]
+mod fixtures;
 pub mod http;
 pub mod metrics;
 pub mod milestones;
-pub mod observe;
 pub mod planner;
+pub mod reconcile;
 pub mod render;
 pub mod run;
 pub mod status;
+pub mod summary;
 pub mod temporal;
+
+#[cfg(test)]
+mod structure_tests;

@@ -1,10 +1,45 @@
 //! CLI entry point: parses flags and hands over to the library.
 
+#![cfg_attr(not(test), warn(clippy::too_many_lines))]
+
+use std::fmt;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use temporal_worker_controller::run::defaults;
 use temporal_worker_controller::{api, cli_status, run};
+
+/// A Go-style duration flag (`500ms`, `1m30s`), parsed once by clap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GoDuration(Duration);
+
+impl FromStr for GoDuration {
+    type Err = api::duration::ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        api::duration::parse(s).map(GoDuration)
+    }
+}
+
+impl fmt::Display for GoDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&api::duration::format(self.0))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ApiAuthMode {
+    None,
+    TokenReview,
+}
 
 #[derive(Parser)]
 #[command(
@@ -44,7 +79,7 @@ struct RunArgs {
     /// Use a Lease so that only one replica acts at a time.
     #[arg(long)]
     leader_elect: bool,
-    #[arg(long, default_value = "temporal-worker-controller")]
+    #[arg(long, default_value = defaults::LEASE_NAME)]
     lease_name: String,
     /// Namespace of the Lease (default: POD_NAMESPACE, else the client's default namespace).
     #[arg(long, env = "POD_NAMESPACE")]
@@ -56,33 +91,33 @@ struct RunArgs {
     #[arg(
         long,
         env = "CONTROLLER_IDENTITY",
-        default_value = "temporal-worker-controller"
+        default_value = defaults::IDENTITY
     )]
     identity: String,
     /// Re-check interval for rollouts with nothing pending (Go duration).
-    #[arg(long, default_value = "60s")]
-    idle_interval: String,
-    /// Poll interval while waiting for pollers or gate workflows (Go duration).
-    #[arg(long, default_value = "500ms")]
-    fast_poll: String,
+    #[arg(long, default_value_t = GoDuration(defaults::IDLE_INTERVAL))]
+    idle_interval: GoDuration,
+    /// Poll interval while waiting for pollers or gate workflows (Go duration); the planner
+    /// and the retry of raced routing writes use it.
+    #[arg(long, default_value_t = GoDuration(defaults::FAST_POLL))]
+    fast_poll: GoDuration,
     #[arg(
         long,
         env = "CONTROLLER_MAX_DEPLOYMENT_VERSIONS_INELIGIBLE_FOR_DELETION",
-        default_value_t = 75
+        default_value_t = defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION
     )]
     max_versions_ineligible_for_deletion: usize,
     /// A target that was Current within this window is promoted at once (Go duration).
-    #[arg(long, default_value = "1h")]
-    rollback_window: String,
-    /// Log format: text or json.
-    #[arg(long, default_value = "text")]
-    log_format: String,
+    #[arg(long, default_value_t = GoDuration(defaults::ROLLBACK_WINDOW))]
+    rollback_window: GoDuration,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[arg(long, env = "POD_NAME")]
     pod_name: Option<String>,
     /// Status API authentication: `none`, or `token-review` (bearer tokens checked with a
     /// Kubernetes TokenReview; needs `create` on `tokenreviews`).
-    #[arg(long, env = "API_AUTH", default_value = "none")]
-    api_auth: String,
+    #[arg(long, env = "API_AUTH", value_enum, default_value_t = ApiAuthMode::None)]
+    api_auth: ApiAuthMode,
     /// With `token-review`: accept only tokens minted for one of these audiences
     /// (comma-separated; default: the API server's own audience).
     #[arg(long, env = "API_AUTH_AUDIENCES", value_delimiter = ',')]
@@ -113,7 +148,7 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string())
         }),
         Command::Run(args) => {
-            init_tracing(&args.log_format);
+            init_tracing(args.log_format);
             block_on(run_controller(*args))
         }
     }
@@ -139,11 +174,11 @@ fn block_on(fut: impl std::future::Future<Output = Result<(), String>>) -> ExitC
     }
 }
 
-fn init_tracing(format: &str) {
+fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if format == "json" {
+    if format == LogFormat::Json {
         builder.json().init();
     } else {
         builder.init();
@@ -151,7 +186,7 @@ fn init_tracing(format: &str) {
 }
 
 fn api_auth(
-    mode: &str,
+    mode: ApiAuthMode,
     audiences: Vec<String>,
     protect_metrics: bool,
 ) -> Result<temporal_worker_controller::run::ApiAuth, String> {
@@ -162,23 +197,18 @@ fn api_auth(
         .filter(|a| !a.is_empty())
         .collect();
     match mode {
-        "none" if audiences.is_empty() && !protect_metrics => Ok(ApiAuth::None),
-        "none" => {
+        ApiAuthMode::None if audiences.is_empty() && !protect_metrics => Ok(ApiAuth::None),
+        ApiAuthMode::None => {
             Err("--api-auth-audiences and --api-auth-metrics need --api-auth=token-review".into())
         }
-        "token-review" => Ok(ApiAuth::TokenReview {
+        ApiAuthMode::TokenReview => Ok(ApiAuth::TokenReview {
             audiences,
             protect_metrics,
         }),
-        other => Err(format!(
-            "--api-auth: unknown mode {other:?} (expected none or token-review)"
-        )),
     }
 }
 
 async fn run_controller(args: RunArgs) -> Result<(), String> {
-    let duration =
-        |s: &str, flag: &str| api::duration::parse(s).map_err(|e| format!("--{flag}: {e}"));
     let opts = run::RunOptions {
         http_addr: args.http_addr,
         leader_elect: args.leader_elect,
@@ -191,13 +221,13 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
             .filter(|s| !s.is_empty())
             .collect(),
         identity: args.identity,
-        idle_interval: duration(&args.idle_interval, "idle-interval")?,
-        fast_poll: duration(&args.fast_poll, "fast-poll")?,
+        idle_interval: args.idle_interval.0,
+        fast_poll: args.fast_poll.0,
         max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
-        rollback_window: duration(&args.rollback_window, "rollback-window")?,
+        rollback_window: args.rollback_window.0,
         pod_name: args.pod_name,
         api_auth: api_auth(
-            &args.api_auth,
+            args.api_auth,
             args.api_auth_audiences,
             args.api_auth_metrics,
         )?,
@@ -215,22 +245,50 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::api_auth;
-    use temporal_worker_controller::run::ApiAuth;
+    use super::*;
+    use temporal_worker_controller::run::{ApiAuth, RunOptions};
+
+    #[test]
+    fn flag_defaults_are_the_library_defaults() {
+        let cli = Cli::try_parse_from(["twc", "run"]).expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        let d = RunOptions::default();
+        assert_eq!(args.idle_interval.0, d.idle_interval);
+        assert_eq!(args.fast_poll.0, d.fast_poll);
+        assert_eq!(args.rollback_window.0, d.rollback_window);
+        assert_eq!(args.identity, d.identity);
+        assert_eq!(args.lease_name, d.lease_name);
+        assert_eq!(
+            args.max_versions_ineligible_for_deletion,
+            d.max_versions_ineligible_for_deletion
+        );
+        let cli = Cli::try_parse_from(["twc", "run", "--fast-poll", "250ms"]).expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.fast_poll.0, Duration::from_millis(250));
+        assert!(Cli::try_parse_from(["twc", "run", "--fast-poll", "soon"]).is_err());
+        assert!(Cli::try_parse_from(["twc", "run", "--api-auth", "oidc"]).is_err());
+    }
 
     #[test]
     fn api_auth_flags() {
-        assert_eq!(api_auth("none", vec![], false), Ok(ApiAuth::None));
+        let none = ApiAuthMode::None;
+        assert_eq!(api_auth(none, vec![], false), Ok(ApiAuth::None));
         assert_eq!(
-            api_auth("token-review", vec![" twc ".into(), String::new()], true),
+            api_auth(
+                ApiAuthMode::TokenReview,
+                vec![" twc ".into(), String::new()],
+                true
+            ),
             Ok(ApiAuth::TokenReview {
                 audiences: vec!["twc".into()],
                 protect_metrics: true
             })
         );
-        assert!(api_auth("none", vec!["twc".into()], false).is_err());
-        assert!(api_auth("none", vec![], true).is_err());
-        let err = api_auth("oidc", vec![], false).unwrap_err();
-        assert!(err.contains("oidc"), "{err}");
+        assert!(api_auth(none, vec!["twc".into()], false).is_err());
+        assert!(api_auth(none, vec![], true).is_err());
     }
 }

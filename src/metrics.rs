@@ -23,7 +23,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::api::TemporalWorkerDeployment;
-use crate::http::view::{self, Phase, RolloutSummary};
+use crate::summary::{self as view, Phase, RolloutSummary};
 
 /// Metric name prefix (without the trailing underscore).
 pub const PREFIX: &str = "temporal_worker_controller";
@@ -390,13 +390,8 @@ pub fn openmetrics_to_prometheus_text(text: &str) -> String {
     out
 }
 
-/// A fresh registry per scrape for the families derived from the store.
-fn scrape_registry(
-    store: &Store<TemporalWorkerDeployment>,
-    now: jiff::Timestamp,
-    start_time: f64,
-) -> Registry {
-    let mut root = Registry::default();
+/// The standard `process_*` families, read at scrape time.
+fn register_process(root: &mut Registry, start_time: f64) {
     let process = process_stats();
     let proc_reg = root.sub_registry_with_prefix("process");
     let g = |v: f64| -> GaugeF {
@@ -430,49 +425,49 @@ fn scrape_registry(
         Unit::Seconds,
         g(start_time),
     );
+}
 
-    let reg = root.sub_registry_with_prefix(PREFIX);
-    let info = Family::<InfoLabels, Gauge>::default();
-    let by_phase = Family::<PhaseLabels, Gauge>::default();
-    let ramp = Family::<ObjLabels, GaugeF>::default();
-    let versions = Family::<ObjStatusLabels, Gauge>::default();
-    let step = Family::<ObjLabels, Gauge>::default();
-    let steps = Family::<ObjLabels, Gauge>::default();
-    let next_step = Family::<ObjLabels, GaugeF>::default();
-    let transition = Family::<ObjLabels, GaugeF>::default();
-    let in_phase = Family::<ObjLabels, GaugeF>::default();
-    let ready = Family::<ObjLabels, Gauge>::default();
-    let stalled = Family::<ObjLabels, Gauge>::default();
-    let lag = Family::<ObjLabels, Gauge>::default();
+/// The per-rollout families of one scrape.
+#[derive(Default)]
+struct RolloutFamilies {
+    info: Family<InfoLabels, Gauge>,
+    by_phase: Family<PhaseLabels, Gauge>,
+    ramp: Family<ObjLabels, GaugeF>,
+    versions: Family<ObjStatusLabels, Gauge>,
+    step: Family<ObjLabels, Gauge>,
+    steps: Family<ObjLabels, Gauge>,
+    next_step: Family<ObjLabels, GaugeF>,
+    transition: Family<ObjLabels, GaugeF>,
+    in_phase: Family<ObjLabels, GaugeF>,
+    ready: Family<ObjLabels, Gauge>,
+    stalled: Family<ObjLabels, Gauge>,
+    lag: Family<ObjLabels, Gauge>,
+}
 
-    for phase in Phase::ALL {
-        let _ = by_phase.get_or_create(&PhaseLabels {
-            phase: phase.as_str(),
-        });
-    }
-    let now_s = now.as_millisecond() as f64 / 1000.0;
-    for twd in store.state() {
-        let s = RolloutSummary::from_twd(&twd);
+impl RolloutFamilies {
+    /// Adds one rollout's series.
+    fn record(&self, s: &RolloutSummary, now_s: f64) {
         let obj = ObjLabels {
             namespace: s.namespace.clone(),
             name: s.name.clone(),
         };
-        info.get_or_create(&InfoLabels {
-            namespace: s.namespace.clone(),
-            name: s.name.clone(),
-            strategy: view::strategy_str(s.strategy),
-            phase: s.phase.as_str(),
-            reason: s.reason.clone().unwrap_or_default(),
-            target_build: s.target_build_id.clone().unwrap_or_default(),
-            current_build: s.current_build_id.clone().unwrap_or_default(),
-        })
-        .set(1);
-        by_phase
+        self.info
+            .get_or_create(&InfoLabels {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                strategy: view::strategy_str(s.strategy),
+                phase: s.phase.as_str(),
+                reason: s.reason.clone().unwrap_or_default(),
+                target_build: s.target_build_id.clone().unwrap_or_default(),
+                current_build: s.current_build_id.clone().unwrap_or_default(),
+            })
+            .set(1);
+        self.by_phase
             .get_or_create(&PhaseLabels {
                 phase: s.phase.as_str(),
             })
             .inc();
-        ramp.get_or_create(&obj).set(s.target_traffic_ratio);
+        self.ramp.get_or_create(&obj).set(s.target_traffic_ratio);
         // Only statuses present: six always-on series per object would dominate the scrape.
         for v in &s.versions {
             let labels = ObjStatusLabels {
@@ -480,81 +475,108 @@ fn scrape_registry(
                 name: s.name.clone(),
                 status: view::version_status_str(v.status),
             };
-            versions.get_or_create(&labels).set(v.count as i64);
+            self.versions.get_or_create(&labels).set(v.count as i64);
         }
         if let Some(i) = s.step {
-            step.get_or_create(&obj).set(i64::from(i));
+            self.step.get_or_create(&obj).set(i64::from(i));
         }
         if s.steps > 0 {
-            steps.get_or_create(&obj).set(s.steps as i64);
+            self.steps.get_or_create(&obj).set(s.steps as i64);
         }
         if let Some(t) = s.next_step_at {
-            next_step
+            self.next_step
                 .get_or_create(&obj)
                 .set(t.as_millisecond() as f64 / 1000.0);
         }
         if let Some(t) = s.phase_since {
             let t = t.as_millisecond() as f64 / 1000.0;
-            transition.get_or_create(&obj).set(t);
-            in_phase.get_or_create(&obj).set((now_s - t).max(0.0));
+            self.transition.get_or_create(&obj).set(t);
+            self.in_phase.get_or_create(&obj).set((now_s - t).max(0.0));
         }
-        ready.get_or_create(&obj).set(i64::from(s.ready));
-        stalled.get_or_create(&obj).set(i64::from(s.stalled));
-        lag.get_or_create(&obj).set(s.generation_lag());
+        self.ready.get_or_create(&obj).set(i64::from(s.ready));
+        self.stalled.get_or_create(&obj).set(i64::from(s.stalled));
+        self.lag.get_or_create(&obj).set(s.generation_lag());
+    }
+}
+
+/// A fresh registry per scrape for the families derived from the store.
+fn scrape_registry(
+    store: &Store<TemporalWorkerDeployment>,
+    now: jiff::Timestamp,
+    start_time: f64,
+) -> Registry {
+    let mut root = Registry::default();
+    register_process(&mut root, start_time);
+
+    let reg = root.sub_registry_with_prefix(PREFIX);
+    let f = RolloutFamilies::default();
+
+    for phase in Phase::ALL {
+        let _ = f.by_phase.get_or_create(&PhaseLabels {
+            phase: phase.as_str(),
+        });
+    }
+    let now_s = now.as_millisecond() as f64 / 1000.0;
+    for twd in store.state() {
+        f.record(&RolloutSummary::from_twd(&twd), now_s);
     }
 
     reg.register(
         "rollout_info",
         "One series per TemporalWorkerDeployment (value 1) carrying strategy, phase, reason and build IDs",
-        info,
+        f.info,
     );
-    reg.register("rollouts", "TemporalWorkerDeployments by phase", by_phase);
+    reg.register("rollouts", "TemporalWorkerDeployments by phase", f.by_phase);
     reg.register(
         "rollout_ramp_ratio",
         "Share of new workflows routed to the target version (1 once it is Current)",
-        ramp,
+        f.ramp,
     );
     reg.register(
         "rollout_versions",
         "Versions listed in status by Temporal version status",
-        versions,
+        f.versions,
     );
     reg.register(
         "rollout_step",
         "Zero-based index of the progressive step in effect",
-        step,
+        f.step,
     );
     reg.register(
         "rollout_configured_steps",
         "Number of progressive steps in the spec",
-        steps,
+        f.steps,
     );
     reg.register(
         "rollout_next_step_timestamp_seconds",
         "When the next progressive step (or promotion) is due, Unix time",
-        next_step,
+        f.next_step,
     );
     reg.register(
         "rollout_phase_transition_timestamp_seconds",
         "When the rollout entered its current phase, Unix time",
-        transition,
+        f.transition,
     );
     reg.register_with_unit(
         "rollout_time_in_phase",
         "Time since the rollout entered its current phase",
         Unit::Seconds,
-        in_phase,
+        f.in_phase,
     );
-    reg.register("rollout_ready", "1 when the Ready condition is True", ready);
+    reg.register(
+        "rollout_ready",
+        "1 when the Ready condition is True",
+        f.ready,
+    );
     reg.register(
         "rollout_stalled",
         "1 when the Stalled condition is True",
-        stalled,
+        f.stalled,
     );
     reg.register(
         "rollout_observed_generation_lag",
         "metadata.generation minus status.observedGeneration",
-        lag,
+        f.lag,
     );
     root
 }

@@ -9,12 +9,13 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::{broadcast, watch};
 
-use crate::api::validate::ControllerSettings;
-use crate::controller::{self, Context, Settings};
+use crate::controller;
 use crate::events::EventSink;
 use crate::http::{self, AppState, KubeTokenReviewer, Readiness, TokenAuth};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
+use crate::reconcile::validate::ControllerSettings;
+use crate::reconcile::{Context, Settings};
 use crate::temporal::ClientPool;
 
 #[derive(Clone, Debug)]
@@ -48,19 +49,31 @@ pub enum ApiAuth {
     },
 }
 
+/// Defaults of the options; the command line takes its defaults from here too.
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const IDLE_INTERVAL: Duration = Duration::from_secs(60);
+    pub const FAST_POLL: Duration = Duration::from_millis(500);
+    pub const MAX_VERSIONS_INELIGIBLE_FOR_DELETION: usize = 75;
+    pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
+    pub const IDENTITY: &str = "temporal-worker-controller";
+    pub const LEASE_NAME: &str = "temporal-worker-controller";
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         Self {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             leader_elect: false,
-            lease_name: "temporal-worker-controller".into(),
+            lease_name: defaults::LEASE_NAME.into(),
             lease_namespace: None,
             watch_namespaces: Vec::new(),
-            identity: "temporal-worker-controller".into(),
-            idle_interval: Duration::from_secs(60),
-            fast_poll: Duration::from_millis(500),
-            max_versions_ineligible_for_deletion: 75,
-            rollback_window: Duration::from_secs(3600),
+            identity: defaults::IDENTITY.into(),
+            idle_interval: defaults::IDLE_INTERVAL,
+            fast_poll: defaults::FAST_POLL,
+            max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
+            rollback_window: defaults::ROLLBACK_WINDOW,
             pod_name: None,
             api_auth: ApiAuth::None,
         }
@@ -114,17 +127,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let pool = Arc::new(ClientPool::with_observer(Arc::new(
         move |method, code, latency| rpc_metrics.temporal_rpc(method, code, latency),
     )));
-    let settings = Settings {
-        identity: opts.identity.clone(),
-        controller_version: env!("CARGO_PKG_VERSION").to_string(),
-        idle_interval: opts.idle_interval,
-        fast_poll: opts.fast_poll,
-        watch_namespaces: opts.watch_namespaces.clone(),
-        planner: ControllerSettings {
-            max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
-            rollback_window: opts.rollback_window,
-        },
-    };
+    let settings = settings(&opts);
     let events = EventSink::new(
         client.clone(),
         opts.pod_name.clone(),
@@ -161,19 +164,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         milestones,
         feed,
         readiness: readiness.clone(),
-        auth: match &opts.api_auth {
-            ApiAuth::None => None,
-            ApiAuth::TokenReview {
-                audiences,
-                protect_metrics,
-            } => Some(
-                TokenAuth::with_reviewer(Arc::new(KubeTokenReviewer::new(
-                    client.clone(),
-                    audiences.clone(),
-                )))
-                .protect_metrics(*protect_metrics),
-            ),
-        },
+        auth: token_auth(&client, &opts.api_auth),
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
 
@@ -216,6 +207,38 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         stop: stop_tx,
         task,
     })
+}
+
+/// The reconciler's settings from the typed options.
+fn settings(opts: &RunOptions) -> Settings {
+    Settings {
+        identity: opts.identity.clone(),
+        controller_version: env!("CARGO_PKG_VERSION").to_string(),
+        idle_interval: opts.idle_interval,
+        fast_poll: opts.fast_poll,
+        watch_namespaces: opts.watch_namespaces.clone(),
+        planner: ControllerSettings {
+            max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
+            rollback_window: opts.rollback_window,
+        },
+    }
+}
+
+/// The status API's authentication, if any.
+fn token_auth(client: &kube::Client, auth: &ApiAuth) -> Option<TokenAuth> {
+    match auth {
+        ApiAuth::None => None,
+        ApiAuth::TokenReview {
+            audiences,
+            protect_metrics,
+        } => Some(
+            TokenAuth::with_reviewer(Arc::new(KubeTokenReviewer::new(
+                client.clone(),
+                audiences.clone(),
+            )))
+            .protect_metrics(*protect_metrics),
+        ),
+    }
 }
 
 /// Without leader election the channel is constantly `true`.

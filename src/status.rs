@@ -427,28 +427,11 @@ mod tests {
     }
 
     fn dep(build: &str, replicas: i32) -> ObservedDeployment {
-        ObservedDeployment {
-            name: format!("w-{build}"),
-            build_id: build.into(),
-            replicas: Some(replicas),
-            status_replicas: replicas,
-            ready_replicas: replicas,
-            healthy_since: Some(ts("2026-03-02T11:00:00Z")),
-            pod_template_hash: None,
-            connection_hash: None,
-            deleting: false,
-            created_at: None,
-        }
+        ObservedDeployment::test(build, replicas)
     }
 
     fn ver(build: &str, status: TemporalVersionStatus) -> VersionState {
-        VersionState {
-            build_id: build.into(),
-            status,
-            drainage_changed_at: None,
-            last_current_at: None,
-            first_activation_at: None,
-        }
+        VersionState::test(build, status)
     }
 
     /// v1 Current; v2 (target) registered and Inactive.
@@ -462,7 +445,6 @@ mod tests {
                 scaledown_delay: Duration::from_secs(3600),
                 delete_delay: Duration::from_secs(4 * 3600),
                 pod_template_hash: String::new(),
-                connection_hash: String::new(),
                 custom_build_id: false,
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: Duration::from_secs(3600),
@@ -485,7 +467,9 @@ mod tests {
             gates: vec![],
             target_task_queues: vec![],
             unversioned_pollers_on_all_queues: false,
+            connection_hash: String::new(),
             controller_identity: ME.into(),
+            fast_poll: Duration::from_secs(1),
             now: t0(),
         }
     }
@@ -997,7 +981,7 @@ mod tests {
             (t.deployment.as_deref(), t.replicas, t.ready_replicas),
             (Some("w-v2"), Some(3), Some(3))
         );
-        assert_eq!(t.healthy_since, Some(Time(ts("2026-03-02T11:00:00Z"))));
+        assert_eq!(t.healthy_since, Some(Time(crate::fixtures::ago(600))));
     }
 
     #[test]

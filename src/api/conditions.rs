@@ -29,3 +29,51 @@ pub const PLAN_GENERATION_FAILED: &str = "PlanGenerationFailed";
 pub const PLAN_EXECUTION_FAILED: &str = "PlanExecutionFailed";
 pub const INVALID_SPEC: &str = "InvalidSpec";
 pub const GATE_WORKFLOW_FAILED: &str = "GateWorkflowFailed";
+
+/// What a reason says about the rollout (the `Kind` column of the reason table in
+/// `docs/cd-rollouts.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasonKind {
+    /// `Ready=True`.
+    Done,
+    /// Moving forward: `Progressing=True`, `Reconciling=True`.
+    Progressing,
+    /// Cannot move forward now, retried: `Progressing=False`, `Reconciling=True`.
+    Blocked,
+    /// Needs a spec change or a human: `Stalled=True`.
+    Terminal,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reason {
+    pub reason: &'static str,
+    pub kind: ReasonKind,
+}
+
+/// Every reason the controller writes. The one list of the condition vocabulary: a new reason
+/// goes here and, in the same change, into the reason table of `docs/cd-rollouts.md` (a test
+/// compares them), the Argo CD Lua tests and the Flux fixtures.
+pub const ALL: &[Reason] = {
+    use ReasonKind::*;
+    const fn r(reason: &'static str, kind: ReasonKind) -> Reason {
+        Reason { reason, kind }
+    }
+    &[
+        r(ROLLOUT_COMPLETE, Done),
+        r(WAITING_FOR_POLLERS, Progressing),
+        r(WAITING_FOR_PROMOTION, Progressing),
+        r(RAMPING, Progressing),
+        r(WAITING_FOR_GATE, Progressing),
+        r(TOO_MANY_VERSIONS, Blocked),
+        r(MANAGED_ELSEWHERE, Blocked),
+        r(DELETING, Blocked),
+        r(CONNECTION_NOT_FOUND, Blocked),
+        r(AUTH_SECRET_INVALID, Blocked),
+        r(CLIENT_CREATION_FAILED, Blocked),
+        r(STATE_FETCH_FAILED, Blocked),
+        r(PLAN_GENERATION_FAILED, Blocked),
+        r(PLAN_EXECUTION_FAILED, Blocked),
+        r(INVALID_SPEC, Terminal),
+        r(GATE_WORKFLOW_FAILED, Terminal),
+    ]
+};

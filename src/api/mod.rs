@@ -1,13 +1,12 @@
 //! Custom resource types served under `temporal.io/v1alpha1`.
 //!
 //! These are the only Kubernetes-facing types the controller defines; the planner works on
-//! its own model (`crate::planner::model`) so that rollout rules never depend on serde shapes.
+//! its own model (the planner's `model` module) so that rollout rules never depend on serde shapes.
 
 pub mod conditions;
 pub mod connection;
 pub mod duration;
 pub mod twd;
-pub mod validate;
 
 pub use connection::{TemporalConnection, TemporalConnectionSpec};
 pub use twd::{

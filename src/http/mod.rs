@@ -6,7 +6,6 @@
 
 pub mod auth;
 mod rollouts;
-pub mod view;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,11 +21,11 @@ use axum::routing::get;
 use kube::runtime::reflector::Store;
 use tokio::sync::{broadcast, watch};
 
+pub use crate::summary::{Phase, RolloutList, RolloutSummary, RolloutView};
 pub use auth::{
     AuthError, KubeTokenReviewer, ReviewError, ReviewFuture, ReviewOutcome, TokenAuth,
     TokenReviewer,
 };
-pub use view::{Phase, RolloutList, RolloutSummary, RolloutView};
 
 use crate::api::TemporalWorkerDeployment;
 use crate::metrics::{self, Metrics};

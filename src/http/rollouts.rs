@@ -14,10 +14,10 @@ use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::view::{RolloutList, RolloutSummary, RolloutView};
 use super::{ApiError, AppState, StreamShutdown};
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
+use crate::summary::{RolloutList, RolloutSummary, RolloutView};
 
 /// How often a watch re-reads the store: catches status written by another replica (the
 /// feed only carries this process's writes) and deletions.

@@ -7,10 +7,6 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 
-/// How soon to re-check while waiting on Temporal-side facts (registration, gates,
-/// routing propagation). Temporal reports these within a few hundred milliseconds.
-pub const FAST_POLL: Duration = Duration::from_secs(1);
-
 /// How soon to re-check while a version drains: the server cannot report DRAINED sooner
 /// than its visibility grace period (3 min by default), so polling faster gains nothing.
 pub const DRAIN_POLL: Duration = Duration::from_secs(30);

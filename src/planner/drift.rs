@@ -22,8 +22,8 @@ pub fn updates(view: &View, deleting: &[DeleteDeployment]) -> Vec<UpdateDeployme
             && d.pod_template_hash
                 .as_deref()
                 .is_some_and(|h| !h.is_empty() && h != desired.pod_template_hash);
-        let connection_drift = !desired.connection_hash.is_empty()
-            && d.connection_hash.as_deref() != Some(desired.connection_hash.as_str());
+        let wanted = view.input.connection_hash.as_str();
+        let connection_drift = !wanted.is_empty() && d.connection_hash.as_deref() != Some(wanted);
         let reason = if template_drift {
             UpdateReason::PodTemplateDrift
         } else if connection_drift {

@@ -27,7 +27,7 @@ mod tests;
 
 pub use sunset::{deadlines as sunset_deadlines, eligible_for_deletion};
 
-use crate::planner::clock::{FAST_POLL, Wake};
+use crate::planner::clock::Wake;
 use crate::planner::model::{Plan, PlanInput};
 use crate::planner::view::View;
 
@@ -55,7 +55,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     let decision = routing::decide(&view, held_back, &mut wake);
     if input.temporal.routing.update_in_progress {
-        wake.after(FAST_POLL);
+        wake.after(input.fast_poll);
     }
 
     let mut scale = scaling::active(&view);

@@ -19,8 +19,13 @@ pub struct PlanInput {
     pub target_task_queues: Vec<String>,
     /// True when every task queue of the target has an unversioned poller (migration).
     pub unversioned_pollers_on_all_queues: bool,
+    /// Hash of the observed Connection's settings injected into pods (connection drift).
+    pub connection_hash: String,
     /// The controller's identity in Temporal.
     pub controller_identity: String,
+    /// How soon to look again while waiting on Temporal-side facts (pollers registering,
+    /// gates finishing, routing propagating): the `--fast-poll` flag.
+    pub fast_poll: Duration,
     pub now: Timestamp,
 }
 
@@ -37,8 +42,6 @@ pub struct Desired {
     pub delete_delay: Duration,
     /// Hash of the user's pod template (drift detection under a custom build ID).
     pub pod_template_hash: String,
-    /// Hash of the connection settings injected into pods (connection drift).
-    pub connection_hash: String,
     /// True when `customBuildID` is set: drift is repaired by updating in place.
     pub custom_build_id: bool,
     /// Create no new Deployment while this many versions are not yet eligible for deletion.

@@ -19,9 +19,9 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::planner::clock::{self, FAST_POLL, MANAGER_POLL, Wake};
+use crate::planner::clock::{self, MANAGER_POLL, Wake};
 use crate::planner::gates::{self, GateState};
-use crate::planner::model::{Phase, Progress, RoutingChange, StepProgress, Strategy};
+use crate::planner::model::{Phase, Progress, RoutingChange, Step, StepProgress, Strategy};
 use crate::planner::progressive::{self, StepDecision};
 use crate::planner::view::View;
 use crate::temporal::state::TemporalVersionStatus;
@@ -58,7 +58,7 @@ fn complete(build: &str) -> Progress {
 }
 
 fn promote(view: &View, wake: &mut Wake) -> Decision {
-    wake.after(FAST_POLL);
+    wake.after(view.input.fast_poll);
     Decision {
         change: Some(RoutingChange::SetCurrent {
             build_id: view.target.to_string(),
@@ -83,31 +83,12 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     }
 
     if view.target_is_current() {
-        let manual = matches!(desired.strategy, Strategy::Manual);
-        let change = (view.ramping.is_some() && !manual).then_some(RoutingChange::ClearRamp);
-        if change.is_some() {
-            wake.after(FAST_POLL);
-        }
-        return Decision {
-            change,
-            progress: complete(target),
-            ..Default::default()
-        };
+        return settled(view, wake);
     }
 
     let Some(version) = view.target_version else {
-        wake.after(FAST_POLL);
-        let message = match (view.target_deployment, view.target_deleting) {
-            (None, Some(d)) => format!(
-                "Waiting for the old Deployment {} of build ID {target} to finish deleting before re-creating it",
-                d.name
-            ),
-            (None, None) => format!("Creating the Deployment for build ID {target}"),
-            (Some(_), _) => format!(
-                "Waiting for build ID {target} to register its pollers with Temporal ({})",
-                view.target_readiness()
-            ),
-        };
+        wake.after(view.input.fast_poll);
+        let message = waiting_for_pollers(view);
         return Decision {
             progress: progress(Phase::WaitingForPollers, message),
             ..Default::default()
@@ -140,7 +121,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
                 };
             }
             GateState::Pending { message, .. } => {
-                wake.after(FAST_POLL);
+                wake.after(view.input.fast_poll);
                 return Decision {
                     start_gates,
                     progress: progress(Phase::WaitingForGate, message),
@@ -152,26 +133,9 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     }
 
     if manual {
-        let message = match view.target_ramp() {
-            Some(pct) => format!(
-                "Build ID {target} is ramping at {pct}% (set in Temporal); strategy is Manual"
-            ),
-            None => format!(
-                "Build ID {target} is registered and {}; strategy is Manual, promote it in Temporal",
-                status_word(version.status)
-            ),
-        };
-        let phase = if view.target_ramp().is_some() {
-            Phase::Ramping
-        } else {
-            Phase::WaitingForPromotion
-        };
-        wake.after(clock::MANUAL_POLL);
-        return Decision {
-            start_gates,
-            progress: progress(phase, message),
-            ..Default::default()
-        };
+        let mut d = manual_wait(view, version.status, wake);
+        d.start_gates = start_gates;
+        return d;
     }
 
     if !view.target_healthy() {
@@ -203,68 +167,125 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         _ if first_version => promote(view, wake),
         Strategy::AllAtOnce => promote(view, wake),
         Strategy::Manual => Decision::default(), // handled above
-        Strategy::Progressive(steps) => {
-            let routing = &input.temporal.routing;
-            match progressive::decide(
-                steps,
-                view.target_ramp(),
-                routing.ramp_percentage_changed_at,
-                now,
-            ) {
-                StepDecision::NoSteps => Decision {
-                    progress: progress(
-                        Phase::WaitingForPromotion,
-                        format!(
-                            "Progressive strategy has no steps; build ID {target} is not ramped"
-                        ),
-                    ),
-                    ..Default::default()
-                },
-                StepDecision::Promote => promote(view, wake),
-                StepDecision::Ramp { index } => {
-                    let step = steps[index];
-                    wake.after(step.pause);
-                    let next_at = clock::add(now, step.pause);
-                    let sp = StepProgress {
-                        index,
-                        ramp_percentage: step.ramp_percentage,
-                        started_at: Some(now),
-                        next_at,
-                    };
-                    Decision {
-                        change: Some(RoutingChange::SetRamping {
-                            build_id: target.to_string(),
-                            percentage: step.ramp_percentage,
-                        }),
-                        progress: ramping(target, sp, steps.len()),
-                        ..Default::default()
-                    }
-                }
-                StepDecision::Hold {
-                    index,
-                    started_at,
-                    next_at,
-                } => {
-                    match next_at {
-                        Some(t) => wake.at(now, t),
-                        None => wake.after(FAST_POLL),
-                    }
-                    let sp = StepProgress {
-                        index,
-                        ramp_percentage: steps[index].ramp_percentage,
-                        started_at,
-                        next_at,
-                    };
-                    Decision {
-                        progress: ramping(target, sp, steps.len()),
-                        ..Default::default()
-                    }
-                }
-            }
-        }
+        Strategy::Progressive(steps) => progressive_step(view, steps, wake),
     };
     d.start_gates = start_gates;
     d
+}
+
+/// The next step of a Progressive rollout whose target is registered, healthy and gated.
+fn progressive_step(view: &View, steps: &[Step], wake: &mut Wake) -> Decision {
+    let target = view.target;
+    let now = view.input.now;
+    let routing = &view.input.temporal.routing;
+    match progressive::decide(
+        steps,
+        view.target_ramp(),
+        routing.ramp_percentage_changed_at,
+        now,
+    ) {
+        StepDecision::NoSteps => Decision {
+            progress: progress(
+                Phase::WaitingForPromotion,
+                format!("Progressive strategy has no steps; build ID {target} is not ramped"),
+            ),
+            ..Default::default()
+        },
+        StepDecision::Promote => promote(view, wake),
+        StepDecision::Ramp { index } => {
+            let step = steps[index];
+            wake.after(step.pause);
+            let next_at = clock::add(now, step.pause);
+            let sp = StepProgress {
+                index,
+                ramp_percentage: step.ramp_percentage,
+                started_at: Some(now),
+                next_at,
+            };
+            Decision {
+                change: Some(RoutingChange::SetRamping {
+                    build_id: target.to_string(),
+                    percentage: step.ramp_percentage,
+                }),
+                progress: ramping(target, sp, steps.len()),
+                ..Default::default()
+            }
+        }
+        StepDecision::Hold {
+            index,
+            started_at,
+            next_at,
+        } => {
+            match next_at {
+                Some(t) => wake.at(now, t),
+                None => wake.after(view.input.fast_poll),
+            }
+            let sp = StepProgress {
+                index,
+                ramp_percentage: steps[index].ramp_percentage,
+                started_at,
+                next_at,
+            };
+            Decision {
+                progress: ramping(target, sp, steps.len()),
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// A Manual target waits for a human to promote (or ramp) it in Temporal.
+fn manual_wait(view: &View, status: TemporalVersionStatus, wake: &mut Wake) -> Decision {
+    let target = view.target;
+    let message = match view.target_ramp() {
+        Some(pct) => {
+            format!("Build ID {target} is ramping at {pct}% (set in Temporal); strategy is Manual")
+        }
+        None => format!(
+            "Build ID {target} is registered and {}; strategy is Manual, promote it in Temporal",
+            status_word(status)
+        ),
+    };
+    let phase = if view.target_ramp().is_some() {
+        Phase::Ramping
+    } else {
+        Phase::WaitingForPromotion
+    };
+    wake.after(clock::MANUAL_POLL);
+    Decision {
+        progress: progress(phase, message),
+        ..Default::default()
+    }
+}
+
+/// The target is Current: only a stale ramp may be left to clear (Manual leaves it alone).
+fn settled(view: &View, wake: &mut Wake) -> Decision {
+    let manual = matches!(view.input.desired.strategy, Strategy::Manual);
+    let change = (view.ramping.is_some() && !manual).then_some(RoutingChange::ClearRamp);
+    if change.is_some() {
+        wake.after(view.input.fast_poll);
+    }
+    Decision {
+        change,
+        progress: complete(view.target),
+        ..Default::default()
+    }
+}
+
+/// Why an unregistered target is not polling yet.
+fn waiting_for_pollers(view: &View) -> String {
+    let target = view.target;
+    match (view.target_deployment, view.target_deleting) {
+        (None, Some(d)) => format!(
+            "Waiting for the old Deployment {} of build ID {target} to finish deleting before re-creating it",
+            d.name
+        ),
+        (None, None) => format!("Creating the Deployment for build ID {target}"),
+        (Some(_), _) => format!(
+            "Waiting for build ID {target} to register its pollers with Temporal ({})",
+            view.target_readiness()
+        ),
+    }
 }
 
 /// Ramping progress with a message that says where the rollout is and what comes next.

@@ -1,6 +1,6 @@
-//! Plan-level tests. Cases named `case_NN_*` are the given/when/then cases of
-//! `reference/go-controller-behaviour.md` §9; where we deliberately differ from the Go
-//! controller the test says so.
+//! Plan-level tests: every rollout rule, stated as given/when/then cases. Cases named
+//! `case_NN_*` reproduce the upstream Go controller's behaviour (numbered as in our original
+//! case list); where we deliberately differ from the Go controller the test says so.
 
 use std::time::Duration;
 
@@ -13,49 +13,18 @@ use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus as T, VersionState, WorkerDeploymentState,
 };
 
-const NOW: &str = "2026-03-02T12:00:00Z";
-const ME: &str = "release/ns-uid";
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
-
-fn ago(secs: i64) -> Timestamp {
-    ts(NOW) - jiff::SignedDuration::from_secs(secs)
-}
+use crate::fixtures::{NOW, ago, hours, ts};
 
 fn mins(m: u64) -> Duration {
     Duration::from_secs(m * 60)
 }
 
-fn hours(h: u64) -> Duration {
-    Duration::from_secs(h * 3600)
-}
-
-/// A healthy, ready Deployment at `replicas` with up-to-date hashes.
 fn dep(build: &str, replicas: i32) -> ObservedDeployment {
-    ObservedDeployment {
-        name: format!("w-{build}"),
-        build_id: build.into(),
-        replicas: Some(replicas),
-        status_replicas: replicas,
-        ready_replicas: replicas,
-        healthy_since: (replicas > 0).then(|| ago(600)),
-        pod_template_hash: Some("tpl".into()),
-        connection_hash: Some("conn".into()),
-        deleting: false,
-        created_at: Some(ago(86_400)),
-    }
+    ObservedDeployment::test(build, replicas)
 }
 
 fn ver(build: &str, status: T) -> VersionState {
-    VersionState {
-        build_id: build.into(),
-        status,
-        drainage_changed_at: None,
-        last_current_at: None,
-        first_activation_at: Some(ago(86_400)),
-    }
+    VersionState::test(build, status)
 }
 
 fn drained(build: &str, since: Timestamp) -> VersionState {
@@ -78,39 +47,7 @@ fn steps(spec: &[(f32, u64)]) -> Strategy {
 
 /// v1 is Current with 3 ready pods; v2 (the target) is registered, Inactive and healthy.
 fn rollout(strategy: Strategy) -> PlanInput {
-    PlanInput {
-        desired: Desired {
-            build_id: "v2".into(),
-            replicas: Some(3),
-            strategy,
-            gate: None,
-            scaledown_delay: hours(1),
-            delete_delay: hours(24),
-            pod_template_hash: "tpl".into(),
-            connection_hash: "conn".into(),
-            custom_build_id: false,
-            max_versions_ineligible_for_deletion: 75,
-            rollback_window: hours(1),
-        },
-        deployments: vec![dep("v1", 3), dep("v2", 3)],
-        temporal: WorkerDeploymentState {
-            exists: true,
-            conflict_token: b"tok".to_vec(),
-            manager_identity: ME.into(),
-            last_modifier_identity: ME.into(),
-            routing: RoutingState {
-                current_build_id: Some("v1".into()),
-                current_changed_at: Some(ago(86_400)),
-                ..Default::default()
-            },
-            versions: vec![ver("v1", T::Current), ver("v2", T::Inactive)],
-        },
-        gates: vec![],
-        target_task_queues: vec!["q1".into()],
-        unversioned_pollers_on_all_queues: false,
-        controller_identity: ME.into(),
-        now: ts(NOW),
-    }
+    PlanInput::test().strategy(strategy)
 }
 
 /// The target is Current; nothing else exists.
@@ -531,7 +468,7 @@ fn idle_when_nothing_is_pending() {
 #[test]
 fn case_34_connection_drift_updates_every_version() {
     let mut i = with_old(drained("v1", ago(60)), 3);
-    i.desired.connection_hash = "conn-2".into();
+    i.connection_hash = "conn-2".into();
     let p = plan(&i);
     let mut updated: Vec<_> = p
         .update
@@ -552,7 +489,7 @@ fn case_34_connection_drift_updates_every_version() {
 fn deployments_about_to_be_deleted_are_not_updated() {
     let mut i = settled();
     i.deployments.push(dep("gone", 1));
-    i.desired.connection_hash = "conn-2".into();
+    i.connection_hash = "conn-2".into();
     let p = plan(&i);
     assert_eq!(p.update.len(), 1);
     assert_eq!(p.update[0].build_id, "v2");
@@ -574,7 +511,7 @@ fn case_36_custom_build_id_template_drift_is_a_rolling_update() {
     );
 
     // Template and connection both drifted: one update re-renders both.
-    i.desired.connection_hash = "conn-2".into();
+    i.connection_hash = "conn-2".into();
     assert_eq!(plan(&i).update.len(), 1);
 
     // Replicas-only change: hashes equal, only a scale.

@@ -36,8 +36,8 @@ use super::error::{TemporalError, code_label};
 use super::pool::{EvictHandle, RpcObserver};
 use super::state::{GateObservation, VersionDetail, WorkerDeploymentState};
 
-/// Upper bound on one RPC including the SDK's retries; the post-write Describe stall (~1–2 s,
-/// temporal-facts §5) fits comfortably.
+/// Upper bound on one RPC including the SDK's retries. Temporal Server 1.32 stalls a
+/// DescribeWorkerDeployment for about 1–2 s right after a Set* write; that fits comfortably.
 const RPC_TIMEOUT: Duration = Duration::from_secs(20);
 /// Gate workflows that hang must not block a rollout forever.
 const GATE_EXECUTION_TIMEOUT: Duration = Duration::from_secs(3600);

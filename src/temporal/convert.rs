@@ -35,7 +35,8 @@ fn build_id_of(v: Option<&WorkerDeploymentVersion>) -> Option<String> {
 
 /// `DescribeWorkerDeployment` response → observed state. Only structured fields are read; the
 /// deprecated string fields (`current_version = "__unversioned__"`, …) and `summary.status` are
-/// ignored because the status is derived from routing and drainage (go-controller-behaviour §1.3 A).
+/// ignored: a version's status is derived from routing (current/ramping) and drainage info,
+/// as the Go controller does, because the summary string lags behind routing changes.
 pub fn deployment_state(resp: &DescribeWorkerDeploymentResponse) -> WorkerDeploymentState {
     let mut state = WorkerDeploymentState {
         exists: true,

@@ -1,5 +1,6 @@
-//! Reads the facts one reconcile needs: owned Deployments, auth Secrets, gate input, and the
-//! target version's Temporal details. Read-only; all writes live in `executor`.
+//! The observe stage: reads the facts one reconcile needs — the Connection and its auth Secret,
+//! gate input, owned Deployments, and Temporal's view of the worker deployment. Read-only; all
+//! writes live in `act`.
 
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -7,14 +8,155 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
+use crate::api::TemporalConnection;
 use crate::api::connection::AuthMode;
 use crate::api::{
     ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
     LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
-use crate::planner::model::{Desired, ObservedDeployment, Strategy};
+use crate::build_id;
+use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::reconcile::{Context, Failure, Settings};
 use crate::temporal::state::{GateObservation, WorkerDeploymentState};
-use crate::temporal::{TemporalClient, TemporalError};
+use crate::temporal::{self, ConnectionKey, TemporalClient, TemporalError};
+
+/// Everything observed for one reconcile.
+pub struct Observed {
+    pub connection: TemporalConnection,
+    /// Connected to the TWD's Temporal namespace.
+    pub client: TemporalClient,
+    /// Resolved gate input (may come from a Secret: never log it).
+    pub gate_input: Option<serde_json::Value>,
+    pub deployments: Vec<ObservedDeployment>,
+    pub temporal: WorkerDeploymentState,
+    pub facts: TargetFacts,
+}
+
+impl Observed {
+    /// The planner's input: the validated spec plus what was observed.
+    pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
+        PlanInput {
+            desired,
+            deployments: self.deployments.clone(),
+            temporal: self.temporal.clone(),
+            gates: self.facts.gates.clone(),
+            target_task_queues: self.facts.task_queues.clone(),
+            unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
+            connection_hash: build_id::connection_hash(&self.connection.spec),
+            controller_identity: settings.identity.clone(),
+            fast_poll: settings.fast_poll,
+            now,
+        }
+    }
+}
+
+/// Observes everything, in the order a user fixes things: Connection, credentials, Temporal
+/// reachability, gate input, Deployments, then Temporal's state.
+pub async fn all(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    desired: &Desired,
+) -> Result<Observed, Failure> {
+    let ns = twd.namespace().unwrap_or_default();
+    let connection = connection(&ctx.client, &ns, twd).await?;
+    let (client, key) = temporal_client(ctx, &ns, &connection, twd).await?;
+    let gate_input = gate_input(&ctx.client, &ns, twd)
+        .await
+        .map_err(Failure::GateInputUnavailable)?;
+    let deployments = owned_deployments(&ctx.client, twd).await.map_err(|e| {
+        Failure::DeploymentsUnreadable(format!("listing versioned Deployments: {e}"))
+    })?;
+    let name = twd.temporal_deployment_name();
+    let temporal = match client.describe_deployment(&name).await {
+        Ok(state) => state,
+        Err(e) => {
+            if e.is_auth() {
+                // Credentials may have rotated: the next reconcile connects afresh.
+                ctx.pool
+                    .evict(&key, &twd.spec.worker_options.temporal_namespace);
+            }
+            return Err(if e.is_resource_exhausted() {
+                Failure::StateFetchThrottled(format!(
+                    "rate limited by Temporal describing worker deployment {name:?}: {e}"
+                ))
+            } else {
+                Failure::StateFetchFailed(format!("describing worker deployment {name:?}: {e}"))
+            });
+        }
+    };
+    let facts = target_facts(&client, &name, desired, &temporal)
+        .await
+        .map_err(|e| Failure::StateFetchFailed(format!("describing target version: {e}")))?;
+    Ok(Observed {
+        connection,
+        client,
+        gate_input,
+        deployments,
+        temporal,
+        facts,
+    })
+}
+
+/// The TWD's Connection, if it exists.
+pub async fn connection_opt(
+    client: &kube::Client,
+    ns: &str,
+    twd: &TemporalWorkerDeployment,
+) -> Result<Option<TemporalConnection>, kube::Error> {
+    let name = &twd.spec.worker_options.connection_ref.name;
+    Api::<TemporalConnection>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+}
+
+/// The TWD's Connection.
+pub async fn connection(
+    client: &kube::Client,
+    ns: &str,
+    twd: &TemporalWorkerDeployment,
+) -> Result<TemporalConnection, Failure> {
+    let name = &twd.spec.worker_options.connection_ref.name;
+    match connection_opt(client, ns, twd).await {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(Failure::ConnectionNotFound(format!(
+            "TemporalConnection {name:?} not found in namespace {ns:?}"
+        ))),
+        Err(e) => Err(Failure::ConnectionNotFound(format!(
+            "reading TemporalConnection {name:?}: {e}"
+        ))),
+    }
+}
+
+/// A client for the TWD's Temporal namespace, with the Connection's credentials.
+pub async fn temporal_client(
+    ctx: &Context,
+    ns: &str,
+    connection: &TemporalConnection,
+    twd: &TemporalWorkerDeployment,
+) -> Result<(TemporalClient, ConnectionKey), Failure> {
+    let mode = connection.spec.auth_mode();
+    let secret = auth_secret(&ctx.client, ns, &mode)
+        .await
+        .map_err(Failure::AuthSecretInvalid)?;
+    let auth = temporal::auth_from_secret(&mode, secret.as_ref())
+        .map_err(|e| Failure::AuthSecretInvalid(e.to_string()))?;
+    let key = ConnectionKey::new(&connection.spec, auth);
+    let client = ctx
+        .pool
+        .get_or_connect(
+            key.clone(),
+            &twd.spec.worker_options.temporal_namespace,
+            &ctx.settings.identity,
+        )
+        .await
+        .map_err(|e| {
+            Failure::ClientCreationFailed(format!(
+                "connecting to Temporal at {}: {e}",
+                connection.spec.host_port
+            ))
+        })?;
+    Ok((client, key))
+}
 
 /// Versioned Deployments controlled by this TWD, oldest first.
 pub async fn owned_deployments(

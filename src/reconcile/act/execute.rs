@@ -1,6 +1,7 @@
 //! Applies a [`Plan`] in a fixed, safe order — create → update → scale → gates → manager
-//! claim → routing → delete — and stops at the first failure. Every Kubernetes and Temporal
-//! write the controller makes goes through here, so metrics wrap each one once.
+//! claim → routing → delete — and stops at the first failure. Together with
+//! [`super::finalizers`] this is every Kubernetes and Temporal write a reconcile makes, so
+//! metrics wrap each one once.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -8,7 +9,8 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{Plan, RoutingChange};
+use crate::planner::model::{CreateDeployment, Plan, RoutingChange};
+use crate::reconcile::Failure;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::{TemporalClient, TemporalError};
 
@@ -57,22 +59,6 @@ pub enum Done {
     },
 }
 
-/// Why execution stopped early.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Failure {
-    /// Which step failed (for logs and the condition message).
-    pub step: &'static str,
-    pub message: String,
-    /// Set when Temporal refused a routing change because someone else manages routing.
-    pub manager_owner: Option<String>,
-    /// The conflict token was stale: retry soon rather than back off.
-    pub conflict: bool,
-    /// Temporal rate-limited the call (ResourceExhausted): retry after a jittered delay.
-    pub throttled: bool,
-    /// The API server found the rendered object invalid (422): the spec must change.
-    pub invalid: bool,
-}
-
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Executed {
     pub done: Vec<Done>,
@@ -103,41 +89,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     let deployments: Api<Deployment> = Api::namespaced(ctx.kube.clone(), &ns);
 
     if let Some(create) = &plan.create {
-        let input = VersionedDeploymentInput {
-            twd: ctx.twd,
-            connection: ctx.connection,
-            build_id: &create.build_id,
-            replicas: create.replicas,
-        };
-        let rendered =
-            render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
-        let name = rendered.metadata.name.clone().unwrap_or_default();
-        let res = deployments
-            .create(
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
-                },
-                &rendered,
-            )
-            .await;
-        let created = match res {
-            Ok(_) => true,
-            // A previous reconcile created it moments ago (stale cache): nothing was done
-            // now, so nothing to announce.
-            Err(kube::Error::Api(s)) if s.code == 409 => false,
-            Err(e) => {
-                ctx.metrics.kube_write("create", "deployments", false);
-                return Err(render_write_fail("create Deployment", e));
-            }
-        };
-        if created {
-            ctx.metrics.kube_write("create", "deployments", true);
-            out.done.push(Done::Created {
-                name,
-                build_id: create.build_id.clone(),
-            });
-        }
+        create_target(ctx, &deployments, create, out).await?;
     }
 
     for update in &plan.update {
@@ -186,6 +138,80 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
         });
     }
 
+    temporal_writes(ctx, plan, out).await?;
+
+    for delete in &plan.delete {
+        let res = deployments
+            .delete(&delete.name, &DeleteParams::background())
+            .await;
+        match res {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                ctx.metrics.kube_write("delete", "deployments", false);
+                return Err(fail("delete Deployment", e.to_string()));
+            }
+        }
+        ctx.metrics.kube_write("delete", "deployments", true);
+        out.done.push(Done::Deleted {
+            name: delete.name.clone(),
+            build_id: delete.build_id.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Creates the target's Deployment; a 409 means an earlier reconcile already did.
+async fn create_target(
+    ctx: &ExecContext<'_>,
+    deployments: &Api<Deployment>,
+    create: &CreateDeployment,
+    out: &mut Executed,
+) -> Result<(), Failure> {
+    let input = VersionedDeploymentInput {
+        twd: ctx.twd,
+        connection: ctx.connection,
+        build_id: &create.build_id,
+        replicas: create.replicas,
+    };
+    let rendered =
+        render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
+    let name = rendered.metadata.name.clone().unwrap_or_default();
+    let res = deployments
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &rendered,
+        )
+        .await;
+    let created = match res {
+        Ok(_) => true,
+        // A previous reconcile created it moments ago (stale cache): nothing was done
+        // now, so nothing to announce.
+        Err(kube::Error::Api(s)) if s.code == 409 => false,
+        Err(e) => {
+            ctx.metrics.kube_write("create", "deployments", false);
+            return Err(render_write_fail("create Deployment", e));
+        }
+    };
+    if created {
+        ctx.metrics.kube_write("create", "deployments", true);
+        out.done.push(Done::Created {
+            name,
+            build_id: create.build_id.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Gates, the manager claim and the routing change, in that order.
+async fn temporal_writes(
+    ctx: &ExecContext<'_>,
+    plan: &Plan,
+    out: &mut Executed,
+) -> Result<(), Failure> {
     if let Some(workflow_type) = ctx.gate_workflow_type {
         for tq in &plan.start_gates {
             ctx.temporal
@@ -254,65 +280,37 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             }
         }
     }
-
-    for delete in &plan.delete {
-        let res = deployments
-            .delete(&delete.name, &DeleteParams::background())
-            .await;
-        match res {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                ctx.metrics.kube_write("delete", "deployments", false);
-                return Err(fail("delete Deployment", e.to_string()));
-            }
-        }
-        ctx.metrics.kube_write("delete", "deployments", true);
-        out.done.push(Done::Deleted {
-            name: delete.name.clone(),
-            build_id: delete.build_id.clone(),
-        });
-    }
     Ok(())
 }
 
 fn fail(step: &'static str, message: String) -> Failure {
-    Failure {
-        step,
-        message: format!("{step}: {message}"),
-        manager_owner: None,
-        conflict: false,
-        throttled: false,
-        invalid: false,
-    }
+    Failure::ExecutionFailed(format!("{step}: {message}"))
 }
 
 /// A refused Kubernetes write of a rendered versioned Deployment. 422 means the pod template
 /// itself is unacceptable (for example a container name that is not a DNS label), which no
 /// retry can fix.
 fn render_write_fail(step: &'static str, e: kube::Error) -> Failure {
-    let invalid = matches!(&e, kube::Error::Api(s) if s.code == 422);
-    let message = match &e {
-        kube::Error::Api(s) if invalid => format!(
-            "the API server refused the rendered Deployment; fix the TWD's pod template: {}",
+    match &e {
+        kube::Error::Api(s) if s.code == 422 => Failure::RenderedInvalid(format!(
+            "{step}: the API server refused the rendered Deployment; fix the TWD's pod template: {}",
             s.message
-        ),
-        other => other.to_string(),
-    };
-    Failure {
-        invalid,
-        ..fail(step, message)
+        )),
+        other => fail(step, other.to_string()),
     }
 }
 
+/// Which retry a refused Temporal write deserves is decided by [`super::super::verdict`].
 fn temporal_fail(step: &'static str, e: TemporalError) -> Failure {
-    Failure {
-        step,
-        message: format!("{step}: {e}"),
-        manager_owner: e.manager_conflict(),
-        conflict: e.is_conflict(),
-        throttled: e.is_resource_exhausted(),
-        invalid: false,
+    let message = format!("{step}: {e}");
+    if e.is_conflict() {
+        Failure::WriteRaced(message)
+    } else if e.is_resource_exhausted() {
+        Failure::WriteThrottled(message)
+    } else if let Some(owner) = e.manager_conflict() {
+        Failure::ManagedElsewhere { owner }
+    } else {
+        Failure::ExecutionFailed(message)
     }
 }
 
@@ -335,24 +333,22 @@ mod tests {
             "set ramping version",
             rpc(Code::ResourceExhausted, "too many requests"),
         );
-        assert!(f.throttled && !f.conflict, "{f:?}");
         assert!(
-            f.message.starts_with("set ramping version: "),
-            "{}",
-            f.message
+            matches!(&f, Failure::WriteThrottled(m) if m.starts_with("set ramping version: ")),
+            "{f:?}"
         );
 
         let f = temporal_fail("set ramping version", rpc(Code::Internal, "boom"));
-        assert!(!f.throttled && !f.conflict, "{f:?}");
+        assert!(matches!(f, Failure::ExecutionFailed(_)), "{f:?}");
 
         let f = temporal_fail(
             "set current version",
             rpc(Code::FailedPrecondition, "conflict token mismatch"),
         );
-        assert!(f.conflict && !f.throttled, "{f:?}");
+        assert!(matches!(f, Failure::WriteRaced(_)), "{f:?}");
 
         let f = fail("create Deployment", "forbidden".into());
-        assert!(!f.throttled && !f.conflict && !f.invalid && f.manager_owner.is_none());
+        assert!(matches!(f, Failure::ExecutionFailed(_)), "{f:?}");
     }
 
     fn api_error(code: u16, message: &str) -> kube::Error {
@@ -367,17 +363,15 @@ mod tests {
     fn an_invalid_rendered_deployment_is_a_spec_problem() {
         let msg = r#"Deployment.apps "w-v1" is invalid: spec.template.spec.containers[0].name: Invalid value: "Bad_Name""#;
         let f = render_write_fail("create Deployment", api_error(422, msg));
-        assert!(f.invalid, "{f:?}");
-        assert!(
-            f.message.contains("fix the TWD's pod template"),
-            "{}",
-            f.message
-        );
-        assert!(f.message.contains("Bad_Name"), "{}", f.message);
+        let Failure::RenderedInvalid(message) = &f else {
+            panic!("{f:?}")
+        };
+        assert!(message.contains("fix the TWD's pod template"), "{message}");
+        assert!(message.contains("Bad_Name"), "{message}");
         // Anything else (forbidden by a policy webhook, server trouble) may pass on retry.
         for code in [403, 409, 500] {
             let f = render_write_fail("create Deployment", api_error(code, "nope"));
-            assert!(!f.invalid, "{code}: {f:?}");
+            assert!(matches!(f, Failure::ExecutionFailed(_)), "{code}: {f:?}");
         }
     }
 }

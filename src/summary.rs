@@ -1,5 +1,7 @@
-//! JSON views of a `TemporalWorkerDeployment` for the status API, the metrics collector and
-//! the `status` CLI. One derivation of "phase" serves all three so they never disagree.
+//! JSON views of a `TemporalWorkerDeployment` for the status API (`http`), the metrics
+//! collector (`metrics`) and the `status` CLI. One derivation of "phase" serves all three so
+//! they never disagree; it lives here, outside `http` and `metrics`, so neither depends on
+//! the other.
 //!
 //! The views are built from an explicit allow-list of fields: the pod template (whose env may
 //! hold literal secrets) and the gate `input` (may be sensitive) are never copied.

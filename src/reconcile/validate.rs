@@ -1,4 +1,4 @@
-//! Spec validation and conversion into the planner's [`Desired`].
+//! The validate stage: spec validation and conversion into the planner's [`Desired`].
 //!
 //! The CRD schema and its CEL rules catch most mistakes at admission, but they can be
 //! bypassed (older CRD installed, schema-less clients, CRD edited by hand), so the
@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::api::connection::TemporalConnectionSpec;
 use crate::api::twd::{MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
 use crate::api::{RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration};
 use crate::build_id;
@@ -53,10 +52,9 @@ pub fn validate(twd: &TemporalWorkerDeployment) -> Result<(), InvalidSpec> {
     p.into_result()
 }
 
-/// Validates `twd`, then converts it into the planner's view.
+/// The validate stage: checks `twd` once, then converts it into the planner's view.
 pub fn desired(
     twd: &TemporalWorkerDeployment,
-    connection: &TemporalConnectionSpec,
     settings: &ControllerSettings,
 ) -> Result<Desired, InvalidSpec> {
     validate(twd)?;
@@ -98,7 +96,6 @@ pub fn desired(
         scaledown_delay: parse("spec.sunset.scaledownDelay", &spec.sunset.scaledown_delay)?,
         delete_delay: parse("spec.sunset.deleteDelay", &spec.sunset.delete_delay)?,
         pod_template_hash: build_id::pod_template_hash(&spec.template),
-        connection_hash: build_id::connection_hash(connection),
         custom_build_id: custom.is_some(),
         max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
         rollback_window: settings.rollback_window,
@@ -336,7 +333,6 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
 mod tests {
     use super::*;
     use crate::api::ENV_ADDRESS;
-    use crate::api::connection::{SecretRef, TlsOptions};
     use crate::api::twd::{
         GateInputSource, GateSpec, KeyRef, LocalRef, RolloutSpec, RolloutStep, SunsetSpec,
         TemporalWorkerDeploymentSpec, WorkerOptions,
@@ -395,19 +391,6 @@ mod tests {
         twd
     }
 
-    fn conn() -> TemporalConnectionSpec {
-        TemporalConnectionSpec {
-            host_port: "temporal:7233".into(),
-            tls: Some(TlsOptions {
-                server_name: Some("t.example".into()),
-            }),
-            mutual_tls_secret_ref: Some(SecretRef {
-                name: "cert".into(),
-            }),
-            api_key_secret_ref: None,
-        }
-    }
-
     /// The full message, for exact assertions.
     fn error_of(twd: &TemporalWorkerDeployment) -> String {
         match validate(twd) {
@@ -424,7 +407,7 @@ mod tests {
         );
         // `desired` must refuse exactly the same specs.
         assert_eq!(
-            desired(twd, &conn(), &ControllerSettings::default()).map(|_| ()),
+            desired(twd, &ControllerSettings::default()).map(|_| ()),
             Err(InvalidSpec { message })
         );
     }
@@ -732,7 +715,7 @@ mod tests {
             max_versions_ineligible_for_deletion: 5,
             rollback_window: Duration::from_secs(60),
         };
-        let d = desired(&t, &conn(), &settings).unwrap();
+        let d = desired(&t, &settings).unwrap();
         assert_eq!(
             d.build_id,
             build_id::compute(&t.spec.template, None).unwrap()
@@ -768,7 +751,6 @@ mod tests {
             d.pod_template_hash,
             build_id::pod_template_hash(&t.spec.template)
         );
-        assert_eq!(d.connection_hash, build_id::connection_hash(&conn()));
         assert!(!d.custom_build_id);
         assert_eq!(d.max_versions_ineligible_for_deletion, 5);
         assert_eq!(d.rollback_window, Duration::from_secs(60));
@@ -781,7 +763,7 @@ mod tests {
         t.spec.rollout.strategy = RolloutStrategy::AllAtOnce;
         t.spec.rollout.gate = None;
         t.spec.replicas = None;
-        let d = desired(&t, &conn(), &ControllerSettings::default()).unwrap();
+        let d = desired(&t, &ControllerSettings::default()).unwrap();
         assert_eq!(d.build_id, "release-7");
         assert!(d.custom_build_id);
         assert_eq!(d.strategy, Strategy::AllAtOnce);
@@ -789,7 +771,7 @@ mod tests {
         assert_eq!(d.replicas, None);
         t.spec.rollout.strategy = RolloutStrategy::Manual;
         assert_eq!(
-            desired(&t, &conn(), &ControllerSettings::default())
+            desired(&t, &ControllerSettings::default())
                 .unwrap()
                 .strategy,
             Strategy::Manual

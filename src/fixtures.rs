@@ -1,0 +1,214 @@
+//! Test fixtures shared by every unit test: builders on the CRD and on the planner's types,
+//! so each test states only what differs from a typical rollout.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::TemporalWorkerDeployment;
+use crate::api::twd::{
+    GateSpec, LocalRef, RolloutSpec, RolloutStep, RolloutStrategy, SunsetSpec,
+    TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
+};
+use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::temporal::state::{
+    RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
+};
+
+/// The "now" of planner and status fixtures.
+pub const NOW: &str = "2026-03-02T12:00:00Z";
+/// The controller identity of planner and status fixtures.
+pub const ME: &str = "release/ns-uid";
+
+pub fn ts(s: &str) -> Timestamp {
+    s.parse().expect("fixture timestamp")
+}
+
+/// `secs` before [`NOW`].
+pub fn ago(secs: i64) -> Timestamp {
+    ts(NOW) - jiff::SignedDuration::from_secs(secs)
+}
+
+pub fn hours(h: u64) -> Duration {
+    Duration::from_secs(h * 3600)
+}
+
+impl TemporalWorkerDeployment {
+    /// `shop/orders`: two replicas of `orders:v1` on Connection `prod`, Temporal namespace
+    /// `orders-ns`, AllAtOnce, no gate.
+    pub fn test() -> Self {
+        let mut twd = TemporalWorkerDeployment::new(
+            "orders",
+            TemporalWorkerDeploymentSpec {
+                replicas: Some(2),
+                template: PodTemplateSpec {
+                    metadata: None,
+                    spec: Some(PodSpec {
+                        containers: vec![Container {
+                            name: "worker".into(),
+                            image: Some("orders:v1".into()),
+                            env: Some(vec![EnvVar {
+                                name: "LOG_LEVEL".into(),
+                                value: Some("info".into()),
+                                value_from: None,
+                            }]),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }),
+                },
+                min_ready_seconds: None,
+                rollout: RolloutSpec {
+                    strategy: RolloutStrategy::AllAtOnce,
+                    steps: vec![],
+                    gate: None,
+                },
+                sunset: SunsetSpec::default(),
+                worker_options: WorkerOptions {
+                    connection_ref: LocalRef {
+                        name: "prod".into(),
+                    },
+                    temporal_namespace: "orders-ns".into(),
+                    custom_build_id: None,
+                },
+            },
+        );
+        twd.metadata.namespace = Some("shop".into());
+        twd.metadata.uid = Some("uid-123".into());
+        twd
+    }
+
+    /// Progressive with `(ramp %, pause)` steps.
+    pub fn progressive(mut self, steps: &[(i32, &str)]) -> Self {
+        self.spec.rollout.strategy = RolloutStrategy::Progressive;
+        self.spec.rollout.steps = steps
+            .iter()
+            .map(|&(ramp_percentage, pause)| RolloutStep {
+                ramp_percentage,
+                pause_duration: pause.into(),
+            })
+            .collect();
+        self
+    }
+
+    /// A gate workflow with inline input.
+    pub fn gated(mut self, workflow_type: &str, input: serde_json::Value) -> Self {
+        self.spec.rollout.gate = Some(GateSpec {
+            workflow_type: workflow_type.into(),
+            input: Some(input),
+            input_from: None,
+        });
+        self
+    }
+
+    pub fn generation(mut self, generation: i64) -> Self {
+        self.metadata.generation = Some(generation);
+        self
+    }
+
+    /// Status with these `(type, status, reason)` conditions, observed at `observed`.
+    pub fn with_conditions(mut self, observed: i64, conditions: &[(&str, &str, &str)]) -> Self {
+        let conditions = conditions
+            .iter()
+            .map(|(type_, status, reason)| Condition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: "m".into(),
+                observed_generation: Some(observed),
+                last_transition_time: Time(ts("2024-01-01T00:00:00Z")),
+            })
+            .collect();
+        self.status = Some(TemporalWorkerDeploymentStatus {
+            observed_generation: Some(observed),
+            conditions,
+            ..Default::default()
+        });
+        self
+    }
+}
+
+impl ObservedDeployment {
+    /// `w-<build>`: healthy for 10 minutes, `replicas` ready, up-to-date hashes (`tpl`, `conn`).
+    pub fn test(build: &str, replicas: i32) -> Self {
+        ObservedDeployment {
+            name: format!("w-{build}"),
+            build_id: build.into(),
+            replicas: Some(replicas),
+            status_replicas: replicas,
+            ready_replicas: replicas,
+            healthy_since: (replicas > 0).then(|| ago(600)),
+            pod_template_hash: Some("tpl".into()),
+            connection_hash: Some("conn".into()),
+            deleting: false,
+            created_at: Some(ago(86_400)),
+        }
+    }
+}
+
+impl VersionState {
+    /// First activated a day ago; no drainage or current history.
+    pub fn test(build: &str, status: TemporalVersionStatus) -> Self {
+        VersionState {
+            build_id: build.into(),
+            status,
+            drainage_changed_at: None,
+            last_current_at: None,
+            first_activation_at: Some(ago(86_400)),
+        }
+    }
+}
+
+impl PlanInput {
+    /// v1 is Current with 3 ready pods; v2 (the target, AllAtOnce) is registered, Inactive and
+    /// healthy. Fast poll 1 s.
+    pub fn test() -> Self {
+        PlanInput {
+            desired: Desired {
+                build_id: "v2".into(),
+                replicas: Some(3),
+                strategy: Strategy::AllAtOnce,
+                gate: None,
+                scaledown_delay: hours(1),
+                delete_delay: hours(24),
+                pod_template_hash: "tpl".into(),
+                custom_build_id: false,
+                max_versions_ineligible_for_deletion: 75,
+                rollback_window: hours(1),
+            },
+            deployments: vec![
+                ObservedDeployment::test("v1", 3),
+                ObservedDeployment::test("v2", 3),
+            ],
+            temporal: WorkerDeploymentState {
+                exists: true,
+                conflict_token: b"tok".to_vec(),
+                manager_identity: ME.into(),
+                last_modifier_identity: ME.into(),
+                routing: RoutingState {
+                    current_build_id: Some("v1".into()),
+                    current_changed_at: Some(ago(86_400)),
+                    ..Default::default()
+                },
+                versions: vec![
+                    VersionState::test("v1", TemporalVersionStatus::Current),
+                    VersionState::test("v2", TemporalVersionStatus::Inactive),
+                ],
+            },
+            gates: vec![],
+            target_task_queues: vec!["q1".into()],
+            unversioned_pollers_on_all_queues: false,
+            connection_hash: "conn".into(),
+            controller_identity: ME.into(),
+            fast_poll: Duration::from_secs(1),
+            now: ts(NOW),
+        }
+    }
+
+    pub fn strategy(mut self, strategy: Strategy) -> Self {
+        self.desired.strategy = strategy;
+        self
+    }
+}

@@ -1,0 +1,192 @@
+//! Writes outside the plan: finalizers on TWDs and Connections, and the deletion-time
+//! cleanup (versioned Deployments, Temporal's worker deployment).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
+use crate::events;
+use crate::reconcile::observe;
+use crate::reconcile::{Context, Failure, Outcome};
+
+fn has_ours<K: Resource>(obj: &K) -> bool {
+    obj.finalizers().iter().any(|f| f == FINALIZER)
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Our finalizer on the TWD before anything is created, so deletion can clean up.
+pub async fn ensure(
+    ctx: &Context,
+    twd: &Arc<TemporalWorkerDeployment>,
+) -> Result<Arc<TemporalWorkerDeployment>, Outcome> {
+    if has_ours(&**twd) {
+        return Ok(twd.clone());
+    }
+    let api = twd_api(ctx, twd);
+    let res = set_finalizers(&api, &**twd, with_finalizer(&**twd)).await;
+    ctx.metrics
+        .kube_write("patch", "temporalworkerdeployments", res.is_ok());
+    match res {
+        Ok(updated) => Ok(Arc::new(updated)),
+        // Our cached copy is older than the object: look again with the fresh one.
+        Err(e) if is_status(&e, 409) => Err(Outcome::Stale),
+        Err(e) => Err(Outcome::Failed(Failure::FinalizerFailed(format!(
+            "adding finalizer {FINALIZER}: {e}"
+        )))),
+    }
+}
+
+/// Drops our finalizer from the TWD: the last write of a deletion.
+pub async fn remove(ctx: &Context, twd: &TemporalWorkerDeployment) -> Result<(), kube::Error> {
+    let res = set_finalizers(&twd_api(ctx, twd), twd, without_finalizer(twd)).await;
+    ctx.metrics
+        .kube_write("patch", "temporalworkerdeployments", res.is_ok());
+    match res {
+        Err(e) if !is_status(&e, 404) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The Connection carries our finalizer while any TWD uses it, so cleanup can still reach
+/// Temporal. Best effort: the next reconcile retries.
+pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
+    if conn.meta().deletion_timestamp.is_some() || has_ours(conn) {
+        return;
+    }
+    let api: Api<TemporalConnection> =
+        Api::namespaced(ctx.client.clone(), &conn.namespace().unwrap_or_default());
+    let res = set_finalizers(&api, conn, with_finalizer(conn)).await;
+    ctx.metrics
+        .kube_write("patch", "temporalconnections", res.is_ok());
+    if let Err(e) = res {
+        tracing::debug!(error = %e, "could not add finalizer to TemporalConnection; will retry next reconcile");
+    }
+}
+
+/// Releases the Connection once no other live TWD uses it.
+pub async fn release_connection(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    conn: &TemporalConnection,
+) -> Result<(), kube::Error> {
+    let twds = twd_api(ctx, twd).list(&ListParams::default()).await?;
+    let still_used = twds.items.iter().any(|t| {
+        t.uid() != twd.uid()
+            && t.meta().deletion_timestamp.is_none()
+            && t.spec.worker_options.connection_ref.name == conn.name_any()
+    });
+    if still_used || !has_ours(conn) {
+        return Ok(());
+    }
+    let api: Api<TemporalConnection> =
+        Api::namespaced(ctx.client.clone(), &conn.namespace().unwrap_or_default());
+    let res = set_finalizers(&api, conn, without_finalizer(conn)).await;
+    ctx.metrics
+        .kube_write("patch", "temporalconnections", res.is_ok());
+    match res {
+        Err(e) if !is_status(&e, 404) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The connection janitor's write: drops our finalizer from a Connection being deleted.
+pub async fn release_unused_connection(
+    client: &kube::Client,
+    conn: &TemporalConnection,
+) -> Result<(), kube::Error> {
+    let api: Api<TemporalConnection> =
+        Api::namespaced(client.clone(), &conn.namespace().unwrap_or_default());
+    set_finalizers(&api, conn, without_finalizer(conn))
+        .await
+        .map(|_| ())
+}
+
+/// Stops the workers of a TWD being deleted: Temporal refuses to delete versions that still
+/// have pollers, and garbage collection would only remove the Deployments after our
+/// finalizer is gone.
+pub async fn delete_owned_deployments(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+) -> Result<(), kube::Error> {
+    let api: Api<Deployment> =
+        Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default());
+    for d in observe::owned_deployments(&ctx.client, twd).await? {
+        if d.deleting {
+            continue;
+        }
+        let res = api.delete(&d.name, &DeleteParams::background()).await;
+        ctx.metrics.kube_write("delete", "deployments", res.is_ok());
+        match res {
+            Ok(_) => {
+                let message = format!(
+                    "Deleted Deployment {} of build ID {} (TemporalWorkerDeployment deleted)",
+                    d.name, d.build_id
+                );
+                ctx.events
+                    .normal(twd, events::VERSION_DELETED, message)
+                    .await;
+            }
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the worker deployment (and its versions) in Temporal.
+pub async fn cleanup_temporal(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    connection: &TemporalConnection,
+) -> Result<(), String> {
+    let ns = twd.namespace().unwrap_or_default();
+    let (client, _) = observe::temporal_client(ctx, &ns, connection, twd)
+        .await
+        .map_err(|f| f.to_string())?;
+    client
+        .cleanup_deployment(&twd.temporal_deployment_name())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn twd_api(ctx: &Context, twd: &TemporalWorkerDeployment) -> Api<TemporalWorkerDeployment> {
+    Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default())
+}
+
+/// The object's finalizers plus ours.
+fn with_finalizer<K: Resource>(obj: &K) -> Vec<String> {
+    let mut finalizers = obj.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_string());
+    finalizers
+}
+
+/// The object's finalizers without ours.
+fn without_finalizer<K: Resource>(obj: &K) -> Vec<String> {
+    obj.finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect()
+}
+
+/// Writes `metadata.finalizers` with the object's resourceVersion, a compare-and-swap: a
+/// concurrent writer's finalizers are never clobbered (409 instead).
+async fn set_finalizers<K>(api: &Api<K>, obj: &K, finalizers: Vec<String>) -> kube::Result<K>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({ "metadata": { "finalizers": finalizers, "resourceVersion": obj.resource_version() } });
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+}

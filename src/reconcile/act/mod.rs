@@ -1,0 +1,71 @@
+//! The act stage: the only code that changes the cluster or Temporal.
+//!
+//! Order of writes in one reconcile: our finalizer on the TWD (so nothing is created that
+//! deletion could not clean up) → our finalizer on the Connection (so cleanup can still reach
+//! Temporal) → the plan, in [`execute`]'s fixed order. Deletion uses [`finalizers`] only.
+
+pub mod execute;
+pub mod finalizers;
+
+use std::sync::Arc;
+
+pub use execute::Done;
+
+use crate::api::TemporalWorkerDeployment;
+use crate::planner::model::{Plan, PlanInput};
+use crate::reconcile::observe::Observed;
+use crate::reconcile::{Context, Outcome};
+use execute::ExecContext;
+
+/// What the act stage did.
+pub struct Acted {
+    /// The object after our finalizer was added (fresh resourceVersion for the status write).
+    pub twd: Arc<TemporalWorkerDeployment>,
+    /// Writes that succeeded, in order.
+    pub done: Vec<Done>,
+    pub outcome: Outcome,
+}
+
+/// Applies `plan`; stops at the first failure.
+pub async fn apply(
+    ctx: &Context,
+    twd: &Arc<TemporalWorkerDeployment>,
+    observed: &Observed,
+    input: &PlanInput,
+    plan: &Plan,
+) -> Acted {
+    let twd = match finalizers::ensure(ctx, twd).await {
+        Ok(twd) => twd,
+        Err(outcome) => {
+            return Acted {
+                twd: twd.clone(),
+                done: Vec::new(),
+                outcome,
+            };
+        }
+    };
+    finalizers::protect_connection(ctx, &observed.connection).await;
+    let exec = ExecContext {
+        kube: &ctx.client,
+        temporal: &observed.client,
+        twd: &twd,
+        connection: &observed.connection.spec,
+        deployment_name: &twd.temporal_deployment_name(),
+        conflict_token: input.temporal.conflict_token.clone(),
+        gate_input: observed.gate_input.as_ref(),
+        gate_workflow_type: input
+            .desired
+            .gate
+            .as_ref()
+            .map(|g| g.workflow_type.as_str()),
+        target_build_id: &input.desired.build_id,
+        controller_version: &ctx.settings.controller_version,
+        metrics: &ctx.metrics,
+    };
+    let executed = execute::execute(&exec, plan).await;
+    Acted {
+        twd: twd.clone(),
+        done: executed.done,
+        outcome: executed.failure.map_or(Outcome::Done, Outcome::Failed),
+    }
+}

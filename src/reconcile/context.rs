@@ -1,0 +1,97 @@
+//! Shared state of the reconciler: clients, settings, sinks, and per-object failure streaks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::{broadcast, watch};
+
+use crate::api::TemporalWorkerDeployment;
+use crate::events::EventSink;
+use crate::metrics::Metrics;
+use crate::reconcile::outcome::Outcome;
+use crate::reconcile::validate::ControllerSettings;
+use crate::temporal::ClientPool;
+
+/// Runtime settings (typed once from the command line in `run::RunOptions`).
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Identity used for every Temporal write and as the routing manager identity.
+    pub identity: String,
+    pub controller_version: String,
+    /// Re-check interval for resources with nothing pending.
+    pub idle_interval: Duration,
+    /// Poll interval while waiting for Temporal-side facts (pollers, gates); also the
+    /// planner's (`PlanInput::fast_poll`).
+    pub fast_poll: Duration,
+    /// Empty = all namespaces.
+    pub watch_namespaces: Vec<String>,
+    pub planner: ControllerSettings,
+}
+
+impl Settings {
+    pub fn watches(&self, namespace: &str) -> bool {
+        self.watch_namespaces.is_empty() || self.watch_namespaces.iter().any(|n| n == namespace)
+    }
+}
+
+/// Shared state of the reconciler.
+pub struct Context {
+    pub client: kube::Client,
+    pub pool: Arc<ClientPool>,
+    pub settings: Settings,
+    pub events: EventSink,
+    pub metrics: Arc<Metrics>,
+    /// Every status written is published here (SSE watch of the status API).
+    pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
+    /// True while this replica holds the leader lease (always true without leader election).
+    pub leader: watch::Receiver<bool>,
+    /// Consecutive failed reconciles per object (backoff, quiet retries).
+    failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        pool: Arc<ClientPool>,
+        settings: Settings,
+        events: EventSink,
+        metrics: Arc<Metrics>,
+        feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
+        leader: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            client,
+            pool,
+            settings,
+            events,
+            metrics,
+            feed,
+            leader,
+            failures: Mutex::default(),
+        }
+    }
+
+    /// Records `outcome` and returns the failure streak including it (0 after a success).
+    pub(super) fn streak(
+        &self,
+        key: &ObjectRef<TemporalWorkerDeployment>,
+        outcome: &Outcome,
+    ) -> u32 {
+        // A poisoned lock only means another reconcile panicked mid-update; counts stay usable.
+        let mut m = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        match outcome {
+            Outcome::Done => {
+                m.remove(key);
+                0
+            }
+            Outcome::Stale => m.get(key).copied().unwrap_or(0),
+            Outcome::Failed(_) => {
+                let n = m.entry(key.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+        }
+    }
+}

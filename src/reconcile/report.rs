@@ -1,0 +1,307 @@
+//! The report stage: the only place that writes status and events and counts failures, all
+//! from one [`Attempt`] and its [`Verdict`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::TemporalWorkerDeployment;
+use crate::api::conditions as reason;
+use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionStatus};
+use crate::events;
+use crate::planner::gates;
+use crate::planner::model::RoutingChange;
+use crate::reconcile::act::Done;
+use crate::reconcile::outcome::{self, Conditions, Requeue};
+use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned, Verdict, verdict};
+use crate::status::{self, Blocked, Report};
+
+/// Retry delay after a status write lost a race with the watch cache.
+const STALE_RETRY: Duration = Duration::from_millis(200);
+/// Retry delay after a status write failed for another reason.
+const SOON: Duration = Duration::from_secs(1);
+/// How often deletion cleanup retries while Temporal still remembers pollers.
+const CLEANUP_RETRY: Duration = Duration::from_secs(5);
+/// Least interval between looks while another identity manages routing.
+const MANAGER_POLL_MIN: Duration = Duration::from_secs(2);
+
+pub async fn report(ctx: &Context, attempt: Attempt) -> Action {
+    let (decided, streak) = decide(ctx, &attempt);
+    if let Some(planned) = &attempt.planned {
+        milestones(ctx, &attempt.twd, planned).await;
+    }
+    let written = match new_status(&attempt, &decided, streak) {
+        None => Ok(()),
+        Some(status) => write(ctx, &attempt, status).await,
+    };
+    match written {
+        Ok(()) => requeue(ctx, decided.requeue, attempt.planned.as_ref()),
+        Err(Outcome::Stale) => requeue(ctx, Requeue::Stale, None),
+        Err(outcome) => {
+            // The status could not be written: say so in the status if at all possible.
+            let retry = Attempt {
+                outcome,
+                planned: None,
+                twd: attempt.twd,
+            };
+            let (decided, streak) = decide(ctx, &retry);
+            if let Some(status) = new_status(&retry, &decided, streak) {
+                let _ = write(ctx, &retry, status).await;
+            }
+            requeue(ctx, decided.requeue, None)
+        }
+    }
+}
+
+/// Updates the failure streak, counts a failure once, and asks for the verdict.
+fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
+    let streak = ctx.streak(&ObjectRef::from_obj(&*attempt.twd), &attempt.outcome);
+    let decided = verdict(&attempt.outcome, streak);
+    if let Outcome::Failed(f) = &attempt.outcome {
+        // Counted once per failed reconcile, quiet retries included, by condition reason.
+        ctx.metrics.reconcile_error(f.reason());
+        tracing::info!(reason = f.reason(), message = %f, streak, ?decided, "reconcile failed");
+    }
+    (decided, streak)
+}
+
+fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
+    let s = &ctx.settings;
+    let after = match r {
+        Requeue::Planned => match planned {
+            Some(p) => p.plan.requeue_after.unwrap_or(s.idle_interval),
+            // Deletion finished, or nothing to do without a plan.
+            None => return Action::await_change(),
+        },
+        Requeue::FastPoll => s.fast_poll,
+        Requeue::ManagerPoll => s.fast_poll.max(MANAGER_POLL_MIN),
+        Requeue::Backoff(n) => outcome::backoff(n),
+        Requeue::Throttled(n) => outcome::jittered(n, jitter()),
+        Requeue::Idle => s.idle_interval,
+        Requeue::AwaitChange => return Action::await_change(),
+        Requeue::Stale => STALE_RETRY,
+        Requeue::Soon => SOON,
+        Requeue::Cleanup => CLEANUP_RETRY,
+    };
+    Action::requeue(after.min(s.idle_interval))
+}
+
+/// 0.0..1.0 from the clock: enough to spread retries, no RNG dependency.
+fn jitter() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    f64::from(nanos % 1000) / 1000.0
+}
+
+/// The status the verdict asks for; `None` leaves the status untouched.
+fn new_status(
+    attempt: &Attempt,
+    verdict: &Verdict,
+    streak: u32,
+) -> Option<TemporalWorkerDeploymentStatus> {
+    let blocked = |stalled| match &attempt.outcome {
+        Outcome::Failed(f) => Some(Blocked {
+            reason: f.reason(),
+            message: message(f, streak),
+            stalled,
+        }),
+        Outcome::Done | Outcome::Stale => None,
+    };
+    let result = match verdict.conditions {
+        Conditions::Unchanged => return None,
+        Conditions::FromPlan => Ok(()),
+        Conditions::Blocked => Err(blocked(false)?),
+        Conditions::Stalled => Err(blocked(true)?),
+    };
+    let report = match (&attempt.planned, result) {
+        (Some(p), outcome) => Report::Planned {
+            input: &p.input,
+            plan: &p.plan,
+            routed: routed(&p.done),
+            outcome,
+        },
+        (None, Err(b)) => Report::Blocked(b),
+        (None, Ok(())) => return None,
+    };
+    let twd = &attempt.twd;
+    Some(status::compute(
+        twd.status.as_ref(),
+        twd.metadata.generation.unwrap_or_default(),
+        &report,
+        Timestamp::now(),
+    ))
+}
+
+/// Quietly retried failures say how often they happened once they are reported.
+fn message(f: &Failure, streak: u32) -> String {
+    match f {
+        Failure::StateFetchThrottled(_) | Failure::WriteRaced(_) | Failure::WriteThrottled(_)
+            if streak > 1 =>
+        {
+            format!("{f} ({streak} attempts in a row)")
+        }
+        _ => f.to_string(),
+    }
+}
+
+fn routed(done: &[Done]) -> Option<&RoutingChange> {
+    done.iter().find_map(|d| match d {
+        Done::Routed(r) => Some(r),
+        _ => None,
+    })
+}
+
+/// Writes the status (skipped when nothing changed: our own writes would otherwise
+/// re-trigger reconciles forever), with one Warning event per transition into a blocking
+/// reason, and counts newly finished gates once written.
+async fn write(
+    ctx: &Context,
+    attempt: &Attempt,
+    status: TemporalWorkerDeploymentStatus,
+) -> Result<(), Outcome> {
+    let twd = &attempt.twd;
+    warn_on_transition(ctx, twd, &status).await;
+    if twd.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let mut obj = (**twd).clone();
+    obj.status = Some(status);
+    let api: Api<TemporalWorkerDeployment> =
+        Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default());
+    let res = api
+        .replace_status(&twd.name_any(), &PostParams::default(), &obj)
+        .await;
+    ctx.metrics
+        .kube_write("update", "temporalworkerdeployments/status", res.is_ok());
+    match res {
+        Ok(updated) => {
+            let _ = ctx.feed.send(Arc::new(updated));
+            if let Some(p) = &attempt.planned {
+                // Counted only once written, so a retried reconcile does not count a gate twice.
+                for outcome in gates::newly_finished(recorded_gates(twd), &p.input.gates) {
+                    ctx.metrics.gate_outcome(outcome);
+                }
+            }
+            Ok(())
+        }
+        // Reconciled from a cached object older than our last write: the plan was
+        // idempotent, so just look again with the fresh object.
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(Outcome::Stale),
+        Err(e) => Err(Outcome::Failed(Failure::StatusWriteFailed(e.to_string()))),
+    }
+}
+
+fn recorded_gates(twd: &TemporalWorkerDeployment) -> &[crate::api::twd::GateWorkflow] {
+    twd.status
+        .as_ref()
+        .and_then(|s| s.target_version.as_ref())
+        .map(|t| t.gate_workflows.as_slice())
+        .unwrap_or_default()
+}
+
+/// One Warning event per transition into any blocking reason: failures and planned blocks
+/// alike (failed gate, too many versions, routing managed elsewhere). No storms on retries.
+async fn warn_on_transition(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    status: &TemporalWorkerDeploymentStatus,
+) {
+    let progressing = |s: &TemporalWorkerDeploymentStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == reason::PROGRESSING)
+            .cloned()
+    };
+    let Some(p) = progressing(status) else {
+        return;
+    };
+    if p.status != "False" || p.reason == reason::ROLLOUT_COMPLETE {
+        return;
+    }
+    let previous = twd.status.as_ref().and_then(progressing).map(|c| c.reason);
+    if previous.as_deref() != Some(p.reason.as_str()) {
+        ctx.events.warning(twd, &p.reason, p.message).await;
+    }
+}
+
+/// Normal events for what this reconcile achieved.
+async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
+    let build = &planned.input.desired.build_id;
+    let was_registered = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.target_version.as_ref())
+        .is_some_and(|t| {
+            &t.version.build_id == build && t.version.status != VersionStatus::NotRegistered
+        });
+    if !was_registered && planned.input.temporal.version(build).is_some() {
+        let note = format!("Build ID {build} is polling Temporal");
+        ctx.events
+            .normal(twd, events::VERSION_REGISTERED, note)
+            .await;
+    }
+    for done in &planned.done {
+        if let Some((reason, note)) = milestone(done, planned.plan.progress.rollback) {
+            ctx.events.normal(twd, reason, note).await;
+        }
+    }
+}
+
+/// The Normal event for one successful write, if it is a milestone.
+fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
+    Some(match done {
+        Done::Created { name, build_id } => (
+            events::VERSION_CREATED,
+            format!("Created Deployment {name} for build ID {build_id}"),
+        ),
+        Done::Updated { name, build_id } => (
+            events::VERSION_UPDATED,
+            format!("Updated Deployment {name} of build ID {build_id} in place"),
+        ),
+        Done::Scaled {
+            name,
+            build_id,
+            replicas: 0,
+        } => (
+            events::SCALED_DOWN,
+            format!("Scaled Deployment {name} of build ID {build_id} to 0"),
+        ),
+        Done::Scaled { .. } | Done::ManagerClaimed => return None,
+        Done::GateStarted {
+            task_queue,
+            workflow_id,
+        } => (
+            events::GATE_STARTED,
+            format!("Started gate workflow {workflow_id} on task queue {task_queue}"),
+        ),
+        Done::Routed(RoutingChange::SetCurrent { build_id }) if rollback => (
+            events::ROLLED_BACK,
+            format!("Rolled back: build ID {build_id} is Current again"),
+        ),
+        Done::Routed(RoutingChange::SetCurrent { build_id }) => (
+            events::PROMOTED,
+            format!("Build ID {build_id} is now Current"),
+        ),
+        Done::Routed(RoutingChange::SetRamping {
+            build_id,
+            percentage,
+        }) => (
+            events::RAMP_STEP_STARTED,
+            format!("Ramping build ID {build_id} to {percentage}%"),
+        ),
+        Done::Routed(RoutingChange::ClearRamp) => {
+            (events::RAMP_CLEARED, "Cleared a stale ramp".to_string())
+        }
+        Done::Deleted { name, build_id } => (
+            events::VERSION_DELETED,
+            format!("Deleted Deployment {name} of build ID {build_id}"),
+        ),
+    })
+}
