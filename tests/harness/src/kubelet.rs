@@ -1600,7 +1600,15 @@ impl Prober {
                     Ok(p) => p,
                     Err(e) => {
                         tracing::debug!(task_queue = %target.task_queue, error = %format!("{e:#}"), "readiness probe failed");
-                        connections.remove(&target.connection);
+                        // Reconnect next time only if the connection itself is the problem.
+                        let transport = e
+                            .downcast_ref::<temporalio_client::tonic::Status>()
+                            .is_none_or(|s| {
+                                s.code() == temporalio_client::tonic::Code::Unavailable
+                            });
+                        if transport {
+                            connections.remove(&target.connection);
+                        }
                         continue;
                     }
                 };

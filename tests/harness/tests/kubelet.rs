@@ -797,3 +797,43 @@ async fn secret_volumes_and_key_refs_resolve_and_missing_secrets_block_the_start
     .await?;
     Ok(())
 }
+
+/// Many Pods share the test process (one worker thread each) and one readiness prober:
+/// `TWC_KUBELET_SCALE_PODS` replicas (default 40) become available, then go away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_pods_become_ready_and_go_away() -> Result<()> {
+    let replicas: i32 = std::env::var("TWC_KUBELET_SCALE_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-many").await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let tq = unique("tq");
+    let env = worker_env(w, &w.temporal_address, &format!("{ns}/many"), "v1", &tq);
+    let t = Instant::now();
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment("many", replicas, json!({"env": env}), json!({}))?,
+        )
+        .await?;
+    wait_available(&deployments, "many", replicas).await?;
+    eprintln!("{replicas} pods available after {:?}", t.elapsed());
+    assert_eq!(
+        w.kubelet.running_workers(&ns, "many"),
+        usize::try_from(replicas)?
+    );
+    let t = Instant::now();
+    deployments
+        .delete("many", &DeleteParams::background())
+        .await?;
+    eventually("no pods and no workers", || async {
+        let list = pods_of(&pods, "many").await?;
+        Ok((list.is_empty() && w.kubelet.running_workers(&ns, "many") == 0).then_some(()))
+    })
+    .await?;
+    eprintln!("{replicas} pods gone after {:?}", t.elapsed());
+    Ok(())
+}
