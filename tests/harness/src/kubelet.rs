@@ -24,6 +24,8 @@
 //!     starts and `Ready` only once Temporal lists this worker's identity as a poller of its
 //!     task queue (with a poll time after the start), checked by one shared prober with one
 //!     `DescribeTaskQueue` per task queue every 500 ms while some Pod waits for it.
+//!     Readiness is established once per container start: afterwards the Pod stays Ready
+//!     until its worker ends (no periodic probe).
 //!   - Any other Pod is a **generic workload**: its container starts and is Ready at once and
 //!     runs until the Pod is deleted (so plain Deployments become available).
 //!   - A missing Secret/ConfigMap (or key) of a volume keeps the Pod `Pending` with the
@@ -48,7 +50,14 @@
 //! stand-in is shut down (the Node and its Pods then look like a kubelet that vanished).
 //! Pod IPs come from `10.88.0.0/16` but nothing listens on them; workers dial from loopback.
 //!
-//! One stand-in per cluster: a second one would race the first for pending Pods.
+//! One stand-in per cluster: a second one would race the first for pending Pods. Its tasks and
+//! Pod actors run on the runtime that called [`Kubelet::start`], so a stand-in shared by several
+//! `#[tokio::test]`s belongs on a runtime of its own (with a client built there).
+//!
+//! [`Kubelet::running_workers`] / [`Kubelet::worker_configs`] see the workers of Pods whose
+//! controlling owner is ReplicaSet `<deployment>-<pod-template-hash>` (what
+//! kube-controller-manager creates), counting a worker from its construction (before it is
+//! Ready) until it has stopped.
 //! [`KubeletOptions::trusted_ca_pem`] stands for the CA bundle baked into the worker image: it
 //! goes into every [`WorkerConfig`] as [`WorkerConfig::trusted_ca_pem`].
 
@@ -951,9 +960,17 @@ impl PodActor {
                 exit_code,
             };
         } else if !matches!(self.run, Run::Done { .. }) {
+            // Never started, or between crashes: the Pod ends Failed unless its last run
+            // exited 0.
+            let exit_code = self
+                .last_terminated
+                .as_ref()
+                .and_then(|t| t["exitCode"].as_i64())
+                .and_then(|c| i32::try_from(c).ok())
+                .unwrap_or(1);
             self.run = Run::Done {
                 terminated: Value::Null,
-                exit_code: 0,
+                exit_code,
             };
         }
         self.write_status().await;
