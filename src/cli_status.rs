@@ -528,23 +528,18 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::ts;
     use crate::milestones::{Milestone, MilestoneKind};
 
-    fn ts(s: &str) -> jiff::Timestamp {
-        s.parse().unwrap()
-    }
-
+    /// The shared fixture (image `orders:v2`, generation 4, three 5-minute steps) mid-ramp:
+    /// step 2 of 3 at 25 %, one Drained deprecated version.
     fn progressive() -> TemporalWorkerDeployment {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
-            "metadata": {"name": "orders", "namespace": "shop", "generation": 4},
-            "spec": {"template": {"spec": {"containers": [{"name": "w", "image": "orders:v2"}]}},
-                     "rollout": {"strategy": "Progressive", "steps": [
-                        {"rampPercentage": 10, "pauseDuration": "5m"},
-                        {"rampPercentage": 25, "pauseDuration": "5m"},
-                        {"rampPercentage": 50, "pauseDuration": "5m"}]},
-                     "workerOptions": {"connectionRef": {"name": "c"}, "temporalNamespace": "default"}},
-            "status": {
+        let mut twd = TemporalWorkerDeployment::test()
+            .image("orders:v2")
+            .generation(4)
+            .progressive(&[(10, "5m"), (25, "5m"), (50, "5m")]);
+        twd.status = Some(
+            serde_json::from_value(serde_json::json!({
                 "observedGeneration": 4, "versionCount": 3,
                 "targetVersion": {"buildID": "v2-abc", "status": "Ramping", "rampPercentage": 25.0,
                                   "currentStep": 1, "nextStepAt": "2024-05-01T12:04:30Z",
@@ -560,9 +555,10 @@ mod tests {
                      "lastTransitionTime": "2024-05-01T11:50:00Z"},
                     {"type": "Progressing", "status": "True", "reason": "Ramping", "message": "ramping to 25%",
                      "lastTransitionTime": "2024-05-01T11:50:00Z"}]
-            }
-        }))
-        .unwrap()
+            }))
+            .unwrap(),
+        );
+        twd
     }
 
     #[test]

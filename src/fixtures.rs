@@ -4,17 +4,21 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use std::collections::BTreeMap;
 
-use crate::api::TemporalWorkerDeployment;
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EnvVar, PodSpec, PodTemplateSpec, Volume,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+
 use crate::api::twd::{
-    GateSpec, LocalRef, RolloutSpec, RolloutStep, RolloutStrategy, SunsetSpec,
+    GateSpec, GateWorkflowStatus, LocalRef, RolloutSpec, RolloutStep, RolloutStrategy, SunsetSpec,
     TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
 };
+use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::temporal::state::{
-    RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
+    GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
 };
 
 /// The "now" of planner and status fixtures.
@@ -35,6 +39,24 @@ pub fn hours(h: u64) -> Duration {
     Duration::from_secs(h * 3600)
 }
 
+/// A container with literal env values (no `env` at all when `env` is empty).
+fn container(name: &str, image: &str, env: &[(&str, &str)]) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(image.into()),
+        env: (!env.is_empty()).then(|| {
+            env.iter()
+                .map(|(name, value)| EnvVar {
+                    name: name.to_string(),
+                    value: Some(value.to_string()),
+                    value_from: None,
+                })
+                .collect()
+        }),
+        ..Default::default()
+    }
+}
+
 impl TemporalWorkerDeployment {
     /// `shop/orders`: two replicas of `orders:v1` on Connection `prod`, Temporal namespace
     /// `orders-ns`, AllAtOnce, no gate.
@@ -46,16 +68,11 @@ impl TemporalWorkerDeployment {
                 template: PodTemplateSpec {
                     metadata: None,
                     spec: Some(PodSpec {
-                        containers: vec![Container {
-                            name: "worker".into(),
-                            image: Some("orders:v1".into()),
-                            env: Some(vec![EnvVar {
-                                name: "LOG_LEVEL".into(),
-                                value: Some("info".into()),
-                                value_from: None,
-                            }]),
-                            ..Default::default()
-                        }],
+                        containers: vec![container(
+                            "worker",
+                            "orders:v1",
+                            &[("LOG_LEVEL", "info")],
+                        )],
                         ..Default::default()
                     }),
                 },
@@ -78,6 +95,62 @@ impl TemporalWorkerDeployment {
         twd.metadata.namespace = Some("shop".into());
         twd.metadata.uid = Some("uid-123".into());
         twd
+    }
+
+    /// The `worker` container runs `image`.
+    pub fn image(mut self, image: &str) -> Self {
+        self.pod_spec().containers[0].image = Some(image.into());
+        self
+    }
+
+    pub fn min_ready_seconds(mut self, seconds: i32) -> Self {
+        self.spec.min_ready_seconds = Some(seconds);
+        self
+    }
+
+    pub fn custom_build_id(mut self, build_id: &str) -> Self {
+        self.spec.worker_options.custom_build_id = Some(build_id.into());
+        self
+    }
+
+    /// A pod template with everything rendering must keep: user labels (one of them a label
+    /// the controller owns) and annotations, a `sidecar` container without env, an `init`
+    /// container and a `scratch` volume.
+    pub fn full_pod(mut self) -> Self {
+        self.spec.template.metadata = Some(ObjectMeta {
+            labels: Some(BTreeMap::from([
+                ("app".to_string(), "worker".to_string()),
+                (
+                    LABEL_BUILD_ID.to_string(),
+                    "user-tries-to-set-this".to_string(),
+                ),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                "team".to_string(),
+                "payments".to_string(),
+            )])),
+            ..Default::default()
+        });
+        let pod = self.pod_spec();
+        pod.containers.push(container("sidecar", "envoy:1", &[]));
+        pod.init_containers = Some(vec![container("init", "busybox", &[("INIT", "1")])]);
+        pod.volumes = Some(vec![Volume {
+            name: "scratch".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]);
+        self
+    }
+
+    fn pod_spec(&mut self) -> &mut PodSpec {
+        self.spec.template.spec.as_mut().expect("fixture pod spec")
+    }
+
+    /// This strategy, with no steps.
+    pub fn strategy(mut self, strategy: RolloutStrategy) -> Self {
+        self.spec.rollout.strategy = strategy;
+        self.spec.rollout.steps.clear();
+        self
     }
 
     /// Progressive with `(ramp %, pause)` steps.
@@ -105,6 +178,12 @@ impl TemporalWorkerDeployment {
 
     pub fn generation(mut self, generation: i64) -> Self {
         self.metadata.generation = Some(generation);
+        self
+    }
+
+    /// Deletion requested (the timestamp is the epoch's first second).
+    pub fn deleting(mut self) -> Self {
+        self.metadata.deletion_timestamp = Some(Time(Timestamp::from_second(1).expect("epoch")));
         self
     }
 
@@ -157,6 +236,28 @@ impl VersionState {
             drainage_changed_at: None,
             last_current_at: None,
             first_activation_at: Some(ago(86_400)),
+        }
+    }
+}
+
+impl VersionState {
+    /// Drained since `since`; otherwise as [`VersionState::test`].
+    pub fn drained(build: &str, since: Timestamp) -> Self {
+        VersionState {
+            drainage_changed_at: Some(since),
+            ..VersionState::test(build, TemporalVersionStatus::Drained)
+        }
+    }
+}
+
+impl GateObservation {
+    /// The gate workflow of target `v2` on task queue `queue`.
+    pub fn test(queue: &str, status: GateWorkflowStatus) -> Self {
+        GateObservation {
+            workflow_id: format!("test-ns/w:v2-{queue}"),
+            run_id: "run".into(),
+            task_queue: queue.into(),
+            status,
         }
     }
 }

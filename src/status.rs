@@ -405,74 +405,11 @@ fn versions(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::api::twd::GateWorkflowStatus;
-    use crate::planner::model::{
-        DeleteDeployment, DeleteReason, Desired, Progress, StepProgress, Strategy,
-    };
-    use crate::temporal::state::{
-        GateObservation, RoutingState, VersionState, WorkerDeploymentState,
-    };
-
-    const ME: &str = "release/ns-uid";
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
-
-    fn t0() -> Timestamp {
-        ts("2026-03-02T12:00:00Z")
-    }
-
-    fn dep(build: &str, replicas: i32) -> ObservedDeployment {
-        ObservedDeployment::test(build, replicas)
-    }
-
-    fn ver(build: &str, status: TemporalVersionStatus) -> VersionState {
-        VersionState::test(build, status)
-    }
-
-    /// v1 Current; v2 (target) registered and Inactive.
-    fn input() -> PlanInput {
-        PlanInput {
-            desired: Desired {
-                build_id: "v2".into(),
-                replicas: Some(3),
-                strategy: Strategy::AllAtOnce,
-                gate: None,
-                scaledown_delay: Duration::from_secs(3600),
-                delete_delay: Duration::from_secs(4 * 3600),
-                pod_template_hash: String::new(),
-                custom_build_id: false,
-                max_versions_ineligible_for_deletion: 75,
-                rollback_window: Duration::from_secs(3600),
-            },
-            deployments: vec![dep("v1", 3), dep("v2", 3)],
-            temporal: WorkerDeploymentState {
-                exists: true,
-                conflict_token: vec![],
-                manager_identity: String::new(),
-                last_modifier_identity: "someone".into(),
-                routing: RoutingState {
-                    current_build_id: Some("v1".into()),
-                    ..Default::default()
-                },
-                versions: vec![
-                    ver("v1", TemporalVersionStatus::Current),
-                    ver("v2", TemporalVersionStatus::Inactive),
-                ],
-            },
-            gates: vec![],
-            target_task_queues: vec![],
-            unversioned_pollers_on_all_queues: false,
-            connection_hash: String::new(),
-            controller_identity: ME.into(),
-            fast_poll: Duration::from_secs(1),
-            now: t0(),
-        }
-    }
+    use crate::fixtures::{ME, NOW, ago, hours, ts};
+    use crate::planner::model::{DeleteDeployment, DeleteReason, Progress, StepProgress};
+    use crate::temporal::state::{GateObservation, VersionState};
 
     fn plan_with(phase: Phase, message: &str) -> Plan {
         Plan {
@@ -517,12 +454,12 @@ mod tests {
             routed,
             outcome: Ok(()),
         };
-        compute(None, 7, &report, t0())
+        compute(None, 7, &report, ts(NOW))
     }
 
     #[test]
     fn every_phase_maps_to_the_documented_conditions() {
-        let i = input();
+        let i = PlanInput::test();
         let cases = [
             (
                 Phase::WaitingForPollers,
@@ -573,7 +510,7 @@ mod tests {
 
     #[test]
     fn complete_is_ready_only_when_the_target_is_current() {
-        let mut i = input();
+        let mut i = PlanInput::test();
         i.temporal.routing.current_build_id = Some("v2".into());
         let s = planned(
             &i,
@@ -595,7 +532,7 @@ mod tests {
         );
 
         // A plan claiming completion for a target Temporal does not list as Current is not Ready.
-        let s = planned(&input(), &plan_with(Phase::Complete, "x"), None);
+        let s = planned(&PlanInput::test(), &plan_with(Phase::Complete, "x"), None);
         assert_eq!(cond(&s, reason::READY).status, "False");
         assert_eq!(
             cond(&s, reason::READY).reason,
@@ -605,7 +542,10 @@ mod tests {
 
     #[test]
     fn a_set_current_executed_this_reconcile_counts() {
-        let i = input();
+        // Nobody holds the manager identity yet; someone else changed the routing last.
+        let mut i = PlanInput::test();
+        i.temporal.manager_identity.clear();
+        i.temporal.last_modifier_identity = "someone".into();
         let change = RoutingChange::SetCurrent {
             build_id: "v2".into(),
         };
@@ -640,7 +580,7 @@ mod tests {
                 stalled: false,
             }),
         };
-        let s = compute(None, 7, &failed, t0());
+        let s = compute(None, 7, &failed, ts(NOW));
         assert_eq!(
             summary(&s),
             vec![
@@ -660,7 +600,7 @@ mod tests {
 
     #[test]
     fn a_set_ramping_executed_this_reconcile_shows_the_step() {
-        let i = input();
+        let i = PlanInput::test();
         let change = RoutingChange::SetRamping {
             build_id: "v2".into(),
             percentage: 25.0,
@@ -674,7 +614,7 @@ mod tests {
         plan.progress.step = Some(StepProgress {
             index: 0,
             ramp_percentage: 25.0,
-            started_at: Some(t0()),
+            started_at: Some(ts(NOW)),
             next_at: Some(next),
         });
         let s = planned(&i, &plan, Some(&change));
@@ -682,9 +622,9 @@ mod tests {
         assert_eq!(t.version.status, VersionStatus::Ramping);
         assert_eq!(t.ramp_percentage, Some(25.0));
         assert_eq!(t.current_step, Some(0));
-        assert_eq!(t.step_started_at, Some(Time(t0())));
+        assert_eq!(t.step_started_at, Some(Time(ts(NOW))));
         assert_eq!(t.next_step_at, Some(Time(next)));
-        assert_eq!(t.ramping_since, Some(Time(t0())));
+        assert_eq!(t.ramping_since, Some(Time(ts(NOW))));
         assert_eq!(cond(&s, reason::READY).reason, reason::RAMPING);
         assert!(
             cond(&s, reason::PROGRESSING)
@@ -702,14 +642,14 @@ mod tests {
 
     #[test]
     fn blocked_reports_keep_the_last_known_versions() {
-        let i = input();
+        let i = PlanInput::test();
         let before = planned(&i, &plan_with(Phase::WaitingForPromotion, "w"), None);
         let b = Blocked {
             reason: reason::STATE_FETCH_FAILED,
             message: "describe: unavailable".into(),
             stalled: false,
         };
-        let s = compute(Some(&before), 8, &Report::Blocked(b), t0());
+        let s = compute(Some(&before), 8, &Report::Blocked(b), ts(NOW));
         assert_eq!(s.target_version, before.target_version);
         assert_eq!(s.current_version, before.current_version);
         assert_eq!(s.observed_generation, Some(8));
@@ -732,7 +672,7 @@ mod tests {
             message: "spec.rollout.steps: bad".into(),
             stalled: true,
         };
-        let s = compute(None, 2, &Report::Blocked(b), t0());
+        let s = compute(None, 2, &Report::Blocked(b), ts(NOW));
         assert_eq!(
             summary(&s),
             vec![
@@ -746,7 +686,7 @@ mod tests {
 
     #[test]
     fn reconciling_and_stalled_are_never_both_true() {
-        let i = input();
+        let i = PlanInput::test();
         let mut reports: Vec<Report> = Vec::new();
         let plans: Vec<Plan> = [
             Phase::WaitingForPollers,
@@ -784,7 +724,7 @@ mod tests {
             }
         }
         for r in &reports {
-            let s = compute(None, 1, r, t0());
+            let s = compute(None, 1, r, ts(NOW));
             assert_eq!(s.conditions.len(), 4);
             let is_true = |t: &str| cond(&s, t).status == "True";
             assert!(
@@ -806,7 +746,7 @@ mod tests {
 
     #[test]
     fn observed_generation_is_written_with_the_conditions() {
-        let i = input();
+        let i = PlanInput::test();
         let p = plan_with(Phase::WaitingForPollers, "m");
         let s = compute(
             None,
@@ -817,7 +757,7 @@ mod tests {
                 routed: None,
                 outcome: Ok(()),
             },
-            t0(),
+            ts(NOW),
         );
         assert_eq!(s.observed_generation, Some(42));
         assert!(
@@ -829,7 +769,7 @@ mod tests {
 
     #[test]
     fn last_transition_time_moves_only_when_the_status_flips() {
-        let i = input();
+        let i = PlanInput::test();
         let waiting = plan_with(Phase::WaitingForPollers, "a");
         let ramping = plan_with(Phase::Ramping, "b");
         let first = compute(
@@ -841,13 +781,13 @@ mod tests {
                 routed: None,
                 outcome: Ok(()),
             },
-            t0(),
+            ts(NOW),
         );
         assert!(
             first
                 .conditions
                 .iter()
-                .all(|c| c.last_transition_time == Time(t0()))
+                .all(|c| c.last_transition_time == Time(ts(NOW)))
         );
 
         // Reason and message change, statuses do not: times stay.
@@ -867,7 +807,7 @@ mod tests {
             second
                 .conditions
                 .iter()
-                .all(|c| c.last_transition_time == Time(t0()))
+                .all(|c| c.last_transition_time == Time(ts(NOW)))
         );
         assert_eq!(cond(&second, reason::READY).reason, reason::RAMPING);
 
@@ -885,21 +825,29 @@ mod tests {
         );
         assert_eq!(
             cond(&third, reason::RECONCILING).last_transition_time,
-            Time(t0())
+            Time(ts(NOW))
         );
-        assert_eq!(cond(&third, reason::READY).last_transition_time, Time(t0()));
+        assert_eq!(
+            cond(&third, reason::READY).last_transition_time,
+            Time(ts(NOW))
+        );
         assert_eq!(
             cond(&third, reason::STALLED).last_transition_time,
-            Time(t0())
+            Time(ts(NOW))
         );
     }
 
     #[test]
     fn case_56_deprecated_versions_are_sorted_by_build_id() {
-        let mut i = input();
+        let mut i = PlanInput::test();
         i.temporal.routing.current_build_id = Some("v2".into());
-        i.temporal.versions = vec![ver("v2", TemporalVersionStatus::Current)];
-        i.deployments = vec![dep("c", 1), dep("v2", 3), dep("a", 1), dep("b", 1)];
+        i.temporal.versions = vec![VersionState::test("v2", TemporalVersionStatus::Current)];
+        i.deployments = vec![
+            ObservedDeployment::test("c", 1),
+            ObservedDeployment::test("v2", 3),
+            ObservedDeployment::test("a", 1),
+            ObservedDeployment::test("b", 1),
+        ];
         let s1 = planned(&i, &plan_with(Phase::Complete, "m"), None);
         i.deployments.reverse();
         let s2 = planned(&i, &plan_with(Phase::Complete, "m"), None);
@@ -919,15 +867,13 @@ mod tests {
 
     #[test]
     fn drained_versions_show_their_sunset_schedule_and_eligibility() {
-        let mut i = input();
+        let mut i = PlanInput::test();
+        i.desired.delete_delay = hours(4);
         i.temporal.routing.current_build_id = Some("v2".into());
         let since = ts("2026-03-02T10:00:00Z");
         i.temporal.versions = vec![
-            VersionState {
-                drainage_changed_at: Some(since),
-                ..ver("v1", TemporalVersionStatus::Drained)
-            },
-            ver("v2", TemporalVersionStatus::Current),
+            VersionState::drained("v1", since),
+            VersionState::test("v2", TemporalVersionStatus::Current),
         ];
         let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
         let d = &s.deprecated_versions[0];
@@ -938,7 +884,7 @@ mod tests {
         assert!(!d.eligible_for_deletion, "pods still running");
         assert_eq!(s.version_count, 2);
 
-        i.deployments[0] = dep("v1", 0);
+        i.deployments[0] = ObservedDeployment::test("v1", 0);
         let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
         assert!(s.deprecated_versions[0].eligible_for_deletion);
 
@@ -954,7 +900,7 @@ mod tests {
 
     #[test]
     fn target_lists_its_gate_workflows_until_current() {
-        let mut i = input();
+        let mut i = PlanInput::test();
         i.gates = vec![
             GateObservation {
                 workflow_id: "g-q2".into(),
@@ -981,20 +927,23 @@ mod tests {
             (t.deployment.as_deref(), t.replicas, t.ready_replicas),
             (Some("w-v2"), Some(3), Some(3))
         );
-        assert_eq!(t.healthy_since, Some(Time(crate::fixtures::ago(600))));
+        assert_eq!(t.healthy_since, Some(Time(ago(600))));
     }
 
     #[test]
     fn a_cleared_stale_ramp_is_shown_draining() {
-        let mut i = input();
+        let mut i = PlanInput::test();
         i.temporal.routing.current_build_id = Some("v2".into());
         i.temporal.routing.ramping_build_id = Some("v3".into());
         i.temporal.routing.ramp_percentage = 10.0;
         i.temporal.versions = vec![
-            ver("v2", TemporalVersionStatus::Current),
-            ver("v3", TemporalVersionStatus::Ramping),
+            VersionState::test("v2", TemporalVersionStatus::Current),
+            VersionState::test("v3", TemporalVersionStatus::Ramping),
         ];
-        i.deployments = vec![dep("v2", 3), dep("v3", 1)];
+        i.deployments = vec![
+            ObservedDeployment::test("v2", 3),
+            ObservedDeployment::test("v3", 1),
+        ];
         let before = planned(&i, &plan_with(Phase::Complete, "m"), None);
         assert_eq!(
             before.deprecated_versions[0].version.status,

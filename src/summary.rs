@@ -414,32 +414,13 @@ impl RolloutView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    fn twd(strategy: &str, conditions: &[(&str, &str, &str)]) -> TemporalWorkerDeployment {
-        let conds: Vec<_> = conditions
-            .iter()
-            .map(|(t, s, r)| {
-                serde_json::json!({"type": t, "status": s, "reason": r, "message": "m",
-                    "lastTransitionTime": "2024-01-01T00:00:00Z"})
-            })
-            .collect();
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
-            "metadata": {"name": "w", "namespace": "ns", "generation": 3},
-            "spec": {"template": {}, "rollout": {"strategy": strategy},
-                     "workerOptions": {"connectionRef": {"name": "c"}, "temporalNamespace": "default"}},
-            "status": {"observedGeneration": 2, "versionCount": 0, "conditions": conds}
-        }))
-        .unwrap()
-    }
 
     #[test]
     fn phases_follow_conditions() {
         let cases = [
-            ("AllAtOnce", vec![], Phase::Pending),
+            (RolloutStrategy::AllAtOnce, vec![], Phase::Pending),
             (
-                "AllAtOnce",
+                RolloutStrategy::AllAtOnce,
                 vec![
                     ("Ready", "True", "RolloutComplete"),
                     ("Progressing", "False", "RolloutComplete"),
@@ -447,7 +428,7 @@ mod tests {
                 Phase::Completed,
             ),
             (
-                "Progressive",
+                RolloutStrategy::Progressive,
                 vec![
                     ("Ready", "False", "Ramping"),
                     ("Progressing", "True", "Ramping"),
@@ -455,7 +436,7 @@ mod tests {
                 Phase::Progressing,
             ),
             (
-                "AllAtOnce",
+                RolloutStrategy::AllAtOnce,
                 vec![
                     ("Ready", "False", "TemporalStateFetchFailed"),
                     ("Progressing", "False", "TemporalStateFetchFailed"),
@@ -463,7 +444,7 @@ mod tests {
                 Phase::Blocked,
             ),
             (
-                "AllAtOnce",
+                RolloutStrategy::AllAtOnce,
                 vec![
                     ("Ready", "False", "InvalidSpec"),
                     ("Progressing", "False", "InvalidSpec"),
@@ -472,7 +453,7 @@ mod tests {
                 Phase::Stalled,
             ),
             (
-                "Manual",
+                RolloutStrategy::Manual,
                 vec![
                     ("Ready", "False", "WaitingForPromotion"),
                     ("Progressing", "False", "WaitingForPromotion"),
@@ -480,7 +461,7 @@ mod tests {
                 Phase::Paused,
             ),
             (
-                "AllAtOnce",
+                RolloutStrategy::AllAtOnce,
                 vec![
                     ("Ready", "False", "WaitingForPromotion"),
                     ("Progressing", "True", "WaitingForPromotion"),
@@ -488,21 +469,28 @@ mod tests {
                 Phase::Progressing,
             ),
         ];
+        // Generation 3, conditions observed at generation 2.
         for (strategy, conds, want) in cases {
-            let s = RolloutSummary::from_twd(&twd(strategy, &conds));
-            assert_eq!(s.phase, want, "{strategy} {conds:?}");
+            let twd = TemporalWorkerDeployment::test()
+                .strategy(strategy)
+                .generation(3)
+                .with_conditions(2, &conds);
+            let s = RolloutSummary::from_twd(&twd);
+            assert_eq!(s.phase, want, "{strategy:?} {conds:?}");
         }
-        let mut deleting = twd("AllAtOnce", &[("Ready", "True", "RolloutComplete")]);
-        deleting.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::from_second(1).unwrap()));
+        let deleting = TemporalWorkerDeployment::test()
+            .generation(3)
+            .with_conditions(2, &[("Ready", "True", "RolloutComplete")])
+            .deleting();
         assert_eq!(RolloutSummary::from_twd(&deleting).phase, Phase::Deleting);
     }
 
     #[test]
     fn lag_and_reason() {
-        let s = RolloutSummary::from_twd(&twd(
-            "AllAtOnce",
-            &[("Progressing", "False", "InvalidSpec")],
-        ));
+        let twd = TemporalWorkerDeployment::test()
+            .generation(3)
+            .with_conditions(2, &[("Progressing", "False", "InvalidSpec")]);
+        let s = RolloutSummary::from_twd(&twd);
         assert_eq!(s.generation_lag(), 1);
         assert_eq!(s.reason.as_deref(), Some("InvalidSpec"));
         assert_eq!(s.phase_since, Some("2024-01-01T00:00:00Z".parse().unwrap()));

@@ -10,6 +10,7 @@ use gitops_support::{
     HEALTH_LUA, Sandbox, argocd_health_with, load_yaml, repo_root, run_health_script,
 };
 use serde_json::{Value, json};
+use temporal_worker_controller::api::conditions;
 
 const KIND_DIR: &str = "argocd/resource_customizations/temporal.io/TemporalWorkerDeployment";
 const CM_KEY: &str = "resource.customizations.health.temporal.io_TemporalWorkerDeployment";
@@ -130,6 +131,69 @@ fn every_testdata_file_has_a_case_and_every_case_a_file() {
     for want in ["Healthy", "Progressing", "Degraded", "Suspended"] {
         assert!(statuses.contains(want), "no case expects {want}");
     }
+}
+
+/// The reason on a status' `Ready` condition, if it has one.
+fn ready_reason(obj: &Value) -> Option<&str> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?["reason"]
+        .as_str()
+}
+
+/// Every reason of `api::conditions::ALL` is run through the Lua check: by a `health_test.yaml`
+/// case, or by a Flux fixture (`flux/fixtures/`, one per reason, each recording the Argo CD
+/// answer in `fixtures.temporal.io/argocd-*`), in both sandboxes. Every reason either uses is
+/// in `ALL`.
+#[test]
+fn every_reason_is_checked_by_the_lua_health_check() {
+    let dir = repo_root().join(KIND_DIR);
+    let mut covered = std::collections::BTreeSet::new();
+    for path in gitops_support::yaml_files(&dir.join("testdata")) {
+        if let Some(reason) = ready_reason(&load_yaml(&path)) {
+            covered.insert(reason.to_string());
+        }
+    }
+    let known = |reason: &str| conditions::ALL.iter().any(|r| r.reason == reason);
+    if let Some(unknown) = covered.iter().find(|r| !known(r)) {
+        panic!("{KIND_DIR}/testdata uses reason {unknown:?}, which is not in api::conditions::ALL");
+    }
+    let mut failures = Vec::new();
+    for path in gitops_support::yaml_files(&repo_root().join("flux/fixtures")) {
+        let obj = load_yaml(&path);
+        let ann = |key: &str| {
+            obj["metadata"]["annotations"][format!("fixtures.temporal.io/{key}")]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}: no {key} annotation", path.display()))
+                .to_string()
+        };
+        let want = (ann("argocd-health"), ann("argocd-message"));
+        for sandbox in [Sandbox::ArgoCmDefault, Sandbox::OpenLibs] {
+            let got = argocd_health_with(sandbox, HEALTH_LUA, &obj);
+            if got != want {
+                failures.push(format!(
+                    "{} ({sandbox:?}): got {got:?}, want {want:?}",
+                    path.display()
+                ));
+            }
+        }
+        if let Some(reason) = ready_reason(&obj) {
+            assert!(
+                known(reason),
+                "{}: reason {reason:?} is not in api::conditions::ALL",
+                path.display()
+            );
+            covered.insert(reason.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let missing: Vec<&str> = conditions::ALL
+        .iter()
+        .map(|r| r.reason)
+        .filter(|r| !covered.contains(*r))
+        .collect();
+    assert!(missing.is_empty(), "no Lua case shows {missing:?}");
 }
 
 #[test]

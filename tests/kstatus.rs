@@ -276,6 +276,81 @@ fn every_fixture_gets_its_recorded_kstatus_exprs_and_argocd_results() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Reasons of `api::conditions::ALL` that need no Flux fixture, each with why. Empty: every
+/// reason can appear in a status (the plan phases through `compute()` in `src/status.rs`, the
+/// rest through `Failure::reason()` in `src/reconcile/outcome.rs`).
+const REASONS_WITHOUT_FIXTURE: &[(&str, &str)] = &[];
+
+/// `(status, reason)` of Ready, Progressing, Reconciling and Stalled, in that order.
+fn condition_row(obj: &Value) -> Option<Vec<(&str, &str)>> {
+    let conds = obj.pointer("/status/conditions")?.as_array()?;
+    [c::READY, c::PROGRESSING, c::RECONCILING, c::STALLED]
+        .iter()
+        .map(|t| {
+            let x = conds.iter().find(|x| x["type"] == *t)?;
+            Some((x["status"].as_str()?, x["reason"].as_str()?))
+        })
+        .collect()
+}
+
+#[test]
+fn every_reason_has_a_flux_fixture_showing_its_kind() {
+    let mut covered = BTreeSet::new();
+    for (path, obj) in flux_fixtures() {
+        let name = path.display();
+        let Some(row) = condition_row(&obj) else {
+            assert!(obj.get("status").is_none(), "{name}: incomplete conditions");
+            continue;
+        };
+        let reason = row[0].1;
+        assert!(
+            row.iter().all(|(_, r)| *r == reason),
+            "{name}: the four conditions carry one reason: {row:?}"
+        );
+        let Some(known) = c::ALL.iter().find(|r| r.reason == reason) else {
+            panic!("{name}: reason {reason:?} is not in api::conditions::ALL");
+        };
+        // The statuses the reason's kind promises (the Kind column of the reason table).
+        let want = match known.kind {
+            c::ReasonKind::Done => ["True", "False", "False", "False"],
+            c::ReasonKind::Progressing => ["False", "True", "True", "False"],
+            c::ReasonKind::Blocked => ["False", "False", "True", "False"],
+            c::ReasonKind::Terminal => ["False", "False", "False", "True"],
+        };
+        let got: Vec<&str> = row.iter().map(|(s, _)| *s).collect();
+        assert_eq!(got, want, "{name}: {reason} is {:?}", known.kind);
+        covered.insert(known.reason);
+    }
+    for (reason, why) in REASONS_WITHOUT_FIXTURE {
+        assert!(
+            c::ALL.iter().any(|r| r.reason == *reason),
+            "excluded reason {reason:?} is not in api::conditions::ALL"
+        );
+        assert!(!why.trim().is_empty(), "say why {reason} has no fixture");
+    }
+    let missing: Vec<&str> = c::ALL
+        .iter()
+        .map(|r| r.reason)
+        .filter(|r| !covered.contains(r))
+        .filter(|r| !REASONS_WITHOUT_FIXTURE.iter().any(|(x, _)| x == r))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no flux/fixtures/*.yaml shows {missing:?}; add one (with its fixtures.temporal.io/* \
+         answers and a row in the status table of docs/cd-rollouts.md) or list the reason in \
+         REASONS_WITHOUT_FIXTURE with why"
+    );
+    let needless: Vec<&str> = REASONS_WITHOUT_FIXTURE
+        .iter()
+        .map(|(r, _)| *r)
+        .filter(|r| covered.contains(r))
+        .collect();
+    assert!(
+        needless.is_empty(),
+        "{needless:?} have fixtures; drop them from REASONS_WITHOUT_FIXTURE"
+    );
+}
+
 /// The status the controller writes: observedGeneration plus all four conditions.
 fn follows_status_contract(obj: &Value) -> bool {
     let has_generation = obj
@@ -358,26 +433,7 @@ fn the_fresh_object_gap_is_closed_by_argocd_and_the_exprs_only() {
 
 #[test]
 fn fixture_conditions_follow_the_controller_contract() {
-    let reasons: BTreeSet<&str> = [
-        c::ROLLOUT_COMPLETE,
-        c::WAITING_FOR_POLLERS,
-        c::WAITING_FOR_PROMOTION,
-        c::RAMPING,
-        c::WAITING_FOR_GATE,
-        c::TOO_MANY_VERSIONS,
-        c::MANAGED_ELSEWHERE,
-        c::DELETING,
-        c::CONNECTION_NOT_FOUND,
-        c::AUTH_SECRET_INVALID,
-        c::CLIENT_CREATION_FAILED,
-        c::STATE_FETCH_FAILED,
-        c::PLAN_GENERATION_FAILED,
-        c::PLAN_EXECUTION_FAILED,
-        c::INVALID_SPEC,
-        c::GATE_WORKFLOW_FAILED,
-    ]
-    .into_iter()
-    .collect();
+    let reasons: BTreeSet<&str> = c::ALL.iter().map(|r| r.reason).collect();
     for (path, obj) in flux_fixtures().into_iter().chain(argocd_testdata()) {
         let name = path.display();
         // Same shape as the CRD types, so the fixtures cannot describe fields that do not exist.

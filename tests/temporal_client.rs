@@ -24,8 +24,11 @@ use test_harness::worker::{self, WorkerConfig, WorkerHandle};
 
 const NAMESPACE: &str = "default";
 const CONTROLLER: &str = "it-controller";
-/// Registration and routing facts show up within ~0.3 s on an idle machine (temporal-facts §2);
-/// leave a wide margin for a loaded 2-core box.
+/// Temporal registers a build asynchronously: it appears in `DescribeWorkerDeployment`, and its
+/// task queue in `DescribeWorkerDeploymentVersion`, only some time after its worker's first poll
+/// (about 0.3 s on an idle machine; the `[timing]` lines below print it). So every such fact is
+/// polled for with [`eventually`], never read once; the deadline leaves a wide margin for a
+/// loaded 2-core box.
 const DEADLINE: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(50);
 

@@ -19,21 +19,6 @@ fn mins(m: u64) -> Duration {
     Duration::from_secs(m * 60)
 }
 
-fn dep(build: &str, replicas: i32) -> ObservedDeployment {
-    ObservedDeployment::test(build, replicas)
-}
-
-fn ver(build: &str, status: T) -> VersionState {
-    VersionState::test(build, status)
-}
-
-fn drained(build: &str, since: Timestamp) -> VersionState {
-    VersionState {
-        drainage_changed_at: Some(since),
-        ..ver(build, T::Drained)
-    }
-}
-
 fn steps(spec: &[(f32, u64)]) -> Strategy {
     Strategy::Progressive(
         spec.iter()
@@ -53,8 +38,8 @@ fn rollout(strategy: Strategy) -> PlanInput {
 /// The target is Current; nothing else exists.
 fn settled() -> PlanInput {
     let mut i = rollout(Strategy::AllAtOnce);
-    i.deployments = vec![dep("v2", 3)];
-    i.temporal.versions = vec![ver("v2", T::Current)];
+    i.deployments = vec![ObservedDeployment::test("v2", 3)];
+    i.temporal.versions = vec![VersionState::test("v2", T::Current)];
     i.temporal.routing.current_build_id = Some("v2".into());
     i
 }
@@ -82,15 +67,6 @@ fn set_ramping(build: &str, pct: f32) -> Option<RoutingChange> {
     })
 }
 
-fn gate_obs(q: &str, status: GateWorkflowStatus) -> GateObservation {
-    GateObservation {
-        workflow_id: format!("test-ns/w:v2-{q}"),
-        run_id: "run".into(),
-        task_queue: q.into(),
-        status,
-    }
-}
-
 fn scaled(p: &Plan) -> Vec<(&str, i32)> {
     p.scale
         .iter()
@@ -114,7 +90,7 @@ fn case_01_no_temporal_deployment_creates_target_and_touches_nothing_else() {
     let mut i = rollout(Strategy::AllAtOnce);
     i.temporal = WorkerDeploymentState::default();
     // A leftover of an earlier build and the missing target: nothing may be deleted or scaled down.
-    i.deployments = vec![dep("v0", 2)];
+    i.deployments = vec![ObservedDeployment::test("v0", 2)];
     let p = plan(&i);
     assert_eq!(
         p.create,
@@ -135,7 +111,7 @@ fn case_01_no_temporal_deployment_creates_target_and_touches_nothing_else() {
 fn create_uses_unset_replicas_in_autoscaler_mode() {
     let mut i = rollout(Strategy::AllAtOnce);
     i.desired.replicas = None;
-    i.deployments = vec![dep("v1", 3)];
+    i.deployments = vec![ObservedDeployment::test("v1", 3)];
     i.temporal.versions.truncate(1);
     assert_eq!(
         plan(&i).create,
@@ -165,18 +141,18 @@ fn a_target_deployment_being_deleted_is_not_recreated_yet() {
 fn with_ineligible(i: &mut PlanInput, n: usize) {
     for k in 0..n {
         let b = format!("old{k:03}");
-        i.deployments.push(dep(&b, 0));
+        i.deployments.push(ObservedDeployment::test(&b, 0));
         let last = i.deployments.len() - 1;
         i.deployments[last].status_replicas = 1; // pods still terminating
-        i.temporal.versions.push(drained(&b, ago(60)));
+        i.temporal.versions.push(VersionState::drained(&b, ago(60)));
     }
 }
 
 #[test]
 fn case_30_version_limit_holds_back_a_new_target() {
     let mut i = rollout(Strategy::AllAtOnce);
-    i.deployments = vec![dep("v1", 3)];
-    i.temporal.versions = vec![ver("v1", T::Current)];
+    i.deployments = vec![ObservedDeployment::test("v1", 3)];
+    i.temporal.versions = vec![VersionState::test("v1", T::Current)];
     with_ineligible(&mut i, 75);
     let p = plan(&i);
     assert_eq!(p.create, None);
@@ -199,8 +175,8 @@ fn case_30_version_limit_holds_back_a_new_target() {
     assert_eq!(p.requeue_after, Some(Duration::from_secs(30)));
 
     let mut i = rollout(Strategy::AllAtOnce);
-    i.deployments = vec![dep("v1", 3)];
-    i.temporal.versions = vec![ver("v1", T::Current)];
+    i.deployments = vec![ObservedDeployment::test("v1", 3)];
+    i.temporal.versions = vec![VersionState::test("v1", T::Current)];
     i.desired.max_versions_ineligible_for_deletion = 5;
     with_ineligible(&mut i, 4);
     let p = plan(&i);
@@ -212,8 +188,8 @@ fn case_30_version_limit_holds_back_a_new_target() {
 fn case_31_drained_versions_with_pods_block_until_they_are_gone() {
     let mut i = rollout(Strategy::AllAtOnce);
     i.desired.max_versions_ineligible_for_deletion = 2;
-    i.deployments = vec![dep("v1", 3)];
-    i.temporal.versions = vec![ver("v1", T::Current)];
+    i.deployments = vec![ObservedDeployment::test("v1", 3)];
+    i.temporal.versions = vec![VersionState::test("v1", T::Current)];
     with_ineligible(&mut i, 2);
     assert_eq!(plan(&i).progress.phase, Phase::TooManyVersions);
 
@@ -229,8 +205,11 @@ fn case_31_drained_versions_with_pods_block_until_they_are_gone() {
 fn the_limit_does_not_hold_back_a_version_temporal_already_knows() {
     // Re-creating the Deployment of a known version adds no version to Temporal.
     let mut i = rollout(Strategy::AllAtOnce);
-    i.deployments = vec![dep("v1", 3)];
-    i.temporal.versions = vec![ver("v1", T::Current), drained("v2", ago(7200))];
+    i.deployments = vec![ObservedDeployment::test("v1", 3)];
+    i.temporal.versions = vec![
+        VersionState::test("v1", T::Current),
+        VersionState::drained("v2", ago(7200)),
+    ];
     i.desired.max_versions_ineligible_for_deletion = 1;
     with_ineligible(&mut i, 3);
     assert!(plan(&i).create.is_some());
@@ -240,8 +219,11 @@ fn the_limit_does_not_hold_back_a_version_temporal_already_knows() {
 fn unregistered_leftovers_do_not_count_against_the_limit() {
     let mut i = rollout(Strategy::AllAtOnce);
     i.desired.max_versions_ineligible_for_deletion = 1;
-    i.deployments = vec![dep("v1", 3), dep("stray", 1)];
-    i.temporal.versions = vec![ver("v1", T::Current)];
+    i.deployments = vec![
+        ObservedDeployment::test("v1", 3),
+        ObservedDeployment::test("stray", 1),
+    ];
+    i.temporal.versions = vec![VersionState::test("v1", T::Current)];
     let p = plan(&i);
     assert!(p.create.is_some());
     assert_eq!(deleted(&p), vec![("stray", DeleteReason::NotRegistered)]);
@@ -254,12 +236,12 @@ fn unregistered_leftovers_do_not_count_against_the_limit() {
 #[test]
 fn case_29_fixed_replicas_bring_target_and_current_to_spec() {
     let mut i = rollout(Strategy::AllAtOnce);
-    i.deployments[1] = dep("v2", 0);
+    i.deployments[1] = ObservedDeployment::test("v2", 0);
     assert!(scaled(&plan(&i)).contains(&("v2", 3)));
 
     let mut i = rollout(Strategy::AllAtOnce);
     i.desired.replicas = Some(2);
-    i.deployments[0] = dep("v1", 1);
+    i.deployments[0] = ObservedDeployment::test("v1", 1);
     let p = plan(&i);
     assert!(scaled(&p).contains(&("v1", 2)), "{p:?}");
     assert!(scaled(&p).contains(&("v2", 2)), "{p:?}");
@@ -270,7 +252,7 @@ fn case_29_fixed_replicas_bring_target_and_current_to_spec() {
 fn case_28_autoscaler_mode_revives_a_target_at_zero_only() {
     let mut i = rollout(Strategy::AllAtOnce);
     i.desired.replicas = None;
-    i.deployments[1] = dep("v2", 0);
+    i.deployments[1] = ObservedDeployment::test("v2", 0);
     i.deployments[0].replicas = Some(7); // HPA's choice for the current version: untouched
     assert_eq!(scaled(&plan(&i)), vec![("v2", 1)]);
 
@@ -287,9 +269,11 @@ fn an_old_ramping_version_is_kept_at_spec_replicas() {
     // The spec changed mid-ramp: v2 still holds the ramp while v3 comes up.
     let mut i = rollout(steps(&[(25.0, 600)]));
     i.desired.build_id = "v3".into();
-    i.deployments[1] = dep("v2", 1);
-    i.deployments.push(dep("v3", 3));
-    i.temporal.versions.push(ver("v3", T::Inactive));
+    i.deployments[1] = ObservedDeployment::test("v2", 1);
+    i.deployments.push(ObservedDeployment::test("v3", 3));
+    i.temporal
+        .versions
+        .push(VersionState::test("v3", T::Inactive));
     set_ramp(&mut i, "v2", 25.0, ago(60));
     let p = plan(&i);
     assert_eq!(scaled(&p), vec![("v2", 3)]);
@@ -302,7 +286,7 @@ fn an_old_ramping_version_is_kept_at_spec_replicas() {
 fn current_and_ramping_versions_are_never_scaled_down_or_deleted() {
     let mut i = rollout(steps(&[(25.0, 600)]));
     i.desired.build_id = "v3".into();
-    i.deployments.push(dep("v3", 3));
+    i.deployments.push(ObservedDeployment::test("v3", 3));
     set_ramp(&mut i, "v2", 25.0, ago(60));
     // Temporal lists neither as Drained; even with absurd sunset settings they stay.
     i.desired.scaledown_delay = Duration::ZERO;
@@ -324,21 +308,21 @@ fn current_and_ramping_versions_are_never_scaled_down_or_deleted() {
 /// v2 is Current; v1 is an old version in `v1` state with a Deployment at `replicas`.
 fn with_old(v1: VersionState, replicas: i32) -> PlanInput {
     let mut i = settled();
-    i.deployments.push(dep("v1", replicas));
+    i.deployments.push(ObservedDeployment::test("v1", replicas));
     i.temporal.versions.push(v1);
     i
 }
 
 #[test]
 fn case_22_drained_past_both_delays_and_at_zero_is_deleted() {
-    let mut i = with_old(drained("v1", ago(24 * 3600)), 0);
+    let mut i = with_old(VersionState::drained("v1", ago(24 * 3600)), 0);
     i.desired.delete_delay = hours(4);
     let p = plan(&i);
     assert_eq!(deleted(&p), vec![("v1", DeleteReason::Sunset)]);
     assert!(p.scale.is_empty());
 
     // Drained for one hour: scale-down is due (it is at 0 already), deletion is not.
-    let mut i = with_old(drained("v1", ago(3600)), 0);
+    let mut i = with_old(VersionState::drained("v1", ago(3600)), 0);
     i.desired.delete_delay = hours(4);
     let p = plan(&i);
     assert!(p.delete.is_empty());
@@ -351,7 +335,7 @@ fn case_22_drained_past_both_delays_and_at_zero_is_deleted() {
 
 #[test]
 fn case_23_drained_past_scaledown_is_scaled_to_zero_not_deleted() {
-    let mut i = with_old(drained("v1", ago(2 * 3600)), 1);
+    let mut i = with_old(VersionState::drained("v1", ago(2 * 3600)), 1);
     i.desired.delete_delay = Duration::ZERO; // even when deletion is due, it waits for 0 replicas
     let p = plan(&i);
     assert_eq!(scaled(&p), vec![("v1", 0)]);
@@ -361,7 +345,7 @@ fn case_23_drained_past_scaledown_is_scaled_to_zero_not_deleted() {
 
 #[test]
 fn case_24_recently_drained_is_untouched_and_requeued_at_scaledown() {
-    let mut i = with_old(drained("v1", ago(30 * 60)), 3);
+    let mut i = with_old(VersionState::drained("v1", ago(30 * 60)), 3);
     i.desired.scaledown_delay = hours(2);
     let p = plan(&i);
     assert!(p.scale.is_empty() && p.delete.is_empty(), "{p:?}");
@@ -370,7 +354,7 @@ fn case_24_recently_drained_is_untouched_and_requeued_at_scaledown() {
 
 #[test]
 fn drained_without_a_drain_time_is_left_alone() {
-    let i = with_old(ver("v1", T::Drained), 3);
+    let i = with_old(VersionState::test("v1", T::Drained), 3);
     let p = plan(&i);
     assert!(p.scale.is_empty() && p.delete.is_empty(), "{p:?}");
 }
@@ -380,7 +364,7 @@ fn case_25_draining_is_never_scaled_or_deleted_and_polled_slowly() {
     let mut i = with_old(
         VersionState {
             drainage_changed_at: Some(ago(10 * 86_400)),
-            ..ver("v1", T::Draining)
+            ..VersionState::test("v1", T::Draining)
         },
         3,
     );
@@ -393,11 +377,11 @@ fn case_25_draining_is_never_scaled_or_deleted_and_polled_slowly() {
 
 #[test]
 fn case_26_inactive_old_version_is_scaled_to_zero_at_once() {
-    let i = with_old(ver("v1", T::Inactive), 3);
+    let i = with_old(VersionState::test("v1", T::Inactive), 3);
     let p = plan(&i);
     assert_eq!(scaled(&p), vec![("v1", 0)]);
     assert!(p.delete.is_empty());
-    let mut i = with_old(ver("v1", T::Inactive), 3);
+    let mut i = with_old(VersionState::test("v1", T::Inactive), 3);
     i.deployments[1].replicas = None; // unset counts as running
     assert_eq!(scaled(&plan(&i)), vec![("v1", 0)]);
 }
@@ -406,7 +390,7 @@ fn case_26_inactive_old_version_is_scaled_to_zero_at_once() {
 fn inactive_superseded_version_is_deleted_once_its_pods_are_gone() {
     // Differs from the Go controller, which keeps such Deployments forever and counts them
     // against the version limit: an Inactive version never received work, so nothing drains.
-    let mut i = with_old(ver("v1", T::Inactive), 0);
+    let mut i = with_old(VersionState::test("v1", T::Inactive), 0);
     i.deployments[1].status_replicas = 1;
     assert!(plan(&i).delete.is_empty(), "pods still terminating");
     i.deployments[1].status_replicas = 0;
@@ -416,19 +400,19 @@ fn inactive_superseded_version_is_deleted_once_its_pods_are_gone() {
 #[test]
 fn case_27_unregistered_leftover_deleted_only_when_temporal_lists_versions() {
     let mut i = settled();
-    i.deployments.push(dep("gone", 2));
+    i.deployments.push(ObservedDeployment::test("gone", 2));
     assert_eq!(
         deleted(&plan(&i)),
         vec![("gone", DeleteReason::NotRegistered)]
     );
 
     let mut i = settled();
-    i.deployments.push(dep("gone", 2));
+    i.deployments.push(ObservedDeployment::test("gone", 2));
     i.temporal.versions.clear();
     assert!(plan(&i).delete.is_empty());
 
     let mut i = settled();
-    i.deployments.push(dep("gone", 2));
+    i.deployments.push(ObservedDeployment::test("gone", 2));
     i.temporal.exists = false;
     assert!(plan(&i).delete.is_empty());
 }
@@ -436,7 +420,7 @@ fn case_27_unregistered_leftover_deleted_only_when_temporal_lists_versions() {
 #[test]
 fn deployments_already_being_deleted_are_left_alone() {
     let mut i = settled();
-    let mut d = dep("gone", 0);
+    let mut d = ObservedDeployment::test("gone", 0);
     d.deleting = true;
     i.deployments.push(d);
     let p = plan(&i);
@@ -467,7 +451,7 @@ fn idle_when_nothing_is_pending() {
 
 #[test]
 fn case_34_connection_drift_updates_every_version() {
-    let mut i = with_old(drained("v1", ago(60)), 3);
+    let mut i = with_old(VersionState::drained("v1", ago(60)), 3);
     i.connection_hash = "conn-2".into();
     let p = plan(&i);
     let mut updated: Vec<_> = p
@@ -488,7 +472,7 @@ fn case_34_connection_drift_updates_every_version() {
 #[test]
 fn deployments_about_to_be_deleted_are_not_updated() {
     let mut i = settled();
-    i.deployments.push(dep("gone", 1));
+    i.deployments.push(ObservedDeployment::test("gone", 1));
     i.connection_hash = "conn-2".into();
     let p = plan(&i);
     assert_eq!(p.update.len(), 1);
@@ -647,8 +631,10 @@ fn case_04_own_identity_is_not_reclaimed() {
 fn another_manager_does_not_undo_a_completed_rollout() {
     let mut i = settled();
     i.temporal.manager_identity = "someone-else".into();
-    i.temporal.versions.push(ver("v9", T::Ramping));
-    i.deployments.push(dep("v9", 1));
+    i.temporal
+        .versions
+        .push(VersionState::test("v9", T::Ramping));
+    i.deployments.push(ObservedDeployment::test("v9", 1));
     set_ramp(&mut i, "v9", 10.0, ago(60));
     let p = plan(&i);
     assert_eq!(p.routing, None);
@@ -662,8 +648,10 @@ fn another_manager_does_not_undo_a_completed_rollout() {
 #[test]
 fn case_05_target_current_with_another_build_ramping_clears_the_ramp() {
     let mut i = settled();
-    i.deployments.push(dep("v3", 1));
-    i.temporal.versions.push(ver("v3", T::Ramping));
+    i.deployments.push(ObservedDeployment::test("v3", 1));
+    i.temporal
+        .versions
+        .push(VersionState::test("v3", T::Ramping));
     set_ramp(&mut i, "v3", 10.0, ago(60));
     let p = plan(&i);
     assert_eq!(p.routing, Some(RoutingChange::ClearRamp));
@@ -677,8 +665,10 @@ fn case_05_target_current_with_another_build_ramping_clears_the_ramp() {
 #[test]
 fn case_06_target_not_current_with_a_third_build_ramping_becomes_current() {
     let mut i = rollout(Strategy::AllAtOnce);
-    i.deployments.push(dep("v9", 1));
-    i.temporal.versions.push(ver("v9", T::Ramping));
+    i.deployments.push(ObservedDeployment::test("v9", 1));
+    i.temporal
+        .versions
+        .push(VersionState::test("v9", T::Ramping));
     set_ramp(&mut i, "v9", 10.0, ago(60));
     assert_eq!(plan(&i).routing, set_current("v2"));
 }
@@ -697,8 +687,8 @@ fn case_59_promoting_the_ramping_target_needs_no_extra_clear() {
 
 fn first_version(strategy: Strategy) -> PlanInput {
     let mut i = rollout(strategy);
-    i.deployments = vec![dep("v2", 3)];
-    i.temporal.versions = vec![ver("v2", T::Inactive)];
+    i.deployments = vec![ObservedDeployment::test("v2", 3)];
+    i.temporal.versions = vec![VersionState::test("v2", T::Inactive)];
     i.temporal.routing = RoutingState::default();
     i
 }
@@ -740,7 +730,7 @@ fn case_08_gate_comes_first_even_for_the_first_version() {
     assert_eq!(p.start_gates, vec!["q1".to_string()]);
     assert_eq!(p.progress.phase, Phase::WaitingForGate);
 
-    i.gates = vec![gate_obs("q1", GateWorkflowStatus::Completed)];
+    i.gates = vec![GateObservation::test("q1", GateWorkflowStatus::Completed)];
     let p = plan(&i);
     assert_eq!(p.routing, set_current("v2"));
     assert!(p.start_gates.is_empty());
@@ -762,7 +752,7 @@ fn gated(strategy: Strategy, queues: &[&str]) -> PlanInput {
 #[test]
 fn case_09_partial_gate_completion_starts_only_the_missing_queue() {
     let mut i = gated(Strategy::AllAtOnce, &["q1", "q2"]);
-    i.gates = vec![gate_obs("q1", GateWorkflowStatus::Completed)];
+    i.gates = vec![GateObservation::test("q1", GateWorkflowStatus::Completed)];
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.start_gates, vec!["q2".to_string()]);
@@ -785,8 +775,8 @@ fn case_10_failed_gate_never_promotes_and_names_the_workflow() {
     ] {
         let mut i = gated(Strategy::AllAtOnce, &["q1", "q2"]);
         i.gates = vec![
-            gate_obs("q1", GateWorkflowStatus::Completed),
-            gate_obs("q2", status),
+            GateObservation::test("q1", GateWorkflowStatus::Completed),
+            GateObservation::test("q2", status),
         ];
         let p = plan(&i);
         assert_eq!(p.routing, None, "{status:?}");
@@ -825,7 +815,7 @@ fn case_12_manual_with_gate_runs_the_gate_but_never_routes() {
     assert_eq!(p.progress.phase, Phase::WaitingForGate);
 
     let mut i = gated(Strategy::Manual, &["q1"]);
-    i.gates = vec![gate_obs("q1", GateWorkflowStatus::Completed)];
+    i.gates = vec![GateObservation::test("q1", GateWorkflowStatus::Completed)];
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
@@ -1054,11 +1044,11 @@ fn rolled_back(strategy: Strategy) -> PlanInput {
         VersionState {
             last_current_at: Some(ago(600)),
             drainage_changed_at: Some(ago(600)),
-            ..ver("v1", T::Draining)
+            ..VersionState::test("v1", T::Draining)
         },
         VersionState {
             last_current_at: Some(ts(NOW)),
-            ..ver("v2", T::Current)
+            ..VersionState::test("v2", T::Current)
         },
     ];
     i
@@ -1123,14 +1113,14 @@ fn rollback_waits_for_ready_pods_and_scales_back_up() {
     // v1 was sunset to zero; it may still report Available. Scale it up first, promote once ready.
     let mut i = rolled_back(Strategy::AllAtOnce);
     i.desired.replicas = None;
-    i.deployments[0] = dep("v1", 0);
+    i.deployments[0] = ObservedDeployment::test("v1", 0);
     i.deployments[0].healthy_since = Some(ago(7200));
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(scaled(&p), vec![("v1", 1)]);
     assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
 
-    i.deployments[0] = dep("v1", 1);
+    i.deployments[0] = ObservedDeployment::test("v1", 1);
     assert_eq!(plan(&i).routing, set_current("v1"));
 }
 

@@ -333,11 +333,8 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
 mod tests {
     use super::*;
     use crate::api::ENV_ADDRESS;
-    use crate::api::twd::{
-        GateInputSource, GateSpec, KeyRef, LocalRef, RolloutSpec, RolloutStep, SunsetSpec,
-        TemporalWorkerDeploymentSpec, WorkerOptions,
-    };
-    use k8s_openapi::api::core::v1::{EnvVar, PodSpec, PodTemplateSpec, Volume, VolumeMount};
+    use crate::api::twd::{GateInputSource, KeyRef, RolloutStep};
+    use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
 
     fn step(pct: i32, pause: &str) -> RolloutStep {
         RolloutStep {
@@ -346,49 +343,12 @@ mod tests {
         }
     }
 
+    /// The shared fixture, Progressive in three steps with a `Smoke` gate: every optional
+    /// part of the spec set and valid.
     fn valid() -> TemporalWorkerDeployment {
-        let mut twd = TemporalWorkerDeployment::new(
-            "orders",
-            TemporalWorkerDeploymentSpec {
-                replicas: Some(2),
-                template: PodTemplateSpec {
-                    metadata: None,
-                    spec: Some(PodSpec {
-                        containers: vec![Container {
-                            name: "worker".into(),
-                            image: Some("orders:v1".into()),
-                            env: Some(vec![EnvVar {
-                                name: "LOG_LEVEL".into(),
-                                value: Some("info".into()),
-                                value_from: None,
-                            }]),
-                            ..Default::default()
-                        }],
-                        ..Default::default()
-                    }),
-                },
-                min_ready_seconds: None,
-                rollout: RolloutSpec {
-                    strategy: RolloutStrategy::Progressive,
-                    steps: vec![step(10, "30s"), step(50, "1m"), step(90, "1h30m")],
-                    gate: Some(GateSpec {
-                        workflow_type: "Smoke".into(),
-                        input: Some(serde_json::json!({"x": 1})),
-                        input_from: None,
-                    }),
-                },
-                sunset: SunsetSpec::default(),
-                worker_options: WorkerOptions {
-                    connection_ref: LocalRef {
-                        name: "prod".into(),
-                    },
-                    temporal_namespace: "orders-ns".into(),
-                    custom_build_id: None,
-                },
-            },
-        );
-        twd.metadata.namespace = Some("shop".into());
-        twd
+        TemporalWorkerDeployment::test()
+            .progressive(&[(10, "30s"), (50, "1m"), (90, "1h30m")])
+            .gated("Smoke", serde_json::json!({"x": 1}))
     }
 
     /// The full message, for exact assertions.

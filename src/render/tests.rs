@@ -1,100 +1,21 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EnvVar, PodSpec, PodTemplateSpec, Volume, VolumeMount,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec, VolumeMount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
 use super::*;
 use crate::api::connection::{SecretKeyRef, SecretRef, TlsOptions};
-use crate::api::twd::{
-    LocalRef, RolloutSpec, RolloutStrategy, SunsetSpec, TemporalWorkerDeploymentSpec, WorkerOptions,
-};
 use crate::api::{
     ENV_ADDRESS, ENV_API_KEY, ENV_BUILD_ID, ENV_DEPLOYMENT_NAME, ENV_TLS, ENV_TLS_CLIENT_CERT_PATH,
     ENV_TLS_CLIENT_KEY_PATH, ENV_TLS_SERVER_NAME, TLS_MOUNT_PATH, TLS_VOLUME,
 };
 
-fn container(name: &str, image: &str, env: &[(&str, &str)]) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(image.into()),
-        env: if env.is_empty() {
-            None
-        } else {
-            Some(
-                env.iter()
-                    .map(|(k, v)| EnvVar {
-                        name: k.to_string(),
-                        value: Some(v.to_string()),
-                        value_from: None,
-                    })
-                    .collect(),
-            )
-        },
-        ..Default::default()
-    }
-}
-
-fn twd_with(image: &str, custom: Option<&str>) -> TemporalWorkerDeployment {
-    let template = PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(BTreeMap::from([
-                ("app".to_string(), "worker".to_string()),
-                (
-                    LABEL_BUILD_ID.to_string(),
-                    "user-tries-to-set-this".to_string(),
-                ),
-            ])),
-            annotations: Some(BTreeMap::from([(
-                "team".to_string(),
-                "payments".to_string(),
-            )])),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![
-                container("worker", image, &[("LOG_LEVEL", "debug")]),
-                container("sidecar", "envoy:1", &[]),
-            ],
-            init_containers: Some(vec![container("init", "busybox", &[("INIT", "1")])]),
-            volumes: Some(vec![Volume {
-                name: "scratch".into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        }),
-    };
-    let mut twd = TemporalWorkerDeployment::new(
-        "orders",
-        TemporalWorkerDeploymentSpec {
-            replicas: Some(3),
-            template,
-            min_ready_seconds: Some(7),
-            rollout: RolloutSpec {
-                strategy: RolloutStrategy::AllAtOnce,
-                steps: vec![],
-                gate: None,
-            },
-            sunset: SunsetSpec::default(),
-            worker_options: WorkerOptions {
-                connection_ref: LocalRef {
-                    name: "prod".into(),
-                },
-                temporal_namespace: "orders-ns".into(),
-                custom_build_id: custom.map(String::from),
-            },
-        },
-    );
-    twd.metadata.namespace = Some("shop".into());
-    twd.metadata.uid = Some("uid-123".into());
-    twd
-}
-
+/// The shared fixture with a full pod template and `minReadySeconds: 7`.
 fn twd() -> TemporalWorkerDeployment {
-    twd_with("registry:5000/orders:v1", None)
+    TemporalWorkerDeployment::test()
+        .full_pod()
+        .min_ready_seconds(7)
 }
 
 fn plain() -> TemporalConnectionSpec {
@@ -467,9 +388,9 @@ fn as_stored(mut d: Deployment, replicas: i32) -> Deployment {
 
 #[test]
 fn refresh_of_target_rebuilds_template_under_custom_build_id() {
-    let old = twd_with("orders:v1", Some("release-7"));
+    let old = twd().image("orders:v1").custom_build_id("release-7");
     let existing = as_stored(render(&old, &plain(), Some(3)), 5);
-    let mut new = twd_with("orders:v2", Some("release-7"));
+    let mut new = twd().image("orders:v2").custom_build_id("release-7");
     new.spec.min_ready_seconds = Some(30);
     let input = VersionedDeploymentInput {
         twd: &new,
@@ -549,12 +470,12 @@ fn auth_switches_leave_nothing_stale() {
         let mut current = if target {
             render(&twd, &sequence[0], Some(2))
         } else {
-            render(&twd_with("orders:v0", None), &sequence[0], Some(2))
+            render(&self::twd().image("orders:v0"), &sequence[0], Some(2))
         };
         let build_id = if target {
             build.clone()
         } else {
-            build_of(&twd_with("orders:v0", None))
+            build_of(&self::twd().image("orders:v0"))
         };
         for conn in &sequence[1..] {
             let input = VersionedDeploymentInput {
@@ -580,7 +501,7 @@ fn auth_switches_leave_nothing_stale() {
         let fresh_twd = if target {
             twd.clone()
         } else {
-            twd_with("orders:v0", None)
+            self::twd().image("orders:v0")
         };
         assert_eq!(
             pod(&current),
@@ -591,10 +512,10 @@ fn auth_switches_leave_nothing_stale() {
 
 #[test]
 fn refresh_of_older_version_keeps_its_code() {
-    let old = twd_with("orders:v1", None);
+    let old = twd().image("orders:v1");
     let old_build = build_of(&old);
     let existing = as_stored(render(&old, &plain(), Some(1)), 1);
-    let mut new = twd_with("orders:v2", None);
+    let mut new = twd().image("orders:v2");
     new.spec.worker_options.temporal_namespace = "elsewhere".into();
     let conn = mtls();
     let input = VersionedDeploymentInput {

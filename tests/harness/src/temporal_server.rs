@@ -31,7 +31,8 @@ const NAMESPACE_DEADLINE: Duration = Duration::from_secs(60);
 const START_ATTEMPTS: usize = 3;
 
 /// Dynamic config that makes a drained version show as DRAINED about 1 s after its last pinned
-/// workflow closes, instead of the default 3 minutes (temporal-facts §4).
+/// workflow closes: the server waits out the visibility grace period (3 minutes by default)
+/// and then refreshes the drainage status on its own interval, so both are set to 1 s.
 /// Pollers are forgotten quickly too: Temporal refuses to delete a version (and so a worker
 /// deployment) while it remembers pollers for it, 5 minutes by default after the last poll.
 /// Long polls are cut to 2 s so that live workers re-poll well within the 5 s history TTL and
