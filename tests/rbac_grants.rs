@@ -26,7 +26,16 @@ fn every_grant_of_the_chart_is_used_by_the_controller() {
         .filter(|e| e.acting_user() == user && e.code() == 403)
         .map(|e| format!("{} {} ({})", e.verb, e.resource(), e.request_uri))
         .collect();
-    let grants: Vec<_> = rules.iter().flat_map(expand).collect();
+    // Checked by an admission plugin inside the API server, not requested: it leaves no audit
+    // event, but without it the e2e suite cannot create a single versioned Deployment.
+    let by_admission = |g: &chart_support::Grant| {
+        g.resource == "temporalworkerdeployments/finalizers" && g.verb == "update"
+    };
+    let grants: Vec<_> = rules
+        .iter()
+        .flat_map(expand)
+        .filter(|g| !by_admission(g))
+        .collect();
     let unused = unused_grants(&grants, &events, &user);
     println!(
         "{used} requests by {user}; {} grants; unused:",

@@ -84,6 +84,25 @@ async fn unreachable_temporal_is_reported_then_the_rollout_completes() -> Result
         .await?;
     c.wait_twd("api", "Ready after Temporal is reachable", T, is_ready)
         .await?;
+
+    // Broken the same way again: the same Warning again is one event with a series (a patch),
+    // not a second event.
+    c.apply_connection("temporal", "127.0.0.1:1").await?;
+    let series = eventually("the Warning to repeat as a series", T, || async {
+        let warnings: Vec<_> = c
+            .events_of("api")
+            .await?
+            .into_iter()
+            .filter(|e| e.reason == "TemporalClientCreationFailed")
+            .collect();
+        Ok((warnings.iter().any(|e| e.count >= 2)).then_some(warnings))
+    })
+    .await?;
+    ensure!(
+        series.len() == 1,
+        "want one event with a series: {series:?}"
+    );
+    ensure!(series[0].type_ == "Warning", "{series:?}");
     Ok(())
 }
 

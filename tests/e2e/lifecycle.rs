@@ -124,10 +124,21 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
     let c = case("gatefail").await?;
     let v1 = deploy_first(&c, "pay", json!({})).await?;
     let gate = |outcome: &str| json!({"workflowType": "gate", "input": {"outcome": outcome}});
+    // The failing gate reads its input from a ConfigMap (the other gate tests use a Secret and
+    // inline input), so every input source runs under the chart's RBAC.
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(c.client.clone(), &c.ns);
+    configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "gate-fail"}, "data": {"input.json": r#"{"outcome": "fail"}"#}}))?,
+        )
+        .await?;
+    let failing = json!({"workflowType": "gate", "inputFrom": {"configMapKeyRef": {"name": "gate-fail", "key": "input.json"}}});
     c.apply_twd(
         "pay",
         "v2",
-        json!({"strategy": "AllAtOnce", "gate": gate("fail")}),
+        json!({"strategy": "AllAtOnce", "gate": failing}),
         json!({}),
     )
     .await?;

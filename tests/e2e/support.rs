@@ -44,6 +44,8 @@ static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
 static PLANE: OnceCell<test_harness::control_plane::ControlPlane> = OnceCell::const_new();
 
 pub const IDENTITY: &str = crate::chart_support::E2E_IDENTITY;
+/// How long an audit event may trail the response the test has seen.
+const T_AUDIT: Duration = Duration::from_secs(10);
 /// The namespace the chart is "installed" in (its ServiceAccount, RBAC and Lease).
 pub const CONTROLLER_NS: &str = crate::chart_support::E2E_NAMESPACE;
 /// The only token audience the status API accepts.
@@ -102,6 +104,13 @@ async fn start_env() -> Result<Arc<Env>> {
         Some(plane) => {
             let values = crate::chart_support::e2e_values();
             let id = crate::chart_support::install_identity(plane, &values, CONTROLLER_NS).await?;
+            tokio::spawn(watch_denials(
+                crate::chart_support::e2e_audit_log(),
+                format!(
+                    "system:serviceaccount:{CONTROLLER_NS}:{}",
+                    id.service_account
+                ),
+            ));
             (kube_client_from(&id.kubeconfig).await?, true)
         }
         None => (client.clone(), false),
@@ -131,6 +140,48 @@ async fn start_env() -> Result<Arc<Env>> {
         kubelet,
         _controller: controller,
     }))
+}
+
+/// The first request of the controller the API server refused with 403, if any.
+static DENIED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Tails the audit log for 403s of `user`: a grant the chart forgets fails the waiting test at
+/// once, naming the request, instead of after every deadline of the suite.
+async fn watch_denials(log: PathBuf, user: String) {
+    let mut offset = 0usize;
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let Ok(bytes) = std::fs::read(&log) else {
+            continue;
+        };
+        let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
+            continue;
+        };
+        if end < offset {
+            continue;
+        }
+        let chunk = String::from_utf8_lossy(&bytes[offset..end]).into_owned();
+        offset = end;
+        for line in chunk.lines() {
+            let Ok(e) = serde_json::from_str::<test_harness::control_plane::AuditEvent>(line)
+            else {
+                continue;
+            };
+            if e.acting_user() == user && e.code() == 403 {
+                if let Ok(mut d) = DENIED.lock() {
+                    d.get_or_insert(format!("{} {} {}", e.verb, e.resource(), e.request_uri));
+                }
+            }
+        }
+    }
+}
+
+/// Fails when the API server refused the controller a request (RBAC of the chart).
+pub fn check_not_denied() -> Result<()> {
+    match DENIED.lock().ok().and_then(|d| d.clone()) {
+        Some(req) => bail!("the chart's RBAC refused the controller: {req}"),
+        None => Ok(()),
+    }
 }
 
 /// Creates (if needed) namespace `ns` and ServiceAccount `sa`, and mints a token for it with
@@ -401,18 +452,27 @@ impl Case {
             );
         }
         if let Some(plane) = self.env.plane {
-            let writers: Vec<String> = plane
-                .audit_events()?
-                .into_iter()
-                .filter(|e| e.is_write() && e.resource() == "deployments/status")
-                .filter(|e| {
-                    e.object_ref
-                        .as_ref()
-                        .is_some_and(|o| o.namespace == self.ns && o.name == deployment)
-                })
-                .map(|e| e.acting_user().to_string())
-                .collect();
-            ensure!(!writers.is_empty(), "nobody wrote {deployment}'s status");
+            // The audit event of a request is written as the response completes, so it can
+            // trail the status the test has just read: wait for it.
+            let writers = eventually(
+                "the Deployment status writes in the audit log",
+                T_AUDIT,
+                || async {
+                    let writers: Vec<String> = plane
+                        .audit_events()?
+                        .into_iter()
+                        .filter(|e| e.is_write() && e.resource() == "deployments/status")
+                        .filter(|e| {
+                            e.object_ref
+                                .as_ref()
+                                .is_some_and(|o| o.namespace == self.ns && o.name == deployment)
+                        })
+                        .map(|e| e.acting_user().to_string())
+                        .collect();
+                    Ok((!writers.is_empty()).then_some(writers))
+                },
+            )
+            .await?;
             ensure!(
                 writers
                     .iter()
@@ -437,6 +497,7 @@ impl Case {
     ) -> Result<TemporalWorkerDeployment> {
         let deadline = Instant::now() + timeout;
         loop {
+            check_not_denied()?;
             let twd = self.twds().get(name).await?;
             if pred(&twd) {
                 return Ok(twd);
@@ -776,6 +837,7 @@ where
     let deadline = Instant::now() + timeout;
     let mut last_err = None;
     loop {
+        check_not_denied()?;
         match f().await {
             Ok(Some(v)) => return Ok(v),
             Ok(None) => {}

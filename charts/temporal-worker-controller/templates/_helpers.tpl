@@ -62,27 +62,43 @@ Rules the controller needs wherever it manages TemporalWorkerDeployments: least 
 no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watched namespace.
 */}}
 {{- define "twc.managerRules" -}}
+# Every grant below is used by the controller in the e2e suite (tests/rbac_grants.rs compares
+# these rules with the API server's audit log); the comment names the code path.
+# Reflectors over TWDs and Connections (src/controller.rs); finalizers are added and removed
+# with merge patches (src/reconcile/act/finalizers.rs).
 - apiGroups: ["temporal.io"]
   resources: ["temporalworkerdeployments", "temporalconnections"]
-  verbs: ["get", "list", "watch", "update", "patch"]
+  verbs: ["list", "watch", "patch"]
+# The observe stage reads a TWD's Connection fresh by name (src/reconcile/observe.rs).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerdeployments/status", "temporalconnections/status"]
-  verbs: ["update", "patch"]
+  resources: ["temporalconnections"]
+  verbs: ["get"]
+# The one status write per reconcile (src/reconcile/report.rs, replace_status).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerdeployments/finalizers", "temporalconnections/finalizers"]
+  resources: ["temporalworkerdeployments/status"]
   verbs: ["update"]
+# Versioned Deployments carry an owner reference with blockOwnerDeletion to their TWD; API
+# servers with the OwnerReferencesPermissionEnforcement admission plugin (the test control plane
+# enables it) require this to create them (src/render/mod.rs).
+- apiGroups: ["temporal.io"]
+  resources: ["temporalworkerdeployments/finalizers"]
+  verbs: ["update"]
+# Versioned Deployments: watched (src/controller.rs), created and updated in place for
+# customBuildID/connection drift (src/reconcile/act/execute.rs), read back after a 409, deleted
+# at sunset and by the TWD finalizer (src/reconcile/act/finalizers.rs).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
+# Scale up/down through the scale subresource (src/reconcile/act/execute.rs, patch_scale).
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]
-  verbs: ["get", "update", "patch"]
+  verbs: ["patch"]
+# Named Secrets (mTLS, API key, gate input) and ConfigMaps (gate input) are read by name only
+# (src/reconcile/observe.rs): no list or watch of anybody's Secrets.
 - apiGroups: [""]
   resources: ["secrets", "configmaps"]
-  verbs: ["get", "list", "watch"]
-- apiGroups: [""]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["get"]
+# events.k8s.io Events, a repeated Warning becoming a series (src/events.rs).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -317,9 +317,11 @@ impl ControlPlane {
         loop {
             self.check_alive()?;
             let req = http_get("/readyz");
-            match client.request_text(req).await {
-                Ok(body) if body.trim() == "ok" => return Ok(()),
-                Ok(body) => tracing::debug!(body, "kube-apiserver not ready"),
+            // `send` returns the raw response: a 500 while starting is expected, not an error
+            // worth logging (request_text would log each one).
+            match client.send(req.map(kube::client::Body::from)).await {
+                Ok(resp) if resp.status().is_success() => return Ok(()),
+                Ok(resp) => tracing::debug!(status = %resp.status(), "kube-apiserver not ready"),
                 Err(e) => tracing::debug!(error = %e, "kube-apiserver not ready"),
             }
             if Instant::now() > deadline {
@@ -403,9 +405,9 @@ async fn ensure_service_account(client: &kube::Client, namespace: &str, name: &s
     Ok(())
 }
 
-fn http_get(path: &str) -> http::Request<Vec<u8>> {
+fn http_get(path: &'static str) -> http::Request<Vec<u8>> {
     let mut req = http::Request::new(Vec::new());
-    *req.uri_mut() = http::Uri::from_maybe_shared(path.to_string()).unwrap_or_default();
+    *req.uri_mut() = http::Uri::from_static(path);
     req
 }
 
@@ -499,6 +501,9 @@ fn start_apiserver(bins: &Binaries, f: &Files, etcd_port: u16, port: u16) -> Res
             format!("--service-account-signing-key-file={}", p(&f.sa_key)),
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             "--authorization-mode=Node,RBAC".into(),
+            // On top of the defaults, as hardened clusters (e.g. OpenShift) run it: setting
+            // blockOwnerDeletion needs `update` on the owner's finalizers.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".into(),
             format!("--audit-policy-file={}", p(&f.audit_policy)),
             format!("--audit-log-path={}", p(&f.audit_log)),
             "--audit-log-mode=blocking".into(),
