@@ -326,11 +326,7 @@ async fn leader_channel(
     }
     let mut builder =
         kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
-            .with_identity(
-                opts.pod_name
-                    .clone()
-                    .unwrap_or_else(|| opts.identity.clone()),
-            )
+            .with_identity(lease_identity(opts))
             .with_duration(15)
             .with_grace(5);
     if let Some(ns) = &opts.lease_namespace {
@@ -376,4 +372,48 @@ async fn leader_channel(
             task,
         },
     ))
+}
+
+/// The identity this process holds the Lease under: the pod name, else
+/// `<identity>-<host>-<pid>-<random>`. Never the bare controller identity, which every replica
+/// shares: two processes holding the Lease under one identity would both act as leader.
+fn lease_identity(opts: &RunOptions) -> String {
+    if let Some(pod) = opts.pod_name.as_ref().filter(|p| !p.is_empty()) {
+        return pod.clone();
+    }
+    use std::hash::BuildHasher as _;
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    // RandomState is seeded randomly per instance: a nonce without another dependency.
+    let nonce = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    format!(
+        "{}-{host}-{}-{:08x}",
+        opts.identity,
+        std::process::id(),
+        nonce as u32
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_process_has_its_own_lease_identity_even_without_a_pod_name() {
+        let named = RunOptions {
+            pod_name: Some("twc-7d9f-abcde".into()),
+            ..RunOptions::default()
+        };
+        assert_eq!(lease_identity(&named), "twc-7d9f-abcde");
+        // Two replicas run outside a pod (or without POD_NAME) share the controller identity;
+        // with it as lease identity both would believe they hold the lease.
+        let a = lease_identity(&RunOptions::default());
+        let b = lease_identity(&RunOptions::default());
+        assert_ne!(a, b, "two processes would share the lease identity {a:?}");
+        assert!(a.starts_with(defaults::IDENTITY), "{a}");
+    }
 }
