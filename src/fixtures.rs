@@ -228,7 +228,7 @@ impl ObservedDeployment {
 }
 
 impl VersionState {
-    /// First activated a day ago; no drainage or current history.
+    /// First activated a day ago; no drainage or current history; counted: no open pinned workflows.
     pub fn test(build: &str, status: TemporalVersionStatus) -> Self {
         VersionState {
             build_id: build.into(),
@@ -236,6 +236,7 @@ impl VersionState {
             drainage_changed_at: None,
             last_current_at: None,
             first_activation_at: Some(ago(86_400)),
+            open_pinned_workflows: Some(0),
         }
     }
 }

@@ -237,9 +237,17 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         .map_err(|e| format!("building Kubernetes client: {e}"))?;
     let running = run::start(client, opts).await.map_err(|e| e.to_string())?;
     tracing::info!(addr = %running.http_addr, "controller started");
-    tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
-    tracing::info!("shutting down");
+    // Kubernetes sends SIGTERM, and as PID 1 an unhandled SIGTERM is ignored (the pod is
+    // SIGKILLed mid-reconcile 30 s later, still holding the lease).
+    let signal = run::shutdown_signal()
+        .await
+        .map_err(|e| format!("installing signal handlers: {e}"))?;
+    tracing::info!(
+        signal,
+        "shutting down: no new work, finishing in-flight reconciles, then releasing the lease"
+    );
     running.stop().await;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
 use crate::controller;
 use crate::events::EventSink;
@@ -93,18 +93,72 @@ pub enum RunError {
     Http(std::io::Error),
 }
 
+/// How long in-flight reconciles may take to finish after a stop request. A Temporal call is
+/// bounded by 20 s, and Kubernetes SIGKILLs 30 s after SIGTERM by default: the lease is
+/// released within what is left.
+pub const DRAIN_BUDGET: Duration = Duration::from_secs(22);
+/// How long releasing the lease may take.
+const RELEASE_BUDGET: Duration = Duration::from_secs(5);
+
 /// A running controller (in-process). Dropping it does not stop it; call [`Running::stop`].
 pub struct Running {
     pub http_addr: SocketAddr,
     pub metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    lease: LeaseHandle,
 }
 
 impl Running {
+    /// Stops taking work, lets in-flight reconciles finish (at most [`DRAIN_BUDGET`]), then
+    /// releases the lease so that another replica takes over without waiting for it to
+    /// expire. When reconciles are still running at the deadline the lease is not released
+    /// (it expires on its own), so no other replica writes while they might.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
-        let _ = self.task.await;
+        match tokio::time::timeout(DRAIN_BUDGET, self.task).await {
+            Ok(_) => self.lease.release().await,
+            Err(_) => tracing::warn!(
+                budget = ?DRAIN_BUDGET,
+                "in-flight reconciles did not finish in time; leaving the lease to expire"
+            ),
+        }
+    }
+}
+
+/// Waits for SIGTERM (what Kubernetes sends a pod) or SIGINT (Ctrl-C) and names it.
+#[cfg(unix)]
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+/// Waits for Ctrl-C.
+#[cfg(not(unix))]
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
+}
+
+/// Releases the leader lease on request, after the controller stopped acting.
+struct LeaseHandle {
+    release: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LeaseHandle {
+    async fn release(self) {
+        let _ = self.release.send(());
+        if tokio::time::timeout(RELEASE_BUDGET, self.task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("releasing the lease timed out; it expires on its own");
+        }
     }
 }
 
@@ -122,7 +176,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let metrics = Arc::new(Metrics::new());
     let milestones = Arc::new(Milestones::default());
     let (feed, _) = broadcast::channel(256);
-    let leader = leader_channel(&client, &opts, metrics.clone(), shutdown.clone()).await?;
+    let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
     let rpc_metrics = metrics.clone();
     let pool = Arc::new(ClientPool::with_observer(Arc::new(
         move |method, code, latency| rpc_metrics.temporal_rpc(method, code, latency),
@@ -181,10 +235,14 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     };
     let mut leader_rx = leader;
     let leader_flag = readiness.clone();
+    let leader_shutdown = shutdown.clone();
     let leader_fut = async move {
         // The first value of the lease channel means the leader state is known.
         leader_flag.set_leader_known(true);
-        while leader_rx.changed().await.is_ok() {}
+        tokio::select! {
+            _ = leader_shutdown => {}
+            _ = async { while leader_rx.changed().await.is_ok() {} } => {}
+        }
     };
 
     let task = tokio::spawn(async move {
@@ -206,6 +264,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         metrics,
         stop: stop_tx,
         task,
+        lease,
     })
 }
 
@@ -241,30 +300,33 @@ fn token_auth(client: &kube::Client, auth: &ApiAuth) -> Option<TokenAuth> {
     }
 }
 
-/// Without leader election the channel is constantly `true`.
+/// Without leader election the channel is constantly `true`. The handle releases the lease
+/// (and turns the channel `false`) when asked, not before: only once the controller stopped.
 async fn leader_channel(
     client: &kube::Client,
     opts: &RunOptions,
     metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<watch::Receiver<bool>, RunError> {
+) -> Result<(watch::Receiver<bool>, LeaseHandle), RunError> {
+    let (release_tx, release_rx) = oneshot::channel::<()>();
     if !opts.leader_elect {
         metrics.set_leader(true);
         let (tx, rx) = watch::channel(true);
-        // Keep the sender alive for the life of the process.
-        tokio::spawn(async move {
-            shutdown.await;
+        // Keep the sender alive until the release.
+        let task = tokio::spawn(async move {
+            let _ = release_rx.await;
             drop(tx);
         });
-        return Ok(rx);
+        return Ok((
+            rx,
+            LeaseHandle {
+                release: release_tx,
+                task,
+            },
+        ));
     }
     let mut builder =
         kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
-            .with_identity(
-                opts.pod_name
-                    .clone()
-                    .unwrap_or_else(|| opts.identity.clone()),
-            )
+            .with_identity(lease_identity(opts))
             .with_duration(15)
             .with_grace(5);
     if let Some(ns) = &opts.lease_namespace {
@@ -274,15 +336,15 @@ async fn leader_channel(
         .build()
         .await
         .map_err(|e| RunError::Lease(e.to_string()))?;
-    let (lease_rx, _task) = manager.watch().await;
+    let (lease_rx, watcher) = manager.watch().await;
     let (tx, rx) = watch::channel(*lease_rx.borrow());
     metrics.set_leader(*lease_rx.borrow());
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let mut lease_rx = lease_rx;
-        let mut shutdown = std::pin::pin!(shutdown);
+        let mut release = std::pin::pin!(release_rx);
         loop {
             tokio::select! {
-                _ = &mut shutdown => break,
+                _ = &mut release => break,
                 changed = lease_rx.changed() => {
                     if changed.is_err() { break; }
                     let leader = *lease_rx.borrow();
@@ -292,8 +354,66 @@ async fn leader_channel(
                 }
             }
         }
-        // Losing the lease task means we can no longer prove leadership: stop acting.
+        // Released, or the lease task is gone (we can no longer prove leadership): stop acting.
         let _ = tx.send(false);
+        metrics.set_leader(false);
+        // Closing the lease channel makes the lease manager clear holderIdentity and return.
+        drop(lease_rx);
+        match watcher.await {
+            Ok(Ok(_)) => tracing::info!("leader lease released"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "releasing the leader lease failed"),
+            Err(e) => tracing::warn!(error = %e, "leader lease task failed"),
+        }
     });
-    Ok(rx)
+    Ok((
+        rx,
+        LeaseHandle {
+            release: release_tx,
+            task,
+        },
+    ))
+}
+
+/// The identity this process holds the Lease under: the pod name, else
+/// `<identity>-<host>-<pid>-<random>`. Never the bare controller identity, which every replica
+/// shares: two processes holding the Lease under one identity would both act as leader.
+fn lease_identity(opts: &RunOptions) -> String {
+    if let Some(pod) = opts.pod_name.as_ref().filter(|p| !p.is_empty()) {
+        return pod.clone();
+    }
+    use std::hash::BuildHasher as _;
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    // RandomState is seeded randomly per instance: a nonce without another dependency.
+    let nonce = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    format!(
+        "{}-{host}-{}-{:08x}",
+        opts.identity,
+        std::process::id(),
+        nonce as u32
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_process_has_its_own_lease_identity_even_without_a_pod_name() {
+        let named = RunOptions {
+            pod_name: Some("twc-7d9f-abcde".into()),
+            ..RunOptions::default()
+        };
+        assert_eq!(lease_identity(&named), "twc-7d9f-abcde");
+        // Two replicas run outside a pod (or without POD_NAME) share the controller identity;
+        // with it as lease identity both would believe they hold the lease.
+        let a = lease_identity(&RunOptions::default());
+        let b = lease_identity(&RunOptions::default());
+        assert_ne!(a, b, "two processes would share the lease identity {a:?}");
+        assert!(a.starts_with(defaults::IDENTITY), "{a}");
+    }
 }

@@ -73,3 +73,106 @@ async fn the_real_api_server_accepts_every_crd() {
         .await
         .expect("kube-apiserver refused a CRD");
 }
+
+/// `spec.replicas: 0` would scale the Current version to zero while Temporal keeps routing new
+/// workflows to it, so kube-apiserver refuses it with a message that says why and what to do
+/// instead. One replica, and no replicas field at all (an autoscaler owns them), are accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_api_server_refuses_zero_replicas() {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let plane = test_harness::control_plane::shared()
+        .await
+        .expect("start the control plane");
+    let client = plane.client().await.expect("admin client");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    test_harness::control_plane::install_crds(&client, &dir)
+        .await
+        .expect("kube-apiserver refused a CRD");
+    let gvk = GroupVersionKind::gvk("temporal.io", "v1alpha1", "TemporalWorkerDeployment");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, "default", &ApiResource::from_gvk(&gvk));
+    let twd = |replicas: Option<i32>| -> DynamicObject {
+        let mut spec = serde_json::json!({
+            "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
+            "rollout": {"strategy": "AllAtOnce"},
+            "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
+        });
+        if let Some(r) = replicas {
+            spec["replicas"] = r.into();
+        }
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "temporal.io/v1alpha1",
+            "kind": "TemporalWorkerDeployment",
+            "metadata": {"name": "replicas-check"},
+            "spec": spec,
+        }))
+        .expect("a TWD")
+    };
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match api.create(&dry_run, &twd(Some(0))).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(
+                status.message.contains("spec.replicas")
+                    && status
+                        .message
+                        .contains("Temporal keeps routing new workflows")
+                    && status.message.contains("leave spec.replicas unset"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("replicas: 0 was not refused: {other:?}"),
+    }
+    for ok in [Some(1), None] {
+        api.create(&dry_run, &twd(ok))
+            .await
+            .unwrap_or_else(|e| panic!("replicas {ok:?} refused: {e}"));
+    }
+}
+
+/// The controller refuses `spec.replicas: 0` too (an object stored before the CEL rule keeps its
+/// 0 through CEL ratcheting), with the same message as admission.
+#[test]
+fn zero_replicas_are_refused_by_the_controller_with_the_admission_message() {
+    use temporal_worker_controller::api::TemporalWorkerDeployment;
+    use temporal_worker_controller::reconcile::validate::{self, REPLICAS_ZERO};
+
+    let files = temporal_worker_controller::crdgen::files();
+    let (_, yaml) = files
+        .iter()
+        .find(|(f, _)| f.starts_with("temporalworkerdeployments"))
+        .expect("twd crd");
+    let crd: serde_json::Value = serde_yaml::from_str(yaml).expect("crd yaml");
+    let rules = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["replicas"]["x-kubernetes-validations"];
+    assert_eq!(rules[0]["rule"], "self >= 1", "{rules}");
+    assert_eq!(rules[0]["message"], REPLICAS_ZERO, "{rules}");
+
+    let twd = |replicas: i32| -> TemporalWorkerDeployment {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "temporal.io/v1alpha1",
+            "kind": "TemporalWorkerDeployment",
+            "metadata": {"name": "orders", "namespace": "shop"},
+            "spec": {
+                "replicas": replicas,
+                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
+                "rollout": {"strategy": "AllAtOnce"},
+                "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
+            },
+        }))
+        .expect("a TWD")
+    };
+    let settings = validate::ControllerSettings::default();
+    let refused = validate::desired(&twd(0), &settings).expect_err("replicas 0 accepted");
+    assert_eq!(refused.message, REPLICAS_ZERO);
+    assert_eq!(
+        validate::desired(&twd(1), &settings).map(|d| d.replicas),
+        Ok(Some(1))
+    );
+}

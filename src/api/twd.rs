@@ -33,9 +33,11 @@ pub const MAX_NAME_LEN: usize = 63;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TemporalWorkerDeploymentSpec {
-    /// Desired pods per active version. Leave unset to let an autoscaler own replicas.
+    /// Desired pods per active version (at least 1). Leave unset to let an autoscaler own
+    /// replicas. 0 is refused: Temporal keeps routing new workflows to the Current version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self >= 1", "message": "spec.replicas must be at least 1: with 0 the Current version has no workers while Temporal keeps routing new workflows to it, so they would wait forever. To stop these workers, delete the TemporalWorkerDeployment (routing goes back to unversioned workers first); to let an autoscaler own replicas, leave spec.replicas unset"}]))]
     pub replicas: Option<i32>,
     /// Pod template for the workers. Any change (without a custom build ID) is a new version.
     pub template: PodTemplateSpec,

@@ -23,6 +23,8 @@ pub mod sunset;
 mod view;
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
 
 pub use sunset::{deadlines as sunset_deadlines, eligible_for_deletion};

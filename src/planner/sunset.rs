@@ -4,9 +4,14 @@
 //! | Old version (not target/current/ramping) | Action |
 //! |---|---|
 //! | unknown to Temporal (NotRegistered), Temporal lists other versions | delete now |
-//! | Inactive (never activated, or superseded before promotion) | scale to 0, delete once its pods are gone |
+//! | Inactive (never activated, or superseded before promotion) | once no open workflow is pinned to it: scale to 0, delete once its pods are gone |
+//! | Current or Ramping (Temporal's own status, even when routing lags) | never touched |
 //! | Draining | never touched |
-//! | Drained | scale to 0 at `drainedSince + scaledownDelay`, delete at `+ deleteDelay` (once at 0) |
+//! | Drained | once no open workflow is pinned to it: scale to 0 at `drainedSince + scaledownDelay`, delete at `+ deleteDelay` (once at 0) |
+//!
+//! The status is the server's own per-version status. "No open workflow pinned" is a visibility
+//! count (gate workflows included) that the observe stage makes only for the versions
+//! [`pinned_check_candidates`] names; an uncounted version is never retired.
 //!
 //! Nothing is scaled down or deleted while Temporal does not know the worker deployment at
 //! all: that can be a first rollout or a transient read, and guessing wrong deletes workers.
@@ -15,7 +20,8 @@ use jiff::Timestamp;
 
 use crate::planner::clock::{self, DRAIN_POLL, Wake};
 use crate::planner::model::{
-    DeleteDeployment, DeleteReason, Desired, ObservedDeployment, ScaleDeployment, ScaleReason,
+    DeleteDeployment, DeleteReason, Desired, ObservedDeployment, PlanInput, ScaleDeployment,
+    ScaleReason,
 };
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
@@ -55,6 +61,43 @@ pub struct Retirement {
     pub ineligible: usize,
 }
 
+/// The versions whose open pinned workflows must be counted before this plan: exactly those
+/// [`retire`] would scale down or delete (Inactive or Drained) if none were pinned to them.
+/// Pure; the observe stage counts only these, so visibility is asked about a handful of
+/// versions at their deadlines and not about every version on every reconcile.
+pub fn pinned_check_candidates(input: &PlanInput) -> Vec<String> {
+    let mut assumed = input.clone();
+    for v in &mut assumed.temporal.versions {
+        if v.open_pinned_workflows.is_none() {
+            v.open_pinned_workflows = Some(0);
+        }
+    }
+    let view = View::new(&assumed);
+    let retirement = retire(&view, &mut Wake::default());
+    let mut out: Vec<String> = Vec::new();
+    let builds = retirement
+        .scale
+        .iter()
+        .map(|s| &s.build_id)
+        .chain(retirement.delete.iter().map(|d| &d.build_id));
+    for build in builds {
+        let known = input.temporal.version(build);
+        let uncounted = known.is_some_and(|v| v.open_pinned_workflows.is_none());
+        if uncounted && !out.contains(build) {
+            out.push(build.clone());
+        }
+    }
+    out
+}
+
+/// True once visibility said no open workflow is pinned to the version.
+fn unpinned(input: &PlanInput, build_id: &str) -> bool {
+    input
+        .temporal
+        .version(build_id)
+        .is_some_and(|v| v.open_pinned_workflows == Some(0))
+}
+
 pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
     let input = view.input;
     let now = input.now;
@@ -71,6 +114,13 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                 deleted = true;
             }
             None => {}
+            Some(TemporalVersionStatus::Inactive | TemporalVersionStatus::Drained)
+                if !unpinned(input, &d.build_id) =>
+            {
+                // Workflows are pinned to it (a gate, an override, a batch move), or nobody
+                // counted yet: its workers stay. Look again at the drain pace.
+                wake.after(DRAIN_POLL);
+            }
             Some(TemporalVersionStatus::Inactive) => {
                 if d.replicas != Some(0) {
                     out.scale.push(scale_to_zero(d));

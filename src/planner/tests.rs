@@ -398,6 +398,61 @@ fn inactive_superseded_version_is_deleted_once_its_pods_are_gone() {
 }
 
 #[test]
+fn versions_with_open_pinned_workflows_are_never_retired() {
+    // Differs from the Go controller, which scales an Inactive version to 0 at once: workflows
+    // pinned to it by a gate or an override would lose their workers.
+    let pinned = |status: VersionState, n: Option<u64>| VersionState {
+        open_pinned_workflows: n,
+        ..status
+    };
+    for old in [ver("v1", T::Inactive), drained("v1", ago(10 * 86_400))] {
+        for n in [Some(2), None] {
+            for replicas in [3, 0] {
+                let mut i = with_old(pinned(old.clone(), n), replicas);
+                i.desired.delete_delay = Duration::ZERO;
+                let p = plan(&i);
+                assert!(p.scale.is_empty() && p.delete.is_empty(), "{n:?} {p:?}");
+                assert_eq!(p.requeue_after, Some(Duration::from_secs(30)), "{n:?}");
+            }
+        }
+        let i = with_old(pinned(old, Some(0)), 3);
+        assert_eq!(scaled(&plan(&i)), vec![("v1", 0)]);
+    }
+}
+
+#[test]
+fn pinned_workflows_are_counted_only_for_versions_about_to_be_retired() {
+    let uncounted = |v: VersionState| VersionState {
+        open_pinned_workflows: None,
+        ..v
+    };
+    let mut i = settled();
+    i.deployments.extend([
+        dep("inactive", 3),
+        dep("drained-due", 3),
+        dep("drained-recent", 3),
+        dep("draining", 3),
+        dep("counted", 3),
+    ]);
+    i.temporal.versions.extend([
+        uncounted(ver("inactive", T::Inactive)),
+        uncounted(drained("drained-due", ago(2 * 3600))),
+        uncounted(drained("drained-recent", ago(60))),
+        uncounted(ver("draining", T::Draining)),
+        ver("counted", T::Inactive),
+    ]);
+    for v in &mut i.temporal.versions {
+        if v.build_id == "v2" {
+            v.open_pinned_workflows = None;
+        }
+    }
+    assert_eq!(
+        super::sunset::pinned_check_candidates(&i),
+        vec!["inactive".to_string(), "drained-due".to_string()]
+    );
+}
+
+#[test]
 fn case_27_unregistered_leftover_deleted_only_when_temporal_lists_versions() {
     let mut i = settled();
     i.deployments.push(ObservedDeployment::test("gone", 2));

@@ -98,7 +98,13 @@ async fn plan_and_act(
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
     let observed = observe::all(ctx, twd, &desired).await?;
-    let input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    observe::open_pinned_workflows(
+        &observed.client,
+        &twd.temporal_deployment_name(),
+        &mut input,
+    )
+    .await;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;

@@ -15,9 +15,10 @@ use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
 use crate::build_id;
+use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::reconcile::{Context, Failure, Settings};
-use crate::temporal::state::{GateObservation, WorkerDeploymentState};
+use crate::temporal::state::{GateObservation, TemporalVersionStatus, WorkerDeploymentState};
 use crate::temporal::{self, ConnectionKey, TemporalClient, TemporalError};
 
 /// Everything observed for one reconcile.
@@ -301,6 +302,47 @@ pub async fn gate_input(
     serde_json::from_slice(&raw)
         .map(Some)
         .map_err(|_| "gate input is not valid JSON".to_string())
+}
+
+/// Counts the open workflows pinned to each version the sunset rules are about to scale down
+/// or delete ([`planner::sunset::pinned_check_candidates`]), and records the counts in the
+/// plan input. Only those versions are counted, so visibility sees a few calls at sunset
+/// deadlines rather than one per version per reconcile. A Drained version counts only Pinned
+/// workflows (an idle AutoUpgrade workflow moves on with its next task); an Inactive one counts
+/// every running workflow on it (gate workflows and overrides put them there). A failed count
+/// leaves the version uncounted, which the planner never retires: it looks again later.
+pub async fn open_pinned_workflows(
+    client: &TemporalClient,
+    deployment: &str,
+    input: &mut PlanInput,
+) {
+    for build in planner::sunset::pinned_check_candidates(input) {
+        let Some(status) = input.temporal.version(&build).map(|v| v.status) else {
+            continue;
+        };
+        let pinned_only = status == TemporalVersionStatus::Drained;
+        match client
+            .count_open_workflows(deployment, &build, pinned_only)
+            .await
+        {
+            Ok(n) => {
+                if n > 0 {
+                    tracing::info!(build_id = %build, open = n, "version kept: workflows are pinned to it");
+                }
+                if let Some(v) = input
+                    .temporal
+                    .versions
+                    .iter_mut()
+                    .find(|v| v.build_id == build)
+                {
+                    v.open_pinned_workflows = Some(n);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(build_id = %build, error = %e, "counting open pinned workflows failed; version kept");
+            }
+        }
+    }
 }
 
 /// Temporal facts about the target beyond the deployment summary.

@@ -46,6 +46,12 @@ pub struct InvalidSpec {
 }
 
 /// Checks everything the controller relies on; see the module docs.
+/// Why `spec.replicas: 0` is refused, and what to do instead (also the CEL rule's message).
+pub const REPLICAS_ZERO: &str = "spec.replicas must be at least 1: with 0 the Current version has no workers while \
+    Temporal keeps routing new workflows to it, so they would wait forever. To stop these workers, delete the \
+    TemporalWorkerDeployment (routing goes back to unversioned workers first); to let an autoscaler own replicas, \
+    leave spec.replicas unset";
+
 pub fn validate(twd: &TemporalWorkerDeployment) -> Result<(), InvalidSpec> {
     let mut p = Problems::default();
     check(twd, &mut p);
@@ -59,6 +65,13 @@ pub fn desired(
 ) -> Result<Desired, InvalidSpec> {
     validate(twd)?;
     let spec = &twd.spec;
+    // Refused at admission too (CEL on spec.replicas); an object stored before that rule
+    // keeps its 0 through CEL ratcheting, and must never scale the Current version to zero.
+    if spec.replicas == Some(0) {
+        return Err(InvalidSpec {
+            message: REPLICAS_ZERO.to_string(),
+        });
+    }
     let custom = spec.worker_options.custom_build_id.as_deref();
     let build_id = build_id::compute(&spec.template, custom).map_err(|e| InvalidSpec {
         message: e.to_string(),

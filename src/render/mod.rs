@@ -5,9 +5,12 @@ mod inject;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use crate::api::{
@@ -74,10 +77,25 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
                 match_expressions: None,
             },
             template,
+            strategy: Some(rollout_strategy()),
             ..Default::default()
         }),
         status: None,
     })
+}
+
+/// How a versioned Deployment replaces its pods (a connection change, or pod-template drift
+/// under a custom build ID): one extra pod at a time, and never an old pod removed before its
+/// replacement is Ready. A Current or Draining version keeps serving its workflows, and new
+/// workers that never become ready stall the rollout visibly instead of emptying the version.
+pub fn rollout_strategy() -> DeploymentStrategy {
+    DeploymentStrategy {
+        type_: Some("RollingUpdate".into()),
+        rolling_update: Some(RollingUpdateDeployment {
+            max_surge: Some(IntOrString::Int(1)),
+            max_unavailable: Some(IntOrString::Int(0)),
+        }),
+    }
 }
 
 /// Re-renders an existing versioned Deployment in place, keeping its name, selector and
@@ -131,6 +149,7 @@ pub fn refresh_template(
         .extend(id.labels());
     let mut spec = existing_spec.clone();
     spec.template = template;
+    spec.strategy = Some(rollout_strategy());
     spec.min_ready_seconds = input.twd.spec.min_ready_seconds;
     if input.replicas.is_some() {
         spec.replicas = input.replicas;
@@ -267,3 +286,60 @@ fn refresh_connection(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod rollout_strategy_tests {
+    use super::*;
+
+    fn input_parts() -> (TemporalWorkerDeployment, TemporalConnectionSpec) {
+        let conn: TemporalConnectionSpec =
+            serde_json::from_value(serde_json::json!({"hostPort": "temporal:7233"}))
+                .expect("connection spec");
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.metadata.name = Some("orders".into());
+        (twd, conn)
+    }
+
+    fn assert_keeps_old_pods_until_new_ones_are_ready(d: &Deployment) {
+        let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+        let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+        assert_eq!(
+            strategy.and_then(|s| s.type_.as_deref()),
+            Some("RollingUpdate"),
+            "{strategy:?}"
+        );
+        assert_eq!(
+            rolling.and_then(|r| r.max_unavailable.clone()),
+            Some(IntOrString::Int(0)),
+            "{strategy:?}"
+        );
+        assert_eq!(
+            rolling.and_then(|r| r.max_surge.clone()),
+            Some(IntOrString::Int(1)),
+            "{strategy:?}"
+        );
+    }
+
+    /// A connection change re-renders every live version, Current and Draining included:
+    /// each must keep its old pods until the new ones are Ready.
+    #[test]
+    fn versioned_deployments_roll_without_losing_ready_workers() {
+        let (twd, conn) = input_parts();
+        let input = VersionedDeploymentInput {
+            twd: &twd,
+            connection: &conn,
+            build_id: "v1-abc",
+            replicas: Some(2),
+        };
+        let created = versioned_deployment(&input).expect("render");
+        assert_keeps_old_pods_until_new_ones_are_ready(&created);
+
+        // A Deployment made before this rule (or edited by someone) gets it back on refresh.
+        let mut old = created.clone();
+        if let Some(spec) = old.spec.as_mut() {
+            spec.strategy = None;
+        }
+        let refreshed = refresh_template(&old, &input).expect("refresh");
+        assert_keeps_old_pods_until_new_ones_are_ready(&refreshed);
+    }
+}

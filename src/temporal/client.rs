@@ -23,7 +23,8 @@ use temporalio_common::protos::temporal::api::workflow::v1::{
     VersioningOverride, versioning_override,
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::{
-    DeleteWorkerDeploymentRequest, DeleteWorkerDeploymentVersionRequest, DescribeTaskQueueRequest,
+    CountWorkflowExecutionsRequest, DeleteWorkerDeploymentRequest,
+    DeleteWorkerDeploymentVersionRequest, DescribeTaskQueueRequest,
     DescribeWorkerDeploymentRequest, DescribeWorkerDeploymentVersionRequest,
     DescribeWorkflowExecutionRequest, SetWorkerDeploymentCurrentVersionRequest,
     SetWorkerDeploymentManagerRequest, SetWorkerDeploymentRampingVersionRequest,
@@ -79,6 +80,23 @@ fn legacy_version(deployment: &str, build_id: &str) -> String {
     } else {
         format!("{deployment}.{build_id}")
     }
+}
+
+/// The visibility query for running workflows on `<deployment>:<build>` (the value format of
+/// the `TemporalWorkerDeploymentVersion` search attribute). `None` when a name holds a quote or
+/// backslash, which no valid deployment name or build ID does.
+fn open_workflows_query(deployment: &str, build_id: &str, pinned_only: bool) -> Option<String> {
+    let unsafe_char = |s: &str| s.contains(['\'', '"', '\\']);
+    if build_id.is_empty() || unsafe_char(deployment) || unsafe_char(build_id) {
+        return None;
+    }
+    let mut q = format!(
+        "TemporalWorkerDeploymentVersion = '{deployment}:{build_id}' AND ExecutionStatus = 'Running'"
+    );
+    if pinned_only {
+        q.push_str(" AND TemporalWorkerVersioningBehavior = 'Pinned'");
+    }
+    Some(q)
 }
 
 /// A JSON value as one `json/plain` payload, the encoding every SDK's default converter reads.
@@ -550,6 +568,37 @@ impl TemporalClient {
         Ok(any)
     }
 
+    /// Open workflows on one version, from visibility (`CountWorkflowExecutions`). With
+    /// `pinned_only`, AutoUpgrade workflows whose last task merely ran there are left out (they
+    /// move on with their next task); without it every running workflow on the version counts,
+    /// gate workflows included whatever their recorded behaviour.
+    pub async fn count_open_workflows(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        pinned_only: bool,
+    ) -> Result<u64, TemporalError> {
+        const METHOD: &str = "CountWorkflowExecutions";
+        let query = open_workflows_query(deployment, build_id, pinned_only).ok_or_else(|| {
+            TemporalError::InvalidRequest {
+                method: METHOD,
+                message: format!(
+                    "cannot quote version {deployment:?}:{build_id:?} in a visibility query"
+                ),
+            }
+        })?;
+        let req = CountWorkflowExecutionsRequest {
+            namespace: self.namespace.clone(),
+            query,
+        };
+        let resp = self
+            .rpc(METHOD, |mut c| async move {
+                c.count_workflow_executions(Request::new(req)).await
+            })
+            .await?;
+        Ok(u64::try_from(resp.count).unwrap_or(0))
+    }
+
     /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
     /// hand new workflows back to unversioned workers, delete every version without waiting
     /// for drainage, then the deployment. Idempotent: NotFound at any step counts as done.
@@ -639,6 +688,26 @@ mod tests {
             TemporalClient::gate_workflow_id("ns/app", "v1-abc", "orders"),
             "test-ns/app:v1-abc-orders"
         );
+    }
+
+    #[test]
+    fn open_workflows_query_uses_the_search_attribute_format() {
+        assert_eq!(
+            open_workflows_query("shop/orders", "v1-abc", false).as_deref(),
+            Some(
+                "TemporalWorkerDeploymentVersion = 'shop/orders:v1-abc' AND ExecutionStatus = 'Running'"
+            )
+        );
+        assert_eq!(
+            open_workflows_query("shop/orders", "v1", true).as_deref(),
+            Some(
+                "TemporalWorkerDeploymentVersion = 'shop/orders:v1' AND ExecutionStatus = 'Running' \
+                 AND TemporalWorkerVersioningBehavior = 'Pinned'"
+            )
+        );
+        assert_eq!(open_workflows_query("shop/orders", "", false), None);
+        assert_eq!(open_workflows_query("shop/o'rders", "v1", false), None);
+        assert_eq!(open_workflows_query("shop/orders", "v1\\", false), None);
     }
 
     #[test]

@@ -6,8 +6,8 @@ use temporalio_common::protos::temporal::api::deployment::v1::{
     WorkerDeploymentVersion, worker_deployment_info,
 };
 use temporalio_common::protos::temporal::api::enums::v1::{
-    RoutingConfigUpdateState, TaskQueueType, VersionDrainageStatus, WorkerVersioningMode,
-    WorkflowExecutionStatus,
+    RoutingConfigUpdateState, TaskQueueType, VersionDrainageStatus, WorkerDeploymentVersionStatus,
+    WorkerVersioningMode, WorkflowExecutionStatus,
 };
 use temporalio_common::protos::temporal::api::taskqueue::v1::PollerInfo;
 use temporalio_common::protos::temporal::api::workflowservice::v1::{
@@ -34,9 +34,11 @@ fn build_id_of(v: Option<&WorkerDeploymentVersion>) -> Option<String> {
 }
 
 /// `DescribeWorkerDeployment` response → observed state. Only structured fields are read; the
-/// deprecated string fields (`current_version = "__unversioned__"`, …) and `summary.status` are
-/// ignored: a version's status is derived from routing (current/ramping) and drainage info,
-/// as the Go controller does, because the summary string lags behind routing changes.
+/// deprecated string fields (`current_version = "__unversioned__"`, …) are ignored. A version's
+/// status is the server's own (`summary.status`): it knows a superseded version is DRAINING
+/// before `drainage_info` is filled in, and second-guessing it once scaled such a version to 0
+/// as if it were Inactive. Only servers that do not report a status (UNSPECIFIED) get a status
+/// derived from routing (current/ramping) and drainage info.
 pub fn deployment_state(resp: &DescribeWorkerDeploymentResponse) -> WorkerDeploymentState {
     let mut state = WorkerDeploymentState {
         exists: true,
@@ -84,22 +86,19 @@ fn version_state(
     routing: &RoutingState,
 ) -> Option<VersionState> {
     let build_id = build_id_of(s.deployment_version.as_ref())?;
-    // Prefer the drainage message; older servers only fill the flat enum.
-    let drainage = s
-        .drainage_info
-        .as_ref()
-        .map(|d| d.status)
-        .unwrap_or(s.drainage_status);
-    let status = if routing.current_build_id.as_deref() == Some(build_id.as_str()) {
-        TemporalVersionStatus::Current
-    } else if routing.ramping_build_id.as_deref() == Some(build_id.as_str()) {
-        TemporalVersionStatus::Ramping
-    } else if drainage == VersionDrainageStatus::Draining as i32 {
-        TemporalVersionStatus::Draining
-    } else if drainage == VersionDrainageStatus::Drained as i32 {
-        TemporalVersionStatus::Drained
-    } else {
-        TemporalVersionStatus::Inactive
+    let status = match WorkerDeploymentVersionStatus::try_from(s.status) {
+        // Created (made through the API, no poller seen yet) has never been promoted either.
+        Ok(WorkerDeploymentVersionStatus::Inactive | WorkerDeploymentVersionStatus::Created) => {
+            TemporalVersionStatus::Inactive
+        }
+        Ok(WorkerDeploymentVersionStatus::Current) => TemporalVersionStatus::Current,
+        Ok(WorkerDeploymentVersionStatus::Ramping) => TemporalVersionStatus::Ramping,
+        Ok(WorkerDeploymentVersionStatus::Draining) => TemporalVersionStatus::Draining,
+        Ok(WorkerDeploymentVersionStatus::Drained) => TemporalVersionStatus::Drained,
+        // Older servers, and values newer than our protos.
+        Ok(WorkerDeploymentVersionStatus::Unspecified) | Err(_) => {
+            derived_status(s, &build_id, routing)
+        }
     };
     Some(VersionState {
         build_id,
@@ -110,7 +109,33 @@ fn version_state(
             .and_then(|d| timestamp(d.last_changed_time.as_ref())),
         last_current_at: timestamp(s.last_current_time.as_ref()),
         first_activation_at: timestamp(s.first_activation_time.as_ref()),
+        open_pinned_workflows: None,
     })
+}
+
+/// The status of a version on a server that does not report one: routing first, then drainage.
+fn derived_status(
+    s: &worker_deployment_info::WorkerDeploymentVersionSummary,
+    build_id: &str,
+    routing: &RoutingState,
+) -> TemporalVersionStatus {
+    // Prefer the drainage message; older servers only fill the flat enum.
+    let drainage = s
+        .drainage_info
+        .as_ref()
+        .map(|d| d.status)
+        .unwrap_or(s.drainage_status);
+    if routing.current_build_id.as_deref() == Some(build_id) {
+        TemporalVersionStatus::Current
+    } else if routing.ramping_build_id.as_deref() == Some(build_id) {
+        TemporalVersionStatus::Ramping
+    } else if drainage == VersionDrainageStatus::Draining as i32 {
+        TemporalVersionStatus::Draining
+    } else if drainage == VersionDrainageStatus::Drained as i32 {
+        TemporalVersionStatus::Drained
+    } else {
+        TemporalVersionStatus::Inactive
+    }
 }
 
 /// `DescribeWorkerDeploymentVersion` response → task queues by type. `version_task_queues` is
@@ -178,7 +203,6 @@ mod tests {
         RoutingConfig, VersionDrainageInfo, WorkerDeploymentInfo, WorkerDeploymentOptions, WorkerDeploymentVersionInfo,
         worker_deployment_version_info::VersionTaskQueueInfo,
     };
-    use temporalio_common::protos::temporal::api::enums::v1::WorkerDeploymentVersionStatus;
     use temporalio_common::protos::temporal::api::workflowservice::v1::describe_worker_deployment_version_response::VersionTaskQueue;
 
     use super::*;
@@ -202,8 +226,8 @@ mod tests {
     ) -> worker_deployment_info::WorkerDeploymentVersionSummary {
         worker_deployment_info::WorkerDeploymentVersionSummary {
             version: format!("{DEPLOYMENT}.{build}"),
-            // Deliberately contradicts the derivation: the server's own status must be ignored.
-            status: WorkerDeploymentVersionStatus::Inactive as i32,
+            // An older server that reports no status of its own: it is derived.
+            status: WorkerDeploymentVersionStatus::Unspecified as i32,
             deployment_version: dv(build),
             drainage_info: drainage.map(|d| VersionDrainageInfo {
                 status: d as i32,
@@ -248,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn status_is_derived_from_routing_then_drainage() {
+    fn without_a_server_status_it_is_derived_from_routing_then_drainage() {
         let routing = RoutingConfig {
             current_deployment_version: dv("v2"),
             current_version: format!("{DEPLOYMENT}.v2"),
@@ -320,6 +344,50 @@ mod tests {
             Some(Timestamp::new(1_700_000_500, 0).unwrap())
         );
         assert!(!r.update_in_progress);
+    }
+
+    #[test]
+    fn the_servers_own_version_status_is_trusted() {
+        // Routing says v2 is current; v1 was just superseded. The server already reports v1
+        // DRAINING, but its drainage info is not filled in yet (it starts UNSPECIFIED).
+        let routing = RoutingConfig {
+            current_deployment_version: dv("v2"),
+            ..Default::default()
+        };
+        let with_status = |build: &str, status: WorkerDeploymentVersionStatus| {
+            let mut s = summary(build, None);
+            s.status = status as i32;
+            s
+        };
+        let summaries = vec![
+            with_status("v1", WorkerDeploymentVersionStatus::Draining),
+            with_status("v2", WorkerDeploymentVersionStatus::Current),
+            // Routing lags behind: the server says it is ramping.
+            with_status("v3", WorkerDeploymentVersionStatus::Ramping),
+            // Stale drainage info must not turn a Drained version back into Draining.
+            {
+                let mut s = summary("v4", Some(VersionDrainageStatus::Draining));
+                s.status = WorkerDeploymentVersionStatus::Drained as i32;
+                s
+            },
+            with_status("v5", WorkerDeploymentVersionStatus::Inactive),
+        ];
+        let state = deployment_state(&response(Some(routing), summaries));
+        let statuses: Vec<_> = state
+            .versions
+            .iter()
+            .map(|v| (v.build_id.as_str(), v.status))
+            .collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ("v1", TemporalVersionStatus::Draining),
+                ("v2", TemporalVersionStatus::Current),
+                ("v3", TemporalVersionStatus::Ramping),
+                ("v4", TemporalVersionStatus::Drained),
+                ("v5", TemporalVersionStatus::Inactive),
+            ]
+        );
     }
 
     #[test]

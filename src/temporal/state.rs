@@ -46,6 +46,10 @@ pub struct VersionState {
     /// When this version was last Current (drives the rollback window).
     pub last_current_at: Option<Timestamp>,
     pub first_activation_at: Option<Timestamp>,
+    /// Open (running) workflows pinned to this version, from visibility. Counted only for a
+    /// version the sunset rules would otherwise scale down or delete; `None` = not counted
+    /// (nothing is retired on an unknown count).
+    pub open_pinned_workflows: Option<u64>,
 }
 
 /// Version status as Temporal reports it. `NotRegistered` never appears here: it is the

@@ -1,0 +1,321 @@
+//! Property tests of the planner's safety rules over random Temporal and Kubernetes states:
+//! whatever Temporal and the cluster look like (including Temporal's per-version status
+//! disagreeing with its routing, as it does while a routing change propagates), no plan
+//!
+//! - scales to zero or deletes a version Temporal reports Current, Ramping or Draining, or
+//!   that routing names current or ramping;
+//! - scales to zero or deletes a version Temporal knows unless visibility counted no open
+//!   workflow pinned to it;
+//! - routes (SetCurrent, SetRamping) to a version without ready pollers: registered in
+//!   Temporal and with an Available Deployment that has ready pods.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use proptest::prelude::*;
+use proptest::strategy::Strategy as Gen;
+
+use super::plan;
+use crate::api::twd::GateWorkflowStatus;
+use crate::planner::model::{
+    Desired, Gate, ObservedDeployment, PlanInput, RoutingChange, Step, Strategy as Rollout,
+};
+use crate::temporal::state::{
+    GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
+};
+
+const BUILDS: [&str; 5] = ["b0", "b1", "b2", "b3", "b4"];
+const NOW: i64 = 1_772_452_800; // 2026-03-02T12:00:00Z
+
+fn ago(secs: i64) -> Timestamp {
+    Timestamp::from_second(NOW - secs).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+fn build() -> impl Gen<Value = String> {
+    prop::sample::select(&BUILDS[..]).prop_map(str::to_string)
+}
+
+fn opt_time() -> impl Gen<Value = Option<Timestamp>> {
+    prop::option::of((0i64..30 * 86_400).prop_map(ago))
+}
+
+fn status() -> impl Gen<Value = TemporalVersionStatus> {
+    prop::sample::select(vec![
+        TemporalVersionStatus::Inactive,
+        TemporalVersionStatus::Current,
+        TemporalVersionStatus::Ramping,
+        TemporalVersionStatus::Draining,
+        TemporalVersionStatus::Drained,
+    ])
+}
+
+fn version(build: String) -> impl Gen<Value = VersionState> {
+    (
+        status(),
+        opt_time(),
+        opt_time(),
+        opt_time(),
+        prop::option::of(prop::sample::select(vec![0u64, 0, 1, 7])),
+    )
+        .prop_map(
+            move |(status, drained, last_current, first, pinned)| VersionState {
+                build_id: build.clone(),
+                status,
+                drainage_changed_at: drained,
+                last_current_at: last_current,
+                first_activation_at: first,
+                open_pinned_workflows: pinned,
+            },
+        )
+}
+
+fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
+    (
+        prop::option::of(0i32..4),
+        0i32..4,
+        0i32..4,
+        opt_time(),
+        any::<bool>(),
+        any::<bool>(),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(
+            move |(replicas, status_replicas, ready, healthy_since, tpl, conn, deleting)| {
+                ObservedDeployment {
+                    name: format!("w-{build}"),
+                    build_id: build.clone(),
+                    replicas,
+                    status_replicas,
+                    ready_replicas: ready.min(status_replicas),
+                    healthy_since,
+                    pod_template_hash: Some(if tpl { "tpl" } else { "old" }.into()),
+                    connection_hash: Some(if conn { "conn" } else { "old" }.into()),
+                    deleting,
+                    created_at: Some(ago(86_400)),
+                }
+            },
+        )
+}
+
+fn strategy() -> impl Gen<Value = Rollout> {
+    prop_oneof![
+        Just(Rollout::Manual),
+        Just(Rollout::AllAtOnce),
+        prop::collection::vec((1u32..100, 0u64..3600), 0..4).prop_map(|steps| {
+            Rollout::Progressive(
+                steps
+                    .into_iter()
+                    .map(|(p, s)| Step {
+                        ramp_percentage: p as f32,
+                        pause: Duration::from_secs(s),
+                    })
+                    .collect(),
+            )
+        }),
+    ]
+}
+
+fn desired() -> impl Gen<Value = Desired> {
+    (
+        build(),
+        // Zero is refused at admission (CEL on spec.replicas).
+        prop::option::of(1i32..5),
+        strategy(),
+        any::<bool>(),
+        0u64..7200,
+        0u64..7200,
+        any::<bool>(),
+        0usize..6,
+        0u64..7200,
+    )
+        .prop_map(
+            |(build_id, replicas, strategy, gate, scaledown, delete, custom, max, rollback)| {
+                Desired {
+                    build_id,
+                    replicas,
+                    strategy,
+                    gate: gate.then(|| Gate {
+                        workflow_type: "Check".into(),
+                    }),
+                    scaledown_delay: Duration::from_secs(scaledown),
+                    delete_delay: Duration::from_secs(delete),
+                    pod_template_hash: "tpl".into(),
+                    custom_build_id: custom,
+                    max_versions_ineligible_for_deletion: max,
+                    rollback_window: Duration::from_secs(rollback),
+                }
+            },
+        )
+}
+
+fn routing() -> impl Gen<Value = RoutingState> {
+    (
+        prop::option::of(build()),
+        prop::option::of(build()),
+        0u32..101,
+        opt_time(),
+        opt_time(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(current, ramping, pct, changed, pct_changed, in_progress)| {
+                let ramping = ramping.filter(|r| current.as_ref() != Some(r));
+                RoutingState {
+                    current_changed_at: current.as_ref().and(changed),
+                    current_build_id: current,
+                    ramp_percentage: if ramping.is_some() { pct as f32 } else { 0.0 },
+                    ramping_changed_at: ramping.as_ref().and(changed),
+                    ramp_percentage_changed_at: ramping.as_ref().and(pct_changed),
+                    ramping_build_id: ramping,
+                    update_in_progress: in_progress,
+                }
+            },
+        )
+}
+
+/// Each build independently may have a Deployment and may be known to Temporal.
+fn per_build() -> impl Gen<Value = (Vec<ObservedDeployment>, Vec<VersionState>)> {
+    let one = |b: &'static str| {
+        (
+            prop::option::of(deployment(b.to_string())),
+            prop::option::of(version(b.to_string())),
+        )
+    };
+    (
+        one(BUILDS[0]),
+        one(BUILDS[1]),
+        one(BUILDS[2]),
+        one(BUILDS[3]),
+        one(BUILDS[4]),
+    )
+        .prop_map(|(a, b, c, d, e)| {
+            let mut deps = Vec::new();
+            let mut vers = Vec::new();
+            for (dep, ver) in [a, b, c, d, e] {
+                deps.extend(dep);
+                vers.extend(ver);
+            }
+            (deps, vers)
+        })
+}
+
+fn gate_status() -> impl Gen<Value = GateWorkflowStatus> {
+    prop::sample::select(vec![
+        GateWorkflowStatus::Running,
+        GateWorkflowStatus::Completed,
+        GateWorkflowStatus::Failed,
+    ])
+}
+
+prop_compose! {
+    fn plan_input()(
+        desired in desired(),
+        (deployments, versions) in per_build(),
+        exists in prop::bool::weighted(0.9),
+        routing in routing(),
+        manager in prop::sample::select(vec!["", "me", "someone-else"]),
+        gates in prop::collection::vec((prop::sample::select(vec!["q1", "q2"]), gate_status()), 0..3),
+        queues in prop::sample::select(vec![vec![], vec!["q1"], vec!["q1", "q2"]]),
+        unversioned in any::<bool>(),
+    ) -> PlanInput {
+        let exists = exists || !versions.is_empty();
+        PlanInput {
+            desired,
+            deployments,
+            temporal: WorkerDeploymentState {
+                exists,
+                conflict_token: b"tok".to_vec(),
+                manager_identity: manager.into(),
+                last_modifier_identity: String::new(),
+                routing: if exists { routing } else { RoutingState::default() },
+                versions: if exists { versions } else { Vec::new() },
+            },
+            gates: gates
+                .into_iter()
+                .map(|(q, status)| GateObservation {
+                    workflow_id: format!("gate-{q}"),
+                    run_id: "run".into(),
+                    task_queue: q.into(),
+                    status,
+                })
+                .collect(),
+            target_task_queues: queues.into_iter().map(str::to_string).collect(),
+            unversioned_pollers_on_all_queues: unversioned,
+            connection_hash: "conn".into(),
+            controller_identity: "me".into(),
+            fast_poll: Duration::from_secs(1),
+            now: ago(0),
+        }
+    }
+}
+
+/// Why `build` must keep its workers, if it must.
+fn protected(input: &PlanInput, build: &str) -> Option<String> {
+    let routing = &input.temporal.routing;
+    if routing.current_build_id.as_deref() == Some(build) {
+        return Some("routing's current version".into());
+    }
+    if routing.ramping_build_id.as_deref() == Some(build) {
+        return Some("routing's ramping version".into());
+    }
+    let v = input.temporal.version(build)?;
+    match v.status {
+        TemporalVersionStatus::Current
+        | TemporalVersionStatus::Ramping
+        | TemporalVersionStatus::Draining => Some(format!("Temporal reports it {:?}", v.status)),
+        _ if v.open_pinned_workflows != Some(0) => Some(format!(
+            "open pinned workflows: {:?}",
+            v.open_pinned_workflows
+        )),
+        _ => None,
+    }
+}
+
+/// Registered in Temporal, with an Available Deployment that has ready pods.
+fn has_ready_pollers(input: &PlanInput, build: &str) -> bool {
+    input.temporal.version(build).is_some()
+        && input.deployments.iter().any(|d| {
+            d.build_id == build && !d.deleting && d.ready_replicas > 0 && d.healthy_since.is_some()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_plan_retires_a_protected_version(input in plan_input()) {
+        let p = plan(&input);
+        for s in p.scale.iter().filter(|s| s.replicas == 0) {
+            if let Some(why) = protected(&input, &s.build_id) {
+                prop_assert!(false, "scaled {} to 0 although {why}: {p:?}", s.build_id);
+            }
+        }
+        for d in &p.delete {
+            if let Some(why) = protected(&input, &d.build_id) {
+                prop_assert!(false, "deleted {} although {why}: {p:?}", d.build_id);
+            }
+        }
+    }
+
+    #[test]
+    fn no_plan_routes_to_a_version_without_ready_pollers(input in plan_input()) {
+        let p = plan(&input);
+        let routed = match &p.routing {
+            Some(RoutingChange::SetCurrent { build_id })
+            | Some(RoutingChange::SetRamping { build_id, .. }) => Some(build_id),
+            Some(RoutingChange::ClearRamp) | None => None,
+        };
+        if let Some(build) = routed {
+            prop_assert!(
+                has_ready_pollers(&input, build),
+                "routes to {build} without ready pollers: {p:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_clock_fixture_is_the_shared_now() {
+    assert_eq!(ago(0), crate::fixtures::ts(crate::fixtures::NOW));
+    assert_eq!(ago(60), ago(0) - SignedDuration::from_secs(60));
+}
