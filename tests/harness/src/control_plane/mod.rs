@@ -405,7 +405,7 @@ async fn ensure_service_account(client: &kube::Client, namespace: &str, name: &s
 
 fn http_get(path: &str) -> http::Request<Vec<u8>> {
     let mut req = http::Request::new(Vec::new());
-    *req.uri_mut() = http::Uri::from_maybe_shared(path.to_string()).unwrap_or_default();
+    *req.uri_mut() = http::Uri::try_from(path).unwrap_or_default();
     req
 }
 
