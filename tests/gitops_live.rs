@@ -613,6 +613,23 @@ async fn helm_install_wait_returns_once_the_status_says_ready() -> Result<()> {
     })
     .await?;
     assert_waiting_for_controller("during helm install", &live);
+    // Helm's kstatus watcher has started watching TWDs (the API server's audit log shows it), so
+    // from here on Helm is waiting on the TWD's status, not still applying the chart.
+    let watch = wait_for("Helm to watch TWDs", Duration::from_secs(30), || {
+        let ns = ns.clone();
+        async move {
+            Ok(plane.audit_events()?.into_iter().find(|e| {
+                e.verb == "watch"
+                    && e.request_uri.contains("temporalworkerdeployments")
+                    && e.object_ref
+                        .as_ref()
+                        .is_some_and(|o| o.namespace.is_empty() || o.namespace == ns)
+            }))
+        }
+    })
+    .await?;
+    println!("helm watches: {}", watch.request_uri);
+    assert!(!install.is_finished(), "helm returned before Ready");
 
     let promoted = load_yaml(&repo_root().join("flux/fixtures/promoted.yaml"));
     let mut status = promoted["status"].clone();
