@@ -193,9 +193,32 @@ pub struct LocalRef {
     pub name: String,
 }
 
-/// Status: rebuilt from Kubernetes and Temporal state on every reconcile.
+/// Reason of the `Ready=Unknown` condition that a TWD's status reads as until the controller
+/// first writes it (the CRD's schema default for `status`, see [`TemporalWorkerDeploymentStatus`]).
+pub const WAITING_FOR_CONTROLLER: &str = "WaitingForController";
+
+/// Status: rebuilt from Kubernetes and Temporal state on every reconcile. Until the controller
+/// first writes it, it reads as Ready=Unknown with reason WaitingForController.
+//
+// That placeholder is the schema default below, which the API server applies on every read from
+// etcd. kstatus reads an object without status as `Current`, which would let `helm install
+// --wait` and Flux pass before anything rolled out; `Ready=Unknown` is `InProgress` to kstatus,
+// not ready to `kubectl wait --for=condition=Ready` and to the Flux `healthCheckExprs`, and
+// `Progressing` to the Argo CD health check (no `observedGeneration`). The controller never
+// writes `Ready=Unknown`, so the placeholder's `lastTransitionTime` is never carried over into a
+// real condition: the first status write replaces it. Checked on the real API server by
+// `tests/gitops_live.rs`.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("default" = {
+    "conditions": [{
+        "type": "Ready",
+        "status": "Unknown",
+        "reason": WAITING_FOR_CONTROLLER,
+        "message": "Waiting for the controller to observe this TemporalWorkerDeployment",
+        "lastTransitionTime": "1970-01-01T00:00:00Z"
+    }]
+}))]
 pub struct TemporalWorkerDeploymentStatus {
     /// The generation the controller last acted on; written with the conditions.
     #[serde(default, skip_serializing_if = "Option::is_none")]

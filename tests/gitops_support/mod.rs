@@ -1,6 +1,7 @@
-//! What GitOps tools would say about a `TemporalWorkerDeployment`, computed offline:
-//! kstatus (Flux `healthChecks`, Helm 4 `--wait`), our Flux `healthCheckExprs` snippet, and the
-//! Argo CD Lua health check run in a sandbox like Argo CD's default argocd-cm one.
+//! What GitOps tools say about a `TemporalWorkerDeployment`, from the real engines: kstatus
+//! (Flux `healthChecks`, Helm 4 `--wait`) and Flux's CEL `healthCheckExprs` reader with our
+//! snippet, both in the Go checker built by `tools/gitops-checker/build.sh`, and the Argo CD Lua
+//! health check run (mlua) in a sandbox like Argo CD's default argocd-cm one.
 //!
 //! Self-contained (paths are relative to this file) so other test crates can pull it in with
 //! `#[path = ".../tests/gitops_support/mod.rs"] mod gitops_support;`.
@@ -8,7 +9,10 @@
 #![allow(dead_code)]
 
 use std::fmt;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use mlua::{HookTriggers, Lua, LuaOptions, StdLib, VmState};
@@ -62,160 +66,193 @@ impl fmt::Display for Status {
     }
 }
 
-/// kstatus `Compute` for a custom kind (no legacy per-kind rule applies), in its order:
-/// deletion, generation, abnormal-true conditions in array order, `Ready`, default Current.
-/// Type errors become `Unknown`, as the kstatus pollers report a `Compute` error.
-pub fn kstatus(obj: &Value) -> (Status, String) {
-    match kstatus_inner(obj) {
-        Ok(r) => r,
-        Err(e) => (Status::Unknown, e),
+/// The real status engines, run by `tools/gitops-checker` (Go: `sigs.k8s.io/cli-utils` kstatus,
+/// Flux's kstatus fork `github.com/fluxcd/cli-utils` that Flux and Helm 4 `--wait` use, and
+/// Flux's CEL `healthCheckExprs` reader from `github.com/fluxcd/pkg/runtime/cel` on cel-go), at the
+/// versions pinned in `tools/gitops-checker/versions.env`. One checker process per test binary,
+/// started on first use; requests are JSON lines on its stdin, answers JSON lines on its stdout.
+struct Checker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
-fn kstatus_inner(obj: &Value) -> Result<(Status, String), String> {
-    match obj.pointer("/metadata/deletionTimestamp") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(s)) if s.is_empty() => {}
-        Some(Value::String(_)) => {
-            return Ok((
-                Status::Terminating,
-                "Resource scheduled for deletion".into(),
-            ));
-        }
-        Some(_) => {
-            return Err("looking up metadata.deletionTimestamp from resource: not a string".into());
-        }
-    }
+static CHECKER: OnceLock<Mutex<Checker>> = OnceLock::new();
 
-    if let Some(generation) = nested_i64(obj, "/metadata/generation")?
-        && let Some(observed) = nested_i64(obj, "/status/observedGeneration")?
-        && observed != generation
-    {
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-        return Ok((
-            Status::InProgress,
-            format!(
-                "{kind} generation is {generation}, but latest observed generation is {observed}"
-            ),
-        ));
+/// Path of the checker binary: `TWC_GITOPS_CHECKER`, else whatever `tools/gitops-checker/build.sh`
+/// prints (it builds into a cache outside the repo once, then answers at once).
+pub fn checker_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("TWC_GITOPS_CHECKER") {
+        return PathBuf::from(path);
     }
-
-    let conditions = conditions_of(obj)?;
-    for c in &conditions {
-        if c.type_ == "Reconciling" && c.status == "True" {
-            return Ok((Status::InProgress, c.message.clone()));
-        }
-        if c.type_ == "Stalled" && c.status == "True" {
-            return Ok((Status::Failed, c.message.clone()));
-        }
-    }
-
-    if let Some(ready) = conditions.iter().find(|c| c.type_ == "Ready") {
-        match ready.status.as_str() {
-            "True" => return Ok((Status::Current, "Resource is Ready".into())),
-            "False" | "Unknown" => return Ok((Status::InProgress, ready.message.clone())),
-            _ => {}
-        }
-    }
-    Ok((Status::Current, "Resource is current".into()))
+    let script = repo_root().join("tools/gitops-checker/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed (Go and the Go module proxy are needed; `.ci/setup` runs it)",
+        script.display()
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default().trim();
+    assert!(!last.is_empty(), "{} printed no path", script.display());
+    PathBuf::from(last)
 }
 
-/// Like `unstructured.NestedInt64`: absent is `None`, a non-integer is an error.
-fn nested_i64(obj: &Value, pointer: &str) -> Result<Option<i64>, String> {
-    match obj.pointer(pointer) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| format!("{pointer} accessor error: {v} is not an int64")),
-    }
-}
-
-#[derive(Clone, Debug, Default)]
-struct Cond {
-    type_: String,
-    status: String,
-    reason: String,
-    message: String,
-}
-
-/// Decodes `status.conditions` the way kstatus does (a typed decode, so a wrong shape errors).
-fn conditions_of(obj: &Value) -> Result<Vec<Cond>, String> {
-    let list = match obj.pointer("/status/conditions") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) => list,
-        Some(_) => return Err("status.conditions is not a list".into()),
-    };
-    let field = |c: &Value, key: &str| -> Result<String, String> {
-        match c.get(key) {
-            None | Some(Value::Null) => Ok(String::new()),
-            Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(format!("condition field {key} is not a string: {other}")),
-        }
-    };
-    list.iter()
-        .map(|c| {
-            if !c.is_object() {
-                return Err(format!("condition is not an object: {c}"));
-            }
-            Ok(Cond {
-                type_: field(c, "type")?,
-                status: field(c, "status")?,
-                reason: field(c, "reason")?,
-                message: field(c, "message")?,
-            })
+fn checker() -> &'static Mutex<Checker> {
+    CHECKER.get_or_init(|| {
+        let bin = checker_binary();
+        let mut child = Command::new(&bin)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let stdin = child.stdin.take().expect("checker stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("checker stdout"));
+        Mutex::new(Checker {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
         })
-        .collect()
+    })
+}
+
+/// The `healthCheckExprs` list shipped in `flux/health-check-exprs.yaml`.
+pub fn shipped_health_check_exprs() -> &'static Value {
+    static EXPRS: OnceLock<Value> = OnceLock::new();
+    EXPRS.get_or_init(|| {
+        load_yaml(&repo_root().join("flux/health-check-exprs.yaml"))["healthCheckExprs"].clone()
+    })
+}
+
+/// One engine's answer: the status, its message, and the error behind an `Unknown`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub status: Status,
+    pub message: String,
+    pub error: String,
+}
+
+impl Verdict {
+    fn from_json(v: &Value) -> Verdict {
+        let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        let raw = text("status");
+        Verdict {
+            status: Status::parse(&raw).unwrap_or_else(|| panic!("unknown status {raw:?} in {v}")),
+            message: text("message"),
+            error: text("error"),
+        }
+    }
+
+    /// `(status, message)`, with the error as the message when the engine gave none.
+    pub fn pair(&self) -> (Status, String) {
+        let message = if self.message.is_empty() {
+            self.error.clone()
+        } else {
+            self.message.clone()
+        };
+        (self.status, message)
+    }
+}
+
+/// What every GitOps engine says about one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdicts {
+    /// Upstream kstatus (`sigs.k8s.io/cli-utils`): kubectl-style waits and kstatus pollers.
+    pub kstatus: Verdict,
+    /// Flux's kstatus fork: Helm 4 `--wait`, Flux `healthChecks` without expressions.
+    pub flux_kstatus: Verdict,
+    /// Flux with the given `healthCheckExprs` (its CEL reader when an entry matches the kind).
+    pub flux: Verdict,
+    /// Argo CD health `(status, message)` from the shipped Lua in the argocd-cm sandbox.
+    pub argocd: (String, String),
+}
+
+/// Asks the real engines about `obj`, evaluating `health_check_exprs` (a Flux
+/// `healthCheckExprs` list) for the Flux verdict.
+pub fn verdicts_with(obj: &Value, health_check_exprs: &Value) -> Verdicts {
+    let answer = {
+        let mut c = checker().lock().unwrap_or_else(|e| e.into_inner());
+        c.next_id += 1;
+        let id = c.next_id;
+        let request =
+            serde_json::json!({"id": id, "object": obj, "healthCheckExprs": health_check_exprs});
+        let mut line = serde_json::to_string(&request).expect("request JSON");
+        line.push('\n');
+        c.stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| c.stdin.flush())
+            .expect("writing to the gitops checker");
+        let mut reply = String::new();
+        let n = c
+            .stdout
+            .read_line(&mut reply)
+            .expect("reading from the gitops checker");
+        assert!(n > 0, "the gitops checker exited");
+        let answer: Value = serde_json::from_str(&reply).expect("checker answer JSON");
+        assert_eq!(
+            answer["id"],
+            serde_json::json!(id),
+            "checker answered out of order"
+        );
+        answer
+    };
+    assert!(
+        answer.get("error").is_none_or(Value::is_null),
+        "gitops checker: {}",
+        answer["error"]
+    );
+    Verdicts {
+        kstatus: Verdict::from_json(&answer["kstatus"]),
+        flux_kstatus: Verdict::from_json(&answer["fluxKstatus"]),
+        flux: Verdict::from_json(&answer["flux"]),
+        argocd: argocd_health(obj),
+    }
+}
+
+/// kstatus status, Flux verdict (with the shipped `healthCheckExprs`) and Argo CD health of a
+/// TemporalWorkerDeployment, from the real engines. Upstream kstatus and Flux's fork must agree
+/// (checked here), so one kstatus answer stands for kubectl-style waits, Helm 4 and Flux.
+pub fn verdicts(obj: &Value) -> Verdicts {
+    let v = verdicts_with(obj, shipped_health_check_exprs());
+    assert_eq!(
+        v.kstatus, v.flux_kstatus,
+        "upstream kstatus and Flux's fork disagree on {obj}"
+    );
+    v
+}
+
+/// Real kstatus of `obj`: `(status, message)`; for `Unknown` (a `Compute` error, as the
+/// pollers report it) the message is the error.
+pub fn kstatus(obj: &Value) -> (Status, String) {
+    verdicts(obj).kstatus.pair()
+}
+
+/// Real Flux verdict for `obj` with the shipped `healthCheckExprs` (`flux/health-check-exprs.yaml`).
+/// A CEL evaluation error is `Unknown` with the error as the message: Flux reports it and keeps
+/// polling until the timeout.
+pub fn health_check_exprs(obj: &Value) -> (Status, String) {
+    verdicts(obj).flux.pair()
 }
 
 /// The CEL expressions of `flux/health-check-exprs.yaml`. `tests/kstatus.rs` checks that the
-/// file carries exactly these, so [`health_check_exprs`] below cannot drift from it.
+/// file and `flux/helmrelease.yaml` carry exactly these.
 pub const EXPR_CURRENT: &str = "status.?observedGeneration.orValue(-1) == metadata.generation && status.?conditions.orValue([]).exists(c, c.type == 'Ready' && c.status == 'True')";
 pub const EXPR_FAILED: &str =
     "status.?conditions.orValue([]).exists(c, c.type == 'Stalled' && c.status == 'True')";
-
-/// Flux's CEL status evaluator (fluxcd/pkg `runtime/cel/status_evaluator.go`) applied to the
-/// two expressions above, evaluated by hand: no CEL engine is available to the tests.
-/// An expression that reads the top-level `status` of an object without one is a CEL error
-/// ("no such key"), which Flux reports instead of a status; that shows up here as `Unknown`.
-pub fn health_check_exprs(obj: &Value) -> (Status, String) {
-    // Flux's own observedGeneration gate, ahead of the expressions.
-    if let (Some(observed), Some(generation)) = (
-        obj.pointer("/status/observedGeneration")
-            .and_then(Value::as_i64),
-        obj.pointer("/metadata/generation").and_then(Value::as_i64),
-    ) && observed != generation
-    {
-        return (Status::InProgress, String::new());
-    }
-    let Some(status) = obj.get("status").filter(|s| !s.is_null()) else {
-        return (Status::Unknown, "no such key: status".into());
-    };
-    let conditions: &[Value] = status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    let has_true = |t: &str| {
-        conditions.iter().any(|c| {
-            c.get("type").and_then(Value::as_str) == Some(t)
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        })
-    };
-    // RFC-0009 order: inProgress (unset here), failed, current; none true means InProgress.
-    if has_true("Stalled") {
-        return (Status::Failed, String::new());
-    }
-    let observed = status
-        .get("observedGeneration")
-        .and_then(Value::as_i64)
-        .unwrap_or(-1);
-    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-    if generation == Some(observed) && has_true("Ready") {
-        return (Status::Current, String::new());
-    }
-    (Status::InProgress, String::new())
-}
 
 /// Which Lua libraries the health script gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
