@@ -405,7 +405,10 @@ fn versions_with_open_pinned_workflows_are_never_retired() {
         open_pinned_workflows: n,
         ..status
     };
-    for old in [ver("v1", T::Inactive), drained("v1", ago(10 * 86_400))] {
+    for old in [
+        VersionState::test("v1", T::Inactive),
+        VersionState::drained("v1", ago(10 * 86_400)),
+    ] {
         for n in [Some(2), None] {
             for replicas in [3, 0] {
                 let mut i = with_old(pinned(old.clone(), n), replicas);
@@ -428,18 +431,18 @@ fn pinned_workflows_are_counted_only_for_versions_about_to_be_retired() {
     };
     let mut i = settled();
     i.deployments.extend([
-        dep("inactive", 3),
-        dep("drained-due", 3),
-        dep("drained-recent", 3),
-        dep("draining", 3),
-        dep("counted", 3),
+        ObservedDeployment::test("inactive", 3),
+        ObservedDeployment::test("drained-due", 3),
+        ObservedDeployment::test("drained-recent", 3),
+        ObservedDeployment::test("draining", 3),
+        ObservedDeployment::test("counted", 3),
     ]);
     i.temporal.versions.extend([
-        uncounted(ver("inactive", T::Inactive)),
-        uncounted(drained("drained-due", ago(2 * 3600))),
-        uncounted(drained("drained-recent", ago(60))),
-        uncounted(ver("draining", T::Draining)),
-        ver("counted", T::Inactive),
+        uncounted(VersionState::test("inactive", T::Inactive)),
+        uncounted(VersionState::drained("drained-due", ago(2 * 3600))),
+        uncounted(VersionState::drained("drained-recent", ago(60))),
+        uncounted(VersionState::test("draining", T::Draining)),
+        VersionState::test("counted", T::Inactive),
     ]);
     for v in &mut i.temporal.versions {
         if v.build_id == "v2" {

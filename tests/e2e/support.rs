@@ -167,10 +167,11 @@ async fn watch_denials(log: PathBuf, user: String) {
             else {
                 continue;
             };
-            if e.acting_user() == user && e.code() == 403 {
-                if let Ok(mut d) = DENIED.lock() {
-                    d.get_or_insert(format!("{} {} {}", e.verb, e.resource(), e.request_uri));
-                }
+            if e.acting_user() == user
+                && e.code() == 403
+                && let Ok(mut d) = DENIED.lock()
+            {
+                d.get_or_insert(format!("{} {} {}", e.verb, e.resource(), e.request_uri));
             }
         }
     }
