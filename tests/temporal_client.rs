@@ -532,6 +532,26 @@ async fn gate_workflows_start_pinned_and_are_described(
     assert_eq!(gates[0].task_queue, queue);
     assert_eq!(gates[0].status, GateWorkflowStatus::Running);
 
+    // Visibility counts the running pinned gate on v1 (with and without the pinned-only
+    // filter) and nothing open on v2: the query's search attributes and values are ones the
+    // server knows (a wrong name is InvalidArgument, a wrong value counts 0).
+    for pinned_only in [false, true] {
+        let n = eventually("v1's running gate in visibility", || async {
+            let n = client
+                .count_open_workflows(deployment, "v1", pinned_only)
+                .await?;
+            Ok((n >= 1).then_some(n))
+        })
+        .await?;
+        assert_eq!(n, 1, "pinned_only={pinned_only}");
+        assert_eq!(
+            client
+                .count_open_workflows(deployment, "v2", pinned_only)
+                .await?,
+            0
+        );
+    }
+
     cleanup(client, deployment, vec![w1, w2]).await?;
     Ok(())
 }

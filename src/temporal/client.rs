@@ -94,7 +94,7 @@ fn open_workflows_query(deployment: &str, build_id: &str, pinned_only: bool) -> 
         "TemporalWorkerDeploymentVersion = '{deployment}:{build_id}' AND ExecutionStatus = 'Running'"
     );
     if pinned_only {
-        q.push_str(" AND TemporalWorkerVersioningBehavior = 'Pinned'");
+        q.push_str(" AND TemporalWorkflowVersioningBehavior = 'Pinned'");
     }
     Some(q)
 }
@@ -702,7 +702,7 @@ mod tests {
             open_workflows_query("shop/orders", "v1", true).as_deref(),
             Some(
                 "TemporalWorkerDeploymentVersion = 'shop/orders:v1' AND ExecutionStatus = 'Running' \
-                 AND TemporalWorkerVersioningBehavior = 'Pinned'"
+                 AND TemporalWorkflowVersioningBehavior = 'Pinned'"
             )
         );
         assert_eq!(open_workflows_query("shop/orders", "", false), None);
