@@ -312,18 +312,21 @@ impl ControlPlane {
         Ok(())
     }
 
+    /// Polls `/readyz` with `kubectl get --raw`: kube-rs's client logs every 5xx at ERROR,
+    /// and a starting API server answers 500 for a while, which is no error worth a log line.
     async fn wait_ready(&self, deadline: Instant) -> Result<()> {
-        let client = self.client().await?;
         loop {
             self.check_alive()?;
-            let req = http_get("/readyz");
-            // `send` returns the raw response: a 500 while starting is expected, not an error
-            // worth logging (request_text would log each one).
-            match client.send(req.map(kube::client::Body::from)).await {
-                Ok(resp) if resp.status().is_success() => return Ok(()),
-                Ok(resp) => tracing::debug!(status = %resp.status(), "kube-apiserver not ready"),
-                Err(e) => tracing::debug!(error = %e, "kube-apiserver not ready"),
+            let out = tokio::process::Command::new("kubectl")
+                .env("KUBECONFIG", &self.admin_kubeconfig)
+                .args(["get", "--raw=/readyz", "--request-timeout=2s"])
+                .output()
+                .await
+                .context("running kubectl (is it on PATH?)")?;
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok" {
+                return Ok(());
             }
+            tracing::debug!(stderr = %String::from_utf8_lossy(&out.stderr), "kube-apiserver not ready");
             if Instant::now() > deadline {
                 bail!(
                     "kube-apiserver not ready after {START_DEADLINE:?}; log tail:\n{}",
@@ -403,12 +406,6 @@ async fn ensure_service_account(client: &kube::Client, namespace: &str, name: &s
             .await,
     )?;
     Ok(())
-}
-
-fn http_get(path: &'static str) -> http::Request<Vec<u8>> {
-    let mut req = http::Request::new(Vec::new());
-    *req.uri_mut() = http::Uri::from_static(path);
-    req
 }
 
 struct Files {
