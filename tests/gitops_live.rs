@@ -11,14 +11,13 @@
 mod gitops_support;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
-use gitops_support::{Status, Verdicts, load_yaml, repo_root, verdicts, yaml_files};
+use gitops_support::{Status, Verdicts, helm_install, load_yaml, repo_root, verdicts, yaml_files};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -495,48 +494,6 @@ fn differences(got: &Value, want: &Value) -> String {
         .join("; ")
 }
 
-#[derive(Debug, serde::Deserialize)]
-struct HelmInstall {
-    helm_version: String,
-    ok: bool,
-    error: Option<String>,
-    started: f64,
-    finished: f64,
-}
-
-/// `helm install` of `tests/fixtures/gitops-chart` through the Helm 4 SDK (blocking).
-fn helm_install(kubeconfig: &Path, release: &str, ns: &str, timeout_s: u64) -> Result<HelmInstall> {
-    let script = repo_root().join("tests/gitops_support/helm_install.py");
-    let request = json!({
-        "kubeconfig": kubeconfig,
-        "chart": repo_root().join("tests/fixtures/gitops-chart"),
-        "release": release,
-        "namespace": ns,
-        "wait": "watcher",
-        "timeout": timeout_s,
-    });
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("run python3")?;
-    child
-        .stdin
-        .take()
-        .context("python stdin")?
-        .write_all(request.to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    ensure!(
-        out.status.success(),
-        "{} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice(&out.stdout)?)
-}
-
 async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -562,7 +519,7 @@ async fn helm_install_wait_fails_while_no_controller_writes_status() -> Result<(
     let started = Instant::now();
     let (install_ns, install_release) = (ns.clone(), release.to_string());
     let result = tokio::task::spawn_blocking(move || {
-        helm_install(&kubeconfig, &install_release, &install_ns, 20)
+        helm_install(&kubeconfig, &install_release, &install_ns, &json!({}), 20)
     })
     .await??;
     let took = started.elapsed();
@@ -598,7 +555,7 @@ async fn helm_install_wait_returns_once_the_status_says_ready() -> Result<()> {
     let release = "orders-worker";
     let (install_ns, install_release) = (ns.clone(), release.to_string());
     let install = tokio::task::spawn_blocking(move || {
-        helm_install(&kubeconfig, &install_release, &install_ns, 60)
+        helm_install(&kubeconfig, &install_release, &install_ns, &json!({}), 60)
     });
     let api = twds(&client, &ns);
     // Created and read as waiting for the controller while helm waits.

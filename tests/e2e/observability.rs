@@ -303,3 +303,57 @@ async fn status_command_summarises_a_live_ramp() -> Result<()> {
     );
     Ok(())
 }
+
+/// Helm 4 `install --wait` (kstatus through Flux's fork) of a chart holding a TWD returns only
+/// once the rollout is Ready: Temporal routes to the new version and the status says so. (With
+/// no controller the same install times out: `tests/gitops_live.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_wait_returns_only_once_the_rollout_is_ready() -> Result<()> {
+    let c = case("helm").await?;
+    let values = json!({
+        "hostPort": c.env.temporal_address,
+        "temporalNamespace": c.temporal_ns,
+        "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": c.task_queue}],
+    });
+    let kubeconfig = c.env.kubeconfig.clone();
+    let ns = c.ns.clone();
+    let rec = c.record("orders").await?;
+    let install = tokio::task::spawn_blocking(move || {
+        crate::gitops_support::helm_install(&kubeconfig, "orders", &ns, &values, 150)
+    })
+    .await??;
+    ensure!(install.ok, "helm install --wait failed: {install:?}");
+    ensure!(install.helm_version.starts_with("v4"), "{install:?}");
+    // The install returned: the rollout must already be complete.
+    let twd = c.get_twd("orders").await?;
+    ensure!(
+        is_ready(&twd),
+        "helm returned before Ready: {:?}",
+        twd.status
+    );
+    let current = current_build(&twd).context("no current version")?;
+    let state = c
+        .temporal()
+        .await?
+        .describe_deployment(&c.temporal_deployment_name("orders"))
+        .await?;
+    ensure!(
+        state.routing.current_build_id.as_deref() == Some(current.as_str()),
+        "Temporal routes to {:?}, status says {current}",
+        state.routing.current_build_id
+    );
+    let (_, history) = rec.finish().await?;
+    ensure!(
+        history.iter().any(|v| !v["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")),
+        "the recorder never saw the rollout in progress"
+    );
+    println!(
+        "helm install --wait returned after {:.1}s with the rollout Ready",
+        install.finished - install.started
+    );
+    Ok(())
+}

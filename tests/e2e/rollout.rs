@@ -72,6 +72,32 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
     }
     for v in history {
         let twd: TemporalWorkerDeployment = serde_json::from_value(v.clone())?;
+        // Every GitOps engine reads every version of the object the same way: real kstatus
+        // (kubectl-style waits, Helm 4 --wait through Flux's fork), Flux's CEL health checks and
+        // the ArgoCD Lua.
+        let g = gitops_support::verdicts(v);
+        ensure!(
+            g.flux.status == g.kstatus.status && g.flux.error.is_empty(),
+            "Flux {:?} ({}) but kstatus {:?} ({}) at resourceVersion {}",
+            g.flux.status,
+            g.flux.error,
+            g.kstatus.status,
+            g.kstatus.message,
+            v["metadata"]["resourceVersion"]
+        );
+        let argocd_for = match g.kstatus.status {
+            Status::Current => "Healthy",
+            Status::Failed => "Degraded",
+            _ => "Progressing",
+        };
+        ensure!(
+            g.argocd.0 == argocd_for,
+            "ArgoCD {} ({}) but kstatus {:?} at resourceVersion {}",
+            g.argocd.0,
+            g.argocd.1,
+            g.kstatus.status,
+            v["metadata"]["resourceVersion"]
+        );
         // A healthy rollout never reports a blocking verdict, not even for one reconcile
         // (races with Temporal's rate limits and conflict tokens are retried quietly).
         if let Some(p) = condition(&twd, "Progressing") {
@@ -107,7 +133,8 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
 }
 
 /// kstatus results of every TWD version the controller wrote a status for, consecutive
-/// duplicates removed (kstatus calls an object without any status Current).
+/// duplicates removed (before its first write the object carries the CRD's placeholder status,
+/// which kstatus reads as InProgress).
 fn kstatus_walk(history: &[Value]) -> Vec<Status> {
     let mut walk: Vec<Status> = Vec::new();
     for v in history.iter().filter(|v| !v["status"].is_null()) {

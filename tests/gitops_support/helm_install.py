@@ -2,7 +2,8 @@
 """Runs `helm install` with the Helm 4 engine (helm-python-sdk, module helm_python) against a cluster.
 
 Reads one JSON request on stdin:
-  {"kubeconfig", "chart", "release", "namespace", "wait": "watcher"|"hookOnly"|..., "timeout": seconds}
+  {"kubeconfig", "chart", "release", "namespace", "values" (optional),
+   "wait": "watcher"|"hookOnly"|..., "timeout": seconds}
 and writes one JSON document on stdout:
   {"helm_version", "ok", "error", "status", "started", "finished"}  (times: Unix seconds)
 A failed install is data (the caller asserts on it); only a broken setup exits non-zero.
@@ -28,6 +29,7 @@ def main() -> int:
         release = config.install(
             request["chart"],
             request["release"],
+            request.get("values") or None,
             namespace=request["namespace"],
             wait=request.get("wait"),
             timeout=request.get("timeout"),

@@ -403,3 +403,57 @@ pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// What `helm install` of `tests/fixtures/gitops-chart` returned.
+#[derive(Debug, serde::Deserialize)]
+pub struct HelmInstall {
+    pub helm_version: String,
+    pub ok: bool,
+    pub error: Option<String>,
+    /// Unix seconds.
+    pub started: f64,
+    /// Unix seconds.
+    pub finished: f64,
+}
+
+/// `helm install --wait=watcher` of `tests/fixtures/gitops-chart` with `values` through the
+/// Helm 4 SDK (blocking; run it on a blocking thread).
+pub fn helm_install(
+    kubeconfig: &Path,
+    release: &str,
+    ns: &str,
+    values: &Value,
+    timeout_s: u64,
+) -> anyhow::Result<HelmInstall> {
+    use anyhow::Context as _;
+    let script = repo_root().join("tests/gitops_support/helm_install.py");
+    let request = serde_json::json!({
+        "kubeconfig": kubeconfig,
+        "chart": repo_root().join("tests/fixtures/gitops-chart"),
+        "release": release,
+        "namespace": ns,
+        "values": values,
+        "wait": "watcher",
+        "timeout": timeout_s,
+    });
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("run python3")?;
+    child
+        .stdin
+        .take()
+        .context("python stdin")?
+        .write_all(request.to_string().as_bytes())?;
+    let out = child.wait_with_output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
