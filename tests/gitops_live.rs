@@ -13,10 +13,9 @@ mod gitops_support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use gitops_support::{Status, Verdicts, helm_install, load_yaml, repo_root, verdicts, yaml_files};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{
@@ -26,20 +25,13 @@ use kube::api::{
 use serde_json::{Value, json};
 use temporal_worker_controller::api::twd::WAITING_FOR_CONTROLLER;
 use test_harness::control_plane::{self, ControlPlane};
+use test_harness::names::unique;
+use test_harness::wait::eventually;
 use tokio::sync::OnceCell;
 
 const ANN: &str = "fixtures.temporal.io/";
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
 static CRDS: OnceCell<()> = OnceCell::const_new();
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id() % 100_000,
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 /// The shared control plane with our CRDs installed, a client for this test's runtime, and a
 /// fresh namespace.
@@ -494,23 +486,6 @@ fn differences(got: &Value, want: &Value) -> String {
         .join("; ")
 }
 
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await? {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn helm_install_wait_fails_while_no_controller_writes_status() -> Result<()> {
     let (plane, client, ns) = cluster("helm-fail").await?;
@@ -559,7 +534,7 @@ async fn helm_install_wait_returns_once_the_status_says_ready() -> Result<()> {
     });
     let api = twds(&client, &ns);
     // Created and read as waiting for the controller while helm waits.
-    let live = wait_for("the TWD to be created", Duration::from_secs(30), || {
+    let live = eventually("the TWD to be created", Duration::from_secs(30), || {
         let api = api.clone();
         async move {
             match api.get_opt(release).await? {
@@ -572,7 +547,7 @@ async fn helm_install_wait_returns_once_the_status_says_ready() -> Result<()> {
     assert_waiting_for_controller("during helm install", &live);
     // Helm's kstatus watcher has started watching TWDs (the API server's audit log shows it), so
     // from here on Helm is waiting on the TWD's status, not still applying the chart.
-    let watch = wait_for("Helm to watch TWDs", Duration::from_secs(30), || {
+    let watch = eventually("Helm to watch TWDs", Duration::from_secs(30), || {
         let ns = ns.clone();
         async move {
             Ok(plane.audit_events()?.into_iter().find(|e| {
@@ -658,7 +633,7 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
         },
     )
     .await?;
-    let written = wait_for(
+    let written = eventually(
         "the controller's first status write",
         Duration::from_secs(60),
         || {

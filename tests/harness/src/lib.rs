@@ -4,10 +4,13 @@
 //! pod-level kubelet stand-in that runs one such worker per Pod, and a TLS proxy that puts mTLS
 //! or API-key auth in front of the plaintext dev server.
 
+pub mod certs;
 pub mod control_plane;
 pub mod kubelet;
+pub mod names;
 pub mod observe;
 pub mod supervise;
 pub mod temporal_server;
 pub mod tls_proxy;
+pub mod wait;
 pub mod worker;

@@ -31,11 +31,9 @@ use hyper::{Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
 use rustls::pki_types::pem::PemObject as _;
+
+use crate::certs::{Authority, Usage};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
@@ -80,55 +78,22 @@ impl TestPki {
     /// CA `CN=twc-test-ca`; server certificate with SANs `localhost` and `127.0.0.1`
     /// (serverAuth); client certificate `CN=twc-test-client` (clientAuth).
     pub fn generate() -> Result<TestPki> {
-        let ca_key = KeyPair::generate().context("generating the CA key")?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.distinguished_name = dn("twc-test-ca");
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca_cert = ca_params
-            .self_signed(&ca_key)
-            .context("self-signing the CA")?;
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let server_key = KeyPair::generate().context("generating the server key")?;
-        let mut server_params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])?;
-        server_params.distinguished_name = dn("localhost");
-        server_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        server_params.use_authority_key_identifier_extension = true;
-        let server_cert = server_params
-            .signed_by(&server_key, &issuer)
-            .context("signing the server certificate")?;
-
-        let client_key = KeyPair::generate().context("generating the client key")?;
-        let mut client_params = CertificateParams::new(Vec::<String>::new())?;
-        client_params.distinguished_name = dn("twc-test-client");
-        client_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        client_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        client_params.use_authority_key_identifier_extension = true;
-        let client_cert = client_params
-            .signed_by(&client_key, &issuer)
-            .context("signing the client certificate")?;
-
+        let ca = Authority::new("twc-test-ca")?;
+        let server = ca.issue(
+            "localhost",
+            None,
+            &["localhost", "127.0.0.1"],
+            Usage::Server,
+        )?;
+        let client = ca.issue("twc-test-client", None, &[], Usage::Client)?;
         Ok(TestPki {
-            ca_pem: ca_cert.pem(),
-            server_cert_pem: server_cert.pem(),
-            server_key_pem: server_key.serialize_pem(),
-            client_cert_pem: client_cert.pem(),
-            client_key_pem: client_key.serialize_pem(),
+            ca_pem: ca.ca_pem.clone(),
+            server_cert_pem: server.cert_pem,
+            server_key_pem: server.key_pem,
+            client_cert_pem: client.cert_pem,
+            client_key_pem: client.key_pem,
         })
     }
-}
-
-fn dn(common_name: &str) -> rcgen::DistinguishedName {
-    let mut dn = rcgen::DistinguishedName::new();
-    dn.push(DnType::CommonName, common_name);
-    dn
 }
 
 /// What the proxy demands from clients.

@@ -5,25 +5,16 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use test_harness::control_plane::{self, ControlPlane};
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id() % 100_000,
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )
-}
+use test_harness::names::unique;
+use test_harness::wait::eventually;
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<(bool, String)> {
     let out = Command::new("kubectl")
@@ -49,23 +40,6 @@ async fn plane() -> &'static ControlPlane {
     control_plane::shared()
         .await
         .expect("start the control plane")
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await? {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[tokio::test]

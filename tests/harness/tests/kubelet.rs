@@ -9,29 +9,19 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use test_harness::kubelet::{Kubelet, KubeletOptions};
+use test_harness::names::unique;
 use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
 use test_harness::{control_plane, observe, temporal_server};
 use tokio::sync::OnceCell;
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id() % 100_000,
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 /// Generous: every test of this binary runs at once on a 2-core machine.
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -145,21 +135,13 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> Result<T>
+/// [`test_harness::wait::eventually`] with this file's [`DEADLINE`].
+async fn eventually<T, F, Fut>(what: &str, check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = f().await? {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {DEADLINE:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    test_harness::wait::eventually(what, DEADLINE, check).await
 }
 
 async fn pods_of(pods: &Api<Pod>, app: &str) -> Result<Vec<Pod>> {

@@ -2,7 +2,6 @@
 //! dev server and runs the `hello`, `gate` and `wait` workflows.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
@@ -14,20 +13,11 @@ use temporalio_client::{WorkflowGetResultOptions, WorkflowSignalOptions, Workflo
 use temporalio_common::data_converters::{PayloadConverter, RawValue};
 use temporalio_common::protos::temporal::api::common::v1::WorkflowExecution;
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkflowExecutionRequest;
+use test_harness::names::unique;
 use test_harness::worker::{
     self, GateWorkflow, HelloWorkflow, WaitWorkflow, WorkerConfig, WorkerState,
 };
 use test_harness::{observe, temporal_server};
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id() % 100_000,
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

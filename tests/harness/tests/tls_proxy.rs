@@ -3,9 +3,7 @@
 //! through the kubelet stand-in) connect through it.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
@@ -19,19 +17,10 @@ use temporalio_client::tonic::{Code, Request};
 use temporalio_client::{ClientTlsOptions, Connection, ConnectionOptions, TlsOptions, Url};
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeNamespaceRequest;
 use test_harness::kubelet::{Kubelet, KubeletOptions};
+use test_harness::names::unique;
 use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
 use test_harness::worker::{self, WorkerConfig};
 use test_harness::{observe, temporal_server};
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id() % 100_000,
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )
-}
 
 const DEADLINE: Duration = Duration::from_secs(60);
 const CERT_PATH: &str = "/etc/temporal/tls/tls.crt";
@@ -54,22 +43,13 @@ fn base_env(address: &str, ns: &str, deployment: &str, tq: &str) -> BTreeMap<Str
     ])
 }
 
-/// Polls `check` until it yields a value or [`DEADLINE`] passes.
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> Result<T>
+/// [`test_harness::wait::eventually`] with this file's [`DEADLINE`].
+async fn eventually<T, F, Fut>(what: &str, check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
 {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = check().await? {
-            return Ok(v);
-        }
-        if started.elapsed() > DEADLINE {
-            bail!("timed out after {DEADLINE:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    test_harness::wait::eventually(what, DEADLINE, check).await
 }
 
 async fn dev_server_addr() -> Result<(&'static temporal_server::DevServer, SocketAddr)> {
