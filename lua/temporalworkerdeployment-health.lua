@@ -15,6 +15,7 @@
 local terminalReasons = {
   InvalidSpec = true,
   GateWorkflowFailed = true,
+  ConnectionRolloutStalled = true,
 }
 
 local function findCondition(conditions, conditionType)

@@ -221,6 +221,8 @@ impl ObservedDeployment {
             healthy_since: (replicas > 0).then(|| ago(600)),
             pod_template_hash: Some("tpl".into()),
             connection_hash: Some("conn".into()),
+            rolled_in_place: false,
+            progress_deadline_exceeded: false,
             deleting: false,
             created_at: Some(ago(86_400)),
         }
