@@ -16,6 +16,7 @@ local terminalReasons = {
   InvalidSpec = true,
   GateWorkflowFailed = true,
   ConnectionRolloutStalled = true,
+  DuplicateInstall = true,
 }
 
 local function findCondition(conditions, conditionType)

@@ -10,7 +10,7 @@
 //! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
 //! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
 //! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting) | False | False | True | False |
-//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled) | False | False | False | True |
+//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall) | False | False | False | True |
 //!
 //! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
 //! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
@@ -129,6 +129,7 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         Phase::TooManyVersions => (Kind::Blocked, reason::TOO_MANY_VERSIONS),
         Phase::ManagedElsewhere => (Kind::Blocked, reason::MANAGED_ELSEWHERE),
         Phase::ConnectionRolloutStalled => (Kind::Stalled, reason::CONNECTION_ROLLOUT_STALLED),
+        Phase::DuplicateInstall => (Kind::Stalled, reason::DUPLICATE_INSTALL),
     };
     // Ready=True promises the target is Current in Temporal; never claim it otherwise.
     if kind == Kind::Complete && !target_current {
@@ -502,6 +503,11 @@ mod tests {
                 ["False", "False", "False", "True"],
                 reason::CONNECTION_ROLLOUT_STALLED,
             ),
+            (
+                Phase::DuplicateInstall,
+                ["False", "False", "False", "True"],
+                reason::DUPLICATE_INSTALL,
+            ),
         ];
         for (phase, want, want_reason) in cases {
             let s = planned(&i, &plan_with(phase, "detail"), None);
@@ -704,6 +710,7 @@ mod tests {
             Phase::TooManyVersions,
             Phase::ManagedElsewhere,
             Phase::ConnectionRolloutStalled,
+            Phase::DuplicateInstall,
         ]
         .into_iter()
         .map(|p| plan_with(p, "m"))

@@ -23,6 +23,8 @@ pub struct PlanInput {
     pub connection_hash: String,
     /// The controller's identity in Temporal.
     pub controller_identity: String,
+    /// Which install of the controller this is (empty: unknown, duplicates are not detected).
+    pub install_id: String,
     /// How soon to look again while waiting on Temporal-side facts (pollers registering,
     /// gates finishing, routing propagating): the `--fast-poll` flag.
     pub fast_poll: Duration,
@@ -216,6 +218,9 @@ pub enum Phase {
     /// Versioned Deployments rolled for a Connection change did not get their new Pods Ready
     /// by their progress deadline: needs the Connection (or the cluster) fixed.
     ConnectionRolloutStalled,
+    /// Another install of the controller changes routing with this controller's identity:
+    /// needs a human to give each install its own identity.
+    DuplicateInstall,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -240,6 +240,7 @@ prop_compose! {
                 conflict_token: b"tok".to_vec(),
                 manager_identity: manager.into(),
                 last_modifier_identity: String::new(),
+                last_routing_install: None,
                 routing: if exists { routing } else { RoutingState::default() },
                 versions: if exists { versions } else { Vec::new() },
             },
@@ -256,6 +257,7 @@ prop_compose! {
             unversioned_pollers_on_all_queues: unversioned,
             connection_hash: "conn".into(),
             controller_identity: "me".into(),
+            install_id: String::new(),
             fast_poll: Duration::from_secs(1),
             now: ago(0),
         }

@@ -49,7 +49,46 @@ pub fn decide(
     let mut decision = route(view, held_back, wake);
     apply_stall(view, stalled, &mut decision);
     apply_manager(view, &mut decision, wake);
+    apply_duplicate_install(view, &mut decision);
     decision
+}
+
+/// Another install of the controller made the last routing change with this controller's
+/// identity (it recorded its install ID on the version it routed to): both would keep
+/// changing the same worker deployment's routing. No routing write (nor manager claim) until
+/// a human gives each install its own identity; reported above everything else, since every
+/// other rule reasons about routing the two installs fight over.
+fn apply_duplicate_install(view: &View, d: &mut Decision) {
+    let input = view.input;
+    let t = &input.temporal;
+    let Some(record) = &t.last_routing_install else {
+        return;
+    };
+    if input.install_id.is_empty()
+        || t.last_modifier_identity != input.controller_identity
+        || record.install_id == input.install_id
+    {
+        return;
+    }
+    d.change = None;
+    d.claim_manager = false;
+    d.start_gates.clear();
+    d.progress = progress(
+        Phase::DuplicateInstall,
+        format!(
+            "Another install of the controller, {other:?}, changed routing with this controller's \
+             identity {identity:?} (it recorded itself on build ID {build}); this install is \
+             {mine:?}. Two installs with one identity fight over the same worker deployments, so \
+             this one changes no routing. Give each install a distinct identity (--identity, Helm \
+             value controller.identity); if install {other:?} is gone for good, remove the \
+             version metadata entry {key} of build ID {build} in Temporal",
+            other = record.install_id,
+            identity = input.controller_identity,
+            build = record.build_id,
+            mine = input.install_id,
+            key = crate::temporal::state::METADATA_INSTALL_ID,
+        ),
+    );
 }
 
 /// A stalled Connection roll: no routing change may send more work to a stalled version (the

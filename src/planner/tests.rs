@@ -10,7 +10,8 @@ use super::plan;
 use crate::api::twd::GateWorkflowStatus;
 use crate::planner::model::*;
 use crate::temporal::state::{
-    GateObservation, RoutingState, TemporalVersionStatus as T, VersionState, WorkerDeploymentState,
+    GateObservation, RoutingInstall, RoutingState, TemporalVersionStatus as T, VersionState,
+    WorkerDeploymentState,
 };
 
 use crate::fixtures::{NOW, ago, hours, ts};
@@ -841,6 +842,72 @@ fn another_manager_does_not_undo_a_completed_rollout() {
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.progress.phase, Phase::Complete);
+}
+
+/// The last routing change was made with our identity by install `install`, recorded on `build`.
+fn routed_by(i: &mut PlanInput, install: &str, build: &str) {
+    i.temporal.last_modifier_identity = i.controller_identity.clone();
+    i.temporal.last_routing_install = Some(RoutingInstall {
+        build_id: build.into(),
+        install_id: install.into(),
+    });
+}
+
+#[test]
+fn another_install_with_our_identity_stops_every_routing_write() {
+    let mut i = rollout(steps(&[(10.0, 60)]));
+    routed_by(&mut i, "install-b", "v1");
+    i.temporal.manager_identity = String::new();
+    let p = plan(&i);
+    assert_eq!(p.routing, None, "{p:?}");
+    assert!(!p.claim_manager);
+    assert_eq!(p.progress.phase, Phase::DuplicateInstall);
+    let m = &p.progress.message;
+    for part in [
+        "\"install-b\"",
+        "\"install-a\"",
+        "identity \"release/ns-uid\"",
+        "build ID v1",
+        "--identity, Helm value controller.identity",
+        "temporal.io/controller-install-id",
+    ] {
+        assert!(m.contains(part), "{part:?} missing from {m}");
+    }
+    // Even a finished rollout reports it: the other install may undo it any time.
+    let mut i = settled();
+    routed_by(&mut i, "install-b", "v2");
+    assert_eq!(plan(&i).progress.phase, Phase::DuplicateInstall);
+}
+
+#[test]
+fn our_own_record_or_another_identity_is_no_duplicate() {
+    // Our own install made the last change.
+    let mut i = rollout(Strategy::AllAtOnce);
+    routed_by(&mut i, "install-a", "v1");
+    assert_eq!(plan(&i).routing, set_current("v2"));
+    // Another identity made the last change: its install is none of our business.
+    let mut i = rollout(Strategy::AllAtOnce);
+    routed_by(&mut i, "install-b", "v1");
+    i.temporal.last_modifier_identity = "ops-oncall".into();
+    assert_ne!(plan(&i).progress.phase, Phase::DuplicateInstall);
+    // This install does not know its own ID: nothing can be told apart.
+    let mut i = rollout(Strategy::AllAtOnce);
+    routed_by(&mut i, "install-b", "v1");
+    i.install_id = String::new();
+    assert_eq!(plan(&i).routing, set_current("v2"));
+}
+
+#[test]
+fn last_routed_build_is_the_one_the_last_change_routed_to() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    assert_eq!(i.temporal.last_routed_build(), Some("v1"));
+    set_ramp(&mut i, "v2", 10.0, ago(60));
+    assert_eq!(i.temporal.last_routed_build(), Some("v2"));
+    // Promoted after the ramp started.
+    i.temporal.routing.current_changed_at = Some(ago(10));
+    assert_eq!(i.temporal.last_routed_build(), Some("v1"));
+    i.temporal.routing = RoutingState::default();
+    assert_eq!(i.temporal.last_routed_build(), None);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ use crate::build_id;
 use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::reconcile::{Context, Failure, Settings};
-use crate::temporal::state::{GateObservation, TemporalVersionStatus, WorkerDeploymentState};
+use crate::temporal::state::{
+    GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
+};
 use crate::temporal::{self, ConnectionKey, TemporalClient, TemporalError};
 
 /// Everything observed for one reconcile.
@@ -45,6 +47,7 @@ impl Observed {
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
             controller_identity: settings.identity.clone(),
+            install_id: self.client.install_id().to_string(),
             fast_poll: settings.fast_poll,
             now,
         }
@@ -85,6 +88,8 @@ pub async fn all(
             });
         }
     };
+    let mut temporal = temporal;
+    temporal.last_routing_install = routing_install(&client, &name, &temporal).await;
     let facts = target_facts(&client, &name, desired, &temporal)
         .await
         .map_err(|e| Failure::StateFetchFailed(format!("describing target version: {e}")))?;
@@ -368,6 +373,30 @@ pub async fn open_pinned_workflows(
             Err(e) => {
                 tracing::warn!(build_id = %build, error = %e, "counting open pinned workflows failed; version kept");
             }
+        }
+    }
+}
+
+/// Which install made the last routing change, read only when that change was made with this
+/// controller's identity and this install knows its own ID: from the metadata each routing
+/// write records on the version it routed to. A failed read detects nothing this time.
+pub async fn routing_install(
+    client: &TemporalClient,
+    deployment: &str,
+    state: &WorkerDeploymentState,
+) -> Option<RoutingInstall> {
+    if client.install_id().is_empty() || state.last_modifier_identity != client.identity() {
+        return None;
+    }
+    let build = state.last_routed_build()?;
+    match client.describe_version(deployment, build).await {
+        Ok(detail) => detail?.install_id.map(|install_id| RoutingInstall {
+            build_id: build.to_string(),
+            install_id,
+        }),
+        Err(e) => {
+            tracing::warn!(build_id = %build, error = %e, "reading the install recorded on the last routed version failed");
+            None
         }
     }
 }
