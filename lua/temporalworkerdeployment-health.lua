@@ -15,6 +15,8 @@
 local terminalReasons = {
   InvalidSpec = true,
   GateWorkflowFailed = true,
+  ConnectionRolloutStalled = true,
+  DuplicateInstall = true,
 }
 
 local function findCondition(conditions, conditionType)

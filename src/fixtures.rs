@@ -25,6 +25,8 @@ use crate::temporal::state::{
 pub const NOW: &str = "2026-03-02T12:00:00Z";
 /// The controller identity of planner and status fixtures.
 pub const ME: &str = "release/ns-uid";
+/// The install ID of planner and status fixtures.
+pub const INSTALL: &str = "install-a";
 
 pub fn ts(s: &str) -> Timestamp {
     s.parse().expect("fixture timestamp")
@@ -221,6 +223,8 @@ impl ObservedDeployment {
             healthy_since: (replicas > 0).then(|| ago(600)),
             pod_template_hash: Some("tpl".into()),
             connection_hash: Some("conn".into()),
+            rolled_in_place: false,
+            progress_deadline_exceeded: false,
             deleting: false,
             created_at: Some(ago(86_400)),
         }
@@ -289,6 +293,7 @@ impl PlanInput {
                 conflict_token: b"tok".to_vec(),
                 manager_identity: ME.into(),
                 last_modifier_identity: ME.into(),
+                last_routing_install: None,
                 routing: RoutingState {
                     current_build_id: Some("v1".into()),
                     current_changed_at: Some(ago(86_400)),
@@ -304,6 +309,7 @@ impl PlanInput {
             unversioned_pollers_on_all_queues: false,
             connection_hash: "conn".into(),
             controller_identity: ME.into(),
+            install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),
             now: ts(NOW),
         }

@@ -10,7 +10,7 @@
 //! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
 //! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
 //! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting) | False | False | True | False |
-//! | terminal (InvalidSpec, GateWorkflowFailed) | False | False | False | True |
+//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall) | False | False | False | True |
 //!
 //! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
 //! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
@@ -128,6 +128,8 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         Phase::GateFailed => (Kind::Stalled, reason::GATE_WORKFLOW_FAILED),
         Phase::TooManyVersions => (Kind::Blocked, reason::TOO_MANY_VERSIONS),
         Phase::ManagedElsewhere => (Kind::Blocked, reason::MANAGED_ELSEWHERE),
+        Phase::ConnectionRolloutStalled => (Kind::Stalled, reason::CONNECTION_ROLLOUT_STALLED),
+        Phase::DuplicateInstall => (Kind::Stalled, reason::DUPLICATE_INSTALL),
     };
     // Ready=True promises the target is Current in Temporal; never claim it otherwise.
     if kind == Kind::Complete && !target_current {
@@ -496,6 +498,16 @@ mod tests {
                 ["False", "False", "True", "False"],
                 reason::MANAGED_ELSEWHERE,
             ),
+            (
+                Phase::ConnectionRolloutStalled,
+                ["False", "False", "False", "True"],
+                reason::CONNECTION_ROLLOUT_STALLED,
+            ),
+            (
+                Phase::DuplicateInstall,
+                ["False", "False", "False", "True"],
+                reason::DUPLICATE_INSTALL,
+            ),
         ];
         for (phase, want, want_reason) in cases {
             let s = planned(&i, &plan_with(phase, "detail"), None);
@@ -697,6 +709,8 @@ mod tests {
             Phase::GateFailed,
             Phase::TooManyVersions,
             Phase::ManagedElsewhere,
+            Phase::ConnectionRolloutStalled,
+            Phase::DuplicateInstall,
         ]
         .into_iter()
         .map(|p| plan_with(p, "m"))

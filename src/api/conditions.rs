@@ -29,6 +29,11 @@ pub const PLAN_GENERATION_FAILED: &str = "PlanGenerationFailed";
 pub const PLAN_EXECUTION_FAILED: &str = "PlanExecutionFailed";
 pub const INVALID_SPEC: &str = "InvalidSpec";
 pub const GATE_WORKFLOW_FAILED: &str = "GateWorkflowFailed";
+/// Versioned Deployments rolled for a TemporalConnection change did not get their new Pods
+/// Ready by their progress deadline (`ProgressDeadlineExceeded`).
+pub const CONNECTION_ROLLOUT_STALLED: &str = "ConnectionRolloutStalled";
+/// Another install of the controller changes routing under this controller's identity.
+pub const DUPLICATE_INSTALL: &str = "DuplicateInstall";
 
 /// What a reason says about the rollout (the `Kind` column of the reason table in
 /// `docs/cd-rollouts.md`).
@@ -75,5 +80,7 @@ pub const ALL: &[Reason] = {
         r(PLAN_EXECUTION_FAILED, Blocked),
         r(INVALID_SPEC, Terminal),
         r(GATE_WORKFLOW_FAILED, Terminal),
+        r(CONNECTION_ROLLOUT_STALLED, Terminal),
+        r(DUPLICATE_INSTALL, Terminal),
     ]
 };

@@ -6,9 +6,33 @@
 //! - Connection drift (every version): the injected address/TLS settings changed.
 //!
 //! One update per Deployment: a pod-template refresh re-renders the connection settings too.
+//!
+//! A roll in place keeps a version's old Pods until the new ones are Ready (see
+//! `render::rollout_strategy`), so a Connection whose new workers never become Ready cannot
+//! empty a version; [`stalled`] names the versions where Kubernetes gave up waiting, so that
+//! the rollout reports it instead of waiting forever.
 
-use crate::planner::model::{DeleteDeployment, UpdateDeployment, UpdateReason};
+use crate::planner::model::{DeleteDeployment, ObservedDeployment, UpdateDeployment, UpdateReason};
 use crate::planner::view::View;
+
+/// Live Deployments rolled in place to the current Connection settings whose new Pods did not
+/// become Ready by the Deployment's progress deadline (`ProgressDeadlineExceeded`). A
+/// Deployment still carrying older settings is about to be rolled again, so its stall is
+/// not about the current Connection. The stall clears by itself once Kubernetes sees the new
+/// Pods Ready, or once a fixed Connection rolls the Deployment again.
+pub fn stalled<'a>(view: &View<'a>) -> Vec<&'a ObservedDeployment> {
+    let wanted = view.input.connection_hash.as_str();
+    view.input
+        .deployments
+        .iter()
+        .filter(|d| {
+            !d.deleting
+                && d.rolled_in_place
+                && d.progress_deadline_exceeded
+                && (wanted.is_empty() || d.connection_hash.as_deref() == Some(wanted))
+        })
+        .collect()
+}
 
 pub fn updates(view: &View, deleting: &[DeleteDeployment]) -> Vec<UpdateDeployment> {
     let desired = &view.input.desired;

@@ -7,7 +7,8 @@
 //! Where each rule lives:
 //! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`;
 //! - [`sunset`]: scaling down and deleting old versions, the version-limit guard;
-//! - [`drift`]: in-place updates (custom build ID template drift, connection drift);
+//! - [`drift`]: in-place updates (custom build ID template drift, connection drift), and
+//!   which of those rolls stalled;
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
 //! - [`clock`]: deadlines and the requeue interval.
@@ -55,7 +56,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         ));
     }
 
-    let decision = routing::decide(&view, held_back, &mut wake);
+    let stalled = drift::stalled(&view);
+    let decision = routing::decide(&view, held_back, &stalled, &mut wake);
     if input.temporal.routing.update_in_progress {
         wake.after(input.fast_poll);
     }

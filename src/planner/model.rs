@@ -23,6 +23,8 @@ pub struct PlanInput {
     pub connection_hash: String,
     /// The controller's identity in Temporal.
     pub controller_identity: String,
+    /// Which install of the controller this is (empty: unknown, duplicates are not detected).
+    pub install_id: String,
     /// How soon to look again while waiting on Temporal-side facts (pollers registering,
     /// gates finishing, routing propagating): the `--fast-poll` flag.
     pub fast_poll: Duration,
@@ -84,6 +86,13 @@ pub struct ObservedDeployment {
     pub healthy_since: Option<Timestamp>,
     pub pod_template_hash: Option<String>,
     pub connection_hash: Option<String>,
+    /// The pod template changed since the Deployment was created (its revision is above 1):
+    /// it was rolled in place, for a Connection change (or pod-template drift under a custom
+    /// build ID).
+    pub rolled_in_place: bool,
+    /// Kubernetes gave up waiting for the Deployment's newest Pods: `Progressing=False` with
+    /// reason `ProgressDeadlineExceeded`, for the Deployment's current generation.
+    pub progress_deadline_exceeded: bool,
     /// The Deployment is already being deleted.
     pub deleting: bool,
     pub created_at: Option<Timestamp>,
@@ -206,6 +215,12 @@ pub enum Phase {
     TooManyVersions,
     /// Another identity owns routing in Temporal.
     ManagedElsewhere,
+    /// Versioned Deployments rolled for a Connection change did not get their new Pods Ready
+    /// by their progress deadline: needs the Connection (or the cluster) fixed.
+    ConnectionRolloutStalled,
+    /// Another install of the controller changes routing with this controller's identity:
+    /// needs a human to give each install its own identity.
+    DuplicateInstall,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -7,7 +7,8 @@
 //! - scales to zero or deletes a version Temporal knows unless visibility counted no open
 //!   workflow pinned to it;
 //! - routes (SetCurrent, SetRamping) to a version without ready pollers: registered in
-//!   Temporal and with an Available Deployment that has ready pods.
+//!   Temporal and with an Available Deployment that has ready pods, and whose Connection
+//!   roll has not stalled (its new Pods never became Ready).
 
 use std::time::Duration;
 
@@ -78,9 +79,19 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
         any::<bool>(),
         any::<bool>(),
         prop::bool::weighted(0.1),
+        prop::bool::weighted(0.15),
     )
         .prop_map(
-            move |(replicas, status_replicas, ready, healthy_since, tpl, conn, deleting)| {
+            move |(
+                replicas,
+                status_replicas,
+                ready,
+                healthy_since,
+                tpl,
+                conn,
+                deleting,
+                stalled,
+            )| {
                 ObservedDeployment {
                     name: format!("w-{build}"),
                     build_id: build.clone(),
@@ -90,6 +101,8 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     healthy_since,
                     pod_template_hash: Some(if tpl { "tpl" } else { "old" }.into()),
                     connection_hash: Some(if conn { "conn" } else { "old" }.into()),
+                    rolled_in_place: stalled,
+                    progress_deadline_exceeded: stalled,
                     deleting,
                     created_at: Some(ago(86_400)),
                 }
@@ -227,6 +240,7 @@ prop_compose! {
                 conflict_token: b"tok".to_vec(),
                 manager_identity: manager.into(),
                 last_modifier_identity: String::new(),
+                last_routing_install: None,
                 routing: if exists { routing } else { RoutingState::default() },
                 versions: if exists { versions } else { Vec::new() },
             },
@@ -243,6 +257,7 @@ prop_compose! {
             unversioned_pollers_on_all_queues: unversioned,
             connection_hash: "conn".into(),
             controller_identity: "me".into(),
+            install_id: String::new(),
             fast_poll: Duration::from_secs(1),
             now: ago(0),
         }
@@ -271,12 +286,23 @@ fn protected(input: &PlanInput, build: &str) -> Option<String> {
     }
 }
 
-/// Registered in Temporal, with an Available Deployment that has ready pods.
+/// Registered in Temporal, with an Available Deployment that has ready pods, and no live
+/// Deployment of the build whose roll to the current Connection stalled.
 fn has_ready_pollers(input: &PlanInput, build: &str) -> bool {
+    let live = || {
+        input
+            .deployments
+            .iter()
+            .filter(move |d| d.build_id == build && !d.deleting)
+    };
+    let stalled = live().any(|d| {
+        d.rolled_in_place
+            && d.progress_deadline_exceeded
+            && d.connection_hash.as_deref() == Some(input.connection_hash.as_str())
+    });
     input.temporal.version(build).is_some()
-        && input.deployments.iter().any(|d| {
-            d.build_id == build && !d.deleting && d.ready_replicas > 0 && d.healthy_since.is_some()
-        })
+        && live().any(|d| d.ready_replicas > 0 && d.healthy_since.is_some())
+        && !stalled
 }
 
 proptest! {

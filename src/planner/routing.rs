@@ -14,16 +14,20 @@
 //! 8. First version (nothing Current, unversioned workers not on every queue) → promote.
 //! 9. AllAtOnce → promote; Progressive → step algorithm.
 //!
-//! Finally, a routing change is dropped while another identity manages routing in Temporal,
-//! and the manager identity is claimed first when nobody holds it.
+//! Then a Connection roll that stalled (new Pods never Ready, see [`super::drift::stalled`])
+//! holds any change that would send more work to a stalled version and is what the rollout
+//! reports. Finally, a routing change is dropped while another identity manages routing in
+//! Temporal, and the manager identity is claimed first when nobody holds it.
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::planner::clock::{self, MANAGER_POLL, Wake};
 use crate::planner::gates::{self, GateState};
-use crate::planner::model::{Phase, Progress, RoutingChange, Step, StepProgress, Strategy};
+use crate::planner::model::{
+    ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
+};
 use crate::planner::progressive::{self, StepDecision};
-use crate::planner::view::View;
+use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -35,10 +39,117 @@ pub struct Decision {
 }
 
 /// `held_back`: set when the version limit prevents creating the target (the message).
-pub fn decide(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
+/// `stalled`: Deployments whose Connection roll stalled ([`super::drift::stalled`]).
+pub fn decide(
+    view: &View,
+    held_back: Option<String>,
+    stalled: &[&ObservedDeployment],
+    wake: &mut Wake,
+) -> Decision {
     let mut decision = route(view, held_back, wake);
+    apply_stall(view, stalled, &mut decision);
     apply_manager(view, &mut decision, wake);
+    apply_duplicate_install(view, &mut decision);
     decision
+}
+
+/// Another install of the controller made the last routing change with this controller's
+/// identity (it recorded its install ID on the version it routed to): both would keep
+/// changing the same worker deployment's routing. No routing write (nor manager claim) until
+/// a human gives each install its own identity; reported above everything else, since every
+/// other rule reasons about routing the two installs fight over.
+fn apply_duplicate_install(view: &View, d: &mut Decision) {
+    let input = view.input;
+    let t = &input.temporal;
+    let Some(record) = &t.last_routing_install else {
+        return;
+    };
+    if input.install_id.is_empty()
+        || t.last_modifier_identity != input.controller_identity
+        || record.install_id == input.install_id
+    {
+        return;
+    }
+    d.change = None;
+    d.claim_manager = false;
+    d.start_gates.clear();
+    d.progress = progress(
+        Phase::DuplicateInstall,
+        format!(
+            "Another install of the controller, {other:?}, changed routing with this controller's \
+             identity {identity:?} (it recorded itself on build ID {build}); this install is \
+             {mine:?}. Two installs with one identity fight over the same worker deployments, so \
+             this one changes no routing. Give each install a distinct identity (--identity, Helm \
+             value controller.identity); if install {other:?} is gone for good, remove the \
+             version metadata entry {key} of build ID {build} in Temporal",
+            other = record.install_id,
+            identity = input.controller_identity,
+            build = record.build_id,
+            mine = input.install_id,
+            key = crate::temporal::state::METADATA_INSTALL_ID,
+        ),
+    );
+}
+
+/// A stalled Connection roll: no routing change may send more work to a stalled version (the
+/// new build for SetCurrent/SetRamping, the current one when a ramp is cleared), and the
+/// rollout reports the stall, which needs the Connection or the cluster fixed. A failed gate
+/// keeps its own report: it needs a new build whatever happens to the Connection.
+fn apply_stall(view: &View, stalled: &[&ObservedDeployment], d: &mut Decision) {
+    if stalled.is_empty() || d.progress.phase == Phase::GateFailed {
+        return;
+    }
+    let is_stalled = |build: &str| stalled.iter().any(|s| s.build_id == build);
+    let receives = match &d.change {
+        Some(
+            RoutingChange::SetCurrent { build_id } | RoutingChange::SetRamping { build_id, .. },
+        ) => Some(build_id.as_str()),
+        Some(RoutingChange::ClearRamp) => view.current,
+        None => None,
+    };
+    if receives.is_some_and(is_stalled) {
+        d.change = None;
+    }
+    let names: Vec<String> = stalled
+        .iter()
+        .map(|s| {
+            format!(
+                "{} (build ID {}, {})",
+                s.name,
+                s.build_id,
+                role_word(view.role(&s.build_id))
+            )
+        })
+        .collect();
+    let held = if d.change.is_none() {
+        "; routing to these versions is held until they are Ready"
+    } else {
+        ""
+    };
+    d.progress = Progress {
+        phase: Phase::ConnectionRolloutStalled,
+        message: format!(
+            "New Pods of {} did not become Ready within the Deployment's progressDeadlineSeconds \
+             after the TemporalConnection changed (ProgressDeadlineExceeded); the old Pods keep \
+             serving with the previous settings{held}. Check the new Pods' events and logs \
+             (kubectl describe pod -l temporal.io/build-id=<build ID>) and the Connection's \
+             hostPort, TLS and API key Secret; the rollout resumes once the Pods are Ready or \
+             the fixed Connection has rolled them again",
+            names.join(", ")
+        ),
+        step: d.progress.step,
+        rollback: d.progress.rollback,
+    };
+}
+
+fn role_word(role: Role) -> &'static str {
+    match role {
+        Role::Target => "target",
+        Role::Current => "Current",
+        Role::Ramping => "Ramping",
+        Role::Old(Some(s)) => status_word(s),
+        Role::Old(None) => "not registered",
+    }
 }
 
 fn progress(phase: Phase, message: String) -> Progress {

@@ -10,7 +10,8 @@ use super::plan;
 use crate::api::twd::GateWorkflowStatus;
 use crate::planner::model::*;
 use crate::temporal::state::{
-    GateObservation, RoutingState, TemporalVersionStatus as T, VersionState, WorkerDeploymentState,
+    GateObservation, RoutingInstall, RoutingState, TemporalVersionStatus as T, VersionState,
+    WorkerDeploymentState,
 };
 
 use crate::fixtures::{NOW, ago, hours, ts};
@@ -577,6 +578,150 @@ fn case_36_custom_build_id_template_drift_is_a_rolling_update() {
     assert!(plan(&i).update.is_empty());
 }
 
+/// `build`'s Deployment was rolled in place to the current Connection and Kubernetes gave up
+/// waiting for its new Pods (`ProgressDeadlineExceeded`); its old Pods are still Ready.
+fn stall(i: &mut PlanInput, build: &str) {
+    let d = i
+        .deployments
+        .iter_mut()
+        .find(|d| d.build_id == build)
+        .expect("deployment of the stalled build");
+    d.rolled_in_place = true;
+    d.progress_deadline_exceeded = true;
+}
+
+#[test]
+fn a_stalled_connection_roll_of_the_target_holds_promotion_and_is_reported() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    stall(&mut i, "v2");
+    let p = plan(&i);
+    assert_eq!(
+        p.routing, None,
+        "never promote a version whose new Pods are not Ready"
+    );
+    assert!(!p.claim_manager);
+    assert_eq!(p.progress.phase, Phase::ConnectionRolloutStalled);
+    let m = &p.progress.message;
+    for part in [
+        "w-v2 (build ID v2, target)",
+        "ProgressDeadlineExceeded",
+        "routing to these versions is held",
+        "hostPort, TLS and API key Secret",
+    ] {
+        assert!(m.contains(part), "{part:?} missing from {m}");
+    }
+    // Recovery: Kubernetes sees the new Pods Ready (the condition flips back).
+    i.deployments[1].progress_deadline_exceeded = false;
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v2"));
+    assert_eq!(p.progress.phase, Phase::Complete);
+}
+
+#[test]
+fn a_stalled_ramping_target_does_not_advance_its_steps() {
+    let mut i = rollout(steps(&[(10.0, 60), (50.0, 60)]));
+    set_ramp(&mut i, "v2", 10.0, ago(3600));
+    stall(&mut i, "v2");
+    let p = plan(&i);
+    assert_eq!(p.routing, None, "{p:?}");
+    assert_eq!(p.progress.phase, Phase::ConnectionRolloutStalled);
+    // Without the stall the next step is due.
+    i.deployments[1].progress_deadline_exceeded = false;
+    assert_eq!(plan(&i).routing, set_ramping("v2", 50.0));
+}
+
+#[test]
+fn a_stalled_current_version_is_reported_but_work_may_move_off_it() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    stall(&mut i, "v1");
+    let p = plan(&i);
+    assert_eq!(
+        p.routing,
+        set_current("v2"),
+        "the healthy target takes over"
+    );
+    assert_eq!(p.progress.phase, Phase::ConnectionRolloutStalled);
+    assert!(
+        p.progress.message.contains("w-v1 (build ID v1, Current)"),
+        "{}",
+        p.progress.message
+    );
+    assert!(
+        !p.progress.message.contains("held"),
+        "{}",
+        p.progress.message
+    );
+
+    // Clearing a stale ramp sends the ramped share to the stalled Current version: held.
+    let mut i = settled();
+    i.deployments.push(ObservedDeployment::test("v3", 3));
+    i.temporal
+        .versions
+        .push(VersionState::test("v3", T::Ramping));
+    set_ramp(&mut i, "v3", 20.0, ago(60));
+    assert_eq!(plan(&i).routing, Some(RoutingChange::ClearRamp));
+    stall(&mut i, "v2");
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::ConnectionRolloutStalled);
+}
+
+#[test]
+fn a_stall_of_a_draining_version_keeps_a_finished_rollout_from_reading_ready() {
+    let mut i = with_old(VersionState::test("v1", T::Draining), 3);
+    stall(&mut i, "v1");
+    let p = plan(&i);
+    assert_eq!(p.progress.phase, Phase::ConnectionRolloutStalled);
+    assert!(
+        p.progress.message.contains("build ID v1, Draining"),
+        "{}",
+        p.progress.message
+    );
+    assert!(p.scale.iter().all(|s| s.replicas > 0), "{p:?}");
+}
+
+#[test]
+fn only_rolls_to_the_current_connection_count_as_stalled() {
+    // A fresh Deployment that never got Ready is a new version waiting for pollers, not a
+    // Connection roll.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments[1].progress_deadline_exceeded = true;
+    assert_ne!(plan(&i).progress.phase, Phase::ConnectionRolloutStalled);
+
+    // The Connection was fixed: the stalled Deployment carries the previous settings and is
+    // rolled again this reconcile; the old verdict says nothing about the new settings.
+    let mut i = rollout(Strategy::AllAtOnce);
+    stall(&mut i, "v2");
+    i.connection_hash = "conn-fixed".into();
+    let p = plan(&i);
+    assert_ne!(p.progress.phase, Phase::ConnectionRolloutStalled);
+    assert!(
+        p.update
+            .iter()
+            .any(|u| u.build_id == "v2" && u.reason == UpdateReason::ConnectionDrift),
+        "{p:?}"
+    );
+
+    // A Deployment being deleted is not part of the rollout any more.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.deployments.push(ObservedDeployment {
+        deleting: true,
+        ..ObservedDeployment::test("v0", 1)
+    });
+    stall(&mut i, "v0");
+    assert_ne!(plan(&i).progress.phase, Phase::ConnectionRolloutStalled);
+}
+
+#[test]
+fn a_failed_gate_outranks_a_stalled_connection_roll() {
+    let mut i = gated(Strategy::AllAtOnce, &["q1"]);
+    i.gates = vec![GateObservation::test("q1", GateWorkflowStatus::Failed)];
+    stall(&mut i, "v2");
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::GateFailed);
+}
+
 // ---------------------------------------------------------------------------------------
 // Routing preconditions
 // ---------------------------------------------------------------------------------------
@@ -697,6 +842,72 @@ fn another_manager_does_not_undo_a_completed_rollout() {
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.progress.phase, Phase::Complete);
+}
+
+/// The last routing change was made with our identity by install `install`, recorded on `build`.
+fn routed_by(i: &mut PlanInput, install: &str, build: &str) {
+    i.temporal.last_modifier_identity = i.controller_identity.clone();
+    i.temporal.last_routing_install = Some(RoutingInstall {
+        build_id: build.into(),
+        install_id: install.into(),
+    });
+}
+
+#[test]
+fn another_install_with_our_identity_stops_every_routing_write() {
+    let mut i = rollout(steps(&[(10.0, 60)]));
+    routed_by(&mut i, "install-b", "v1");
+    i.temporal.manager_identity = String::new();
+    let p = plan(&i);
+    assert_eq!(p.routing, None, "{p:?}");
+    assert!(!p.claim_manager);
+    assert_eq!(p.progress.phase, Phase::DuplicateInstall);
+    let m = &p.progress.message;
+    for part in [
+        "\"install-b\"",
+        "\"install-a\"",
+        "identity \"release/ns-uid\"",
+        "build ID v1",
+        "--identity, Helm value controller.identity",
+        "temporal.io/controller-install-id",
+    ] {
+        assert!(m.contains(part), "{part:?} missing from {m}");
+    }
+    // Even a finished rollout reports it: the other install may undo it any time.
+    let mut i = settled();
+    routed_by(&mut i, "install-b", "v2");
+    assert_eq!(plan(&i).progress.phase, Phase::DuplicateInstall);
+}
+
+#[test]
+fn our_own_record_or_another_identity_is_no_duplicate() {
+    // Our own install made the last change.
+    let mut i = rollout(Strategy::AllAtOnce);
+    routed_by(&mut i, "install-a", "v1");
+    assert_eq!(plan(&i).routing, set_current("v2"));
+    // Another identity made the last change: its install is none of our business.
+    let mut i = rollout(Strategy::AllAtOnce);
+    routed_by(&mut i, "install-b", "v1");
+    i.temporal.last_modifier_identity = "ops-oncall".into();
+    assert_ne!(plan(&i).progress.phase, Phase::DuplicateInstall);
+    // This install does not know its own ID: nothing can be told apart.
+    let mut i = rollout(Strategy::AllAtOnce);
+    routed_by(&mut i, "install-b", "v1");
+    i.install_id = String::new();
+    assert_eq!(plan(&i).routing, set_current("v2"));
+}
+
+#[test]
+fn last_routed_build_is_the_one_the_last_change_routed_to() {
+    let mut i = rollout(Strategy::AllAtOnce);
+    assert_eq!(i.temporal.last_routed_build(), Some("v1"));
+    set_ramp(&mut i, "v2", 10.0, ago(60));
+    assert_eq!(i.temporal.last_routed_build(), Some("v2"));
+    // Promoted after the ramp started.
+    i.temporal.routing.current_changed_at = Some(ago(10));
+    assert_eq!(i.temporal.last_routed_build(), Some("v1"));
+    i.temporal.routing = RoutingState::default();
+    assert_eq!(i.temporal.last_routed_build(), None);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ use crate::build_id;
 use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::reconcile::{Context, Failure, Settings};
-use crate::temporal::state::{GateObservation, TemporalVersionStatus, WorkerDeploymentState};
+use crate::temporal::state::{
+    GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
+};
 use crate::temporal::{self, ConnectionKey, TemporalClient, TemporalError};
 
 /// Everything observed for one reconcile.
@@ -45,6 +47,7 @@ impl Observed {
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
             controller_identity: settings.identity.clone(),
+            install_id: self.client.install_id().to_string(),
             fast_poll: settings.fast_poll,
             now,
         }
@@ -85,6 +88,8 @@ pub async fn all(
             });
         }
     };
+    let mut temporal = temporal;
+    temporal.last_routing_install = routing_install(&client, &name, &temporal).await;
     let facts = target_facts(&client, &name, desired, &temporal)
         .await
         .map_err(|e| Failure::StateFetchFailed(format!("describing target version: {e}")))?;
@@ -190,20 +195,45 @@ pub async fn owned_deployments(
     Ok(out)
 }
 
+/// Kubernetes' revision of a Deployment's pod template: `1` when created, one more per
+/// template change.
+const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
+/// The `Progressing` reason kube-controller-manager sets once a rollout has made no progress
+/// for `spec.progressDeadlineSeconds`.
+const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+
 /// Converts a Deployment to the planner's view; `None` for Deployments without a build ID.
 pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     let build_id = d.labels().get(LABEL_BUILD_ID)?.clone();
     let status = d.status.clone().unwrap_or_default();
-    let healthy_since = status
-        .conditions
-        .unwrap_or_default()
-        .into_iter()
+    let conditions = status.conditions.unwrap_or_default();
+    let healthy_since = conditions
+        .iter()
         .find(|c| c.type_ == "Available" && c.status == "True")
         .map(|c| {
             c.last_transition_time
+                .as_ref()
                 .map(|t| t.0)
                 .unwrap_or_else(Timestamp::now)
         });
+    // Judged by kube-controller-manager for the spec it last saw: right after our update the
+    // condition still describes the previous template until it catches up.
+    let current = match (d.meta().generation, status.observed_generation) {
+        (Some(generation), Some(observed)) => observed >= generation,
+        (_, None) => false,
+        (None, Some(_)) => true,
+    };
+    let progress_deadline_exceeded = current
+        && conditions.iter().any(|c| {
+            c.type_ == "Progressing"
+                && c.status == "False"
+                && c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED)
+        });
+    let rolled_in_place = d
+        .annotations()
+        .get(ANNOTATION_REVISION)
+        .and_then(|r| r.parse::<u64>().ok())
+        .is_some_and(|r| r > 1);
     let pod_annotations = d
         .spec
         .as_ref()
@@ -219,6 +249,8 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         healthy_since,
         pod_template_hash: pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned(),
         connection_hash: pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned(),
+        rolled_in_place,
+        progress_deadline_exceeded,
         deleting: d.meta().deletion_timestamp.is_some(),
         created_at: d.meta().creation_timestamp.as_ref().map(|t| t.0),
     })
@@ -345,6 +377,30 @@ pub async fn open_pinned_workflows(
     }
 }
 
+/// Which install made the last routing change, read only when that change was made with this
+/// controller's identity and this install knows its own ID: from the metadata each routing
+/// write records on the version it routed to. A failed read detects nothing this time.
+pub async fn routing_install(
+    client: &TemporalClient,
+    deployment: &str,
+    state: &WorkerDeploymentState,
+) -> Option<RoutingInstall> {
+    if client.install_id().is_empty() || state.last_modifier_identity != client.identity() {
+        return None;
+    }
+    let build = state.last_routed_build()?;
+    match client.describe_version(deployment, build).await {
+        Ok(detail) => detail?.install_id.map(|install_id| RoutingInstall {
+            build_id: build.to_string(),
+            install_id,
+        }),
+        Err(e) => {
+            tracing::warn!(build_id = %build, error = %e, "reading the install recorded on the last routed version failed");
+            None
+        }
+    }
+}
+
 /// Temporal facts about the target beyond the deployment summary.
 #[derive(Debug, Default)]
 pub struct TargetFacts {
@@ -390,4 +446,117 @@ pub async fn target_facts(
             .await?;
     }
     Ok(facts)
+}
+
+#[cfg(test)]
+mod connection_roll_tests {
+    use super::*;
+    use crate::planner::model::RoutingChange;
+    use crate::status::{self, Report};
+
+    /// The versioned Deployment of `build` as the API server returns it: rolled in place to
+    /// Connection hash `conn` (revision 2), 3 replicas, Available with 3 ready old Pods, and
+    /// the given `Progressing` condition for `observed` of generation 4.
+    fn deployment(build: &str, progressing: (&str, &str), observed: i64) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": format!("w-{build}"),
+                "generation": 4,
+                "labels": {LABEL_BUILD_ID: build},
+                "annotations": {"deployment.kubernetes.io/revision": "2"},
+                "creationTimestamp": "2026-03-01T12:00:00Z",
+            },
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {LABEL_BUILD_ID: build}},
+                "template": {
+                    "metadata": {"annotations": {
+                        ANNOTATION_CONNECTION_HASH: "conn",
+                        ANNOTATION_POD_TEMPLATE_HASH: "tpl",
+                    }},
+                    "spec": {"containers": [{"name": "worker", "image": "orders:v1"}]},
+                },
+            },
+            "status": {
+                "observedGeneration": observed,
+                "replicas": 4,
+                "readyReplicas": 3,
+                "updatedReplicas": 1,
+                "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                     "lastTransitionTime": "2026-03-01T12:05:00Z"},
+                    {"type": "Progressing", "status": progressing.0, "reason": progressing.1,
+                     "lastTransitionTime": "2026-03-02T11:55:00Z"},
+                ],
+            },
+        }))
+        .expect("fixture Deployment")
+    }
+
+    fn stalled(build: &str) -> Deployment {
+        deployment(build, ("False", "ProgressDeadlineExceeded"), 4)
+    }
+
+    /// v1 Current, v2 the healthy registered target (AllAtOnce would promote it now).
+    fn input(v1: Deployment, v2: Deployment) -> PlanInput {
+        let mut i = PlanInput::test();
+        i.deployments = [v1, v2].iter().filter_map(observed).collect();
+        i
+    }
+
+    fn reasons(i: &PlanInput) -> (Option<RoutingChange>, Vec<(String, String)>) {
+        let plan = planner::plan(i);
+        let s = status::compute(
+            None,
+            1,
+            &Report::Planned {
+                input: i,
+                plan: &plan,
+                routed: None,
+                outcome: Ok(()),
+            },
+            i.now,
+        );
+        let conditions = s
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), format!("{}/{}", c.status, c.reason)))
+            .collect();
+        (plan.routing, conditions)
+    }
+
+    #[test]
+    fn a_connection_roll_whose_new_pods_never_become_ready_stalls_and_holds_routing() {
+        let ok = deployment("v1", ("True", "NewReplicaSetAvailable"), 4);
+        let (routing, conditions) = reasons(&input(ok, stalled("v2")));
+        assert_eq!(routing, None, "no promotion of a stalled version");
+        let want = |s: &str| s.to_string();
+        assert_eq!(
+            conditions,
+            vec![
+                (want("Ready"), want("False/ConnectionRolloutStalled")),
+                (want("Progressing"), want("False/ConnectionRolloutStalled")),
+                (want("Reconciling"), want("False/ConnectionRolloutStalled")),
+                (want("Stalled"), want("True/ConnectionRolloutStalled")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stall_not_yet_judged_for_the_latest_spec_is_no_stall() {
+        // Right after the fixed Connection rolled v2 again, kube-controller-manager has not
+        // looked at generation 4 yet: the old verdict is about the previous template.
+        let ok = deployment("v1", ("True", "NewReplicaSetAvailable"), 4);
+        let v2 = deployment("v2", ("False", "ProgressDeadlineExceeded"), 3);
+        let (routing, _) = reasons(&input(ok.clone(), v2));
+        assert!(matches!(routing, Some(RoutingChange::SetCurrent { .. })));
+        // Pods Ready again: Kubernetes flips the condition back and the rollout resumes.
+        let recovered = deployment("v2", ("True", "NewReplicaSetAvailable"), 4);
+        let (routing, conditions) = reasons(&input(ok, recovered));
+        assert!(matches!(routing, Some(RoutingChange::SetCurrent { .. })));
+        assert!(
+            conditions.iter().all(|(_, c)| !c.contains("Stalled")),
+            "{conditions:?}"
+        );
+    }
 }

@@ -78,6 +78,9 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
             },
             template,
             strategy: Some(rollout_strategy()),
+            progress_deadline_seconds: Some(progress_deadline_seconds(
+                input.twd.spec.min_ready_seconds,
+            )),
             ..Default::default()
         }),
         status: None,
@@ -96,6 +99,17 @@ pub fn rollout_strategy() -> DeploymentStrategy {
             max_unavailable: Some(IntOrString::Int(0)),
         }),
     }
+}
+
+/// How long Kubernetes waits for a rollout of a versioned Deployment to make progress before it
+/// reports `Progressing=False` with reason `ProgressDeadlineExceeded`, which the controller
+/// reports as `ConnectionRolloutStalled` for a Connection roll.
+pub const PROGRESS_DEADLINE_SECONDS: i32 = 600;
+
+/// [`PROGRESS_DEADLINE_SECONDS`] after `minReadySeconds`: Kubernetes requires the deadline to
+/// exceed it, and a Pod is not progress until it has been Ready that long.
+pub fn progress_deadline_seconds(min_ready_seconds: Option<i32>) -> i32 {
+    PROGRESS_DEADLINE_SECONDS.saturating_add(min_ready_seconds.unwrap_or(0).max(0))
 }
 
 /// Re-renders an existing versioned Deployment in place, keeping its name, selector and
@@ -151,6 +165,8 @@ pub fn refresh_template(
     spec.template = template;
     spec.strategy = Some(rollout_strategy());
     spec.min_ready_seconds = input.twd.spec.min_ready_seconds;
+    spec.progress_deadline_seconds =
+        Some(progress_deadline_seconds(input.twd.spec.min_ready_seconds));
     if input.replicas.is_some() {
         spec.replicas = input.replicas;
     }
@@ -341,5 +357,47 @@ mod rollout_strategy_tests {
         }
         let refreshed = refresh_template(&old, &input).expect("refresh");
         assert_keeps_old_pods_until_new_ones_are_ready(&refreshed);
+    }
+}
+
+#[cfg(test)]
+mod progress_deadline_tests {
+    use super::*;
+
+    /// A roll whose new Pods never become Ready must end in Kubernetes' own verdict
+    /// (`ProgressDeadlineExceeded`) after a bounded time that `minReadySeconds` cannot eat.
+    #[test]
+    fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
+        let conn: TemporalConnectionSpec =
+            serde_json::from_value(serde_json::json!({"hostPort": "temporal:7233"}))
+                .expect("connection spec");
+        for (min_ready, want) in [(None, 600), (Some(30), 630)] {
+            let mut twd = TemporalWorkerDeployment::test();
+            twd.spec.min_ready_seconds = min_ready;
+            let input = VersionedDeploymentInput {
+                twd: &twd,
+                connection: &conn,
+                build_id: "v1-abc",
+                replicas: Some(2),
+            };
+            let created = versioned_deployment(&input).expect("render");
+            let deadline =
+                |d: &Deployment| d.spec.as_ref().and_then(|s| s.progress_deadline_seconds);
+            assert_eq!(
+                deadline(&created),
+                Some(want),
+                "created, minReady {min_ready:?}"
+            );
+            let mut old = created.clone();
+            if let Some(spec) = old.spec.as_mut() {
+                spec.progress_deadline_seconds = None;
+            }
+            let refreshed = refresh_template(&old, &input).expect("refresh");
+            assert_eq!(
+                deadline(&refreshed),
+                Some(want),
+                "refreshed, minReady {min_ready:?}"
+            );
+        }
     }
 }

@@ -46,6 +46,7 @@ const GATE_EXECUTION_TIMEOUT: Duration = Duration::from_secs(3600);
 const UNVERSIONED: &str = "__unversioned__";
 pub const METADATA_CONTROLLER: &str = "temporal.io/controller";
 pub const METADATA_CONTROLLER_VERSION: &str = "temporal.io/controller-version";
+pub use super::state::METADATA_INSTALL_ID;
 
 /// A Temporal namespace seen through one pooled connection, acting as one identity.
 #[derive(Clone)]
@@ -53,6 +54,8 @@ pub struct TemporalClient {
     conn: Connection,
     namespace: String,
     identity: String,
+    /// Which install of the controller this is (empty: unknown, nothing recorded or checked).
+    install_id: String,
     observer: Option<RpcObserver>,
     evict: Option<EvictHandle>,
 }
@@ -99,6 +102,32 @@ fn open_workflows_query(deployment: &str, build_id: &str, pinned_only: bool) -> 
     Some(q)
 }
 
+/// The version metadata a routing write records; no install entry while the install is
+/// unknown.
+fn metadata_entries(
+    identity: &str,
+    controller_version: &str,
+    install_id: &str,
+) -> HashMap<String, Payload> {
+    let mut entries = HashMap::from([
+        (
+            METADATA_CONTROLLER.to_string(),
+            json_payload(&serde_json::Value::from(identity)),
+        ),
+        (
+            METADATA_CONTROLLER_VERSION.to_string(),
+            json_payload(&serde_json::Value::from(controller_version)),
+        ),
+    ]);
+    if !install_id.is_empty() {
+        entries.insert(
+            METADATA_INSTALL_ID.to_string(),
+            json_payload(&serde_json::Value::from(install_id)),
+        );
+    }
+    entries
+}
+
 /// A JSON value as one `json/plain` payload, the encoding every SDK's default converter reads.
 fn json_payload(value: &serde_json::Value) -> Payload {
     Payload {
@@ -120,6 +149,7 @@ impl TemporalClient {
             conn,
             namespace: namespace.to_string(),
             identity: identity.to_string(),
+            install_id: String::new(),
             observer,
             evict,
         }
@@ -127,6 +157,16 @@ impl TemporalClient {
 
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// This client, recording `install_id` with its routing writes (version metadata).
+    pub fn with_install_id(mut self, install_id: &str) -> Self {
+        self.install_id = install_id.to_string();
+        self
+    }
+
+    pub fn install_id(&self) -> &str {
+        &self.install_id
     }
 
     pub fn namespace(&self) -> &str {
@@ -356,7 +396,8 @@ impl TemporalClient {
         Ok(resp.conflict_token)
     }
 
-    /// Records on the version which controller (identity and release) last acted on it.
+    /// Records on the version which controller (identity, release and install) last routed
+    /// to it.
     pub async fn update_version_metadata(
         &self,
         deployment: &str,
@@ -375,16 +416,7 @@ impl TemporalClient {
             namespace: self.namespace.clone(),
             version: legacy_version(deployment, build_id),
             deployment_version: version(deployment, build_id),
-            upsert_entries: HashMap::from([
-                (
-                    METADATA_CONTROLLER.to_string(),
-                    json_payload(&serde_json::Value::from(self.identity.as_str())),
-                ),
-                (
-                    METADATA_CONTROLLER_VERSION.to_string(),
-                    json_payload(&serde_json::Value::from(controller_version)),
-                ),
-            ]),
+            upsert_entries: metadata_entries(&self.identity, controller_version, &self.install_id),
             remove_entries: Vec::new(),
             identity: self.identity.clone(),
         };
@@ -729,5 +761,16 @@ mod tests {
         );
         let s = json_payload(&serde_json::Value::from("ctrl/ns/uid"));
         assert_eq!(s.data, b"\"ctrl/ns/uid\"");
+    }
+
+    #[test]
+    fn routing_writes_record_the_install_once_known() {
+        let known = metadata_entries("ctrl", "1.2.3", "install-a");
+        assert_eq!(
+            known.get(METADATA_INSTALL_ID).map(|p| p.data.as_slice()),
+            Some(&b"\"install-a\""[..])
+        );
+        assert!(known.contains_key(METADATA_CONTROLLER));
+        assert!(!metadata_entries("ctrl", "1.2.3", "").contains_key(METADATA_INSTALL_ID));
     }
 }

@@ -15,7 +15,8 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::{
 };
 
 use super::state::{
-    RoutingState, TemporalVersionStatus, VersionDetail, VersionState, WorkerDeploymentState,
+    METADATA_INSTALL_ID, RoutingState, TemporalVersionStatus, VersionDetail, VersionState,
+    WorkerDeploymentState,
 };
 use crate::api::twd::GateWorkflowStatus;
 
@@ -155,7 +156,16 @@ pub fn version_detail(resp: &DescribeWorkerDeploymentVersionResponse) -> Version
             .map(|q| (q.name.clone(), q.r#type))
             .collect();
     }
-    let mut detail = VersionDetail::default();
+    let mut detail = VersionDetail {
+        install_id: resp
+            .worker_deployment_version_info
+            .as_ref()
+            .and_then(|i| i.metadata.as_ref())
+            .and_then(|m| m.entries.get(METADATA_INSTALL_ID))
+            .and_then(|p| serde_json::from_slice::<String>(&p.data).ok())
+            .filter(|s| !s.is_empty()),
+        ..Default::default()
+    };
     for (name, kind) in queues {
         let list = if kind == TaskQueueType::Workflow as i32 {
             &mut detail.workflow_task_queues
@@ -569,5 +579,40 @@ mod tests {
         assert!(!is_unversioned_poller(&poller(Some(
             WorkerVersioningMode::Versioned
         ))));
+    }
+
+    #[test]
+    fn version_detail_reads_the_recorded_install() {
+        use temporalio_common::protos::temporal::api::common::v1::Payload;
+        use temporalio_common::protos::temporal::api::deployment::v1::{
+            VersionMetadata, WorkerDeploymentVersionInfo,
+        };
+        let with = |data: &[u8]| DescribeWorkerDeploymentVersionResponse {
+            worker_deployment_version_info: Some(WorkerDeploymentVersionInfo {
+                metadata: Some(VersionMetadata {
+                    entries: std::collections::HashMap::from([(
+                        METADATA_INSTALL_ID.to_string(),
+                        Payload {
+                            data: data.to_vec(),
+                            ..Default::default()
+                        },
+                    )]),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(
+            version_detail(&with(b"\"install-b\""))
+                .install_id
+                .as_deref(),
+            Some("install-b")
+        );
+        assert_eq!(version_detail(&with(b"\"\"")).install_id, None);
+        assert_eq!(version_detail(&with(b"not json")).install_id, None);
+        assert_eq!(
+            version_detail(&DescribeWorkerDeploymentVersionResponse::default()).install_id,
+            None
+        );
     }
 }

@@ -14,9 +14,24 @@ pub struct WorkerDeploymentState {
     /// Identity that owns routing changes; empty when nobody claimed it.
     pub manager_identity: String,
     pub last_modifier_identity: String,
+    /// Which install made the last routing change, when it was made with this controller's
+    /// identity: read from the metadata of the version that change routed to. `None` when not
+    /// read (another identity made it, or this install's ID is unknown) or not recorded.
+    pub last_routing_install: Option<RoutingInstall>,
     pub routing: RoutingState,
     /// Every version Temporal knows, in the order Temporal lists them.
     pub versions: Vec<VersionState>,
+}
+
+/// Version metadata: the install of the controller that last routed to the version. Two
+/// installs sharing one identity tell each other apart by it.
+pub const METADATA_INSTALL_ID: &str = "temporal.io/controller-install-id";
+
+/// The install recorded on the version the last routing change routed to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoutingInstall {
+    pub build_id: String,
+    pub install_id: String,
 }
 
 /// `routing_config` of the worker deployment.
@@ -71,6 +86,9 @@ pub struct VersionDetail {
     pub workflow_task_queues: Vec<String>,
     /// Activity-type task queues the version polls.
     pub activity_task_queues: Vec<String>,
+    /// The controller install recorded in the version's metadata by the last routing write to
+    /// it (`temporal.io/controller-install-id`).
+    pub install_id: Option<String>,
 }
 
 /// Outcome of a gate workflow as read with `DescribeWorkflowExecution`.
@@ -85,5 +103,18 @@ pub struct GateObservation {
 impl WorkerDeploymentState {
     pub fn version(&self, build_id: &str) -> Option<&VersionState> {
         self.versions.iter().find(|v| v.build_id == build_id)
+    }
+
+    /// The build the last routing change routed to: the ramping build if the ramp changed
+    /// last, else the current one. Each of our routing writes records the install on it.
+    pub fn last_routed_build(&self) -> Option<&str> {
+        let r = &self.routing;
+        let ramping = r.ramping_build_id.as_deref().filter(|b| !b.is_empty());
+        let current = r.current_build_id.as_deref().filter(|b| !b.is_empty());
+        match (ramping, r.ramp_percentage_changed_at, r.current_changed_at) {
+            (Some(b), Some(ramp_at), Some(current_at)) if ramp_at >= current_at => Some(b),
+            (Some(b), Some(_), None) => Some(b),
+            _ => current,
+        }
     }
 }
