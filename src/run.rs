@@ -198,8 +198,6 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         leader.clone(),
     ));
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
-    let janitor =
-        controller::build_connection_janitor(client.clone(), store.clone(), shutdown.clone());
 
     let readiness = Readiness::default();
     let listener = tokio::net::TcpListener::bind(opts.http_addr)
@@ -253,7 +251,6 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         };
         tokio::join!(
             controller_fut,
-            janitor,
             http,
             sync_fut,
             leader_fut.then(|_| async {})
