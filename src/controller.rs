@@ -14,6 +14,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tracing::warn;
 
 use crate::api::{FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment};
@@ -57,7 +58,14 @@ pub fn build(
     }));
     let mapper_store = store.clone();
     let shutdown = shutdown.shared();
-    let janitor = build_connection_janitor(client, scopes, store.clone(), shutdown.clone());
+    let janitor = build_connection_janitor(
+        client,
+        scopes,
+        store.clone(),
+        ctx.leader.clone(),
+        shutdown.clone(),
+    );
+    let won = leadership_won(ctx.leader.clone());
     let controller = Controller::for_stream(twds, store.clone())
         .owns_stream(deployments)
         // A Connection change requeues every TWD that references it.
@@ -73,6 +81,8 @@ pub fn build(
                 .map(|t| ObjectRef::from_obj(&*t))
                 .collect::<Vec<_>>()
         })
+        // Followers do nothing and wait; the replica that wins the Lease looks at everything.
+        .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -83,6 +93,12 @@ pub fn build(
     (store, async move {
         futures::join!(controller, janitor);
     })
+}
+
+/// One item each time this replica becomes the leader (and at once if it already is).
+fn leadership_won(leader: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
+    tokio_stream::wrappers::WatchStream::new(leader)
+        .filter_map(|leads| std::future::ready(leads.then_some(())))
 }
 
 /// Where the controller watches: the whole cluster (`None`) when no namespace is named, else
@@ -237,16 +253,27 @@ fn build_connection_janitor(
     client: kube::Client,
     scopes: Vec<Option<String>>,
     twd_store: Store<TemporalWorkerDeployment>,
+    leader: watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let (store, connections) =
         reflect_scopes::<TemporalConnection>(&client, &scopes, watcher::Config::default());
+    let won = leadership_won(leader.clone());
     Controller::for_stream(connections, store)
+        .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(
             move |conn: Arc<TemporalConnection>,
-                  ctx: Arc<(kube::Client, Store<TemporalWorkerDeployment>)>| async move {
-                let (client, store) = &*ctx;
+                  ctx: Arc<(
+                kube::Client,
+                Store<TemporalWorkerDeployment>,
+                watch::Receiver<bool>,
+            )>| async move {
+                let (client, store, leader) = &*ctx;
+                if !*leader.borrow() {
+                    // Only the leader writes; winning the Lease looks at every Connection.
+                    return Ok::<_, kube::Error>(Action::await_change());
+                }
                 let ns = conn.namespace().unwrap_or_default();
                 let used = store.state().iter().any(|t| {
                     t.namespace().as_deref() == Some(ns.as_str())
@@ -262,7 +289,7 @@ fn build_connection_janitor(
                 Ok(Action::await_change())
             },
             |_conn, _err, _ctx| Action::requeue(Duration::from_secs(5)),
-            Arc::new((client, twd_store)),
+            Arc::new((client, twd_store, leader)),
         )
         .for_each(|_| async {})
 }
