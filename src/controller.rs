@@ -4,13 +4,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt as _, Stream, StreamExt, stream};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tracing::warn;
 
 use crate::api::{FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment};
@@ -18,8 +22,12 @@ use crate::error::Error;
 use crate::reconcile::act::finalizers;
 use crate::reconcile::{self, Context};
 
-/// Builds the controller. Returns its reflector store (for the status API) and a future
-/// that runs it until `shutdown` resolves.
+/// Builds the controller and its connection janitor. Returns the TWD reflector store (for the
+/// status API) and a future that runs both until `shutdown` resolves.
+///
+/// With `watch_namespaces` set, every kind is watched with one watch per namespace, so a
+/// namespaced install needs only the Roles the chart renders in those namespaces (a
+/// cluster-wide watch would be refused with 403).
 pub fn build(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -28,51 +36,53 @@ pub fn build(
     impl std::future::Future<Output = ()>,
 ) {
     let client = ctx.client.clone();
-    let single_ns = match ctx.settings.watch_namespaces.as_slice() {
-        [one] => Some(one.clone()),
-        _ => None,
-    };
-    let (twds, deployments, connections): (
-        Api<TemporalWorkerDeployment>,
-        Api<Deployment>,
-        Api<TemporalConnection>,
-    ) = match &single_ns {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client, ns),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client),
-        ),
-    };
-    let controller = Controller::new(twds, watcher::Config::default());
-    let store = controller.store();
-    let mapper_store = store.clone();
-    let fut = controller
-        .owns(
-            deployments,
+    let scopes = scopes(&ctx.settings.watch_namespaces);
+    let (store, twds) =
+        reflect_scopes::<TemporalWorkerDeployment>(&client, &scopes, watcher::Config::default());
+    let deployments = stream::select_all(scopes.iter().map(|scope| {
+        // Metadata only, as `Controller::owns` does.
+        watcher(
+            api_in::<PartialObjectMeta<Deployment>>(&client, scope),
             watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
         )
-        // A Connection change requeues every TWD that references it.
-        .watches(
-            connections,
+        .touched_objects()
+        .boxed()
+    }));
+    let connections = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in::<TemporalConnection>(&client, scope),
             watcher::Config::default(),
-            move |conn: TemporalConnection| {
-                let ns = conn.namespace();
-                let name = conn.name_any();
-                mapper_store
-                    .state()
-                    .into_iter()
-                    .filter(|t| {
-                        t.namespace() == ns && t.spec.worker_options.connection_ref.name == name
-                    })
-                    .map(|t| ObjectRef::from_obj(&*t))
-                    .collect::<Vec<_>>()
-            },
         )
+        .touched_objects()
+        .boxed()
+    }));
+    let mapper_store = store.clone();
+    let shutdown = shutdown.shared();
+    let janitor = build_connection_janitor(
+        client,
+        scopes,
+        store.clone(),
+        ctx.leader.clone(),
+        shutdown.clone(),
+    );
+    let won = leadership_won(ctx.leader.clone());
+    let controller = Controller::for_stream(twds, store.clone())
+        .owns_stream(deployments)
+        // A Connection change requeues every TWD that references it.
+        .watches_stream(connections, move |conn: TemporalConnection| {
+            let ns = conn.namespace();
+            let name = conn.name_any();
+            mapper_store
+                .state()
+                .into_iter()
+                .filter(|t| {
+                    t.namespace() == ns && t.spec.worker_options.connection_ref.name == name
+                })
+                .map(|t| ObjectRef::from_obj(&*t))
+                .collect::<Vec<_>>()
+        })
+        // Followers do nothing and wait; the replica that wins the Lease looks at everything.
+        .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(reconcile::reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -80,7 +90,154 @@ pub fn build(
                 tracing::debug!(error = %e, "reconcile stream error");
             }
         });
-    (store, fut)
+    (store, async move {
+        futures::join!(controller, janitor);
+    })
+}
+
+/// One item each time this replica becomes the leader (and at once if it already is).
+fn leadership_won(leader: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
+    tokio_stream::wrappers::WatchStream::new(leader)
+        .filter_map(|leads| std::future::ready(leads.then_some(())))
+}
+
+/// Where the controller watches: the whole cluster (`None`) when no namespace is named, else
+/// each named namespace once.
+fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
+    if watch_namespaces.is_empty() {
+        return vec![None];
+    }
+    let mut out: Vec<Option<String>> = Vec::new();
+    for ns in watch_namespaces {
+        if !out.iter().any(|s| s.as_deref() == Some(ns.as_str())) {
+            out.push(Some(ns.clone()));
+        }
+    }
+    out
+}
+
+fn api_in<K>(client: &kube::Client, scope: &Option<String>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Watches `K` in every scope into one reflector store. Returns the store and the stream of
+/// applied objects (the controller's trigger).
+fn reflect_scopes<K>(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut writer = ScopedWriter::new(scopes.to_vec());
+    let reader = writer.reader();
+    let events = stream::select_all(scopes.iter().enumerate().map(|(i, scope)| {
+        watcher(api_in::<K>(client, scope), config.clone())
+            .map(move |event| (i, event))
+            .boxed()
+    }));
+    let applied = events.filter_map(move |(i, event)| {
+        let out = match event {
+            Ok(event) => {
+                writer.apply(i, &event);
+                match event {
+                    watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => Some(Ok(obj)),
+                    _ => None,
+                }
+            }
+            Err(e) => Some(Err(e)),
+        };
+        std::future::ready(out)
+    });
+    (reader, applied)
+}
+
+/// One reflector store fed by one watch per scope. A watch's (re)list only replaces the
+/// objects of its own scope (a plain `Writer` would replace the whole store), and the store
+/// reads as ready once every scope has listed.
+struct ScopedWriter<K: Resource<DynamicType = ()> + Clone + 'static> {
+    writer: Writer<K>,
+    scopes: Vec<Option<String>>,
+    /// The objects of a (re)list in progress, per scope.
+    buffers: Vec<Option<Vec<K>>>,
+    listed: Vec<bool>,
+    ready: bool,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> ScopedWriter<K> {
+    fn new(scopes: Vec<Option<String>>) -> Self {
+        let n = scopes.len();
+        Self {
+            writer: Writer::default(),
+            scopes,
+            buffers: vec![None; n],
+            listed: vec![false; n],
+            ready: false,
+        }
+    }
+
+    fn reader(&self) -> Store<K> {
+        self.writer.as_reader()
+    }
+
+    fn apply(&mut self, scope: usize, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
+                self.writer.apply_watcher_event(event);
+            }
+            watcher::Event::Init => self.buffers[scope] = Some(Vec::new()),
+            watcher::Event::InitApply(obj) => self.buffers[scope]
+                .get_or_insert_with(Vec::new)
+                .push(obj.clone()),
+            watcher::Event::InitDone => {
+                let fresh = self.buffers[scope].take().unwrap_or_default();
+                let keep: std::collections::HashSet<ObjectRef<K>> =
+                    fresh.iter().map(ObjectRef::from_obj).collect();
+                let reader = self.writer.as_reader();
+                let within = self.scopes[scope].clone();
+                for gone in reader.state().iter().filter(|o| {
+                    within
+                        .as_ref()
+                        .is_none_or(|ns| o.namespace().as_ref() == Some(ns))
+                        && !keep.contains(&ObjectRef::from_obj(&***o))
+                }) {
+                    self.writer
+                        .apply_watcher_event(&watcher::Event::Delete((**gone).clone()));
+                }
+                for obj in fresh {
+                    self.writer.apply_watcher_event(&watcher::Event::Apply(obj));
+                }
+                self.listed[scope] = true;
+                if !self.ready && self.listed.iter().all(|l| *l) {
+                    // Every scope has listed: mark the store ready (a relist of what it holds).
+                    self.writer.apply_watcher_event(&watcher::Event::Init);
+                    for obj in reader.state() {
+                        self.writer
+                            .apply_watcher_event(&watcher::Event::InitApply((*obj).clone()));
+                    }
+                    self.writer.apply_watcher_event(&watcher::Event::InitDone);
+                    self.ready = true;
+                }
+            }
+        }
+    }
 }
 
 /// Only errors that prevent any reconcile (an object without a namespace) end up here; every
@@ -91,19 +248,32 @@ fn error_policy(twd: Arc<TemporalWorkerDeployment>, err: &Error, _ctx: Arc<Conte
 }
 
 /// Connections whose last user is gone lose our finalizer (e.g. after a TWD switched to
-/// another Connection). Runs as a tiny second controller.
-pub fn build_connection_janitor(
+/// another Connection). Runs as a tiny second controller over the same namespaces.
+fn build_connection_janitor(
     client: kube::Client,
+    scopes: Vec<Option<String>>,
     twd_store: Store<TemporalWorkerDeployment>,
+    leader: watch::Receiver<bool>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let api: Api<TemporalConnection> = Api::all(client.clone());
-    Controller::new(api, watcher::Config::default())
+    let (store, connections) =
+        reflect_scopes::<TemporalConnection>(&client, &scopes, watcher::Config::default());
+    let won = leadership_won(leader.clone());
+    Controller::for_stream(connections, store)
+        .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(
             move |conn: Arc<TemporalConnection>,
-                  ctx: Arc<(kube::Client, Store<TemporalWorkerDeployment>)>| async move {
-                let (client, store) = &*ctx;
+                  ctx: Arc<(
+                kube::Client,
+                Store<TemporalWorkerDeployment>,
+                watch::Receiver<bool>,
+            )>| async move {
+                let (client, store, leader) = &*ctx;
+                if !*leader.borrow() {
+                    // Only the leader writes; winning the Lease looks at every Connection.
+                    return Ok::<_, kube::Error>(Action::await_change());
+                }
                 let ns = conn.namespace().unwrap_or_default();
                 let used = store.state().iter().any(|t| {
                     t.namespace().as_deref() == Some(ns.as_str())
@@ -119,7 +289,68 @@ pub fn build_connection_janitor(
                 Ok(Action::await_change())
             },
             |_conn, _err, _ctx| Action::requeue(Duration::from_secs(5)),
-            Arc::new((client, twd_store)),
+            Arc::new((client, twd_store, leader)),
         )
         .for_each(|_| async {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(ns: &str, name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.namespace = Some(ns.into());
+        cm.metadata.name = Some(name.into());
+        cm
+    }
+
+    fn names(store: &Store<ConfigMap>) -> Vec<String> {
+        let mut v: Vec<String> = store
+            .state()
+            .iter()
+            .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn list(w: &mut ScopedWriter<ConfigMap>, scope: usize, objs: &[ConfigMap]) {
+        w.apply(scope, &watcher::Event::Init);
+        for o in objs {
+            w.apply(scope, &watcher::Event::InitApply(o.clone()));
+        }
+        w.apply(scope, &watcher::Event::InitDone);
+    }
+
+    #[test]
+    fn one_watch_per_named_namespace_and_one_cluster_wide_watch_otherwise() {
+        assert_eq!(scopes(&[]), vec![None]);
+        assert_eq!(
+            scopes(&["a".into(), "b".into(), "a".into()]),
+            vec![Some("a".to_string()), Some("b".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_relist_of_one_namespace_keeps_the_others_and_ready_waits_for_all() {
+        let mut w = ScopedWriter::<ConfigMap>::new(vec![Some("a".into()), Some("b".into())]);
+        let store = w.reader();
+        list(&mut w, 0, &[cm("a", "x")]);
+        assert_eq!(names(&store), ["a/x"]);
+        assert!(
+            store.wait_until_ready().now_or_never().is_none(),
+            "ready before namespace b listed"
+        );
+        list(&mut w, 1, &[cm("b", "y")]);
+        assert!(store.wait_until_ready().now_or_never().is_some());
+        assert_eq!(names(&store), ["a/x", "b/y"]);
+        w.apply(1, &watcher::Event::Apply(cm("b", "z")));
+        // Namespace a relists (e.g. after its watch expired): x is gone, w is new; b is kept.
+        list(&mut w, 0, &[cm("a", "w")]);
+        assert_eq!(names(&store), ["a/w", "b/y", "b/z"]);
+        w.apply(1, &watcher::Event::Delete(cm("b", "y")));
+        assert_eq!(names(&store), ["a/w", "b/z"]);
+    }
 }

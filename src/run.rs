@@ -198,8 +198,6 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         leader.clone(),
     ));
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
-    let janitor =
-        controller::build_connection_janitor(client.clone(), store.clone(), shutdown.clone());
 
     let readiness = Readiness::default();
     let listener = tokio::net::TcpListener::bind(opts.http_addr)
@@ -253,7 +251,6 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         };
         tokio::join!(
             controller_fut,
-            janitor,
             http,
             sync_fut,
             leader_fut.then(|_| async {})
@@ -324,24 +321,23 @@ async fn leader_channel(
             },
         ));
     }
-    let mut builder =
-        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &opts.lease_name)
-            .with_identity(lease_identity(opts))
-            .with_duration(15)
-            .with_grace(5);
-    if let Some(ns) = &opts.lease_namespace {
-        builder = builder.with_namespace(ns);
-    }
-    let manager = builder
-        .build()
-        .await
-        .map_err(|e| RunError::Lease(e.to_string()))?;
-    let (lease_rx, watcher) = manager.watch().await;
+    let lease = LeaseConfig {
+        client: client.clone(),
+        name: opts.lease_name.clone(),
+        namespace: opts
+            .lease_namespace
+            .clone()
+            // kube-lease-manager's default.
+            .unwrap_or_else(|| "default".to_string()),
+        identity: lease_identity(opts),
+    };
+    let (mut lease_rx, mut watcher) = lease.watch().await?;
     let (tx, rx) = watch::channel(*lease_rx.borrow());
     metrics.set_leader(*lease_rx.borrow());
     let task = tokio::spawn(async move {
-        let mut lease_rx = lease_rx;
         let mut release = std::pin::pin!(release_rx);
+        let mut follow = tokio::time::interval(FOLLOWER_RECHECK);
+        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = &mut release => break,
@@ -351,6 +347,30 @@ async fn leader_channel(
                     tracing::info!(leader, "leader election state changed");
                     metrics.set_leader(leader);
                     if tx.send(leader).is_err() { break; }
+                }
+                // The lease manager of a follower sleeps until the holder's lease would expire
+                // and only then reads the Lease again, so it misses a release (a clean
+                // shutdown) by up to the lease duration. Re-read it here and start over with a
+                // fresh manager, which takes the free Lease at once.
+                _ = follow.tick(), if !*lease_rx.borrow() => {
+                    if lease.is_free().await {
+                        tracing::info!("leader lease is free; taking it over");
+                        // A follower holds nothing: stopping its manager writes nothing.
+                        watcher.abort();
+                        match lease.watch().await {
+                            Ok((new_rx, new_watcher)) => {
+                                lease_rx = new_rx;
+                                watcher = new_watcher;
+                                let leader = *lease_rx.borrow();
+                                metrics.set_leader(leader);
+                                if tx.send(leader).is_err() { break; }
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "restarting leader election failed");
+                                break;
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -362,6 +382,7 @@ async fn leader_channel(
         match watcher.await {
             Ok(Ok(_)) => tracing::info!("leader lease released"),
             Ok(Err(e)) => tracing::warn!(error = %e, "releasing the leader lease failed"),
+            Err(e) if e.is_cancelled() => {}
             Err(e) => tracing::warn!(error = %e, "leader lease task failed"),
         }
     });
@@ -372,6 +393,58 @@ async fn leader_channel(
             task,
         },
     ))
+}
+
+/// How often a follower re-reads the Lease to notice that it was released.
+const FOLLOWER_RECHECK: Duration = Duration::from_secs(1);
+/// The Lease's validity after each renewal, and how long before its end the leader renews it.
+const LEASE_DURATION_SECS: u64 = 15;
+const LEASE_GRACE_SECS: u64 = 5;
+
+type LeaseWatcher =
+    tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
+
+/// Where the Lease is and whom this process holds it as.
+struct LeaseConfig {
+    client: kube::Client,
+    name: String,
+    namespace: String,
+    identity: String,
+}
+
+impl LeaseConfig {
+    /// A fresh lease manager, watching: the channel says whether this process leads.
+    async fn watch(&self) -> Result<(watch::Receiver<bool>, LeaseWatcher), RunError> {
+        let manager = kube_lease_manager::LeaseManagerBuilder::new(self.client.clone(), &self.name)
+            .with_namespace(&self.namespace)
+            .with_identity(&self.identity)
+            .with_duration(LEASE_DURATION_SECS)
+            .with_grace(LEASE_GRACE_SECS)
+            .build()
+            .await
+            .map_err(|e| RunError::Lease(e.to_string()))?;
+        Ok(manager.watch().await)
+    }
+
+    /// True when nobody holds the Lease (released) or its holder's term has run out.
+    async fn is_free(&self) -> bool {
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        let Ok(Some(lease)) = leases.get_opt(&self.name).await else {
+            return false;
+        };
+        let spec = lease.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref().is_none_or(str::is_empty) {
+            return true;
+        }
+        match (spec.renew_time, spec.lease_duration_seconds) {
+            (Some(renewed), Some(secs)) => {
+                let until = renewed.0 + jiff::SignedDuration::from_secs(i64::from(secs));
+                until < jiff::Timestamp::now()
+            }
+            _ => true,
+        }
+    }
 }
 
 /// The identity this process holds the Lease under: the pod name, else

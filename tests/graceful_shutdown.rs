@@ -156,11 +156,13 @@ async fn sigterm_finishes_releases_the_lease_and_exits_zero() {
     eprintln!(
         "SIGTERM → exit 0 in {stopped_in:?}; holder after exit {after_exit:?}; replica-b leads {handover:?} after the signal"
     );
-    // Released, so replica-b takes over by the time the old lease would have expired
-    // (15 s after its last renewal) at the latest.
+    // Released: the follower re-reads the Lease every second while following, so it takes
+    // over within a few seconds of the exit instead of when the old lease would have expired
+    // (15 s after its last renewal).
+    let after_release = handover.saturating_sub(stopped_in);
     assert!(
-        handover < Duration::from_secs(20),
-        "hand-over took {handover:?}"
+        after_release < Duration::from_secs(4),
+        "hand-over took {after_release:?} after replica-a exited ({handover:?} after the signal)"
     );
     drop(second);
 }

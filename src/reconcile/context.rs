@@ -73,6 +73,12 @@ impl Context {
         }
     }
 
+    /// True while this replica may write (it holds the leader lease, or runs without
+    /// leader election). Checked before every write.
+    pub fn leads(&self) -> bool {
+        *self.leader.borrow()
+    }
+
     /// Records `outcome` and returns the failure streak including it (0 after a success).
     pub(super) fn streak(
         &self,

@@ -34,6 +34,10 @@ async fn finalize(ctx: &Context, twd: &TemporalWorkerDeployment) -> Outcome {
         kube::Error::Api(s) if s.code == 409 => Outcome::Stale,
         e => Outcome::Failed(Failure::CleanupPending(format!("{step}: {e}"))),
     };
+    // Every step writes: only while this replica leads.
+    if !ctx.leads() {
+        return Outcome::Stale;
+    }
     if let Err(e) = finalizers::delete_owned_deployments(ctx, twd).await {
         return kube_failed("deleting versioned Deployments", e);
     }
@@ -44,6 +48,9 @@ async fn finalize(ctx: &Context, twd: &TemporalWorkerDeployment) -> Outcome {
     };
     match connection {
         Some(connection) => {
+            if !ctx.leads() {
+                return Outcome::Stale;
+            }
             if let Err(message) = finalizers::cleanup_temporal(ctx, twd, &connection).await {
                 let deleting_for = twd
                     .meta()
@@ -68,6 +75,9 @@ async fn finalize(ctx: &Context, twd: &TemporalWorkerDeployment) -> Outcome {
                     .warning(twd, events::CLEANUP_ABANDONED, note)
                     .await;
             }
+            if !ctx.leads() {
+                return Outcome::Stale;
+            }
             if let Err(e) = finalizers::release_connection(ctx, twd, &connection).await {
                 return kube_failed("releasing the TemporalConnection", e);
             }
@@ -77,6 +87,9 @@ async fn finalize(ctx: &Context, twd: &TemporalWorkerDeployment) -> Outcome {
             connection = %twd.spec.worker_options.connection_ref.name,
             "TemporalConnection gone; skipping Temporal cleanup"
         ),
+    }
+    if !ctx.leads() {
+        return Outcome::Stale;
     }
     match finalizers::remove(ctx, twd).await {
         Ok(()) => Outcome::Done,

@@ -20,7 +20,6 @@ mod report;
 pub mod validate;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::runtime::controller::Action;
@@ -57,9 +56,10 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     if !ctx.settings.watches(&ns) {
         return Ok(Action::await_change());
     }
-    if !*ctx.leader.borrow() {
-        // Followers never write; re-check soon so a new leader picks up at once.
-        return Ok(Action::requeue(Duration::from_secs(2)));
+    if !ctx.leads() {
+        // Followers never write. Winning the Lease reconciles every object at once
+        // (`reconcile_all_on` in `src/controller.rs`), so there is nothing to poll for.
+        return Ok(Action::await_change());
     }
     let span = info_span!("reconcile", namespace = %ns, name = %twd.name_any(), generation = twd.metadata.generation);
     async move {
@@ -73,6 +73,10 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
             Outcome::Failed(_) => "error",
             Outcome::Done | Outcome::Stale => "success",
         });
+        if !ctx.leads() {
+            // Leadership was lost mid-reconcile: the new leader reports.
+            return Ok(Action::await_change());
+        }
         Ok(report::report(&ctx, attempt).await)
     }
     .instrument(span)

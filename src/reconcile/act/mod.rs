@@ -34,6 +34,15 @@ pub async fn apply(
     input: &PlanInput,
     plan: &Plan,
 ) -> Acted {
+    let not_leader = || Acted {
+        twd: twd.clone(),
+        done: Vec::new(),
+        // Nothing written; the new leader looks again.
+        outcome: Outcome::Stale,
+    };
+    if !ctx.leads() {
+        return not_leader();
+    }
     let twd = match finalizers::ensure(ctx, twd).await {
         Ok(twd) => twd,
         Err(outcome) => {
@@ -44,7 +53,13 @@ pub async fn apply(
             };
         }
     };
+    if !ctx.leads() {
+        return not_leader();
+    }
     finalizers::protect_connection(ctx, &observed.connection).await;
+    if !ctx.leads() {
+        return not_leader();
+    }
     let exec = ExecContext {
         kube: &ctx.client,
         temporal: &observed.client,

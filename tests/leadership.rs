@@ -1,0 +1,171 @@
+//! Leadership gates every write (issue 13 item 3): while another replica holds the Lease the
+//! controller writes nothing — not its reconciler, not its Connection janitor — and when the
+//! Lease is released it takes over and catches up with every object at once.
+//!
+//! Real control plane; the controller runs in-process with leader election; the Lease is held
+//! by a foreign identity until the test releases it. No Temporal: the Connection points at a
+//! closed port.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail, ensure};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use temporal_worker_controller::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
+
+const NS: &str = "leadership";
+const LEASE: &str = "twc-leadership";
+
+async fn run() -> Result<()> {
+    let plane = test_harness::control_plane::shared().await?;
+    let admin = plane.client().await?;
+    let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
+    test_harness::control_plane::install_crds(&admin, &crds).await?;
+    Api::<Namespace>::all(admin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
+        )
+        .await?;
+    // Another replica leads, for an hour.
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), NS);
+    leases
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": LEASE},
+                "spec": {
+                    "holderIdentity": "another-replica",
+                    "leaseDurationSeconds": 3600,
+                    "acquireTime": jiff::Timestamp::now().to_string(),
+                    "renewTime": jiff::Timestamp::now().to_string(),
+                }
+            }))?,
+        )
+        .await?;
+
+    // Work for a leader: a Connection nobody uses any more, being deleted (the janitor's job),
+    // and a TWD with no status yet (the reconciler's).
+    let conns: Api<TemporalConnection> = Api::namespaced(admin.clone(), NS);
+    conns
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "unused", "finalizers": [FINALIZER]},
+                "spec": {"hostPort": "127.0.0.1:1"},
+            }))?,
+        )
+        .await?;
+    conns.delete("unused", &DeleteParams::default()).await?;
+    conns
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "closed-port"},
+                "spec": {"hostPort": "127.0.0.1:1"},
+            }))?,
+        )
+        .await?;
+    let twds: Api<TemporalWorkerDeployment> = Api::namespaced(admin.clone(), NS);
+    twds.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "orders"},
+            "spec": {
+                "replicas": 1,
+                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
+                "rollout": {"strategy": "AllAtOnce"},
+                "workerOptions": {"connectionRef": {"name": "closed-port"}, "temporalNamespace": "default"},
+            },
+        }))?,
+    )
+    .await?;
+
+    let controller = temporal_worker_controller::run::start(
+        admin.clone(),
+        temporal_worker_controller::run::RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            leader_elect: true,
+            lease_name: LEASE.into(),
+            lease_namespace: Some(NS.into()),
+            watch_namespaces: vec![NS.into()],
+            ..Default::default()
+        },
+    )
+    .await?;
+
+    // A follower writes nothing.
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        let unused = conns.get_opt("unused").await?;
+        ensure!(
+            unused.is_some(),
+            "a follower released the finalizer of Connection 'unused' (the janitor wrote)"
+        );
+        let twd = twds.get("orders").await?;
+        ensure!(
+            twd.metadata
+                .finalizers
+                .as_ref()
+                .is_none_or(|f| f.is_empty())
+                && twd
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| s.observed_generation.is_none()),
+            "a follower wrote TWD 'orders': finalizers {:?}, status {:?}",
+            twd.metadata.finalizers,
+            twd.status
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // The other replica releases the Lease: this one takes over and does both jobs at once.
+    leases
+        .patch(
+            LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": null, "renewTime": null}})),
+        )
+        .await?;
+    let released = Instant::now();
+    let mut janitor_done = None;
+    let mut twd_done = None;
+    while janitor_done.is_none() || twd_done.is_none() {
+        if janitor_done.is_none() && conns.get_opt("unused").await?.is_none() {
+            janitor_done = Some(released.elapsed());
+        }
+        let twd = twds.get("orders").await?;
+        if twd_done.is_none()
+            && twd
+                .status
+                .as_ref()
+                .is_some_and(|s| s.observed_generation.is_some())
+        {
+            twd_done = Some(released.elapsed());
+        }
+        if released.elapsed() > Duration::from_secs(20) {
+            bail!(
+                "after the release: janitor {janitor_done:?}, reconciler {twd_done:?} within 20 s"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("after the release: janitor done in {janitor_done:?}, TWD status in {twd_done:?}");
+    for (what, took) in [("janitor", janitor_done), ("reconciler", twd_done)] {
+        let took = took.unwrap_or_default();
+        ensure!(
+            took < Duration::from_secs(5),
+            "the {what} caught up {took:?} after the Lease was released"
+        );
+    }
+    controller.stop().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_writes_nothing_and_a_new_leader_catches_up_at_once() {
+    run().await.expect("leadership");
+}

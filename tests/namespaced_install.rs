@@ -1,0 +1,399 @@
+//! Namespaced installs (issue 12 item 2): with `watchNamespaces` set to one and to two
+//! namespaces, the controller runs with exactly the Roles the chart renders for it (as its
+//! ServiceAccount, leader election on, Lease in the release namespace), completes an AllAtOnce
+//! rollout in every watched namespace, is never refused (no 403 in its log nor in the API
+//! server's audit log), and leaves a TWD in an unwatched namespace alone: no status, no
+//! finalizer, no Deployment, not a single request of the controller in that namespace.
+//!
+//! Real control plane, real Temporal dev server, real workers run by the kubelet stand-in (one
+//! per test binary, shared by both cases).
+
+#[path = "chart_support/mod.rs"]
+mod chart_support;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
+use tokio::sync::OnceCell;
+
+/// Infra lives on its own runtime so that it outlives each `#[tokio::test]` runtime (kube
+/// clients are tied to the runtime that built them).
+static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("namespaced-infra")
+        .build()
+        .expect("infra runtime")
+});
+
+struct Infra {
+    plane: &'static test_harness::control_plane::ControlPlane,
+    temporal_address: String,
+    _kubelet: test_harness::kubelet::Kubelet,
+}
+
+static INFRA: OnceCell<Arc<Infra>> = OnceCell::const_new();
+
+/// Everything the controllers of this binary log (they run in-process), to look for 403s.
+static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Tee;
+
+impl std::io::Write for Tee {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut log) = LOG.lock() {
+            log.extend_from_slice(buf);
+        }
+        std::io::stderr().write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+fn log_text() -> String {
+    String::from_utf8_lossy(&LOG.lock().map(|l| l.clone()).unwrap_or_default()).into_owned()
+}
+
+async fn infra() -> Result<Arc<Infra>> {
+    INFRA
+        .get_or_try_init(|| async {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| {
+                    // The controller's stream errors (a refused watch among them) are debug.
+                    "warn,temporal_worker_controller=info,temporal_worker_controller::controller=debug"
+                        .into()
+                }))
+                .with_ansi(false)
+                .with_writer(|| Tee)
+                .try_init();
+            let plane = test_harness::control_plane::shared().await?;
+            let client = plane.client().await?;
+            let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
+            test_harness::control_plane::install_crds(&client, &crds).await?;
+            let temporal = test_harness::temporal_server::shared().await?;
+            let kubelet = test_harness::kubelet::Kubelet::start(client).await?;
+            Ok(Arc::new(Infra {
+                plane,
+                temporal_address: temporal.address(),
+                _kubelet: kubelet,
+            }))
+        })
+        .await
+        .cloned()
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    match nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
+        )
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        other => other.map(|_| ()).map_err(Into::into),
+    }
+}
+
+async fn apply(client: &kube::Client, ns: &str, ar: &ApiResource, obj: Value) -> Result<()> {
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .context("object without a name")?
+        .to_string();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
+    api.patch(
+        &name,
+        &PatchParams::apply("namespaced-install-test").force(),
+        &Patch::Apply(&obj),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A Connection `temporal` and a TWD `name` (AllAtOnce, one replica, image tag `v1`) in `ns`.
+async fn apply_rollout(
+    client: &kube::Client,
+    infra: &Infra,
+    ns: &str,
+    name: &str,
+    temporal_ns: &str,
+) -> Result<()> {
+    apply(
+        client,
+        ns,
+        &ApiResource::erase::<TemporalConnection>(&()),
+        json!({
+            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalConnection",
+            "metadata": {"name": "temporal", "namespace": ns},
+            "spec": {"hostPort": infra.temporal_address},
+        }),
+    )
+    .await?;
+    apply(
+        client,
+        ns,
+        &ApiResource::erase::<TemporalWorkerDeployment>(&()),
+        json!({
+            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{
+                        "name": "worker",
+                        "image": "registry.example/worker:v1",
+                        "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": format!("tq-{ns}")}]
+                    }]}
+                },
+                "rollout": {"strategy": "AllAtOnce"},
+                "sunset": {"scaledownDelay": "2s", "deleteDelay": "2s"},
+                "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns}
+            }
+        }),
+    )
+    .await
+}
+
+fn ready(twd: &TemporalWorkerDeployment) -> bool {
+    let status = twd.status.as_ref();
+    status.is_some_and(|s| {
+        s.observed_generation == twd.metadata.generation
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == "RolloutComplete")
+    })
+}
+
+/// The requests of `user` the API server refused, and those that touched namespace `outside`.
+fn audit_findings(
+    plane: &test_harness::control_plane::ControlPlane,
+    user: &str,
+    outside: &[&str],
+) -> Result<(Vec<String>, Vec<String>)> {
+    let events = plane.audit_events()?;
+    let mine = events.iter().filter(|e| e.acting_user() == user);
+    let describe = |e: &test_harness::control_plane::AuditEvent| {
+        format!("{} {} → {}", e.verb, e.request_uri, e.code())
+    };
+    let denied = mine
+        .clone()
+        .filter(|e| e.code() == 403)
+        .map(describe)
+        .collect();
+    let touched = mine
+        .filter(|e| {
+            e.object_ref
+                .as_ref()
+                .is_some_and(|o| outside.contains(&o.namespace.as_str()))
+        })
+        .map(describe)
+        .collect();
+    Ok((denied, touched))
+}
+
+fn forbidden_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("403") || l.contains("forbidden")
+        })
+        .collect()
+}
+
+/// One namespaced install: `tag` names its release namespace and watched namespaces.
+async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
+    let infra = infra().await?;
+    let plane = infra.plane;
+    let admin = plane.client().await?;
+    let release_ns = format!("twc-{tag}");
+    let watched: Vec<String> = (0..watched).map(|i| format!("{tag}-team-{i}")).collect();
+    let outside = format!("{tag}-unwatched");
+    for ns in watched.iter().chain([&outside]) {
+        create_namespace(&admin, ns).await?;
+    }
+
+    // The chart's identity for this install; its Roles live in the watched namespaces.
+    let values = json!({
+        "controller": {"identity": format!("twc-{tag}")},
+        "watchNamespaces": watched,
+    });
+    let id = chart_support::install_identity(plane, &values, &release_ns).await?;
+    let kinds: Vec<&str> = id.grants.iter().map(|(k, _)| k.as_str()).collect();
+    ensure!(
+        kinds
+            .iter()
+            .all(|k| !k.contains("-manager") || k.starts_with("Role/")),
+        "a namespaced install must grant its manager rules with Roles only: {kinds:?}"
+    );
+    let user = format!("system:serviceaccount:{release_ns}:{}", id.service_account);
+    let controller_client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
+    let controller = temporal_worker_controller::run::start(
+        controller_client,
+        temporal_worker_controller::run::RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            leader_elect: true,
+            lease_namespace: Some(release_ns.clone()),
+            watch_namespaces: watched.clone(),
+            identity: format!("twc-{tag}"),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            ..Default::default()
+        },
+    )
+    .await?;
+
+    // A rollout in every watched namespace, and one TWD nobody should touch.
+    let server = test_harness::temporal_server::shared().await?;
+    for ns in &watched {
+        let temporal_ns = format!("ns-install-{ns}");
+        server.create_namespace(&temporal_ns).await?;
+        apply_rollout(&admin, &infra, ns, "orders", &temporal_ns).await?;
+    }
+    apply_rollout(&admin, &infra, &outside, "orders", "ns-install-unwatched").await?;
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(120);
+    let mut pending: Vec<String> = watched.clone();
+    while !pending.is_empty() {
+        let (denied, _) = audit_findings(plane, &user, &[])?;
+        ensure!(
+            denied.is_empty(),
+            "the API server refused {user}: {denied:#?}"
+        );
+        let mut still = Vec::new();
+        for ns in &pending {
+            let twd = Api::<TemporalWorkerDeployment>::namespaced(admin.clone(), ns)
+                .get("orders")
+                .await?;
+            if !ready(&twd) {
+                if Instant::now() > deadline {
+                    bail!(
+                        "{ns}/orders not Ready=True/RolloutComplete after {:?}; status: {}",
+                        started.elapsed(),
+                        serde_json::to_string_pretty(&twd.status)?
+                    );
+                }
+                still.push(ns.clone());
+            }
+        }
+        pending = still;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!(
+        "[{tag}] rollouts complete in {watched:?} after {:?}",
+        started.elapsed()
+    );
+
+    // The unwatched TWD stays as the admin applied it, for a while after the others finished.
+    let outside_twds = Api::<TemporalWorkerDeployment>::namespaced(admin.clone(), &outside);
+    let outside_deps = Api::<Deployment>::namespaced(admin.clone(), &outside);
+    let watch_until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < watch_until {
+        let twd = outside_twds.get("orders").await?;
+        // The CRD's default status (Ready=Unknown/WaitingForController) is all it may have.
+        let observed = twd.status.as_ref().is_some_and(|s| {
+            s.observed_generation.is_some()
+                || s.conditions
+                    .iter()
+                    .any(|c| c.reason != "WaitingForController")
+        });
+        ensure!(!observed, "unwatched TWD got a status: {:?}", twd.status);
+        ensure!(
+            twd.metadata
+                .finalizers
+                .as_ref()
+                .is_none_or(|f| f.is_empty()),
+            "unwatched TWD got finalizers {:?}",
+            twd.metadata.finalizers
+        );
+        let deps = outside_deps.list(&ListParams::default()).await?;
+        ensure!(
+            deps.items.is_empty(),
+            "Deployments in the unwatched namespace: {:?}",
+            deps.items
+                .iter()
+                .map(|d| d.metadata.name.clone())
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let conn = Api::<TemporalConnection>::namespaced(admin.clone(), &outside)
+        .get("temporal")
+        .await?;
+    ensure!(
+        conn.metadata
+            .finalizers
+            .as_ref()
+            .is_none_or(|f| f.is_empty()),
+        "unwatched Connection got finalizers {:?}",
+        conn.metadata.finalizers
+    );
+
+    // The lease of this install is held by it, in its release namespace.
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), &release_ns)
+            .get(temporal_worker_controller::run::defaults::LEASE_NAME)
+            .await?;
+    ensure!(
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .is_some_and(|h| h.starts_with(&format!("twc-{tag}"))),
+        "the Lease in {release_ns} is not held by this install"
+    );
+
+    controller.stop().await;
+    // The audit event of a request is written as it completes: give the last ones a moment.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (denied, touched) = audit_findings(plane, &user, &[outside.as_str()])?;
+    ensure!(
+        denied.is_empty(),
+        "the API server refused {user}: {denied:#?}"
+    );
+    ensure!(
+        touched.is_empty(),
+        "{user} sent requests into the unwatched namespace {outside}: {touched:#?}"
+    );
+    let log = log_text();
+    let forbidden = forbidden_lines(&log);
+    ensure!(
+        forbidden.is_empty(),
+        "the controller's log mentions a refusal:\n{}",
+        forbidden.join("\n")
+    );
+    let mine = plane
+        .audit_events()?
+        .iter()
+        .filter(|e| e.acting_user() == user)
+        .count();
+    eprintln!("[{tag}] {mine} requests of {user} audited, none refused, none in {outside}");
+    let _ = std::io::stderr().flush();
+    Ok(())
+}
+
+#[test]
+fn one_watched_namespace_runs_with_the_charts_roles() {
+    RT.block_on(async { RT.spawn(namespaced_install("nsone", 1)).await })
+        .expect("task")
+        .expect("namespaced install with one namespace");
+}
+
+#[test]
+fn two_watched_namespaces_run_with_the_charts_roles() {
+    RT.block_on(async { RT.spawn(namespaced_install("nstwo", 2)).await })
+        .expect("task")
+        .expect("namespaced install with two namespaces");
+}
