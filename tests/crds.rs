@@ -64,12 +64,7 @@ fn twd_name_rules_are_in_the_schema() {
 /// the gate's `input`) fails here, not in a user's cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_api_server_accepts_every_crd() {
-    let plane = test_harness::control_plane::shared()
-        .await
-        .expect("start the control plane");
-    let client = plane.client().await.expect("admin client");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-    test_harness::control_plane::install_crds(&client, &dir)
+    test_harness::control_plane::shared_with_crds()
         .await
         .expect("kube-apiserver refused a CRD");
 }
@@ -82,12 +77,7 @@ async fn the_real_api_server_refuses_zero_replicas() {
     use kube::api::{Api, DynamicObject, PostParams};
     use kube::core::{ApiResource, GroupVersionKind};
 
-    let plane = test_harness::control_plane::shared()
-        .await
-        .expect("start the control plane");
-    let client = plane.client().await.expect("admin client");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-    test_harness::control_plane::install_crds(&client, &dir)
+    let (_, client) = test_harness::control_plane::shared_with_crds()
         .await
         .expect("kube-apiserver refused a CRD");
     let gvk = GroupVersionKind::gvk("temporal.io", "v1alpha1", "TemporalWorkerDeployment");

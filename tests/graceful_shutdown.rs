@@ -79,14 +79,9 @@ fn dynamic(kind: &str) -> ApiResource {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_releases_the_lease_and_exits_zero() {
-    let plane = test_harness::control_plane::shared()
+    let (plane, client) = test_harness::control_plane::shared_with_crds()
         .await
-        .expect("start the control plane");
-    let client = plane.client().await.expect("admin client");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-    test_harness::control_plane::install_crds(&client, &dir)
-        .await
-        .expect("install CRDs");
+        .expect("control plane with CRDs");
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace =
         serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");

@@ -601,3 +601,17 @@ pub async fn install_crds(client: &kube::Client, dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// The repository's CRDs (`crds/`).
+pub fn repo_crds_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crds")
+}
+
+/// The shared control plane with the repository's CRDs installed, and an admin client for the
+/// caller's runtime.
+pub async fn shared_with_crds() -> Result<(&'static ControlPlane, kube::Client)> {
+    let plane = shared().await?;
+    let client = plane.client().await?;
+    install_crds(&client, &repo_crds_dir()).await?;
+    Ok((plane, client))
+}
