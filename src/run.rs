@@ -26,6 +26,9 @@ pub struct RunOptions {
     pub lease_namespace: Option<String>,
     pub watch_namespaces: Vec<String>,
     pub identity: String,
+    /// Recorded with every routing write to tell installs apart that share `identity`
+    /// (duplicate-install detection). `None` or empty: [`RunOptions::install_id`] derives it.
+    pub install_id: Option<String>,
     pub idle_interval: Duration,
     pub fast_poll: Duration,
     pub max_versions_ineligible_for_deletion: usize,
@@ -70,12 +73,47 @@ impl Default for RunOptions {
             lease_namespace: None,
             watch_namespaces: Vec::new(),
             identity: defaults::IDENTITY.into(),
+            install_id: None,
             idle_interval: defaults::IDLE_INTERVAL,
             fast_poll: defaults::FAST_POLL,
             max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
             rollback_window: defaults::ROLLBACK_WINDOW,
             pod_name: None,
             api_auth: ApiAuth::None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The install ID: `--install-id` if set, else `<lease namespace>/<lease name>`, else the
+    /// controller identity.
+    ///
+    /// The default must survive upgrades of one install (a new ID after `helm upgrade` would
+    /// make the install look like a stranger to its own earlier routing writes and stall it as
+    /// `DuplicateInstall`) and differ between installs: the Lease's namespace and name are
+    /// both. Two installs sharing one Lease would share leadership too, so in one cluster a
+    /// distinct install already has a distinct Lease; the pod name or a random value would
+    /// change on every rollout. Without a namespace (run outside a pod, no `--lease-namespace`)
+    /// nothing install-specific is known and the identity is used; installs in different
+    /// clusters with the same release namespace and Lease name also collide, so they set
+    /// `--install-id` explicitly.
+    pub fn install_id(&self) -> String {
+        if let Some(id) = self
+            .install_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
+            return id.to_string();
+        }
+        match self
+            .lease_namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            Some(ns) => format!("{ns}/{}", self.lease_name),
+            None => self.identity.clone(),
         }
     }
 }
@@ -267,8 +305,11 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
 
 /// The reconciler's settings from the typed options.
 fn settings(opts: &RunOptions) -> Settings {
+    let install_id = opts.install_id();
+    tracing::info!(identity = %opts.identity, %install_id, "Temporal identity and install ID");
     Settings {
         identity: opts.identity.clone(),
+        install_id,
         controller_version: env!("CARGO_PKG_VERSION").to_string(),
         idle_interval: opts.idle_interval,
         fast_poll: opts.fast_poll,
@@ -488,5 +529,54 @@ mod tests {
         let b = lease_identity(&RunOptions::default());
         assert_ne!(a, b, "two processes would share the lease identity {a:?}");
         assert!(a.starts_with(defaults::IDENTITY), "{a}");
+    }
+
+    #[test]
+    fn install_id_defaults_to_the_lease_and_is_overridable() {
+        let in_pod = RunOptions {
+            lease_namespace: Some("temporal-system".into()),
+            lease_name: "twc-east".into(),
+            pod_name: Some("twc-7d9f-abcde".into()),
+            ..RunOptions::default()
+        };
+        assert_eq!(in_pod.install_id(), "temporal-system/twc-east");
+        // Stable across a rollout (new pod name) and the process.
+        let upgraded = RunOptions {
+            pod_name: Some("twc-5c4b-fghij".into()),
+            ..in_pod.clone()
+        };
+        assert_eq!(upgraded.install_id(), in_pod.install_id());
+        assert_eq!(settings(&in_pod).install_id, "temporal-system/twc-east");
+        // Distinct between installs: another namespace or another Lease.
+        let other_ns = RunOptions {
+            lease_namespace: Some("team-a".into()),
+            ..in_pod.clone()
+        };
+        let other_lease = RunOptions {
+            lease_name: "twc-west".into(),
+            ..in_pod.clone()
+        };
+        assert_ne!(other_ns.install_id(), in_pod.install_id());
+        assert_ne!(other_lease.install_id(), in_pod.install_id());
+        // No namespace known: the controller identity.
+        for ns in [None, Some(String::new())] {
+            let outside = RunOptions {
+                lease_namespace: ns,
+                identity: "prod-east".into(),
+                ..RunOptions::default()
+            };
+            assert_eq!(outside.install_id(), "prod-east");
+        }
+        // An explicit ID wins; an empty one means "derive".
+        let explicit = RunOptions {
+            install_id: Some(" cluster-1/twc ".into()),
+            ..in_pod.clone()
+        };
+        assert_eq!(explicit.install_id(), "cluster-1/twc");
+        let empty = RunOptions {
+            install_id: Some(String::new()),
+            ..in_pod.clone()
+        };
+        assert_eq!(empty.install_id(), in_pod.install_id());
     }
 }
