@@ -132,7 +132,7 @@ pub enum RunError {
 }
 
 /// How long in-flight reconciles may take to finish after a stop request. A Temporal call is
-/// bounded by 20 s, and Kubernetes SIGKILLs 30 s after SIGTERM by default: the lease is
+/// bounded by 20 s (a write by 8 s), and Kubernetes SIGKILLs 30 s after SIGTERM by default: the lease is
 /// released within what is left.
 pub const DRAIN_BUDGET: Duration = Duration::from_secs(22);
 /// How long releasing the lease may take.
@@ -438,9 +438,16 @@ async fn leader_channel(
 
 /// How often a follower re-reads the Lease to notice that it was released.
 const FOLLOWER_RECHECK: Duration = Duration::from_secs(1);
-/// The Lease's validity after each renewal, and how long before its end the leader renews it.
+/// The Lease's validity after each renewal, and how long before its end the leader renews it
+/// (every 5 s). While renewals succeed, the holder's Lease always has at least the grace left,
+/// so a Temporal write it starts (bounded by `temporal::client::WRITE_TIMEOUT`, shorter than the
+/// grace) ends before that Lease could expire and another replica take over, even if the
+/// renewals after the write started all fail. A crashed leader is still replaced after 15 s.
 const LEASE_DURATION_SECS: u64 = 15;
-const LEASE_GRACE_SECS: u64 = 5;
+const LEASE_GRACE_SECS: u64 = 10;
+/// Clock skew between this node and the next leader's that the write bound tolerates.
+#[cfg(test)]
+const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(1);
 
 type LeaseWatcher =
     tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
@@ -529,6 +536,24 @@ mod tests {
         let b = lease_identity(&RunOptions::default());
         assert_ne!(a, b, "two processes would share the lease identity {a:?}");
         assert!(a.starts_with(defaults::IDENTITY), "{a}");
+    }
+
+    #[test]
+    fn a_temporal_write_ends_before_the_lease_it_started_under_can_expire() {
+        use crate::temporal::client::WRITE_TIMEOUT;
+        let grace = Duration::from_secs(LEASE_GRACE_SECS);
+        assert!(
+            WRITE_TIMEOUT + CLOCK_SKEW_ALLOWANCE <= grace,
+            "a write of up to {WRITE_TIMEOUT:?} can outlast the {grace:?} of Lease left at renewal"
+        );
+        const {
+            assert!(
+                LEASE_GRACE_SECS < LEASE_DURATION_SECS,
+                "the lease manager needs a renewal before expiry"
+            );
+            // Renewing every second or faster would only load the API server.
+            assert!(LEASE_DURATION_SECS - LEASE_GRACE_SECS >= 2);
+        }
     }
 
     #[test]
