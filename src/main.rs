@@ -94,6 +94,11 @@ struct RunArgs {
         default_value = defaults::IDENTITY
     )]
     identity: String,
+    /// Recorded with every routing write so that a second install using the same identity is
+    /// detected (DuplicateInstall). Default: `<lease namespace>/<lease name>`, which stays the
+    /// same across upgrades; without a namespace, the identity.
+    #[arg(long, env = "TWC_INSTALL_ID")]
+    install_id: Option<String>,
     /// Re-check interval for rollouts with nothing pending (Go duration).
     #[arg(long, default_value_t = GoDuration(defaults::IDLE_INTERVAL))]
     idle_interval: GoDuration,
@@ -221,6 +226,7 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
             .filter(|s| !s.is_empty())
             .collect(),
         identity: args.identity,
+        install_id: args.install_id,
         idle_interval: args.idle_interval.0,
         fast_poll: args.fast_poll.0,
         max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
@@ -268,6 +274,7 @@ mod tests {
         assert_eq!(args.rollback_window.0, d.rollback_window);
         assert_eq!(args.identity, d.identity);
         assert_eq!(args.lease_name, d.lease_name);
+        assert_eq!(args.install_id, d.install_id);
         assert_eq!(
             args.max_versions_ineligible_for_deletion,
             d.max_versions_ineligible_for_deletion
@@ -279,6 +286,21 @@ mod tests {
         assert_eq!(args.fast_poll.0, Duration::from_millis(250));
         assert!(Cli::try_parse_from(["twc", "run", "--fast-poll", "soon"]).is_err());
         assert!(Cli::try_parse_from(["twc", "run", "--api-auth", "oidc"]).is_err());
+    }
+
+    #[test]
+    fn install_id_flag_parses() {
+        let cli =
+            Cli::try_parse_from(["twc", "run", "--install-id", "cluster-1/twc"]).expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.install_id.as_deref(), Some("cluster-1/twc"));
+        let cli = Cli::try_parse_from(["twc", "run", "--install-id=prod"]).expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(args.install_id.as_deref(), Some("prod"));
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct RunOptions {
     pub lease_namespace: Option<String>,
     pub watch_namespaces: Vec<String>,
     pub identity: String,
+    /// Recorded with every routing write to tell installs apart that share `identity`
+    /// (duplicate-install detection). `None` or empty: [`RunOptions::install_id`] derives it.
+    pub install_id: Option<String>,
     pub idle_interval: Duration,
     pub fast_poll: Duration,
     pub max_versions_ineligible_for_deletion: usize,
@@ -70,12 +73,47 @@ impl Default for RunOptions {
             lease_namespace: None,
             watch_namespaces: Vec::new(),
             identity: defaults::IDENTITY.into(),
+            install_id: None,
             idle_interval: defaults::IDLE_INTERVAL,
             fast_poll: defaults::FAST_POLL,
             max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
             rollback_window: defaults::ROLLBACK_WINDOW,
             pod_name: None,
             api_auth: ApiAuth::None,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The install ID: `--install-id` if set, else `<lease namespace>/<lease name>`, else the
+    /// controller identity.
+    ///
+    /// The default must survive upgrades of one install (a new ID after `helm upgrade` would
+    /// make the install look like a stranger to its own earlier routing writes and stall it as
+    /// `DuplicateInstall`) and differ between installs: the Lease's namespace and name are
+    /// both. Two installs sharing one Lease would share leadership too, so in one cluster a
+    /// distinct install already has a distinct Lease; the pod name or a random value would
+    /// change on every rollout. Without a namespace (run outside a pod, no `--lease-namespace`)
+    /// nothing install-specific is known and the identity is used; installs in different
+    /// clusters with the same release namespace and Lease name also collide, so they set
+    /// `--install-id` explicitly.
+    pub fn install_id(&self) -> String {
+        if let Some(id) = self
+            .install_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
+            return id.to_string();
+        }
+        match self
+            .lease_namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            Some(ns) => format!("{ns}/{}", self.lease_name),
+            None => self.identity.clone(),
         }
     }
 }
@@ -94,7 +132,7 @@ pub enum RunError {
 }
 
 /// How long in-flight reconciles may take to finish after a stop request. A Temporal call is
-/// bounded by 20 s, and Kubernetes SIGKILLs 30 s after SIGTERM by default: the lease is
+/// bounded by 20 s (a write by 8 s), and Kubernetes SIGKILLs 30 s after SIGTERM by default: the lease is
 /// released within what is left.
 pub const DRAIN_BUDGET: Duration = Duration::from_secs(22);
 /// How long releasing the lease may take.
@@ -267,8 +305,11 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
 
 /// The reconciler's settings from the typed options.
 fn settings(opts: &RunOptions) -> Settings {
+    let install_id = opts.install_id();
+    tracing::info!(identity = %opts.identity, %install_id, "Temporal identity and install ID");
     Settings {
         identity: opts.identity.clone(),
+        install_id,
         controller_version: env!("CARGO_PKG_VERSION").to_string(),
         idle_interval: opts.idle_interval,
         fast_poll: opts.fast_poll,
@@ -397,9 +438,16 @@ async fn leader_channel(
 
 /// How often a follower re-reads the Lease to notice that it was released.
 const FOLLOWER_RECHECK: Duration = Duration::from_secs(1);
-/// The Lease's validity after each renewal, and how long before its end the leader renews it.
+/// The Lease's validity after each renewal, and how long before its end the leader renews it
+/// (every 5 s). While renewals succeed, the holder's Lease always has at least the grace left,
+/// so a Temporal write it starts (bounded by `temporal::client::WRITE_TIMEOUT`, shorter than the
+/// grace) ends before that Lease could expire and another replica take over, even if the
+/// renewals after the write started all fail. A crashed leader is still replaced after 15 s.
 const LEASE_DURATION_SECS: u64 = 15;
-const LEASE_GRACE_SECS: u64 = 5;
+const LEASE_GRACE_SECS: u64 = 10;
+/// Clock skew between this node and the next leader's that the write bound tolerates.
+#[cfg(test)]
+const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(1);
 
 type LeaseWatcher =
     tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
@@ -488,5 +536,72 @@ mod tests {
         let b = lease_identity(&RunOptions::default());
         assert_ne!(a, b, "two processes would share the lease identity {a:?}");
         assert!(a.starts_with(defaults::IDENTITY), "{a}");
+    }
+
+    #[test]
+    fn a_temporal_write_ends_before_the_lease_it_started_under_can_expire() {
+        use crate::temporal::client::WRITE_TIMEOUT;
+        let grace = Duration::from_secs(LEASE_GRACE_SECS);
+        assert!(
+            WRITE_TIMEOUT + CLOCK_SKEW_ALLOWANCE <= grace,
+            "a write of up to {WRITE_TIMEOUT:?} can outlast the {grace:?} of Lease left at renewal"
+        );
+        const {
+            assert!(
+                LEASE_GRACE_SECS < LEASE_DURATION_SECS,
+                "the lease manager needs a renewal before expiry"
+            );
+            // Renewing every second or faster would only load the API server.
+            assert!(LEASE_DURATION_SECS - LEASE_GRACE_SECS >= 2);
+        }
+    }
+
+    #[test]
+    fn install_id_defaults_to_the_lease_and_is_overridable() {
+        let in_pod = RunOptions {
+            lease_namespace: Some("temporal-system".into()),
+            lease_name: "twc-east".into(),
+            pod_name: Some("twc-7d9f-abcde".into()),
+            ..RunOptions::default()
+        };
+        assert_eq!(in_pod.install_id(), "temporal-system/twc-east");
+        // Stable across a rollout (new pod name) and the process.
+        let upgraded = RunOptions {
+            pod_name: Some("twc-5c4b-fghij".into()),
+            ..in_pod.clone()
+        };
+        assert_eq!(upgraded.install_id(), in_pod.install_id());
+        assert_eq!(settings(&in_pod).install_id, "temporal-system/twc-east");
+        // Distinct between installs: another namespace or another Lease.
+        let other_ns = RunOptions {
+            lease_namespace: Some("team-a".into()),
+            ..in_pod.clone()
+        };
+        let other_lease = RunOptions {
+            lease_name: "twc-west".into(),
+            ..in_pod.clone()
+        };
+        assert_ne!(other_ns.install_id(), in_pod.install_id());
+        assert_ne!(other_lease.install_id(), in_pod.install_id());
+        // No namespace known: the controller identity.
+        for ns in [None, Some(String::new())] {
+            let outside = RunOptions {
+                lease_namespace: ns,
+                identity: "prod-east".into(),
+                ..RunOptions::default()
+            };
+            assert_eq!(outside.install_id(), "prod-east");
+        }
+        // An explicit ID wins; an empty one means "derive".
+        let explicit = RunOptions {
+            install_id: Some(" cluster-1/twc ".into()),
+            ..in_pod.clone()
+        };
+        assert_eq!(explicit.install_id(), "cluster-1/twc");
+        let empty = RunOptions {
+            install_id: Some(String::new()),
+            ..in_pod.clone()
+        };
+        assert_eq!(empty.install_id(), in_pod.install_id());
     }
 }

@@ -49,7 +49,7 @@ fn cases() -> Vec<(&'static str, Value)> {
                     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}
                 ],
                 "watchNamespaces": ["team-a", "team-b"],
-                "controller": {"identity": "prod-east", "idleInterval": "2m", "logFormat": "text", "maxVersionsIneligibleForDeletion": 50}
+                "controller": {"identity": "prod-east", "installID": "cluster-east/twc", "idleInterval": "2m", "logFormat": "text", "maxVersionsIneligibleForDeletion": 50}
             }),
         ),
         (
@@ -668,6 +668,7 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
     for want in [
         "--watch-namespaces=team-a,team-b",
         "--identity=prod-east",
+        "--install-id=cluster-east/twc",
         "--idle-interval=2m",
         "--log-format=text",
         "--max-versions-ineligible-for-deletion=50",

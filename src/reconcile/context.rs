@@ -19,6 +19,9 @@ use crate::temporal::ClientPool;
 pub struct Settings {
     /// Identity used for every Temporal write and as the routing manager identity.
     pub identity: String,
+    /// Recorded with every routing write (`temporal.io/controller-install-id`) so that
+    /// another install using the same identity is detected (`DuplicateInstall`).
+    pub install_id: String,
     pub controller_version: String,
     /// Re-check interval for resources with nothing pending.
     pub idle_interval: Duration,

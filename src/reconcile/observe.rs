@@ -160,7 +160,8 @@ pub async fn temporal_client(
                 "connecting to Temporal at {}: {e}",
                 connection.spec.host_port
             ))
-        })?;
+        })?
+        .with_install_id(&ctx.settings.install_id);
     Ok((client, key))
 }
 

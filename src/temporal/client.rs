@@ -40,6 +40,13 @@ use super::state::{GateObservation, VersionDetail, WorkerDeploymentState};
 /// Upper bound on one RPC including the SDK's retries. Temporal Server 1.32 stalls a
 /// DescribeWorkerDeployment for about 1–2 s right after a Set* write; that fits comfortably.
 const RPC_TIMEOUT: Duration = Duration::from_secs(20);
+/// Upper bound on one write (routing, manager claim, metadata, gate start, deletion). Only the
+/// Lease holder writes, and it checks that before each group of writes; a write that outlasted
+/// the lease could land after another replica took over. A holder renews the Lease when
+/// `run::LEASE_GRACE_SECS` of it remain, so a write started while it held the Lease ends
+/// (or is abandoned) before that Lease expires, even if no renewal succeeds meanwhile;
+/// `run::tests` checks the margin. Reads keep [`RPC_TIMEOUT`].
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(8);
 /// Gate workflows that hang must not block a rollout forever.
 const GATE_EXECUTION_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The legacy "no version" string older servers expect alongside an empty build ID.
@@ -180,14 +187,33 @@ impl TemporalClient {
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
+        self.rpc_within(RPC_TIMEOUT, method, call).await
+    }
+
+    /// [`Self::rpc`] for a write, bounded by [`WRITE_TIMEOUT`] so it cannot outlast the lease.
+    async fn write<T, F, Fut>(&self, method: &'static str, call: F) -> Result<T, TemporalError>
+    where
+        F: FnOnce(Connection) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        self.rpc_within(WRITE_TIMEOUT, method, call).await
+    }
+
+    async fn rpc_within<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        method: &'static str,
+        call: F,
+    ) -> Result<T, TemporalError>
+    where
+        F: FnOnce(Connection) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
         let started = Instant::now();
-        let result = match tokio::time::timeout(RPC_TIMEOUT, call(self.conn.clone())).await {
+        let result = match tokio::time::timeout(timeout, call(self.conn.clone())).await {
             Ok(Ok(resp)) => Ok(resp.into_inner()),
             Ok(Err(status)) => Err(TemporalError::from_status(method, &status)),
-            Err(_) => Err(TemporalError::Timeout {
-                method,
-                timeout: RPC_TIMEOUT,
-            }),
+            Err(_) => Err(TemporalError::Timeout { method, timeout }),
         };
         if let Some(observe) = &self.observer {
             let label = match &result {
@@ -280,7 +306,7 @@ impl TemporalClient {
             allow_no_pollers: false,
         };
         let resp = self
-            .rpc("SetWorkerDeploymentCurrentVersion", |mut c| async move {
+            .write("SetWorkerDeploymentCurrentVersion", |mut c| async move {
                 c.set_worker_deployment_current_version(Request::new(req))
                     .await
             })
@@ -330,7 +356,7 @@ impl TemporalClient {
             allow_no_pollers: false,
         };
         let resp = self
-            .rpc("SetWorkerDeploymentRampingVersion", |mut c| async move {
+            .write("SetWorkerDeploymentRampingVersion", |mut c| async move {
                 c.set_worker_deployment_ramping_version(Request::new(req))
                     .await
             })
@@ -389,7 +415,7 @@ impl TemporalClient {
             ),
         };
         let resp = self
-            .rpc("SetWorkerDeploymentManager", |mut c| async move {
+            .write("SetWorkerDeploymentManager", |mut c| async move {
                 c.set_worker_deployment_manager(Request::new(req)).await
             })
             .await?;
@@ -420,7 +446,7 @@ impl TemporalClient {
             remove_entries: Vec::new(),
             identity: self.identity.clone(),
         };
-        self.rpc(METHOD, |mut c| async move {
+        self.write(METHOD, |mut c| async move {
             c.update_worker_deployment_version_metadata(Request::new(req))
                 .await
         })
@@ -481,7 +507,7 @@ impl TemporalClient {
             ..Default::default()
         };
         match self
-            .rpc("StartWorkflowExecution", |mut c| async move {
+            .write("StartWorkflowExecution", |mut c| async move {
                 c.start_workflow_execution(Request::new(req)).await
             })
             .await
@@ -676,7 +702,7 @@ impl TemporalClient {
                 identity: self.identity.clone(),
             };
             match self
-                .rpc("DeleteWorkerDeploymentVersion", |mut c| async move {
+                .write("DeleteWorkerDeploymentVersion", |mut c| async move {
                     c.delete_worker_deployment_version(Request::new(req)).await
                 })
                 .await
@@ -698,7 +724,7 @@ impl TemporalClient {
             identity: self.identity.clone(),
         };
         match self
-            .rpc("DeleteWorkerDeployment", |mut c| async move {
+            .write("DeleteWorkerDeployment", |mut c| async move {
                 c.delete_worker_deployment(Request::new(req)).await
             })
             .await
