@@ -238,16 +238,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
 
     let readiness = Readiness::default();
-    let listener = tokio::net::TcpListener::bind(opts.http_addr)
-        .await
-        .map_err(|source| RunError::Bind {
-            addr: opts.http_addr,
-            source,
-        })?;
-    let http_addr = listener.local_addr().map_err(|source| RunError::Bind {
-        addr: opts.http_addr,
-        source,
-    })?;
+    let (listener, http_addr) = bind(opts.http_addr).await?;
     let state = AppState {
         store: store.clone(),
         metrics: metrics.clone(),
@@ -301,6 +292,19 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         task,
         lease,
     })
+}
+
+/// The HTTP listener and the address it got (port 0 picks a free one).
+async fn bind(
+    addr: std::net::SocketAddr,
+) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), RunError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| RunError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| RunError::Bind { addr, source })?;
+    Ok((listener, local))
 }
 
 /// The reconciler's settings from the typed options.

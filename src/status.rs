@@ -295,6 +295,26 @@ fn info(build: &str, status: VersionStatus, d: Option<&ObservedDeployment>) -> V
 /// Version fields, rebuilt from scratch. `routed`: Temporal accepted our routing change (after
 /// claiming the manager identity if the plan said so). `executed`: every step of the plan ran
 /// (so planned deletions are gone).
+/// The target's gate workflows as observed, in a stable order (no status churn).
+fn gate_workflows(input: &PlanInput) -> Vec<GateWorkflow> {
+    let mut gates: Vec<GateWorkflow> = input
+        .gates
+        .iter()
+        .map(|g| GateWorkflow {
+            workflow_id: g.workflow_id.clone(),
+            run_id: g.run_id.clone(),
+            task_queue: g.task_queue.clone(),
+            status: g.status,
+        })
+        .collect();
+    gates.sort_by(|a, b| {
+        a.task_queue
+            .cmp(&b.task_queue)
+            .then_with(|| a.workflow_id.cmp(&b.workflow_id))
+    });
+    gates
+}
+
 fn versions(
     input: &PlanInput,
     plan: &Plan,
@@ -309,25 +329,11 @@ fn versions(
         .progress
         .step
         .filter(|_| ramping && matches!(plan.progress.phase, Phase::Ramping));
-    let mut gate_workflows: Vec<GateWorkflow> = if target_status == VersionStatus::Current {
+    let gate_workflows = if target_status == VersionStatus::Current {
         Vec::new()
     } else {
-        input
-            .gates
-            .iter()
-            .map(|g| GateWorkflow {
-                workflow_id: g.workflow_id.clone(),
-                run_id: g.run_id.clone(),
-                task_queue: g.task_queue.clone(),
-                status: g.status,
-            })
-            .collect()
+        gate_workflows(input)
     };
-    gate_workflows.sort_by(|a, b| {
-        a.task_queue
-            .cmp(&b.task_queue)
-            .then_with(|| a.workflow_id.cmp(&b.workflow_id))
-    });
     let target_version = TargetVersion {
         version: info(target, target_status, deployment_of(input, target)),
         ramp_percentage: ramping.then_some(e.percentage),

@@ -222,25 +222,9 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         GateState::Pending { start, .. } => start.clone(),
         _ => Vec::new(),
     };
-    if !rollback {
-        match gate {
-            GateState::Failed { message } => {
-                return Decision {
-                    start_gates,
-                    progress: progress(Phase::GateFailed, message),
-                    ..Default::default()
-                };
-            }
-            GateState::Pending { message, .. } => {
-                wake.after(view.input.fast_poll);
-                return Decision {
-                    start_gates,
-                    progress: progress(Phase::WaitingForGate, message),
-                    ..Default::default()
-                };
-            }
-            GateState::Open | GateState::Passed => {}
-        }
+    // A rollback skips gates.
+    if !rollback && let Some(held) = held_by_gate(gate, &start_gates, view, wake) {
+        return held;
     }
 
     if manual {
@@ -282,6 +266,28 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     };
     d.start_gates = start_gates;
     d
+}
+
+/// A failed gate stops the target; a pending one holds it and is polled fast.
+fn held_by_gate(
+    gate: GateState,
+    start_gates: &[String],
+    view: &View,
+    wake: &mut Wake,
+) -> Option<Decision> {
+    let (phase, message) = match gate {
+        GateState::Failed { message } => (Phase::GateFailed, message),
+        GateState::Pending { message, .. } => {
+            wake.after(view.input.fast_poll);
+            (Phase::WaitingForGate, message)
+        }
+        GateState::Open | GateState::Passed => return None,
+    };
+    Some(Decision {
+        start_gates: start_gates.to_vec(),
+        progress: progress(phase, message),
+        ..Default::default()
+    })
 }
 
 /// The next step of a Progressive rollout whose target is registered, healthy and gated.
