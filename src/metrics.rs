@@ -308,6 +308,11 @@ impl Metrics {
         self.leader.set(i64::from(leader));
     }
 
+    /// Whether this replica currently acts as leader (what `set_leader` last said).
+    pub fn is_leader(&self) -> bool {
+        self.leader.get() == 1
+    }
+
     /// A gate workflow finished: `completed` or `failed`.
     pub fn gate_outcome(&self, outcome: &'static str) {
         self.gates.get_or_create(&OutcomeLabels { outcome }).inc();

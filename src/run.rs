@@ -383,6 +383,8 @@ async fn leader_channel(
         let mut release = std::pin::pin!(release_rx);
         let mut follow = tokio::time::interval(FOLLOWER_RECHECK);
         follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // When our Lease ends, as last confirmed by reading it back (see `acting`).
+        let mut confirmed_until = lease_rx.borrow().then(lease_end_from_now);
         loop {
             tokio::select! {
                 _ = &mut release => break,
@@ -390,32 +392,20 @@ async fn leader_channel(
                     if changed.is_err() { break; }
                     let leader = *lease_rx.borrow();
                     tracing::info!(leader, "leader election state changed");
+                    // The manager has just acquired or renewed the Lease when it says leader.
+                    confirmed_until = leader.then(lease_end_from_now);
                     metrics.set_leader(leader);
                     if tx.send(leader).is_err() { break; }
                 }
-                // The lease manager of a follower sleeps until the holder's lease would expire
-                // and only then reads the Lease again, so it misses a release (a clean
-                // shutdown) by up to the lease duration. Re-read it here and start over with a
-                // fresh manager, which takes the free Lease at once.
-                _ = follow.tick(), if !*lease_rx.borrow() => {
-                    if lease.is_free().await {
-                        tracing::info!("leader lease is free; taking it over");
-                        // A follower holds nothing: stopping its manager writes nothing.
-                        watcher.abort();
-                        match lease.watch().await {
-                            Ok((new_rx, new_watcher)) => {
-                                lease_rx = new_rx;
-                                watcher = new_watcher;
-                                let leader = *lease_rx.borrow();
-                                metrics.set_leader(leader);
-                                if tx.send(leader).is_err() { break; }
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "restarting leader election failed");
-                                break;
-                            }
-                        }
-                    }
+                // A leader confirms how much of its Lease is left; a follower looks for a
+                // released Lease (see the two functions).
+                _ = follow.tick() => {
+                    let keep_going = if *lease_rx.borrow() {
+                        confirm_leadership(&lease, &mut confirmed_until, &tx, &metrics).await
+                    } else {
+                        take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await
+                    };
+                    if !keep_going { break; }
                 }
             }
         }
@@ -443,15 +433,90 @@ async fn leader_channel(
 /// How often a follower re-reads the Lease to notice that it was released.
 const FOLLOWER_RECHECK: Duration = Duration::from_secs(1);
 /// The Lease's validity after each renewal, and how long before its end the leader renews it
-/// (every 5 s). While renewals succeed, the holder's Lease always has at least the grace left,
+/// (every 3 s, so a read-back normally finds 12–15 s left, well above `min_lease_left`). While renewals succeed, the holder's Lease always has at least the grace left,
 /// so a Temporal write it starts (bounded by `temporal::client::WRITE_TIMEOUT`, shorter than the
 /// grace) ends before that Lease could expire and another replica take over, even if the
 /// renewals after the write started all fail. A crashed leader is still replaced after 15 s.
 const LEASE_DURATION_SECS: u64 = 15;
-const LEASE_GRACE_SECS: u64 = 10;
+const LEASE_GRACE_SECS: u64 = 12;
 /// Clock skew between this node and the next leader's that the write bound tolerates.
-#[cfg(test)]
 const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(1);
+
+/// kube-lease-manager keeps saying "leader" while its renewals fail, until it sees another
+/// holder. So a leader reads its Lease back and stops acting once too little of it is confirmed
+/// left for a write to finish inside it (and acts again once a renewal shows). False when the
+/// receiver is gone.
+async fn confirm_leadership(
+    lease: &LeaseConfig,
+    confirmed_until: &mut Option<jiff::Timestamp>,
+    tx: &watch::Sender<bool>,
+    metrics: &Metrics,
+) -> bool {
+    match lease.held_until().await {
+        Ok(held) => *confirmed_until = held,
+        Err(e) => tracing::debug!(error = %e, "reading our Lease back failed"),
+    }
+    let act = acting(*confirmed_until, jiff::Timestamp::now());
+    if *tx.borrow() == act {
+        return true;
+    }
+    tracing::warn!(acting = act, until = ?confirmed_until, "leadership confirmation changed");
+    metrics.set_leader(act);
+    tx.send(act).is_ok()
+}
+
+/// The lease manager of a follower sleeps until the holder's lease would expire and only then
+/// reads the Lease again, so it misses a release (a clean shutdown) by up to the lease
+/// duration. Re-read it and start over with a fresh manager, which takes the free Lease at
+/// once. False when election cannot go on.
+async fn take_over_if_free(
+    lease: &LeaseConfig,
+    lease_rx: &mut watch::Receiver<bool>,
+    watcher: &mut LeaseWatcher,
+    tx: &watch::Sender<bool>,
+    metrics: &Metrics,
+) -> bool {
+    if !lease.is_free().await {
+        return true;
+    }
+    tracing::info!("leader lease is free; taking it over");
+    // A follower holds nothing: stopping its manager writes nothing.
+    watcher.abort();
+    match lease.watch().await {
+        Ok((new_rx, new_watcher)) => {
+            *lease_rx = new_rx;
+            *watcher = new_watcher;
+            let leader = *lease_rx.borrow();
+            metrics.set_leader(leader);
+            tx.send(leader).is_ok()
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "restarting leader election failed");
+            false
+        }
+    }
+}
+
+/// A leader starts no new write unless this much of its Lease is confirmed left: a Temporal
+/// write (`temporal::client::WRITE_TIMEOUT`) plus clock skew then ends inside the Lease even if
+/// every renewal from now on fails.
+fn min_lease_left() -> Duration {
+    crate::temporal::client::WRITE_TIMEOUT + CLOCK_SKEW_ALLOWANCE
+}
+
+/// Whether a leader whose Lease is confirmed until `until` may still act at `now`.
+fn acting(until: Option<jiff::Timestamp>, now: jiff::Timestamp) -> bool {
+    until.is_some_and(|u| {
+        u.duration_since(now)
+            .try_into()
+            .is_ok_and(|left: Duration| left >= min_lease_left())
+    })
+}
+
+/// The end of a Lease renewed just now.
+fn lease_end_from_now() -> jiff::Timestamp {
+    jiff::Timestamp::now() + jiff::SignedDuration::from_secs(LEASE_DURATION_SECS as i64)
+}
 
 type LeaseWatcher =
     tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>;
@@ -476,6 +541,21 @@ impl LeaseConfig {
             .await
             .map_err(|e| RunError::Lease(e.to_string()))?;
         Ok(manager.watch().await)
+    }
+
+    /// When our hold of the Lease ends as stored (`renewTime + leaseDurationSeconds`); `None`
+    /// when someone else holds it.
+    async fn held_until(&self) -> kube::Result<Option<jiff::Timestamp>> {
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        let spec = leases.get(&self.name).await?.spec.unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(None);
+        }
+        Ok(spec
+            .renew_time
+            .zip(spec.lease_duration_seconds)
+            .map(|(renewed, secs)| renewed.0 + jiff::SignedDuration::from_secs(i64::from(secs))))
     }
 
     /// True when nobody holds the Lease (released) or its holder's term has run out.
@@ -540,6 +620,19 @@ mod tests {
         let b = lease_identity(&RunOptions::default());
         assert_ne!(a, b, "two processes would share the lease identity {a:?}");
         assert!(a.starts_with(defaults::IDENTITY), "{a}");
+    }
+
+    #[test]
+    fn a_leader_acts_only_while_enough_of_its_lease_is_confirmed() {
+        let now = jiff::Timestamp::now();
+        let at = |secs: i64| Some(now + jiff::SignedDuration::from_secs(secs));
+        assert!(acting(at(15), now), "just renewed");
+        assert!(acting(at(10), now));
+        assert!(!acting(at(8), now), "a write could outlast the Lease");
+        assert!(!acting(at(-1), now), "expired");
+        assert!(!acting(None, now), "someone else holds it");
+        // Read back one tick before a renewal, a healthy leader still has enough left.
+        assert!(Duration::from_secs(LEASE_GRACE_SECS) >= min_lease_left() + FOLLOWER_RECHECK);
     }
 
     #[test]

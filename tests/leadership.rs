@@ -169,3 +169,64 @@ async fn run() -> Result<()> {
 async fn a_follower_writes_nothing_and_a_new_leader_catches_up_at_once() {
     run().await.expect("leadership");
 }
+
+/// A leader that can no longer renew its Lease stops acting before the Lease could expire under
+/// a write. kube-lease-manager alone keeps saying "leader" while its renewals fail; here the
+/// controller runs as the chart's ServiceAccount and the test takes away its Lease RBAC (so
+/// renewals and read-backs both fail), then expects the leader gauge to drop within the Lease's
+/// duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_stops_acting_before_its_lease_ends() {
+    lost_renewals().await.expect("lost renewals");
+}
+
+#[path = "chart_support/mod.rs"]
+mod chart_support;
+
+async fn lost_renewals() -> Result<()> {
+    const RELEASE_NS: &str = "leadership-renew";
+    let (plane, admin) = test_harness::control_plane::shared_with_crds().await?;
+    let id = chart_support::install_identity(plane, &json!({}), RELEASE_NS).await?;
+    let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
+    let controller = temporal_worker_controller::run::start(
+        client,
+        temporal_worker_controller::run::RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            leader_elect: true,
+            lease_namespace: Some(RELEASE_NS.into()),
+            watch_namespaces: vec![RELEASE_NS.into()],
+            ..Default::default()
+        },
+    )
+    .await?;
+    test_harness::wait::eventually("leadership", Duration::from_secs(30), || async {
+        Ok(controller.metrics.is_leader().then_some(()))
+    })
+    .await?;
+
+    // Renewals (and reads of the Lease) now fail with 403.
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(admin.clone(), RELEASE_NS);
+    let name = bindings
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|b| b.metadata.name)
+        .find(|n| n.ends_with("-leader-election"))
+        .ok_or_else(|| anyhow::anyhow!("the chart rendered no leader-election RoleBinding"))?;
+    bindings.delete(&name, &DeleteParams::default()).await?;
+    let cut = Instant::now();
+    test_harness::wait::eventually(
+        "the leader to stop acting",
+        Duration::from_secs(15),
+        || async { Ok((!controller.metrics.is_leader()).then_some(())) },
+    )
+    .await?;
+    println!(
+        "stopped acting {:?} after its Lease RBAC was removed",
+        cut.elapsed()
+    );
+    controller.stop().await;
+    Ok(())
+}
