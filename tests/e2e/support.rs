@@ -701,7 +701,10 @@ impl Case {
             tokio::spawn(async move {
                 let mut last_rv: Option<String> = first_rv;
                 loop {
-                    if let Ok(Some(obj)) = api.get_opt(&name).await
+                    // Bounded: one stuck request must not stop the history for good.
+                    let read =
+                        tokio::time::timeout(Duration::from_secs(5), api.get_opt(&name)).await;
+                    if let Ok(Ok(Some(obj))) = read
                         && obj.metadata.resource_version != last_rv
                         && let Ok(v) = serde_json::to_value(&obj)
                     {
