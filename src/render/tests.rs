@@ -601,3 +601,79 @@ fn label_value_is_label_safe() {
     assert_eq!(label_value("-x-"), "x");
     assert!(build_id::is_label_safe(&label_value("weird name!")));
 }
+
+fn assert_keeps_old_pods_until_new_ones_are_ready(d: &Deployment) {
+    let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+    let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
+    assert_eq!(
+        strategy.and_then(|s| s.type_.as_deref()),
+        Some("RollingUpdate"),
+        "{strategy:?}"
+    );
+    assert_eq!(
+        rolling.and_then(|r| r.max_unavailable.clone()),
+        Some(IntOrString::Int(0)),
+        "{strategy:?}"
+    );
+    assert_eq!(
+        rolling.and_then(|r| r.max_surge.clone()),
+        Some(IntOrString::Int(1)),
+        "{strategy:?}"
+    );
+}
+
+/// A connection change re-renders every live version, Current and Draining included:
+/// each must keep its old pods until the new ones are Ready.
+#[test]
+fn versioned_deployments_roll_without_losing_ready_workers() {
+    let twd = TemporalWorkerDeployment::test();
+    let input = VersionedDeploymentInput {
+        twd: &twd,
+        connection: &plain(),
+        build_id: "v1-abc",
+        replicas: Some(2),
+    };
+    let created = versioned_deployment(&input).unwrap();
+    assert_keeps_old_pods_until_new_ones_are_ready(&created);
+
+    // A Deployment made before this rule (or edited by someone) gets it back on refresh.
+    let mut old = created.clone();
+    if let Some(spec) = old.spec.as_mut() {
+        spec.strategy = None;
+    }
+    let refreshed = refresh_template(&old, &input).unwrap();
+    assert_keeps_old_pods_until_new_ones_are_ready(&refreshed);
+}
+
+/// A roll whose new Pods never become Ready must end in Kubernetes' own verdict
+/// (`ProgressDeadlineExceeded`) after a bounded time that `minReadySeconds` cannot eat.
+#[test]
+fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
+    let deadline = |d: &Deployment| d.spec.as_ref().and_then(|s| s.progress_deadline_seconds);
+    for (min_ready, want) in [(None, 600), (Some(30), 630)] {
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.min_ready_seconds = min_ready;
+        let input = VersionedDeploymentInput {
+            twd: &twd,
+            connection: &plain(),
+            build_id: "v1-abc",
+            replicas: Some(2),
+        };
+        let created = versioned_deployment(&input).unwrap();
+        assert_eq!(
+            deadline(&created),
+            Some(want),
+            "created, minReady {min_ready:?}"
+        );
+        let mut old = created.clone();
+        if let Some(spec) = old.spec.as_mut() {
+            spec.progress_deadline_seconds = None;
+        }
+        let refreshed = refresh_template(&old, &input).unwrap();
+        assert_eq!(
+            deadline(&refreshed),
+            Some(want),
+            "refreshed, minReady {min_ready:?}"
+        );
+    }
+}
