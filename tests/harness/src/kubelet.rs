@@ -77,11 +77,6 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use serde_json::{Value, json};
 use temporalio_client::Connection;
-use temporalio_client::grpc::WorkflowService as _;
-use temporalio_client::tonic::Request;
-use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
-use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
-use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeTaskQueueRequest;
 use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -1674,25 +1669,14 @@ async fn connect(cfg: &WorkerConfig) -> Result<Connection> {
 }
 
 /// Workflow-task pollers of a task queue, as Temporal lists them.
-async fn describe(mut conn: Connection, namespace: &str, task_queue: &str) -> Result<Vec<Poller>> {
-    let req = DescribeTaskQueueRequest {
-        namespace: namespace.into(),
-        task_queue: Some(TaskQueue {
-            name: task_queue.into(),
-            ..Default::default()
-        }),
-        task_queue_type: TaskQueueType::Workflow as i32,
-        ..Default::default()
-    };
-    let resp = tokio::time::timeout(
+async fn describe(conn: Connection, namespace: &str, task_queue: &str) -> Result<Vec<Poller>> {
+    let pollers = tokio::time::timeout(
         PROBE_CALL_DEADLINE,
-        conn.describe_task_queue(Request::new(req)),
+        crate::observe::workflow_pollers(&conn, namespace, task_queue),
     )
     .await
-    .context("DescribeTaskQueue timed out")??
-    .into_inner();
-    Ok(resp
-        .pollers
+    .context("DescribeTaskQueue timed out")??;
+    Ok(pollers
         .into_iter()
         .map(|p| {
             let last_access = p
