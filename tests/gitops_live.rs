@@ -11,8 +11,7 @@
 mod gitops_support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
@@ -25,6 +24,7 @@ use kube::api::{
 use serde_json::{Value, json};
 use temporal_worker_controller::api::twd::WAITING_FOR_CONTROLLER;
 use test_harness::control_plane::{self, ControlPlane};
+use test_harness::kubectl::kubectl;
 use test_harness::names::unique;
 use test_harness::wait::eventually;
 use tokio::sync::OnceCell;
@@ -121,22 +121,6 @@ fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
         .as_array()?
         .iter()
         .find(|c| c["type"] == type_)
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<(bool, String)> {
-    let out = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .output()
-        .context("running kubectl")?;
-    Ok((
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    ))
 }
 
 /// Asserts the in-progress verdict of every engine on a TWD nobody wrote status for.

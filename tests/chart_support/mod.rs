@@ -180,29 +180,9 @@ pub async fn install_identity(
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
-    let mut child = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running kubectl")?;
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .context("kubectl stdin")?
-            .write_all(input.as_bytes())?;
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output()?;
-    ensure!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = test_harness::kubectl::run(kubeconfig, args, stdin)?;
+    ensure!(out.success, "kubectl {args:?} failed: {}", out.text);
+    Ok(out.stdout)
 }
 
 /// One (apiGroup, resource[/subresource], verb) the chart grants.

@@ -6,6 +6,7 @@
 
 pub mod certs;
 pub mod control_plane;
+pub mod kubectl;
 pub mod kubelet;
 pub mod names;
 pub mod observe;

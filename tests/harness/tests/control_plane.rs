@@ -4,7 +4,6 @@
 //! and Pods from kube-controller-manager.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
@@ -13,22 +12,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use test_harness::control_plane::{self, ControlPlane};
+use test_harness::kubectl::kubectl;
 use test_harness::names::unique;
 use test_harness::wait::eventually;
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<(bool, String)> {
-    let out = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .args(args)
-        .output()
-        .context("running kubectl")?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
-}
 
 fn kubectl_ok(kubeconfig: &Path, args: &[&str]) -> Result<String> {
     let (ok, text) = kubectl(kubeconfig, args)?;
