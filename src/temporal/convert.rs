@@ -250,6 +250,15 @@ mod tests {
         }
     }
 
+    /// Each version's build ID and status, in the order listed.
+    fn statuses(state: &WorkerDeploymentState) -> Vec<(&str, TemporalVersionStatus)> {
+        state
+            .versions
+            .iter()
+            .map(|v| (v.build_id.as_str(), v.status))
+            .collect()
+    }
+
     fn response(
         routing: Option<RoutingConfig>,
         summaries: Vec<worker_deployment_info::WorkerDeploymentVersionSummary>,
@@ -307,13 +316,8 @@ mod tests {
         assert_eq!(state.conflict_token, vec![1, 2, 3]);
         assert_eq!(state.manager_identity, "ctrl");
         assert_eq!(state.last_modifier_identity, "someone");
-        let statuses: Vec<_> = state
-            .versions
-            .iter()
-            .map(|v| (v.build_id.as_str(), v.status))
-            .collect();
         assert_eq!(
-            statuses,
+            statuses(&state),
             vec![
                 ("v1", TemporalVersionStatus::Drained),
                 ("v2", TemporalVersionStatus::Current),
@@ -383,13 +387,8 @@ mod tests {
             with_status("v5", WorkerDeploymentVersionStatus::Inactive),
         ];
         let state = deployment_state(&response(Some(routing), summaries));
-        let statuses: Vec<_> = state
-            .versions
-            .iter()
-            .map(|v| (v.build_id.as_str(), v.status))
-            .collect();
         assert_eq!(
-            statuses,
+            statuses(&state),
             vec![
                 ("v1", TemporalVersionStatus::Draining),
                 ("v2", TemporalVersionStatus::Current),
