@@ -15,83 +15,69 @@ export CGO_ENABLED=0
 
 log() { echo "control-plane: $*" >&2; }
 
-# The wrapper module pins k8s.io/kubernetes and replaces every staging module (required at v0.0.0
-# and resolved by local replaces upstream, which Go ignores in a dependency) with its published
-# v0.<minor>.<patch>.
-build_kubernetes() {
-  local dir="$work/kubernetes-$KUBERNETES_VERSION" staging="v0.${KUBERNETES_VERSION#v1.}"
+# A throw-away module in DIR that requires MODULE@VERSION and replaces each module upstream
+# resolves through a local replace matching REPLACE_PATTERN (Go ignores replaces in a dependency)
+# with its published REPLACE_VERSION; tools.go imports PACKAGES so `go mod tidy` keeps them.
+wrapper_module() {
+  local dir=$1 module=$2 version=$3 replace_pattern=$4 replace_version=$5
+  shift 5
   mkdir -p "$dir"
-  if [ ! -f "$dir/go.sum" ]; then
-    local upstream
-    upstream="$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    {
-      echo "module twc.local/control-plane"
-      echo
-      grep -E '^go [0-9]' "$upstream"
-      echo
-      echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-      echo
-      echo "replace ("
-      sed -n '/^replace (/,/^)/p' "$upstream" | grep -E '=> \./staging/' \
-        | awk -v v="$staging" '{print "\t" $1 " => " $1 " " v}'
-      echo ")"
-    } > "$dir/go.mod"
-    cat > "$dir/tools.go" <<'GO'
-//go:build tools
+  [ -f "$dir/go.sum" ] && return 0
+  local upstream
+  upstream="$(cd "$dir" && go mod download -json "$module@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  {
+    echo "module twc.local/$(basename "$dir")"
+    echo
+    grep -E '^go [0-9]' "$upstream"
+    echo
+    echo "require $module $version"
+    echo
+    echo "replace ("
+    sed -n '/^replace (/,/^)/p' "$upstream" | grep -E "$replace_pattern" \
+      | awk -v v="$replace_version" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } > "$dir/go.mod"
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    printf '\t_ "%s"\n' "$@"
+    printf ')\n'
+  } > "$dir/tools.go"
+  (cd "$dir" && go mod tidy -e >&2)
+}
 
-package tools
+# Builds PACKAGE in module DIR into the bin dir as NAME (unless already there), with LDFLAGS.
+build_binary() {
+  local dir=$1 package=$2 name=$3 ldflags=$4
+  [ -x "$bin_dir/$name" ] && return 0
+  local start=$SECONDS
+  log "building $name"
+  (cd "$dir" && go build -trimpath -ldflags "$ldflags" -o "$bin_dir/$name.tmp" "$package")
+  mv "$bin_dir/$name.tmp" "$bin_dir/$name"
+  log "built $name in $((SECONDS - start)) s"
+}
 
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-)
-GO
-    (cd "$dir" && go mod tidy -e >&2)
-  fi
+# k8s.io/kubernetes requires every staging module at v0.0.0 and resolves it through a local
+# replace; the wrapper uses the published v0.<minor>.<patch> of each instead.
+build_kubernetes() {
+  local dir="$work/kubernetes-$KUBERNETES_VERSION"
+  local minor version_flags
+  minor="$(echo "$KUBERNETES_VERSION" | cut -d. -f2)"
+  version_flags="-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+  [ -x "$bin_dir/kube-apiserver" ] && [ -x "$bin_dir/kube-controller-manager" ] && return 0
+  wrapper_module "$dir" k8s.io/kubernetes "$KUBERNETES_VERSION" '=> \./staging/' "v0.${KUBERNETES_VERSION#v1.}" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
   for cmd in kube-apiserver kube-controller-manager; do
-    if [ ! -x "$bin_dir/$cmd" ]; then
-      local start=$SECONDS
-      log "building $cmd $KUBERNETES_VERSION"
-      (cd "$dir" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)" -o "$bin_dir/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
-      mv "$bin_dir/$cmd.tmp" "$bin_dir/$cmd"
-      log "built $cmd in $((SECONDS - start)) s"
-    fi
+    build_binary "$dir" "k8s.io/kubernetes/cmd/$cmd" "$cmd" "-s -w $version_flags"
   done
 }
 
+# etcd's server module resolves its sibling modules through local replaces too.
 build_etcd() {
   local dir="$work/etcd-$ETCD_VERSION"
   [ -x "$bin_dir/etcd" ] && return 0
-  mkdir -p "$dir"
-  if [ ! -f "$dir/go.sum" ]; then
-    local upstream
-    upstream="$(cd "$dir" && go mod download -json "go.etcd.io/etcd/server/v3@$ETCD_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-    {
-      echo "module twc.local/etcd"
-      echo
-      grep -E '^go [0-9]' "$upstream"
-      echo
-      echo "require go.etcd.io/etcd/server/v3 $ETCD_VERSION"
-      echo
-      echo "replace ("
-      sed -n '/^replace (/,/^)/p' "$upstream" | grep -E '=> \.\./' \
-        | awk -v v="$ETCD_VERSION" '{print "\t" $1 " => " $1 " " v}'
-      echo ")"
-    } > "$dir/go.mod"
-    cat > "$dir/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import _ "go.etcd.io/etcd/server/v3"
-GO
-    (cd "$dir" && go mod tidy -e >&2)
-  fi
-  local start=$SECONDS
-  log "building etcd $ETCD_VERSION"
-  (cd "$dir" && go build -trimpath -ldflags "-s -w" -o "$bin_dir/etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$bin_dir/etcd.tmp" "$bin_dir/etcd"
-  log "built etcd in $((SECONDS - start)) s"
+  wrapper_module "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" '=> \.\./' "$ETCD_VERSION" \
+    go.etcd.io/etcd/server/v3
+  build_binary "$dir" go.etcd.io/etcd/server/v3 etcd "-s -w"
 }
 
 total=$SECONDS
