@@ -185,53 +185,15 @@ pub fn check_not_denied() -> Result<()> {
     }
 }
 
-/// Creates (if needed) namespace `ns` and ServiceAccount `sa`, and mints a token for it with
-/// a TokenRequest, as `kubectl create token` does.
+/// Creates (if needed) namespace `ns` and ServiceAccount `sa`, and mints a one-hour token for
+/// `audience` with a TokenRequest, as `kubectl create token --audience` does.
 pub async fn mint_token(
     client: &kube::Client,
     ns: &str,
     sa: &str,
     audience: &str,
 ) -> Result<String> {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-    use k8s_openapi::api::core::v1::ServiceAccount;
-    let pp = PostParams::default();
-    fn ignore_exists<T>(r: kube::Result<T>) -> kube::Result<()> {
-        match r {
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-            other => other.map(|_| ()),
-        }
-    }
-    ignore_exists(
-        Api::<Namespace>::all(client.clone())
-            .create(
-                &pp,
-                &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-            )
-            .await,
-    )?;
-    let sas = Api::<ServiceAccount>::namespaced(client.clone(), ns);
-    ignore_exists(
-        sas.create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": sa}}))?,
-        )
-        .await,
-    )?;
-    let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![audience.to_string()],
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let minted = sas.create_token_request(sa, &pp, &req).await?;
-    minted
-        .status
-        .map(|s| s.token)
-        .filter(|t| !t.is_empty())
-        .context("TokenRequest returned no token")
+    test_harness::control_plane::mint_token(client, ns, sa, vec![audience.to_string()], 3600).await
 }
 
 pub async fn kube_client_from(path: &std::path::Path) -> Result<kube::Client> {

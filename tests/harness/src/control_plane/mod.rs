@@ -239,27 +239,8 @@ impl ControlPlane {
         name: &str,
         audience: Option<&str>,
     ) -> Result<String> {
-        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-        let client = self.client().await?;
-        ensure_service_account(&client, namespace, name).await?;
-        let req = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences: audience.map(|a| vec![a.to_string()]).unwrap_or_default(),
-                expiration_seconds: Some(24 * 3600),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let sas: Api<ServiceAccount> = Api::namespaced(client, namespace);
-        let minted = sas
-            .create_token_request(name, &PostParams::default(), &req)
-            .await
-            .with_context(|| format!("TokenRequest for {namespace}/{name}"))?;
-        minted
-            .status
-            .map(|s| s.token)
-            .filter(|t| !t.is_empty())
-            .context("TokenRequest returned no token")
+        let audiences = audience.map(|a| vec![a.to_string()]).unwrap_or_default();
+        mint_token(&self.client().await?, namespace, name, audiences, 24 * 3600).await
     }
 
     /// Every audit event so far (the API server logs each request once it completes).
@@ -387,6 +368,38 @@ pub async fn client_from(path: &Path) -> Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(path)?;
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
     Ok(kube::Client::try_from(config)?)
+}
+
+/// Creates (if needed) namespace `namespace` and ServiceAccount `name` with `client`, and
+/// mints a token for it with a TokenRequest, as `kubectl create token` does (no audiences: the
+/// API server's own).
+pub async fn mint_token(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    audiences: Vec<String>,
+    expiration_seconds: i64,
+) -> Result<String> {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    ensure_service_account(client, namespace, name).await?;
+    let req = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences,
+            expiration_seconds: Some(expiration_seconds),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let minted = sas
+        .create_token_request(name, &PostParams::default(), &req)
+        .await
+        .with_context(|| format!("TokenRequest for {namespace}/{name}"))?;
+    minted
+        .status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .context("TokenRequest returned no token")
 }
 
 async fn ensure_service_account(client: &kube::Client, namespace: &str, name: &str) -> Result<()> {
