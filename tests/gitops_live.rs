@@ -27,20 +27,13 @@ use test_harness::control_plane::{self, ControlPlane};
 use test_harness::kubectl::kubectl;
 use test_harness::names::unique;
 use test_harness::wait::eventually;
-use tokio::sync::OnceCell;
 
 const ANN: &str = "fixtures.temporal.io/";
-
-static CRDS: OnceCell<()> = OnceCell::const_new();
 
 /// The shared control plane with our CRDs installed, a client for this test's runtime, and a
 /// fresh namespace.
 async fn cluster(prefix: &str) -> Result<(&'static ControlPlane, kube::Client, String)> {
-    let plane = control_plane::shared().await?;
-    let client = plane.client().await?;
-    let crds = repo_root().join("crds");
-    CRDS.get_or_try_init(|| control_plane::install_crds(&client, &crds))
-        .await?;
+    let (plane, client) = control_plane::shared_with_crds().await?;
     let ns = unique(prefix);
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces

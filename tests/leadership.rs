@@ -6,7 +6,6 @@
 //! by a foreign identity until the test releases it. No Temporal: the Connection points at a
 //! closed port.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail, ensure};
@@ -20,10 +19,7 @@ const NS: &str = "leadership";
 const LEASE: &str = "twc-leadership";
 
 async fn run() -> Result<()> {
-    let plane = test_harness::control_plane::shared().await?;
-    let admin = plane.client().await?;
-    let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
-    test_harness::control_plane::install_crds(&admin, &crds).await?;
+    let (_, admin) = test_harness::control_plane::shared_with_crds().await?;
     Api::<Namespace>::all(admin.clone())
         .create(
             &PostParams::default(),

@@ -12,7 +12,6 @@
 mod chart_support;
 
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
@@ -77,10 +76,7 @@ async fn infra() -> Result<Arc<Infra>> {
                 .with_ansi(false)
                 .with_writer(|| Tee)
                 .try_init();
-            let plane = test_harness::control_plane::shared().await?;
-            let client = plane.client().await?;
-            let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
-            test_harness::control_plane::install_crds(&client, &crds).await?;
+            let (plane, client) = test_harness::control_plane::shared_with_crds().await?;
             let temporal = test_harness::temporal_server::shared().await?;
             let kubelet = test_harness::kubelet::Kubelet::start(client).await?;
             Ok(Arc::new(Infra {
