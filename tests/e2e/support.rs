@@ -148,21 +148,27 @@ static DENIED: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 /// Tails the audit log for 403s of `user`: a grant the chart forgets fails the waiting test at
 /// once, naming the request, instead of after every deadline of the suite.
 async fn watch_denials(log: PathBuf, user: String) {
-    let mut offset = 0usize;
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    // Only what was appended since the last look is read; a partial last line waits for more.
+    let mut offset = 0u64;
+    let mut pending = Vec::new();
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let Ok(bytes) = std::fs::read(&log) else {
+        let Ok(mut file) = std::fs::File::open(&log) else {
             continue;
         };
-        let Some(end) = bytes.iter().rposition(|b| *b == b'\n') else {
-            continue;
-        };
-        if end < offset {
+        if file.seek(SeekFrom::Start(offset)).is_err() {
             continue;
         }
-        let chunk = String::from_utf8_lossy(&bytes[offset..end]).into_owned();
-        offset = end;
-        for line in chunk.lines() {
+        let Ok(read) = file.read_to_end(&mut pending) else {
+            continue;
+        };
+        offset += read as u64;
+        let Some(end) = pending.iter().rposition(|b| *b == b'\n') else {
+            continue;
+        };
+        let complete: Vec<u8> = pending.drain(..=end).collect();
+        for line in String::from_utf8_lossy(&complete).lines() {
             let Ok(e) = serde_json::from_str::<test_harness::control_plane::AuditEvent>(line)
             else {
                 continue;
