@@ -1,7 +1,10 @@
 //! Test fixtures shared by every unit test: builders on the CRD and on the planner's types,
 //! so each test states only what differs from a typical rollout.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::{broadcast, watch};
 
 use jiff::Timestamp;
 use std::collections::BTreeMap;
@@ -16,7 +19,13 @@ use crate::api::twd::{
     TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
 };
 use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
+use crate::events::EventSink;
+use crate::metrics::Metrics;
+use crate::milestones::Milestones;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::reconcile::validate::ControllerSettings;
+use crate::reconcile::{Context, Settings};
+use crate::temporal::ClientPool;
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
 };
@@ -319,4 +328,38 @@ impl PlanInput {
         self.desired.strategy = strategy;
         self
     }
+}
+
+/// A context whose Kubernetes client points at a closed port: any I/O would fail, and a
+/// failed reconcile would ask to be retried rather than to wait for a change.
+pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
+    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+    let client = kube::Client::try_from(config).expect("client");
+    let metrics = Arc::new(Metrics::new());
+    let events = EventSink::new(
+        client.clone(),
+        None,
+        Arc::new(Milestones::default()),
+        metrics.clone(),
+    );
+    let (leader_tx, leader) = watch::channel(leads);
+    let settings = Settings {
+        identity: ME.into(),
+        install_id: INSTALL.into(),
+        controller_version: "test".into(),
+        idle_interval: std::time::Duration::from_secs(300),
+        fast_poll: std::time::Duration::from_secs(2),
+        watch_namespaces: Vec::new(),
+        planner: ControllerSettings::default(),
+    };
+    let ctx = Context::new(
+        client,
+        Arc::new(ClientPool::new()),
+        settings,
+        events,
+        metrics,
+        broadcast::channel(4).0,
+        leader,
+    );
+    (Arc::new(ctx), leader_tx)
 }

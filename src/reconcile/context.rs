@@ -8,6 +8,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::{broadcast, watch};
 
 use crate::api::TemporalWorkerDeployment;
+use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reconcile::outcome::Outcome;
@@ -52,6 +53,18 @@ pub struct Context {
     pub leader: watch::Receiver<bool>,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
     failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+    /// Our last successful status write per object: newer than the watch cache until the
+    /// watch delivers it (see `report::after_own_write`).
+    written: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, Written>>,
+}
+
+/// What a status write left on the server, enough to write again on top of it.
+#[derive(Clone, Debug)]
+pub struct Written {
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    pub resource_version: Option<String>,
+    pub status: Option<TemporalWorkerDeploymentStatus>,
 }
 
 impl Context {
@@ -73,6 +86,7 @@ impl Context {
             feed,
             leader,
             failures: Mutex::default(),
+            written: Mutex::default(),
         }
     }
 
@@ -80,6 +94,32 @@ impl Context {
     /// leader election). Checked before every write.
     pub fn leads(&self) -> bool {
         *self.leader.borrow()
+    }
+
+    /// Remembers a status write that succeeded.
+    pub(super) fn remember_write(&self, twd: &TemporalWorkerDeployment) {
+        let mut m = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(
+            ObjectRef::from_obj(twd),
+            Written {
+                uid: twd.metadata.uid.clone(),
+                generation: twd.metadata.generation,
+                resource_version: twd.metadata.resource_version.clone(),
+                status: twd.status.clone(),
+            },
+        );
+    }
+
+    /// Forgets an object being deleted.
+    pub(super) fn forget_write(&self, twd: &TemporalWorkerDeployment) {
+        let mut m = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(&ObjectRef::from_obj(twd));
+    }
+
+    /// Our last successful status write to `twd`, if any.
+    pub(super) fn last_write(&self, twd: &TemporalWorkerDeployment) -> Option<Written> {
+        let m = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&ObjectRef::from_obj(twd)).cloned()
     }
 
     /// Records `outcome` and returns the failure streak including it (0 after a success).

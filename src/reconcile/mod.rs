@@ -128,49 +128,10 @@ mod tests {
     use std::sync::Arc;
 
     use kube::runtime::controller::Action;
-    use tokio::sync::{broadcast, watch};
 
-    use super::{Context, Settings, reconcile};
+    use super::reconcile;
     use crate::api::TemporalWorkerDeployment;
-    use crate::events::EventSink;
-    use crate::metrics::Metrics;
-    use crate::milestones::Milestones;
-    use crate::reconcile::validate::ControllerSettings;
-    use crate::temporal::ClientPool;
-
-    /// A context whose Kubernetes client points at a closed port: any I/O would fail, and a
-    /// failed reconcile would ask to be retried rather than to wait for a change.
-    fn context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
-        let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
-        let client = kube::Client::try_from(config).expect("client");
-        let metrics = Arc::new(Metrics::new());
-        let events = EventSink::new(
-            client.clone(),
-            None,
-            Arc::new(Milestones::default()),
-            metrics.clone(),
-        );
-        let (leader_tx, leader) = watch::channel(leads);
-        let settings = Settings {
-            identity: crate::fixtures::ME.into(),
-            install_id: crate::fixtures::INSTALL.into(),
-            controller_version: "test".into(),
-            idle_interval: std::time::Duration::from_secs(300),
-            fast_poll: std::time::Duration::from_secs(2),
-            watch_namespaces: Vec::new(),
-            planner: ControllerSettings::default(),
-        };
-        let ctx = Context::new(
-            client,
-            Arc::new(ClientPool::new()),
-            settings,
-            events,
-            metrics,
-            broadcast::channel(4).0,
-            leader,
-        );
-        (Arc::new(ctx), leader_tx)
-    }
+    use crate::fixtures::offline_context as context;
 
     fn twd() -> Arc<TemporalWorkerDeployment> {
         Arc::new(TemporalWorkerDeployment::test())

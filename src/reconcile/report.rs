@@ -30,15 +30,24 @@ const CLEANUP_RETRY: Duration = Duration::from_secs(5);
 /// Least interval between looks while another identity manages routing.
 const MANAGER_POLL_MIN: Duration = Duration::from_secs(2);
 
-pub async fn report(ctx: &Context, attempt: Attempt) -> Action {
+pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
     let (decided, streak) = decide(ctx, &attempt);
+    if attempt.twd.metadata.deletion_timestamp.is_some() {
+        ctx.forget_write(&attempt.twd);
+    }
     if let Some(planned) = &attempt.planned {
         milestones(ctx, &attempt.twd, planned).await;
     }
-    let written = match new_status(&attempt, &decided, streak) {
-        None => Ok(()),
-        Some(status) => write(ctx, &attempt, status).await,
-    };
+    let mut written = write_new(ctx, &attempt, &decided, streak).await;
+    if matches!(written, Err(Outcome::Stale))
+        && let Some(newer) = after_own_write(ctx, &attempt)
+    {
+        // The routing change is already made in Temporal: record it now rather than on the
+        // next reconcile, which may come after the step has ended, so that no observer of
+        // the status misses a step.
+        attempt.twd = newer;
+        written = write_new(ctx, &attempt, &decided, streak).await;
+    }
     match written {
         Ok(()) => requeue(ctx, decided.requeue, attempt.planned.as_ref()),
         Err(Outcome::Stale) => requeue(ctx, Requeue::Stale, None),
@@ -56,6 +65,37 @@ pub async fn report(ctx: &Context, attempt: Attempt) -> Action {
             requeue(ctx, decided.requeue, None)
         }
     }
+}
+
+async fn write_new(
+    ctx: &Context,
+    attempt: &Attempt,
+    decided: &Verdict,
+    streak: u32,
+) -> Result<(), Outcome> {
+    match new_status(attempt, decided, streak) {
+        None => Ok(()),
+        Some(status) => write(ctx, attempt, status).await,
+    }
+}
+
+/// After a 409 on a reconcile that changed routing: the object as our own last status write
+/// left it, when that write is newer than the cached object the reconcile started from and
+/// the spec is the one planned for (a spec change is planned afresh by the next reconcile).
+/// No extra read: the cache lagging behind our own write is the usual cause of the 409.
+fn after_own_write(ctx: &Context, attempt: &Attempt) -> Option<Arc<TemporalWorkerDeployment>> {
+    routed(&attempt.planned.as_ref()?.done)?;
+    let twd = &attempt.twd;
+    let last = ctx.last_write(twd)?;
+    let newer = last.uid == twd.metadata.uid
+        && last.generation == twd.metadata.generation
+        && last.resource_version != twd.metadata.resource_version;
+    newer.then(|| {
+        let mut obj = (**twd).clone();
+        obj.metadata.resource_version = last.resource_version;
+        obj.status = last.status;
+        Arc::new(obj)
+    })
 }
 
 /// Updates the failure streak, counts a failure once, and asks for the verdict.
@@ -182,6 +222,7 @@ async fn write(
         .kube_write("update", "temporalworkerdeployments/status", res.is_ok());
     match res {
         Ok(updated) => {
+            ctx.remember_write(&updated);
             let _ = ctx.feed.send(Arc::new(updated));
             if let Some(p) = &attempt.planned {
                 // Counted only once written, so a retried reconcile does not count a gate twice.
@@ -304,4 +345,87 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
             format!("Deleted Deployment {name} of build ID {build_id}"),
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::after_own_write;
+    use crate::api::TemporalWorkerDeployment;
+    use crate::api::twd::TemporalWorkerDeploymentStatus;
+    use crate::fixtures::offline_context;
+    use crate::planner::model::{Plan, PlanInput, RoutingChange};
+    use crate::reconcile::act::Done;
+    use crate::reconcile::{Attempt, Outcome, Planned};
+
+    /// The cached object a reconcile started from: resourceVersion 10, generation 3.
+    fn cached() -> TemporalWorkerDeployment {
+        let mut twd = TemporalWorkerDeployment::test().generation(3);
+        twd.metadata.uid = Some("uid-1".into());
+        twd.metadata.resource_version = Some("10".into());
+        twd
+    }
+
+    fn attempt(twd: TemporalWorkerDeployment, done: Vec<Done>) -> Attempt {
+        Attempt {
+            twd: Arc::new(twd),
+            planned: Some(Planned {
+                input: PlanInput::test(),
+                plan: Plan::default(),
+                done,
+            }),
+            outcome: Outcome::Done,
+        }
+    }
+
+    fn ramped() -> Vec<Done> {
+        vec![Done::Routed(RoutingChange::SetRamping {
+            build_id: "v2".into(),
+            percentage: 20.0,
+        })]
+    }
+
+    /// Our own last status write: resourceVersion 11, with a marker in the status.
+    fn written(generation: i64) -> TemporalWorkerDeployment {
+        let mut twd = cached();
+        twd.metadata.generation = Some(generation);
+        twd.metadata.resource_version = Some("11".into());
+        twd.status = Some(TemporalWorkerDeploymentStatus {
+            observed_generation: Some(generation),
+            ..Default::default()
+        });
+        twd
+    }
+
+    #[tokio::test]
+    async fn a_routing_change_is_recorded_on_top_of_our_own_newer_write() {
+        let (ctx, _leader) = offline_context(true);
+        ctx.remember_write(&written(3));
+        let newer = after_own_write(&ctx, &attempt(cached(), ramped())).expect("retry");
+        assert_eq!(newer.metadata.resource_version.as_deref(), Some("11"));
+        assert_eq!(
+            newer.status.as_ref().and_then(|s| s.observed_generation),
+            Some(3)
+        );
+    }
+
+    #[tokio::test]
+    async fn no_retry_without_a_routing_change_a_newer_write_or_the_same_spec() {
+        let (ctx, _leader) = offline_context(true);
+        // Nothing written yet.
+        assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
+        // Written, but this reconcile changed no routing: the next one catches up.
+        ctx.remember_write(&written(3));
+        assert!(after_own_write(&ctx, &attempt(cached(), Vec::new())).is_none());
+        // Our write is what the reconcile started from: the 409 came from someone else.
+        assert!(after_own_write(&ctx, &attempt(written(3), ramped())).is_none());
+        // The spec changed since the plan (our last write saw another generation).
+        ctx.remember_write(&written(4));
+        assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
+        // Deleted objects are forgotten.
+        ctx.remember_write(&written(3));
+        ctx.forget_write(&cached());
+        assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
+    }
 }

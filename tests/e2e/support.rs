@@ -661,28 +661,14 @@ impl Case {
                 .expect("history")
                 .push((Instant::now(), serde_json::to_value(&obj)?));
         }
-        // GETs against the API are cheap: poll fast and keep every resourceVersion seen.
-        let watch = {
-            let history = history.clone();
-            let api = self.twds();
-            let name = twd.to_string();
-            tokio::spawn(async move {
-                let mut last_rv: Option<String> = first_rv;
-                loop {
-                    // Bounded: one stuck request must not stop the history for good.
-                    let read =
-                        tokio::time::timeout(Duration::from_secs(5), api.get_opt(&name)).await;
-                    if let Ok(Ok(Some(obj))) = read
-                        && obj.metadata.resource_version != last_rv
-                        && let Ok(v) = serde_json::to_value(&obj)
-                    {
-                        last_rv = obj.metadata.resource_version.clone();
-                        history.lock().expect("history").push((Instant::now(), v));
-                    }
-                    tokio::time::sleep(Duration::from_millis(40)).await;
-                }
-            })
-        };
+        // A watch from the first read delivers every revision in order, as a GitOps tool
+        // sees them; polling GETs could miss a revision that lived shorter than a poll.
+        let watch = tokio::spawn(watch_history(
+            self.twds(),
+            twd.to_string(),
+            first_rv,
+            history.clone(),
+        ));
         let task = tokio::spawn(async move {
             loop {
                 // TWD first: anything its status claims happened before Temporal is read.
@@ -741,6 +727,57 @@ impl Case {
             task,
             watch,
         })
+    }
+}
+
+/// Appends every revision of TWD `name` after `rv` to `history`; re-watches from the last
+/// revision seen when a watch ends, and re-reads when it is too old (410).
+async fn watch_history(
+    api: Api<TemporalWorkerDeployment>,
+    name: String,
+    mut rv: Option<String>,
+    history: Arc<std::sync::Mutex<Vec<(Instant, Value)>>>,
+) {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let push = |obj: &TemporalWorkerDeployment| {
+        if let Ok(v) = serde_json::to_value(obj) {
+            history.lock().expect("history").push((Instant::now(), v));
+        }
+    };
+    loop {
+        let Some(from) = rv.clone() else {
+            // Nothing read yet (the TWD did not exist): start from a fresh read.
+            if let Ok(Some(obj)) = api.get_opt(&name).await {
+                rv = obj.metadata.resource_version.clone();
+                push(&obj);
+            } else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            continue;
+        };
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(60);
+        let Ok(stream) = api.watch(&params, &from).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)) => {
+                    rv = obj.metadata.resource_version.clone();
+                    push(&obj);
+                }
+                Ok(WatchEvent::Deleted(_) | WatchEvent::Bookmark(_)) => {}
+                // Too old to resume from: a gap is unavoidable, so record it by re-reading.
+                Ok(WatchEvent::Error(_)) | Err(_) => {
+                    rv = None;
+                    break;
+                }
+            }
+        }
     }
 }
 
