@@ -305,22 +305,33 @@ fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
     let _ = writeln!(out, "Observed:   generation {generation}");
 
     if let Some(status) = &v.status {
-        let versions = version_rows(status, now);
-        if !versions.is_empty() {
-            out.push_str("\nVersions:\n");
-            out.push_str(&table(
-                &[
-                    "BUILD ID",
-                    "ROLE",
-                    "STATUS",
-                    "REPLICAS",
-                    "DRAINED SINCE",
-                    "SCALE DOWN AT",
-                    "DELETE AT",
-                ],
-                &versions,
-            ));
-        }
+        section(
+            &mut out,
+            "Versions",
+            &[
+                "BUILD ID",
+                "ROLE",
+                "STATUS",
+                "REPLICAS",
+                "DRAINED SINCE",
+                "SCALE DOWN AT",
+                "DELETE AT",
+            ],
+            &version_rows(status, now),
+        );
+        section(
+            &mut out,
+            "Old versions (what keeps them)",
+            &[
+                "BUILD ID",
+                "STATUS",
+                "DRAINING SINCE",
+                "PINNED",
+                "OLDEST PINNED",
+                "WAITING FOR",
+            ],
+            &old_version_rows(status, now),
+        );
         if !status.conditions.is_empty() {
             let rows = status
                 .conditions
@@ -422,6 +433,56 @@ fn version_rows(status: &TemporalWorkerDeploymentStatus, now: jiff::Timestamp) -
         ]);
     }
     rows
+}
+
+/// A titled table, left out when it has no rows.
+fn section(out: &mut String, title: &str, header: &[&str], rows: &[Vec<String>]) {
+    if !rows.is_empty() {
+        out.push('\n');
+        out.push_str(title);
+        out.push_str(":\n");
+        out.push_str(&table(header, rows));
+    }
+}
+
+/// Old versions that still wait for something (drain visibility).
+fn old_version_rows(
+    status: &TemporalWorkerDeploymentStatus,
+    now: jiff::Timestamp,
+) -> Vec<Vec<String>> {
+    status
+        .deprecated_versions
+        .iter()
+        .filter(|d| d.waiting_for.is_some() || d.open_pinned_workflows.is_some())
+        .map(|d| {
+            let oldest = d
+                .oldest_pinned_workflows
+                .first()
+                .map(|w| {
+                    let started = w.start_time.as_ref().map(|t| rel(t.0, now));
+                    format!(
+                        "{}/{} (started {})",
+                        w.workflow_type,
+                        w.workflow_id,
+                        started.as_deref().unwrap_or("-")
+                    )
+                })
+                .unwrap_or_else(|| "-".into());
+            vec![
+                d.version.build_id.clone(),
+                view::version_status_str(d.version.status).to_string(),
+                d.draining_since
+                    .as_ref()
+                    .map(|t| rel(t.0, now))
+                    .unwrap_or_else(|| "-".into()),
+                d.open_pinned_workflows
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                oldest,
+                d.waiting_for.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect()
 }
 
 fn opt(s: &Option<String>) -> String {
@@ -639,6 +700,35 @@ WHEN     TYPE     REASON            MESSAGE
 1m ago   Normal   RampStepStarted   step 2: 25%
 ";
         assert_eq!(text, want);
+    }
+
+    #[test]
+    fn old_versions_say_what_keeps_them() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let now = ts("2024-05-01T12:00:00Z");
+        let mut twd = progressive();
+        let status = twd.status.as_mut().expect("status");
+        let d = &mut status.deprecated_versions[0];
+        d.version.status = VersionStatus::Draining;
+        d.drained_since = None;
+        d.draining_since = Some(Time(ts("2024-05-01T11:30:00Z")));
+        d.open_pinned_workflows = Some(1);
+        d.oldest_pinned_workflows = vec![crate::api::twd::PinnedWorkflow {
+            workflow_type: "wait".into(),
+            workflow_id: "order-7".into(),
+            start_time: Some(Time(ts("2024-05-01T10:00:00Z"))),
+        }];
+        d.waiting_for = Some("1 open workflow pinned to it to finish".into());
+        let text = render(
+            &StatusView::One(Box::new(RolloutView::from_twd(&twd, Vec::new()))),
+            now,
+        );
+        let want = "\
+Old versions (what keeps them):
+BUILD ID   STATUS     DRAINING SINCE   PINNED   OLDEST PINNED                   WAITING FOR
+v0-xyz     Draining   30m ago          1        wait/order-7 (started 2h ago)   1 open workflow pinned to it to finish
+";
+        assert!(text.contains(want), "{text}");
     }
 
     #[test]

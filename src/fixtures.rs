@@ -250,6 +250,7 @@ impl VersionState {
             last_current_at: None,
             first_activation_at: Some(ago(86_400)),
             open_pinned_workflows: Some(0),
+            pinned: None,
         }
     }
 }

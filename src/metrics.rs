@@ -105,6 +105,13 @@ struct InfoLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjBuildLabels {
+    namespace: String,
+    name: String,
+    build_id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ObjStatusLabels {
     namespace: String,
     name: String,
@@ -447,6 +454,8 @@ struct RolloutFamilies {
     ready: Family<ObjLabels, Gauge>,
     stalled: Family<ObjLabels, Gauge>,
     lag: Family<ObjLabels, Gauge>,
+    pinned: Family<ObjBuildLabels, Gauge>,
+    draining_since: Family<ObjBuildLabels, GaugeF>,
 }
 
 impl RolloutFamilies {
@@ -501,6 +510,21 @@ impl RolloutFamilies {
         self.ready.get_or_create(&obj).set(i64::from(s.ready));
         self.stalled.get_or_create(&obj).set(i64::from(s.stalled));
         self.lag.get_or_create(&obj).set(s.generation_lag());
+        for d in &s.draining {
+            let labels = ObjBuildLabels {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                build_id: d.build_id.clone(),
+            };
+            if let Some(n) = d.open_pinned_workflows {
+                self.pinned.get_or_create(&labels).set(n);
+            }
+            if let Some(t) = d.draining_since {
+                self.draining_since
+                    .get_or_create(&labels)
+                    .set(t.as_millisecond() as f64 / 1000.0);
+            }
+        }
     }
 }
 
@@ -541,6 +565,16 @@ fn scrape_registry(
         "rollout_versions",
         "Versions listed in status by Temporal version status",
         f.versions,
+    );
+    reg.register(
+        "version_open_pinned_workflows",
+        "Open workflows pinned to an old (Draining or Drained) version, from Temporal visibility",
+        f.pinned,
+    );
+    reg.register(
+        "version_draining_since_timestamp_seconds",
+        "When Temporal started draining an old version, Unix time",
+        f.draining_since,
     );
     reg.register(
         "rollout_step",
@@ -661,6 +695,61 @@ mod tests {
         assert!(
             m.encode(&store)
                 .contains("temporal_worker_controller_leader 0")
+        );
+    }
+
+    #[test]
+    fn old_versions_export_their_pinned_workflows_and_drain_start() {
+        use crate::api::twd::{
+            DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
+        };
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let old =
+            |build: &str, status, pinned: Option<i64>, since: Option<&str>| DeprecatedVersion {
+                version: VersionInfo {
+                    build_id: build.into(),
+                    status,
+                    deployment: None,
+                    healthy_since: None,
+                    replicas: None,
+                    ready_replicas: None,
+                },
+                drained_since: None,
+                scaledown_at: None,
+                delete_at: None,
+                eligible_for_deletion: false,
+                draining_since: since.map(|s| Time(s.parse().expect("ts"))),
+                open_pinned_workflows: pinned,
+                oldest_pinned_workflows: Vec::new(),
+                waiting_for: None,
+            };
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.status = Some(TemporalWorkerDeploymentStatus {
+            deprecated_versions: vec![
+                old(
+                    "v1",
+                    VersionStatus::Draining,
+                    Some(3),
+                    Some("2026-03-02T10:00:00Z"),
+                ),
+                old("v0", VersionStatus::Drained, Some(0), None),
+                old("vi", VersionStatus::Inactive, Some(9), None),
+            ],
+            ..Default::default()
+        });
+        let mut writer = Writer::<TemporalWorkerDeployment>::default();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(twd));
+        let text = Metrics::new().encode(&writer.as_reader());
+        for line in [
+            "temporal_worker_controller_version_open_pinned_workflows{namespace=\"shop\",name=\"orders\",build_id=\"v1\"} 3",
+            "temporal_worker_controller_version_open_pinned_workflows{namespace=\"shop\",name=\"orders\",build_id=\"v0\"} 0",
+            "temporal_worker_controller_version_draining_since_timestamp_seconds{namespace=\"shop\",name=\"orders\",build_id=\"v1\"} 1772445600",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in:\n{text}");
+        }
+        assert!(
+            !text.contains("build_id=\"vi\""),
+            "an Inactive version is not draining"
         );
     }
 

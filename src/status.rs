@@ -21,12 +21,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::conditions as reason;
 use crate::api::twd::{
-    DeprecatedVersion, GateWorkflow, TargetVersion, TemporalWorkerDeploymentStatus, VersionInfo,
-    VersionStatus,
+    DeprecatedVersion, GateWorkflow, PinnedWorkflow, TargetVersion, TemporalWorkerDeploymentStatus,
+    VersionInfo, VersionStatus,
 };
 use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
-use crate::planner::{eligible_for_deletion, sunset_deadlines};
-use crate::temporal::state::TemporalVersionStatus;
+use crate::planner::{drain, eligible_for_deletion, sunset_deadlines};
+use crate::temporal::state::{PinnedView, TemporalVersionStatus};
 
 /// What one reconcile has to report.
 #[derive(Clone, Debug)]
@@ -371,12 +371,23 @@ fn versions(
                     .map(|v| v.status)
                     .filter(|_| !e.demoted.contains(&d.build_id)),
             );
+            let pinned = temporal.and_then(|v| v.pinned.as_ref());
+            let waiting_for = temporal.and_then(|v| {
+                drain::waiting_for(v.status, pinned, scaledown_at, delete_at, input.now)
+            });
             DeprecatedVersion {
                 version: info(&d.build_id, status, Some(d)),
                 drained_since: drained_since.map(Time),
                 scaledown_at: scaledown_at.map(Time),
                 delete_at: delete_at.map(Time),
                 eligible_for_deletion: eligible,
+                draining_since: temporal
+                    .filter(|v| v.status == TemporalVersionStatus::Draining)
+                    .and_then(|v| v.drainage_changed_at)
+                    .map(Time),
+                open_pinned_workflows: pinned.map(|p| i64::try_from(p.count).unwrap_or(i64::MAX)),
+                oldest_pinned_workflows: pinned.map(pinned_sample).unwrap_or_default(),
+                waiting_for,
             }
         })
         .collect();
@@ -411,13 +422,24 @@ fn versions(
     }
 }
 
+fn pinned_sample(p: &PinnedView) -> Vec<PinnedWorkflow> {
+    p.oldest
+        .iter()
+        .map(|w| PinnedWorkflow {
+            workflow_type: w.workflow_type.clone(),
+            workflow_id: w.workflow_id.clone(),
+            start_time: w.start_time.map(Time),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::twd::GateWorkflowStatus;
     use crate::fixtures::{ME, NOW, ago, hours, ts};
     use crate::planner::model::{DeleteDeployment, DeleteReason, Progress, StepProgress};
-    use crate::temporal::state::{GateObservation, VersionState};
+    use crate::temporal::state::{GateObservation, PinnedWorkflowRef, VersionState};
 
     fn plan_with(phase: Phase, message: &str) -> Plan {
         Plan {
@@ -916,6 +938,55 @@ mod tests {
             reason: DeleteReason::Sunset,
         }];
         assert!(planned(&i, &plan, None).deprecated_versions.is_empty());
+    }
+
+    #[test]
+    fn draining_versions_show_since_when_and_what_keeps_them() {
+        let mut i = PlanInput::test();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        let since = ts("2026-03-02T11:00:00Z");
+        let mut v1 = VersionState::test("v1", TemporalVersionStatus::Draining);
+        v1.drainage_changed_at = Some(since);
+        v1.pinned = Some(PinnedView {
+            count: 2,
+            counted_at: ts(NOW),
+            oldest: vec![PinnedWorkflowRef {
+                workflow_type: "checkout".into(),
+                workflow_id: "order-7".into(),
+                start_time: Some(ts("2026-03-02T09:00:00Z")),
+            }],
+        });
+        i.temporal.versions = vec![v1, VersionState::test("v2", TemporalVersionStatus::Current)];
+        let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        let d = &s.deprecated_versions[0];
+        assert_eq!(d.version.status, VersionStatus::Draining);
+        assert_eq!(d.draining_since, Some(Time(since)));
+        assert_eq!(d.drained_since, None);
+        assert_eq!(d.open_pinned_workflows, Some(2));
+        assert_eq!(
+            d.oldest_pinned_workflows,
+            [PinnedWorkflow {
+                workflow_type: "checkout".into(),
+                workflow_id: "order-7".into(),
+                start_time: Some(Time(ts("2026-03-02T09:00:00Z"))),
+            }]
+        );
+        assert_eq!(
+            d.waiting_for.as_deref(),
+            Some("2 open workflows pinned to it to finish, then Temporal to report it drained")
+        );
+
+        // Not counted (yet): no count is claimed, and what it waits for is still said.
+        i.temporal.versions[0].pinned = None;
+        let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        let d = &s.deprecated_versions[0];
+        assert_eq!(d.open_pinned_workflows, None);
+        assert!(d.oldest_pinned_workflows.is_empty());
+        assert!(
+            d.waiting_for
+                .as_deref()
+                .is_some_and(|w| w.starts_with("Temporal to report"))
+        );
     }
 
     #[test]

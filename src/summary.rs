@@ -132,6 +132,25 @@ pub struct RolloutSummary {
     /// Versions in status by Temporal status (deduplicated by build ID).
     #[serde(default)]
     pub versions: Vec<VersionCount>,
+    /// Old versions still draining or kept by pinned workflows (drain visibility).
+    #[serde(default)]
+    pub draining: Vec<DrainingVersion>,
+}
+
+/// One old version that is not gone yet, and what keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainingVersion {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    pub status: VersionStatus,
+    #[serde(default)]
+    pub draining_since: Option<jiff::Timestamp>,
+    /// Open workflows pinned to it; `None` when not counted.
+    #[serde(default)]
+    pub open_pinned_workflows: Option<i64>,
+    #[serde(default)]
+    pub waiting_for: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +306,29 @@ fn version_counts(status: Option<&TemporalWorkerDeploymentStatus>) -> Vec<Versio
         .collect()
 }
 
+fn draining(status: Option<&TemporalWorkerDeploymentStatus>) -> Vec<DrainingVersion> {
+    let Some(status) = status else {
+        return Vec::new();
+    };
+    status
+        .deprecated_versions
+        .iter()
+        .filter(|d| {
+            matches!(
+                d.version.status,
+                VersionStatus::Draining | VersionStatus::Drained
+            )
+        })
+        .map(|d| DrainingVersion {
+            build_id: d.version.build_id.clone(),
+            status: d.version.status,
+            draining_since: d.draining_since.as_ref().map(|t| t.0),
+            open_pinned_workflows: d.open_pinned_workflows,
+            waiting_for: d.waiting_for.clone(),
+        })
+        .collect()
+}
+
 impl RolloutSummary {
     pub fn from_twd(twd: &TemporalWorkerDeployment) -> Self {
         let status = twd.status.as_ref();
@@ -334,6 +376,7 @@ impl RolloutSummary {
             steps: twd.spec.rollout.steps.len(),
             next_step_at: target.and_then(|t| t.next_step_at.as_ref()).map(|t| t.0),
             versions: version_counts(status),
+            draining: draining(status),
         }
     }
 

@@ -331,6 +331,30 @@ pub struct DeprecatedVersion {
     pub delete_at: Option<Time>,
     #[serde(default)]
     pub eligible_for_deletion: bool,
+    /// Draining versions: when Temporal started draining it (its drainage status changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draining_since: Option<Time>,
+    /// Open workflows pinned to this version, from Temporal visibility (counted again at the
+    /// drain poll pace, not on every reconcile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_pinned_workflows: Option<i64>,
+    /// A few of the oldest open pinned workflows (what keeps the version alive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oldest_pinned_workflows: Vec<PinnedWorkflow>,
+    /// What the version's retirement waits for, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+}
+
+/// One open workflow pinned to an old version.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PinnedWorkflow {
+    pub workflow_type: String,
+    #[serde(rename = "workflowID")]
+    pub workflow_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
 }
 
 impl TemporalWorkerDeployment {

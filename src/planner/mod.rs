@@ -11,9 +11,12 @@
 //!   which of those rolls stalled;
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
+//! - [`drain`]: what the status shows about old versions' pinned workflows, and when they
+//!   are counted again;
 //! - [`clock`]: deadlines and the requeue interval.
 
 pub mod clock;
+pub mod drain;
 mod drift;
 pub mod gates;
 pub mod model;

@@ -66,6 +66,7 @@ fn version(build: String) -> impl Gen<Value = VersionState> {
                 last_current_at: last_current,
                 first_activation_at: first,
                 open_pinned_workflows: pinned,
+                pinned: None,
             },
         )
 }

@@ -404,6 +404,7 @@ fn versions_with_open_pinned_workflows_are_never_retired() {
     // pinned to it by a gate or an override would lose their workers.
     let pinned = |status: VersionState, n: Option<u64>| VersionState {
         open_pinned_workflows: n,
+        pinned: None,
         ..status
     };
     for old in [
@@ -428,6 +429,7 @@ fn versions_with_open_pinned_workflows_are_never_retired() {
 fn pinned_workflows_are_counted_only_for_versions_about_to_be_retired() {
     let uncounted = |v: VersionState| VersionState {
         open_pinned_workflows: None,
+        pinned: None,
         ..v
     };
     let mut i = settled();

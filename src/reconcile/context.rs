@@ -11,6 +11,7 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
+use crate::reconcile::drain_visibility::PinnedCounts;
 use crate::reconcile::outcome::Outcome;
 use crate::reconcile::validate::ControllerSettings;
 use crate::temporal::ClientPool;
@@ -51,6 +52,8 @@ pub struct Context {
     pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
     /// True while this replica holds the leader lease (always true without leader election).
     pub leader: watch::Receiver<bool>,
+    /// The last count of open pinned workflows per old version (drain visibility).
+    pub pinned: PinnedCounts,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
     failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
     /// Our last successful status write per object: newer than the watch cache until the
@@ -85,6 +88,7 @@ impl Context {
             metrics,
             feed,
             leader,
+            pinned: PinnedCounts::default(),
             failures: Mutex::default(),
             written: Mutex::default(),
         }

@@ -13,6 +13,7 @@
 
 pub mod act;
 mod context;
+mod drain_visibility;
 mod finalize;
 pub mod observe;
 pub mod outcome;
@@ -103,12 +104,9 @@ async fn plan_and_act(
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
     let observed = observe::all(ctx, twd, &desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
-    observe::open_pinned_workflows(
-        &observed.client,
-        &twd.temporal_deployment_name(),
-        &mut input,
-    )
-    .await;
+    let deployment = twd.temporal_deployment_name();
+    observe::open_pinned_workflows(&observed.client, &deployment, &mut input).await;
+    drain_visibility::observe(&observed.client, &ctx.pinned, &deployment, &mut input).await;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;

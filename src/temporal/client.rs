@@ -95,7 +95,11 @@ fn legacy_version(deployment: &str, build_id: &str) -> String {
 /// The visibility query for running workflows on `<deployment>:<build>` (the value format of
 /// the `TemporalWorkerDeploymentVersion` search attribute). `None` when a name holds a quote or
 /// backslash, which no valid deployment name or build ID does.
-fn open_workflows_query(deployment: &str, build_id: &str, pinned_only: bool) -> Option<String> {
+pub(super) fn open_workflows_query(
+    deployment: &str,
+    build_id: &str,
+    pinned_only: bool,
+) -> Option<String> {
     let unsafe_char = |s: &str| s.contains(['\'', '"', '\\']);
     if build_id.is_empty() || unsafe_char(deployment) || unsafe_char(build_id) {
         return None;
@@ -182,7 +186,11 @@ impl TemporalClient {
 
     /// Runs one RPC on a clone of the connection: deadline, error mapping, metrics, and
     /// eviction of the pooled connection when the server rejects our credentials.
-    async fn rpc<T, F, Fut>(&self, method: &'static str, call: F) -> Result<T, TemporalError>
+    pub(super) async fn rpc<T, F, Fut>(
+        &self,
+        method: &'static str,
+        call: F,
+    ) -> Result<T, TemporalError>
     where
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,

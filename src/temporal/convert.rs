@@ -111,6 +111,7 @@ fn version_state(
         last_current_at: timestamp(s.last_current_time.as_ref()),
         first_activation_at: timestamp(s.first_activation_time.as_ref()),
         open_pinned_workflows: None,
+        pinned: None,
     })
 }
 

@@ -65,6 +65,26 @@ pub struct VersionState {
     /// version the sunset rules would otherwise scale down or delete; `None` = not counted
     /// (nothing is retired on an unknown count).
     pub open_pinned_workflows: Option<u64>,
+    /// What status shows about the open workflows pinned to a Draining (or still kept Drained)
+    /// version; refreshed at the drain poll pace (`crate::planner::drain`).
+    pub pinned: Option<PinnedView>,
+}
+
+/// Open workflows pinned to one old version, as visibility last reported them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinnedView {
+    pub count: u64,
+    pub counted_at: Timestamp,
+    /// A few of the oldest, oldest first.
+    pub oldest: Vec<PinnedWorkflowRef>,
+}
+
+/// One open pinned workflow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinnedWorkflowRef {
+    pub workflow_type: String,
+    pub workflow_id: String,
+    pub start_time: Option<Timestamp>,
 }
 
 /// Version status as Temporal reports it. `NotRegistered` never appears here: it is the

@@ -565,6 +565,30 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
     Ok(())
 }
 
+/// The status entry of an old version.
+fn old_version(
+    twd: &TemporalWorkerDeployment,
+    build: &str,
+) -> Option<temporal_worker_controller::api::twd::DeprecatedVersion> {
+    twd.status
+        .as_ref()?
+        .deprecated_versions
+        .iter()
+        .find(|d| d.version.build_id == build)
+        .cloned()
+}
+
+/// `temporal-worker-controller status NAME -n NS` from the real binary, against Kubernetes.
+async fn status_cli(c: &Case, name: &str) -> Result<String> {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
+        .args(["status", name, "-n", &c.ns])
+        .env("KUBECONFIG", &c.env.kubeconfig)
+        .output()
+        .await?;
+    ensure!(out.status.success(), "status CLI failed: {out:?}");
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     let c = case("pinned").await?;
@@ -599,6 +623,44 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         )
     })
     .await?;
+
+    // Drain visibility: the status, the CLI and the metrics say since when v1 drains and
+    // which workflow keeps it.
+    let twd = c
+        .wait_twd("ledger", "v1's pinned workflow in status", T, |t| {
+            old_version(t, &v1).is_some_and(|d| {
+                d.open_pinned_workflows == Some(1)
+                    && d.draining_since.is_some()
+                    && d.oldest_pinned_workflows
+                        .first()
+                        .map(|w| w.workflow_id.as_str())
+                        == Some(wf.as_str())
+            })
+        })
+        .await?;
+    let d = old_version(&twd, &v1).context("v1 in status")?;
+    ensure!(
+        d.waiting_for
+            .as_deref()
+            .is_some_and(|w| w.starts_with("1 open workflow pinned")),
+        "{d:?}"
+    );
+    ensure!(
+        d.oldest_pinned_workflows[0].workflow_type == "wait",
+        "{d:?}"
+    );
+    let cli = status_cli(&c, "ledger").await?;
+    ensure!(
+        cli.contains("Old versions (what keeps them):") && cli.contains(&format!("wait/{wf}")),
+        "CLI status lacks v1's pinned workflow:\n{cli}"
+    );
+    let gauge = format!(
+        "temporal_worker_controller_version_open_pinned_workflows{{namespace=\"{}\",name=\"ledger\",build_id=\"{v1}\"}} 1",
+        c.ns
+    );
+    let (_, metrics) =
+        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
+    ensure!(metrics.contains(&gauge), "no {gauge:?} in /metrics");
 
     // For three times the sunset delays, v1 keeps its replica while the workflow runs.
     let watch_until = std::time::Instant::now() + Duration::from_secs(12);

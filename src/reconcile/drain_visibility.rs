@@ -1,0 +1,134 @@
+//! Part of the observe stage: what keeps each old version alive, for the status (drain
+//! visibility). Which versions and when to ask again are decided in `crate::planner::drain`.
+//! Counts are remembered in memory ([`PinnedCounts`]) rather than in the status: a timestamp
+//! in the status would be a write per poll with nothing changed, and a restart only costs one
+//! extra count.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use jiff::Timestamp;
+
+use crate::planner::drain;
+use crate::planner::model::PlanInput;
+use crate::temporal::state::{PinnedView, TemporalVersionStatus};
+use crate::temporal::{TemporalClient, TemporalError};
+
+/// The last count per (Temporal worker deployment, build ID).
+#[derive(Debug, Default)]
+pub struct PinnedCounts(Mutex<HashMap<(String, String), PinnedView>>);
+
+impl PinnedCounts {
+    fn get(&self, deployment: &str, build: &str) -> Option<PinnedView> {
+        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&(deployment.to_string(), build.to_string())).cloned()
+    }
+
+    /// Keeps exactly `views` for `deployment`: versions no longer shown are forgotten.
+    fn set(&self, deployment: &str, views: Vec<(String, PinnedView)>) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|(d, _), _| d != deployment);
+        for (build, view) in views {
+            m.insert((deployment.to_string(), build), view);
+        }
+    }
+}
+
+/// Fills `pinned` on every version the status shows the pinned workflows of. A failed read
+/// keeps the last count (and is tried again on the next reconcile).
+pub async fn observe(
+    client: &TemporalClient,
+    counts: &PinnedCounts,
+    deployment: &str,
+    input: &mut PlanInput,
+) {
+    let mut views = Vec::new();
+    for build in drain::shown(input) {
+        let last = counts.get(deployment, &build);
+        // A count made this reconcile for the sunset rules (Drained: pinned only) is fresh.
+        let fresh = input.temporal.version(&build).and_then(|v| {
+            v.open_pinned_workflows
+                .filter(|_| v.status == TemporalVersionStatus::Drained)
+        });
+        let view = if fresh.is_none() && !drain::due(last.as_ref(), input.now) {
+            last
+        } else {
+            match count(client, deployment, &build, fresh, input.now).await {
+                Ok(view) => Some(view),
+                Err(e) => {
+                    tracing::warn!(build_id = %build, error = %e, "counting pinned workflows for status failed");
+                    last
+                }
+            }
+        };
+        if let Some(view) = view {
+            if let Some(v) = input
+                .temporal
+                .versions
+                .iter_mut()
+                .find(|v| v.build_id == build)
+            {
+                v.pinned = Some(view.clone());
+            }
+            views.push((build, view));
+        }
+    }
+    counts.set(deployment, views);
+}
+
+async fn count(
+    client: &TemporalClient,
+    deployment: &str,
+    build: &str,
+    fresh: Option<u64>,
+    now: Timestamp,
+) -> Result<PinnedView, TemporalError> {
+    let count = match fresh {
+        Some(n) => n,
+        None => client.count_open_workflows(deployment, build, true).await?,
+    };
+    let oldest = if count > 0 {
+        client
+            .oldest_open_pinned(deployment, build, drain::SAMPLE)
+            .await?
+    } else {
+        Vec::new()
+    };
+    Ok(PinnedView {
+        count,
+        counted_at: now,
+        oldest,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PinnedCounts;
+    use crate::fixtures::ago;
+    use crate::temporal::state::PinnedView;
+
+    fn view(count: u64) -> PinnedView {
+        PinnedView {
+            count,
+            counted_at: ago(5),
+            oldest: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn counts_are_kept_per_deployment_and_forgotten_once_not_shown() {
+        let counts = PinnedCounts::default();
+        counts.set("ns/a", vec![("v1".into(), view(2)), ("v2".into(), view(0))]);
+        counts.set("ns/b", vec![("v1".into(), view(7))]);
+        assert_eq!(counts.get("ns/a", "v1"), Some(view(2)));
+        assert_eq!(counts.get("ns/b", "v1"), Some(view(7)));
+        counts.set("ns/a", vec![("v2".into(), view(1))]);
+        assert_eq!(counts.get("ns/a", "v1"), None, "v1 no longer shown");
+        assert_eq!(counts.get("ns/a", "v2"), Some(view(1)));
+        assert_eq!(
+            counts.get("ns/b", "v1"),
+            Some(view(7)),
+            "other deployments untouched"
+        );
+    }
+}
