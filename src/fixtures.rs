@@ -251,6 +251,7 @@ impl VersionState {
             first_activation_at: Some(ago(86_400)),
             open_pinned_workflows: Some(0),
             pinned: None,
+            end_requested: Default::default(),
         }
     }
 }
@@ -293,6 +294,8 @@ impl PlanInput {
                 custom_build_id: false,
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: hours(1),
+                cancel_pinned_after: None,
+                terminate_pinned_after: None,
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -363,4 +366,30 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         leader,
     );
     (Arc::new(ctx), leader_tx)
+}
+
+impl crate::api::twd::DeprecatedVersion {
+    /// An old version in status with nothing but its build ID and status.
+    pub fn test(build: &str, status: crate::api::twd::VersionStatus) -> Self {
+        crate::api::twd::DeprecatedVersion {
+            version: crate::api::twd::VersionInfo {
+                build_id: build.into(),
+                status,
+                deployment: None,
+                healthy_since: None,
+                replicas: None,
+                ready_replicas: None,
+            },
+            drained_since: None,
+            scaledown_at: None,
+            delete_at: None,
+            eligible_for_deletion: false,
+            draining_since: None,
+            open_pinned_workflows: None,
+            oldest_pinned_workflows: Vec::new(),
+            pinned_cancel_requested_at: None,
+            pinned_terminate_requested_at: None,
+            waiting_for: None,
+        }
+    }
 }

@@ -82,6 +82,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     version: &'static str,
 }
@@ -141,6 +146,7 @@ pub struct Metrics {
     kube_writes: Family<KubeWriteLabels, Counter>,
     leader: Gauge,
     gates: Family<OutcomeLabels, Counter>,
+    pinned_ended: Family<ActionLabels, Counter>,
     start_time: f64,
 }
 
@@ -231,6 +237,12 @@ impl Metrics {
             "Finished gate workflows by outcome",
             gates.clone(),
         );
+        let pinned_ended = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "pinned_workflow_batches",
+            "Batch operations that cancelled or terminated the workflows pinned to an old version (spec.sunset.cancelPinnedAfter / terminatePinnedAfter), by action",
+            pinned_ended.clone(),
+        );
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
             .get_or_create(&VersionLabels {
@@ -256,6 +268,9 @@ impl Metrics {
         for outcome in ["completed", "failed"] {
             let _ = gates.get_or_create(&OutcomeLabels { outcome });
         }
+        for action in ["cancel", "terminate"] {
+            let _ = pinned_ended.get_or_create(&ActionLabels { action });
+        }
 
         let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
         Metrics {
@@ -268,6 +283,7 @@ impl Metrics {
             kube_writes,
             leader,
             gates,
+            pinned_ended,
             start_time,
         }
     }
@@ -323,6 +339,13 @@ impl Metrics {
     /// A gate workflow finished: `completed` or `failed`.
     pub fn gate_outcome(&self, outcome: &'static str) {
         self.gates.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// Temporal was asked to `cancel` or `terminate` the workflows pinned to an old version.
+    pub fn pinned_workflows_ended(&self, action: &'static str) {
+        self.pinned_ended
+            .get_or_create(&ActionLabels { action })
+            .inc();
     }
 
     /// The full exposition: operational metrics, rollout state from `store`, process metrics.
@@ -673,6 +696,7 @@ mod tests {
         m.kube_write("patch", "deployments/scale", false);
         m.set_leader(true);
         m.gate_outcome("failed");
+        m.pinned_workflows_ended("cancel");
         let store = Writer::<TemporalWorkerDeployment>::default().as_reader();
         let text = m.encode(&store);
         for line in [
@@ -685,6 +709,8 @@ mod tests {
             "temporal_worker_controller_kube_writes_total{verb=\"patch\",resource=\"deployments/scale\",result=\"error\"} 1",
             "temporal_worker_controller_leader 1",
             "temporal_worker_controller_gate_workflows_total{outcome=\"failed\"} 1",
+            "temporal_worker_controller_pinned_workflow_batches_total{action=\"cancel\"} 1",
+            "temporal_worker_controller_pinned_workflow_batches_total{action=\"terminate\"} 0",
             "temporal_worker_controller_rollouts{phase=\"Completed\"} 0",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
@@ -700,29 +726,14 @@ mod tests {
 
     #[test]
     fn old_versions_export_their_pinned_workflows_and_drain_start() {
-        use crate::api::twd::{
-            DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
-        };
+        use crate::api::twd::{DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionStatus};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-        let old =
-            |build: &str, status, pinned: Option<i64>, since: Option<&str>| DeprecatedVersion {
-                version: VersionInfo {
-                    build_id: build.into(),
-                    status,
-                    deployment: None,
-                    healthy_since: None,
-                    replicas: None,
-                    ready_replicas: None,
-                },
-                drained_since: None,
-                scaledown_at: None,
-                delete_at: None,
-                eligible_for_deletion: false,
-                draining_since: since.map(|s| Time(s.parse().expect("ts"))),
-                open_pinned_workflows: pinned,
-                oldest_pinned_workflows: Vec::new(),
-                waiting_for: None,
-            };
+        let old = |build: &str, status, pinned: Option<i64>, since: Option<&str>| {
+            let mut d = DeprecatedVersion::test(build, status);
+            d.draining_since = since.map(|s| Time(s.parse().expect("ts")));
+            d.open_pinned_workflows = pinned;
+            d
+        };
         let mut twd = TemporalWorkerDeployment::test();
         twd.status = Some(TemporalWorkerDeploymentStatus {
             deprecated_versions: vec![

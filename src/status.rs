@@ -387,6 +387,10 @@ fn versions(
                     .map(Time),
                 open_pinned_workflows: pinned.map(|p| i64::try_from(p.count).unwrap_or(i64::MAX)),
                 oldest_pinned_workflows: pinned.map(pinned_sample).unwrap_or_default(),
+                pinned_cancel_requested_at: temporal.and_then(|v| v.end_requested.cancel).map(Time),
+                pinned_terminate_requested_at: temporal
+                    .and_then(|v| v.end_requested.terminate)
+                    .map(Time),
                 waiting_for,
             }
         })

@@ -22,6 +22,9 @@ mod inputs;
 #[path = "e2e/lifecycle.rs"]
 mod lifecycle;
 
+#[path = "e2e/old_versions.rs"]
+mod old_versions;
+
 #[path = "e2e/observability.rs"]
 mod observability;
 

@@ -138,6 +138,9 @@ fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.cancelPinnedAfter) || !has(self.terminatePinnedAfter) || duration(self.terminatePinnedAfter) > duration(self.cancelPinnedAfter)", "message": "terminatePinnedAfter must be longer than cancelPinnedAfter, so that cancelled workflows get time to clean up"}
+]))]
 pub struct SunsetSpec {
     /// How long after a version is drained before it is scaled to zero.
     #[serde(default = "default_scaledown")]
@@ -147,6 +150,17 @@ pub struct SunsetSpec {
     #[serde(default = "default_delete")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
     pub delete_delay: String,
+    /// Optional: this long after a version starts draining, request cancellation of the
+    /// workflows still pinned to it (they may clean up, then end Canceled). Unset: they run to
+    /// completion, however long that takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub cancel_pinned_after: Option<String>,
+    /// Optional, longer than `cancelPinnedAfter` when both are set: this long after a version
+    /// starts draining, terminate the workflows still pinned to it (no cleanup runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub terminate_pinned_after: Option<String>,
 }
 
 fn default_scaledown() -> String {
@@ -161,6 +175,8 @@ impl Default for SunsetSpec {
         Self {
             scaledown_delay: default_scaledown(),
             delete_delay: default_delete(),
+            cancel_pinned_after: None,
+            terminate_pinned_after: None,
         }
     }
 }
@@ -341,6 +357,13 @@ pub struct DeprecatedVersion {
     /// A few of the oldest open pinned workflows (what keeps the version alive).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oldest_pinned_workflows: Vec<PinnedWorkflow>,
+    /// When the controller asked Temporal to cancel the workflows pinned to this version
+    /// (`spec.sunset.cancelPinnedAfter`); recorded so that it is asked once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cancel_requested_at: Option<Time>,
+    /// When the controller asked Temporal to terminate them (`terminatePinnedAfter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_terminate_requested_at: Option<Time>,
     /// What the version's retirement waits for, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,

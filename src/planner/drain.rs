@@ -6,8 +6,8 @@
 
 use jiff::Timestamp;
 
-use super::clock::{self, DRAIN_POLL};
-use super::model::PlanInput;
+use super::clock::{self, DRAIN_POLL, Wake};
+use super::model::{EndAction, EndPinned, PlanInput, RoutingChange};
 use crate::temporal::state::{PinnedView, TemporalVersionStatus};
 
 /// How many of the oldest pinned workflows the status names.
@@ -38,6 +38,65 @@ pub fn due(prior: Option<&PinnedView>, now: Timestamp) -> bool {
         let next = clock::add(p.counted_at, DRAIN_POLL);
         next.is_none_or(|next| now >= next) || p.counted_at > now
     })
+}
+
+/// `spec.sunset.cancelPinnedAfter` / `terminatePinnedAfter`: which Draining versions' pinned
+/// workflows to cancel or terminate now, each asked once (the status records it). Measured
+/// from when Temporal started draining the version. Never a version that is the target or
+/// that this plan routes to (a rollback), never one Temporal does not report Draining
+/// (Current and Ramping versions' workflows are never touched), and never one visibility
+/// counted no pinned workflow for.
+pub fn end_pinned(
+    input: &PlanInput,
+    routing: Option<&RoutingChange>,
+    wake: &mut Wake,
+) -> Vec<EndPinned> {
+    let desired = &input.desired;
+    let routed_to = match routing {
+        Some(
+            RoutingChange::SetCurrent { build_id } | RoutingChange::SetRamping { build_id, .. },
+        ) => Some(build_id.as_str()),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for v in &input.temporal.versions {
+        let spared = v.build_id == desired.build_id || Some(v.build_id.as_str()) == routed_to;
+        let none_pinned = v.pinned.as_ref().is_some_and(|p| p.count == 0);
+        let (TemporalVersionStatus::Draining, Some(since), false, false) =
+            (v.status, v.drainage_changed_at, spared, none_pinned)
+        else {
+            continue;
+        };
+        let deadline =
+            |after: Option<std::time::Duration>| after.and_then(|a| clock::add(since, a));
+        let mut due = |at: Option<Timestamp>, done: Option<Timestamp>| match (at, done) {
+            (Some(at), None) if at <= input.now => true,
+            (Some(at), None) => {
+                wake.at(input.now, at);
+                false
+            }
+            _ => false,
+        };
+        let terminate = due(
+            deadline(desired.terminate_pinned_after),
+            v.end_requested.terminate,
+        );
+        let cancel = due(
+            deadline(desired.cancel_pinned_after),
+            v.end_requested.cancel,
+        );
+        // Termination supersedes a cancellation that would come at the same time.
+        let action = match (terminate, cancel) {
+            (true, _) => EndAction::Terminate,
+            (false, true) => EndAction::Cancel,
+            (false, false) => continue,
+        };
+        out.push(EndPinned {
+            build_id: v.build_id.clone(),
+            action,
+        });
+    }
+    out
 }
 
 /// What an old version's retirement waits for; `None` when nothing (or it is not old).
@@ -114,6 +173,100 @@ mod tests {
             due(Some(&view(2, -5)), now),
             "counted in the future: clock stepped"
         );
+    }
+
+    fn draining(build: &str, since_secs_ago: i64, pinned: Option<u64>) -> VersionState {
+        let mut v = VersionState::test(build, TemporalVersionStatus::Draining);
+        v.drainage_changed_at = Some(ago(since_secs_ago));
+        v.pinned = pinned.map(|n| view(n, 0));
+        v
+    }
+
+    fn ends(input: &PlanInput) -> (Vec<(String, EndAction)>, Option<std::time::Duration>) {
+        let mut wake = Wake::default();
+        let out = end_pinned(input, None, &mut wake)
+            .into_iter()
+            .map(|e| (e.build_id, e.action))
+            .collect();
+        (out, wake.get())
+    }
+
+    fn with_timeouts(cancel: Option<u64>, terminate: Option<u64>) -> PlanInput {
+        let mut input = PlanInput::test();
+        input.desired.cancel_pinned_after = cancel.map(std::time::Duration::from_secs);
+        input.desired.terminate_pinned_after = terminate.map(std::time::Duration::from_secs);
+        input
+    }
+
+    #[test]
+    fn pinned_workflows_are_left_alone_without_a_timeout() {
+        let mut input = with_timeouts(None, None);
+        input
+            .temporal
+            .versions
+            .push(draining("v0", 86_400 * 30, Some(5)));
+        assert_eq!(ends(&input), (Vec::new(), None));
+    }
+
+    #[test]
+    fn pinned_workflows_are_cancelled_then_terminated_once_each() {
+        use EndAction::*;
+        let mut input = with_timeouts(Some(60), Some(600));
+        input.temporal.versions.push(draining("v0", 30, Some(2)));
+        // Not yet: come back when the cancellation is due.
+        assert_eq!(
+            ends(&input),
+            (Vec::new(), Some(std::time::Duration::from_secs(30)))
+        );
+        input.temporal.versions[2].drainage_changed_at = Some(ago(60));
+        assert_eq!(ends(&input).0, [("v0".to_string(), Cancel)]);
+        // Asked once: next the termination.
+        input.temporal.versions[2].end_requested.cancel = Some(ago(0));
+        assert_eq!(
+            ends(&input),
+            (Vec::new(), Some(std::time::Duration::from_secs(540)))
+        );
+        input.temporal.versions[2].drainage_changed_at = Some(ago(700));
+        assert_eq!(ends(&input).0, [("v0".to_string(), Terminate)]);
+        input.temporal.versions[2].end_requested.terminate = Some(ago(0));
+        assert_eq!(ends(&input), (Vec::new(), None));
+    }
+
+    #[test]
+    fn termination_due_at_once_supersedes_the_cancellation() {
+        let mut input = with_timeouts(Some(60), Some(600));
+        input.temporal.versions.push(draining("v0", 3600, None));
+        assert_eq!(ends(&input).0, [("v0".to_string(), EndAction::Terminate)]);
+    }
+
+    #[test]
+    fn only_draining_versions_with_pinned_workflows_are_touched() {
+        let mut input = with_timeouts(Some(1), None);
+        input.temporal.versions = vec![
+            VersionState::test("v1", TemporalVersionStatus::Current),
+            VersionState::test("v2", TemporalVersionStatus::Ramping),
+            VersionState::test("vi", TemporalVersionStatus::Inactive),
+            VersionState::drained("vd", ago(3600)),
+            draining("none", 3600, Some(0)),
+            draining("unknown", 3600, None),
+            draining("no-time", 3600, Some(1)),
+        ];
+        input.temporal.versions[6].drainage_changed_at = None;
+        assert_eq!(ends(&input).0, [("unknown".to_string(), EndAction::Cancel)]);
+    }
+
+    #[test]
+    fn the_target_and_a_rollback_in_the_same_plan_are_spared() {
+        let mut input = with_timeouts(Some(1), None);
+        input.temporal.versions = vec![
+            draining("v2", 3600, Some(1)), // the target (PlanInput::test's desired build)
+            draining("v0", 3600, Some(1)),
+        ];
+        let mut wake = Wake::default();
+        let rollback = RoutingChange::SetCurrent {
+            build_id: "v0".into(),
+        };
+        assert!(end_pinned(&input, Some(&rollback), &mut wake).is_empty());
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //!   which of those rolls stalled;
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
-//! - [`drain`]: what the status shows about old versions' pinned workflows, and when they
-//!   are counted again;
+//! - [`drain`]: what the status shows about old versions' pinned workflows, when they are
+//!   counted again, and when they are cancelled or terminated;
 //! - [`clock`]: deadlines and the requeue interval.
 
 pub mod clock;
@@ -67,6 +67,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     let mut scale = scaling::active(&view);
     scale.extend(retirement.scale);
+    let end_pinned = drain::end_pinned(input, decision.change.as_ref(), &mut wake);
     Plan {
         create,
         update: drift::updates(&view, &retirement.delete),
@@ -75,6 +76,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         claim_manager: decision.claim_manager,
         routing: decision.change,
         delete: retirement.delete,
+        end_pinned,
         progress: decision.progress,
         requeue_after: wake.get(),
     }

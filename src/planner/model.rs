@@ -50,6 +50,10 @@ pub struct Desired {
     pub max_versions_ineligible_for_deletion: usize,
     /// A target that was Current within this window is promoted at once (rollback).
     pub rollback_window: Duration,
+    /// Cancel the workflows still pinned to a version this long after it started draining.
+    pub cancel_pinned_after: Option<Duration>,
+    /// Terminate them this long after it started draining.
+    pub terminate_pinned_after: Option<Duration>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -116,10 +120,21 @@ pub struct Plan {
     pub routing: Option<RoutingChange>,
     /// Delete these Deployments.
     pub delete: Vec<DeleteDeployment>,
+    /// Cancel or terminate the workflows still pinned to these Draining versions.
+    pub end_pinned: Vec<EndPinned>,
     /// What the rollout is doing, for status and conditions.
     pub progress: Progress,
     /// When to look again at the latest (deadline-driven; `None` = idle interval).
     pub requeue_after: Option<Duration>,
+}
+
+pub use crate::temporal::state::EndAction;
+
+/// Ask Temporal to end the open workflows pinned to one Draining version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndPinned {
+    pub build_id: String,
+    pub action: EndAction,
 }
 
 #[derive(Clone, Debug, PartialEq)]

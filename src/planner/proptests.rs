@@ -67,6 +67,7 @@ fn version(build: String) -> impl Gen<Value = VersionState> {
                 first_activation_at: first,
                 open_pinned_workflows: pinned,
                 pinned: None,
+                end_requested: Default::default(),
             },
         )
 }
@@ -141,9 +142,23 @@ fn desired() -> impl Gen<Value = Desired> {
         any::<bool>(),
         0usize..6,
         0u64..7200,
+        prop::option::of(0u64..7200),
+        prop::option::of(0u64..7200),
     )
         .prop_map(
-            |(build_id, replicas, strategy, gate, scaledown, delete, custom, max, rollback)| {
+            |(
+                build_id,
+                replicas,
+                strategy,
+                gate,
+                scaledown,
+                delete,
+                custom,
+                max,
+                rollback,
+                cancel,
+                terminate,
+            )| {
                 Desired {
                     build_id,
                     replicas,
@@ -157,6 +172,8 @@ fn desired() -> impl Gen<Value = Desired> {
                     custom_build_id: custom,
                     max_versions_ineligible_for_deletion: max,
                     rollback_window: Duration::from_secs(rollback),
+                    cancel_pinned_after: cancel.map(Duration::from_secs),
+                    terminate_pinned_after: terminate.map(Duration::from_secs),
                 }
             },
         )
@@ -321,6 +338,26 @@ proptest! {
             if let Some(why) = protected(&input, &d.build_id) {
                 prop_assert!(false, "deleted {} although {why}: {p:?}", d.build_id);
             }
+        }
+    }
+
+    #[test]
+    fn no_plan_ends_workflows_of_a_version_that_is_not_draining(input in plan_input()) {
+        let p = plan(&input);
+        let routed = match &p.routing {
+            Some(RoutingChange::SetCurrent { build_id })
+            | Some(RoutingChange::SetRamping { build_id, .. }) => Some(build_id),
+            Some(RoutingChange::ClearRamp) | None => None,
+        };
+        for end in &p.end_pinned {
+            let status = input.temporal.version(&end.build_id).map(|v| v.status);
+            prop_assert!(
+                status == Some(TemporalVersionStatus::Draining),
+                "ends workflows of {} which Temporal reports {status:?}: {p:?}",
+                end.build_id
+            );
+            prop_assert!(end.build_id != input.desired.build_id, "ends the target's workflows: {p:?}");
+            prop_assert!(Some(&end.build_id) != routed, "ends workflows of the version it routes to: {p:?}");
         }
     }
 

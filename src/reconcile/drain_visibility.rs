@@ -9,9 +9,11 @@ use std::sync::Mutex;
 
 use jiff::Timestamp;
 
+use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::drain;
-use crate::planner::model::PlanInput;
-use crate::temporal::state::{PinnedView, TemporalVersionStatus};
+use crate::planner::model::{EndAction, PlanInput};
+use crate::reconcile::act::Done;
+use crate::temporal::state::{EndRequested, PinnedView, TemporalVersionStatus};
 use crate::temporal::{TemporalClient, TemporalError};
 
 /// The last count per (Temporal worker deployment, build ID).
@@ -34,14 +36,19 @@ impl PinnedCounts {
     }
 }
 
-/// Fills `pinned` on every version the status shows the pinned workflows of. A failed read
-/// keeps the last count (and is tried again on the next reconcile).
+/// Fills `pinned` on every version the status shows the pinned workflows of, and what was
+/// already asked of Temporal about them (from the last status). A failed read keeps the last
+/// count (and is tried again on the next reconcile).
 pub async fn observe(
     client: &TemporalClient,
     counts: &PinnedCounts,
     deployment: &str,
+    prior: Option<&TemporalWorkerDeploymentStatus>,
     input: &mut PlanInput,
 ) {
+    for v in &mut input.temporal.versions {
+        v.end_requested = end_requested(prior, &v.build_id);
+    }
     let mut views = Vec::new();
     for build in drain::shown(input) {
         let last = counts.get(deployment, &build);
@@ -76,6 +83,42 @@ pub async fn observe(
     counts.set(deployment, views);
 }
 
+/// After the act stage: what this reconcile asked Temporal to do is now a fact for the status.
+pub fn note_requested(input: &mut PlanInput, done: &[Done]) {
+    for d in done {
+        let Done::EndedPinned(end) = d else { continue };
+        let now = input.now;
+        if let Some(v) = input
+            .temporal
+            .versions
+            .iter_mut()
+            .find(|v| v.build_id == end.build_id)
+        {
+            match end.action {
+                EndAction::Cancel => v.end_requested.cancel = Some(now),
+                EndAction::Terminate => v.end_requested.terminate = Some(now),
+            }
+        }
+    }
+}
+
+/// What the last status recorded as asked about `build`'s pinned workflows.
+fn end_requested(prior: Option<&TemporalWorkerDeploymentStatus>, build: &str) -> EndRequested {
+    let d = prior.and_then(|s| {
+        s.deprecated_versions
+            .iter()
+            .find(|d| d.version.build_id == build)
+    });
+    EndRequested {
+        cancel: d
+            .and_then(|d| d.pinned_cancel_requested_at.as_ref())
+            .map(|t| t.0),
+        terminate: d
+            .and_then(|d| d.pinned_terminate_requested_at.as_ref())
+            .map(|t| t.0),
+    }
+}
+
 async fn count(
     client: &TemporalClient,
     deployment: &str,
@@ -103,9 +146,12 @@ async fn count(
 
 #[cfg(test)]
 mod tests {
-    use super::PinnedCounts;
-    use crate::fixtures::ago;
-    use crate::temporal::state::PinnedView;
+    use super::{PinnedCounts, end_requested, note_requested};
+    use crate::api::twd::{DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionStatus};
+    use crate::fixtures::{NOW, ago, ts};
+    use crate::planner::model::{EndAction, EndPinned, PlanInput};
+    use crate::reconcile::act::Done;
+    use crate::temporal::state::{PinnedView, TemporalVersionStatus, VersionState};
 
     fn view(count: u64) -> PinnedView {
         PinnedView {
@@ -130,5 +176,34 @@ mod tests {
             Some(view(7)),
             "other deployments untouched"
         );
+    }
+
+    #[test]
+    fn what_was_asked_is_read_from_the_last_status_and_noted_after_acting() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let mut old = DeprecatedVersion::test("v0", VersionStatus::Draining);
+        old.pinned_cancel_requested_at = Some(Time(ago(30)));
+        let status = TemporalWorkerDeploymentStatus {
+            deprecated_versions: vec![old],
+            ..Default::default()
+        };
+        let asked = end_requested(Some(&status), "v0");
+        assert_eq!((asked.cancel, asked.terminate), (Some(ago(30)), None));
+        assert_eq!(end_requested(Some(&status), "v1"), Default::default());
+        assert_eq!(end_requested(None, "v0"), Default::default());
+
+        let mut input = PlanInput::test();
+        input
+            .temporal
+            .versions
+            .push(VersionState::test("v0", TemporalVersionStatus::Draining));
+        let ended = Done::EndedPinned(EndPinned {
+            build_id: "v0".into(),
+            action: EndAction::Terminate,
+        });
+        note_requested(&mut input, &[ended]);
+        let v0 = input.temporal.version("v0").expect("v0");
+        assert_eq!(v0.end_requested.terminate, Some(ts(NOW)));
+        assert_eq!(v0.end_requested.cancel, None);
     }
 }

@@ -106,10 +106,18 @@ async fn plan_and_act(
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
     let deployment = twd.temporal_deployment_name();
     observe::open_pinned_workflows(&observed.client, &deployment, &mut input).await;
-    drain_visibility::observe(&observed.client, &ctx.pinned, &deployment, &mut input).await;
+    drain_visibility::observe(
+        &observed.client,
+        &ctx.pinned,
+        &deployment,
+        twd.status.as_ref(),
+        &mut input,
+    )
+    .await;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
+    drain_visibility::note_requested(&mut input, &acted.done);
     Ok(Attempt {
         twd: acted.twd,
         planned: Some(Planned {

@@ -112,7 +112,20 @@ pub fn desired(
         custom_build_id: custom.is_some(),
         max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
         rollback_window: settings.rollback_window,
+        cancel_pinned_after: optional(&spec.sunset.cancel_pinned_after)?,
+        terminate_pinned_after: optional(&spec.sunset.terminate_pinned_after)?,
     })
+}
+
+/// An optional sunset duration, already validated by [`check_sunset`].
+fn optional(value: &Option<String>) -> Result<Option<std::time::Duration>, InvalidSpec> {
+    value
+        .as_deref()
+        .map(duration::parse)
+        .transpose()
+        .map_err(|e| InvalidSpec {
+            message: e.to_string(),
+        })
 }
 
 #[derive(Default)]
@@ -174,14 +187,7 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     }
     check_template(twd, p);
     check_rollout(twd, p);
-    for (path, value) in [
-        ("spec.sunset.scaledownDelay", &spec.sunset.scaledown_delay),
-        ("spec.sunset.deleteDelay", &spec.sunset.delete_delay),
-    ] {
-        if let Err(e) = duration::parse(value) {
-            p.add(path, format!("{e} (examples: 30m, 1h, 24h)"));
-        }
-    }
+    check_sunset(twd, p);
 
     let opts = &spec.worker_options;
     if opts.connection_ref.name.is_empty() {
@@ -198,6 +204,40 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     {
         // The error text already carries the field path.
         p.0.push(e.to_string());
+    }
+}
+
+fn check_sunset(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let sunset = &twd.spec.sunset;
+    for (path, value) in [
+        ("spec.sunset.scaledownDelay", Some(&sunset.scaledown_delay)),
+        ("spec.sunset.deleteDelay", Some(&sunset.delete_delay)),
+        (
+            "spec.sunset.cancelPinnedAfter",
+            sunset.cancel_pinned_after.as_ref(),
+        ),
+        (
+            "spec.sunset.terminatePinnedAfter",
+            sunset.terminate_pinned_after.as_ref(),
+        ),
+    ] {
+        if let Some(Err(e)) = value.map(|v| duration::parse(v)) {
+            p.add(path, format!("{e} (examples: 30m, 1h, 24h)"));
+        }
+    }
+    let parsed = |v: &Option<String>| v.as_deref().and_then(|v| duration::parse(v).ok());
+    if let (Some(cancel), Some(terminate)) = (
+        parsed(&sunset.cancel_pinned_after),
+        parsed(&sunset.terminate_pinned_after),
+    ) && terminate <= cancel
+    {
+        p.add(
+            "spec.sunset.terminatePinnedAfter",
+            format!(
+                "must be longer than cancelPinnedAfter ({}), so that cancelled workflows get time to clean up",
+                sunset.cancel_pinned_after.as_deref().unwrap_or_default()
+            ),
+        );
     }
 }
 
@@ -550,6 +590,38 @@ mod tests {
         assert!(
             message.contains("spec.sunset.deleteDelay: invalid duration \"-5m\""),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn pinned_workflow_timeouts_parse_and_terminate_comes_after_cancel() {
+        let mut t = valid();
+        t.spec.sunset.cancel_pinned_after = Some("soon".into());
+        let message = error_of(&t);
+        assert!(
+            message.contains("spec.sunset.cancelPinnedAfter: invalid duration \"soon\""),
+            "{message}"
+        );
+        t.spec.sunset.cancel_pinned_after = Some("2h".into());
+        t.spec.sunset.terminate_pinned_after = Some("90m".into());
+        let message = error_of(&t);
+        assert!(
+            message.contains(
+                "spec.sunset.terminatePinnedAfter: must be longer than cancelPinnedAfter (2h)"
+            ),
+            "{message}"
+        );
+        t.spec.sunset.terminate_pinned_after = Some("3h".into());
+        let d = desired(&t, &ControllerSettings::default()).expect("valid");
+        assert_eq!(d.cancel_pinned_after, Some(Duration::from_secs(7200)));
+        assert_eq!(d.terminate_pinned_after, Some(Duration::from_secs(10800)));
+        // Either alone is fine; neither is the default.
+        t.spec.sunset.cancel_pinned_after = None;
+        assert!(desired(&t, &ControllerSettings::default()).is_ok());
+        let d = desired(&valid(), &ControllerSettings::default()).expect("valid");
+        assert_eq!(
+            (d.cancel_pinned_after, d.terminate_pinned_after),
+            (None, None)
         );
     }
 

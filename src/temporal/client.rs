@@ -199,7 +199,11 @@ impl TemporalClient {
     }
 
     /// [`Self::rpc`] for a write, bounded by [`WRITE_TIMEOUT`] so it cannot outlast the lease.
-    async fn write<T, F, Fut>(&self, method: &'static str, call: F) -> Result<T, TemporalError>
+    pub(super) async fn write<T, F, Fut>(
+        &self,
+        method: &'static str,
+        call: F,
+    ) -> Result<T, TemporalError>
     where
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,

@@ -71,6 +71,11 @@ impl TemporalError {
         matches!(self.rpc_message(), Some((Code::NotFound, _)))
     }
 
+    /// What a create with a fixed ID answers when it was created before.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self.rpc_message(), Some((Code::AlreadyExists, _)))
+    }
+
     /// The conflict token we sent is stale: someone changed routing since we described it.
     pub fn is_conflict(&self) -> bool {
         matches!(self.rpc_message(), Some((Code::FailedPrecondition, m)) if m.contains("conflict token mismatch"))

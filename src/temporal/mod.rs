@@ -1,16 +1,16 @@
 //! Temporal access: the calls we make and the observed-state types.
 //!
 //! `state` holds plain observed data (the shared contract), `convert` turns protos into it,
-//! `auth` reads credentials from Secrets, `pool` owns connections and `client` makes the calls (`visibility` the list queries about
-//! old versions' workflows).
+//! `auth` reads credentials from Secrets, `pool` owns connections and `client` makes the
+//! calls (`old_versions` those about the workflows that keep old versions alive).
 
 pub mod auth;
 pub mod client;
 pub mod convert;
 pub mod error;
+pub mod old_versions;
 pub mod pool;
 pub mod state;
-pub mod visibility;
 
 pub use auth::{AuthError, AuthMaterial, auth_from_secret};
 pub use client::TemporalClient;

@@ -66,8 +66,36 @@ pub struct VersionState {
     /// (nothing is retired on an unknown count).
     pub open_pinned_workflows: Option<u64>,
     /// What status shows about the open workflows pinned to a Draining (or still kept Drained)
-    /// version; refreshed at the drain poll pace (`crate::planner::drain`).
+    /// version; refreshed at the drain poll pace (see the planner's `drain` module).
     pub pinned: Option<PinnedView>,
+    /// What the controller already asked Temporal to do to the workflows pinned to this
+    /// version (from the last status).
+    pub end_requested: EndRequested,
+}
+
+/// How the open workflows pinned to an old version are ended (`spec.sunset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EndAction {
+    /// Request cancellation: workflow code may clean up and end Canceled.
+    Cancel,
+    /// Terminate: ends at once, no workflow code runs.
+    Terminate,
+}
+
+impl EndAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndAction::Cancel => "cancel",
+            EndAction::Terminate => "terminate",
+        }
+    }
+}
+
+/// When the controller asked Temporal to cancel / terminate a version's pinned workflows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndRequested {
+    pub cancel: Option<Timestamp>,
+    pub terminate: Option<Timestamp>,
 }
 
 /// Open workflows pinned to one old version, as visibility last reported them.

@@ -31,7 +31,7 @@ fn gate_workflows(
 }
 
 /// Events (events.k8s.io/v1, as kube-rs' recorder writes them) with this reason in the case's namespace.
-async fn events_with_reason(c: &Case, reason: &str) -> Result<Vec<Value>> {
+pub(crate) async fn events_with_reason(c: &Case, reason: &str) -> Result<Vec<Value>> {
     let ar = kube::api::ApiResource::erase::<k8s_openapi::api::events::v1::Event>(&());
     let api: Api<kube::api::DynamicObject> = Api::namespaced_with(c.client.clone(), &c.ns, &ar);
     let list = api.list(&Default::default()).await?;

@@ -1,5 +1,5 @@
-//! Rollout strategies end to end (issue 3): AllAtOnce, Progressive, Manual, drainage with
-//! pinned workflows, and a spec change in the middle of a ramp.
+//! Rollout strategies end to end (issue 3): AllAtOnce, Progressive, Manual, and a spec change
+//! in the middle of a ramp. Old versions and their pinned workflows: `old_versions.rs`.
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ fn progressive(steps: &[(i32, &str)]) -> Value {
 }
 
 /// Applies v1 with AllAtOnce and waits until it is Current; returns its build ID.
-async fn deploy_first(c: &Case, name: &str) -> Result<String> {
+pub(crate) async fn deploy_first(c: &Case, name: &str) -> Result<String> {
     c.apply_twd(name, "v1", json!({"strategy": "AllAtOnce"}), json!({}))
         .await?;
     let twd = c.wait_twd(name, "first version Ready", T, is_ready).await?;
@@ -562,149 +562,6 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
         }
         previous = Some(build);
     }
-    Ok(())
-}
-
-/// The status entry of an old version.
-fn old_version(
-    twd: &TemporalWorkerDeployment,
-    build: &str,
-) -> Option<temporal_worker_controller::api::twd::DeprecatedVersion> {
-    twd.status
-        .as_ref()?
-        .deprecated_versions
-        .iter()
-        .find(|d| d.version.build_id == build)
-        .cloned()
-}
-
-/// `temporal-worker-controller status NAME -n NS` from the real binary, against Kubernetes.
-async fn status_cli(c: &Case, name: &str) -> Result<String> {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
-        .args(["status", name, "-n", &c.ns])
-        .env("KUBECONFIG", &c.env.kubeconfig)
-        .output()
-        .await?;
-    ensure!(out.status.success(), "status CLI failed: {out:?}");
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
-    let c = case("pinned").await?;
-    let v1 = deploy_first(&c, "ledger").await?;
-    let wf = format!("pinned-{}", c.ns);
-    c.temporal_cli(&[
-        "workflow",
-        "start",
-        "--type",
-        "wait",
-        "--task-queue",
-        &c.task_queue,
-        "--workflow-id",
-        &wf,
-    ])
-    .await?;
-    // The workflow starts on v1 (Current) and is pinned there by the worker's default behaviour.
-    c.apply_twd("ledger", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
-        .await?;
-    c.wait_twd("ledger", "v2 Current", T, |t| {
-        is_ready(t) && current_build(t).is_some_and(|b| b != v1)
-    })
-    .await?;
-    let temporal = c.temporal().await?;
-    let dep_name = c.temporal_deployment_name("ledger");
-    let v1_dep = deployment_of("ledger", &v1);
-    eventually("v1 Draining in Temporal", T, || async {
-        let s = temporal.describe_deployment(&dep_name).await?;
-        Ok(
-            (s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining))
-                .then_some(()),
-        )
-    })
-    .await?;
-
-    // Drain visibility: the status, the CLI and the metrics say since when v1 drains and
-    // which workflow keeps it.
-    let twd = c
-        .wait_twd("ledger", "v1's pinned workflow in status", T, |t| {
-            old_version(t, &v1).is_some_and(|d| {
-                d.open_pinned_workflows == Some(1)
-                    && d.draining_since.is_some()
-                    && d.oldest_pinned_workflows
-                        .first()
-                        .map(|w| w.workflow_id.as_str())
-                        == Some(wf.as_str())
-            })
-        })
-        .await?;
-    let d = old_version(&twd, &v1).context("v1 in status")?;
-    ensure!(
-        d.waiting_for
-            .as_deref()
-            .is_some_and(|w| w.starts_with("1 open workflow pinned")),
-        "{d:?}"
-    );
-    ensure!(
-        d.oldest_pinned_workflows[0].workflow_type == "wait",
-        "{d:?}"
-    );
-    let cli = status_cli(&c, "ledger").await?;
-    ensure!(
-        cli.contains("Old versions (what keeps them):") && cli.contains(&format!("wait/{wf}")),
-        "CLI status lacks v1's pinned workflow:\n{cli}"
-    );
-    let gauge = format!(
-        "temporal_worker_controller_version_open_pinned_workflows{{namespace=\"{}\",name=\"ledger\",build_id=\"{v1}\"}} 1",
-        c.ns
-    );
-    let (_, metrics) =
-        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
-    ensure!(metrics.contains(&gauge), "no {gauge:?} in /metrics");
-
-    // For three times the sunset delays, v1 keeps its replica while the workflow runs.
-    let watch_until = std::time::Instant::now() + Duration::from_secs(12);
-    while std::time::Instant::now() < watch_until {
-        let d = c.deployments().get(&v1_dep).await?;
-        ensure!(
-            d.spec.and_then(|s| s.replicas) == Some(1),
-            "v1 scaled down while a pinned workflow runs"
-        );
-        let s = temporal.describe_deployment(&dep_name).await?;
-        ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let twd = c.get_twd("ledger").await?;
-    let deprecated = twd.status.as_ref().and_then(|s| {
-        s.deprecated_versions
-            .iter()
-            .find(|d| d.version.build_id == v1)
-            .cloned()
-    });
-    ensure!(
-        deprecated.is_some_and(|d| d.scaledown_at.is_none() && !d.eligible_for_deletion),
-        "{:?}",
-        twd.status
-    );
-
-    // Finish the workflow: v1 drains and goes away.
-    c.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &wf,
-        "--name",
-        "finish",
-    ])
-    .await?;
-    eventually("v1 Deployment deleted after draining", T, || async {
-        Ok(c.deployments()
-            .get_opt(&v1_dep)
-            .await?
-            .is_none()
-            .then_some(()))
-    })
-    .await?;
     Ok(())
 }
 

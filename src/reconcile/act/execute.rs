@@ -1,5 +1,5 @@
 //! Applies a [`Plan`] in a fixed, safe order — create → update → scale → gates → manager
-//! claim → routing → delete — and stops at the first failure. Together with
+//! claim → routing → end pinned workflows of old versions → delete — and stops at the first failure. Together with
 //! [`super::finalizers`] this is every Kubernetes and Temporal write a reconcile makes, so
 //! metrics wrap each one once.
 
@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{CreateDeployment, Plan, RoutingChange};
+use crate::planner::model::{CreateDeployment, EndPinned, Plan, RoutingChange};
 use crate::reconcile::Failure;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::{TemporalClient, TemporalError};
@@ -53,6 +53,8 @@ pub enum Done {
     },
     ManagerClaimed,
     Routed(RoutingChange),
+    /// Temporal was asked to cancel or terminate the workflows pinned to an old version.
+    EndedPinned(EndPinned),
     Deleted {
         name: String,
         build_id: String,
@@ -279,6 +281,15 @@ async fn temporal_writes(
                 tracing::warn!(error = %e, build_id, "failed to update version metadata");
             }
         }
+    }
+
+    for end in &plan.end_pinned {
+        ctx.temporal
+            .end_pinned_workflows(ctx.deployment_name, &end.build_id, end.action)
+            .await
+            .map_err(|e| temporal_fail("end pinned workflows", e))?;
+        ctx.metrics.pinned_workflows_ended(end.action.as_str());
+        out.done.push(Done::EndedPinned(end.clone()));
     }
     Ok(())
 }

@@ -1,0 +1,282 @@
+//! Old versions handled to the end (issue 17): what keeps a draining version alive (status,
+//! CLI, metrics), and the workflows pinned to it cancelled after `spec.sunset.cancelPinnedAfter`
+//! so that it drains and goes away.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::temporal::state::TemporalVersionStatus;
+
+use crate::lifecycle::events_with_reason;
+use crate::rollout::deploy_first;
+use crate::support::*;
+
+const T: Duration = Duration::from_secs(120);
+
+/// The status entry of an old version.
+fn old_version(
+    twd: &TemporalWorkerDeployment,
+    build: &str,
+) -> Option<temporal_worker_controller::api::twd::DeprecatedVersion> {
+    twd.status
+        .as_ref()?
+        .deprecated_versions
+        .iter()
+        .find(|d| d.version.build_id == build)
+        .cloned()
+}
+
+/// `temporal-worker-controller status NAME -n NS` from the real binary, against Kubernetes.
+async fn status_cli(c: &Case, name: &str) -> Result<String> {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
+        .args(["status", name, "-n", &c.ns])
+        .env("KUBECONFIG", &c.env.kubeconfig)
+        .output()
+        .await?;
+    ensure!(out.status.success(), "status CLI failed: {out:?}");
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
+    let c = case("pinned").await?;
+    let v1 = deploy_first(&c, "ledger").await?;
+    let wf = format!("pinned-{}", c.ns);
+    c.temporal_cli(&[
+        "workflow",
+        "start",
+        "--type",
+        "wait",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        &wf,
+    ])
+    .await?;
+    // The workflow starts on v1 (Current) and is pinned there by the worker's default behaviour.
+    c.apply_twd("ledger", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    c.wait_twd("ledger", "v2 Current", T, |t| {
+        is_ready(t) && current_build(t).is_some_and(|b| b != v1)
+    })
+    .await?;
+    let temporal = c.temporal().await?;
+    let dep_name = c.temporal_deployment_name("ledger");
+    let v1_dep = deployment_of("ledger", &v1);
+    eventually("v1 Draining in Temporal", T, || async {
+        let s = temporal.describe_deployment(&dep_name).await?;
+        Ok(
+            (s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining))
+                .then_some(()),
+        )
+    })
+    .await?;
+
+    // Drain visibility: the status, the CLI and the metrics say since when v1 drains and
+    // which workflow keeps it.
+    let twd = c
+        .wait_twd("ledger", "v1's pinned workflow in status", T, |t| {
+            old_version(t, &v1).is_some_and(|d| {
+                d.open_pinned_workflows == Some(1)
+                    && d.draining_since.is_some()
+                    && d.oldest_pinned_workflows
+                        .first()
+                        .map(|w| w.workflow_id.as_str())
+                        == Some(wf.as_str())
+            })
+        })
+        .await?;
+    let d = old_version(&twd, &v1).context("v1 in status")?;
+    ensure!(
+        d.waiting_for
+            .as_deref()
+            .is_some_and(|w| w.starts_with("1 open workflow pinned")),
+        "{d:?}"
+    );
+    ensure!(
+        d.oldest_pinned_workflows[0].workflow_type == "wait",
+        "{d:?}"
+    );
+    let cli = status_cli(&c, "ledger").await?;
+    ensure!(
+        cli.contains("Old versions (what keeps them):") && cli.contains(&format!("wait/{wf}")),
+        "CLI status lacks v1's pinned workflow:\n{cli}"
+    );
+    let gauge = format!(
+        "temporal_worker_controller_version_open_pinned_workflows{{namespace=\"{}\",name=\"ledger\",build_id=\"{v1}\"}} 1",
+        c.ns
+    );
+    let (_, metrics) =
+        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
+    ensure!(metrics.contains(&gauge), "no {gauge:?} in /metrics");
+
+    // For three times the sunset delays, v1 keeps its replica while the workflow runs.
+    let watch_until = std::time::Instant::now() + Duration::from_secs(12);
+    while std::time::Instant::now() < watch_until {
+        let d = c.deployments().get(&v1_dep).await?;
+        ensure!(
+            d.spec.and_then(|s| s.replicas) == Some(1),
+            "v1 scaled down while a pinned workflow runs"
+        );
+        let s = temporal.describe_deployment(&dep_name).await?;
+        ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let twd = c.get_twd("ledger").await?;
+    let deprecated = twd.status.as_ref().and_then(|s| {
+        s.deprecated_versions
+            .iter()
+            .find(|d| d.version.build_id == v1)
+            .cloned()
+    });
+    ensure!(
+        deprecated.is_some_and(|d| d.scaledown_at.is_none() && !d.eligible_for_deletion),
+        "{:?}",
+        twd.status
+    );
+
+    // Finish the workflow: v1 drains and goes away.
+    c.temporal_cli(&[
+        "workflow",
+        "signal",
+        "--workflow-id",
+        &wf,
+        "--name",
+        "finish",
+    ])
+    .await?;
+    eventually("v1 Deployment deleted after draining", T, || async {
+        Ok(c.deployments()
+            .get_opt(&v1_dep)
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Starts a `wait` workflow (it runs until signalled) on the case's task queue: the worker's
+/// default versioning behaviour pins it to the Current version.
+async fn start_waiting_workflow(c: &Case, id: &str) -> Result<()> {
+    c.temporal_cli(&[
+        "workflow",
+        "start",
+        "--type",
+        "wait",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        id,
+    ])
+    .await?;
+    Ok(())
+}
+
+/// `temporal workflow describe` as JSON.
+async fn describe_workflow(c: &Case, id: &str) -> Result<Value> {
+    let out = c
+        .temporal_cli(&["workflow", "describe", "--workflow-id", id, "-o", "json"])
+        .await?;
+    Ok(serde_json::from_str(&out)?)
+}
+
+/// Rolls `name` from its first version to a second one and waits until Temporal reports the
+/// first Draining; returns v1, v2 and when v1 began to drain (Temporal's clock).
+async fn roll_and_wait_draining(
+    c: &Case,
+    name: &str,
+    extra: Value,
+) -> Result<(String, String, jiff::Timestamp)> {
+    let v1 = current_build(&c.get_twd(name).await?).context("v1 current")?;
+    c.apply_twd(name, "v2", json!({"strategy": "AllAtOnce"}), extra)
+        .await?;
+    let twd = c
+        .wait_twd(name, "v2 Current", T, |t| {
+            is_ready(t) && current_build(t).is_some_and(|b| b != v1)
+        })
+        .await?;
+    let v2 = current_build(&twd).context("v2 current")?;
+    let temporal = c.temporal().await?;
+    let dep_name = c.temporal_deployment_name(name);
+    let since = eventually("v1 Draining in Temporal", T, || async {
+        let s = temporal.describe_deployment(&dep_name).await?;
+        Ok(s.version(&v1)
+            .filter(|v| v.status == TemporalVersionStatus::Draining)
+            .and_then(|v| v.drainage_changed_at))
+    })
+    .await?;
+    Ok((v1, v2, since))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinned_workflows_are_cancelled_after_cancel_pinned_after_and_the_version_goes()
+-> Result<()> {
+    let c = case("cancelpinned").await?;
+    // Termination before cancellation is refused at admission (CEL), with the reason.
+    let backwards = json!({"sunset": {"cancelPinnedAfter": "10s", "terminatePinnedAfter": "5s"}});
+    let err = c
+        .apply_twd("billing", "v1", json!({"strategy": "AllAtOnce"}), backwards)
+        .await
+        .err()
+        .context("terminatePinnedAfter < cancelPinnedAfter was admitted")?;
+    ensure!(
+        format!("{err:#}").contains("terminatePinnedAfter must be longer than cancelPinnedAfter"),
+        "unclear admission error: {err:#}"
+    );
+    let sunset =
+        json!({"sunset": {"scaledownDelay": "1s", "deleteDelay": "1s", "cancelPinnedAfter": "5s"}});
+    c.apply_twd(
+        "billing",
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+        sunset.clone(),
+    )
+    .await?;
+    c.wait_twd("billing", "v1 Ready", T, is_ready).await?;
+    let wf = format!("cancel-me-{}", c.ns);
+    start_waiting_workflow(&c, &wf).await?;
+    let (v1, v2, since) = roll_and_wait_draining(&c, "billing", sunset).await?;
+
+    // Cancelled by the controller (a batch operation), no sooner than 5 s after v1 began to
+    // drain by Temporal's own clock.
+    let described = eventually("the pinned workflow cancelled", T, || async {
+        let d = describe_workflow(&c, &wf).await?;
+        let status = d["workflowExecutionInfo"]["status"].as_str().unwrap_or("");
+        Ok((status == "WORKFLOW_EXECUTION_STATUS_CANCELED").then_some(d))
+    })
+    .await?;
+    let closed: jiff::Timestamp = described["workflowExecutionInfo"]["closeTime"]
+        .as_str()
+        .context("closeTime")?
+        .parse()?;
+    ensure!(
+        closed >= since + jiff::SignedDuration::from_secs(5),
+        "cancelled at {closed}, before cancelPinnedAfter (5 s) from draining since {since}"
+    );
+    ensure!(
+        !events_with_reason(&c, "PinnedWorkflowsCancelled")
+            .await?
+            .is_empty(),
+        "no PinnedWorkflowsCancelled event"
+    );
+
+    // With nothing pinned any more, v1 drains, is scaled down and deleted; v2 is untouched.
+    eventually(
+        "v1 Deployment deleted after its workflows were cancelled",
+        T,
+        || async {
+            Ok(c.deployments()
+                .get_opt(&deployment_of("billing", &v1))
+                .await?
+                .is_none()
+                .then_some(()))
+        },
+    )
+    .await?;
+    let twd = c.get_twd("billing").await?;
+    ensure!(is_ready(&twd) && current_build(&twd).as_deref() == Some(v2.as_str()));
+    Ok(())
+}
