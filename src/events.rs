@@ -35,6 +35,7 @@ pub const VERSION_DELETED: &str = "VersionDeleted";
 pub const VERSION_UPDATED: &str = "VersionUpdated";
 pub const GATE_STARTED: &str = "GateWorkflowStarted";
 pub const RAMP_CLEARED: &str = "RampCleared";
+pub const PINNED_SIGNALLED: &str = "PinnedWorkflowsSignalled";
 pub const PINNED_CANCELLED: &str = "PinnedWorkflowsCancelled";
 pub const PINNED_TERMINATED: &str = "PinnedWorkflowsTerminated";
 // Warning reasons that are not condition reasons.

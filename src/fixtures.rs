@@ -251,7 +251,7 @@ impl VersionState {
             first_activation_at: Some(ago(86_400)),
             open_pinned_workflows: Some(0),
             pinned: None,
-            end_requested: Default::default(),
+            pinned_asked: Default::default(),
         }
     }
 }
@@ -296,6 +296,7 @@ impl PlanInput {
                 rollback_window: hours(1),
                 cancel_pinned_after: None,
                 terminate_pinned_after: None,
+                upgrade_signal: None,
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -387,6 +388,7 @@ impl crate::api::twd::DeprecatedVersion {
             draining_since: None,
             open_pinned_workflows: None,
             oldest_pinned_workflows: Vec::new(),
+            upgrade_signalled_at: None,
             pinned_cancel_requested_at: None,
             pinned_terminate_requested_at: None,
             waiting_for: None,

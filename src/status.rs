@@ -387,9 +387,10 @@ fn versions(
                     .map(Time),
                 open_pinned_workflows: pinned.map(|p| i64::try_from(p.count).unwrap_or(i64::MAX)),
                 oldest_pinned_workflows: pinned.map(pinned_sample).unwrap_or_default(),
-                pinned_cancel_requested_at: temporal.and_then(|v| v.end_requested.cancel).map(Time),
+                upgrade_signalled_at: temporal.and_then(|v| v.pinned_asked.signal).map(Time),
+                pinned_cancel_requested_at: temporal.and_then(|v| v.pinned_asked.cancel).map(Time),
                 pinned_terminate_requested_at: temporal
-                    .and_then(|v| v.end_requested.terminate)
+                    .and_then(|v| v.pinned_asked.terminate)
                     .map(Time),
                 waiting_for,
             }

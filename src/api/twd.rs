@@ -161,6 +161,12 @@ pub struct SunsetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
     pub terminate_pinned_after: Option<String>,
+    /// Optional signal name: when a version starts draining, its open pinned workflows get this
+    /// signal once, with `{"newBuildID": "<Current build ID>"}` as input, so that workflow code
+    /// can continue-as-new onto the Current version (see docs/old-versions.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 200))]
+    pub upgrade_signal: Option<String>,
 }
 
 fn default_scaledown() -> String {
@@ -177,6 +183,7 @@ impl Default for SunsetSpec {
             delete_delay: default_delete(),
             cancel_pinned_after: None,
             terminate_pinned_after: None,
+            upgrade_signal: None,
         }
     }
 }
@@ -357,6 +364,10 @@ pub struct DeprecatedVersion {
     /// A few of the oldest open pinned workflows (what keeps the version alive).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oldest_pinned_workflows: Vec<PinnedWorkflow>,
+    /// When the controller signalled the workflows pinned to this version
+    /// (`spec.sunset.upgradeSignal`); recorded so that none is signalled twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade_signalled_at: Option<Time>,
     /// When the controller asked Temporal to cancel the workflows pinned to this version
     /// (`spec.sunset.cancelPinnedAfter`); recorded so that it is asked once.
     #[serde(default, skip_serializing_if = "Option::is_none")]

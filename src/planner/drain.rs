@@ -7,7 +7,7 @@
 use jiff::Timestamp;
 
 use super::clock::{self, DRAIN_POLL, Wake};
-use super::model::{EndAction, EndPinned, PlanInput, RoutingChange};
+use super::model::{PinnedAction, PinnedBatch, PlanInput, RoutingChange};
 use crate::temporal::state::{PinnedView, TemporalVersionStatus};
 
 /// How many of the oldest pinned workflows the status names.
@@ -40,17 +40,18 @@ pub fn due(prior: Option<&PinnedView>, now: Timestamp) -> bool {
     })
 }
 
-/// `spec.sunset.cancelPinnedAfter` / `terminatePinnedAfter`: which Draining versions' pinned
-/// workflows to cancel or terminate now, each asked once (the status records it). Measured
+/// `spec.sunset.upgradeSignal` / `cancelPinnedAfter` / `terminatePinnedAfter`: which Draining
+/// versions' pinned workflows to signal, cancel or terminate now, each asked once (the status
+/// records it). The signal goes out as soon as the version drains; Measured
 /// from when Temporal started draining the version. Never a version that is the target or
 /// that this plan routes to (a rollback), never one Temporal does not report Draining
 /// (Current and Ramping versions' workflows are never touched), and never one visibility
 /// counted no pinned workflow for.
-pub fn end_pinned(
+pub fn pinned_batches(
     input: &PlanInput,
     routing: Option<&RoutingChange>,
     wake: &mut Wake,
-) -> Vec<EndPinned> {
+) -> Vec<PinnedBatch> {
     let desired = &input.desired;
     let routed_to = match routing {
         Some(
@@ -79,19 +80,27 @@ pub fn end_pinned(
         };
         let terminate = due(
             deadline(desired.terminate_pinned_after),
-            v.end_requested.terminate,
+            v.pinned_asked.terminate,
         );
-        let cancel = due(
-            deadline(desired.cancel_pinned_after),
-            v.end_requested.cancel,
-        );
-        // Termination supersedes a cancellation that would come at the same time.
-        let action = match (terminate, cancel) {
-            (true, _) => EndAction::Terminate,
-            (false, true) => EndAction::Cancel,
-            (false, false) => continue,
+        let cancel = due(deadline(desired.cancel_pinned_after), v.pinned_asked.cancel);
+        // The upgrade nudge goes out as soon as the version drains, to the Current version.
+        let signal = desired
+            .upgrade_signal
+            .as_ref()
+            .zip(input.temporal.routing.current_build_id.as_ref())
+            .filter(|(_, current)| **current != v.build_id && v.pinned_asked.signal.is_none());
+        // Termination supersedes a cancellation that would come at the same time, and both
+        // supersede a nudge that is no longer worth sending.
+        let action = match (terminate, cancel, signal) {
+            (true, _, _) => PinnedAction::Terminate,
+            (false, true, _) => PinnedAction::Cancel,
+            (false, false, Some((name, current))) => PinnedAction::Signal {
+                name: name.clone(),
+                new_build_id: current.clone(),
+            },
+            (false, false, None) => continue,
         };
-        out.push(EndPinned {
+        out.push(PinnedBatch {
             build_id: v.build_id.clone(),
             action,
         });
@@ -182,9 +191,9 @@ mod tests {
         v
     }
 
-    fn ends(input: &PlanInput) -> (Vec<(String, EndAction)>, Option<std::time::Duration>) {
+    fn ends(input: &PlanInput) -> (Vec<(String, PinnedAction)>, Option<std::time::Duration>) {
         let mut wake = Wake::default();
-        let out = end_pinned(input, None, &mut wake)
+        let out = pinned_batches(input, None, &mut wake)
             .into_iter()
             .map(|e| (e.build_id, e.action))
             .collect();
@@ -210,7 +219,7 @@ mod tests {
 
     #[test]
     fn pinned_workflows_are_cancelled_then_terminated_once_each() {
-        use EndAction::*;
+        use PinnedAction::*;
         let mut input = with_timeouts(Some(60), Some(600));
         input.temporal.versions.push(draining("v0", 30, Some(2)));
         // Not yet: come back when the cancellation is due.
@@ -221,22 +230,55 @@ mod tests {
         input.temporal.versions[2].drainage_changed_at = Some(ago(60));
         assert_eq!(ends(&input).0, [("v0".to_string(), Cancel)]);
         // Asked once: next the termination.
-        input.temporal.versions[2].end_requested.cancel = Some(ago(0));
+        input.temporal.versions[2].pinned_asked.cancel = Some(ago(0));
         assert_eq!(
             ends(&input),
             (Vec::new(), Some(std::time::Duration::from_secs(540)))
         );
         input.temporal.versions[2].drainage_changed_at = Some(ago(700));
         assert_eq!(ends(&input).0, [("v0".to_string(), Terminate)]);
-        input.temporal.versions[2].end_requested.terminate = Some(ago(0));
+        input.temporal.versions[2].pinned_asked.terminate = Some(ago(0));
         assert_eq!(ends(&input), (Vec::new(), None));
+    }
+
+    #[test]
+    fn a_draining_version_is_nudged_once_towards_the_current_one() {
+        let mut input = with_timeouts(None, None);
+        input.desired.upgrade_signal = Some("upgrade".into());
+        input.temporal.routing.current_build_id = Some("v1".into());
+        input.temporal.versions.push(draining("v0", 1, None));
+        let mut wake = Wake::default();
+        let batches = pinned_batches(&input, None, &mut wake);
+        assert_eq!(
+            batches,
+            [PinnedBatch {
+                build_id: "v0".into(),
+                action: PinnedAction::Signal {
+                    name: "upgrade".into(),
+                    new_build_id: "v1".into()
+                }
+            }]
+        );
+        // Once asked, never again; without a Current version there is nowhere to go.
+        input.temporal.versions[2].pinned_asked.signal = Some(ago(0));
+        assert_eq!(ends(&input), (Vec::new(), None));
+        input.temporal.versions[2].pinned_asked.signal = None;
+        input.temporal.routing.current_build_id = None;
+        assert_eq!(ends(&input), (Vec::new(), None));
+        // A cancellation due at the same time wins.
+        input.temporal.routing.current_build_id = Some("v1".into());
+        input.desired.cancel_pinned_after = Some(std::time::Duration::ZERO);
+        assert_eq!(ends(&input).0, [("v0".to_string(), PinnedAction::Cancel)]);
     }
 
     #[test]
     fn termination_due_at_once_supersedes_the_cancellation() {
         let mut input = with_timeouts(Some(60), Some(600));
         input.temporal.versions.push(draining("v0", 3600, None));
-        assert_eq!(ends(&input).0, [("v0".to_string(), EndAction::Terminate)]);
+        assert_eq!(
+            ends(&input).0,
+            [("v0".to_string(), PinnedAction::Terminate)]
+        );
     }
 
     #[test]
@@ -252,7 +294,10 @@ mod tests {
             draining("no-time", 3600, Some(1)),
         ];
         input.temporal.versions[6].drainage_changed_at = None;
-        assert_eq!(ends(&input).0, [("unknown".to_string(), EndAction::Cancel)]);
+        assert_eq!(
+            ends(&input).0,
+            [("unknown".to_string(), PinnedAction::Cancel)]
+        );
     }
 
     #[test]
@@ -266,7 +311,7 @@ mod tests {
         let rollback = RoutingChange::SetCurrent {
             build_id: "v0".into(),
         };
-        assert!(end_pinned(&input, Some(&rollback), &mut wake).is_empty());
+        assert!(pinned_batches(&input, Some(&rollback), &mut wake).is_empty());
     }
 
     #[test]

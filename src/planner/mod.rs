@@ -67,7 +67,7 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     let mut scale = scaling::active(&view);
     scale.extend(retirement.scale);
-    let end_pinned = drain::end_pinned(input, decision.change.as_ref(), &mut wake);
+    let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
     Plan {
         create,
         update: drift::updates(&view, &retirement.delete),
@@ -76,7 +76,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         claim_manager: decision.claim_manager,
         routing: decision.change,
         delete: retirement.delete,
-        end_pinned,
+        pinned_batches,
         progress: decision.progress,
         requeue_after: wake.get(),
     }

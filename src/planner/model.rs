@@ -54,6 +54,8 @@ pub struct Desired {
     pub cancel_pinned_after: Option<Duration>,
     /// Terminate them this long after it started draining.
     pub terminate_pinned_after: Option<Duration>,
+    /// Signal them once, as soon as the version drains, with this name.
+    pub upgrade_signal: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -121,20 +123,20 @@ pub struct Plan {
     /// Delete these Deployments.
     pub delete: Vec<DeleteDeployment>,
     /// Cancel or terminate the workflows still pinned to these Draining versions.
-    pub end_pinned: Vec<EndPinned>,
+    pub pinned_batches: Vec<PinnedBatch>,
     /// What the rollout is doing, for status and conditions.
     pub progress: Progress,
     /// When to look again at the latest (deadline-driven; `None` = idle interval).
     pub requeue_after: Option<Duration>,
 }
 
-pub use crate::temporal::state::EndAction;
+pub use crate::temporal::state::PinnedAction;
 
 /// Ask Temporal to end the open workflows pinned to one Draining version.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EndPinned {
+pub struct PinnedBatch {
     pub build_id: String,
-    pub action: EndAction,
+    pub action: PinnedAction,
 }
 
 #[derive(Clone, Debug, PartialEq)]

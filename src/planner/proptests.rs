@@ -67,7 +67,7 @@ fn version(build: String) -> impl Gen<Value = VersionState> {
                 first_activation_at: first,
                 open_pinned_workflows: pinned,
                 pinned: None,
-                end_requested: Default::default(),
+                pinned_asked: Default::default(),
             },
         )
 }
@@ -174,6 +174,7 @@ fn desired() -> impl Gen<Value = Desired> {
                     rollback_window: Duration::from_secs(rollback),
                     cancel_pinned_after: cancel.map(Duration::from_secs),
                     terminate_pinned_after: terminate.map(Duration::from_secs),
+                    upgrade_signal: gate.then(|| "upgrade".into()),
                 }
             },
         )
@@ -349,7 +350,7 @@ proptest! {
             | Some(RoutingChange::SetRamping { build_id, .. }) => Some(build_id),
             Some(RoutingChange::ClearRamp) | None => None,
         };
-        for end in &p.end_pinned {
+        for end in &p.pinned_batches {
             let status = input.temporal.version(&end.build_id).map(|v| v.status);
             prop_assert!(
                 status == Some(TemporalVersionStatus::Draining),

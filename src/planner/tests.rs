@@ -405,7 +405,7 @@ fn versions_with_open_pinned_workflows_are_never_retired() {
     let pinned = |status: VersionState, n: Option<u64>| VersionState {
         open_pinned_workflows: n,
         pinned: None,
-        end_requested: Default::default(),
+        pinned_asked: Default::default(),
         ..status
     };
     for old in [
@@ -431,7 +431,7 @@ fn pinned_workflows_are_counted_only_for_versions_about_to_be_retired() {
     let uncounted = |v: VersionState| VersionState {
         open_pinned_workflows: None,
         pinned: None,
-        end_requested: Default::default(),
+        pinned_asked: Default::default(),
         ..v
     };
     let mut i = settled();

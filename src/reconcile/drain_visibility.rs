@@ -11,9 +11,9 @@ use jiff::Timestamp;
 
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::drain;
-use crate::planner::model::{EndAction, PlanInput};
+use crate::planner::model::{PinnedAction, PlanInput};
 use crate::reconcile::act::Done;
-use crate::temporal::state::{EndRequested, PinnedView, TemporalVersionStatus};
+use crate::temporal::state::{PinnedAsked, PinnedView, TemporalVersionStatus};
 use crate::temporal::{TemporalClient, TemporalError};
 
 /// The last count per (Temporal worker deployment, build ID).
@@ -47,7 +47,7 @@ pub async fn observe(
     input: &mut PlanInput,
 ) {
     for v in &mut input.temporal.versions {
-        v.end_requested = end_requested(prior, &v.build_id);
+        v.pinned_asked = pinned_asked(prior, &v.build_id);
     }
     let mut views = Vec::new();
     for build in drain::shown(input) {
@@ -86,7 +86,7 @@ pub async fn observe(
 /// After the act stage: what this reconcile asked Temporal to do is now a fact for the status.
 pub fn note_requested(input: &mut PlanInput, done: &[Done]) {
     for d in done {
-        let Done::EndedPinned(end) = d else { continue };
+        let Done::PinnedBatch(end) = d else { continue };
         let now = input.now;
         if let Some(v) = input
             .temporal
@@ -95,21 +95,23 @@ pub fn note_requested(input: &mut PlanInput, done: &[Done]) {
             .find(|v| v.build_id == end.build_id)
         {
             match end.action {
-                EndAction::Cancel => v.end_requested.cancel = Some(now),
-                EndAction::Terminate => v.end_requested.terminate = Some(now),
+                PinnedAction::Signal { .. } => v.pinned_asked.signal = Some(now),
+                PinnedAction::Cancel => v.pinned_asked.cancel = Some(now),
+                PinnedAction::Terminate => v.pinned_asked.terminate = Some(now),
             }
         }
     }
 }
 
 /// What the last status recorded as asked about `build`'s pinned workflows.
-fn end_requested(prior: Option<&TemporalWorkerDeploymentStatus>, build: &str) -> EndRequested {
+fn pinned_asked(prior: Option<&TemporalWorkerDeploymentStatus>, build: &str) -> PinnedAsked {
     let d = prior.and_then(|s| {
         s.deprecated_versions
             .iter()
             .find(|d| d.version.build_id == build)
     });
-    EndRequested {
+    PinnedAsked {
+        signal: d.and_then(|d| d.upgrade_signalled_at.as_ref()).map(|t| t.0),
         cancel: d
             .and_then(|d| d.pinned_cancel_requested_at.as_ref())
             .map(|t| t.0),
@@ -146,10 +148,10 @@ async fn count(
 
 #[cfg(test)]
 mod tests {
-    use super::{PinnedCounts, end_requested, note_requested};
+    use super::{PinnedCounts, note_requested, pinned_asked};
     use crate::api::twd::{DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionStatus};
     use crate::fixtures::{NOW, ago, ts};
-    use crate::planner::model::{EndAction, EndPinned, PlanInput};
+    use crate::planner::model::{PinnedAction, PinnedBatch, PlanInput};
     use crate::reconcile::act::Done;
     use crate::temporal::state::{PinnedView, TemporalVersionStatus, VersionState};
 
@@ -187,23 +189,26 @@ mod tests {
             deprecated_versions: vec![old],
             ..Default::default()
         };
-        let asked = end_requested(Some(&status), "v0");
-        assert_eq!((asked.cancel, asked.terminate), (Some(ago(30)), None));
-        assert_eq!(end_requested(Some(&status), "v1"), Default::default());
-        assert_eq!(end_requested(None, "v0"), Default::default());
+        let asked = pinned_asked(Some(&status), "v0");
+        assert_eq!(
+            (asked.signal, asked.cancel, asked.terminate),
+            (None, Some(ago(30)), None)
+        );
+        assert_eq!(pinned_asked(Some(&status), "v1"), Default::default());
+        assert_eq!(pinned_asked(None, "v0"), Default::default());
 
         let mut input = PlanInput::test();
         input
             .temporal
             .versions
             .push(VersionState::test("v0", TemporalVersionStatus::Draining));
-        let ended = Done::EndedPinned(EndPinned {
+        let ended = Done::PinnedBatch(PinnedBatch {
             build_id: "v0".into(),
-            action: EndAction::Terminate,
+            action: PinnedAction::Terminate,
         });
         note_requested(&mut input, &[ended]);
         let v0 = input.temporal.version("v0").expect("v0");
-        assert_eq!(v0.end_requested.terminate, Some(ts(NOW)));
-        assert_eq!(v0.end_requested.cancel, None);
+        assert_eq!(v0.pinned_asked.terminate, Some(ts(NOW)));
+        assert_eq!(v0.pinned_asked.cancel, None);
     }
 }

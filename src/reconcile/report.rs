@@ -15,7 +15,7 @@ use crate::api::conditions as reason;
 use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionStatus};
 use crate::events;
 use crate::planner::gates;
-use crate::planner::model::{EndAction, EndPinned, RoutingChange};
+use crate::planner::model::{PinnedAction, PinnedBatch, RoutingChange};
 use crate::reconcile::act::Done;
 use crate::reconcile::outcome::{self, Conditions, Requeue};
 use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned, Verdict, verdict};
@@ -344,14 +344,20 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
             events::VERSION_DELETED,
             format!("Deleted Deployment {name} of build ID {build_id}"),
         ),
-        Done::EndedPinned(EndPinned { build_id, action }) => match action {
-            EndAction::Cancel => (
+        Done::PinnedBatch(PinnedBatch { build_id, action }) => match action {
+            PinnedAction::Signal { name, new_build_id } => (
+                events::PINNED_SIGNALLED,
+                format!(
+                    "Signalled {name} to the workflows pinned to build ID {build_id}, naming {new_build_id} (spec.sunset.upgradeSignal)"
+                ),
+            ),
+            PinnedAction::Cancel => (
                 events::PINNED_CANCELLED,
                 format!(
                     "Requested cancellation of the workflows still pinned to build ID {build_id} (spec.sunset.cancelPinnedAfter)"
                 ),
             ),
-            EndAction::Terminate => (
+            PinnedAction::Terminate => (
                 events::PINNED_TERMINATED,
                 format!(
                     "Terminated the workflows still pinned to build ID {build_id} (spec.sunset.terminatePinnedAfter)"

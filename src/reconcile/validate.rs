@@ -114,6 +114,7 @@ pub fn desired(
         rollback_window: settings.rollback_window,
         cancel_pinned_after: optional(&spec.sunset.cancel_pinned_after)?,
         terminate_pinned_after: optional(&spec.sunset.terminate_pinned_after)?,
+        upgrade_signal: spec.sunset.upgrade_signal.clone(),
     })
 }
 
@@ -224,6 +225,16 @@ fn check_sunset(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         if let Some(Err(e)) = value.map(|v| duration::parse(v)) {
             p.add(path, format!("{e} (examples: 30m, 1h, 24h)"));
         }
+    }
+    if sunset
+        .upgrade_signal
+        .as_deref()
+        .is_some_and(|s| s.trim().is_empty())
+    {
+        p.add(
+            "spec.sunset.upgradeSignal",
+            "must name a signal (or be left out)",
+        );
     }
     let parsed = |v: &Option<String>| v.as_deref().and_then(|v| duration::parse(v).ok());
     if let (Some(cancel), Some(terminate)) = (
@@ -615,6 +626,11 @@ mod tests {
         let d = desired(&t, &ControllerSettings::default()).expect("valid");
         assert_eq!(d.cancel_pinned_after, Some(Duration::from_secs(7200)));
         assert_eq!(d.terminate_pinned_after, Some(Duration::from_secs(10800)));
+        t.spec.sunset.upgrade_signal = Some(" ".into());
+        assert!(error_of(&t).contains("spec.sunset.upgradeSignal: must name a signal"));
+        t.spec.sunset.upgrade_signal = Some("upgrade".into());
+        let d = desired(&t, &ControllerSettings::default()).expect("valid");
+        assert_eq!(d.upgrade_signal.as_deref(), Some("upgrade"));
         // Either alone is fine; neither is the default.
         t.spec.sunset.cancel_pinned_after = None;
         assert!(desired(&t, &ControllerSettings::default()).is_ok());

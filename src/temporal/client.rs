@@ -140,7 +140,7 @@ fn metadata_entries(
 }
 
 /// A JSON value as one `json/plain` payload, the encoding every SDK's default converter reads.
-fn json_payload(value: &serde_json::Value) -> Payload {
+pub(super) fn json_payload(value: &serde_json::Value) -> Payload {
     Payload {
         metadata: HashMap::from([("encoding".to_string(), b"json/plain".to_vec())]),
         data: serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec()),

@@ -112,7 +112,7 @@ fn version_state(
         first_activation_at: timestamp(s.first_activation_time.as_ref()),
         open_pinned_workflows: None,
         pinned: None,
-        end_requested: Default::default(),
+        pinned_asked: Default::default(),
     })
 }
 

@@ -10,18 +10,19 @@ use sha2::{Digest as _, Sha256};
 use temporalio_client::grpc::WorkflowService as _;
 use temporalio_client::tonic::Request;
 use temporalio_common::protos::temporal::api::batch::v1::{
-    BatchOperationCancellation, BatchOperationTermination,
+    BatchOperationCancellation, BatchOperationSignal, BatchOperationTermination,
 };
+use temporalio_common::protos::temporal::api::common::v1::Payloads;
 use temporalio_common::protos::temporal::api::workflowservice::v1::start_batch_operation_request::Operation;
 use temporalio_common::protos::temporal::api::workflowservice::v1::{
     ListWorkflowExecutionsRequest, StartBatchOperationRequest,
 };
 
 use super::TemporalClient;
-use super::client::open_workflows_query;
+use super::client::{json_payload, open_workflows_query};
 use super::convert::timestamp;
 use super::error::TemporalError;
-use super::state::{EndAction, PinnedWorkflowRef};
+use super::state::{PinnedAction, PinnedWorkflowRef};
 
 /// Workflows read to pick the oldest from: bounds the cost of one listing.
 const PAGE: i32 = 100;
@@ -67,14 +68,14 @@ impl TemporalClient {
 }
 
 impl TemporalClient {
-    /// Cancels or terminates, in one batch operation, every open workflow pinned to a
+    /// Signals, cancels or terminates, in one batch operation, every open workflow pinned to a
     /// version. The job ID is derived from the version and the action, so asking again (a
     /// restart before the status recorded it) finds the same job instead of starting another.
-    pub async fn end_pinned_workflows(
+    pub async fn pinned_batch(
         &self,
         deployment: &str,
         build_id: &str,
-        action: EndAction,
+        action: &PinnedAction,
     ) -> Result<(), TemporalError> {
         const METHOD: &str = "StartBatchOperation";
         let query = open_workflows_query(deployment, build_id, true).ok_or_else(|| {
@@ -87,10 +88,22 @@ impl TemporalClient {
         })?;
         let identity = self.identity().to_string();
         let operation = match action {
-            EndAction::Cancel => {
+            PinnedAction::Signal { name, new_build_id } => {
+                Operation::SignalOperation(BatchOperationSignal {
+                    signal: name.clone(),
+                    input: Some(Payloads {
+                        payloads: vec![json_payload(
+                            &serde_json::json!({ "newBuildID": new_build_id }),
+                        )],
+                    }),
+                    header: None,
+                    identity,
+                })
+            }
+            PinnedAction::Cancel => {
                 Operation::CancellationOperation(BatchOperationCancellation { identity })
             }
-            EndAction::Terminate => Operation::TerminationOperation(BatchOperationTermination {
+            PinnedAction::Terminate => Operation::TerminationOperation(BatchOperationTermination {
                 details: None,
                 identity,
             }),
@@ -99,10 +112,7 @@ impl TemporalClient {
             namespace: self.namespace().to_string(),
             visibility_query: query,
             job_id: batch_job_id(deployment, build_id, action),
-            reason: format!(
-                "temporal-worker-controller: version {build_id} of {deployment} drained for longer than spec.sunset.{}PinnedAfter",
-                action.as_str()
-            ),
+            reason: reason(deployment, build_id, action),
             max_operations_per_second: BATCH_OPS_PER_SECOND,
             operation: Some(operation),
             ..Default::default()
@@ -121,9 +131,23 @@ impl TemporalClient {
     }
 }
 
+/// Why, as recorded with the batch job.
+fn reason(deployment: &str, build_id: &str, action: &PinnedAction) -> String {
+    let why = match action {
+        PinnedAction::Signal { new_build_id, .. } => {
+            format!("draining; spec.sunset.upgradeSignal asks it to move to {new_build_id}")
+        }
+        PinnedAction::Cancel => "draining for longer than spec.sunset.cancelPinnedAfter".into(),
+        PinnedAction::Terminate => {
+            "draining for longer than spec.sunset.terminatePinnedAfter".into()
+        }
+    };
+    format!("temporal-worker-controller: version {build_id} of {deployment} is {why}")
+}
+
 /// `twc-<action>-<hash of deployment:build>`: stable, short, and free of the characters a
 /// build ID may carry.
-pub fn batch_job_id(deployment: &str, build_id: &str, action: EndAction) -> String {
+pub fn batch_job_id(deployment: &str, build_id: &str, action: &PinnedAction) -> String {
     let digest = Sha256::digest(format!("{deployment}:{build_id}").as_bytes());
     let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
     format!("twc-{}-{hex}", action.as_str())
@@ -161,16 +185,17 @@ mod tests {
 
     #[test]
     fn batch_job_ids_are_stable_per_version_and_action() {
-        let a = batch_job_id("shop/orders", "v1", EndAction::Cancel);
-        assert_eq!(a, batch_job_id("shop/orders", "v1", EndAction::Cancel));
+        let a = batch_job_id("shop/orders", "v1", &PinnedAction::Cancel);
+        assert_eq!(a, batch_job_id("shop/orders", "v1", &PinnedAction::Cancel));
         assert!(
             a.starts_with("twc-cancel-") && a.len() == "twc-cancel-".len() + 24,
             "{a}"
         );
-        assert_ne!(a, batch_job_id("shop/orders", "v2", EndAction::Cancel));
-        assert_ne!(a, batch_job_id("shop/other", "v1", EndAction::Cancel));
+        assert_ne!(a, batch_job_id("shop/orders", "v2", &PinnedAction::Cancel));
+        assert_ne!(a, batch_job_id("shop/other", "v1", &PinnedAction::Cancel));
         assert!(
-            batch_job_id("shop/orders", "v1", EndAction::Terminate).starts_with("twc-terminate-")
+            batch_job_id("shop/orders", "v1", &PinnedAction::Terminate)
+                .starts_with("twc-terminate-")
         );
     }
 

@@ -70,30 +70,37 @@ pub struct VersionState {
     pub pinned: Option<PinnedView>,
     /// What the controller already asked Temporal to do to the workflows pinned to this
     /// version (from the last status).
-    pub end_requested: EndRequested,
+    pub pinned_asked: PinnedAsked,
 }
 
-/// How the open workflows pinned to an old version are ended (`spec.sunset`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EndAction {
+/// What the controller asks of the open workflows pinned to an old version (`spec.sunset`),
+/// one Temporal batch operation each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PinnedAction {
+    /// Signal `name` with `{"newBuildID": new_build_id}` so that workflow code can
+    /// continue-as-new onto the Current version (`upgradeSignal`).
+    Signal { name: String, new_build_id: String },
     /// Request cancellation: workflow code may clean up and end Canceled.
     Cancel,
     /// Terminate: ends at once, no workflow code runs.
     Terminate,
 }
 
-impl EndAction {
-    pub fn as_str(self) -> &'static str {
+impl PinnedAction {
+    pub fn as_str(&self) -> &'static str {
         match self {
-            EndAction::Cancel => "cancel",
-            EndAction::Terminate => "terminate",
+            PinnedAction::Signal { .. } => "signal",
+            PinnedAction::Cancel => "cancel",
+            PinnedAction::Terminate => "terminate",
         }
     }
 }
 
-/// When the controller asked Temporal to cancel / terminate a version's pinned workflows.
+/// When the controller asked Temporal to signal / cancel / terminate a version's pinned
+/// workflows (each is asked once).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EndRequested {
+pub struct PinnedAsked {
+    pub signal: Option<Timestamp>,
     pub cancel: Option<Timestamp>,
     pub terminate: Option<Timestamp>,
 }

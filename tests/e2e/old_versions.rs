@@ -280,3 +280,117 @@ async fn pinned_workflows_are_cancelled_after_cancel_pinned_after_and_the_versio
     ensure!(is_ready(&twd) && current_build(&twd).as_deref() == Some(v2.as_str()));
     Ok(())
 }
+
+/// The build ID the latest run of `id` is on (its versioning info), and its run ID.
+async fn run_version(c: &Case, id: &str) -> Result<(Option<String>, String)> {
+    let d = describe_workflow(c, id).await?;
+    let info = &d["workflowExecutionInfo"];
+    let build = info
+        .pointer("/versioningInfo/deploymentVersion/buildId")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let run = info["execution"]["runId"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    Ok((build, run))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Result<()> {
+    let c = case("upgradesig").await?;
+    let sunset = json!({"sunset": {"scaledownDelay": "1s", "deleteDelay": "1s", "upgradeSignal": "upgrade"}});
+    c.apply_twd(
+        "search",
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+        sunset.clone(),
+    )
+    .await?;
+    let v1 = current_build(&c.wait_twd("search", "v1 Ready", T, is_ready).await?)
+        .context("v1 current")?;
+    let wf = format!("upgradable-{}", c.ns);
+    c.temporal_cli(&[
+        "workflow",
+        "start",
+        "--type",
+        "upgradable",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        &wf,
+    ])
+    .await?;
+    let first_run = eventually("the workflow runs on v1", T, || async {
+        let (build, run) = run_version(&c, &wf).await?;
+        Ok((build.as_deref() == Some(v1.as_str())).then_some(run))
+    })
+    .await?;
+
+    // v1 drains only briefly here (the nudge moves its workflow at once): wait for v2 alone.
+    c.apply_twd("search", "v2", json!({"strategy": "AllAtOnce"}), sunset)
+        .await?;
+    let twd = c
+        .wait_twd("search", "v2 Current", T, |t| {
+            is_ready(t) && current_build(t).is_some_and(|b| b != v1)
+        })
+        .await?;
+    let v2 = current_build(&twd).context("v2 current")?;
+    // Signalled once, the workflow continues as new onto v2 (AutoUpgrade for its first task).
+    eventually("the workflow continued as new onto v2", T, || async {
+        let (build, run) = run_version(&c, &wf).await?;
+        Ok((run != first_run && build.as_deref() == Some(v2.as_str())).then_some(()))
+    })
+    .await?;
+    // Nothing is pinned to v1 any more: it drains and goes away.
+    eventually(
+        "v1 Deployment deleted after its workflow moved",
+        T,
+        || async {
+            Ok(c.deployments()
+                .get_opt(&deployment_of("search", &v1))
+                .await?
+                .is_none()
+                .then_some(()))
+        },
+    )
+    .await?;
+    // The old run got exactly one upgrade signal, however many reconciles saw v1 draining.
+    let history = c
+        .temporal_cli(&[
+            "workflow",
+            "show",
+            "--workflow-id",
+            &wf,
+            "--run-id",
+            &first_run,
+            "-o",
+            "json",
+        ])
+        .await?;
+    let history: Value = serde_json::from_str(&history)?;
+    let signals = history["events"]
+        .as_array()
+        .map(|events| {
+            events
+                .iter()
+                .filter(|e| {
+                    e["eventType"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("SIGNALED"))
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    ensure!(
+        signals == 1,
+        "the first run was signalled {signals} times: {history}"
+    );
+    ensure!(
+        !events_with_reason(&c, "PinnedWorkflowsSignalled")
+            .await?
+            .is_empty(),
+        "no PinnedWorkflowsSignalled event"
+    );
+    Ok(())
+}

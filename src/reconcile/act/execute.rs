@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{CreateDeployment, EndPinned, Plan, RoutingChange};
+use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange};
 use crate::reconcile::Failure;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::{TemporalClient, TemporalError};
@@ -54,7 +54,7 @@ pub enum Done {
     ManagerClaimed,
     Routed(RoutingChange),
     /// Temporal was asked to cancel or terminate the workflows pinned to an old version.
-    EndedPinned(EndPinned),
+    PinnedBatch(PinnedBatch),
     Deleted {
         name: String,
         build_id: String,
@@ -283,13 +283,13 @@ async fn temporal_writes(
         }
     }
 
-    for end in &plan.end_pinned {
+    for end in &plan.pinned_batches {
         ctx.temporal
-            .end_pinned_workflows(ctx.deployment_name, &end.build_id, end.action)
+            .pinned_batch(ctx.deployment_name, &end.build_id, &end.action)
             .await
             .map_err(|e| temporal_fail("end pinned workflows", e))?;
         ctx.metrics.pinned_workflows_ended(end.action.as_str());
-        out.done.push(Done::EndedPinned(end.clone()));
+        out.done.push(Done::PinnedBatch(end.clone()));
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use temporalio_common::worker::{
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use tokio::sync::watch;
 
-pub use workflows::{GateInput, GateWorkflow, HelloWorkflow, WaitWorkflow};
+pub use workflows::{GateInput, GateWorkflow, HelloWorkflow, UpgradableWorkflow, WaitWorkflow};
 
 /// Env var names the controller injects (product decision 2) plus the task queue the user sets.
 pub const ENV_ADDRESS: &str = "TEMPORAL_ADDRESS";
@@ -347,6 +347,7 @@ async fn run_worker(
             )
             .register_workflow::<HelloWorkflow>()?
             .register_workflow::<WaitWorkflow>()?
+            .register_workflow::<UpgradableWorkflow>()?
             .register_workflow::<GateWorkflow>()?
             .build();
         let worker = Worker::new(&runtime, client, opts)?;
@@ -476,7 +477,8 @@ mod workflows {
     use temporalio_common::data_converters::RawValue;
     use temporalio_macros::{workflow, workflow_methods};
     use temporalio_sdk::{
-        ApplicationFailure, SyncWorkflowContext, WorkflowContext, WorkflowResult,
+        ApplicationFailure, ContinueAsNewOptions, ContinueAsNewVersioningBehavior,
+        SyncWorkflowContext, WorkflowContext, WorkflowResult,
     };
 
     use super::decode_json;
@@ -523,6 +525,47 @@ mod workflows {
         ) -> WorkflowResult<String> {
             ctx.wait_condition(|s| s.finished).await?;
             Ok("finished".to_string())
+        }
+
+        #[signal(name = "finish")]
+        pub fn finish(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _input: RawValue) {
+            self.finished = true;
+        }
+    }
+
+    /// `upgradable`: waits like `wait`; on signal `upgrade` (what the controller's
+    /// `spec.sunset.upgradeSignal` sends to a draining version's pinned workflows) it continues
+    /// as new with the AutoUpgrade initial behaviour, so its next run starts on the Current
+    /// version and pins there. `finish` ends it.
+    #[workflow]
+    #[derive(Default)]
+    pub struct UpgradableWorkflow {
+        upgrade: bool,
+        finished: bool,
+    }
+
+    #[workflow_methods]
+    impl UpgradableWorkflow {
+        #[run(name = "upgradable")]
+        pub async fn run(
+            ctx: &mut WorkflowContext<Self>,
+            input: RawValue,
+        ) -> WorkflowResult<String> {
+            ctx.wait_condition(|s| s.upgrade || s.finished).await?;
+            if ctx.state(|s| s.finished) {
+                return Ok("finished".to_string());
+            }
+            let mut opts = ContinueAsNewOptions::default();
+            opts.initial_versioning_behavior = Some(ContinueAsNewVersioningBehavior::AutoUpgrade);
+            match ctx.continue_as_new(input, opts) {
+                Err(next) => Err(next),
+                Ok(never) => match never {},
+            }
+        }
+
+        #[signal(name = "upgrade")]
+        pub fn upgrade(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _input: RawValue) {
+            self.upgrade = true;
         }
 
         #[signal(name = "finish")]
