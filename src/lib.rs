@@ -6,11 +6,12 @@
 //! reconcile as stages: validate → observe → plan → act → report), `planner` (every rollout
 //! rule, pure), `status` (conditions), `temporal` (gRPC calls), `controller` (kube-runtime
 //! wiring), `run` (process wiring), `summary` + `http` + `metrics` + `milestones`
-//! (observability).
+//! (observability), `backlog` (per-version task-queue backlog for autoscaling).
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 pub mod api;
+pub mod backlog;
 pub mod build_id;
 pub mod cli_status;
 pub mod controller;

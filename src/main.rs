@@ -115,6 +115,10 @@ struct RunArgs {
     /// A target that was Current within this window is promoted at once (Go duration).
     #[arg(long, default_value_t = GoDuration(defaults::ROLLBACK_WINDOW))]
     rollback_window: GoDuration,
+    /// How often each live version's task-queue backlog is read from Temporal for the
+    /// per-version backlog metrics (Go duration; 0 turns them off).
+    #[arg(long, default_value_t = GoDuration(defaults::BACKLOG_POLL))]
+    backlog_poll_interval: GoDuration,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[arg(long, env = "POD_NAME")]
@@ -231,6 +235,7 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         fast_poll: args.fast_poll.0,
         max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
         rollback_window: args.rollback_window.0,
+        backlog_poll: Some(args.backlog_poll_interval.0).filter(|d| !d.is_zero()),
         pod_name: args.pod_name,
         api_auth: api_auth(
             args.api_auth,
@@ -272,6 +277,7 @@ mod tests {
         assert_eq!(args.idle_interval.0, d.idle_interval);
         assert_eq!(args.fast_poll.0, d.fast_poll);
         assert_eq!(args.rollback_window.0, d.rollback_window);
+        assert_eq!(Some(args.backlog_poll_interval.0), d.backlog_poll);
         assert_eq!(args.identity, d.identity);
         assert_eq!(args.lease_name, d.lease_name);
         assert_eq!(args.install_id, d.install_id);

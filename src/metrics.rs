@@ -10,6 +10,7 @@
 //! units as suffixes, `_total` on counters (added by the encoder), build IDs only on the
 //! `_info` gauge and no per-object labels on histograms.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
@@ -147,6 +148,8 @@ pub struct Metrics {
     leader: Gauge,
     gates: Family<OutcomeLabels, Counter>,
     pinned_ended: Family<ActionLabels, Counter>,
+    /// The last per-version task-queue poll (`crate::backlog`), rendered at scrape time.
+    pub backlog: Arc<crate::backlog::Stats>,
     start_time: f64,
 }
 
@@ -284,6 +287,7 @@ impl Metrics {
             leader,
             gates,
             pinned_ended,
+            backlog: Arc::default(),
             start_time,
         }
     }
@@ -364,7 +368,8 @@ impl Metrics {
         store: &Store<TemporalWorkerDeployment>,
         now: jiff::Timestamp,
     ) -> String {
-        let scrape = scrape_registry(store, now, self.start_time);
+        let mut scrape = scrape_registry(store, now, self.start_time);
+        register_backlog(&mut scrape, &self.backlog.get());
         let mut out = String::with_capacity(16 * 1024);
         // Writing into a String cannot fail; an Err here would only come from a broken
         // encoder, and a partial exposition is still better than none.
@@ -643,6 +648,57 @@ fn scrape_registry(
     root
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    namespace: String,
+    name: String,
+    build_id: String,
+    task_queue: String,
+    task_queue_type: &'static str,
+}
+
+/// The per-version task-queue families from the last backlog poll (`crate::backlog`).
+fn register_backlog(root: &mut Registry, queues: &[crate::backlog::VersionQueue]) {
+    let count = Family::<QueueLabels, Gauge>::default();
+    let age = Family::<QueueLabels, GaugeF>::default();
+    let added = Family::<QueueLabels, GaugeF>::default();
+    let dispatched = Family::<QueueLabels, GaugeF>::default();
+    for q in queues {
+        let labels = QueueLabels {
+            namespace: q.namespace.clone(),
+            name: q.name.clone(),
+            build_id: q.build_id.clone(),
+            task_queue: q.stats.task_queue.clone(),
+            task_queue_type: q.stats.queue_type,
+        };
+        count.get_or_create(&labels).set(q.stats.backlog_count);
+        age.get_or_create(&labels).set(q.stats.backlog_age_seconds);
+        added.get_or_create(&labels).set(q.stats.add_rate);
+        dispatched.get_or_create(&labels).set(q.stats.dispatch_rate);
+    }
+    let reg = root.sub_registry_with_prefix(PREFIX);
+    reg.register(
+        "version_backlog_tasks",
+        "Approximate tasks waiting in a live version's task queue (Temporal's per-version task-queue stats)",
+        count,
+    );
+    reg.register(
+        "version_backlog_age_seconds",
+        "Age of the oldest task waiting in a live version's task queue",
+        age,
+    );
+    reg.register(
+        "version_task_add_rate",
+        "Tasks added per second to a live version's task queue (Temporal's 30 s average)",
+        added,
+    );
+    reg.register(
+        "version_task_dispatch_rate",
+        "Tasks dispatched per second from a live version's task queue (Temporal's 30 s average)",
+        dispatched,
+    );
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 struct ProcessStats {
     resident_bytes: Option<f64>,
@@ -761,6 +817,45 @@ mod tests {
         assert!(
             !text.contains("build_id=\"vi\""),
             "an Inactive version is not draining"
+        );
+    }
+
+    #[test]
+    fn the_backlog_of_each_live_version_is_exported_with_its_build_id() {
+        use crate::backlog::VersionQueue;
+        use crate::temporal::task_queue_stats::QueueStats;
+        let m = Metrics::new();
+        let store = Writer::<TemporalWorkerDeployment>::default().as_reader();
+        assert!(
+            !m.encode(&store).contains("version_backlog_tasks{"),
+            "no poll yet"
+        );
+        let queue = |build: &str, count| VersionQueue {
+            namespace: "shop".into(),
+            name: "orders".into(),
+            build_id: build.into(),
+            stats: QueueStats {
+                task_queue: "orders".into(),
+                queue_type: "workflow",
+                backlog_count: count,
+                backlog_age_seconds: 1.5,
+                add_rate: 2.0,
+                dispatch_rate: 0.5,
+            },
+        };
+        m.backlog.replace(vec![queue("v1", 0), queue("v2", 7)]);
+        let text = m.encode(&store);
+        let labels = "namespace=\"shop\",name=\"orders\",build_id=\"v2\",task_queue=\"orders\",task_queue_type=\"workflow\"";
+        for line in [
+            format!("temporal_worker_controller_version_backlog_tasks{{{labels}}} 7"),
+            format!("temporal_worker_controller_version_backlog_age_seconds{{{labels}}} 1.5"),
+            format!("temporal_worker_controller_version_task_add_rate{{{labels}}} 2.0"),
+            format!("temporal_worker_controller_version_task_dispatch_rate{{{labels}}} 0.5"),
+        ] {
+            assert!(text.contains(&line), "missing {line:?} in:\n{text}");
+        }
+        assert!(
+            text.contains("build_id=\"v1\",task_queue=\"orders\",task_queue_type=\"workflow\"} 0")
         );
     }
 

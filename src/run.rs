@@ -36,6 +36,9 @@ pub struct RunOptions {
     pub pod_name: Option<String>,
     /// Bearer-token authentication of the status API (and optionally `/metrics`).
     pub api_auth: ApiAuth,
+    /// How often the task-queue backlog of every live version is read for the backlog
+    /// metrics; `None` turns it off.
+    pub backlog_poll: Option<Duration>,
 }
 
 /// Who may read the status API.
@@ -58,6 +61,9 @@ pub mod defaults {
 
     pub const IDLE_INTERVAL: Duration = Duration::from_secs(60);
     pub const FAST_POLL: Duration = Duration::from_millis(500);
+    /// One `DescribeWorkerDeploymentVersion` per live version per interval: fresh enough for
+    /// an autoscaler's 15-30 s sync period, modest for Temporal.
+    pub const BACKLOG_POLL: Duration = Duration::from_secs(15);
     pub const MAX_VERSIONS_INELIGIBLE_FOR_DELETION: usize = 75;
     pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
     pub const IDENTITY: &str = "temporal-worker-controller";
@@ -80,6 +86,7 @@ impl Default for RunOptions {
             rollback_window: defaults::ROLLBACK_WINDOW,
             pod_name: None,
             api_auth: ApiAuth::None,
+            backlog_poll: Some(defaults::BACKLOG_POLL),
         }
     }
 }
@@ -235,6 +242,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         feed.clone(),
         leader.clone(),
     ));
+    let backlog_fut = backlog_poller(&opts, &ctx, &metrics, &leader, &stop_rx);
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
 
     let readiness = Readiness::default();
@@ -282,7 +290,8 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
             controller_fut,
             http,
             sync_fut,
-            leader_fut.then(|_| async {})
+            leader_fut.then(|_| async {}),
+            backlog_fut
         );
     });
     Ok(Running {
@@ -292,6 +301,30 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         task,
         lease,
     })
+}
+
+/// The per-version backlog poller (`crate::backlog`), or nothing when turned off.
+fn backlog_poller(
+    opts: &RunOptions,
+    ctx: &Context,
+    metrics: &Metrics,
+    leader: &watch::Receiver<bool>,
+    stop: &watch::Receiver<bool>,
+) -> impl std::future::Future<Output = ()> + use<> {
+    let poll = opts.backlog_poll.filter(|d| !d.is_zero()).map(|interval| {
+        crate::backlog::run(
+            ctx.backlog.clone(),
+            metrics.backlog.clone(),
+            interval,
+            leader.clone(),
+            stop.clone(),
+        )
+    });
+    async move {
+        if let Some(poll) = poll {
+            poll.await;
+        }
+    }
 }
 
 /// The HTTP listener and the address it got (port 0 picks a free one).

@@ -25,6 +25,9 @@ mod lifecycle;
 #[path = "e2e/old_versions.rs"]
 mod old_versions;
 
+#[path = "e2e/backlog.rs"]
+mod backlog;
+
 #[path = "e2e/observability.rs"]
 mod observability;
 

@@ -114,6 +114,20 @@ fn busy_metrics() -> Arc<Metrics> {
     m.kube_write("create", "deployments", true);
     m.set_leader(true);
     m.gate_outcome("completed");
+    m.backlog
+        .replace(vec![temporal_worker_controller::backlog::VersionQueue {
+            namespace: "shop".into(),
+            name: "orders".into(),
+            build_id: "v1".into(),
+            stats: temporal_worker_controller::temporal::task_queue_stats::QueueStats {
+                task_queue: "orders".into(),
+                queue_type: "workflow",
+                backlog_count: 4,
+                backlog_age_seconds: 2.0,
+                add_rate: 1.0,
+                dispatch_rate: 1.0,
+            },
+        }]);
     m
 }
 

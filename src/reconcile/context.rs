@@ -52,6 +52,8 @@ pub struct Context {
     pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
     /// True while this replica holds the leader lease (always true without leader election).
     pub leader: watch::Receiver<bool>,
+    /// What the backlog poller watches; each reconcile publishes its live versions.
+    pub backlog: Arc<crate::backlog::Targets>,
     /// The last count of open pinned workflows per old version (drain visibility).
     pub pinned: PinnedCounts,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
@@ -88,6 +90,7 @@ impl Context {
             metrics,
             feed,
             leader,
+            backlog: Arc::default(),
             pinned: PinnedCounts::default(),
             failures: Mutex::default(),
             written: Mutex::default(),

@@ -18,6 +18,8 @@ use crate::reconcile::{Attempt, Context, Failure, Outcome, observe};
 const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(15 * 60);
 
 pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
+    ctx.backlog
+        .forget(&(twd.namespace().unwrap_or_default(), twd.name_any()));
     let outcome = finalize(ctx, &twd).await;
     Attempt {
         twd,

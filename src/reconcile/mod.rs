@@ -114,6 +114,14 @@ async fn plan_and_act(
         &mut input,
     )
     .await;
+    ctx.backlog.publish(
+        (twd.namespace().unwrap_or_default(), twd.name_any()),
+        crate::backlog::Target {
+            client: observed.client.clone(),
+            deployment: deployment.clone(),
+            build_ids: crate::backlog::live_builds(&input),
+        },
+    );
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;

@@ -76,7 +76,7 @@ impl fmt::Debug for TemporalClient {
     }
 }
 
-fn version(deployment: &str, build_id: &str) -> Option<WorkerDeploymentVersion> {
+pub(super) fn version(deployment: &str, build_id: &str) -> Option<WorkerDeploymentVersion> {
     Some(WorkerDeploymentVersion {
         deployment_name: deployment.to_string(),
         build_id: build_id.to_string(),
@@ -84,7 +84,7 @@ fn version(deployment: &str, build_id: &str) -> Option<WorkerDeploymentVersion> 
 }
 
 /// `<deployment>.<build>` (or `__unversioned__`), what servers before structured versions read.
-fn legacy_version(deployment: &str, build_id: &str) -> String {
+pub(super) fn legacy_version(deployment: &str, build_id: &str) -> String {
     if build_id.is_empty() {
         UNVERSIONED.to_string()
     } else {

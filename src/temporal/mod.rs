@@ -2,7 +2,8 @@
 //!
 //! `state` holds plain observed data (the shared contract), `convert` turns protos into it,
 //! `auth` reads credentials from Secrets, `pool` owns connections and `client` makes the
-//! calls (`old_versions` those about the workflows that keep old versions alive).
+//! calls (`old_versions` those about the workflows that keep old versions alive,
+//! `task_queue_stats` the per-version backlog).
 
 pub mod auth;
 pub mod client;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod old_versions;
 pub mod pool;
 pub mod state;
+pub mod task_queue_stats;
 
 pub use auth::{AuthError, AuthMaterial, auth_from_secret};
 pub use client::TemporalClient;

@@ -123,6 +123,8 @@ async fn start_env() -> Result<Arc<Env>> {
         idle_interval: Duration::from_secs(10),
         fast_poll: Duration::from_millis(300),
         rollback_window: Duration::from_secs(3600),
+        // Fast enough for the backlog test to see a backlog come and go within its deadlines.
+        backlog_poll: Some(Duration::from_secs(2)),
         api_auth: temporal_worker_controller::run::ApiAuth::TokenReview {
             audiences: vec![API_AUDIENCE.into()],
             protect_metrics: false,

@@ -1,0 +1,168 @@
+//! Per-version autoscaling signals: the task-queue backlog of every live version, polled from
+//! Temporal at a modest pace and exported as metrics with build-ID labels.
+//!
+//! Reconciles publish what to watch ([`Targets`]: each TWD's client, worker deployment and live
+//! build IDs); one loop ([`run`]) asks Temporal once per version per interval (one
+//! `DescribeWorkerDeploymentVersion` covers all task queues of the version) and replaces the
+//! [`Stats`] snapshot that `/metrics` renders. Only the Lease holder polls, so adding replicas
+//! does not multiply the load on Temporal.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::planner::model::PlanInput;
+use crate::temporal::TemporalClient;
+use crate::temporal::task_queue_stats::QueueStats;
+
+/// One TWD's versions to watch.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub client: TemporalClient,
+    /// Temporal worker deployment name (`<ns>/<name>`).
+    pub deployment: String,
+    pub build_ids: Vec<String>,
+}
+
+/// `(namespace, name)` of a TWD.
+pub type Key = (String, String);
+
+/// What reconciles published, by TWD.
+#[derive(Debug, Default)]
+pub struct Targets(Mutex<BTreeMap<Key, Target>>);
+
+impl Targets {
+    /// Replaces what to watch for one TWD (an empty list forgets it).
+    pub fn publish(&self, key: Key, target: Target) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if target.build_ids.is_empty() {
+            m.remove(&key);
+        } else {
+            m.insert(key, target);
+        }
+    }
+
+    /// The TWD is gone.
+    pub fn forget(&self, key: &Key) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(key);
+    }
+
+    fn snapshot(&self) -> Vec<(Key, Target)> {
+        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.iter().map(|(k, t)| (k.clone(), t.clone())).collect()
+    }
+}
+
+/// The live versions of a plan input: a Deployment that is not being deleted, of a version
+/// Temporal knows (an unregistered one has no task queues to ask about yet).
+pub fn live_builds(input: &PlanInput) -> Vec<String> {
+    let mut out: Vec<String> = input
+        .deployments
+        .iter()
+        .filter(|d| !d.deleting && input.temporal.version(&d.build_id).is_some())
+        .map(|d| d.build_id.clone())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// One task queue of one live version.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VersionQueue {
+    pub namespace: String,
+    pub name: String,
+    pub build_id: String,
+    pub stats: QueueStats,
+}
+
+/// The last complete poll, rendered by `/metrics`.
+#[derive(Debug, Default)]
+pub struct Stats(Mutex<Vec<VersionQueue>>);
+
+impl Stats {
+    pub fn get(&self) -> Vec<VersionQueue> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the snapshot (the poller, after each complete poll).
+    pub fn replace(&self, v: Vec<VersionQueue>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = v;
+    }
+}
+
+/// Polls every `interval` while `leader` is true, until `stop` turns true. A version whose read
+/// fails keeps its last numbers until the next poll (a gap would read as an empty backlog).
+pub async fn run(
+    targets: Arc<Targets>,
+    stats: Arc<Stats>,
+    interval: Duration,
+    leader: watch::Receiver<bool>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        if !*leader.borrow() {
+            stats.replace(Vec::new());
+            continue;
+        }
+        let previous = stats.get();
+        let mut next = Vec::new();
+        for ((namespace, name), target) in targets.snapshot() {
+            for build_id in &target.build_ids {
+                match target
+                    .client
+                    .version_queue_stats(&target.deployment, build_id)
+                    .await
+                {
+                    Ok(queues) => next.extend(queues.into_iter().map(|stats| VersionQueue {
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                        build_id: build_id.clone(),
+                        stats,
+                    })),
+                    Err(e) => {
+                        tracing::debug!(%namespace, %name, %build_id, error = %e, "task-queue stats read failed; keeping the last numbers");
+                        next.extend(
+                            previous
+                                .iter()
+                                .filter(|q| {
+                                    q.namespace == namespace
+                                        && q.name == name
+                                        && &q.build_id == build_id
+                                })
+                                .cloned(),
+                        );
+                    }
+                }
+            }
+        }
+        stats.replace(next);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::live_builds;
+    use crate::planner::model::{ObservedDeployment, PlanInput};
+
+    #[test]
+    fn live_versions_have_a_deployment_and_are_known_to_temporal() {
+        let mut input = PlanInput::test();
+        // PlanInput::test: v1 (Current) and v2 (Inactive), both with Deployments.
+        assert_eq!(live_builds(&input), ["v1", "v2"]);
+        input.deployments.push(ObservedDeployment::test("v9", 1)); // not registered yet
+        let mut gone = ObservedDeployment::test("v1", 1);
+        gone.deleting = true;
+        input.deployments[0] = gone;
+        assert_eq!(live_builds(&input), ["v2"]);
+    }
+}
