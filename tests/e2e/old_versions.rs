@@ -112,8 +112,12 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
     ensure!(metrics.contains(&gauge), "no {gauge:?} in /metrics");
 
-    // For three times the sunset delays, v1 keeps its replica while the workflow runs.
-    let watch_until = std::time::Instant::now() + Duration::from_secs(12);
+    // Over two drain polls (and many times the sunset delays), v1 keeps its replica, stays
+    // Draining, and its workflow keeps running: without `cancelPinnedAfter` nothing ends it.
+    let watch_until = std::time::Instant::now()
+        + 2 * temporal_worker_controller::planner::clock::DRAIN_POLL
+        + Duration::from_secs(5);
+    let mut next_describe = std::time::Instant::now();
     while std::time::Instant::now() < watch_until {
         let d = c.deployments().get(&v1_dep).await?;
         ensure!(
@@ -122,7 +126,26 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         );
         let s = temporal.describe_deployment(&dep_name).await?;
         ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
+        if std::time::Instant::now() >= next_describe {
+            let w = describe_workflow(&c, &wf).await?;
+            let status = w["workflowExecutionInfo"]["status"].as_str().unwrap_or("");
+            ensure!(
+                status == "WORKFLOW_EXECUTION_STATUS_RUNNING",
+                "the pinned workflow ended without cancelPinnedAfter: {status}"
+            );
+            next_describe = std::time::Instant::now() + Duration::from_secs(5);
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for reason in [
+        "PinnedWorkflowsCancelled",
+        "PinnedWorkflowsTerminated",
+        "PinnedWorkflowsSignalled",
+    ] {
+        ensure!(
+            events_with_reason(&c, reason).await?.is_empty(),
+            "{reason} without any spec.sunset setting asking for it"
+        );
     }
     let twd = c.get_twd("ledger").await?;
     let deprecated = twd.status.as_ref().and_then(|s| {
