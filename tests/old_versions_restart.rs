@@ -1,0 +1,227 @@
+//! The upgrade nudge is sent once even when the controller restarts after sending it and the
+//! record of it was lost (issue 17 item 3): a new controller asks again with the same batch job
+//! ID, Temporal refuses the duplicate, and the workflow's history holds one signal. Real control
+//! plane, real Temporal, real workers (kubelet stand-in); this binary runs its own controllers
+//! (stopped and started), not the e2e suite's shared one.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::api::twd::DeprecatedVersion;
+use temporal_worker_controller::run::{self, RunOptions, Running};
+
+const NAME: &str = "ledger";
+const QUEUE: &str = "nudge";
+const T: Duration = Duration::from_secs(120);
+
+async fn controller(client: &kube::Client, ns: &str) -> Result<Running> {
+    Ok(run::start(
+        client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![ns.to_string()],
+            identity: "twc-nudge-restart-test".into(),
+            idle_interval: Duration::from_secs(5),
+            fast_poll: Duration::from_millis(300),
+            backlog_poll: None,
+            ..Default::default()
+        },
+    )
+    .await?)
+}
+
+fn twd(tag: &str, temporal_ns: &str) -> Value {
+    json!({
+        "apiVersion": "temporal.io/v1alpha1",
+        "kind": "TemporalWorkerDeployment",
+        "metadata": {"name": NAME},
+        "spec": {
+            "replicas": 1,
+            "template": {"spec": {"containers": [{
+                "name": "worker",
+                "image": format!("registry.example/worker:{tag}"),
+                "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": QUEUE}],
+            }]}},
+            "rollout": {"strategy": "AllAtOnce"},
+            "sunset": {"upgradeSignal": "upgrade"},
+            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns},
+        }
+    })
+}
+
+async fn wait(
+    api: &Api<TemporalWorkerDeployment>,
+    what: &str,
+    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+) -> Result<TemporalWorkerDeployment> {
+    let deadline = Instant::now() + T;
+    loop {
+        let t = api.get(NAME).await?;
+        if pred(&t) {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}: {:?}", t.status);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn current(t: &TemporalWorkerDeployment) -> Option<String> {
+    Some(
+        t.status
+            .as_ref()?
+            .current_version
+            .as_ref()?
+            .build_id
+            .clone(),
+    )
+}
+
+fn old(t: &TemporalWorkerDeployment, build: &str) -> Option<DeprecatedVersion> {
+    t.status
+        .as_ref()?
+        .deprecated_versions
+        .iter()
+        .find(|d| d.version.build_id == build)
+        .cloned()
+}
+
+async fn cli(address: &str, ns: &str, args: &[&str]) -> Result<String> {
+    let out = tokio::process::Command::new("temporal")
+        .args(args)
+        .args(["--address", address, "--namespace", ns])
+        .output()
+        .await?;
+    ensure!(out.status.success(), "temporal {args:?}: {out:?}");
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `WorkflowExecutionSignaled` events in the workflow's history.
+async fn signals(address: &str, ns: &str, wf: &str) -> Result<usize> {
+    let out = cli(
+        address,
+        ns,
+        &["workflow", "show", "--workflow-id", wf, "-o", "json"],
+    )
+    .await?;
+    let history: Value = serde_json::from_str(&out)?;
+    Ok(history["events"].as_array().map_or(0, |events| {
+        events
+            .iter()
+            .filter(|e| {
+                e["eventType"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("SIGNALED"))
+            })
+            .count()
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() -> Result<()> {
+    let (_, client) = test_harness::control_plane::shared_with_crds().await?;
+    let server = test_harness::temporal_server::shared().await?;
+    let _kubelet = test_harness::kubelet::Kubelet::start(client.clone()).await?;
+    let ns = format!("nudge-{}", std::process::id() % 10000);
+    let temporal_ns = format!("e2e-{ns}");
+    server.create_namespace(&temporal_ns).await?;
+    let address = server.address();
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let ssa = PatchParams::apply("nudge-test").force();
+    Api::<temporal_worker_controller::api::TemporalConnection>::namespaced(client.clone(), &ns)
+        .patch(
+            "temporal",
+            &ssa,
+            &Patch::Apply(json!({
+                "apiVersion": "temporal.io/v1alpha1",
+                "kind": "TemporalConnection",
+                "metadata": {"name": "temporal"},
+                "spec": {"hostPort": address},
+            })),
+        )
+        .await?;
+    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), &ns);
+    let first = controller(&client, &ns).await?;
+    api.patch(NAME, &ssa, &Patch::Apply(twd("v1", &temporal_ns)))
+        .await?;
+    let v1 = current(&wait(&api, "v1 Current", |t| current(t).is_some()).await?).context("v1")?;
+
+    // A `wait` workflow ignores the nudge, so v1 keeps draining across the restart.
+    let wf = format!("nudged-{ns}");
+    cli(
+        &address,
+        &temporal_ns,
+        &[
+            "workflow",
+            "start",
+            "--type",
+            "wait",
+            "--task-queue",
+            QUEUE,
+            "--workflow-id",
+            &wf,
+        ],
+    )
+    .await?;
+    let deadline = Instant::now() + T;
+    loop {
+        let out = cli(
+            &address,
+            &temporal_ns,
+            &["workflow", "describe", "--workflow-id", &wf, "-o", "json"],
+        )
+        .await?;
+        let d: Value = serde_json::from_str(&out)?;
+        let build = d.pointer("/workflowExecutionInfo/versioningInfo/deploymentVersion/buildId");
+        if build.and_then(Value::as_str) == Some(v1.as_str()) {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the workflow never ran on v1: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    api.patch(NAME, &ssa, &Patch::Apply(twd("v2", &temporal_ns)))
+        .await?;
+    let signalled = wait(&api, "v1's pinned workflows signalled", |t| {
+        old(t, &v1).is_some_and(|d| d.upgrade_signalled_at.is_some())
+    })
+    .await?;
+    ensure!(signals(&address, &temporal_ns, &wf).await? == 1);
+
+    // The controller goes away, and the record of the signal with it (as if the status write
+    // after the batch had failed).
+    first.stop().await;
+    let mut lost = signalled;
+    if let Some(status) = lost.status.as_mut() {
+        for d in &mut status.deprecated_versions {
+            d.upgrade_signalled_at = None;
+        }
+    }
+    api.replace_status(NAME, &PostParams::default(), &lost)
+        .await?;
+
+    // A new controller sees v1 draining, unsignalled: it asks again with the same job ID,
+    // Temporal refuses the duplicate, and it records the signal as sent.
+    let second = controller(&client, &ns).await?;
+    wait(&api, "the new controller recorded the signal", |t| {
+        old(t, &v1).is_some_and(|d| d.upgrade_signalled_at.is_some())
+    })
+    .await?;
+    let n = signals(&address, &temporal_ns, &wf).await?;
+    println!("signals in the pinned workflow's history after the restart: {n}");
+    ensure!(n == 1, "the pinned workflow was signalled {n} times");
+    second.stop().await;
+    Ok(())
+}
