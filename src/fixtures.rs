@@ -16,7 +16,7 @@ use crate::api::twd::{
     TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
 };
 use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
-use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::planner::model::{Control, Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
 };
@@ -83,6 +83,8 @@ impl TemporalWorkerDeployment {
                     strategy: RolloutStrategy::AllAtOnce,
                     steps: vec![],
                     gate: None,
+                    paused: false,
+                    abort: false,
                 },
                 sunset: SunsetSpec::default(),
                 worker_options: WorkerOptions {
@@ -283,6 +285,7 @@ impl PlanInput {
                 custom_build_id: false,
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: hours(1),
+                control: Control::default(),
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),

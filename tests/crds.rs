@@ -126,6 +126,60 @@ async fn the_real_api_server_refuses_zero_replicas() {
     }
 }
 
+/// Pausing or aborting a Manual rollout means nothing (the controller routes nothing there), so
+/// kube-apiserver refuses it and says what to do instead; a Progressive one is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_api_server_refuses_pause_and_abort_on_manual() {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    let (_, client) = test_harness::control_plane::shared_with_crds()
+        .await
+        .expect("kube-apiserver refused a CRD");
+    let gvk = GroupVersionKind::gvk("temporal.io", "v1alpha1", "TemporalWorkerDeployment");
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, "default", &ApiResource::from_gvk(&gvk));
+    let twd = |rollout: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "temporal.io/v1alpha1",
+            "kind": "TemporalWorkerDeployment",
+            "metadata": {"name": "control-check"},
+            "spec": {
+                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
+                "rollout": rollout,
+                "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
+            },
+        }))
+        .expect("a TWD")
+    };
+    let dry_run = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for field in ["paused", "abort"] {
+        let manual = twd(serde_json::json!({"strategy": "Manual", (field): true}));
+        match api.create(&dry_run, &manual).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422, "{status:?}");
+                assert!(
+                    status.message.contains("Manual strategy"),
+                    "{}",
+                    status.message
+                );
+            }
+            other => panic!("Manual with {field} was not refused: {other:?}"),
+        }
+        let progressive = twd(serde_json::json!({
+            "strategy": "Progressive",
+            "steps": [{"rampPercentage": 10, "pauseDuration": "1m"}],
+            (field): true,
+        }));
+        api.create(&dry_run, &progressive)
+            .await
+            .unwrap_or_else(|e| panic!("Progressive with {field} refused: {e}"));
+    }
+}
+
 /// The controller refuses `spec.replicas: 0` too (an object stored before the CEL rule keeps its
 /// 0 through CEL ratcheting), with the same message as admission.
 #[test]

@@ -68,7 +68,8 @@ pub enum RolloutStrategy {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)", "message": "steps are required for Progressive rollout"},
-    {"rule": "!has(self.steps) || size(self.steps) < 2 || self.steps.map(s, s.rampPercentage).isSorted() && self.steps.all(s, self.steps.filter(t, t.rampPercentage == s.rampPercentage).size() == 1)", "message": "rampPercentage must increase between each step"}
+    {"rule": "!has(self.steps) || size(self.steps) < 2 || self.steps.map(s, s.rampPercentage).isSorted() && self.steps.all(s, self.steps.filter(t, t.rampPercentage == s.rampPercentage).size() == 1)", "message": "rampPercentage must increase between each step"},
+    {"rule": "self.strategy != 'Manual' || !((has(self.paused) && self.paused) || (has(self.abort) && self.abort))", "message": "paused and abort steer the controller's own routing changes, and with the Manual strategy it makes none: promote or ramp in Temporal instead"}
 ]))]
 pub struct RolloutSpec {
     pub strategy: RolloutStrategy,
@@ -79,6 +80,14 @@ pub struct RolloutSpec {
     /// Optional gate workflow that must complete before the target is promoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateSpec>,
+    /// Hold the rollout where it is: no further step, no promotion. The remaining time of the
+    /// step in effect is kept in `status.rolloutControl` and continues on resume.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// Take the target's ramp back to 0 % and keep the current version current
+    /// (`Stalled=True/RolloutAborted`); once cleared, the rollout starts again at its first step.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -239,6 +248,60 @@ pub struct TemporalWorkerDeploymentStatus {
     pub version_count: i32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// What the controller did about `spec.rollout.paused` and the one-shot control
+    /// annotations, so that a restarted controller resumes a pause with its remaining time and
+    /// never acts on an annotation twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_control: Option<RolloutControl>,
+}
+
+/// The controller's memory of rollout control (see `docs/rollout-control.md`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutControl {
+    /// The pause in effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedStep>,
+    /// A step resumed after a pause: it ends at `nextStepAt` rather than its full pause after
+    /// Temporal's ramp change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<ResumedStep>,
+    /// The `temporal.io/promote` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted: Option<String>,
+    /// The `temporal.io/skip-step` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_step: Option<String>,
+}
+
+impl RolloutControl {
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedStep {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// Zero-based index of the step held (unset: paused before the first step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<i32>,
+    /// Seconds of the step's pause left when the rollout was paused (unset: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_seconds: Option<i64>,
+    pub paused_at: Time,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumedStep {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// Zero-based index of the resumed step.
+    pub step: i32,
+    pub next_step_at: Time,
 }
 
 /// Temporal-side status of one version.

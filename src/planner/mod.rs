@@ -11,9 +11,11 @@
 //!   which of those rolls stalled;
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
+//! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`clock`]: deadlines and the requeue interval.
 
 pub mod clock;
+mod control;
 mod drift;
 pub mod gates;
 pub mod model;
@@ -23,6 +25,8 @@ mod scaling;
 pub mod sunset;
 mod view;
 
+#[cfg(test)]
+mod control_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -74,5 +78,6 @@ pub fn plan(input: &PlanInput) -> Plan {
         delete: retirement.delete,
         progress: decision.progress,
         requeue_after: wake.get(),
+        control: decision.control,
     }
 }

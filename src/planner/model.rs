@@ -50,6 +50,32 @@ pub struct Desired {
     pub max_versions_ineligible_for_deletion: usize,
     /// A target that was Current within this window is promoted at once (rollback).
     pub rollback_window: Duration,
+    /// Pause, abort and the one-shot annotations, with what was already done about them.
+    pub control: Control,
+}
+
+/// Rollout control: the user's `spec.rollout.paused`/`abort` and one-shot annotations, and
+/// the controller's record of what it did about them (`status.rolloutControl`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Control {
+    pub paused: bool,
+    pub abort: bool,
+    /// `temporal.io/promote`: the build ID to promote now.
+    pub promote: Option<String>,
+    /// `temporal.io/skip-step`, parsed.
+    pub skip_step: Option<SkipStep>,
+    /// What the controller already did (from the last written status).
+    pub record: crate::api::twd::RolloutControl,
+}
+
+/// `temporal.io/skip-step: <buildID>/<step>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkipStep {
+    pub build_id: String,
+    /// Zero-based.
+    pub step: usize,
+    /// The annotation value as written (recorded once acted on).
+    pub value: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -120,6 +146,8 @@ pub struct Plan {
     pub progress: Progress,
     /// When to look again at the latest (deadline-driven; `None` = idle interval).
     pub requeue_after: Option<Duration>,
+    /// The rollout-control record to keep in status (`status.rolloutControl`).
+    pub control: crate::api::twd::RolloutControl,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -221,6 +249,10 @@ pub enum Phase {
     /// Another install of the controller changes routing with this controller's identity:
     /// needs a human to give each install its own identity.
     DuplicateInstall,
+    /// `spec.rollout.paused`: held where it is until resumed.
+    Paused,
+    /// `spec.rollout.abort`: the target's ramp is back to 0 % until the abort is cleared.
+    Aborted,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

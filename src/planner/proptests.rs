@@ -19,7 +19,7 @@ use proptest::strategy::Strategy as Gen;
 use super::plan;
 use crate::api::twd::GateWorkflowStatus;
 use crate::planner::model::{
-    Desired, Gate, ObservedDeployment, PlanInput, RoutingChange, Step, Strategy as Rollout,
+    Control, Desired, Gate, ObservedDeployment, PlanInput, RoutingChange, Step, Strategy as Rollout,
 };
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
@@ -156,6 +156,7 @@ fn desired() -> impl Gen<Value = Desired> {
                     custom_build_id: custom,
                     max_versions_ineligible_for_deletion: max,
                     rollback_window: Duration::from_secs(rollback),
+                    control: Control::default(),
                 }
             },
         )

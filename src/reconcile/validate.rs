@@ -10,9 +10,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Container;
 
 use crate::api::twd::{MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
-use crate::api::{RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration};
+use crate::api::{
+    ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
+};
 use crate::build_id;
-use crate::planner::model::{Desired, Gate, Step, Strategy};
+use crate::planner::model::{Control, Desired, Gate, SkipStep, Step, Strategy};
 
 /// Most steps a Progressive rollout may have.
 pub const MAX_STEPS: usize = 20;
@@ -112,7 +114,74 @@ pub fn desired(
         custom_build_id: custom.is_some(),
         max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
         rollback_window: settings.rollback_window,
+        control: control(twd),
     })
+}
+
+/// Rollout control as the planner sees it (annotations already checked by [`validate`]).
+fn control(twd: &TemporalWorkerDeployment) -> Control {
+    let annotation = |key: &str| {
+        twd.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    Control {
+        paused: twd.spec.rollout.paused,
+        abort: twd.spec.rollout.abort,
+        promote: annotation(ANNOTATION_PROMOTE),
+        skip_step: annotation(ANNOTATION_SKIP_STEP).and_then(|v| parse_skip_step(&v).ok()),
+        record: twd
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout_control.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// `<buildID>/<step>`; build IDs never contain `/` (they are label values).
+pub fn parse_skip_step(value: &str) -> Result<SkipStep, String> {
+    let problem = || {
+        format!(
+            "{value:?} must be <buildID>/<step>, the build ID of the target and the zero-based \
+             step to end (as in status.targetVersion.currentStep), e.g. v2-abc123/0"
+        )
+    };
+    let (build, step) = value.rsplit_once('/').ok_or_else(problem)?;
+    let step: usize = step.parse().map_err(|_| problem())?;
+    if build.is_empty() {
+        return Err(problem());
+    }
+    Ok(SkipStep {
+        build_id: build.to_string(),
+        step,
+        value: value.to_string(),
+    })
+}
+
+fn check_control(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let rollout = &twd.spec.rollout;
+    if rollout.strategy == RolloutStrategy::Manual && (rollout.paused || rollout.abort) {
+        p.add(
+            "spec.rollout",
+            "paused and abort steer the controller's own routing changes, and with the Manual \
+             strategy it makes none: promote or ramp in Temporal instead",
+        );
+    }
+    let skip = twd
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_SKIP_STEP))
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty());
+    if let Some(value) = skip
+        && let Err(e) = parse_skip_step(value)
+    {
+        p.add(format!("metadata.annotations[{ANNOTATION_SKIP_STEP}]"), e);
+    }
 }
 
 #[derive(Default)]
@@ -174,6 +243,7 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     }
     check_template(twd, p);
     check_rollout(twd, p);
+    check_control(twd, p);
     for (path, value) in [
         ("spec.sunset.scaledownDelay", &spec.sunset.scaledown_delay),
         ("spec.sunset.deleteDelay", &spec.sunset.delete_delay),
@@ -339,6 +409,71 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+
+    #[test]
+    fn skip_step_annotation_must_name_a_build_and_a_step() {
+        assert_eq!(
+            parse_skip_step("v2-abc/1"),
+            Ok(SkipStep {
+                build_id: "v2-abc".into(),
+                step: 1,
+                value: "v2-abc/1".into()
+            })
+        );
+        for bad in ["v2", "v2/", "/1", "v2/one", "v2/-1"] {
+            assert!(parse_skip_step(bad).is_err(), "{bad}");
+        }
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.metadata.annotations =
+            Some([(ANNOTATION_SKIP_STEP.to_string(), "v2".to_string())].into());
+        let e = validate(&twd).expect_err("refused");
+        assert!(
+            e.message
+                .contains("metadata.annotations[temporal.io/skip-step]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn control_comes_from_spec_annotations_and_the_status_record() {
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.paused = true;
+        twd.metadata.annotations = Some(
+            [
+                (ANNOTATION_PROMOTE.to_string(), " v9 ".to_string()),
+                (ANNOTATION_SKIP_STEP.to_string(), "v9/0".to_string()),
+            ]
+            .into(),
+        );
+        twd.status = Some(crate::api::TemporalWorkerDeploymentStatus {
+            rollout_control: Some(crate::api::twd::RolloutControl {
+                promoted: Some("v8".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let c = desired(&twd, &ControllerSettings::default())
+            .expect("valid")
+            .control;
+        assert!(c.paused && !c.abort);
+        assert_eq!(c.promote.as_deref(), Some("v9"));
+        assert_eq!(c.skip_step.map(|s| s.step), Some(0));
+        assert_eq!(c.record.promoted.as_deref(), Some("v8"));
+    }
+
+    #[test]
+    fn manual_cannot_be_paused_or_aborted() {
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.strategy = RolloutStrategy::Manual;
+        twd.spec.rollout.abort = true;
+        let e = validate(&twd).expect_err("refused");
+        assert!(e.message.contains("Manual"), "{e}");
     }
 }
 

@@ -1,0 +1,312 @@
+//! Rollout control rules (`src/planner/control.rs`), one test per rule, through `plan()`.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::plan;
+use crate::api::twd::{GateWorkflowStatus, PausedStep, ResumedStep, RolloutControl};
+use crate::fixtures::{NOW, ago, ts};
+use crate::planner::model::*;
+use crate::temporal::state::{GateObservation, TemporalVersionStatus as T};
+
+fn secs(s: i64) -> jiff::SignedDuration {
+    jiff::SignedDuration::from_secs(s)
+}
+
+/// v1 Current; v2 (target) ramping at 25 % (step 1 of 2, 10 min each) since `since_secs` ago.
+fn ramping(since_secs: i64) -> PlanInput {
+    let mut i = PlanInput::test().strategy(Strategy::Progressive(vec![
+        Step {
+            ramp_percentage: 25.0,
+            pause: Duration::from_secs(600),
+        },
+        Step {
+            ramp_percentage: 50.0,
+            pause: Duration::from_secs(600),
+        },
+    ]));
+    let r = &mut i.temporal.routing;
+    r.ramping_build_id = Some("v2".into());
+    r.ramp_percentage = 25.0;
+    r.ramping_changed_at = Some(ago(since_secs));
+    r.ramp_percentage_changed_at = Some(ago(since_secs));
+    if let Some(v) = i.temporal.versions.iter_mut().find(|v| v.build_id == "v2") {
+        v.status = T::Ramping;
+    }
+    i
+}
+
+fn paused_record(step: i32, remaining: i64, at_secs_ago: i64) -> PausedStep {
+    PausedStep {
+        build_id: "v2".into(),
+        step: Some(step),
+        remaining_seconds: Some(remaining),
+        paused_at: Time(ago(at_secs_ago)),
+    }
+}
+
+fn set_current(build: &str) -> Option<RoutingChange> {
+    Some(RoutingChange::SetCurrent {
+        build_id: build.into(),
+    })
+}
+
+fn set_ramping(pct: f32) -> Option<RoutingChange> {
+    Some(RoutingChange::SetRamping {
+        build_id: "v2".into(),
+        percentage: pct,
+    })
+}
+
+#[test]
+fn pause_holds_the_step_and_records_the_time_left() {
+    let mut i = ramping(240);
+    i.desired.control.paused = true;
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Paused);
+    assert_eq!(p.control.paused, Some(paused_record(0, 360, 0)));
+    let step = p.progress.step.expect("the held step is reported");
+    assert_eq!((step.index, step.next_at), (0, None));
+    assert!(
+        p.progress.message.contains("360s"),
+        "{}",
+        p.progress.message
+    );
+    // No wake-up at the step's deadline: nothing happens until resumed.
+    assert_ne!(p.requeue_after, Some(Duration::from_secs(360)));
+}
+
+#[test]
+fn pause_holds_a_step_past_its_deadline() {
+    let mut i = ramping(700);
+    assert_eq!(
+        plan(&i).routing,
+        set_ramping(50.0),
+        "unpaused, the next step is due"
+    );
+    i.desired.control.paused = true;
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.control.paused, Some(paused_record(0, 0, 0)));
+}
+
+#[test]
+fn a_recorded_pause_keeps_its_time_left_across_reconciles_and_restarts() {
+    let mut i = ramping(3000);
+    i.desired.control.paused = true;
+    i.desired.control.record.paused = Some(paused_record(0, 360, 2700));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.control.paused, Some(paused_record(0, 360, 2700)));
+}
+
+#[test]
+fn pause_before_the_first_step_holds_the_first_ramp() {
+    let mut i = PlanInput::test().strategy(Strategy::Progressive(vec![Step {
+        ramp_percentage: 25.0,
+        pause: Duration::from_secs(60),
+    }]));
+    i.desired.control.paused = true;
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Paused);
+    let rec = p.control.paused.expect("recorded");
+    assert_eq!((rec.step, rec.remaining_seconds), (None, None));
+    // AllAtOnce: the promotion is held.
+    let mut i = PlanInput::test();
+    i.desired.control.paused = true;
+    assert_eq!(plan(&i).routing, None);
+}
+
+#[test]
+fn resume_continues_with_the_time_left() {
+    // Paused long ago with 120 s left; Temporal's step start says the step is long over.
+    let mut i = ramping(3600);
+    i.desired.control.record.paused = Some(paused_record(0, 120, 3000));
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Ramping);
+    let due = ts(NOW) + secs(120);
+    assert_eq!(p.progress.step.and_then(|s| s.next_at), Some(due));
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(120)));
+    assert_eq!(
+        p.control,
+        RolloutControl {
+            resumed: Some(ResumedStep {
+                build_id: "v2".into(),
+                step: 0,
+                next_step_at: Time(due),
+            }),
+            ..Default::default()
+        }
+    );
+}
+
+#[test]
+fn a_resumed_step_moves_on_at_its_resumed_deadline() {
+    let mut i = ramping(3600);
+    let resumed = ResumedStep {
+        build_id: "v2".into(),
+        step: 0,
+        next_step_at: Time(ago(1)),
+    };
+    i.desired.control.record.resumed = Some(resumed.clone());
+    let p = plan(&i);
+    assert_eq!(p.routing, set_ramping(50.0));
+    assert_eq!(
+        p.control.resumed, None,
+        "the next step has its own full pause"
+    );
+    // Still ahead: held, and kept.
+    i.desired.control.record.resumed = Some(ResumedStep {
+        next_step_at: Time(ts(NOW) + secs(30)),
+        ..resumed
+    });
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert!(p.control.resumed.is_some());
+}
+
+#[test]
+fn abort_ramps_the_target_back_to_zero_and_keeps_current() {
+    let mut i = ramping(60);
+    i.desired.control.abort = true;
+    i.desired.control.paused = true; // abort wins over pause
+    let p = plan(&i);
+    assert_eq!(p.routing, Some(RoutingChange::ClearRamp));
+    assert_eq!(p.progress.phase, Phase::Aborted);
+    assert!(
+        p.progress.message.contains("v1 stays Current"),
+        "{}",
+        p.progress.message
+    );
+    assert_eq!(p.control.paused, None);
+}
+
+#[test]
+fn an_abort_holds_until_cleared_then_the_rollout_starts_at_the_first_step() {
+    // After the ramp was cleared: the target is not ramping.
+    let mut i = PlanInput::test().strategy(Strategy::Progressive(vec![
+        Step {
+            ramp_percentage: 25.0,
+            pause: Duration::from_secs(60),
+        },
+        Step {
+            ramp_percentage: 50.0,
+            pause: Duration::from_secs(60),
+        },
+    ]));
+    i.desired.control.abort = true;
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Aborted);
+    i.desired.control.abort = false;
+    assert_eq!(plan(&i).routing, set_ramping(25.0));
+    // AllAtOnce: an abort holds the promotion.
+    let mut i = PlanInput::test();
+    i.desired.control.abort = true;
+    assert_eq!(plan(&i).routing, None);
+    assert_eq!(plan(&i).progress.phase, Phase::Aborted);
+}
+
+#[test]
+fn promote_annotation_skips_steps_and_gates_once() {
+    let mut i = ramping(60);
+    i.desired.gate = Some(Gate {
+        workflow_type: "Check".into(),
+    });
+    i.gates = vec![GateObservation::test("q1", GateWorkflowStatus::Running)];
+    i.desired.control.promote = Some("v2".into());
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v2"));
+    assert_eq!(p.progress.phase, Phase::Complete);
+    assert_eq!(p.control.promoted.as_deref(), Some("v2"));
+    // Acted on already: the annotation stays but does nothing again.
+    i.desired.control.record.promoted = Some("v2".into());
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(
+        p.control.promoted.as_deref(),
+        Some("v2"),
+        "the record is kept"
+    );
+}
+
+#[test]
+fn promote_annotation_for_another_build_or_without_ready_pollers_waits() {
+    let mut i = ramping(60);
+    i.desired.control.promote = Some("v1".into());
+    assert_eq!(plan(&i).routing, None);
+    i.desired.control.promote = Some("v2".into());
+    for d in &mut i.deployments {
+        if d.build_id == "v2" {
+            d.ready_replicas = 0;
+        }
+    }
+    let p = plan(&i);
+    assert_eq!(
+        p.routing, None,
+        "never route to a version without ready pollers"
+    );
+    assert_eq!(p.control.promoted, None);
+}
+
+#[test]
+fn promote_annotation_wins_over_a_pause() {
+    let mut i = ramping(60);
+    i.desired.control.paused = true;
+    i.desired.control.promote = Some("v2".into());
+    assert_eq!(plan(&i).routing, set_current("v2"));
+}
+
+#[test]
+fn skip_step_moves_one_step_once() {
+    let mut i = ramping(60);
+    i.desired.control.skip_step = Some(SkipStep {
+        build_id: "v2".into(),
+        step: 0,
+        value: "v2/0".into(),
+    });
+    let p = plan(&i);
+    assert_eq!(p.routing, set_ramping(50.0));
+    assert_eq!(p.control.skipped_step.as_deref(), Some("v2/0"));
+    assert_eq!(p.progress.step.map(|s| s.index), Some(1));
+    i.desired.control.record.skipped_step = Some("v2/0".into());
+    assert_eq!(plan(&i).routing, None, "acted on already");
+}
+
+#[test]
+fn skip_step_waits_for_its_step_and_promotes_after_the_last() {
+    let mut i = ramping(60);
+    i.desired.control.skip_step = Some(SkipStep {
+        build_id: "v2".into(),
+        step: 1,
+        value: "v2/1".into(),
+    });
+    let p = plan(&i);
+    assert_eq!(p.routing, None, "step 1 is not in effect yet");
+    assert_eq!(p.control.skipped_step, None);
+    i.temporal.routing.ramp_percentage = 50.0;
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v2"));
+    assert_eq!(p.control.skipped_step.as_deref(), Some("v2/1"));
+}
+
+#[test]
+fn manual_and_a_current_target_ignore_control_but_keep_the_record() {
+    let mut i = ramping(60).strategy(Strategy::Manual);
+    i.desired.control.abort = true;
+    i.desired.control.record.promoted = Some("v0".into());
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_ne!(p.progress.phase, Phase::Aborted);
+    assert_eq!(p.control.promoted.as_deref(), Some("v0"));
+
+    let mut i = PlanInput::test();
+    i.temporal.routing.current_build_id = Some("v2".into());
+    i.desired.control.paused = true;
+    i.desired.control.abort = true;
+    assert_eq!(plan(&i).progress.phase, Phase::Complete);
+}
