@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod build_id;
+pub mod cli_control;
 pub mod cli_status;
 pub mod controller;
 pub mod crdgen;

@@ -42,7 +42,16 @@ pub fn resumed_deadline(view: &View) -> Option<(usize, Timestamp)> {
     if let Some(p) = record.paused.as_ref().filter(|p| p.build_id == view.target) {
         let step = usize::try_from(p.step?).ok()?;
         let left = std::time::Duration::from_secs(u64::try_from(p.remaining_seconds?).ok()?);
-        return Some((step, clock::add(view.input.now, left)?));
+        // The status keeps whole seconds: round up, so the step never ends early.
+        let at = clock::add(view.input.now, left)?;
+        let whole = at
+            .round(
+                jiff::TimestampRound::new()
+                    .smallest(jiff::Unit::Second)
+                    .mode(jiff::RoundMode::Ceil),
+            )
+            .unwrap_or(at);
+        return Some((step, whole));
     }
     let r = record
         .resumed
@@ -230,9 +239,9 @@ fn pause(view: &View, d: &mut Decision, steps: &[Step]) -> Option<PausedStep> {
     let held = held_step(view, steps);
     let remaining = match (held, d.progress.step) {
         // Holding the step in effect: its deadline, resumed or not, is in the plan.
-        (Some(i), Some(s)) if !forward && s.index == i => s
-            .next_at
-            .map(|t| clock::until(view.input.now, t).map_or(0, |left| left.as_secs())),
+        (Some(i), Some(s)) if !forward && s.index == i => s.next_at.map(|t| {
+            clock::until(view.input.now, t).map_or(0, |left| left.as_millis().div_ceil(1000))
+        }),
         // Its deadline has passed (the next step was due): nothing left.
         (Some(_), _) => Some(0),
         (None, _) => None,

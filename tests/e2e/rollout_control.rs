@@ -1,0 +1,286 @@
+//! Rollout control end to end (issue 16): pause / resume / promote / skip / abort, from plain
+//! spec and annotation edits and from the CLI, with real workers, real Temporal routing and the
+//! GitOps verdicts of each state.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+
+use crate::gitops_support::{self, Status};
+use crate::support::*;
+
+const T: Duration = Duration::from_secs(120);
+
+fn progressive(steps: &[(i32, &str)], extra: Value) -> Value {
+    let steps: Vec<Value> = steps
+        .iter()
+        .map(|(p, d)| json!({"rampPercentage": p, "pauseDuration": d}))
+        .collect();
+    let mut rollout = json!({"strategy": "Progressive", "steps": steps});
+    if let (Some(r), Some(e)) = (rollout.as_object_mut(), extra.as_object()) {
+        r.extend(e.clone());
+    }
+    rollout
+}
+
+async fn deploy_first(c: &Case, name: &str) -> Result<String> {
+    c.apply_twd(name, "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    let twd = c.wait_twd(name, "first version Ready", T, is_ready).await?;
+    current_build(&twd).context("Ready without a current version")
+}
+
+fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
+    t.status.as_ref()?.target_version.as_ref()?.ramp_percentage
+}
+
+fn ready_reason(t: &TemporalWorkerDeployment) -> String {
+    condition(t, "Ready")
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
+/// kstatus and Argo CD on the object as the API server returns it.
+fn gitops(t: &TemporalWorkerDeployment) -> Result<(Status, String)> {
+    let v = gitops_support::verdicts(&serde_json::to_value(t)?);
+    Ok((v.kstatus.status, v.argocd.0))
+}
+
+/// Temporal's routing: (ramping build, ramp %, when the ramp % last changed, current build).
+async fn routing(
+    c: &Case,
+    name: &str,
+) -> Result<(Option<String>, f32, Option<jiff::Timestamp>, Option<String>)> {
+    let temporal = c.temporal().await?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let state = loop {
+        match temporal
+            .describe_deployment(&c.temporal_deployment_name(name))
+            .await
+        {
+            Ok(s) => break s,
+            // Temporal answers ResourceExhausted for a moment after writes.
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let r = state.routing;
+    Ok((
+        r.ramping_build_id.filter(|b| !b.is_empty()),
+        r.ramp_percentage,
+        r.ramp_percentage_changed_at,
+        r.current_build_id.filter(|b| !b.is_empty()),
+    ))
+}
+
+async fn annotate(c: &Case, name: &str, key: &str, value: &str) -> Result<()> {
+    c.twds()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {key: value}}})),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Runs the real CLI binary with the case's kubeconfig; returns (stdout, stderr).
+async fn cli(c: &Case, args: &[&str]) -> Result<(String, String)> {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
+        .args(args)
+        .args(["-n", &c.ns])
+        .env("KUBECONFIG", &c.env.kubeconfig)
+        .output()
+        .await?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    ensure!(out.status.success(), "{args:?} failed: {stderr}");
+    Ok((stdout, stderr))
+}
+
+/// Pause holds a step past its deadline (Ready=False/RolloutPaused, kstatus InProgress, Argo CD
+/// Suspended); resume continues with the time the step had left, not a fresh pause and not at
+/// once; the promote annotation then skips a 10-minute step. All from plain spec and
+/// annotation edits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_holds_past_the_deadline_resume_continues_and_promote_skips() -> Result<()> {
+    const STEP: i64 = 12;
+    let c = case("pause").await?;
+    let v1 = deploy_first(&c, "orders").await?;
+    let steps = [(20, "12s"), (60, "600s")];
+    c.apply_twd("orders", "v2", progressive(&steps, json!({})), json!({}))
+        .await?;
+    let twd = c
+        .wait_twd("orders", "20% step", T, |t| ramp(t) == Some(20.0))
+        .await?;
+    let v2 = target_build(&twd).context("target")?;
+    let started = routing(&c, "orders").await?.2.context("no step start")?;
+
+    c.apply_twd(
+        "orders",
+        "v2",
+        progressive(&steps, json!({"paused": true})),
+        json!({}),
+    )
+    .await?;
+    let twd = c
+        .wait_twd("orders", "RolloutPaused", T, |t| {
+            ready_reason(t) == "RolloutPaused"
+                && t.status.as_ref().and_then(|s| s.observed_generation) == t.metadata.generation
+        })
+        .await?;
+    ensure!(
+        condition_is(&twd, "Reconciling", "True", "RolloutPaused")
+            && condition_is(&twd, "Ready", "False", "RolloutPaused")
+    );
+    ensure!(condition_is(&twd, "Stalled", "False", "RolloutPaused"));
+    ensure!(
+        gitops(&twd)? == (Status::InProgress, "Suspended".to_string()),
+        "paused reads as {:?}",
+        gitops(&twd)?
+    );
+    let remaining = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.paused.as_ref())
+        .and_then(|p| p.remaining_seconds)
+        .context("no remaining time recorded")?;
+    ensure!((0..=STEP).contains(&remaining), "remaining {remaining}s");
+
+    // Past the step's deadline by Temporal's clock, the step still holds.
+    let deadline = started + jiff::SignedDuration::from_secs(STEP + 3);
+    let wait = deadline.duration_since(jiff::Timestamp::now());
+    if wait.is_positive() {
+        tokio::time::sleep(Duration::try_from(wait)?).await;
+    }
+    let (ramping, pct, changed, current) = routing(&c, "orders").await?;
+    ensure!(
+        ramping.as_deref() == Some(v2.as_str()) && pct == 20.0 && changed == Some(started),
+        "paused step moved: {ramping:?} at {pct}% since {changed:?}"
+    );
+    ensure!(current.as_deref() == Some(v1.as_str()));
+    ensure!(ready_reason(&c.get_twd("orders").await?) == "RolloutPaused");
+
+    let resumed = jiff::Timestamp::now();
+    c.apply_twd("orders", "v2", progressive(&steps, json!({})), json!({}))
+        .await?;
+    c.wait_twd("orders", "60% step after resume", T, |t| {
+        ramp(t) == Some(60.0)
+    })
+    .await?;
+    let (_, pct, next_started, _) = routing(&c, "orders").await?;
+    ensure!(pct == 60.0);
+    let next_started = next_started.context("no step start")?;
+    let took = next_started.duration_since(resumed).as_secs_f64();
+    println!("paused with {remaining}s left; the next step began {took:.1}s after resume");
+    ensure!(
+        took >= remaining as f64 - 1.0 && took <= remaining as f64 + 6.0,
+        "resume with {remaining}s left moved on after {took:.1}s"
+    );
+
+    // The 60% step lasts 10 minutes; the annotation promotes now.
+    annotate(&c, "orders", "temporal.io/promote", &v2).await?;
+    let twd = c
+        .wait_twd(
+            "orders",
+            "promoted by annotation",
+            Duration::from_secs(60),
+            |t| is_ready(t) && current_build(t).as_deref() == Some(v2.as_str()),
+        )
+        .await?;
+    let recorded = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.promoted.clone());
+    ensure!(recorded.as_deref() == Some(v2.as_str()), "{recorded:?}");
+    let annotations = twd.metadata.annotations.unwrap_or_default();
+    ensure!(
+        annotations.get("temporal.io/promote") == Some(&v2),
+        "the controller must leave the annotation in place"
+    );
+    Ok(())
+}
+
+/// From the CLI: skip moves exactly one step; abort ramps the target back to 0 % with the
+/// current version untouched (Stalled=True/RolloutAborted: kstatus Failed, Argo CD Degraded);
+/// `abort --clear` starts again at the first step; pause and resume round-trip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_abort_and_pause_from_the_cli() -> Result<()> {
+    let c = case("ctlcli").await?;
+    let v1 = deploy_first(&c, "billing").await?;
+    let steps = [(10, "600s"), (30, "600s"), (50, "600s")];
+    c.apply_twd("billing", "v2", progressive(&steps, json!({})), json!({}))
+        .await?;
+    let twd = c
+        .wait_twd("billing", "10% step", T, |t| ramp(t) == Some(10.0))
+        .await?;
+    let v2 = target_build(&twd).context("target")?;
+
+    let (out, _) = cli(&c, &["skip", "billing"]).await?;
+    ensure!(out.contains(&format!("{v2}/0")), "{out}");
+    let twd = c
+        .wait_twd("billing", "30% step after skip", T, |t| {
+            ramp(t) == Some(30.0)
+        })
+        .await?;
+    let skipped = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.skipped_step.clone());
+    ensure!(skipped == Some(format!("{v2}/0")), "{skipped:?}");
+    let (ramping, pct, _, _) = routing(&c, "billing").await?;
+    ensure!(ramping.as_deref() == Some(v2.as_str()) && pct == 30.0);
+
+    let (out, err) = cli(&c, &["abort", "billing"]).await?;
+    ensure!(out.contains("Aborting billing"), "{out}");
+    ensure!(
+        err.contains("self-heal"),
+        "spec patches warn about GitOps: {err}"
+    );
+    let twd = c
+        .wait_twd("billing", "RolloutAborted", T, |t| {
+            condition_is(t, "Stalled", "True", "RolloutAborted")
+        })
+        .await?;
+    ensure!(condition_is(&twd, "Reconciling", "False", "RolloutAborted"));
+    ensure!(
+        gitops(&twd)? == (Status::Failed, "Degraded".to_string()),
+        "aborted reads as {:?}",
+        gitops(&twd)?
+    );
+    let (ramping, _, _, current) = routing(&c, "billing").await?;
+    ensure!(ramping.is_none(), "aborted target still ramps: {ramping:?}");
+    ensure!(
+        current.as_deref() == Some(v1.as_str()),
+        "current changed: {current:?}"
+    );
+    ensure!(current_build(&twd).as_deref() == Some(v1.as_str()));
+
+    cli(&c, &["abort", "billing", "--clear"]).await?;
+    c.wait_twd("billing", "first step again", T, |t| {
+        ramp(t) == Some(10.0) && ready_reason(t) == "Ramping"
+    })
+    .await?;
+
+    cli(&c, &["pause", "billing"]).await?;
+    c.wait_twd("billing", "paused by the CLI", T, |t| {
+        ready_reason(t) == "RolloutPaused"
+    })
+    .await?;
+    cli(&c, &["resume", "billing"]).await?;
+    let twd = c
+        .wait_twd("billing", "resumed by the CLI", T, |t| {
+            ready_reason(t) == "Ramping"
+        })
+        .await?;
+    ensure!(ramp(&twd) == Some(10.0));
+    Ok(())
+}
