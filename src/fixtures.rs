@@ -85,6 +85,7 @@ impl TemporalWorkerDeployment {
                     gate: None,
                     paused: false,
                     abort: false,
+                    analysis: None,
                 },
                 sunset: SunsetSpec::default(),
                 worker_options: WorkerOptions {
@@ -286,6 +287,7 @@ impl PlanInput {
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: hours(1),
                 control: Control::default(),
+                analysis: None,
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -311,6 +313,7 @@ impl PlanInput {
             target_task_queues: vec!["q1".into()],
             unversioned_pollers_on_all_queues: false,
             connection_hash: "conn".into(),
+            analysis: None,
             controller_identity: ME.into(),
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),

@@ -82,6 +82,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     version: &'static str,
 }
@@ -134,6 +139,7 @@ pub struct Metrics {
     kube_writes: Family<KubeWriteLabels, Counter>,
     leader: Gauge,
     gates: Family<OutcomeLabels, Counter>,
+    analysis: Family<VerdictLabels, Counter>,
     start_time: f64,
 }
 
@@ -224,6 +230,12 @@ impl Metrics {
             "Finished gate workflows by outcome",
             gates.clone(),
         );
+        let analysis = Family::<VerdictLabels, Counter>::default();
+        registry.register(
+            "analysis_verdicts",
+            "Canary analysis verdicts by verdict",
+            analysis.clone(),
+        );
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
             .get_or_create(&VersionLabels {
@@ -249,6 +261,9 @@ impl Metrics {
         for outcome in ["completed", "failed"] {
             let _ = gates.get_or_create(&OutcomeLabels { outcome });
         }
+        for verdict in ["pass", "fail", "inconclusive"] {
+            let _ = analysis.get_or_create(&VerdictLabels { verdict });
+        }
 
         let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
         Metrics {
@@ -261,6 +276,7 @@ impl Metrics {
             kube_writes,
             leader,
             gates,
+            analysis,
             start_time,
         }
     }
@@ -316,6 +332,13 @@ impl Metrics {
     /// A gate workflow finished: `completed` or `failed`.
     pub fn gate_outcome(&self, outcome: &'static str) {
         self.gates.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// A canary analysis verdict: `pass`, `fail` or `inconclusive`.
+    pub fn analysis_verdict(&self, verdict: &'static str) {
+        self.analysis
+            .get_or_create(&VerdictLabels { verdict })
+            .inc();
     }
 
     /// The full exposition: operational metrics, rollout state from `store`, process metrics.

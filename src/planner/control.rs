@@ -13,6 +13,8 @@
 //!    effect, move to the next step (or promote after the last).
 //! 5. Pause: no routing change that moves forward; the step in effect and its remaining time
 //!    are recorded once, so a restart or a fail-over keeps them; `RolloutPaused`.
+//! 6. Otherwise the canary analysis ([`super::analysis`]) may abort the target or hold its
+//!    step. Its abort is recorded for the build and holds like rule 2 (promote overrides it).
 //!
 //! Resume is the pause record meeting an unpaused spec: the step in effect then ends after the
 //! time it had left ([`resumed_deadline`], fed to [`super::progressive::decide_with`]).
@@ -25,6 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::twd::{PausedStep, ResumedStep, RolloutControl};
 use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
+use crate::planner::analysis;
 use crate::planner::clock::{self, Wake};
 use crate::planner::model::{Phase, Progress, RoutingChange, Step, StepProgress, Strategy};
 use crate::planner::progressive;
@@ -66,6 +69,12 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
     let mut record = RolloutControl {
         promoted: c.record.promoted.clone(),
         skipped_step: c.record.skipped_step.clone(),
+        analysis: c
+            .record
+            .analysis
+            .clone()
+            .filter(|a| a.build_id == view.target),
+        aborted: analysis::aborted_for(&c.record, view.target).cloned(),
         ..Default::default()
     };
     let steps = match &view.input.desired.strategy {
@@ -80,11 +89,15 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
         d.control = record;
         return;
     }
+    let promote_value = promote_now(view);
     if c.abort {
         abort(view, d, wake);
-    } else if let Some(value) = promote_now(view) {
+    } else if let Some(held) = record.aborted.clone().filter(|_| promote_value.is_none()) {
+        analysis::hold_aborted(view, d, held.message, wake);
+    } else if let Some(value) = promote_value {
         promote(view, d, wake);
         record.promoted = Some(value);
+        record.aborted = None;
     } else if let Some((value, next)) = skip_now(view, d, steps) {
         skip(view, d, steps, next, wake);
         record.skipped_step = Some(value);
@@ -92,6 +105,7 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
         record.paused = pause(view, d, steps);
     } else {
         record.resumed = still_resumed(view, d);
+        analysis::apply(view, d, &mut record, wake);
     }
     d.control = record;
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::plan;
-use crate::api::twd::{GateWorkflowStatus, PausedStep, ResumedStep, RolloutControl};
+use crate::api::twd::{
+    AnalysisRecord, AnalysisVerdict, GateWorkflowStatus, PausedStep, ResumedStep, RolloutControl,
+};
 use crate::fixtures::{NOW, ago, ts};
 use crate::planner::model::*;
 use crate::temporal::state::{GateObservation, TemporalVersionStatus as T};
@@ -309,4 +311,149 @@ fn manual_and_a_current_target_ignore_control_but_keep_the_record() {
     i.desired.control.paused = true;
     i.desired.control.abort = true;
     assert_eq!(plan(&i).progress.phase, Phase::Complete);
+}
+
+// ---------------------------------------------------------------------------------------
+// Canary analysis (`src/planner/analysis.rs`)
+// ---------------------------------------------------------------------------------------
+
+fn analysed(since_secs: i64, target: Sample, current: Sample) -> PlanInput {
+    let mut i = ramping(since_secs);
+    i.desired.analysis = Some(Analysis {
+        interval: Duration::from_secs(30),
+        max_failure_rate: Some(20.0),
+        max_failure_rate_increase: Some(5.0),
+        min_sample_size: 10,
+        workflow_types: vec![],
+        max_inconclusive: Duration::from_secs(300),
+        inconclusive_passes: true,
+        dry_run: false,
+    });
+    i.analysis = Some(AnalysisObservation {
+        step: 0,
+        target,
+        current,
+        at: ts(NOW),
+    });
+    i
+}
+
+fn sample(closed: u64, failed: u64) -> Sample {
+    Sample { closed, failed }
+}
+
+#[test]
+fn a_failing_target_is_aborted_with_the_rates_and_stays_aborted() {
+    let i = analysed(60, sample(10, 6), sample(40, 0));
+    let p = plan(&i);
+    assert_eq!(p.routing, Some(RoutingChange::ClearRamp));
+    assert_eq!(p.progress.phase, Phase::Aborted);
+    assert!(
+        p.progress.message.contains("target 60.0% failed (6 of 10)"),
+        "{}",
+        p.progress.message
+    );
+    let aborted = p.control.aborted.clone().expect("recorded");
+    assert_eq!(aborted.reason, "AnalysisFailed");
+    let steps = &p.control.analysis.as_ref().expect("recorded").steps;
+    assert_eq!(steps[0].verdict, AnalysisVerdict::Fail);
+
+    // Next reconciles: the ramp is gone; the recorded abort holds (no restart at step 1).
+    let mut i = PlanInput::test().strategy(i.desired.strategy.clone());
+    i.desired.control.record.aborted = Some(aborted.clone());
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Aborted);
+    assert_eq!(p.control.aborted, Some(aborted.clone()));
+    // A new build starts over; promote overrides.
+    i.desired.build_id = "v3".into();
+    assert_ne!(plan(&i).progress.phase, Phase::Aborted);
+    i.desired.build_id = "v2".into();
+    i.desired.control.promote = Some("v2".into());
+    let p = plan(&i);
+    assert_eq!(p.routing, set_current("v2"));
+    assert_eq!(p.control.aborted, None);
+}
+
+#[test]
+fn equal_failure_rates_pass_and_the_step_ends_on_time() {
+    let i = analysed(700, sample(20, 4), sample(50, 10));
+    let p = plan(&i);
+    assert_eq!(p.routing, set_ramping(50.0));
+    let steps = &p.control.analysis.as_ref().expect("recorded").steps;
+    assert_eq!(steps[0].verdict, AnalysisVerdict::Pass);
+}
+
+#[test]
+fn an_inconclusive_step_holds_past_its_pause_then_takes_the_default_verdict() {
+    // Deadline passed 100 s ago, 5 of the 10 workflows needed.
+    let i = analysed(700, sample(5, 0), sample(50, 0));
+    let p = plan(&i);
+    assert_eq!(p.routing, None, "held");
+    assert_eq!(p.progress.phase, Phase::Ramping);
+    assert!(
+        p.progress.message.contains("analysis inconclusive"),
+        "{}",
+        p.progress.message
+    );
+    // Past pause + maxInconclusive: the default verdict (Pass) lets it move on ...
+    let i = analysed(901, sample(5, 0), sample(50, 0));
+    assert_eq!(plan(&i).routing, set_ramping(50.0));
+    // ... and Fail aborts.
+    let mut i = analysed(901, sample(5, 0), sample(50, 0));
+    if let Some(a) = i.desired.analysis.as_mut() {
+        a.inconclusive_passes = false;
+    }
+    let p = plan(&i);
+    assert_eq!(p.routing, Some(RoutingChange::ClearRamp));
+    assert_eq!(p.progress.phase, Phase::Aborted);
+}
+
+#[test]
+fn dry_run_records_verdicts_and_does_not_act() {
+    let mut i = analysed(60, sample(10, 9), sample(10, 0));
+    if let Some(a) = i.desired.analysis.as_mut() {
+        a.dry_run = true;
+    }
+    let p = plan(&i);
+    assert_eq!(p.routing, None);
+    assert_eq!(p.progress.phase, Phase::Ramping);
+    assert_eq!(p.control.aborted, None);
+    let steps = &p.control.analysis.as_ref().expect("recorded").steps;
+    assert_eq!(steps[0].verdict, AnalysisVerdict::Fail);
+    // The step still ends on time in dry run, whatever the verdict.
+    let mut i = analysed(700, sample(10, 9), sample(10, 0));
+    if let Some(a) = i.desired.analysis.as_mut() {
+        a.dry_run = true;
+    }
+    assert_eq!(plan(&i).routing, set_ramping(50.0));
+}
+
+#[test]
+fn analysis_is_due_every_interval_while_the_target_ramps_at_a_step() {
+    use crate::planner::analysis::due;
+    let mut i = analysed(60, sample(0, 0), sample(0, 0));
+    i.analysis = None;
+    assert_eq!(due(&i), Some((0, ago(60))), "never counted");
+    i.desired.control.record.analysis = Some(AnalysisRecord {
+        build_id: "v2".into(),
+        last_at: Time(ago(10)),
+        steps: vec![],
+    });
+    assert_eq!(due(&i), None, "counted 10 s ago, interval 30 s");
+    i.desired.control.record.analysis = Some(AnalysisRecord {
+        build_id: "v2".into(),
+        last_at: Time(ago(30)),
+        steps: vec![],
+    });
+    assert_eq!(due(&i), Some((0, ago(60))));
+    // The plan wakes for the next count.
+    let mut j = analysed(60, sample(1, 0), sample(1, 0));
+    j.desired.control.record.analysis = None;
+    assert_eq!(plan(&j).requeue_after, Some(Duration::from_secs(30)));
+    i.desired.control.paused = true;
+    assert_eq!(due(&i), None, "not while paused");
+    i.desired.control.paused = false;
+    i.temporal.routing.ramp_percentage = 30.0;
+    assert_eq!(due(&i), None, "not between steps");
 }

@@ -11,9 +11,11 @@
 //!   which of those rolls stalled;
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
+//! - [`analysis`]: canary analysis verdicts and what they hold back;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`clock`]: deadlines and the requeue interval.
 
+pub mod analysis;
 pub mod clock;
 mod control;
 mod drift;

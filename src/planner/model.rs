@@ -21,6 +21,9 @@ pub struct PlanInput {
     pub unversioned_pollers_on_all_queues: bool,
     /// Hash of the observed Connection's settings injected into pods (connection drift).
     pub connection_hash: String,
+    /// Visibility counts for the canary analysis, when one was due
+    /// ([`crate::planner::analysis::due`]).
+    pub analysis: Option<AnalysisObservation>,
     /// The controller's identity in Temporal.
     pub controller_identity: String,
     /// Which install of the controller this is (empty: unknown, duplicates are not detected).
@@ -52,6 +55,43 @@ pub struct Desired {
     pub rollback_window: Duration,
     /// Pause, abort and the one-shot annotations, with what was already done about them.
     pub control: Control,
+    /// `spec.rollout.analysis`, parsed.
+    pub analysis: Option<Analysis>,
+}
+
+/// Canary analysis settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    pub interval: Duration,
+    /// Percent.
+    pub max_failure_rate: Option<f64>,
+    /// Percentage points above the current version's rate.
+    pub max_failure_rate_increase: Option<f64>,
+    pub min_sample_size: u64,
+    pub workflow_types: Vec<String>,
+    pub max_inconclusive: Duration,
+    /// The verdict after `max_inconclusive`: true = pass.
+    pub inconclusive_passes: bool,
+    pub dry_run: bool,
+}
+
+/// Closed workflows of one version in the analysis window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    pub closed: u64,
+    /// Failed or timed out.
+    pub failed: u64,
+}
+
+/// What the reconciler counted for a due analysis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisObservation {
+    /// The step the window belongs to (zero-based).
+    pub step: usize,
+    pub target: Sample,
+    /// The current version's sample over the same window (zero when nothing is Current).
+    pub current: Sample,
+    pub at: Timestamp,
 }
 
 /// Rollout control: the user's `spec.rollout.paused`/`abort` and one-shot annotations, and

@@ -157,6 +157,7 @@ fn desired() -> impl Gen<Value = Desired> {
                     max_versions_ineligible_for_deletion: max,
                     rollback_window: Duration::from_secs(rollback),
                     control: Control::default(),
+                    analysis: None,
                 }
             },
         )
@@ -257,6 +258,7 @@ prop_compose! {
             target_task_queues: queues.into_iter().map(str::to_string).collect(),
             unversioned_pollers_on_all_queues: unversioned,
             connection_hash: "conn".into(),
+            analysis: None,
             controller_identity: "me".into(),
             install_id: String::new(),
             fast_poll: Duration::from_secs(1),

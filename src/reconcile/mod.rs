@@ -12,6 +12,7 @@
 //! `docs/architecture.md` walks through the stages and the order of writes.
 
 pub mod act;
+mod analysis;
 mod context;
 mod finalize;
 pub mod observe;
@@ -109,9 +110,14 @@ async fn plan_and_act(
         &mut input,
     )
     .await;
+    let deployment = twd.temporal_deployment_name();
+    analysis::observe(&observed.client, &deployment, &mut input).await;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
+    if matches!(acted.outcome, Outcome::Done) {
+        analysis::report(ctx, twd, &input, &plan).await;
+    }
     Ok(Attempt {
         twd: acted.twd,
         planned: Some(Planned {

@@ -46,6 +46,7 @@ impl Observed {
             target_task_queues: self.facts.task_queues.clone(),
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
+            analysis: None,
             controller_identity: settings.identity.clone(),
             install_id: self.client.install_id().to_string(),
             fast_poll: settings.fast_poll,

@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::api::twd::{MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
+use crate::api::twd::{DefaultVerdict, MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
 use crate::api::{
     ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
 };
 use crate::build_id;
-use crate::planner::model::{Control, Desired, Gate, SkipStep, Step, Strategy};
+use crate::planner::model::{Analysis, Control, Desired, Gate, SkipStep, Step, Strategy};
 
 /// Most steps a Progressive rollout may have.
 pub const MAX_STEPS: usize = 20;
@@ -115,7 +115,68 @@ pub fn desired(
         max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
         rollback_window: settings.rollback_window,
         control: control(twd),
+        analysis: match &spec.rollout.analysis {
+            None => None,
+            Some(a) => Some(Analysis {
+                interval: parse("spec.rollout.analysis.interval", &a.interval)?,
+                max_failure_rate: a.max_failure_rate,
+                max_failure_rate_increase: a.max_failure_rate_increase,
+                min_sample_size: u64::try_from(a.min_sample_size.max(1)).unwrap_or(1),
+                workflow_types: a.workflow_types.clone(),
+                max_inconclusive: parse(
+                    "spec.rollout.analysis.maxInconclusive",
+                    &a.max_inconclusive,
+                )?,
+                inconclusive_passes: a.inconclusive_verdict == DefaultVerdict::Pass,
+                dry_run: a.dry_run,
+            }),
+        },
     })
+}
+
+fn check_analysis(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let Some(a) = &twd.spec.rollout.analysis else {
+        return;
+    };
+    let path = "spec.rollout.analysis";
+    if a.max_failure_rate.is_none() && a.max_failure_rate_increase.is_none() {
+        p.add(
+            path,
+            "set maxFailureRate, maxFailureRateIncrease or both: without a threshold no analysis can fail",
+        );
+    }
+    for (field, v) in [
+        ("maxFailureRate", a.max_failure_rate),
+        ("maxFailureRateIncrease", a.max_failure_rate_increase),
+    ] {
+        if let Some(v) = v
+            && !(0.0..=100.0).contains(&v)
+        {
+            p.add(
+                format!("{path}.{field}"),
+                format!("must be between 0 and 100, got {v}"),
+            );
+        }
+    }
+    if a.min_sample_size < 1 {
+        p.add(format!("{path}.minSampleSize"), "must be at least 1");
+    }
+    match duration::parse(&a.interval) {
+        Ok(d) if d < MIN_PAUSE => p.add(format!("{path}.interval"), "must be at least 1s"),
+        Ok(_) => {}
+        Err(e) => p.add(format!("{path}.interval"), e),
+    }
+    if let Err(e) = duration::parse(&a.max_inconclusive) {
+        p.add(format!("{path}.maxInconclusive"), e);
+    }
+    for (i, t) in a.workflow_types.iter().enumerate() {
+        if t.is_empty() || t.contains(['\'', '"', '\\']) {
+            p.add(
+                format!("{path}.workflowTypes[{i}]"),
+                "must be a workflow type name without quotes or backslashes",
+            );
+        }
+    }
 }
 
 /// Rollout control as the planner sees it (annotations already checked by [`validate`]).
@@ -244,6 +305,7 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     check_template(twd, p);
     check_rollout(twd, p);
     check_control(twd, p);
+    check_analysis(twd, p);
     for (path, value) in [
         ("spec.sunset.scaledownDelay", &spec.sunset.scaledown_delay),
         ("spec.sunset.deleteDelay", &spec.sunset.delete_delay),

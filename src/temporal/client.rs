@@ -736,6 +736,127 @@ impl TemporalClient {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Canary analysis (rollout control, issue 16): visibility counts of closed workflows. Kept
+// in its own block; every call goes through `rpc()` like the rest of the wrapper.
+// ---------------------------------------------------------------------------------------
+
+/// Closed workflows that count as failures in a canary analysis.
+const FAILED_STATUSES: &[&str] = &["Failed", "TimedOut"];
+/// Closed workflows that count at all (cancelled and terminated ones are human decisions).
+const CLOSED_STATUSES: &[&str] = &["Completed", "Failed", "TimedOut"];
+
+/// `TemporalWorkerDeploymentVersion = '<deployment>:<build>' AND CloseTime >= '<since>' AND
+/// (ExecutionStatus = …) [AND (WorkflowType = …)]`; `None` when a value cannot be quoted.
+fn closed_workflows_query(
+    deployment: &str,
+    build_id: &str,
+    since: jiff::Timestamp,
+    statuses: &[&str],
+    workflow_types: &[String],
+) -> Option<String> {
+    let unsafe_char = |s: &str| s.contains(['\'', '"', '\\']);
+    if build_id.is_empty()
+        || unsafe_char(deployment)
+        || unsafe_char(build_id)
+        || workflow_types
+            .iter()
+            .any(|t| t.is_empty() || unsafe_char(t))
+    {
+        return None;
+    }
+    let any_of = |field: &str, values: &mut dyn Iterator<Item = &str>| {
+        let terms: Vec<String> = values.map(|v| format!("{field} = '{v}'")).collect();
+        format!("({})", terms.join(" OR "))
+    };
+    let mut q = format!(
+        "TemporalWorkerDeploymentVersion = '{deployment}:{build_id}' AND CloseTime >= '{}' AND {}",
+        since.strftime("%Y-%m-%dT%H:%M:%S%.fZ"),
+        any_of("ExecutionStatus", &mut statuses.iter().copied())
+    );
+    if !workflow_types.is_empty() {
+        q.push_str(" AND ");
+        q.push_str(&any_of(
+            "WorkflowType",
+            &mut workflow_types.iter().map(String::as_str),
+        ));
+    }
+    Some(q)
+}
+
+impl TemporalClient {
+    /// Closed workflows of one version since `since` (optionally of some workflow types):
+    /// `(closed, failed)`, where failed means Failed or TimedOut. Two `CountWorkflowExecutions`.
+    pub async fn count_closed_workflows(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        since: jiff::Timestamp,
+        workflow_types: &[String],
+    ) -> Result<(u64, u64), TemporalError> {
+        let mut counts = [0u64; 2];
+        for (slot, statuses) in [CLOSED_STATUSES, FAILED_STATUSES].into_iter().enumerate() {
+            const METHOD: &str = "CountWorkflowExecutions";
+            let query =
+                closed_workflows_query(deployment, build_id, since, statuses, workflow_types)
+                    .ok_or_else(|| TemporalError::InvalidRequest {
+                        method: METHOD,
+                        message: format!(
+                            "cannot quote version {deployment:?}:{build_id:?} or workflow types \
+                             {workflow_types:?} in a visibility query"
+                        ),
+                    })?;
+            let req = CountWorkflowExecutionsRequest {
+                namespace: self.namespace.clone(),
+                query,
+            };
+            let resp = self
+                .rpc(METHOD, |mut c| async move {
+                    c.count_workflow_executions(Request::new(req)).await
+                })
+                .await?;
+            counts[slot] = u64::try_from(resp.count).unwrap_or(0);
+        }
+        Ok((counts[0], counts[1]))
+    }
+}
+
+#[cfg(test)]
+mod analysis_query_tests {
+    use super::*;
+
+    #[test]
+    fn closed_workflows_query_filters_version_window_status_and_types() {
+        let since: jiff::Timestamp = "2026-03-02T12:00:00.5Z".parse().expect("ts");
+        assert_eq!(
+            closed_workflows_query("shop/orders", "v2", since, FAILED_STATUSES, &[]).as_deref(),
+            Some(
+                "TemporalWorkerDeploymentVersion = 'shop/orders:v2' AND CloseTime >= \
+                 '2026-03-02T12:00:00.5Z' AND (ExecutionStatus = 'Failed' OR ExecutionStatus = 'TimedOut')"
+            )
+        );
+        let q = closed_workflows_query(
+            "shop/orders",
+            "v2",
+            since,
+            CLOSED_STATUSES,
+            &["charge".to_string(), "refund".to_string()],
+        )
+        .expect("quotable");
+        assert!(
+            q.ends_with("AND (WorkflowType = 'charge' OR WorkflowType = 'refund')"),
+            "{q}"
+        );
+        assert!(
+            closed_workflows_query("shop/orders", "v'2", since, FAILED_STATUSES, &[]).is_none()
+        );
+        let quoted = ["a'b".to_string()];
+        assert!(
+            closed_workflows_query("shop/orders", "v2", since, FAILED_STATUSES, &quoted).is_none()
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
