@@ -284,3 +284,173 @@ async fn skip_abort_and_pause_from_the_cli() -> Result<()> {
     ensure!(ramp(&twd) == Some(10.0));
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------
+// Canary analysis
+// ---------------------------------------------------------------------------------------
+
+/// Applies `tag` whose workers fail every `flaky` run they get when `bad` (`TEST_FLAKY_FAILS`).
+async fn apply_flaky(c: &Case, name: &str, tag: &str, bad: bool, rollout: Value) -> Result<()> {
+    let mut env = vec![json!({"name": "TEMPORAL_TASK_QUEUE", "value": c.task_queue})];
+    if bad {
+        env.push(json!({"name": "TEST_FLAKY_FAILS", "value": "true"}));
+    }
+    let template = json!({"template": {"spec": {"containers": [{
+        "name": "worker",
+        "image": format!("registry.example/worker:{tag}"),
+        "env": env,
+    }]}}});
+    c.apply_twd(name, tag, rollout, template).await
+}
+
+/// Starts `count` `flaky` workflows asking for `fail_percent` % failures (only bad workers
+/// honour it).
+async fn start_flaky(c: &Case, count: u32, fail_percent: u32) -> Result<()> {
+    use temporalio_common::data_converters::{PayloadConverter, RawValue};
+    let server = test_harness::temporal_server::shared().await?;
+    let client = server.client(&c.temporal_ns, "e2e-load").await?;
+    for n in 0..count {
+        let input = RawValue::from_value(
+            &json!({"n": n, "failPercent": fail_percent}),
+            &PayloadConverter::default(),
+        );
+        let opts = temporalio_client::WorkflowStartOptions::new(
+            c.task_queue.clone(),
+            test_harness::names::unique("flaky"),
+        )
+        .build();
+        client
+            .start_workflow(test_harness::worker::FlakyWorkflow::run, input, opts)
+            .await?;
+    }
+    Ok(())
+}
+
+fn analysis_rollout(interval: &str, dry_run: bool) -> Value {
+    progressive(
+        &[(50, "300s"), (90, "300s")],
+        json!({"analysis": {
+            "interval": interval,
+            "maxFailureRate": 20,
+            "maxFailureRateIncrease": 10,
+            "minSampleSize": 5,
+            "dryRun": dry_run,
+        }}),
+    )
+}
+
+fn step_verdicts(t: &TemporalWorkerDeployment) -> Vec<(i32, String)> {
+    t.status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.analysis.as_ref())
+        .map(|a| {
+            a.steps
+                .iter()
+                .map(|s| (s.step, format!("{:?}", s.verdict)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A target whose workflows fail is aborted during its first step, within one analysis
+/// interval of the failures crossing the threshold in visibility: ramp back to 0, the current
+/// version untouched, `Stalled=True/RolloutAborted` with the rates, an `AnalysisFailed` Warning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_target_is_aborted_during_its_first_step() -> Result<()> {
+    const INTERVAL: Duration = Duration::from_secs(5);
+    let c = case("canary").await?;
+    apply_flaky(
+        &c,
+        "payments",
+        "v1",
+        false,
+        json!({"strategy": "AllAtOnce"}),
+    )
+    .await?;
+    let v1 = current_build(&c.wait_twd("payments", "v1 Ready", T, is_ready).await?)
+        .context("current")?;
+    apply_flaky(&c, "payments", "v2", true, analysis_rollout("5s", false)).await?;
+    let twd = c
+        .wait_twd("payments", "50% step", T, |t| ramp(t) == Some(50.0))
+        .await?;
+    let v2 = target_build(&twd).context("target")?;
+    let since = routing(&c, "payments").await?.2.context("no step start")?;
+
+    start_flaky(&c, 40, 100).await?;
+    // When visibility first shows the target over the threshold (5 closed, > 20 % failed).
+    let temporal = c.temporal().await?;
+    let deployment = c.temporal_deployment_name("payments");
+    let crossed = eventually("target failures in visibility", T, || async {
+        let (closed, failed) = temporal
+            .count_closed_workflows(&deployment, &v2, since, &[])
+            .await?;
+        Ok((closed >= 5 && failed * 5 > closed).then(Instant::now))
+    })
+    .await?;
+    let twd = c
+        .wait_twd("payments", "RolloutAborted", T, |t| {
+            condition_is(t, "Stalled", "True", "RolloutAborted")
+        })
+        .await?;
+    let took = crossed.elapsed();
+    println!(
+        "aborted {:.1}s after visibility crossed the threshold (interval {INTERVAL:?})",
+        took.as_secs_f64()
+    );
+    ensure!(
+        took <= INTERVAL + Duration::from_secs(3),
+        "abort took {took:?}"
+    );
+    let message = &condition(&twd, "Ready").context("Ready")?.message;
+    ensure!(
+        message.contains("Canary analysis failed")
+            && message.contains("at step 1")
+            && message.contains("% failed ("),
+        "{message}"
+    );
+    ensure!(
+        step_verdicts(&twd) == vec![(0, "Fail".to_string())],
+        "{:?}",
+        step_verdicts(&twd)
+    );
+    let (ramping, _, _, current) = eventually("ramp cleared", T, || async {
+        let r = routing(&c, "payments").await?;
+        Ok(r.0.is_none().then_some(r))
+    })
+    .await?;
+    ensure!(ramping.is_none() && current.as_deref() == Some(v1.as_str()));
+    ensure!(gitops(&twd)? == (Status::Failed, "Degraded".to_string()));
+    let events = c.events_of("payments").await?;
+    ensure!(
+        events
+            .iter()
+            .any(|e| e.type_ == "Warning" && e.reason == "AnalysisFailed"),
+        "no AnalysisFailed event: {:?}",
+        events.iter().map(|e| &e.reason).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// With `dryRun`, the same failing target gets a recorded Fail verdict and keeps ramping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_analysis_records_a_failure_and_does_not_act() -> Result<()> {
+    let c = case("dryrun").await?;
+    apply_flaky(&c, "refunds", "v1", false, json!({"strategy": "AllAtOnce"})).await?;
+    c.wait_twd("refunds", "v1 Ready", T, is_ready).await?;
+    apply_flaky(&c, "refunds", "v2", true, analysis_rollout("2s", true)).await?;
+    let twd = c
+        .wait_twd("refunds", "50% step", T, |t| ramp(t) == Some(50.0))
+        .await?;
+    let v2 = target_build(&twd).context("target")?;
+    start_flaky(&c, 40, 100).await?;
+    let twd = c
+        .wait_twd("refunds", "Fail verdict recorded", T, |t| {
+            step_verdicts(t) == vec![(0, "Fail".to_string())]
+        })
+        .await?;
+    ensure!(ready_reason(&twd) == "Ramping", "{}", ready_reason(&twd));
+    let (ramping, pct, _, _) = routing(&c, "refunds").await?;
+    ensure!(ramping.as_deref() == Some(v2.as_str()) && pct == 50.0);
+    Ok(())
+}
