@@ -454,3 +454,75 @@ async fn a_dry_run_analysis_records_a_failure_and_does_not_act() -> Result<()> {
     ensure!(ramping.as_deref() == Some(v2.as_str()) && pct == 50.0);
     Ok(())
 }
+
+/// Target and current failing at the same non-zero rate pass the relative threshold (an
+/// absolute one of 20 % would have failed both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equal_failure_rates_pass() -> Result<()> {
+    let c = case("equal").await?;
+    apply_flaky(&c, "ledger", "v1", true, json!({"strategy": "AllAtOnce"})).await?;
+    c.wait_twd("ledger", "v1 Ready", T, is_ready).await?;
+    // The split between versions is Temporal's: up to 30 points of difference are chance.
+    let rollout = progressive(
+        &[(50, "300s"), (90, "300s")],
+        json!({"analysis": {"interval": "2s", "maxFailureRateIncrease": 30, "minSampleSize": 20}}),
+    );
+    apply_flaky(&c, "ledger", "v2", true, rollout).await?;
+    c.wait_twd("ledger", "50% step", T, |t| ramp(t) == Some(50.0))
+        .await?;
+    start_flaky(&c, 100, 30).await?;
+    let twd = c
+        .wait_twd("ledger", "Pass verdict", T, |t| {
+            step_verdicts(t) == vec![(0, "Pass".to_string())]
+                && t.status
+                    .as_ref()
+                    .and_then(|s| s.rollout_control.as_ref())
+                    .and_then(|r| r.analysis.as_ref())
+                    .is_some_and(|a| {
+                        a.steps
+                            .iter()
+                            .all(|s| s.target_failed > 0 && s.current_failed > 0)
+                    })
+        })
+        .await?;
+    ensure!(ready_reason(&twd) == "Ramping", "{}", ready_reason(&twd));
+    ensure!(ramp(&twd) == Some(50.0));
+    Ok(())
+}
+
+/// Below the minimum sample the verdict is inconclusive and the step holds past its pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inconclusive_analysis_holds_the_step() -> Result<()> {
+    let c = case("inconcl").await?;
+    apply_flaky(&c, "audit", "v1", false, json!({"strategy": "AllAtOnce"})).await?;
+    c.wait_twd("audit", "v1 Ready", T, is_ready).await?;
+    let rollout = progressive(
+        &[(50, "3s"), (90, "3s")],
+        json!({"analysis": {"interval": "2s", "maxFailureRate": 20, "minSampleSize": 1000, "maxInconclusive": "10m"}}),
+    );
+    apply_flaky(&c, "audit", "v2", false, rollout).await?;
+    c.wait_twd("audit", "50% step", T, |t| ramp(t) == Some(50.0))
+        .await?;
+    let since = routing(&c, "audit").await?.2.context("no step start")?;
+    start_flaky(&c, 10, 0).await?;
+    let twd = c
+        .wait_twd("audit", "held as inconclusive", T, |t| {
+            step_verdicts(t) == vec![(0, "Inconclusive".to_string())]
+                && condition(t, "Ready")
+                    .is_some_and(|r| r.message.contains("analysis inconclusive"))
+        })
+        .await?;
+    ensure!(ramp(&twd) == Some(50.0));
+    // Well past the 3 s pause, Temporal still ramps at the first step.
+    let past = since + jiff::SignedDuration::from_secs(8);
+    let wait = past.duration_since(jiff::Timestamp::now());
+    if wait.is_positive() {
+        tokio::time::sleep(Duration::try_from(wait)?).await;
+    }
+    let (_, pct, changed, _) = routing(&c, "audit").await?;
+    ensure!(
+        pct == 50.0 && changed == Some(since),
+        "moved to {pct}% at {changed:?}"
+    );
+    Ok(())
+}
