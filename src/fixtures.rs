@@ -16,7 +16,7 @@ use crate::api::twd::{
     TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
 };
 use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
-use crate::planner::model::{Control, Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::planner::model::{Analysis, Control, Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
 };
@@ -324,5 +324,22 @@ impl PlanInput {
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.desired.strategy = strategy;
         self
+    }
+}
+
+impl Analysis {
+    /// Every 30 s; fail above 20 % or 5 points above current; 10 workflows at least; hold an
+    /// inconclusive step 5 min, then pass.
+    pub fn test() -> Self {
+        Analysis {
+            interval: Duration::from_secs(30),
+            max_failure_rate: Some(20.0),
+            max_failure_rate_increase: Some(5.0),
+            min_sample_size: 10,
+            workflow_types: vec![],
+            max_inconclusive: Duration::from_secs(300),
+            inconclusive_passes: true,
+            dry_run: false,
+        }
     }
 }

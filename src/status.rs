@@ -555,6 +555,20 @@ mod tests {
         }
     }
 
+    /// `plan` stopped by a failed write before its routing change.
+    fn execution_failed<'a>(i: &'a PlanInput, plan: &'a Plan, message: &str) -> Report<'a> {
+        Report::Planned {
+            input: i,
+            plan,
+            routed: None,
+            outcome: Err(Blocked {
+                reason: reason::PLAN_EXECUTION_FAILED,
+                message: message.into(),
+                stalled: false,
+            }),
+        }
+    }
+
     #[test]
     fn an_annotation_is_recorded_only_once_its_routing_change_happened() {
         let i = PlanInput::test();
@@ -570,17 +584,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let failed = Report::Planned {
-            input: &i,
-            plan: &plan,
-            routed: None,
-            outcome: Err(Blocked {
-                reason: reason::PLAN_EXECUTION_FAILED,
-                message: "m".into(),
-                stalled: false,
-            }),
-        };
-        let s = compute(Some(&before), 7, &failed, ts(NOW));
+        let s = compute(Some(&before), 7, &execution_failed(&i, &plan, "m"), ts(NOW));
         assert_eq!(s.rollout_control, before.rollout_control, "kept, retried");
         let s = planned(&i, &plan, plan.routing.as_ref());
         assert_eq!(s.rollout_control, Some(plan.control.clone()));
@@ -651,17 +655,12 @@ mod tests {
         assert_eq!(s.last_modifier_identity.as_deref(), Some(ME));
 
         // The same plan whose routing never ran (it failed earlier) is not Ready.
-        let failed = Report::Planned {
-            input: &i,
-            plan: &plan,
-            routed: None,
-            outcome: Err(Blocked {
-                reason: reason::PLAN_EXECUTION_FAILED,
-                message: "scale: boom".into(),
-                stalled: false,
-            }),
-        };
-        let s = compute(None, 7, &failed, ts(NOW));
+        let s = compute(
+            None,
+            7,
+            &execution_failed(&i, &plan, "scale: boom"),
+            ts(NOW),
+        );
         assert_eq!(
             summary(&s),
             vec![

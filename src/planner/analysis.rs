@@ -312,19 +312,9 @@ fn to_i64(n: u64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn analysis() -> Analysis {
-        Analysis {
-            interval: Duration::from_secs(30),
-            max_failure_rate: Some(20.0),
-            max_failure_rate_increase: Some(5.0),
-            min_sample_size: 10,
-            workflow_types: vec![],
-            max_inconclusive: Duration::from_secs(300),
-            inconclusive_passes: true,
-            dry_run: false,
-        }
+        Analysis::test()
     }
 
     fn s(closed: u64, failed: u64) -> Sample {

@@ -319,16 +319,7 @@ fn manual_and_a_current_target_ignore_control_but_keep_the_record() {
 
 fn analysed(since_secs: i64, target: Sample, current: Sample) -> PlanInput {
     let mut i = ramping(since_secs);
-    i.desired.analysis = Some(Analysis {
-        interval: Duration::from_secs(30),
-        max_failure_rate: Some(20.0),
-        max_failure_rate_increase: Some(5.0),
-        min_sample_size: 10,
-        workflow_types: vec![],
-        max_inconclusive: Duration::from_secs(300),
-        inconclusive_passes: true,
-        dry_run: false,
-    });
+    i.desired.analysis = Some(Analysis::test());
     i.analysis = Some(AnalysisObservation {
         step: 0,
         target,

@@ -645,16 +645,7 @@ impl TemporalClient {
                 ),
             }
         })?;
-        let req = CountWorkflowExecutionsRequest {
-            namespace: self.namespace.clone(),
-            query,
-        };
-        let resp = self
-            .rpc(METHOD, |mut c| async move {
-                c.count_workflow_executions(Request::new(req)).await
-            })
-            .await?;
-        Ok(u64::try_from(resp.count).unwrap_or(0))
+        self.count_workflows(query).await
     }
 
     /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
@@ -806,18 +797,23 @@ impl TemporalClient {
                              {workflow_types:?} in a visibility query"
                         ),
                     })?;
-            let req = CountWorkflowExecutionsRequest {
-                namespace: self.namespace.clone(),
-                query,
-            };
-            let resp = self
-                .rpc(METHOD, |mut c| async move {
-                    c.count_workflow_executions(Request::new(req)).await
-                })
-                .await?;
-            counts[slot] = u64::try_from(resp.count).unwrap_or(0);
+            counts[slot] = self.count_workflows(query).await?;
         }
         Ok((counts[0], counts[1]))
+    }
+
+    /// `CountWorkflowExecutions` for a visibility query (shared with `count_open_workflows`).
+    async fn count_workflows(&self, query: String) -> Result<u64, TemporalError> {
+        let req = CountWorkflowExecutionsRequest {
+            namespace: self.namespace.clone(),
+            query,
+        };
+        let resp = self
+            .rpc("CountWorkflowExecutions", |mut c| async move {
+                c.count_workflow_executions(Request::new(req)).await
+            })
+            .await?;
+        Ok(u64::try_from(resp.count).unwrap_or(0))
     }
 }
 

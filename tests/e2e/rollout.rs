@@ -22,7 +22,7 @@ fn progressive(steps: &[(i32, &str)]) -> Value {
 }
 
 /// Applies v1 with AllAtOnce and waits until it is Current; returns its build ID.
-async fn deploy_first(c: &Case, name: &str) -> Result<String> {
+pub(crate) async fn deploy_first(c: &Case, name: &str) -> Result<String> {
     c.apply_twd(name, "v1", json!({"strategy": "AllAtOnce"}), json!({}))
         .await?;
     let twd = c.wait_twd(name, "first version Ready", T, is_ready).await?;

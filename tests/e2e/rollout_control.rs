@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
 use crate::gitops_support::{self, Status};
+use crate::rollout::deploy_first;
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(120);
@@ -24,13 +25,6 @@ fn progressive(steps: &[(i32, &str)], extra: Value) -> Value {
         r.extend(e.clone());
     }
     rollout
-}
-
-async fn deploy_first(c: &Case, name: &str) -> Result<String> {
-    c.apply_twd(name, "v1", json!({"strategy": "AllAtOnce"}), json!({}))
-        .await?;
-    let twd = c.wait_twd(name, "first version Ready", T, is_ready).await?;
-    current_build(&twd).context("Ready without a current version")
 }
 
 fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
@@ -303,6 +297,25 @@ async fn apply_flaky(c: &Case, name: &str, tag: &str, bad: bool, rollout: Value)
     c.apply_twd(name, tag, rollout, template).await
 }
 
+/// v1 (healthy or bad) Current, then v2 (healthy or bad) ramping at its 50 % first step under
+/// `rollout`. Returns (v1, v2, when the step started by Temporal's clock).
+async fn canary(
+    c: &Case,
+    name: &str,
+    (v1_bad, v2_bad): (bool, bool),
+    rollout: Value,
+) -> Result<(String, String, jiff::Timestamp)> {
+    apply_flaky(c, name, "v1", v1_bad, json!({"strategy": "AllAtOnce"})).await?;
+    let v1 = current_build(&c.wait_twd(name, "v1 Ready", T, is_ready).await?).context("current")?;
+    apply_flaky(c, name, "v2", v2_bad, rollout).await?;
+    let twd = c
+        .wait_twd(name, "50% step", T, |t| ramp(t) == Some(50.0))
+        .await?;
+    let v2 = target_build(&twd).context("target")?;
+    let since = routing(c, name).await?.2.context("no step start")?;
+    Ok((v1, v2, since))
+}
+
 /// Starts `count` `flaky` workflows asking for `fail_percent` % failures (only bad workers
 /// honour it).
 async fn start_flaky(c: &Case, count: u32, fail_percent: u32) -> Result<()> {
@@ -360,22 +373,8 @@ fn step_verdicts(t: &TemporalWorkerDeployment) -> Vec<(i32, String)> {
 async fn a_failing_target_is_aborted_during_its_first_step() -> Result<()> {
     const INTERVAL: Duration = Duration::from_secs(5);
     let c = case("canary").await?;
-    apply_flaky(
-        &c,
-        "payments",
-        "v1",
-        false,
-        json!({"strategy": "AllAtOnce"}),
-    )
-    .await?;
-    let v1 = current_build(&c.wait_twd("payments", "v1 Ready", T, is_ready).await?)
-        .context("current")?;
-    apply_flaky(&c, "payments", "v2", true, analysis_rollout("5s", false)).await?;
-    let twd = c
-        .wait_twd("payments", "50% step", T, |t| ramp(t) == Some(50.0))
-        .await?;
-    let v2 = target_build(&twd).context("target")?;
-    let since = routing(&c, "payments").await?.2.context("no step start")?;
+    let (v1, v2, since) =
+        canary(&c, "payments", (false, true), analysis_rollout("5s", false)).await?;
 
     start_flaky(&c, 40, 100).await?;
     // When visibility first shows the target over the threshold (5 closed, > 20 % failed).
@@ -436,13 +435,7 @@ async fn a_failing_target_is_aborted_during_its_first_step() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dry_run_analysis_records_a_failure_and_does_not_act() -> Result<()> {
     let c = case("dryrun").await?;
-    apply_flaky(&c, "refunds", "v1", false, json!({"strategy": "AllAtOnce"})).await?;
-    c.wait_twd("refunds", "v1 Ready", T, is_ready).await?;
-    apply_flaky(&c, "refunds", "v2", true, analysis_rollout("2s", true)).await?;
-    let twd = c
-        .wait_twd("refunds", "50% step", T, |t| ramp(t) == Some(50.0))
-        .await?;
-    let v2 = target_build(&twd).context("target")?;
+    let (_, v2, _) = canary(&c, "refunds", (false, true), analysis_rollout("2s", true)).await?;
     start_flaky(&c, 40, 100).await?;
     let twd = c
         .wait_twd("refunds", "Fail verdict recorded", T, |t| {
@@ -460,16 +453,12 @@ async fn a_dry_run_analysis_records_a_failure_and_does_not_act() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn equal_failure_rates_pass() -> Result<()> {
     let c = case("equal").await?;
-    apply_flaky(&c, "ledger", "v1", true, json!({"strategy": "AllAtOnce"})).await?;
-    c.wait_twd("ledger", "v1 Ready", T, is_ready).await?;
     // The split between versions is Temporal's: up to 30 points of difference are chance.
     let rollout = progressive(
         &[(50, "300s"), (90, "300s")],
         json!({"analysis": {"interval": "2s", "maxFailureRateIncrease": 30, "minSampleSize": 20}}),
     );
-    apply_flaky(&c, "ledger", "v2", true, rollout).await?;
-    c.wait_twd("ledger", "50% step", T, |t| ramp(t) == Some(50.0))
-        .await?;
+    canary(&c, "ledger", (true, true), rollout).await?;
     start_flaky(&c, 100, 30).await?;
     let twd = c
         .wait_twd("ledger", "Pass verdict", T, |t| {
@@ -494,16 +483,11 @@ async fn equal_failure_rates_pass() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inconclusive_analysis_holds_the_step() -> Result<()> {
     let c = case("inconcl").await?;
-    apply_flaky(&c, "audit", "v1", false, json!({"strategy": "AllAtOnce"})).await?;
-    c.wait_twd("audit", "v1 Ready", T, is_ready).await?;
     let rollout = progressive(
         &[(50, "3s"), (90, "3s")],
         json!({"analysis": {"interval": "2s", "maxFailureRate": 20, "minSampleSize": 1000, "maxInconclusive": "10m"}}),
     );
-    apply_flaky(&c, "audit", "v2", false, rollout).await?;
-    c.wait_twd("audit", "50% step", T, |t| ramp(t) == Some(50.0))
-        .await?;
-    let since = routing(&c, "audit").await?.2.context("no step start")?;
+    let (_, _, since) = canary(&c, "audit", (false, false), rollout).await?;
     start_flaky(&c, 10, 0).await?;
     let twd = c
         .wait_twd("audit", "held as inconclusive", T, |t| {
