@@ -166,6 +166,7 @@ impl TemporalWorkerDeployment {
             .map(|&(ramp_percentage, pause)| RolloutStep {
                 ramp_percentage,
                 pause_duration: pause.into(),
+                gate: None,
             })
             .collect();
         self
@@ -288,6 +289,7 @@ impl PlanInput {
                 rollback_window: hours(1),
                 control: Control::default(),
                 analysis: None,
+                step_gates: vec![],
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -314,6 +316,7 @@ impl PlanInput {
             unversioned_pollers_on_all_queues: false,
             connection_hash: "conn".into(),
             analysis: None,
+            step_gates: vec![],
             controller_identity: ME.into(),
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),

@@ -164,6 +164,11 @@ pub struct RolloutStep {
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1s')", "message": "pause duration must be at least 1s"}]))]
     pub pause_duration: String,
+    /// Optional gate workflow for this step: started on every workflow task queue of the target
+    /// when the step begins; the step ends only once it completed, and a failed one ramps the
+    /// target back to 0 % (`Stalled=True/RolloutAborted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateSpec>,
 }
 
 /// `input` and `inputFrom` are mutually exclusive, but CEL cannot say so here: `input` is

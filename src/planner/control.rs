@@ -13,8 +13,9 @@
 //!    effect, move to the next step (or promote after the last).
 //! 5. Pause: no routing change that moves forward; the step in effect and its remaining time
 //!    are recorded once, so a restart or a fail-over keeps them; `RolloutPaused`.
-//! 6. Otherwise the canary analysis ([`super::analysis`]) may abort the target or hold its
-//!    step. Its abort is recorded for the build and holds like rule 2 (promote overrides it).
+//! 6. Otherwise the step's gate ([`super::step_gates`]) and the canary analysis
+//!    ([`super::analysis`]) may abort the target or hold its step. Their abort is recorded for
+//!    the build and holds like rule 2 (promote overrides it).
 //!
 //! Resume is the pause record meeting an unpaused spec: the step in effect then ends after the
 //! time it had left ([`resumed_deadline`], fed to [`super::progressive::decide_with`]).
@@ -30,9 +31,9 @@ use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
 use crate::planner::analysis;
 use crate::planner::clock::{self, Wake};
 use crate::planner::model::{Phase, Progress, RoutingChange, Step, StepProgress, Strategy};
-use crate::planner::progressive;
 use crate::planner::routing::Decision;
 use crate::planner::view::View;
+use crate::planner::{progressive, step_gates};
 
 /// When the step resumed after a pause ends, if one is in effect: resumed this reconcile (a
 /// pause record, spec no longer paused: now + the time it had left) or earlier.
@@ -105,7 +106,10 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
         record.paused = pause(view, d, steps);
     } else {
         record.resumed = still_resumed(view, d);
-        analysis::apply(view, d, &mut record, wake);
+        step_gates::apply(view, d, &mut record, wake);
+        if d.progress.phase != Phase::Aborted {
+            analysis::apply(view, d, &mut record, wake);
+        }
     }
     d.control = record;
 }

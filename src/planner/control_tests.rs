@@ -448,3 +448,68 @@ fn analysis_is_due_every_interval_while_the_target_ramps_at_a_step() {
     i.temporal.routing.ramp_percentage = 30.0;
     assert_eq!(due(&i), None, "not between steps");
 }
+
+// ---------------------------------------------------------------------------------------
+// Gates per step (`src/planner/step_gates.rs`)
+// ---------------------------------------------------------------------------------------
+
+/// Ramping at step 1 whose 10-minute pause ended 100 s ago; step 1 has gate `Smoke`.
+fn step_gated(observed: &[GateWorkflowStatus]) -> PlanInput {
+    let mut i = ramping(700);
+    i.desired.step_gates = vec![
+        Some(Gate {
+            workflow_type: "Smoke".into(),
+        }),
+        None,
+    ];
+    i.target_task_queues = vec!["q1".into()];
+    i.step_gates = observed
+        .iter()
+        .map(|s| GateObservation::test("q1", *s))
+        .collect();
+    i
+}
+
+#[test]
+fn a_step_gate_starts_with_its_step_and_holds_it_until_it_completes() {
+    let p = plan(&step_gated(&[]));
+    assert_eq!(
+        p.start_step_gates,
+        Some(StepGateStart {
+            step: 0,
+            task_queues: vec!["q1".into()]
+        })
+    );
+    assert_eq!(p.routing, None, "the step holds past its pause");
+    let p = plan(&step_gated(&[GateWorkflowStatus::Running]));
+    assert_eq!((p.start_step_gates, p.routing), (None, None));
+    assert_eq!(
+        plan(&step_gated(&[GateWorkflowStatus::Completed])).routing,
+        set_ramping(50.0)
+    );
+    // A step without a gate is not held.
+    let mut i = step_gated(&[]);
+    i.desired.step_gates = vec![
+        None,
+        Some(Gate {
+            workflow_type: "Smoke".into(),
+        }),
+    ];
+    assert_eq!(plan(&i).routing, set_ramping(50.0));
+}
+
+#[test]
+fn a_failed_step_gate_ramps_back_to_zero_and_stalls() {
+    let p = plan(&step_gated(&[GateWorkflowStatus::Failed]));
+    assert_eq!(p.routing, Some(RoutingChange::ClearRamp));
+    assert_eq!(p.progress.phase, Phase::Aborted);
+    assert!(
+        p.progress.message.contains("Step 1 gate failed"),
+        "{}",
+        p.progress.message
+    );
+    assert_eq!(
+        p.control.aborted.map(|a| a.reason).as_deref(),
+        Some("StepGateFailed")
+    );
+}

@@ -12,6 +12,7 @@
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
 //! - [`analysis`]: canary analysis verdicts and what they hold back;
+//! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`clock`]: deadlines and the requeue interval.
 
@@ -24,6 +25,7 @@ pub mod model;
 pub mod progressive;
 mod routing;
 mod scaling;
+pub mod step_gates;
 pub mod sunset;
 mod view;
 
@@ -81,5 +83,6 @@ pub fn plan(input: &PlanInput) -> Plan {
         progress: decision.progress,
         requeue_after: wake.get(),
         control: decision.control,
+        start_step_gates: decision.start_step_gates,
     }
 }

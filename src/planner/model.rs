@@ -21,6 +21,9 @@ pub struct PlanInput {
     pub unversioned_pollers_on_all_queues: bool,
     /// Hash of the observed Connection's settings injected into pods (connection drift).
     pub connection_hash: String,
+    /// Gate workflows found for the step gate of the step in effect
+    /// ([`crate::planner::step_gates::in_effect`]).
+    pub step_gates: Vec<GateObservation>,
     /// Visibility counts for the canary analysis, when one was due
     /// ([`crate::planner::analysis::due`]).
     pub analysis: Option<AnalysisObservation>,
@@ -57,6 +60,8 @@ pub struct Desired {
     pub control: Control,
     /// `spec.rollout.analysis`, parsed.
     pub analysis: Option<Analysis>,
+    /// The gate of each Progressive step, by step index (empty: no step has one).
+    pub step_gates: Vec<Option<Gate>>,
 }
 
 /// Canary analysis settings.
@@ -188,6 +193,15 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
     /// The rollout-control record to keep in status (`status.rolloutControl`).
     pub control: crate::api::twd::RolloutControl,
+    /// Start the step gate of this step on these task queues.
+    pub start_step_gates: Option<StepGateStart>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepGateStart {
+    /// Zero-based step index.
+    pub step: usize,
+    pub task_queues: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -158,6 +158,7 @@ fn desired() -> impl Gen<Value = Desired> {
                     rollback_window: Duration::from_secs(rollback),
                     control: Control::default(),
                     analysis: None,
+                    step_gates: vec![],
                 }
             },
         )
@@ -259,6 +260,7 @@ prop_compose! {
             unversioned_pollers_on_all_queues: unversioned,
             connection_hash: "conn".into(),
             analysis: None,
+            step_gates: vec![],
             controller_identity: "me".into(),
             install_id: String::new(),
             fast_poll: Duration::from_secs(1),

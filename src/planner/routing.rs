@@ -41,6 +41,8 @@ pub struct Decision {
     pub progress: Progress,
     /// The rollout-control record to keep ([`super::control`]).
     pub control: RolloutControl,
+    /// The step gate to start ([`super::step_gates`]).
+    pub start_step_gates: Option<crate::planner::model::StepGateStart>,
 }
 
 /// `held_back`: set when the version limit prevents creating the target (the message).

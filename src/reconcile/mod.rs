@@ -18,6 +18,7 @@ mod finalize;
 pub mod observe;
 pub mod outcome;
 mod report;
+mod step_gates;
 pub mod validate;
 
 use std::sync::Arc;
@@ -102,8 +103,9 @@ async fn plan_and_act(
 ) -> Result<Attempt, Failure> {
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
-    let observed = observe::all(ctx, twd, &desired).await?;
+    let mut observed = observe::all(ctx, twd, &desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
     observe::open_pinned_workflows(
         &observed.client,
         &twd.temporal_deployment_name(),

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::api::twd::{DefaultVerdict, MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
+use crate::api::twd::{
+    DefaultVerdict, GateSpec, MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment,
+};
 use crate::api::{
     ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
 };
@@ -115,6 +117,16 @@ pub fn desired(
         max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
         rollback_window: settings.rollback_window,
         control: control(twd),
+        step_gates: spec
+            .rollout
+            .steps
+            .iter()
+            .map(|s| {
+                s.gate.as_ref().map(|g| Gate {
+                    workflow_type: g.workflow_type.clone(),
+                })
+            })
+            .collect(),
         analysis: match &spec.rollout.analysis {
             None => None,
             Some(a) => Some(Analysis {
@@ -434,15 +446,22 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         }
     }
 
-    let Some(gate) = &rollout.gate else { return };
+    if let Some(gate) = &rollout.gate {
+        check_gate("spec.rollout.gate", gate, p);
+    }
+    for (i, step) in rollout.steps.iter().enumerate() {
+        if let Some(gate) = &step.gate {
+            check_gate(&format!("spec.rollout.steps[{i}].gate"), gate, p);
+        }
+    }
+}
+
+fn check_gate(path: &str, gate: &GateSpec, p: &mut Problems) {
     if gate.workflow_type.trim().is_empty() {
-        p.add("spec.rollout.gate.workflowType", "must not be empty");
+        p.add(format!("{path}.workflowType"), "must not be empty");
     }
     if gate.input.is_some() && gate.input_from.is_some() {
-        p.add(
-            "spec.rollout.gate",
-            "only one of input or inputFrom may be set",
-        );
+        p.add(path, "only one of input or inputFrom may be set");
     }
     if let Some(from) = &gate.input_from {
         let refs = [
@@ -452,7 +471,7 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         let set = refs.iter().filter(|(_, r)| r.is_some()).count();
         if set != 1 {
             p.add(
-                "spec.rollout.gate.inputFrom",
+                format!("{path}.inputFrom"),
                 format!("exactly one of configMapKeyRef or secretKeyRef must be set, got {set}"),
             );
         }
@@ -460,15 +479,12 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
             let Some(r) = r else { continue };
             if r.name.is_empty() {
                 p.add(
-                    format!("spec.rollout.gate.inputFrom.{field}.name"),
+                    format!("{path}.inputFrom.{field}.name"),
                     "must not be empty",
                 );
             }
             if r.key.is_empty() {
-                p.add(
-                    format!("spec.rollout.gate.inputFrom.{field}.key"),
-                    "must not be empty",
-                );
+                p.add(format!("{path}.inputFrom.{field}.key"), "must not be empty");
             }
         }
     }
@@ -550,6 +566,7 @@ mod tests {
         RolloutStep {
             ramp_percentage: pct,
             pause_duration: pause.into(),
+            gate: None,
         }
     }
 

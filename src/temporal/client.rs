@@ -470,6 +470,27 @@ impl TemporalClient {
         input: Option<&serde_json::Value>,
     ) -> Result<String, TemporalError> {
         let workflow_id = Self::gate_workflow_id(deployment, build_id, task_queue);
+        self.start_gate_as(
+            workflow_id,
+            deployment,
+            build_id,
+            task_queue,
+            workflow_type,
+            input,
+        )
+        .await
+    }
+
+    /// [`Self::start_gate`] under a given workflow ID (step gates have their own).
+    async fn start_gate_as(
+        &self,
+        workflow_id: String,
+        deployment: &str,
+        build_id: &str,
+        task_queue: &str,
+        workflow_type: &str,
+        input: Option<&serde_json::Value>,
+    ) -> Result<String, TemporalError> {
         // Deterministic, so a retried start of the same gate is deduplicated by the server.
         let request_id = hex::encode(
             &Sha256::digest(format!("{}\0{workflow_id}", self.namespace).as_bytes())[..16],
@@ -564,14 +585,22 @@ impl TemporalClient {
         build_id: &str,
         task_queues: &[String],
     ) -> Result<Vec<GateObservation>, TemporalError> {
-        let mut out = Vec::with_capacity(task_queues.len());
-        for tq in task_queues {
-            if let Some(mut gate) = self
-                .describe_workflow(&Self::gate_workflow_id(deployment, build_id, tq))
-                .await?
-            {
+        let ids = task_queues
+            .iter()
+            .map(|tq| (tq.clone(), Self::gate_workflow_id(deployment, build_id, tq)));
+        self.describe_gates_by(ids).await
+    }
+
+    /// The latest run of each `(task queue, workflow ID)`; never-started ones are left out.
+    async fn describe_gates_by(
+        &self,
+        ids: impl Iterator<Item = (String, String)>,
+    ) -> Result<Vec<GateObservation>, TemporalError> {
+        let mut out = Vec::new();
+        for (tq, id) in ids {
+            if let Some(mut gate) = self.describe_workflow(&id).await? {
                 if gate.task_queue.is_empty() {
-                    gate.task_queue = tq.clone();
+                    gate.task_queue = tq;
                 }
                 out.push(gate);
             }
@@ -814,6 +843,53 @@ impl TemporalClient {
             })
             .await?;
         Ok(u64::try_from(resp.count).unwrap_or(0))
+    }
+}
+
+impl TemporalClient {
+    /// The gate workflow ID of step `step` (zero-based) of a build on one task queue.
+    pub fn step_gate_workflow_id(
+        deployment: &str,
+        build_id: &str,
+        step: usize,
+        task_queue: &str,
+    ) -> String {
+        format!(
+            "{}-step{step}",
+            Self::gate_workflow_id(deployment, build_id, task_queue)
+        )
+    }
+
+    /// Starts a step's gate workflow, pinned to the build, once per build and step.
+    pub async fn start_step_gate(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        step: usize,
+        task_queue: &str,
+        workflow_type: &str,
+        input: Option<&serde_json::Value>,
+    ) -> Result<String, TemporalError> {
+        let id = Self::step_gate_workflow_id(deployment, build_id, step, task_queue);
+        self.start_gate_as(id, deployment, build_id, task_queue, workflow_type, input)
+            .await
+    }
+
+    /// The latest run of each queue's gate workflow for one step.
+    pub async fn describe_step_gates(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        step: usize,
+        task_queues: &[String],
+    ) -> Result<Vec<GateObservation>, TemporalError> {
+        let ids = task_queues.iter().map(|tq| {
+            (
+                tq.clone(),
+                Self::step_gate_workflow_id(deployment, build_id, step, tq),
+            )
+        });
+        self.describe_gates_by(ids).await
     }
 }
 

@@ -510,3 +510,38 @@ async fn an_inconclusive_analysis_holds_the_step() -> Result<()> {
     );
     Ok(())
 }
+
+/// A gate attached to the first step fails: the target's ramp goes back to 0 % and the rollout
+/// stalls (`Stalled=True/RolloutAborted`), the current version untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_step_gate_ramps_back_to_zero() -> Result<()> {
+    let c = case("stepgate").await?;
+    let v1 = deploy_first(&c, "invoices").await?;
+    let rollout = json!({"strategy": "Progressive", "steps": [
+        {"rampPercentage": 30, "pauseDuration": "300s",
+         "gate": {"workflowType": "gate", "input": {"outcome": "fail"}}},
+        {"rampPercentage": 60, "pauseDuration": "300s"},
+    ]});
+    c.apply_twd("invoices", "v2", rollout, json!({})).await?;
+    let twd = c
+        .wait_twd("invoices", "aborted by the step gate", T, |t| {
+            condition_is(t, "Stalled", "True", "RolloutAborted")
+        })
+        .await?;
+    let message = &condition(&twd, "Ready").context("Ready")?.message;
+    ensure!(message.contains("Step 1 gate failed"), "{message}");
+    let reason = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.aborted.as_ref())
+        .map(|a| a.reason.clone());
+    ensure!(reason.as_deref() == Some("StepGateFailed"), "{reason:?}");
+    let (ramping, _, _, current) = eventually("ramp cleared", T, || async {
+        let r = routing(&c, "invoices").await?;
+        Ok(r.0.is_none().then_some(r))
+    })
+    .await?;
+    ensure!(ramping.is_none() && current.as_deref() == Some(v1.as_str()));
+    Ok(())
+}
