@@ -546,6 +546,78 @@ mod control_tests {
     }
 
     #[test]
+    fn analysis_and_step_gates_are_checked() {
+        use crate::api::twd::{AnalysisSpec, GateSpec};
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.analysis = Some(AnalysisSpec {
+            interval: "500ms".into(),
+            max_failure_rate: None,
+            max_failure_rate_increase: None,
+            min_sample_size: 0,
+            workflow_types: vec!["it's".into()],
+            max_inconclusive: "soon".into(),
+            inconclusive_verdict: DefaultVerdict::Fail,
+            dry_run: false,
+        });
+        let e = validate(&twd).expect_err("refused").message;
+        for want in [
+            "spec.rollout.analysis: set maxFailureRate",
+            "spec.rollout.analysis.interval: must be at least 1s",
+            "spec.rollout.analysis.minSampleSize",
+            "spec.rollout.analysis.workflowTypes[0]",
+            "spec.rollout.analysis.maxInconclusive",
+        ] {
+            assert!(e.contains(want), "{want} missing from {e}");
+        }
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.strategy = RolloutStrategy::Progressive;
+        twd.spec.rollout.steps = vec![crate::api::twd::RolloutStep {
+            ramp_percentage: 10,
+            pause_duration: "1m".into(),
+            gate: Some(GateSpec {
+                workflow_type: " ".into(),
+                input: None,
+                input_from: None,
+            }),
+        }];
+        let e = validate(&twd).expect_err("refused").message;
+        assert!(e.contains("spec.rollout.steps[0].gate.workflowType"), "{e}");
+        // Valid settings convert.
+        twd.spec.rollout.steps[0].gate = Some(GateSpec {
+            workflow_type: "Smoke".into(),
+            input: None,
+            input_from: None,
+        });
+        twd.spec.rollout.analysis = Some(AnalysisSpec {
+            interval: "10s".into(),
+            max_failure_rate: Some(5.0),
+            max_failure_rate_increase: None,
+            min_sample_size: 20,
+            workflow_types: vec![],
+            max_inconclusive: "1m".into(),
+            inconclusive_verdict: DefaultVerdict::Fail,
+            dry_run: true,
+        });
+        let d = desired(&twd, &ControllerSettings::default()).expect("valid");
+        let a = d.analysis.expect("analysis");
+        assert_eq!(
+            (
+                a.interval,
+                a.min_sample_size,
+                a.inconclusive_passes,
+                a.dry_run
+            ),
+            (Duration::from_secs(10), 20, false, true)
+        );
+        assert_eq!(
+            d.step_gates,
+            vec![Some(Gate {
+                workflow_type: "Smoke".into()
+            })]
+        );
+    }
+
+    #[test]
     fn manual_cannot_be_paused_or_aborted() {
         let mut twd = TemporalWorkerDeployment::test();
         twd.spec.rollout.strategy = RolloutStrategy::Manual;

@@ -545,3 +545,66 @@ async fn a_failing_step_gate_ramps_back_to_zero() -> Result<()> {
     ensure!(ramping.is_none() && current.as_deref() == Some(v1.as_str()));
     Ok(())
 }
+
+/// The other entry point of each action: skip by annotation, abort by a spec edit (and
+/// clearing it in the spec restarts at the first step), promote from the CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skip_by_annotation_abort_by_spec_promote_from_the_cli() -> Result<()> {
+    let c = case("ctlspec").await?;
+    let v1 = deploy_first(&c, "orders").await?;
+    let steps = [(10, "600s"), (30, "600s"), (50, "600s")];
+    c.apply_twd("orders", "v2", progressive(&steps, json!({})), json!({}))
+        .await?;
+    let twd = c
+        .wait_twd("orders", "10% step", T, |t| ramp(t) == Some(10.0))
+        .await?;
+    let v2 = target_build(&twd).context("target")?;
+
+    annotate(&c, "orders", "temporal.io/skip-step", &format!("{v2}/0")).await?;
+    c.wait_twd("orders", "30% step after skip", T, |t| {
+        ramp(t) == Some(30.0)
+    })
+    .await?;
+
+    c.apply_twd(
+        "orders",
+        "v2",
+        progressive(&steps, json!({"abort": true})),
+        json!({}),
+    )
+    .await?;
+    let twd = c
+        .wait_twd("orders", "RolloutAborted", T, |t| {
+            condition_is(t, "Stalled", "True", "RolloutAborted")
+        })
+        .await?;
+    ensure!(gitops(&twd)? == (Status::Failed, "Degraded".to_string()));
+    let (ramping, _, _, current) = routing(&c, "orders").await?;
+    ensure!(ramping.is_none() && current.as_deref() == Some(v1.as_str()));
+
+    c.apply_twd("orders", "v2", progressive(&steps, json!({})), json!({}))
+        .await?;
+    let twd = c
+        .wait_twd("orders", "first step again", T, |t| {
+            ramp(t) == Some(10.0) && ready_reason(t) == "Ramping"
+        })
+        .await?;
+    ensure!(gitops(&twd)?.0 == Status::InProgress);
+
+    let (out, err) = cli(&c, &["promote", "orders"]).await?;
+    ensure!(out.contains(&format!("temporal.io/promote={v2}")), "{out}");
+    ensure!(
+        !err.contains("self-heal"),
+        "annotations need no GitOps warning: {err}"
+    );
+    let twd = c
+        .wait_twd(
+            "orders",
+            "promoted from the CLI",
+            Duration::from_secs(60),
+            |t| is_ready(t) && current_build(t).as_deref() == Some(v2.as_str()),
+        )
+        .await?;
+    ensure!(gitops(&twd)? == (Status::Current, "Healthy".to_string()));
+    Ok(())
+}
