@@ -271,6 +271,23 @@ impl GateObservation {
     }
 }
 
+impl crate::planner::model::Analysis {
+    /// Every 30 s; fail above 20 % or 5 points above current; 10 workflows at least; hold an
+    /// inconclusive step 5 min, then pass.
+    pub fn test() -> Self {
+        crate::planner::model::Analysis {
+            interval: Duration::from_secs(30),
+            max_failure_rate: Some(20.0),
+            max_failure_rate_increase: Some(5.0),
+            min_sample_size: 10,
+            workflow_types: vec![],
+            max_inconclusive: Duration::from_secs(300),
+            inconclusive_passes: true,
+            dry_run: false,
+        }
+    }
+}
+
 impl PlanInput {
     /// v1 is Current with 3 ready pods; v2 (the target, AllAtOnce) is registered, Inactive and
     /// healthy. Fast poll 1 s.
@@ -287,7 +304,7 @@ impl PlanInput {
                 custom_build_id: false,
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: hours(1),
-                control: Control::default(),
+                control: crate::planner::model::Control::default(),
                 analysis: None,
                 step_gates: vec![],
             },
@@ -327,22 +344,5 @@ impl PlanInput {
     pub fn strategy(mut self, strategy: Strategy) -> Self {
         self.desired.strategy = strategy;
         self
-    }
-}
-
-impl Analysis {
-    /// Every 30 s; fail above 20 % or 5 points above current; 10 workflows at least; hold an
-    /// inconclusive step 5 min, then pass.
-    pub fn test() -> Self {
-        Analysis {
-            interval: Duration::from_secs(30),
-            max_failure_rate: Some(20.0),
-            max_failure_rate_increase: Some(5.0),
-            min_sample_size: 10,
-            workflow_types: vec![],
-            max_inconclusive: Duration::from_secs(300),
-            inconclusive_passes: true,
-            dry_run: false,
-        }
     }
 }
