@@ -16,7 +16,7 @@ use crate::api::twd::{
     TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
 };
 use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
-use crate::planner::model::{Analysis, Control, Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
 };
