@@ -101,15 +101,8 @@ pub fn due(input: &PlanInput) -> Option<(usize, Timestamp)> {
 
 /// The step the target ramps at exactly, and when Temporal says it started.
 fn window(input: &PlanInput) -> Option<(usize, Timestamp)> {
-    let Strategy::Progressive(steps) = &input.desired.strategy else {
-        return None;
-    };
-    let r = &input.temporal.routing;
-    if r.ramping_build_id.as_deref() != Some(input.desired.build_id.as_str()) {
-        return None;
-    }
-    let step = progressive::step_of(steps, r.ramp_percentage)?;
-    Some((step, r.ramp_percentage_changed_at?))
+    let step = progressive::target_step(input)?;
+    Some((step, input.temporal.routing.ramp_percentage_changed_at?))
 }
 
 /// The recorded self-decided abort of `build`, if any.

@@ -39,6 +39,19 @@ pub fn decide(
     decide_with(steps, ramp, changed_at, now, None)
 }
 
+/// The Progressive step the target ramps at exactly, if any (analysis and step gates act
+/// only then).
+pub fn target_step(input: &crate::planner::model::PlanInput) -> Option<usize> {
+    let crate::planner::model::Strategy::Progressive(steps) = &input.desired.strategy else {
+        return None;
+    };
+    let r = &input.temporal.routing;
+    if r.ramping_build_id.as_deref() != Some(input.desired.build_id.as_str()) {
+        return None;
+    }
+    step_of(steps, r.ramp_percentage)
+}
+
 /// The step whose percentage is exactly `ramp`, if any.
 pub fn step_of(steps: &[Step], ramp: f32) -> Option<usize> {
     steps

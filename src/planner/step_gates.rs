@@ -11,7 +11,7 @@ use crate::api::twd::{AbortRecord, RolloutControl};
 use crate::planner::analysis::hold_aborted;
 use crate::planner::clock::Wake;
 use crate::planner::gates::{self, GateState};
-use crate::planner::model::{Gate, PlanInput, RoutingChange, StepGateStart, Strategy};
+use crate::planner::model::{Gate, PlanInput, RoutingChange, StepGateStart};
 use crate::planner::progressive;
 use crate::planner::routing::Decision;
 use crate::planner::view::View;
@@ -21,14 +21,7 @@ pub const STEP_GATE_FAILED: &str = "StepGateFailed";
 
 /// The step the target ramps at exactly, if that step has a gate.
 pub fn in_effect(input: &PlanInput) -> Option<(usize, &Gate)> {
-    let Strategy::Progressive(steps) = &input.desired.strategy else {
-        return None;
-    };
-    let r = &input.temporal.routing;
-    if r.ramping_build_id.as_deref() != Some(input.desired.build_id.as_str()) {
-        return None;
-    }
-    let step = progressive::step_of(steps, r.ramp_percentage)?;
+    let step = progressive::target_step(input)?;
     let gate = input.desired.step_gates.get(step)?.as_ref()?;
     Some((step, gate))
 }
