@@ -17,6 +17,7 @@ local terminalReasons = {
   GateWorkflowFailed = true,
   ConnectionRolloutStalled = true,
   DuplicateInstall = true,
+  RolloutAborted = true,
 }
 
 local function findCondition(conditions, conditionType)
@@ -105,6 +106,12 @@ local function health(obj)
   if strategyOf(obj) == "Manual" and ready ~= nil and ready.reason == "WaitingForPromotion"
       and isTrue(progressing) and progressing.reason == "WaitingForPromotion" then
     return { status = "Suspended", message = messageOf(ready, "Waiting for a manual promotion") }
+  end
+
+  -- Paused (spec.rollout.paused): a human holds the rollout at its step until resumed, as a
+  -- paused Rollout does.
+  if ready ~= nil and not isTrue(ready) and ready.reason == "RolloutPaused" then
+    return { status = "Suspended", message = messageOf(ready, "Rollout paused") }
   end
 
   -- Still moving, or retrying a transient failure (connection, credentials, Temporal API).

@@ -92,6 +92,9 @@ impl TemporalWorkerDeployment {
                     strategy: RolloutStrategy::AllAtOnce,
                     steps: vec![],
                     gate: None,
+                    paused: false,
+                    abort: false,
+                    analysis: None,
                 },
                 sunset: SunsetSpec::default(),
                 worker_options: WorkerOptions {
@@ -172,6 +175,7 @@ impl TemporalWorkerDeployment {
             .map(|&(ramp_percentage, pause)| RolloutStep {
                 ramp_percentage,
                 pause_duration: pause.into(),
+                gate: None,
             })
             .collect();
         self
@@ -278,6 +282,23 @@ impl GateObservation {
     }
 }
 
+impl crate::planner::model::Analysis {
+    /// Every 30 s; fail above 20 % or 5 points above current; 10 workflows at least; hold an
+    /// inconclusive step 5 min, then pass.
+    pub fn test() -> Self {
+        crate::planner::model::Analysis {
+            interval: Duration::from_secs(30),
+            max_failure_rate: Some(20.0),
+            max_failure_rate_increase: Some(5.0),
+            min_sample_size: 10,
+            workflow_types: vec![],
+            max_inconclusive: Duration::from_secs(300),
+            inconclusive_passes: true,
+            dry_run: false,
+        }
+    }
+}
+
 impl PlanInput {
     /// v1 is Current with 3 ready pods; v2 (the target, AllAtOnce) is registered, Inactive and
     /// healthy. Fast poll 1 s.
@@ -297,6 +318,9 @@ impl PlanInput {
                 cancel_pinned_after: None,
                 terminate_pinned_after: None,
                 upgrade_signal: None,
+                control: crate::planner::model::Control::default(),
+                analysis: None,
+                step_gates: vec![],
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -322,6 +346,8 @@ impl PlanInput {
             target_task_queues: vec!["q1".into()],
             unversioned_pollers_on_all_queues: false,
             connection_hash: "conn".into(),
+            analysis: None,
+            step_gates: vec![],
             controller_identity: ME.into(),
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),

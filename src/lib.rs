@@ -13,6 +13,7 @@
 pub mod api;
 pub mod backlog;
 pub mod build_id;
+pub mod cli_control;
 pub mod cli_status;
 pub mod controller;
 pub mod crdgen;

@@ -9,6 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use temporal_worker_controller::cli_control::{self, Action};
 use temporal_worker_controller::run::defaults;
 use temporal_worker_controller::{api, cli_status, run};
 
@@ -69,6 +70,53 @@ enum Command {
         #[arg(long)]
         api_url: Option<String>,
     },
+    /// Hold a rollout at its step (patches spec.rollout.paused).
+    Pause(ControlArgs),
+    /// Continue a paused rollout with the time its step had left.
+    Resume(ControlArgs),
+    /// Promote the target now, skipping its remaining steps and gates (annotation).
+    Promote(ControlArgs),
+    /// End the step in effect now (annotation).
+    Skip(ControlArgs),
+    /// Ramp the target back to 0% and keep the current version (patches spec.rollout.abort).
+    Abort {
+        #[command(flatten)]
+        target: ControlArgs,
+        /// Clear the abort instead: the rollout starts again from its first step.
+        #[arg(long)]
+        clear: bool,
+    },
+}
+
+/// The rollout a control subcommand acts on, with the user's kubeconfig.
+#[derive(clap::Args)]
+struct ControlArgs {
+    /// The TemporalWorkerDeployment's name.
+    name: String,
+    /// Namespace (default: the kube context's).
+    #[arg(short, long)]
+    namespace: Option<String>,
+}
+
+impl Command {
+    /// The control action and its target, for the control subcommands.
+    fn control(&self) -> Option<(Action, &ControlArgs)> {
+        Some(match self {
+            Command::Pause(a) => (Action::Pause, a),
+            Command::Resume(a) => (Action::Resume, a),
+            Command::Promote(a) => (Action::Promote, a),
+            Command::Skip(a) => (Action::Skip, a),
+            Command::Abort { target, clear } => {
+                let action = if *clear {
+                    Action::ClearAbort
+                } else {
+                    Action::Abort
+                };
+                (action, target)
+            }
+            Command::Run(_) | Command::Crds | Command::Status { .. } => return None,
+        })
+    }
 }
 
 #[derive(clap::Args)]
@@ -138,6 +186,14 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some((action, args)) = cli.command.control() {
+        let (name, ns) = (args.name.clone(), args.namespace.clone());
+        return block_on(async move {
+            cli_control::run(action, &name, ns.as_deref())
+                .await
+                .map_err(|e| e.to_string())
+        });
+    }
     match cli.command {
         Command::Crds => {
             print!("{}", temporal_worker_controller::crdgen::all_yaml());
@@ -160,6 +216,11 @@ fn main() -> ExitCode {
             init_tracing(args.log_format);
             block_on(run_controller(*args))
         }
+        Command::Pause(_)
+        | Command::Resume(_)
+        | Command::Promote(_)
+        | Command::Skip(_)
+        | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
     }
 }
 
@@ -292,6 +353,37 @@ mod tests {
         assert_eq!(args.fast_poll.0, Duration::from_millis(250));
         assert!(Cli::try_parse_from(["twc", "run", "--fast-poll", "soon"]).is_err());
         assert!(Cli::try_parse_from(["twc", "run", "--api-auth", "oidc"]).is_err());
+    }
+
+    #[test]
+    fn control_subcommands_parse() {
+        let action = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("parse");
+            cli.command
+                .control()
+                .map(|(a, t)| (a, t.name.clone(), t.namespace.clone()))
+        };
+        assert_eq!(
+            action(&["twc", "pause", "orders", "-n", "shop"]),
+            Some((Action::Pause, "orders".into(), Some("shop".into())))
+        );
+        assert_eq!(
+            action(&["twc", "abort", "orders", "--clear"]),
+            Some((Action::ClearAbort, "orders".into(), None))
+        );
+        for (word, want) in [
+            ("resume", Action::Resume),
+            ("promote", Action::Promote),
+            ("skip", Action::Skip),
+            ("abort", Action::Abort),
+        ] {
+            assert_eq!(action(&["twc", word, "x"]).map(|a| a.0), Some(want));
+        }
+        assert!(
+            Cli::try_parse_from(["twc", "pause"]).is_err(),
+            "name required"
+        );
+        assert_eq!(action(&["twc", "crds"]), None);
     }
 
     #[test]

@@ -88,6 +88,11 @@ struct ActionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     version: &'static str,
 }
@@ -150,6 +155,7 @@ pub struct Metrics {
     pinned_ended: Family<ActionLabels, Counter>,
     /// The last per-version task-queue poll (`crate::backlog`), rendered at scrape time.
     pub backlog: Arc<crate::backlog::Stats>,
+    analysis: Family<VerdictLabels, Counter>,
     start_time: f64,
 }
 
@@ -188,13 +194,20 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
-        let reconciles = Family::<ReconcileLabels, Counter>::default();
-        registry.register("reconcile", "Reconciles by result", reconciles.clone());
-        let reconcile_errors = Family::<ReconcileErrorLabels, Counter>::default();
-        registry.register(
+        let reconciles = counters(
+            &mut registry,
+            "reconcile",
+            "Reconciles by result",
+            ["success", "error"].map(|result| ReconcileLabels {
+                controller: CONTROLLER,
+                result,
+            }),
+        );
+        let reconcile_errors = counters(
+            &mut registry,
             "reconcile_errors",
             "Reconciles that ended blocked or failed, by condition reason",
-            reconcile_errors.clone(),
+            [],
         );
         let reconcile_duration =
             Family::<ControllerLabels, Histogram>::new_with_constructor(|| {
@@ -206,11 +219,11 @@ impl Metrics {
             Unit::Seconds,
             reconcile_duration.clone(),
         );
-        let temporal_requests = Family::<RpcLabels, Counter>::default();
-        registry.register(
+        let temporal_requests = counters(
+            &mut registry,
             "temporal_requests",
             "Temporal gRPC calls by method and status code",
-            temporal_requests.clone(),
+            [],
         );
         let temporal_duration =
             Family::<MethodLabels, Histogram, fn() -> Histogram>::new_with_constructor(
@@ -222,11 +235,11 @@ impl Metrics {
             Unit::Seconds,
             temporal_duration.clone(),
         );
-        let kube_writes = Family::<KubeWriteLabels, Counter>::default();
-        registry.register(
+        let kube_writes = counters(
+            &mut registry,
             "kube_writes",
             "Kubernetes API writes by verb, resource and result",
-            kube_writes.clone(),
+            [],
         );
         let leader = Gauge::default();
         registry.register(
@@ -234,46 +247,30 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
-        let gates = Family::<OutcomeLabels, Counter>::default();
-        registry.register(
+        // Pre-created series: rates exist before the first event.
+        let gates = counters(
+            &mut registry,
             "gate_workflows",
             "Finished gate workflows by outcome",
-            gates.clone(),
+            ["completed", "failed"].map(|outcome| OutcomeLabels { outcome }),
         );
-        let pinned_ended = Family::<ActionLabels, Counter>::default();
-        registry.register(
+        let pinned_ended = counters(
+            &mut registry,
             "pinned_workflow_batches",
-            "Batch operations that cancelled or terminated the workflows pinned to an old version (spec.sunset.cancelPinnedAfter / terminatePinnedAfter), by action",
-            pinned_ended.clone(),
+            "Batch operations that signalled, cancelled or terminated the workflows pinned to an old version (spec.sunset.upgradeSignal / cancelPinnedAfter / terminatePinnedAfter), by action",
+            ["signal", "cancel", "terminate"].map(|action| ActionLabels { action }),
         );
-        let build_info = Family::<VersionLabels, Gauge>::default();
-        build_info
-            .get_or_create(&VersionLabels {
-                version: env!("CARGO_PKG_VERSION"),
-            })
-            .set(1);
-        registry.register(
-            "build_info",
-            "Controller version (value is always 1)",
-            build_info,
+        let analysis = counters(
+            &mut registry,
+            "analysis_verdicts",
+            "Canary analysis verdicts by verdict",
+            ["pass", "fail", "inconclusive"].map(|verdict| VerdictLabels { verdict }),
         );
-
+        register_build_info(&mut registry);
         // Pre-create the series dashboards divide by, so rates exist before the first event.
-        for result in ["success", "error"] {
-            let _ = reconciles.get_or_create(&ReconcileLabels {
-                controller: CONTROLLER,
-                result,
-            });
-        }
         let _ = reconcile_duration.get_or_create(&ControllerLabels {
             controller: CONTROLLER,
         });
-        for outcome in ["completed", "failed"] {
-            let _ = gates.get_or_create(&OutcomeLabels { outcome });
-        }
-        for action in ["cancel", "terminate"] {
-            let _ = pinned_ended.get_or_create(&ActionLabels { action });
-        }
 
         let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
         Metrics {
@@ -288,6 +285,7 @@ impl Metrics {
             gates,
             pinned_ended,
             backlog: Arc::default(),
+            analysis,
             start_time,
         }
     }
@@ -349,6 +347,13 @@ impl Metrics {
     pub fn pinned_workflows_ended(&self, action: &'static str) {
         self.pinned_ended
             .get_or_create(&ActionLabels { action })
+            .inc();
+    }
+
+    /// A canary analysis verdict: `pass`, `fail` or `inconclusive`.
+    pub fn analysis_verdict(&self, verdict: &'static str) {
+        self.analysis
+            .get_or_create(&VerdictLabels { verdict })
             .inc();
     }
 
@@ -657,6 +662,38 @@ struct QueueLabels {
     task_queue_type: &'static str,
 }
 
+fn register_build_info(registry: &mut Registry) {
+    let build_info = Family::<VersionLabels, Gauge>::default();
+    build_info
+        .get_or_create(&VersionLabels {
+            version: env!("CARGO_PKG_VERSION"),
+        })
+        .set(1);
+    registry.register(
+        "build_info",
+        "Controller version (value is always 1)",
+        build_info,
+    );
+}
+
+/// A registered counter family with `pre` series created at zero.
+fn counters<L>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    pre: impl IntoIterator<Item = L>,
+) -> Family<L, Counter>
+where
+    L: Clone + std::hash::Hash + Eq + EncodeLabelSet + std::fmt::Debug + Send + Sync + 'static,
+{
+    let family = Family::<L, Counter>::default();
+    registry.register(name, help, family.clone());
+    for labels in pre {
+        let _ = family.get_or_create(&labels);
+    }
+    family
+}
+
 /// The per-version task-queue families from the last backlog poll (`crate::backlog`).
 fn register_backlog(root: &mut Registry, queues: &[crate::backlog::VersionQueue]) {
     let count = Family::<QueueLabels, Gauge>::default();
@@ -767,6 +804,7 @@ mod tests {
             "temporal_worker_controller_gate_workflows_total{outcome=\"failed\"} 1",
             "temporal_worker_controller_pinned_workflow_batches_total{action=\"cancel\"} 1",
             "temporal_worker_controller_pinned_workflow_batches_total{action=\"terminate\"} 0",
+            "temporal_worker_controller_pinned_workflow_batches_total{action=\"signal\"} 0",
             "temporal_worker_controller_rollouts{phase=\"Completed\"} 0",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");

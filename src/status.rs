@@ -9,8 +9,8 @@
 //! |---|---|---|---|---|
 //! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
 //! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
-//! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting) | False | False | True | False |
-//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall) | False | False | False | True |
+//! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting), or paused | False | False | True | False |
+//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted) | False | False | False | True |
 //!
 //! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
 //! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::conditions as reason;
 use crate::api::twd::{
-    DeprecatedVersion, GateWorkflow, PinnedWorkflow, TargetVersion, TemporalWorkerDeploymentStatus,
-    VersionInfo, VersionStatus,
+    DeprecatedVersion, GateWorkflow, PinnedWorkflow, RolloutControl, TargetVersion,
+    TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
 };
 use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
 use crate::planner::{drain, eligible_for_deletion, sunset_deadlines};
@@ -86,7 +86,8 @@ pub fn compute(
             outcome,
         } => {
             let routing = Effective::new(input, *routed);
-            let status = versions(input, plan, &routing, routed.is_some(), outcome.is_ok());
+            let mut status = versions(input, plan, &routing, routed.is_some(), outcome.is_ok());
+            status.rollout_control = control_record(previous, plan, routed.is_some());
             let verdict = match outcome {
                 Err(b) => blocked_verdict(b),
                 Ok(()) => planned_verdict(
@@ -103,6 +104,21 @@ pub fn compute(
         .unwrap_or_default();
     status.conditions = conditions(old, generation, &verdict, now);
     status
+}
+
+/// The plan's rollout-control record, unless its routing change did not happen: then an
+/// annotation it acts on is not recorded, so the next reconcile tries it again.
+fn control_record(
+    previous: Option<&TemporalWorkerDeploymentStatus>,
+    plan: &Plan,
+    routed: bool,
+) -> Option<RolloutControl> {
+    let record = if plan.routing.is_some() && !routed {
+        previous.and_then(|p| p.rollout_control.clone())?
+    } else {
+        plan.control.clone()
+    };
+    (!record.is_empty()).then_some(record)
 }
 
 fn blocked_verdict(b: &Blocked) -> Verdict {
@@ -130,6 +146,8 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         Phase::ManagedElsewhere => (Kind::Blocked, reason::MANAGED_ELSEWHERE),
         Phase::ConnectionRolloutStalled => (Kind::Stalled, reason::CONNECTION_ROLLOUT_STALLED),
         Phase::DuplicateInstall => (Kind::Stalled, reason::DUPLICATE_INSTALL),
+        Phase::Paused => (Kind::Blocked, reason::ROLLOUT_PAUSED),
+        Phase::Aborted => (Kind::Stalled, reason::ROLLOUT_ABORTED),
     };
     // Ready=True promises the target is Current in Temporal; never claim it otherwise.
     if kind == Kind::Complete && !target_current {
@@ -328,7 +346,7 @@ fn versions(
     let step = plan
         .progress
         .step
-        .filter(|_| ramping && matches!(plan.progress.phase, Phase::Ramping));
+        .filter(|_| ramping && matches!(plan.progress.phase, Phase::Ramping | Phase::Paused));
     let gate_workflows = if target_status == VersionStatus::Current {
         Vec::new()
     } else {
@@ -424,6 +442,7 @@ fn versions(
         },
         version_count: i32::try_from(t.versions.len()).unwrap_or(i32::MAX),
         conditions: Vec::new(),
+        rollout_control: None,
     }
 }
 
@@ -541,6 +560,16 @@ mod tests {
                 ["False", "False", "False", "True"],
                 reason::DUPLICATE_INSTALL,
             ),
+            (
+                Phase::Paused,
+                ["False", "False", "True", "False"],
+                reason::ROLLOUT_PAUSED,
+            ),
+            (
+                Phase::Aborted,
+                ["False", "False", "False", "True"],
+                reason::ROLLOUT_ABORTED,
+            ),
         ];
         for (phase, want, want_reason) in cases {
             let s = planned(&i, &plan_with(phase, "detail"), None);
@@ -551,6 +580,44 @@ mod tests {
             }
             assert!(s.conditions.iter().all(|c| c.message == "detail"));
         }
+    }
+
+    /// `plan` stopped by a failed write before its routing change.
+    fn execution_failed<'a>(i: &'a PlanInput, plan: &'a Plan, message: &str) -> Report<'a> {
+        Report::Planned {
+            input: i,
+            plan,
+            routed: None,
+            outcome: Err(Blocked {
+                reason: reason::PLAN_EXECUTION_FAILED,
+                message: message.into(),
+                stalled: false,
+            }),
+        }
+    }
+
+    #[test]
+    fn an_annotation_is_recorded_only_once_its_routing_change_happened() {
+        let i = PlanInput::test();
+        let mut plan = plan_with(Phase::Complete, "promoted");
+        plan.routing = Some(RoutingChange::SetCurrent {
+            build_id: "v2".into(),
+        });
+        plan.control.promoted = Some("v2".into());
+        let before = TemporalWorkerDeploymentStatus {
+            rollout_control: Some(RolloutControl {
+                skipped_step: Some("v2/0".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = compute(Some(&before), 7, &execution_failed(&i, &plan, "m"), ts(NOW));
+        assert_eq!(s.rollout_control, before.rollout_control, "kept, retried");
+        let s = planned(&i, &plan, plan.routing.as_ref());
+        assert_eq!(s.rollout_control, Some(plan.control.clone()));
+        // Nothing to record: no field in status.
+        let s = planned(&i, &plan_with(Phase::Ramping, "r"), None);
+        assert_eq!(s.rollout_control, None);
     }
 
     #[test]
@@ -615,17 +682,12 @@ mod tests {
         assert_eq!(s.last_modifier_identity.as_deref(), Some(ME));
 
         // The same plan whose routing never ran (it failed earlier) is not Ready.
-        let failed = Report::Planned {
-            input: &i,
-            plan: &plan,
-            routed: None,
-            outcome: Err(Blocked {
-                reason: reason::PLAN_EXECUTION_FAILED,
-                message: "scale: boom".into(),
-                stalled: false,
-            }),
-        };
-        let s = compute(None, 7, &failed, ts(NOW));
+        let s = compute(
+            None,
+            7,
+            &execution_failed(&i, &plan, "scale: boom"),
+            ts(NOW),
+        );
         assert_eq!(
             summary(&s),
             vec![
@@ -744,6 +806,8 @@ mod tests {
             Phase::ManagedElsewhere,
             Phase::ConnectionRolloutStalled,
             Phase::DuplicateInstall,
+            Phase::Paused,
+            Phase::Aborted,
         ]
         .into_iter()
         .map(|p| plan_with(p, "m"))

@@ -24,7 +24,8 @@ pub enum Phase {
     Pending,
     /// Moving forward: waiting for pollers, ramping, waiting for a gate.
     Progressing,
-    /// Manual strategy: waiting for a human to promote the target.
+    /// Waiting for a human: a Manual target to promote, or a rollout paused with
+    /// `spec.rollout.paused` (`RolloutPaused`).
     Paused,
     /// Target is Current in Temporal (`Ready=True`).
     Completed,
@@ -266,9 +267,9 @@ fn derive_phase(twd: &TemporalWorkerDeployment) -> (Phase, Option<&Condition>) {
     let Some(decider) = decider else {
         return (Phase::Pending, None);
     };
-    if decider.reason == cond::WAITING_FOR_PROMOTION
-        && twd.spec.rollout.strategy == RolloutStrategy::Manual
-    {
+    let manual_wait = decider.reason == cond::WAITING_FOR_PROMOTION
+        && twd.spec.rollout.strategy == RolloutStrategy::Manual;
+    if manual_wait || decider.reason == cond::ROLLOUT_PAUSED {
         return (Phase::Paused, Some(decider));
     }
     match progressing {
@@ -510,6 +511,24 @@ mod tests {
                     ("Progressing", "True", "WaitingForPromotion"),
                 ],
                 Phase::Progressing,
+            ),
+            (
+                RolloutStrategy::Progressive,
+                vec![
+                    ("Ready", "False", "RolloutPaused"),
+                    ("Progressing", "False", "RolloutPaused"),
+                    ("Reconciling", "True", "RolloutPaused"),
+                ],
+                Phase::Paused,
+            ),
+            (
+                RolloutStrategy::Progressive,
+                vec![
+                    ("Ready", "False", "RolloutAborted"),
+                    ("Progressing", "False", "RolloutAborted"),
+                    ("Stalled", "True", "RolloutAborted"),
+                ],
+                Phase::Stalled,
             ),
         ];
         // Generation 3, conditions observed at generation 2.

@@ -69,20 +69,29 @@ async fn the_real_api_server_accepts_every_crd() {
         .expect("kube-apiserver refused a CRD");
 }
 
+/// TWDs in `default` on the shared control plane, and dry-run create parameters.
+async fn twd_api() -> (kube::Api<kube::api::DynamicObject>, kube::api::PostParams) {
+    use kube::core::{ApiResource, GroupVersionKind};
+    let (_, client) = test_harness::control_plane::shared_with_crds()
+        .await
+        .expect("kube-apiserver refused a CRD");
+    let gvk = GroupVersionKind::gvk("temporal.io", "v1alpha1", "TemporalWorkerDeployment");
+    let api = kube::Api::namespaced_with(client, "default", &ApiResource::from_gvk(&gvk));
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    (api, dry_run)
+}
+
 /// `spec.replicas: 0` would scale the Current version to zero while Temporal keeps routing new
 /// workflows to it, so kube-apiserver refuses it with a message that says why and what to do
 /// instead. One replica, and no replicas field at all (an autoscaler owns them), are accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_api_server_refuses_zero_replicas() {
-    use kube::api::{Api, DynamicObject, PostParams};
-    use kube::core::{ApiResource, GroupVersionKind};
+    use kube::api::DynamicObject;
 
-    let (_, client) = test_harness::control_plane::shared_with_crds()
-        .await
-        .expect("kube-apiserver refused a CRD");
-    let gvk = GroupVersionKind::gvk("temporal.io", "v1alpha1", "TemporalWorkerDeployment");
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client, "default", &ApiResource::from_gvk(&gvk));
+    let (api, dry_run) = twd_api().await;
     let twd = |replicas: Option<i32>| -> DynamicObject {
         let mut spec = serde_json::json!({
             "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
@@ -99,10 +108,6 @@ async fn the_real_api_server_refuses_zero_replicas() {
             "spec": spec,
         }))
         .expect("a TWD")
-    };
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
     };
     match api.create(&dry_run, &twd(Some(0))).await {
         Err(kube::Error::Api(status)) => {
@@ -123,6 +128,50 @@ async fn the_real_api_server_refuses_zero_replicas() {
         api.create(&dry_run, &twd(ok))
             .await
             .unwrap_or_else(|e| panic!("replicas {ok:?} refused: {e}"));
+    }
+}
+
+/// Pausing or aborting a Manual rollout means nothing (the controller routes nothing there), so
+/// kube-apiserver refuses it and says what to do instead; a Progressive one is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_api_server_refuses_pause_and_abort_on_manual() {
+    use kube::api::DynamicObject;
+
+    let (api, dry_run) = twd_api().await;
+    let twd = |rollout: serde_json::Value| -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "temporal.io/v1alpha1",
+            "kind": "TemporalWorkerDeployment",
+            "metadata": {"name": "control-check"},
+            "spec": {
+                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
+                "rollout": rollout,
+                "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
+            },
+        }))
+        .expect("a TWD")
+    };
+    for field in ["paused", "abort"] {
+        let manual = twd(serde_json::json!({"strategy": "Manual", (field): true}));
+        match api.create(&dry_run, &manual).await {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422, "{status:?}");
+                assert!(
+                    status.message.contains("Manual strategy"),
+                    "{}",
+                    status.message
+                );
+            }
+            other => panic!("Manual with {field} was not refused: {other:?}"),
+        }
+        let progressive = twd(serde_json::json!({
+            "strategy": "Progressive",
+            "steps": [{"rampPercentage": 10, "pauseDuration": "1m"}],
+            (field): true,
+        }));
+        api.create(&dry_run, &progressive)
+            .await
+            .unwrap_or_else(|e| panic!("Progressive with {field} refused: {e}"));
     }
 }
 

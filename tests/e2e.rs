@@ -16,6 +16,9 @@ mod support;
 #[path = "e2e/rollout.rs"]
 mod rollout;
 
+#[path = "e2e/rollout_control.rs"]
+mod rollout_control;
+
 #[path = "e2e/inputs.rs"]
 mod inputs;
 

@@ -34,6 +34,10 @@ pub const GATE_WORKFLOW_FAILED: &str = "GateWorkflowFailed";
 pub const CONNECTION_ROLLOUT_STALLED: &str = "ConnectionRolloutStalled";
 /// Another install of the controller changes routing under this controller's identity.
 pub const DUPLICATE_INSTALL: &str = "DuplicateInstall";
+/// `spec.rollout.paused`: the rollout holds its step until resumed.
+pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
+/// `spec.rollout.abort`: the target's ramp is back to 0 % until the abort is cleared.
+pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
 
 /// What a reason says about the rollout (the `Kind` column of the reason table in
 /// `docs/cd-rollouts.md`).
@@ -71,6 +75,7 @@ pub const ALL: &[Reason] = {
         r(WAITING_FOR_GATE, Progressing),
         r(TOO_MANY_VERSIONS, Blocked),
         r(MANAGED_ELSEWHERE, Blocked),
+        r(ROLLOUT_PAUSED, Blocked),
         r(DELETING, Blocked),
         r(CONNECTION_NOT_FOUND, Blocked),
         r(AUTH_SECRET_INVALID, Blocked),
@@ -82,5 +87,6 @@ pub const ALL: &[Reason] = {
         r(GATE_WORKFLOW_FAILED, Terminal),
         r(CONNECTION_ROLLOUT_STALLED, Terminal),
         r(DUPLICATE_INSTALL, Terminal),
+        r(ROLLOUT_ABORTED, Terminal),
     ]
 };

@@ -27,6 +27,14 @@ pub const LABEL_BUILD_ID: &str = "temporal.io/build-id";
 pub const ANNOTATION_POD_TEMPLATE_HASH: &str = "temporal.io/pod-template-spec-hash";
 /// Pod-template annotation: hash of the connection settings injected into the pods.
 pub const ANNOTATION_CONNECTION_HASH: &str = "temporal.io/connection-spec-hash";
+/// One-shot action on the TWD: promote the build ID named in the value now, skipping the
+/// remaining steps and gates (still only once it has ready pollers). Never removed by the
+/// controller; `status.rolloutControl.promoted` records the value acted on.
+pub const ANNOTATION_PROMOTE: &str = "temporal.io/promote";
+/// One-shot action on the TWD: `<buildID>/<step>` ends that step (zero-based, as
+/// `status.targetVersion.currentStep`) of that build now. Recorded in
+/// `status.rolloutControl.skippedStep`.
+pub const ANNOTATION_SKIP_STEP: &str = "temporal.io/skip-step";
 /// Version metadata key naming the controller identity that manages a version.
 pub const METADATA_CONTROLLER: &str = "temporal.io/controller";
 /// Version metadata key carrying the controller version.

@@ -68,7 +68,8 @@ pub enum RolloutStrategy {
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
     {"rule": "self.strategy != 'Progressive' || (has(self.steps) && size(self.steps) > 0)", "message": "steps are required for Progressive rollout"},
-    {"rule": "!has(self.steps) || size(self.steps) < 2 || self.steps.map(s, s.rampPercentage).isSorted() && self.steps.all(s, self.steps.filter(t, t.rampPercentage == s.rampPercentage).size() == 1)", "message": "rampPercentage must increase between each step"}
+    {"rule": "!has(self.steps) || size(self.steps) < 2 || self.steps.map(s, s.rampPercentage).isSorted() && self.steps.all(s, self.steps.filter(t, t.rampPercentage == s.rampPercentage).size() == 1)", "message": "rampPercentage must increase between each step"},
+    {"rule": "self.strategy != 'Manual' || !((has(self.paused) && self.paused) || (has(self.abort) && self.abort))", "message": "paused and abort steer the controller's own routing changes, and with the Manual strategy it makes none: promote or ramp in Temporal instead"}
 ]))]
 pub struct RolloutSpec {
     pub strategy: RolloutStrategy,
@@ -79,6 +80,78 @@ pub struct RolloutSpec {
     /// Optional gate workflow that must complete before the target is promoted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateSpec>,
+    /// Hold the rollout where it is: no further step, no promotion. The remaining time of the
+    /// step in effect is kept in `status.rolloutControl` and continues on resume.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// Take the target's ramp back to 0 % and keep the current version current
+    /// (`Stalled=True/RolloutAborted`); once cleared, the rollout starts again at its first step.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
+    /// Canary analysis while the target ramps (Progressive): compares the failure rate of the
+    /// target's closed workflows with the current version's and aborts a worse target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisSpec>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.maxFailureRate) || has(self.maxFailureRateIncrease)", "message": "set maxFailureRate, maxFailureRateIncrease or both: without a threshold no analysis can fail"}
+]))]
+pub struct AnalysisSpec {
+    /// How often to count the target's closed workflows while it ramps (Go duration, at least 1s).
+    #[serde(default = "default_analysis_interval")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1s')", "message": "interval must be at least 1s"}]))]
+    pub interval: String,
+    /// Fail when more than this percentage of the target's closed workflows in the step failed
+    /// or timed out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 100.0))]
+    pub max_failure_rate: Option<f64>,
+    /// Fail when the target's failure rate exceeds the current version's, over the same window,
+    /// by more than this many percentage points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 100.0))]
+    pub max_failure_rate_increase: Option<f64>,
+    /// Fewest closed workflows (of the target, and of the current version for the relative
+    /// threshold) in the step before a verdict; fewer is inconclusive.
+    #[serde(default = "default_min_sample_size")]
+    #[schemars(range(min = 1))]
+    pub min_sample_size: i32,
+    /// Count only these workflow types (default: every type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20), inner(regex(pattern = r#"^[^'"\\]+$"#)))]
+    pub workflow_types: Vec<String>,
+    /// How long past its pause an inconclusive step is held (Go duration) before
+    /// `inconclusiveVerdict` applies.
+    #[serde(default = "default_max_inconclusive")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    pub max_inconclusive: String,
+    /// The verdict once an inconclusive step has been held for `maxInconclusive`.
+    #[serde(default)]
+    pub inconclusive_verdict: DefaultVerdict,
+    /// Record verdicts (status, metrics) without acting on them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DefaultVerdict {
+    #[default]
+    Pass,
+    Fail,
+}
+
+fn default_analysis_interval() -> String {
+    "30s".into()
+}
+fn default_min_sample_size() -> i32 {
+    10
+}
+fn default_max_inconclusive() -> String {
+    "5m".into()
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -91,6 +164,11 @@ pub struct RolloutStep {
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1s')", "message": "pause duration must be at least 1s"}]))]
     pub pause_duration: String,
+    /// Optional gate workflow for this step: started on every workflow task queue of the target
+    /// when the step begins; the step ends only once it completed, and a failed one ramps the
+    /// target back to 0 % (`Stalled=True/RolloutAborted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateSpec>,
 }
 
 /// `input` and `inputFrom` are mutually exclusive, but CEL cannot say so here: `input` is
@@ -262,6 +340,112 @@ pub struct TemporalWorkerDeploymentStatus {
     pub version_count: i32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// What the controller did about `spec.rollout.paused` and the one-shot control
+    /// annotations, so that a restarted controller resumes a pause with its remaining time and
+    /// never acts on an annotation twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout_control: Option<RolloutControl>,
+}
+
+/// The controller's memory of rollout control (see `docs/rollout-control.md`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutControl {
+    /// The pause in effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedStep>,
+    /// A step resumed after a pause: it ends at `nextStepAt` rather than its full pause after
+    /// Temporal's ramp change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<ResumedStep>,
+    /// The `temporal.io/promote` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted: Option<String>,
+    /// The `temporal.io/skip-step` value last acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_step: Option<String>,
+    /// Canary analysis of the target: the latest verdict of each step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisRecord>,
+    /// An abort the controller decided itself (a failed analysis): it holds for this build ID;
+    /// a new build starts over, and `temporal.io/promote` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborted: Option<AbortRecord>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisRecord {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// When the visibility counts were last taken.
+    pub last_at: Time,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepVerdict>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepVerdict {
+    /// Zero-based step index.
+    pub step: i32,
+    pub verdict: AnalysisVerdict,
+    /// Closed workflows of the target in the step, and how many of them failed or timed out.
+    pub target_closed: i64,
+    pub target_failed: i64,
+    /// The same for the current version over the same window.
+    pub current_closed: i64,
+    pub current_failed: i64,
+    pub message: String,
+    pub at: Time,
+}
+
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum AnalysisVerdict {
+    Pass,
+    Fail,
+    Inconclusive,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortRecord {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// Why: `AnalysisFailed`.
+    pub reason: String,
+    pub message: String,
+    pub at: Time,
+}
+
+impl RolloutControl {
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PausedStep {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// Zero-based index of the step held (unset: paused before the first step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<i32>,
+    /// Seconds of the step's pause left when the rollout was paused (unset: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_seconds: Option<i64>,
+    pub paused_at: Time,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumedStep {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    /// Zero-based index of the resumed step.
+    pub step: i32,
+    pub next_step_at: Time,
 }
 
 /// Temporal-side status of one version.

@@ -13,9 +13,14 @@
 //!   identity), using [`gates`] and [`progressive`];
 //! - [`drain`]: what the status shows about old versions' pinned workflows, when they are
 //!   counted again, and when they are cancelled or terminated;
+//! - [`analysis`]: canary analysis verdicts and what they hold back;
+//! - [`step_gates`]: gate workflows attached to Progressive steps;
+//! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`clock`]: deadlines and the requeue interval.
 
+pub mod analysis;
 pub mod clock;
+mod control;
 pub mod drain;
 mod drift;
 pub mod gates;
@@ -23,9 +28,12 @@ pub mod model;
 pub mod progressive;
 mod routing;
 mod scaling;
+pub mod step_gates;
 pub mod sunset;
 mod view;
 
+#[cfg(test)]
+mod control_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
@@ -79,5 +87,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         pinned_batches,
         progress: decision.progress,
         requeue_after: wake.get(),
+        control: decision.control,
+        start_step_gates: decision.start_step_gates,
     }
 }

@@ -21,6 +21,12 @@ pub struct PlanInput {
     pub unversioned_pollers_on_all_queues: bool,
     /// Hash of the observed Connection's settings injected into pods (connection drift).
     pub connection_hash: String,
+    /// Gate workflows found for the step gate of the step in effect
+    /// ([`crate::planner::step_gates::in_effect`]).
+    pub step_gates: Vec<GateObservation>,
+    /// Visibility counts for the canary analysis, when one was due
+    /// ([`crate::planner::analysis::due`]).
+    pub analysis: Option<AnalysisObservation>,
     /// The controller's identity in Temporal.
     pub controller_identity: String,
     /// Which install of the controller this is (empty: unknown, duplicates are not detected).
@@ -56,6 +62,71 @@ pub struct Desired {
     pub terminate_pinned_after: Option<Duration>,
     /// Signal them once, as soon as the version drains, with this name.
     pub upgrade_signal: Option<String>,
+    /// Pause, abort and the one-shot annotations, with what was already done about them.
+    pub control: Control,
+    /// `spec.rollout.analysis`, parsed.
+    pub analysis: Option<Analysis>,
+    /// The gate of each Progressive step, by step index (empty: no step has one).
+    pub step_gates: Vec<Option<Gate>>,
+}
+
+/// Canary analysis settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Analysis {
+    pub interval: Duration,
+    /// Percent.
+    pub max_failure_rate: Option<f64>,
+    /// Percentage points above the current version's rate.
+    pub max_failure_rate_increase: Option<f64>,
+    pub min_sample_size: u64,
+    pub workflow_types: Vec<String>,
+    pub max_inconclusive: Duration,
+    /// The verdict after `max_inconclusive`: true = pass.
+    pub inconclusive_passes: bool,
+    pub dry_run: bool,
+}
+
+/// Closed workflows of one version in the analysis window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    pub closed: u64,
+    /// Failed or timed out.
+    pub failed: u64,
+}
+
+/// What the reconciler counted for a due analysis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisObservation {
+    /// The step the window belongs to (zero-based).
+    pub step: usize,
+    pub target: Sample,
+    /// The current version's sample over the same window (zero when nothing is Current).
+    pub current: Sample,
+    pub at: Timestamp,
+}
+
+/// Rollout control: the user's `spec.rollout.paused`/`abort` and one-shot annotations, and
+/// the controller's record of what it did about them (`status.rolloutControl`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Control {
+    pub paused: bool,
+    pub abort: bool,
+    /// `temporal.io/promote`: the build ID to promote now.
+    pub promote: Option<String>,
+    /// `temporal.io/skip-step`, parsed.
+    pub skip_step: Option<SkipStep>,
+    /// What the controller already did (from the last written status).
+    pub record: crate::api::twd::RolloutControl,
+}
+
+/// `temporal.io/skip-step: <buildID>/<step>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkipStep {
+    pub build_id: String,
+    /// Zero-based.
+    pub step: usize,
+    /// The annotation value as written (recorded once acted on).
+    pub value: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -128,6 +199,17 @@ pub struct Plan {
     pub progress: Progress,
     /// When to look again at the latest (deadline-driven; `None` = idle interval).
     pub requeue_after: Option<Duration>,
+    /// The rollout-control record to keep in status (`status.rolloutControl`).
+    pub control: crate::api::twd::RolloutControl,
+    /// Start the step gate of this step on these task queues.
+    pub start_step_gates: Option<StepGateStart>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepGateStart {
+    /// Zero-based step index.
+    pub step: usize,
+    pub task_queues: Vec<String>,
 }
 
 pub use crate::temporal::state::PinnedAction;
@@ -238,6 +320,10 @@ pub enum Phase {
     /// Another install of the controller changes routing with this controller's identity:
     /// needs a human to give each install its own identity.
     DuplicateInstall,
+    /// `spec.rollout.paused`: held where it is until resumed.
+    Paused,
+    /// `spec.rollout.abort`: the target's ramp is back to 0 % until the abort is cleared.
+    Aborted,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

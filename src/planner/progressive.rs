@@ -36,6 +36,38 @@ pub fn decide(
     changed_at: Option<Timestamp>,
     now: Timestamp,
 ) -> StepDecision {
+    decide_with(steps, ramp, changed_at, now, None)
+}
+
+/// The Progressive step the target ramps at exactly, if any (analysis and step gates act
+/// only then).
+pub fn target_step(input: &crate::planner::model::PlanInput) -> Option<usize> {
+    let crate::planner::model::Strategy::Progressive(steps) = &input.desired.strategy else {
+        return None;
+    };
+    let r = &input.temporal.routing;
+    if r.ramping_build_id.as_deref() != Some(input.desired.build_id.as_str()) {
+        return None;
+    }
+    step_of(steps, r.ramp_percentage)
+}
+
+/// The step whose percentage is exactly `ramp`, if any.
+pub fn step_of(steps: &[Step], ramp: f32) -> Option<usize> {
+    steps
+        .iter()
+        .position(|s| same_percentage(s.ramp_percentage, ramp))
+}
+
+/// [`decide`], with `resumed`: step `index` ends at the given time instead of its pause after
+/// `changed_at` (a step resumed after a pause keeps only the time it had left).
+pub fn decide_with(
+    steps: &[Step],
+    ramp: Option<f32>,
+    changed_at: Option<Timestamp>,
+    now: Timestamp,
+    resumed: Option<(usize, Timestamp)>,
+) -> StepDecision {
     if steps.is_empty() {
         return StepDecision::NoSteps;
     }
@@ -49,6 +81,16 @@ pub fn decide(
     if !same_percentage(steps[index].ramp_percentage, ramp) {
         return StepDecision::Ramp { index };
     }
+    let resumed_at = resumed.filter(|(i, _)| *i == index).map(|(_, at)| at);
+    if let Some(at) = resumed_at
+        && at > now
+    {
+        return StepDecision::Hold {
+            index,
+            started_at: changed_at,
+            next_at: Some(at),
+        };
+    }
     let Some(started_at) = changed_at else {
         return StepDecision::Hold {
             index,
@@ -56,7 +98,7 @@ pub fn decide(
             next_at: None,
         };
     };
-    let next_at = clock::add(started_at, steps[index].pause);
+    let next_at = resumed_at.or_else(|| clock::add(started_at, steps[index].pause));
     match next_at {
         Some(t) if t <= now => {
             if index + 1 < steps.len() {
@@ -202,6 +244,53 @@ mod tests {
             decide(&s, None, Some(ts(NOW)), ts(NOW)),
             StepDecision::Ramp { index: 0 }
         );
+    }
+
+    #[test]
+    fn a_resumed_step_ends_at_its_resumed_deadline() {
+        let s = steps(&[(25.0, 60), (50.0, 60)]);
+        // Temporal says the step started long ago; resumed with 30 s left, it holds.
+        let long_ago = Some(ts("2026-03-02T11:00:00Z"));
+        let resumed_until = ts("2026-03-02T12:00:30Z");
+        assert_eq!(
+            decide_with(&s, Some(25.0), long_ago, ts(NOW), Some((0, resumed_until))),
+            StepDecision::Hold {
+                index: 0,
+                started_at: long_ago,
+                next_at: Some(resumed_until)
+            }
+        );
+        // Once that deadline passes, the next step follows.
+        assert_eq!(
+            decide_with(
+                &s,
+                Some(25.0),
+                long_ago,
+                resumed_until,
+                Some((0, resumed_until))
+            ),
+            StepDecision::Ramp { index: 1 }
+        );
+        // A resumed deadline for another step does not apply.
+        let just_now = Some(ts("2026-03-02T11:59:50Z"));
+        assert!(matches!(
+            decide_with(&s, Some(50.0), just_now, ts(NOW), Some((0, resumed_until))),
+            StepDecision::Hold { index: 1, next_at: Some(t), .. } if t == ts("2026-03-02T12:00:50Z")
+        ));
+        // A resumed deadline is later than the full pause would be: it still wins.
+        let recent = Some(ts("2026-03-02T11:59:30Z"));
+        let later = ts("2026-03-02T12:05:00Z");
+        assert!(matches!(
+            decide_with(&s, Some(25.0), recent, ts("2026-03-02T12:01:00Z"), Some((0, later))),
+            StepDecision::Hold { index: 0, next_at: Some(t), .. } if t == later
+        ));
+    }
+
+    #[test]
+    fn step_of_finds_exact_steps_only() {
+        let s = steps(&[(25.0, 60), (50.0, 60)]);
+        assert_eq!(step_of(&s, 50.000_004), Some(1));
+        assert_eq!(step_of(&s, 30.0), None);
     }
 
     #[test]

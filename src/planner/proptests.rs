@@ -19,7 +19,7 @@ use proptest::strategy::Strategy as Gen;
 use super::plan;
 use crate::api::twd::GateWorkflowStatus;
 use crate::planner::model::{
-    Desired, Gate, ObservedDeployment, PlanInput, RoutingChange, Step, Strategy as Rollout,
+    Control, Desired, Gate, ObservedDeployment, PlanInput, RoutingChange, Step, Strategy as Rollout,
 };
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
@@ -175,6 +175,9 @@ fn desired() -> impl Gen<Value = Desired> {
                     cancel_pinned_after: cancel.map(Duration::from_secs),
                     terminate_pinned_after: terminate.map(Duration::from_secs),
                     upgrade_signal: gate.then(|| "upgrade".into()),
+                    control: Control::default(),
+                    analysis: None,
+                    step_gates: vec![],
                 }
             },
         )
@@ -275,6 +278,8 @@ prop_compose! {
             target_task_queues: queues.into_iter().map(str::to_string).collect(),
             unversioned_pollers_on_all_queues: unversioned,
             connection_hash: "conn".into(),
+            analysis: None,
+            step_gates: vec![],
             controller_identity: "me".into(),
             install_id: String::new(),
             fast_poll: Duration::from_secs(1),

@@ -14,14 +14,17 @@
 //! 8. First version (nothing Current, unversioned workers not on every queue) → promote.
 //! 9. AllAtOnce → promote; Progressive → step algorithm.
 //!
-//! Then a Connection roll that stalled (new Pods never Ready, see [`super::drift::stalled`])
+//! Then rollout control ([`super::control`]: abort, promote and skip annotations, pause)
+//! adjusts the change. Then a Connection roll that stalled (new Pods never Ready, see [`super::drift::stalled`])
 //! holds any change that would send more work to a stalled version and is what the rollout
 //! reports. Finally, a routing change is dropped while another identity manages routing in
 //! Temporal, and the manager identity is claimed first when nobody holds it.
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::api::twd::RolloutControl;
 use crate::planner::clock::{self, MANAGER_POLL, Wake};
+use crate::planner::control;
 use crate::planner::gates::{self, GateState};
 use crate::planner::model::{
     ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
@@ -36,6 +39,10 @@ pub struct Decision {
     pub claim_manager: bool,
     pub start_gates: Vec<String>,
     pub progress: Progress,
+    /// The rollout-control record to keep ([`super::control`]).
+    pub control: RolloutControl,
+    /// The step gate to start ([`super::step_gates`]).
+    pub start_step_gates: Option<crate::planner::model::StepGateStart>,
 }
 
 /// `held_back`: set when the version limit prevents creating the target (the message).
@@ -47,6 +54,7 @@ pub fn decide(
     wake: &mut Wake,
 ) -> Decision {
     let mut decision = route(view, held_back, wake);
+    control::apply(view, &mut decision, wake);
     apply_stall(view, stalled, &mut decision);
     apply_manager(view, &mut decision, wake);
     apply_duplicate_install(view, &mut decision);
@@ -295,11 +303,12 @@ fn progressive_step(view: &View, steps: &[Step], wake: &mut Wake) -> Decision {
     let target = view.target;
     let now = view.input.now;
     let routing = &view.input.temporal.routing;
-    match progressive::decide(
+    match progressive::decide_with(
         steps,
         view.target_ramp(),
         routing.ramp_percentage_changed_at,
         now,
+        control::resumed_deadline(view),
     ) {
         StepDecision::NoSteps => Decision {
             progress: progress(
@@ -333,7 +342,9 @@ fn progressive_step(view: &View, steps: &[Step], wake: &mut Wake) -> Decision {
             started_at,
             next_at,
         } => {
+            // A paused step has no deadline ([`control`]): nothing to wake up for.
             match next_at {
+                _ if view.input.desired.control.paused => {}
                 Some(t) => wake.at(now, t),
                 None => wake.after(view.input.fast_poll),
             }

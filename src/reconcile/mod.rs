@@ -12,12 +12,14 @@
 //! `docs/architecture.md` walks through the stages and the order of writes.
 
 pub mod act;
+mod analysis;
 mod context;
 mod drain_visibility;
 mod finalize;
 pub mod observe;
 pub mod outcome;
 mod report;
+mod step_gates;
 pub mod validate;
 
 use std::sync::Arc;
@@ -102,8 +104,9 @@ async fn plan_and_act(
 ) -> Result<Attempt, Failure> {
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
-    let observed = observe::all(ctx, twd, &desired).await?;
+    let mut observed = observe::all(ctx, twd, &desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
     let deployment = twd.temporal_deployment_name();
     observe::open_pinned_workflows(&observed.client, &deployment, &mut input).await;
     drain_visibility::observe(
@@ -114,6 +117,7 @@ async fn plan_and_act(
         &mut input,
     )
     .await;
+    analysis::observe(&observed.client, &deployment, &mut input).await;
     ctx.backlog.publish(
         (twd.namespace().unwrap_or_default(), twd.name_any()),
         crate::backlog::Target {
@@ -126,6 +130,9 @@ async fn plan_and_act(
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
     drain_visibility::note_requested(&mut input, &acted.done);
+    if matches!(acted.outcome, Outcome::Done) {
+        analysis::report(ctx, twd, &input, &plan).await;
+    }
     Ok(Attempt {
         twd: acted.twd,
         planned: Some(Planned {

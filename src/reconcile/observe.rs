@@ -30,6 +30,8 @@ pub struct Observed {
     pub client: TemporalClient,
     /// Resolved gate input (may come from a Secret: never log it).
     pub gate_input: Option<serde_json::Value>,
+    /// Resolved input of the step gate in effect (`src/reconcile/step_gates.rs`).
+    pub step_gate_input: Option<serde_json::Value>,
     pub deployments: Vec<ObservedDeployment>,
     pub temporal: WorkerDeploymentState,
     pub facts: TargetFacts,
@@ -46,6 +48,8 @@ impl Observed {
             target_task_queues: self.facts.task_queues.clone(),
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
+            analysis: None,
+            step_gates: vec![],
             controller_identity: settings.identity.clone(),
             install_id: self.client.install_id().to_string(),
             fast_poll: settings.fast_poll,
@@ -97,6 +101,7 @@ pub async fn all(
         connection,
         client,
         gate_input,
+        step_gate_input: None,
         deployments,
         temporal,
         facts,
@@ -284,9 +289,18 @@ pub async fn gate_input(
     ns: &str,
     twd: &TemporalWorkerDeployment,
 ) -> Result<Option<serde_json::Value>, String> {
-    let Some(gate) = &twd.spec.rollout.gate else {
-        return Ok(None);
-    };
+    match &twd.spec.rollout.gate {
+        Some(gate) => resolve_gate_input(client, ns, gate).await,
+        None => Ok(None),
+    }
+}
+
+/// Resolves one gate's input (the rollout gate's or a step gate's).
+pub async fn resolve_gate_input(
+    client: &kube::Client,
+    ns: &str,
+    gate: &crate::api::twd::GateSpec,
+) -> Result<Option<serde_json::Value>, String> {
     if let Some(input) = &gate.input {
         return Ok(Some(input.clone()));
     }
@@ -425,7 +439,8 @@ pub async fn target_facts(
     }
     let needs_migration_check = matches!(desired.strategy, Strategy::Progressive(_))
         && state.routing.current_build_id.is_none();
-    if desired.gate.is_none() && !needs_migration_check {
+    let step_gates = desired.step_gates.iter().any(Option::is_some);
+    if desired.gate.is_none() && !step_gates && !needs_migration_check {
         return Ok(TargetFacts::default());
     }
     let Some(detail) = client.describe_version(deployment, build).await? else {

@@ -263,7 +263,11 @@ async fn warn_on_transition(
     let Some(p) = progressing(status) else {
         return;
     };
-    if p.status != "False" || p.reason == reason::ROLLOUT_COMPLETE {
+    // A pause is a human's choice, not a failure: no Warning for it.
+    if p.status != "False"
+        || p.reason == reason::ROLLOUT_COMPLETE
+        || p.reason == reason::ROLLOUT_PAUSED
+    {
         return;
     }
     let previous = twd.status.as_ref().and_then(progressing).map(|c| c.reason);

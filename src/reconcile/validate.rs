@@ -9,10 +9,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Container;
 
-use crate::api::twd::{MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment};
-use crate::api::{RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration};
+use crate::api::twd::{
+    DefaultVerdict, GateSpec, MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment,
+};
+use crate::api::{
+    ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
+};
 use crate::build_id;
-use crate::planner::model::{Desired, Gate, Step, Strategy};
+use crate::planner::model::{Analysis, Control, Desired, Gate, SkipStep, Step, Strategy};
 
 /// Most steps a Progressive rollout may have.
 pub const MAX_STEPS: usize = 20;
@@ -115,6 +119,33 @@ pub fn desired(
         cancel_pinned_after: optional(&spec.sunset.cancel_pinned_after)?,
         terminate_pinned_after: optional(&spec.sunset.terminate_pinned_after)?,
         upgrade_signal: spec.sunset.upgrade_signal.clone(),
+        control: control(twd),
+        step_gates: spec
+            .rollout
+            .steps
+            .iter()
+            .map(|s| {
+                s.gate.as_ref().map(|g| Gate {
+                    workflow_type: g.workflow_type.clone(),
+                })
+            })
+            .collect(),
+        analysis: match &spec.rollout.analysis {
+            None => None,
+            Some(a) => Some(Analysis {
+                interval: parse("spec.rollout.analysis.interval", &a.interval)?,
+                max_failure_rate: a.max_failure_rate,
+                max_failure_rate_increase: a.max_failure_rate_increase,
+                min_sample_size: u64::try_from(a.min_sample_size.max(1)).unwrap_or(1),
+                workflow_types: a.workflow_types.clone(),
+                max_inconclusive: parse(
+                    "spec.rollout.analysis.maxInconclusive",
+                    &a.max_inconclusive,
+                )?,
+                inconclusive_passes: a.inconclusive_verdict == DefaultVerdict::Pass,
+                dry_run: a.dry_run,
+            }),
+        },
     })
 }
 
@@ -127,6 +158,117 @@ fn optional(value: &Option<String>) -> Result<Option<std::time::Duration>, Inval
         .map_err(|e| InvalidSpec {
             message: e.to_string(),
         })
+}
+
+fn check_analysis(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let Some(a) = &twd.spec.rollout.analysis else {
+        return;
+    };
+    let path = "spec.rollout.analysis";
+    if a.max_failure_rate.is_none() && a.max_failure_rate_increase.is_none() {
+        p.add(
+            path,
+            "set maxFailureRate, maxFailureRateIncrease or both: without a threshold no analysis can fail",
+        );
+    }
+    for (field, v) in [
+        ("maxFailureRate", a.max_failure_rate),
+        ("maxFailureRateIncrease", a.max_failure_rate_increase),
+    ] {
+        if let Some(v) = v
+            && !(0.0..=100.0).contains(&v)
+        {
+            p.add(
+                format!("{path}.{field}"),
+                format!("must be between 0 and 100, got {v}"),
+            );
+        }
+    }
+    if a.min_sample_size < 1 {
+        p.add(format!("{path}.minSampleSize"), "must be at least 1");
+    }
+    match duration::parse(&a.interval) {
+        Ok(d) if d < MIN_PAUSE => p.add(format!("{path}.interval"), "must be at least 1s"),
+        Ok(_) => {}
+        Err(e) => p.add(format!("{path}.interval"), e),
+    }
+    if let Err(e) = duration::parse(&a.max_inconclusive) {
+        p.add(format!("{path}.maxInconclusive"), e);
+    }
+    for (i, t) in a.workflow_types.iter().enumerate() {
+        if t.is_empty() || t.contains(['\'', '"', '\\']) {
+            p.add(
+                format!("{path}.workflowTypes[{i}]"),
+                "must be a workflow type name without quotes or backslashes",
+            );
+        }
+    }
+}
+
+/// Rollout control as the planner sees it (annotations already checked by [`validate`]).
+fn control(twd: &TemporalWorkerDeployment) -> Control {
+    let annotation = |key: &str| {
+        twd.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    Control {
+        paused: twd.spec.rollout.paused,
+        abort: twd.spec.rollout.abort,
+        promote: annotation(ANNOTATION_PROMOTE),
+        skip_step: annotation(ANNOTATION_SKIP_STEP).and_then(|v| parse_skip_step(&v).ok()),
+        record: twd
+            .status
+            .as_ref()
+            .and_then(|s| s.rollout_control.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// `<buildID>/<step>`; build IDs never contain `/` (they are label values).
+pub fn parse_skip_step(value: &str) -> Result<SkipStep, String> {
+    let problem = || {
+        format!(
+            "{value:?} must be <buildID>/<step>, the build ID of the target and the zero-based \
+             step to end (as in status.targetVersion.currentStep), e.g. v2-abc123/0"
+        )
+    };
+    let (build, step) = value.rsplit_once('/').ok_or_else(problem)?;
+    let step: usize = step.parse().map_err(|_| problem())?;
+    if build.is_empty() {
+        return Err(problem());
+    }
+    Ok(SkipStep {
+        build_id: build.to_string(),
+        step,
+        value: value.to_string(),
+    })
+}
+
+fn check_control(twd: &TemporalWorkerDeployment, p: &mut Problems) {
+    let rollout = &twd.spec.rollout;
+    if rollout.strategy == RolloutStrategy::Manual && (rollout.paused || rollout.abort) {
+        p.add(
+            "spec.rollout",
+            "paused and abort steer the controller's own routing changes, and with the Manual \
+             strategy it makes none: promote or ramp in Temporal instead",
+        );
+    }
+    let skip = twd
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_SKIP_STEP))
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty());
+    if let Some(value) = skip
+        && let Err(e) = parse_skip_step(value)
+    {
+        p.add(format!("metadata.annotations[{ANNOTATION_SKIP_STEP}]"), e);
+    }
 }
 
 #[derive(Default)]
@@ -188,6 +330,8 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     }
     check_template(twd, p);
     check_rollout(twd, p);
+    check_control(twd, p);
+    check_analysis(twd, p);
     check_sunset(twd, p);
 
     let opts = &spec.worker_options;
@@ -353,15 +497,22 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         }
     }
 
-    let Some(gate) = &rollout.gate else { return };
+    if let Some(gate) = &rollout.gate {
+        check_gate("spec.rollout.gate", gate, p);
+    }
+    for (i, step) in rollout.steps.iter().enumerate() {
+        if let Some(gate) = &step.gate {
+            check_gate(&format!("spec.rollout.steps[{i}].gate"), gate, p);
+        }
+    }
+}
+
+fn check_gate(path: &str, gate: &GateSpec, p: &mut Problems) {
     if gate.workflow_type.trim().is_empty() {
-        p.add("spec.rollout.gate.workflowType", "must not be empty");
+        p.add(format!("{path}.workflowType"), "must not be empty");
     }
     if gate.input.is_some() && gate.input_from.is_some() {
-        p.add(
-            "spec.rollout.gate",
-            "only one of input or inputFrom may be set",
-        );
+        p.add(path, "only one of input or inputFrom may be set");
     }
     if let Some(from) = &gate.input_from {
         let refs = [
@@ -371,7 +522,7 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         let set = refs.iter().filter(|(_, r)| r.is_some()).count();
         if set != 1 {
             p.add(
-                "spec.rollout.gate.inputFrom",
+                format!("{path}.inputFrom"),
                 format!("exactly one of configMapKeyRef or secretKeyRef must be set, got {set}"),
             );
         }
@@ -379,17 +530,151 @@ fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
             let Some(r) = r else { continue };
             if r.name.is_empty() {
                 p.add(
-                    format!("spec.rollout.gate.inputFrom.{field}.name"),
+                    format!("{path}.inputFrom.{field}.name"),
                     "must not be empty",
                 );
             }
             if r.key.is_empty() {
-                p.add(
-                    format!("spec.rollout.gate.inputFrom.{field}.key"),
-                    "must not be empty",
-                );
+                p.add(format!("{path}.inputFrom.{field}.key"), "must not be empty");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+
+    #[test]
+    fn skip_step_annotation_must_name_a_build_and_a_step() {
+        assert_eq!(
+            parse_skip_step("v2-abc/1"),
+            Ok(SkipStep {
+                build_id: "v2-abc".into(),
+                step: 1,
+                value: "v2-abc/1".into()
+            })
+        );
+        for bad in ["v2", "v2/", "/1", "v2/one", "v2/-1"] {
+            assert!(parse_skip_step(bad).is_err(), "{bad}");
+        }
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.metadata.annotations =
+            Some([(ANNOTATION_SKIP_STEP.to_string(), "v2".to_string())].into());
+        let e = validate(&twd).expect_err("refused");
+        assert!(
+            e.message
+                .contains("metadata.annotations[temporal.io/skip-step]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn control_comes_from_spec_annotations_and_the_status_record() {
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.paused = true;
+        twd.metadata.annotations = Some(
+            [
+                (ANNOTATION_PROMOTE.to_string(), " v9 ".to_string()),
+                (ANNOTATION_SKIP_STEP.to_string(), "v9/0".to_string()),
+            ]
+            .into(),
+        );
+        twd.status = Some(crate::api::TemporalWorkerDeploymentStatus {
+            rollout_control: Some(crate::api::twd::RolloutControl {
+                promoted: Some("v8".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let c = desired(&twd, &ControllerSettings::default())
+            .expect("valid")
+            .control;
+        assert!(c.paused && !c.abort);
+        assert_eq!(c.promote.as_deref(), Some("v9"));
+        assert_eq!(c.skip_step.map(|s| s.step), Some(0));
+        assert_eq!(c.record.promoted.as_deref(), Some("v8"));
+    }
+
+    #[test]
+    fn analysis_and_step_gates_are_checked() {
+        use crate::api::twd::{AnalysisSpec, GateSpec};
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.analysis = Some(AnalysisSpec {
+            interval: "500ms".into(),
+            max_failure_rate: None,
+            max_failure_rate_increase: None,
+            min_sample_size: 0,
+            workflow_types: vec!["it's".into()],
+            max_inconclusive: "soon".into(),
+            inconclusive_verdict: DefaultVerdict::Fail,
+            dry_run: false,
+        });
+        let e = validate(&twd).expect_err("refused").message;
+        for want in [
+            "spec.rollout.analysis: set maxFailureRate",
+            "spec.rollout.analysis.interval: must be at least 1s",
+            "spec.rollout.analysis.minSampleSize",
+            "spec.rollout.analysis.workflowTypes[0]",
+            "spec.rollout.analysis.maxInconclusive",
+        ] {
+            assert!(e.contains(want), "{want} missing from {e}");
+        }
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.strategy = RolloutStrategy::Progressive;
+        twd.spec.rollout.steps = vec![crate::api::twd::RolloutStep {
+            ramp_percentage: 10,
+            pause_duration: "1m".into(),
+            gate: Some(GateSpec {
+                workflow_type: " ".into(),
+                input: None,
+                input_from: None,
+            }),
+        }];
+        let e = validate(&twd).expect_err("refused").message;
+        assert!(e.contains("spec.rollout.steps[0].gate.workflowType"), "{e}");
+        // Valid settings convert.
+        twd.spec.rollout.steps[0].gate = Some(GateSpec {
+            workflow_type: "Smoke".into(),
+            input: None,
+            input_from: None,
+        });
+        twd.spec.rollout.analysis = Some(AnalysisSpec {
+            interval: "10s".into(),
+            max_failure_rate: Some(5.0),
+            max_failure_rate_increase: None,
+            min_sample_size: 20,
+            workflow_types: vec![],
+            max_inconclusive: "1m".into(),
+            inconclusive_verdict: DefaultVerdict::Fail,
+            dry_run: true,
+        });
+        let d = desired(&twd, &ControllerSettings::default()).expect("valid");
+        let a = d.analysis.expect("analysis");
+        assert_eq!(
+            (
+                a.interval,
+                a.min_sample_size,
+                a.inconclusive_passes,
+                a.dry_run
+            ),
+            (Duration::from_secs(10), 20, false, true)
+        );
+        assert_eq!(
+            d.step_gates,
+            vec![Some(Gate {
+                workflow_type: "Smoke".into()
+            })]
+        );
+    }
+
+    #[test]
+    fn manual_cannot_be_paused_or_aborted() {
+        let mut twd = TemporalWorkerDeployment::test();
+        twd.spec.rollout.strategy = RolloutStrategy::Manual;
+        twd.spec.rollout.abort = true;
+        let e = validate(&twd).expect_err("refused");
+        assert!(e.message.contains("Manual"), "{e}");
     }
 }
 
@@ -404,6 +689,7 @@ mod tests {
         RolloutStep {
             ramp_percentage: pct,
             pause_duration: pause.into(),
+            gate: None,
         }
     }
 

@@ -482,6 +482,27 @@ impl TemporalClient {
         input: Option<&serde_json::Value>,
     ) -> Result<String, TemporalError> {
         let workflow_id = Self::gate_workflow_id(deployment, build_id, task_queue);
+        self.start_gate_as(
+            workflow_id,
+            deployment,
+            build_id,
+            task_queue,
+            workflow_type,
+            input,
+        )
+        .await
+    }
+
+    /// [`Self::start_gate`] under a given workflow ID (step gates have their own).
+    async fn start_gate_as(
+        &self,
+        workflow_id: String,
+        deployment: &str,
+        build_id: &str,
+        task_queue: &str,
+        workflow_type: &str,
+        input: Option<&serde_json::Value>,
+    ) -> Result<String, TemporalError> {
         // Deterministic, so a retried start of the same gate is deduplicated by the server.
         let request_id = hex::encode(
             &Sha256::digest(format!("{}\0{workflow_id}", self.namespace).as_bytes())[..16],
@@ -576,14 +597,22 @@ impl TemporalClient {
         build_id: &str,
         task_queues: &[String],
     ) -> Result<Vec<GateObservation>, TemporalError> {
-        let mut out = Vec::with_capacity(task_queues.len());
-        for tq in task_queues {
-            if let Some(mut gate) = self
-                .describe_workflow(&Self::gate_workflow_id(deployment, build_id, tq))
-                .await?
-            {
+        let ids = task_queues
+            .iter()
+            .map(|tq| (tq.clone(), Self::gate_workflow_id(deployment, build_id, tq)));
+        self.describe_gates_by(ids).await
+    }
+
+    /// The latest run of each `(task queue, workflow ID)`; never-started ones are left out.
+    async fn describe_gates_by(
+        &self,
+        ids: impl Iterator<Item = (String, String)>,
+    ) -> Result<Vec<GateObservation>, TemporalError> {
+        let mut out = Vec::new();
+        for (tq, id) in ids {
+            if let Some(mut gate) = self.describe_workflow(&id).await? {
                 if gate.task_queue.is_empty() {
-                    gate.task_queue = tq.clone();
+                    gate.task_queue = tq;
                 }
                 out.push(gate);
             }
@@ -657,16 +686,7 @@ impl TemporalClient {
                 ),
             }
         })?;
-        let req = CountWorkflowExecutionsRequest {
-            namespace: self.namespace.clone(),
-            query,
-        };
-        let resp = self
-            .rpc(METHOD, |mut c| async move {
-                c.count_workflow_executions(Request::new(req)).await
-            })
-            .await?;
-        Ok(u64::try_from(resp.count).unwrap_or(0))
+        self.count_workflows(query).await
     }
 
     /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
@@ -745,6 +765,179 @@ impl TemporalClient {
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e),
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Canary analysis (rollout control, issue 16): visibility counts of closed workflows. Kept
+// in its own block; every call goes through `rpc()` like the rest of the wrapper.
+// ---------------------------------------------------------------------------------------
+
+/// Closed workflows that count as failures in a canary analysis.
+const FAILED_STATUSES: &[&str] = &["Failed", "TimedOut"];
+/// Closed workflows that count at all (cancelled and terminated ones are human decisions).
+const CLOSED_STATUSES: &[&str] = &["Completed", "Failed", "TimedOut"];
+
+/// `TemporalWorkerDeploymentVersion = '<deployment>:<build>' AND CloseTime >= '<since>' AND
+/// (ExecutionStatus = …) [AND (WorkflowType = …)]`; `None` when a value cannot be quoted.
+fn closed_workflows_query(
+    deployment: &str,
+    build_id: &str,
+    since: jiff::Timestamp,
+    statuses: &[&str],
+    workflow_types: &[String],
+) -> Option<String> {
+    let unsafe_char = |s: &str| s.contains(['\'', '"', '\\']);
+    if build_id.is_empty()
+        || unsafe_char(deployment)
+        || unsafe_char(build_id)
+        || workflow_types
+            .iter()
+            .any(|t| t.is_empty() || unsafe_char(t))
+    {
+        return None;
+    }
+    let any_of = |field: &str, values: &mut dyn Iterator<Item = &str>| {
+        let terms: Vec<String> = values.map(|v| format!("{field} = '{v}'")).collect();
+        format!("({})", terms.join(" OR "))
+    };
+    let mut q = format!(
+        "TemporalWorkerDeploymentVersion = '{deployment}:{build_id}' AND CloseTime >= '{}' AND {}",
+        since.strftime("%Y-%m-%dT%H:%M:%S%.fZ"),
+        any_of("ExecutionStatus", &mut statuses.iter().copied())
+    );
+    if !workflow_types.is_empty() {
+        q.push_str(" AND ");
+        q.push_str(&any_of(
+            "WorkflowType",
+            &mut workflow_types.iter().map(String::as_str),
+        ));
+    }
+    Some(q)
+}
+
+impl TemporalClient {
+    /// Closed workflows of one version since `since` (optionally of some workflow types):
+    /// `(closed, failed)`, where failed means Failed or TimedOut. Two `CountWorkflowExecutions`.
+    pub async fn count_closed_workflows(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        since: jiff::Timestamp,
+        workflow_types: &[String],
+    ) -> Result<(u64, u64), TemporalError> {
+        let mut counts = [0u64; 2];
+        for (slot, statuses) in [CLOSED_STATUSES, FAILED_STATUSES].into_iter().enumerate() {
+            const METHOD: &str = "CountWorkflowExecutions";
+            let query =
+                closed_workflows_query(deployment, build_id, since, statuses, workflow_types)
+                    .ok_or_else(|| TemporalError::InvalidRequest {
+                        method: METHOD,
+                        message: format!(
+                            "cannot quote version {deployment:?}:{build_id:?} or workflow types \
+                             {workflow_types:?} in a visibility query"
+                        ),
+                    })?;
+            counts[slot] = self.count_workflows(query).await?;
+        }
+        Ok((counts[0], counts[1]))
+    }
+
+    /// `CountWorkflowExecutions` for a visibility query (shared with `count_open_workflows`).
+    async fn count_workflows(&self, query: String) -> Result<u64, TemporalError> {
+        let req = CountWorkflowExecutionsRequest {
+            namespace: self.namespace.clone(),
+            query,
+        };
+        let resp = self
+            .rpc("CountWorkflowExecutions", |mut c| async move {
+                c.count_workflow_executions(Request::new(req)).await
+            })
+            .await?;
+        Ok(u64::try_from(resp.count).unwrap_or(0))
+    }
+}
+
+impl TemporalClient {
+    /// The gate workflow ID of step `step` (zero-based) of a build on one task queue.
+    pub fn step_gate_workflow_id(
+        deployment: &str,
+        build_id: &str,
+        step: usize,
+        task_queue: &str,
+    ) -> String {
+        format!(
+            "{}-step{step}",
+            Self::gate_workflow_id(deployment, build_id, task_queue)
+        )
+    }
+
+    /// Starts a step's gate workflow, pinned to the build, once per build and step.
+    pub async fn start_step_gate(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        step: usize,
+        task_queue: &str,
+        workflow_type: &str,
+        input: Option<&serde_json::Value>,
+    ) -> Result<String, TemporalError> {
+        let id = Self::step_gate_workflow_id(deployment, build_id, step, task_queue);
+        self.start_gate_as(id, deployment, build_id, task_queue, workflow_type, input)
+            .await
+    }
+
+    /// The latest run of each queue's gate workflow for one step.
+    pub async fn describe_step_gates(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        step: usize,
+        task_queues: &[String],
+    ) -> Result<Vec<GateObservation>, TemporalError> {
+        let ids = task_queues.iter().map(|tq| {
+            (
+                tq.clone(),
+                Self::step_gate_workflow_id(deployment, build_id, step, tq),
+            )
+        });
+        self.describe_gates_by(ids).await
+    }
+}
+
+#[cfg(test)]
+mod analysis_query_tests {
+    use super::*;
+
+    #[test]
+    fn closed_workflows_query_filters_version_window_status_and_types() {
+        let since: jiff::Timestamp = "2026-03-02T12:00:00.5Z".parse().expect("ts");
+        assert_eq!(
+            closed_workflows_query("shop/orders", "v2", since, FAILED_STATUSES, &[]).as_deref(),
+            Some(
+                "TemporalWorkerDeploymentVersion = 'shop/orders:v2' AND CloseTime >= \
+                 '2026-03-02T12:00:00.5Z' AND (ExecutionStatus = 'Failed' OR ExecutionStatus = 'TimedOut')"
+            )
+        );
+        let q = closed_workflows_query(
+            "shop/orders",
+            "v2",
+            since,
+            CLOSED_STATUSES,
+            &["charge".to_string(), "refund".to_string()],
+        )
+        .expect("quotable");
+        assert!(
+            q.ends_with("AND (WorkflowType = 'charge' OR WorkflowType = 'refund')"),
+            "{q}"
+        );
+        assert!(
+            closed_workflows_query("shop/orders", "v'2", since, FAILED_STATUSES, &[]).is_none()
+        );
+        let quoted = ["a'b".to_string()];
+        assert!(
+            closed_workflows_query("shop/orders", "v2", since, FAILED_STATUSES, &quoted).is_none()
+        );
     }
 }
 

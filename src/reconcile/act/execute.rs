@@ -26,6 +26,8 @@ pub struct ExecContext<'a> {
     /// Resolved gate input (may come from a Secret: never log it).
     pub gate_input: Option<&'a serde_json::Value>,
     pub gate_workflow_type: Option<&'a str>,
+    /// The step gate in effect: workflow type and resolved input (never log it).
+    pub step_gate: Option<(&'a str, Option<&'a serde_json::Value>)>,
     pub target_build_id: &'a str,
     pub controller_version: &'a str,
     pub metrics: &'a Metrics,
@@ -208,6 +210,41 @@ async fn create_target(
     Ok(())
 }
 
+/// The step gate of the step in effect, on the task queues the plan names.
+async fn start_step_gates(
+    ctx: &ExecContext<'_>,
+    plan: &Plan,
+    out: &mut Executed,
+) -> Result<(), Failure> {
+    let (Some(start), Some((workflow_type, input))) = (&plan.start_step_gates, ctx.step_gate)
+    else {
+        return Ok(());
+    };
+    for tq in &start.task_queues {
+        ctx.temporal
+            .start_step_gate(
+                ctx.deployment_name,
+                ctx.target_build_id,
+                start.step,
+                tq,
+                workflow_type,
+                input,
+            )
+            .await
+            .map_err(|e| temporal_fail("start step gate workflow", e))?;
+        out.done.push(Done::GateStarted {
+            task_queue: tq.clone(),
+            workflow_id: TemporalClient::step_gate_workflow_id(
+                ctx.deployment_name,
+                ctx.target_build_id,
+                start.step,
+                tq,
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Gates, the manager claim and the routing change, in that order.
 async fn temporal_writes(
     ctx: &ExecContext<'_>,
@@ -236,6 +273,8 @@ async fn temporal_writes(
             });
         }
     }
+
+    start_step_gates(ctx, plan, out).await?;
 
     let mut token = ctx.conflict_token.clone();
     if plan.claim_manager && plan.routing.is_some() {

@@ -73,6 +73,8 @@ pub async fn apply(
             .gate
             .as_ref()
             .map(|g| g.workflow_type.as_str()),
+        step_gate: crate::planner::step_gates::in_effect(input)
+            .map(|(_, g)| (g.workflow_type.as_str(), observed.step_gate_input.as_ref())),
         target_build_id: &input.desired.build_id,
         controller_version: &ctx.settings.controller_version,
         metrics: &ctx.metrics,

@@ -21,7 +21,10 @@ use temporalio_common::worker::{
 use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use tokio::sync::watch;
 
-pub use workflows::{GateInput, GateWorkflow, HelloWorkflow, UpgradableWorkflow, WaitWorkflow};
+pub use workflows::{
+    FailingFlakyWorkflow, FlakyInput, FlakyWorkflow, GateInput, GateWorkflow, HelloWorkflow,
+    UpgradableWorkflow, WaitWorkflow,
+};
 
 /// Env var names the controller injects (product decision 2) plus the task queue the user sets.
 pub const ENV_ADDRESS: &str = "TEMPORAL_ADDRESS";
@@ -39,6 +42,8 @@ pub const ENV_TLS_CLIENT_CERT_PATH: &str = "TEMPORAL_TLS_CLIENT_CERT_PATH";
 pub const ENV_TLS_CLIENT_KEY_PATH: &str = "TEMPORAL_TLS_CLIENT_KEY_PATH";
 /// API key, sent as `authorization: Bearer <key>`.
 pub const ENV_API_KEY: &str = "TEMPORAL_API_KEY";
+/// Test-only: makes this worker's `flaky` workflow fail as its input asks ([`FlakyInput`]).
+pub const ENV_FLAKY_FAILS: &str = "TEST_FLAKY_FAILS";
 
 /// Connecting includes the SDK's own retries; an unreachable address must not hang a test.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(20);
@@ -91,6 +96,9 @@ pub struct WorkerConfig {
     /// CA bundle (PEM) the worker trusts for the server certificate: the container image's trust
     /// store, which no env var describes. `None` means the operating system's roots.
     pub trusted_ca_pem: Option<Vec<u8>>,
+    /// `TEST_FLAKY_FAILS=true`: this worker's `flaky` workflow fails the share of runs its input
+    /// asks for (a bad build, for canary analysis); otherwise `flaky` always succeeds.
+    pub flaky_fails: bool,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -176,6 +184,10 @@ impl WorkerConfig {
                 ),
             };
         let api_key = opt(ENV_API_KEY);
+        let flaky_fails = match opt(ENV_FLAKY_FAILS) {
+            None => false,
+            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_FLAKY_FAILS, v))?,
+        };
         let cfg = WorkerConfig {
             address: get(ENV_ADDRESS)?,
             namespace: get(ENV_NAMESPACE)?,
@@ -189,6 +201,7 @@ impl WorkerConfig {
             client_key_pem,
             api_key,
             trusted_ca_pem: None,
+            flaky_fails,
         };
         cfg.url()?;
         Ok(WorkerConfig {
@@ -348,8 +361,14 @@ async fn run_worker(
             .register_workflow::<HelloWorkflow>()?
             .register_workflow::<WaitWorkflow>()?
             .register_workflow::<UpgradableWorkflow>()?
-            .register_workflow::<GateWorkflow>()?
-            .build();
+            .register_workflow::<GateWorkflow>()?;
+        // One `flaky` workflow type, failing only on a worker configured as a bad build.
+        let opts = if cfg.flaky_fails {
+            opts.register_workflow::<FailingFlakyWorkflow>()?
+        } else {
+            opts.register_workflow::<FlakyWorkflow>()?
+        }
+        .build();
         let worker = Worker::new(&runtime, client, opts)?;
         // The SDK runtime must outlive the worker, so both travel together.
         anyhow::Ok((runtime, worker))
@@ -571,6 +590,59 @@ mod workflows {
         #[signal(name = "finish")]
         pub fn finish(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _input: RawValue) {
             self.finished = true;
+        }
+    }
+
+    /// Input of the `flaky` workflow.
+    #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase", default)]
+    pub struct FlakyInput {
+        /// The run's sequence number: run `n` fails when `n % 100 < failPercent`.
+        pub n: u32,
+        /// Share of runs (percent) that fail on a worker with `TEST_FLAKY_FAILS=true`.
+        pub fail_percent: u32,
+    }
+
+    /// `flaky` on a healthy worker: always succeeds.
+    #[workflow]
+    #[derive(Default)]
+    pub struct FlakyWorkflow;
+
+    #[workflow_methods]
+    impl FlakyWorkflow {
+        #[run(name = "flaky")]
+        pub async fn run(
+            _ctx: &mut WorkflowContext<Self>,
+            _input: RawValue,
+        ) -> WorkflowResult<String> {
+            Ok("ok".to_string())
+        }
+    }
+
+    /// `flaky` on a bad build (`TEST_FLAKY_FAILS=true`): fails the share of runs the input asks.
+    #[workflow]
+    #[derive(Default)]
+    pub struct FailingFlakyWorkflow;
+
+    #[workflow_methods]
+    impl FailingFlakyWorkflow {
+        #[run(name = "flaky")]
+        pub async fn run(
+            _ctx: &mut WorkflowContext<Self>,
+            input: RawValue,
+        ) -> WorkflowResult<String> {
+            let input: FlakyInput = match decode_json(&input).map_err(bad_input)? {
+                None => FlakyInput::default(),
+                Some(v) => serde_json::from_value(v)
+                    .map_err(|e| bad_input(format!("bad flaky input: {e}")))?,
+            };
+            if input.n % 100 < input.fail_percent {
+                return Err(ApplicationFailure::non_retryable(std::io::Error::other(
+                    "flaky failed as requested",
+                ))
+                .into());
+            }
+            Ok("ok".to_string())
         }
     }
 

@@ -1,0 +1,218 @@
+//! A paused step keeps its remaining time across a controller restart (issue 16): the pause is
+//! recorded in the status, not in the controller's memory. Real control plane, real Temporal,
+//! real workers (kubelet stand-in); the controller runs in-process and is stopped and started
+//! again, so this binary has its own controller rather than the e2e suite's shared one.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::run::{self, RunOptions, Running};
+
+const NAME: &str = "orders";
+const STEP_SECS: i64 = 12;
+const T: Duration = Duration::from_secs(120);
+
+async fn controller(client: &kube::Client, ns: &str) -> Result<Running> {
+    Ok(run::start(
+        client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![ns.to_string()],
+            identity: "twc-restart-test".into(),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            ..Default::default()
+        },
+    )
+    .await?)
+}
+
+fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
+    json!({
+        "apiVersion": "temporal.io/v1alpha1",
+        "kind": "TemporalWorkerDeployment",
+        "metadata": {"name": NAME},
+        "spec": {
+            "replicas": 1,
+            "template": {"spec": {"containers": [{
+                "name": "worker",
+                "image": format!("registry.example/worker:{tag}"),
+                "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": "restart"}],
+            }]}},
+            "rollout": rollout,
+            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns},
+        }
+    })
+}
+
+fn progressive(paused: bool) -> Value {
+    json!({"strategy": "Progressive", "paused": paused, "steps": [
+        {"rampPercentage": 20, "pauseDuration": format!("{STEP_SECS}s")},
+        {"rampPercentage": 60, "pauseDuration": "600s"},
+    ]})
+}
+
+async fn wait(
+    api: &Api<TemporalWorkerDeployment>,
+    what: &str,
+    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+) -> Result<TemporalWorkerDeployment> {
+    let deadline = Instant::now() + T;
+    loop {
+        let t = api.get(NAME).await?;
+        if pred(&t) {
+            return Ok(t);
+        }
+        if Instant::now() > deadline {
+            bail!("timed out waiting for {what}: {:?}", t.status);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
+    t.status.as_ref()?.target_version.as_ref()?.ramp_percentage
+}
+
+fn reason(t: &TemporalWorkerDeployment) -> String {
+    t.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
+/// Temporal's ramp percentage and when it last changed.
+async fn temporal_ramp(
+    client: &temporal_worker_controller::temporal::TemporalClient,
+    ns: &str,
+) -> Result<(f32, jiff::Timestamp)> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match client.describe_deployment(&format!("{ns}/{NAME}")).await {
+            Ok(s) => {
+                let r = s.routing;
+                return Ok((
+                    r.ramp_percentage,
+                    r.ramp_percentage_changed_at.context("no ramp time")?,
+                ));
+            }
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() -> Result<()> {
+    let (_, client) = test_harness::control_plane::shared_with_crds().await?;
+    let server = test_harness::temporal_server::shared().await?;
+    let _kubelet = test_harness::kubelet::Kubelet::start(client.clone()).await?;
+    let ns = format!("restart-{}", std::process::id() % 10000);
+    let temporal_ns = format!("e2e-{ns}");
+    server.create_namespace(&temporal_ns).await?;
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let ssa = PatchParams::apply("restart-test").force();
+    let conns: Api<temporal_worker_controller::api::TemporalConnection> =
+        Api::namespaced(client.clone(), &ns);
+    conns
+        .patch(
+            "temporal",
+            &ssa,
+            &Patch::Apply(json!({
+                "apiVersion": "temporal.io/v1alpha1",
+                "kind": "TemporalConnection",
+                "metadata": {"name": "temporal"},
+                "spec": {"hostPort": server.address()},
+            })),
+        )
+        .await?;
+    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), &ns);
+    let first = controller(&client, &ns).await?;
+
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(twd("v1", &temporal_ns, json!({"strategy": "AllAtOnce"}))),
+    )
+    .await?;
+    wait(&api, "v1 Ready", |t| reason(t) == "RolloutComplete").await?;
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(twd("v2", &temporal_ns, progressive(false))),
+    )
+    .await?;
+    wait(&api, "20% step", |t| ramp(t) == Some(20.0)).await?;
+    let observer = temporal_worker_controller::temporal::ClientPool::default()
+        .get_or_connect(
+            temporal_worker_controller::temporal::ConnectionKey::new(
+                &temporal_worker_controller::api::TemporalConnectionSpec {
+                    host_port: server.address(),
+                    tls: None,
+                    mutual_tls_secret_ref: None,
+                    api_key_secret_ref: None,
+                },
+                temporal_worker_controller::temporal::AuthMaterial::Plain,
+            ),
+            &temporal_ns,
+            "restart-observer",
+        )
+        .await?;
+    let (_, started) = temporal_ramp(&observer, &ns).await?;
+
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(twd("v2", &temporal_ns, progressive(true))),
+    )
+    .await?;
+    let paused = wait(&api, "RolloutPaused", |t| reason(t) == "RolloutPaused").await?;
+    let remaining = paused
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.paused.as_ref())
+        .and_then(|p| p.remaining_seconds)
+        .context("no remaining time recorded")?;
+
+    // The controller goes away; the step's deadline passes while none runs.
+    first.stop().await;
+    let past = started + jiff::SignedDuration::from_secs(STEP_SECS + 3);
+    let left = past.duration_since(jiff::Timestamp::now());
+    if left.is_positive() {
+        tokio::time::sleep(Duration::try_from(left)?).await;
+    }
+    let _second = controller(&client, &ns).await?;
+    let resumed = jiff::Timestamp::now();
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(twd("v2", &temporal_ns, progressive(false))),
+    )
+    .await?;
+    wait(&api, "60% step", |t| ramp(t) == Some(60.0)).await?;
+    let (pct, next) = temporal_ramp(&observer, &ns).await?;
+    ensure!(pct == 60.0);
+    let took = next.duration_since(resumed).as_secs_f64();
+    println!(
+        "paused with {remaining}s left, restarted after the deadline; next step {took:.1}s after resume"
+    );
+    // Without the recorded pause the new controller would see a step long over and move on at
+    // once.
+    ensure!(
+        took >= remaining as f64 - 1.0 && took <= remaining as f64 + 6.0,
+        "resumed with {remaining}s left after a restart, moved on after {took:.1}s"
+    );
+    ensure!(remaining >= 3, "paused too late to tell: {remaining}s left");
+    Ok(())
+}
