@@ -17,7 +17,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::api::{FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{
+    FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
+    TemporalWorkerOwnedResource,
+};
 use crate::error::Error;
 use crate::reconcile::act::finalizers;
 use crate::reconcile::{self, Context};
@@ -58,6 +61,12 @@ pub fn build(
     }));
     let mapper_store = store.clone();
     let shutdown = shutdown.shared();
+    let owned = build_owned_controller(
+        client.clone(),
+        scopes.clone(),
+        ctx.leader.clone(),
+        shutdown.clone(),
+    );
     let janitor = build_connection_janitor(
         client,
         scopes,
@@ -91,7 +100,7 @@ pub fn build(
             }
         });
     (store, async move {
-        futures::join!(controller, janitor);
+        futures::join!(controller, janitor, owned);
     })
 }
 
@@ -292,6 +301,77 @@ fn build_connection_janitor(
             Arc::new((client, twd_store, leader)),
         )
         .for_each(|_| async {})
+}
+
+/// The TemporalWorkerOwnedResource controller (`crate::owned`): a change of a TWOR, of the
+/// TWD it names or of that TWD's versioned Deployments looks at the TWOR again.
+fn build_owned_controller(
+    client: kube::Client,
+    scopes: Vec<Option<String>>,
+    leader: watch::Receiver<bool>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let (store, twors) =
+        reflect_scopes::<TemporalWorkerOwnedResource>(&client, &scopes, watcher::Config::default());
+    let deployments = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in::<PartialObjectMeta<Deployment>>(&client, scope),
+            watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
+        )
+        .touched_objects()
+        .boxed()
+    }));
+    let twds = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in::<PartialObjectMeta<TemporalWorkerDeployment>>(&client, scope),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .boxed()
+    }));
+    let by_deployment = store.clone();
+    let by_twd = store.clone();
+    let won = leadership_won(leader.clone());
+    let ctx = Arc::new(crate::owned::OwnedContext::new(client, leader));
+    Controller::for_stream(twors, store)
+        .watches_stream(deployments, move |d: PartialObjectMeta<Deployment>| {
+            let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
+            referring(&by_deployment, d.namespace(), |twd| {
+                worker.as_deref() == Some(crate::render::label_value(twd).as_str())
+            })
+        })
+        .watches_stream(
+            twds,
+            move |t: PartialObjectMeta<TemporalWorkerDeployment>| {
+                let name = t.name_any();
+                referring(&by_twd, t.namespace(), |twd| twd == name)
+            },
+        )
+        .reconcile_all_on(won)
+        .graceful_shutdown_on(shutdown)
+        .run(
+            crate::owned::reconcile,
+            |twor, err, _ctx| {
+                warn!(error = %err, name = %twor.name_any(), "owned resource reconcile failed");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| async {})
+}
+
+/// TWORs in `ns` whose `spec.workerRef.name` satisfies `names`.
+fn referring(
+    store: &Store<TemporalWorkerOwnedResource>,
+    ns: Option<String>,
+    names: impl Fn(&str) -> bool,
+) -> Vec<ObjectRef<TemporalWorkerOwnedResource>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|t| t.namespace() == ns && names(&t.spec.worker_ref.name))
+        .map(|t| ObjectRef::from_obj(&*t))
+        .collect()
 }
 
 #[cfg(test)]

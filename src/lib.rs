@@ -22,6 +22,7 @@ mod fixtures;
 pub mod http;
 pub mod metrics;
 pub mod milestones;
+pub mod owned;
 pub mod planner;
 pub mod reconcile;
 pub mod render;
