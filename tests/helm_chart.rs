@@ -706,7 +706,6 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
             ("patch", true),
             ("delete", true),
             ("get", false),
-            ("list", false),
             ("update", false),
         ] {
             assert_eq!(

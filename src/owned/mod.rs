@@ -86,12 +86,17 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let ns = twor.namespace().ok_or(OwnedError::NoNamespace)?;
-    let live = live_deployments(&ctx.client, &ns, &twor.spec.worker_ref.name).await?;
+    let all = live_deployments(&ctx.client, &ns, &twor.spec.worker_ref.name).await?;
     if twor.meta().deletion_timestamp.is_some() {
-        remove_all(&ctx, &twor, &ns, &live).await?;
+        remove_all(&ctx, &twor, &ns, &all).await?;
         apply::remove_finalizer(&ctx.client, &twor).await?;
         return Ok(Action::await_change());
     }
+    // A version scaled to 0 at sunset loses its copies: an autoscaler must not bring it back.
+    let (asleep, live): (Vec<Deployment>, Vec<Deployment>) = all
+        .into_iter()
+        .partition(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(0));
+    remove_asleep(&ctx, &twor, &ns, &asleep).await;
     let twds: Api<TemporalWorkerDeployment> = Api::namespaced(ctx.client.clone(), &ns);
     let twd = twds.get_opt(&twor.spec.worker_ref.name).await?;
     apply::ensure_metadata(&ctx.client, &twor, twd.as_ref()).await?;
@@ -273,6 +278,25 @@ async fn remove_copy(
         entry.resource_name.as_str(),
     );
     apply::delete_copy(&ctx.client, &ctx.resources, ns, key).await
+}
+
+/// Removes the copies of versions scaled to 0. Best effort: a failure is logged, and the copy
+/// goes with its Deployment at the end of the sunset anyway.
+async fn remove_asleep(
+    ctx: &OwnedContext,
+    twor: &TemporalWorkerOwnedResource,
+    ns: &str,
+    asleep: &[Deployment],
+) {
+    let entries = twor.status.iter().flat_map(|s| &s.versions);
+    for entry in entries.filter(|e| asleep.iter().any(|d| build_of(d) == Some(&e.build_id))) {
+        if !ctx.leads() {
+            return;
+        }
+        if let Err(e) = remove_copy(ctx, ns, entry).await {
+            tracing::warn!(error = %e, copy = %entry.resource_name, "removing the copy of a version at 0");
+        }
+    }
 }
 
 /// Every copy the TWOR may have made: those in its status, and those its spec names for the

@@ -12,6 +12,7 @@
 //! `docs/architecture.md` walks through the stages and the order of writes.
 
 pub mod act;
+mod autoscalers;
 mod context;
 mod finalize;
 pub mod observe;
@@ -103,6 +104,7 @@ async fn plan_and_act(
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
     let observed = observe::all(ctx, twd, &desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
     observe::open_pinned_workflows(
         &observed.client,
         &twd.temporal_deployment_name(),

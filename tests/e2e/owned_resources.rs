@@ -384,3 +384,85 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
     }
     Ok(())
 }
+
+/// The controller's writes to Deployment `name` (spec or scale) among `events`.
+fn controller_writes_to(
+    events: &[test_harness::control_plane::AuditEvent],
+    user: &str,
+    ns: &str,
+    name: &str,
+) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.acting_user() == user && e.is_write())
+        .filter(|e| {
+            e.object_ref
+                .as_ref()
+                .is_some_and(|o| o.resource == "deployments" && o.namespace == ns && o.name == name)
+        })
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves_it() -> Result<()>
+{
+    let c = case("twor-up").await?;
+    let v1 = roll_to(&c, "pay", "v1").await?;
+    let dep = deployment_of("pay", &v1);
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "spec": {"scaleTargetRef": {}, "minReplicas": 2, "maxReplicas": 3}});
+    apply_twor(&c, "scaler", "pay", hpa).await?;
+    // kube-controller-manager's HPA controller raises the Deployment to minReplicas.
+    eventually("the HPA scales v1 to 2 ready pods", T, || async {
+        let d = c.deployments().get(&dep).await?;
+        let want = d.spec.as_ref().and_then(|s| s.replicas) == Some(2)
+            && d.status.as_ref().and_then(|s| s.ready_replicas) == Some(2);
+        Ok(want.then_some(()))
+    })
+    .await?;
+    let log = crate::chart_support::e2e_audit_log();
+    let (user, _) =
+        crate::chart_support::rendered_grants(&crate::chart_support::e2e_values(), CONTROLLER_NS)?;
+    let seen = test_harness::control_plane::audit::read(&log)?.len();
+
+    // A new generation makes the controller reconcile (and report) again; its writes come
+    // before its status write in the audit log.
+    c.apply_twd(
+        "pay",
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+        json!({"sunset": {"scaledownDelay": "2h", "deleteDelay": "1h"}}),
+    )
+    .await?;
+    c.wait_twd("pay", "the new generation reported", T, is_ready)
+        .await?;
+    let events = eventually(
+        "the controller's status write in the audit log",
+        T,
+        || async {
+            let events = test_harness::control_plane::audit::read(&log)?;
+            let reported = events[seen.min(events.len())..].iter().any(|e| {
+                e.acting_user() == user
+                    && e.object_ref.as_ref().is_some_and(|o| {
+                        o.resource == "temporalworkerdeployments"
+                            && o.subresource == "status"
+                            && o.namespace == c.ns
+                    })
+            });
+            Ok(reported.then_some(events))
+        },
+    )
+    .await?;
+    let writes = controller_writes_to(&events[seen..], &user, &c.ns, &dep);
+    ensure!(
+        writes.is_empty(),
+        "the controller wrote v1's Deployment after the HPA took over: {writes:?}"
+    );
+    let d = c.deployments().get(&dep).await?;
+    ensure!(
+        d.spec.and_then(|s| s.replicas) == Some(2),
+        "replicas left to the HPA"
+    );
+    Ok(())
+}

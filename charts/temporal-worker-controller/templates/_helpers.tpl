@@ -116,6 +116,11 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: ["temporal.io"]
   resources: ["temporalworkerdeployments"]
   verbs: ["get"]
+# Every reconcile lists the namespace's HPAs: a version an HPA targets keeps the replicas the
+# HPA chose (src/reconcile/autoscalers.rs).
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list"]
 # Kinds copied per version by TemporalWorkerOwnedResources: server-side apply (a patch, which
 # the API server authorizes as create for a new copy) and the removal of copies when a TWOR is
 # deleted or changes kind (src/owned/apply.rs).
