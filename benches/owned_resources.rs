@@ -26,7 +26,7 @@ const WORKER: &str = "worker";
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn twor_object(i: usize) -> Value {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"annotations": {"build": "{{ .BuildID }}"}},
             "spec": {"maxUnavailable": 1, "selector": {"matchLabels": null}}})
