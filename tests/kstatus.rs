@@ -818,8 +818,8 @@ fn cd_rollouts_status_table_matches_the_fixtures() {
 /// or the CRD default can produce.
 #[test]
 fn owned_resource_states_agree_between_kstatus_and_the_argocd_check() {
-    let dir = repo_root()
-        .join("argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource");
+    let dir =
+        repo_root().join("argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource");
     let tests = load_yaml(&dir.join("health_test.yaml"));
     let mut checked = 0;
     for case in tests["tests"].as_array().expect("tests") {
