@@ -466,3 +466,58 @@ async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() -> Result<()> {
+    let c = case("twor-kind").await?;
+    let v1 = roll_to(&c, "pay", "v1").await?;
+    // Scale-to-zero is refused by the controller's own rules, with the webhook's message.
+    let zero = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "spec": {"scaleTargetRef": {}, "minReplicas": 0, "maxReplicas": 3}});
+    apply_twor(&c, "guard", "pay", zero).await?;
+    let t = wait_twor(&c, "guard", "refused by the rules", |t| {
+        twor_condition(t, "Ready").is_some_and(|(s, r, _)| s == "False" && r == "ApplyFailed")
+    })
+    .await?;
+    let (_, _, message) = twor_condition(&t, "Ready").context("Ready")?;
+    ensure!(
+        message.contains(&v1) && message.contains("minReplicas must not be 0"),
+        "{message}"
+    );
+    ensure!(copies_of(&hpas(&c), "guard").await?.is_empty());
+
+    // Fixed, it is applied; then its kind changes: the HPA goes, a PDB takes its place.
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "spec": {"scaleTargetRef": {}, "minReplicas": 1, "maxReplicas": 3}});
+    apply_twor(&c, "guard", "pay", hpa).await?;
+    wait_twor(&c, "guard", "the HPA applied", |t| {
+        applied(t) == [v1.clone()]
+    })
+    .await?;
+    ensure!(copies_of(&hpas(&c), "guard").await?.len() == 1);
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {}}}});
+    apply_twor(&c, "guard", "pay", pdb).await?;
+    wait_twor(&c, "guard", "the PDB applied", |t| {
+        versions(t).iter().all(|v| v.kind == "PodDisruptionBudget") && applied(t) == [v1.clone()]
+    })
+    .await?;
+    let pdbs = copies_api(
+        &c,
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+    );
+    eventually("the HPA replaced by a PDB", T, || async {
+        let hpa_left = copies_of(&hpas(&c), "guard").await?.len();
+        let pdb_made = copies_of(&pdbs, "guard").await?.len();
+        Ok((hpa_left == 0 && pdb_made == 1).then_some(()))
+    })
+    .await?;
+    twors(&c).delete("guard", &DeleteParams::default()).await?;
+    eventually("the PDB removed with its TWOR", T, || async {
+        Ok(copies_of(&pdbs, "guard").await?.is_empty().then_some(()))
+    })
+    .await
+}
