@@ -42,15 +42,7 @@ pub fn build(
     let scopes = scopes(&ctx.settings.watch_namespaces);
     let (store, twds) =
         reflect_scopes::<TemporalWorkerDeployment>(&client, &scopes, watcher::Config::default());
-    let deployments = stream::select_all(scopes.iter().map(|scope| {
-        // Metadata only, as `Controller::owns` does.
-        watcher(
-            api_in::<PartialObjectMeta<Deployment>>(&client, scope),
-            watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
-        )
-        .touched_objects()
-        .boxed()
-    }));
+    let deployments = versioned_deployments(&client, &scopes);
     let connections = stream::select_all(scopes.iter().map(|scope| {
         watcher(
             api_in::<TemporalConnection>(&client, scope),
@@ -102,6 +94,43 @@ pub fn build(
     (store, async move {
         futures::join!(controller, janitor, owned);
     })
+}
+
+/// Changes of versioned Deployments (labelled with their TWD) in every scope.
+fn versioned_deployments(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+) -> impl Stream<Item = Result<PartialObjectMeta<Deployment>, watcher::Error>> + Send + 'static {
+    metadata_in_scopes::<Deployment>(
+        client,
+        scopes,
+        watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
+    )
+}
+
+/// Metadata-only watches of `K` (as `Controller::owns` does), one per scope, as one stream.
+fn metadata_in_scopes<K>(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    config: watcher::Config,
+) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in::<PartialObjectMeta<K>>(client, scope),
+            config.clone(),
+        )
+        .touched_objects()
+        .boxed()
+    }))
 }
 
 /// One item each time this replica becomes the leader (and at once if it already is).
@@ -313,22 +342,12 @@ fn build_owned_controller(
 ) -> impl std::future::Future<Output = ()> {
     let (store, twors) =
         reflect_scopes::<TemporalWorkerOwnedResource>(&client, &scopes, watcher::Config::default());
-    let deployments = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in::<PartialObjectMeta<Deployment>>(&client, scope),
-            watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
-        )
-        .touched_objects()
-        .boxed()
-    }));
-    let twds = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in::<PartialObjectMeta<TemporalWorkerDeployment>>(&client, scope),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .boxed()
-    }));
+    let deployments = versioned_deployments(&client, &scopes);
+    let twds = metadata_in_scopes::<TemporalWorkerDeployment>(
+        &client,
+        &scopes,
+        watcher::Config::default(),
+    );
     let by_deployment = store.clone();
     let by_twd = store.clone();
     let won = leadership_won(leader.clone());

@@ -59,6 +59,16 @@ fn hpas(c: &Case) -> Api<DynamicObject> {
     )
 }
 
+fn pdbs(c: &Case) -> Api<DynamicObject> {
+    copies_api(
+        c,
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+    )
+}
+
 /// The copies a TWOR made, as `(build ID label, object)`, sorted by build ID.
 async fn copies_of(api: &Api<DynamicObject>, twor: &str) -> Result<Vec<(String, Value)>> {
     let list = api
@@ -262,13 +272,7 @@ async fn allow_pdb_only_for(c: &Case, allowed: &str) -> Result<()> {
             .await?;
     }
     // The policy takes effect asynchronously: probe with a dry-run until it denies.
-    let pdbs = copies_api(
-        c,
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-    );
+    let pdbs = pdbs(c);
     let probe: DynamicObject = serde_json::from_value(
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "probe", "labels": {"temporal.io/build-id": "other"}},
@@ -330,13 +334,7 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
     );
     ensure!(twor_condition(&t, "Stalled").is_some_and(|(s, _, _)| s == "True"));
 
-    let pdbs = copies_api(
-        &c,
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-    );
+    let pdbs = pdbs(&c);
     let copies = copies_of(&pdbs, "budget").await?;
     ensure!(copies.len() == 1 && copies[0].0 == v1, "{copies:?}");
     let dep = c.deployments().get(&deployment_of("pay", &v1)).await?;
@@ -502,13 +500,7 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
         versions(t).iter().all(|v| v.kind == "PodDisruptionBudget") && applied(t) == [v1.clone()]
     })
     .await?;
-    let pdbs = copies_api(
-        &c,
-        "policy",
-        "v1",
-        "PodDisruptionBudget",
-        "poddisruptionbudgets",
-    );
+    let pdbs = pdbs(&c);
     eventually("the HPA replaced by a PDB", T, || async {
         let hpa_left = copies_of(&hpas(&c), "guard").await?.len();
         let pdb_made = copies_of(&pdbs, "guard").await?.len();
