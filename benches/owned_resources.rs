@@ -148,7 +148,13 @@ async fn main() -> Res<()> {
     let (plane, client) = control_plane::shared_with_crds().await?;
     setup(&client).await?;
     let (_leader_tx, leader) = tokio::sync::watch::channel(true);
-    let ctx = Arc::new(OwnedContext::new(client.clone(), leader));
+    let pool = Arc::new(temporal_worker_controller::temporal::ClientPool::default());
+    let ctx = Arc::new(OwnedContext::new(
+        client.clone(),
+        leader,
+        pool,
+        "bench".into(),
+    ));
     println!(
         "render only: {} copies in {:?}",
         TWORS * VERSIONS,

@@ -53,12 +53,13 @@ pub fn build(
     }));
     let mapper_store = store.clone();
     let shutdown = shutdown.shared();
-    let owned = build_owned_controller(
+    let owned_ctx = crate::owned::OwnedContext::new(
         client.clone(),
-        scopes.clone(),
         ctx.leader.clone(),
-        shutdown.clone(),
+        ctx.pool.clone(),
+        ctx.settings.identity.clone(),
     );
+    let owned = build_owned_controller(client.clone(), scopes.clone(), owned_ctx, shutdown.clone());
     let janitor = build_connection_janitor(
         client,
         scopes,
@@ -337,7 +338,7 @@ fn build_connection_janitor(
 fn build_owned_controller(
     client: kube::Client,
     scopes: Vec<Option<String>>,
-    leader: watch::Receiver<bool>,
+    ctx: crate::owned::OwnedContext,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let (store, twors) =
@@ -350,8 +351,8 @@ fn build_owned_controller(
     );
     let by_deployment = store.clone();
     let by_twd = store.clone();
-    let won = leadership_won(leader.clone());
-    let ctx = Arc::new(crate::owned::OwnedContext::new(client, leader));
+    let won = leadership_won(ctx.leader.clone());
+    let ctx = Arc::new(ctx);
     Controller::for_stream(twors, store)
         .watches_stream(deployments, move |d: PartialObjectMeta<Deployment>| {
             let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();

@@ -102,3 +102,58 @@ pub struct OwnedVersionStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub applied_hash: String,
 }
+
+impl TemporalWorkerOwnedResourceSpec {
+    /// True when the object is an autoscaler that will target each version's Deployment (an
+    /// HPA or a KEDA ScaledObject with `spec.scaleTargetRef` `null` or `{}`): the controller
+    /// then leaves every version's replicas to it.
+    pub fn is_autoscaler(&self) -> bool {
+        let kind = self
+            .object
+            .get("kind")
+            .and_then(|k| k.as_str())
+            .unwrap_or_default();
+        let autoscaler = ["HorizontalPodAutoscaler", "ScaledObject"]
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(kind));
+        let opted_in = match self
+            .object
+            .get("spec")
+            .and_then(|s| s.get("scaleTargetRef"))
+        {
+            Some(serde_json::Value::Null) => true,
+            Some(serde_json::Value::Object(m)) => m.is_empty(),
+            _ => false,
+        };
+        autoscaler && opted_in
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(object: serde_json::Value) -> TemporalWorkerOwnedResourceSpec {
+        TemporalWorkerOwnedResourceSpec {
+            worker_ref: WorkerRef { name: "w".into() },
+            object,
+        }
+    }
+
+    #[test]
+    fn autoscalers_are_hpas_and_scaled_objects_targeting_each_version() {
+        let hpa =
+            |s: serde_json::Value| spec(json!({"kind": "HorizontalPodAutoscaler", "spec": s}));
+        assert!(hpa(json!({"scaleTargetRef": null})).is_autoscaler());
+        assert!(
+            spec(json!({"kind": "ScaledObject", "spec": {"scaleTargetRef": {}}})).is_autoscaler()
+        );
+        assert!(!hpa(json!({"maxReplicas": 3})).is_autoscaler());
+        assert!(!hpa(json!({"scaleTargetRef": {"name": "x"}})).is_autoscaler());
+        assert!(
+            !spec(json!({"kind": "PodDisruptionBudget", "spec": {"scaleTargetRef": {}}}))
+                .is_autoscaler()
+        );
+    }
+}

@@ -13,6 +13,7 @@ pub mod apply;
 pub mod render;
 pub mod rules;
 pub mod status;
+pub mod task_queue;
 pub mod template;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use crate::api::twor::OwnedVersionStatus;
 use crate::api::{
     LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment, TemporalWorkerOwnedResource,
 };
+use crate::temporal::ClientPool;
 use apply::Resources;
 use render::{Rendered, Version};
 use status::Pass;
@@ -47,14 +49,27 @@ pub struct OwnedContext {
     pub leader: watch::Receiver<bool>,
     /// Kinds a TWOR may carry.
     pub allowed_kinds: Vec<String>,
+    /// Temporal clients (shared with the TWD reconciler) and the identity to use, for
+    /// task-queue lookups.
+    pub pool: Arc<ClientPool>,
+    pub identity: String,
     resources: Resources,
+    task_queues: task_queue::Known,
 }
 
 impl OwnedContext {
-    pub fn new(client: kube::Client, leader: watch::Receiver<bool>) -> Self {
+    pub fn new(
+        client: kube::Client,
+        leader: watch::Receiver<bool>,
+        pool: Arc<ClientPool>,
+        identity: String,
+    ) -> Self {
         Self {
             client,
             leader,
+            pool,
+            identity,
+            task_queues: task_queue::Known::default(),
             allowed_kinds: rules::DEFAULT_ALLOWED_KINDS
                 .iter()
                 .map(|k| k.to_string())
@@ -169,10 +184,24 @@ async fn sync(
     let (api_version, kind) = spec_kind(twor);
     let twd_name = twd.name_any();
     let twor_name = twor.name_any();
+    let needs_queue = render::needs_task_queue(&twor.spec.object);
     let mut out = Vec::with_capacity(live.len());
     for d in live {
         let build = build_of(d).unwrap_or_default();
         let (deployment_name, uid) = (d.name_any(), d.uid().unwrap_or_default());
+        let queue = if needs_queue {
+            task_queue::lookup(
+                &ctx.client,
+                &ctx.pool,
+                &ctx.identity,
+                &ctx.task_queues,
+                twd,
+                build,
+            )
+            .await
+        } else {
+            Ok(None)
+        };
         let selector = d
             .spec
             .as_ref()
@@ -186,9 +215,13 @@ async fn sync(
             build_id: build,
             selector_labels: &selector,
             temporal_namespace: &twd.spec.worker_options.temporal_namespace,
-            task_queue: None,
+            task_queue: queue.as_ref().ok().and_then(|q| q.as_deref()),
         };
-        let rendered = render::render(&twor_name, &twor.spec.object, &version, &allowed);
+        let rendered = match &queue {
+            Err(message) => Err(message.clone()),
+            Ok(_) => render::render(&twor_name, &twor.spec.object, &version, &allowed)
+                .map_err(|e| e.to_string()),
+        };
         let previous = old.get(build).copied();
         let entry = match rendered {
             Err(e) => OwnedVersionStatus {
@@ -197,7 +230,7 @@ async fn sync(
                 api_version: api_version.clone(),
                 kind: kind.clone(),
                 applied: false,
-                message: e.to_string(),
+                message: e,
                 applied_hash: String::new(),
             },
             Ok(copy) => write_copy(ctx, twor, &ns, copy, previous).await,

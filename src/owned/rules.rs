@@ -83,24 +83,6 @@ fn array(v: Option<&Value>) -> &[Value] {
     v.and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
-/// True when `object` is an autoscaler that will target each version's Deployment (an HPA or
-/// a KEDA ScaledObject opting in to `scaleTargetRef`): the controller then leaves every
-/// version's replicas to it.
-pub fn is_autoscaler(object: &Value) -> bool {
-    let kind = object
-        .get("kind")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let autoscaler = ["HorizontalPodAutoscaler", "ScaledObject"]
-        .iter()
-        .any(|k| k.eq_ignore_ascii_case(kind));
-    autoscaler
-        && object
-            .get("spec")
-            .and_then(|s| s.get("scaleTargetRef"))
-            .is_some_and(opts_in)
-}
-
 /// Checks `object` against every rule; `allowed_kinds` is matched case-insensitively.
 pub fn check(object: &Value, allowed_kinds: &[&str]) -> Result<(), Invalid> {
     let mut problems = Vec::new();
@@ -271,16 +253,6 @@ mod tests {
 
     fn hpa(spec: Value) -> Value {
         json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "spec": spec})
-    }
-
-    #[test]
-    fn autoscalers_are_hpas_and_scaled_objects_targeting_each_version() {
-        assert!(is_autoscaler(&hpa(json!({"scaleTargetRef": null}))));
-        let so = json!({"kind": "ScaledObject", "spec": {"scaleTargetRef": {}}});
-        assert!(is_autoscaler(&so));
-        assert!(!is_autoscaler(&hpa(json!({"maxReplicas": 3}))));
-        let pdb = json!({"kind": "PodDisruptionBudget", "spec": {"scaleTargetRef": {}}});
-        assert!(!is_autoscaler(&pdb));
     }
 
     #[test]

@@ -9,7 +9,6 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
-use crate::owned::rules;
 use crate::planner::model::ObservedDeployment;
 
 /// Sets `autoscaled` on `deployments`. A list that fails is logged and leaves the flags as
@@ -30,9 +29,10 @@ pub async fn mark(
     };
     let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), &ns);
     let every_version = match twors.list(&ListParams::default()).await {
-        Ok(list) => list.items.iter().any(|t| {
-            t.spec.worker_ref.name == twd.name_any() && rules::is_autoscaler(&t.spec.object)
-        }),
+        Ok(list) => list
+            .items
+            .iter()
+            .any(|t| t.spec.worker_ref.name == twd.name_any() && t.spec.is_autoscaler()),
         Err(e) => {
             tracing::warn!(error = %e, "listing TemporalWorkerOwnedResources");
             false

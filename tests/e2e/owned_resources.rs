@@ -305,7 +305,7 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
     let so = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "spec": {"scaleTargetRef": {}, "minReplicaCount": 1, "maxReplicaCount": 4, "triggers": [{"type": "temporal",
             "metadata": {"workerDeploymentName": "", "workerDeploymentBuildId": "", "namespace": "",
-                "taskQueue": c.task_queue, "endpoint": "temporal:7233", "targetQueueSize": "5"}}]}});
+                "taskQueue": "", "endpoint": "temporal:7233", "targetQueueSize": "5"}}]}});
     apply_twor(&c, "keda", "pay", so).await?;
 
     // v2's PDB is refused by the API server; v1's is applied; Ready=False/ApplyFailed names v2.
