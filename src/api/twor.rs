@@ -54,7 +54,13 @@ fn embedded_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "object",
         "x-kubernetes-embedded-resource": true,
         "x-kubernetes-preserve-unknown-fields": true,
-        "required": ["apiVersion", "kind"]
+        "required": ["apiVersion", "kind"],
+        // CEL sees metadata.name of an embedded object (not its namespace, which the
+        // controller's own rules refuse).
+        "x-kubernetes-validations": [{
+            "rule": "!has(self.metadata) || !has(self.metadata.name) || self.metadata.name == ''",
+            "message": "spec.object.metadata.name must not be set: the controller names each version's copy"
+        }]
     })
 }
 

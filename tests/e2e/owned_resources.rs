@@ -513,3 +513,39 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_refuses_a_named_object_and_a_new_worker_ref() -> Result<()> {
+    let c = case("twor-cel").await?;
+    let named = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "mine"}, "spec": {"maxUnavailable": 1}});
+    let err = apply_twor(&c, "named", "pay", named)
+        .await
+        .err()
+        .context("a named object was admitted")?;
+    ensure!(
+        format!("{err:#}").contains("metadata.name must not be set"),
+        "{err:#}"
+    );
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "spec": {"maxUnavailable": 1}});
+    apply_twor(&c, "budget", "pay", pdb.clone()).await?;
+    let err = apply_twor(&c, "budget", "other", pdb)
+        .await
+        .err()
+        .context("workerRef.name changed")?;
+    ensure!(
+        format!("{err:#}").contains("workerRef.name is immutable"),
+        "{err:#}"
+    );
+    // The TWOR without its worker reads as waiting, not failed.
+    let t = wait_twor(&c, "budget", "waiting for its worker", |t| {
+        twor_condition(t, "Ready").is_some_and(|(_, r, _)| r == "WorkerDeploymentNotFound")
+    })
+    .await?;
+    ensure!(twor_condition(&t, "Reconciling").is_some_and(|(s, _, _)| s == "True"));
+    twors(&c).delete("budget", &DeleteParams::default()).await?;
+    eventually("the TWOR deleted", T, || async {
+        Ok(twors(&c).get_opt("budget").await?.is_none().then_some(()))
+    })
+    .await
+}
