@@ -215,6 +215,18 @@ async fn an_hpa_per_live_version_collected_with_its_deployment_and_removed_with_
     })
     .await?;
 
+    // Rolled back to v1: its new Deployment gets a copy again.
+    ensure!(
+        roll_to(&c, "pay", "v1").await? == v1,
+        "rolled back to another build"
+    );
+    eventually("v1's HPA back", T, || async {
+        let copies = copies_of(&hpas(&c), "scaler").await?;
+        let builds: Vec<&str> = copies.iter().map(|(b, _)| b.as_str()).collect();
+        Ok((builds.len() == 2 && builds.contains(&v1.as_str())).then_some(()))
+    })
+    .await?;
+
     // Deleting the TWOR removes every copy, then the TWOR itself.
     twors(&c).delete("scaler", &DeleteParams::default()).await?;
     eventually("TWOR and its HPAs gone", T, || async {
@@ -517,6 +529,27 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_refuses_a_named_object_and_a_new_worker_ref() -> Result<()> {
     let c = case("twor-cel").await?;
+    // In progress from the first read: the API server fills the status default.
+    let fresh: TemporalWorkerOwnedResource = serde_json::from_value(json!({
+        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerOwnedResource",
+        "metadata": {"name": "fresh"},
+        "spec": {"workerRef": {"name": "pay"}, "object": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"}}
+    }))?;
+    let created = twors(&c)
+        .create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &fresh,
+        )
+        .await?;
+    ensure!(
+        twor_condition(&created, "Ready")
+            .is_some_and(|(s, r, _)| s == "Unknown" && r == "WaitingForController"),
+        "{:?}",
+        created.status
+    );
     let named = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": "mine"}, "spec": {"maxUnavailable": 1}});
     let err = apply_twor(&c, "named", "pay", named)
