@@ -168,6 +168,16 @@ async fn an_hpa_per_live_version_collected_with_its_deployment_and_removed_with_
                 .is_some_and(|(s, r, _)| s == "True" && r == "AllVersionsApplied")
     })
     .await?;
+    let twd_uid = c.get_twd("pay").await?.metadata.uid;
+    ensure!(
+        t.metadata.owner_references.iter().flatten().any(|o| {
+            o.kind == "TemporalWorkerDeployment"
+                && o.controller == Some(true)
+                && Some(&o.uid) == twd_uid.as_ref()
+        }),
+        "the TWD is the TWOR's controller: {:?}",
+        t.metadata.owner_references
+    );
     let copies = copies_of(&hpas(&c), "scaler").await?;
     ensure!(copies.len() == 1, "one HPA for one version: {copies:?}");
     ensure!(
