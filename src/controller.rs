@@ -17,7 +17,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::api::{FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{
+    FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
+    TemporalWorkerOwnedResource,
+};
 use crate::error::Error;
 use crate::reconcile::act::finalizers;
 use crate::reconcile::{self, Context};
@@ -39,15 +42,7 @@ pub fn build(
     let scopes = scopes(&ctx.settings.watch_namespaces);
     let (store, twds) =
         reflect_scopes::<TemporalWorkerDeployment>(&client, &scopes, watcher::Config::default());
-    let deployments = stream::select_all(scopes.iter().map(|scope| {
-        // Metadata only, as `Controller::owns` does.
-        watcher(
-            api_in::<PartialObjectMeta<Deployment>>(&client, scope),
-            watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
-        )
-        .touched_objects()
-        .boxed()
-    }));
+    let deployments = versioned_deployments(&client, &scopes);
     let connections = stream::select_all(scopes.iter().map(|scope| {
         watcher(
             api_in::<TemporalConnection>(&client, scope),
@@ -58,6 +53,13 @@ pub fn build(
     }));
     let mapper_store = store.clone();
     let shutdown = shutdown.shared();
+    let owned_ctx = crate::owned::OwnedContext::new(
+        client.clone(),
+        ctx.leader.clone(),
+        ctx.pool.clone(),
+        ctx.settings.identity.clone(),
+    );
+    let owned = build_owned_controller(client.clone(), scopes.clone(), owned_ctx, shutdown.clone());
     let janitor = build_connection_janitor(
         client,
         scopes,
@@ -91,8 +93,45 @@ pub fn build(
             }
         });
     (store, async move {
-        futures::join!(controller, janitor);
+        futures::join!(controller, janitor, owned);
     })
+}
+
+/// Changes of versioned Deployments (labelled with their TWD) in every scope.
+fn versioned_deployments(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+) -> impl Stream<Item = Result<PartialObjectMeta<Deployment>, watcher::Error>> + Send + 'static {
+    metadata_in_scopes::<Deployment>(
+        client,
+        scopes,
+        watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
+    )
+}
+
+/// Metadata-only watches of `K` (as `Controller::owns` does), one per scope, as one stream.
+fn metadata_in_scopes<K>(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    config: watcher::Config,
+) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in::<PartialObjectMeta<K>>(client, scope),
+            config.clone(),
+        )
+        .touched_objects()
+        .boxed()
+    }))
 }
 
 /// One item each time this replica becomes the leader (and at once if it already is).
@@ -292,6 +331,67 @@ fn build_connection_janitor(
             Arc::new((client, twd_store, leader)),
         )
         .for_each(|_| async {})
+}
+
+/// The TemporalWorkerOwnedResource controller (`crate::owned`): a change of a TWOR, of the
+/// TWD it names or of that TWD's versioned Deployments looks at the TWOR again.
+fn build_owned_controller(
+    client: kube::Client,
+    scopes: Vec<Option<String>>,
+    ctx: crate::owned::OwnedContext,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let (store, twors) =
+        reflect_scopes::<TemporalWorkerOwnedResource>(&client, &scopes, watcher::Config::default());
+    let deployments = versioned_deployments(&client, &scopes);
+    let twds = metadata_in_scopes::<TemporalWorkerDeployment>(
+        &client,
+        &scopes,
+        watcher::Config::default(),
+    );
+    let by_deployment = store.clone();
+    let by_twd = store.clone();
+    let won = leadership_won(ctx.leader.clone());
+    let ctx = Arc::new(ctx);
+    Controller::for_stream(twors, store)
+        .watches_stream(deployments, move |d: PartialObjectMeta<Deployment>| {
+            let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
+            referring(&by_deployment, d.namespace(), |twd| {
+                worker.as_deref() == Some(crate::render::label_value(twd).as_str())
+            })
+        })
+        .watches_stream(
+            twds,
+            move |t: PartialObjectMeta<TemporalWorkerDeployment>| {
+                let name = t.name_any();
+                referring(&by_twd, t.namespace(), |twd| twd == name)
+            },
+        )
+        .reconcile_all_on(won)
+        .graceful_shutdown_on(shutdown)
+        .run(
+            crate::owned::reconcile,
+            |twor, err, _ctx| {
+                warn!(error = %err, name = %twor.name_any(), "owned resource reconcile failed");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| async {})
+}
+
+/// TWORs in `ns` whose `spec.workerRef.name` satisfies `names`.
+fn referring(
+    store: &Store<TemporalWorkerOwnedResource>,
+    ns: Option<String>,
+    names: impl Fn(&str) -> bool,
+) -> Vec<ObjectRef<TemporalWorkerOwnedResource>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|t| t.namespace() == ns && names(&t.spec.worker_ref.name))
+        .map(|t| ObjectRef::from_obj(&*t))
+        .collect()
 }
 
 #[cfg(test)]

@@ -3,11 +3,15 @@
 
 use kube::CustomResourceExt;
 
-use crate::api::{TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{TemporalConnection, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 
 /// `(file name, YAML)` for every CRD we serve, in a stable order.
 pub fn files() -> Vec<(String, String)> {
-    let crds = [TemporalWorkerDeployment::crd(), TemporalConnection::crd()];
+    let crds = [
+        TemporalWorkerDeployment::crd(),
+        TemporalConnection::crd(),
+        TemporalWorkerOwnedResource::crd(),
+    ];
     crds.into_iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();

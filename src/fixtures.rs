@@ -239,6 +239,7 @@ impl ObservedDeployment {
             rolled_in_place: false,
             progress_deadline_exceeded: false,
             deleting: false,
+            autoscaled: false,
             created_at: Some(ago(86_400)),
         }
     }

@@ -24,6 +24,7 @@ mod fixtures;
 pub mod http;
 pub mod metrics;
 pub mod milestones;
+pub mod owned;
 pub mod planner;
 pub mod reconcile;
 pub mod render;

@@ -165,8 +165,24 @@ fn architecture_doc_names_only_files_and_functions_that_exist() {
 
 #[test]
 fn reason_table_in_docs_matches_the_code() {
-    let doc = fs::read_to_string(root().join("docs/cd-rollouts.md")).expect("docs/cd-rollouts.md");
-    let table = doc
+    assert_eq!(
+        documented_reasons("docs/cd-rollouts.md"),
+        reasons_in_code(conditions::ALL)
+    );
+}
+
+#[test]
+fn owned_resource_reason_table_in_docs_matches_the_code() {
+    assert_eq!(
+        documented_reasons("docs/owned-resources.md"),
+        reasons_in_code(conditions::OWNED_ALL)
+    );
+}
+
+/// `reason → kind` from the table after `<!-- reason-table -->` in `doc`.
+fn documented_reasons(doc: &str) -> BTreeMap<String, String> {
+    let text = fs::read_to_string(root().join(doc)).expect("doc");
+    let table = text
         .split("<!-- reason-table -->")
         .nth(1)
         .expect("reason table marker");
@@ -181,17 +197,20 @@ fn reason_table_in_docs_matches_the_code() {
         let reason = cells[1].trim_matches('`').to_string();
         documented.insert(reason, cells[2].to_string());
     }
+    documented
+}
+
+fn reasons_in_code(reasons: &[conditions::Reason]) -> BTreeMap<String, String> {
     let kind = |k: ReasonKind| match k {
         ReasonKind::Done => "done",
         ReasonKind::Progressing => "progressing",
         ReasonKind::Blocked => "blocked",
         ReasonKind::Terminal => "terminal",
     };
-    let in_code: BTreeMap<String, String> = conditions::ALL
+    reasons
         .iter()
         .map(|r| (r.reason.to_string(), kind(r.kind).to_string()))
-        .collect();
-    assert_eq!(documented, in_code);
+        .collect()
 }
 
 #[test]

@@ -353,3 +353,32 @@ fn invalid_statuses_are_reported_like_argocd_does() {
         (String::new(), String::new())
     );
 }
+
+const OWNED_DIR: &str = "argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource";
+const OWNED_LUA: &str = include_str!("../lua/temporalworkerownedresource-health.lua");
+
+/// The TemporalWorkerOwnedResource check: its Argo CD copy and argocd-cm entry are the
+/// canonical script, and its test data shows every reason of `api::conditions::OWNED_ALL`.
+#[test]
+fn owned_resource_check_is_canonical_and_covers_every_reason() {
+    let copy = std::fs::read_to_string(repo_root().join(OWNED_DIR).join("health.lua"))
+        .expect("argocd health.lua");
+    assert_eq!(copy, OWNED_LUA, "{OWNED_DIR}/health.lua differs from lua/");
+    let cm = load_yaml(&repo_root().join("argocd/argocd-cm.yaml"));
+    assert_eq!(
+        cm["data"]["resource.customizations.health.temporal.io_TemporalWorkerOwnedResource"],
+        OWNED_LUA
+    );
+    let mut covered = std::collections::BTreeSet::new();
+    for path in gitops_support::yaml_files(&repo_root().join(OWNED_DIR).join("testdata")) {
+        if let Some(reason) = ready_reason(&load_yaml(&path)) {
+            covered.insert(reason.to_string());
+        }
+    }
+    let missing: Vec<&str> = conditions::OWNED_ALL
+        .iter()
+        .map(|r| r.reason)
+        .filter(|r| !covered.contains(*r))
+        .collect();
+    assert!(missing.is_empty(), "no TWOR Lua case shows {missing:?}");
+}

@@ -42,3 +42,6 @@ mod prometheus;
 
 #[path = "loopback_http/mod.rs"]
 mod loopback_http;
+
+#[path = "e2e/owned_resources.rs"]
+mod owned_resources;

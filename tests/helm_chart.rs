@@ -700,22 +700,31 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
         ("autoscaling", "horizontalpodautoscalers"),
         ("policy", "poddisruptionbudgets"),
     ] {
-        for verb in [
-            "get", "list", "watch", "create", "update", "patch", "delete",
+        // Server-side apply (create + patch) and removal; nothing the controller never does.
+        for (verb, granted) in [
+            ("create", true),
+            ("patch", true),
+            ("delete", true),
+            ("get", false),
+            ("update", false),
         ] {
-            assert!(
+            assert_eq!(
                 grants(&objs, group, resource, verb),
-                "missing {verb} on {group}/{resource}"
+                granted,
+                "{verb} on {group}/{resource}"
             );
         }
     }
-    // Without extra kinds, none of them are granted.
-    assert!(!grants(
-        &objects("default"),
+    // The default kinds are HPAs and PDBs; KEDA is opt-in.
+    let default = objects("default");
+    assert!(grants(
+        &default,
         "autoscaling",
         "horizontalpodautoscalers",
-        "get"
+        "patch"
     ));
+    assert!(grants(&default, "policy", "poddisruptionbudgets", "patch"));
+    assert!(!grants(&default, "keda.sh", "scaledobjects", "patch"));
 
     let digest = objects("digest");
     assert_eq!(

@@ -812,3 +812,32 @@ fn cd_rollouts_status_table_matches_the_fixtures() {
         assert_eq!(argo, argocd_health(&obj).0, "{name}");
     }
 }
+
+/// TemporalWorkerOwnedResource states (the Argo CD test data of its own health check): kstatus,
+/// as Flux and `helm --wait` compute it, agrees with the Lua check on every one the controller
+/// or the CRD default can produce.
+#[test]
+fn owned_resource_states_agree_between_kstatus_and_the_argocd_check() {
+    let dir =
+        repo_root().join("argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource");
+    let tests = load_yaml(&dir.join("health_test.yaml"));
+    let mut checked = 0;
+    for case in tests["tests"].as_array().expect("tests") {
+        let input = case["inputPath"].as_str().expect("inputPath");
+        if input == "testdata/no-status.yaml" {
+            // Never served: the CRD's status default fills it (kstatus alone reads it Current).
+            continue;
+        }
+        let obj = load_yaml(&dir.join(input));
+        let want = match case["healthStatus"]["status"].as_str() {
+            Some("Healthy") => Status::Current,
+            Some("Degraded") => Status::Failed,
+            _ if obj["metadata"]["deletionTimestamp"].is_string() => Status::Terminating,
+            _ => Status::InProgress,
+        };
+        let (got, message) = kstatus(&obj);
+        assert_eq!(got, want, "{input}: kstatus {message:?}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} TWOR states checked");
+}

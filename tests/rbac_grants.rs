@@ -26,10 +26,22 @@ fn every_grant_of_the_chart_is_used_by_the_controller() {
         .filter(|e| e.acting_user() == user && e.code() == 403)
         .map(|e| format!("{} {} ({})", e.verb, e.resource(), e.request_uri))
         .collect();
-    // Checked by an admission plugin inside the API server, not requested: it leaves no audit
-    // event, but without it the e2e suite cannot create a single versioned Deployment.
+    // Checked by an admission plugin inside the API server (OwnerReferencesPermissionEnforcement),
+    // not requested: it leaves no audit event, but without the first the e2e suite cannot create
+    // a single versioned Deployment, and without the second no TWD can become the controller
+    // owner of a TemporalWorkerOwnedResource.
+    // Likewise, a server-side apply that creates an object is authorized as `create` but
+    // audited as `patch` (every copy of a TemporalWorkerOwnedResource starts that way).
     let by_admission = |g: &chart_support::Grant| {
-        g.resource == "temporalworkerdeployments/finalizers" && g.verb == "update"
+        (g.resource == "temporalworkerdeployments/finalizers" && g.verb == "update")
+            || (g.resource == "temporalworkerownedresources" && g.verb == "delete")
+            || (g.verb == "create"
+                && [
+                    "horizontalpodautoscalers",
+                    "poddisruptionbudgets",
+                    "scaledobjects",
+                ]
+                .contains(&g.resource.as_str()))
     };
     let grants: Vec<_> = rules
         .iter()

@@ -90,3 +90,29 @@ pub const ALL: &[Reason] = {
         r(ROLLOUT_ABORTED, Terminal),
     ]
 };
+
+// TemporalWorkerOwnedResource reasons (its own `Ready`; see docs/owned-resources.md).
+/// Every live version has its copy, as last rendered, accepted by the API server.
+pub const ALL_VERSIONS_APPLIED: &str = "AllVersionsApplied";
+/// At least one version's copy was refused (validation, rendering or the API server); the
+/// message names the versions.
+pub const APPLY_FAILED: &str = "ApplyFailed";
+/// `spec.workerRef` names no TemporalWorkerDeployment in the namespace (yet).
+pub const WORKER_DEPLOYMENT_NOT_FOUND: &str = "WorkerDeploymentNotFound";
+
+/// Every reason written on a TemporalWorkerOwnedResource (the reason table of
+/// `docs/owned-resources.md`; a test compares them).
+pub const OWNED_ALL: &[Reason] = &[
+    Reason {
+        reason: ALL_VERSIONS_APPLIED,
+        kind: ReasonKind::Done,
+    },
+    Reason {
+        reason: WORKER_DEPLOYMENT_NOT_FOUND,
+        kind: ReasonKind::Blocked,
+    },
+    Reason {
+        reason: APPLY_FAILED,
+        kind: ReasonKind::Terminal,
+    },
+];

@@ -7,10 +7,14 @@ pub mod conditions;
 pub mod connection;
 pub mod duration;
 pub mod twd;
+pub mod twor;
 
 pub use connection::{TemporalConnection, TemporalConnectionSpec};
 pub use twd::{
     TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus,
+};
+pub use twor::{
+    TemporalWorkerOwnedResource, TemporalWorkerOwnedResourceSpec, TemporalWorkerOwnedResourceStatus,
 };
 
 /// API group of every kind we serve.
@@ -23,6 +27,8 @@ pub const FINALIZER: &str = "temporal.io/delete-protection";
 pub const LABEL_DEPLOYMENT_NAME: &str = "temporal.io/deployment-name";
 /// Label carrying the build ID on versioned Deployments and pods.
 pub const LABEL_BUILD_ID: &str = "temporal.io/build-id";
+/// Label carrying the owning TemporalWorkerOwnedResource's name on each per-version copy.
+pub const LABEL_OWNED_RESOURCE: &str = "temporal.io/owned-resource";
 /// Pod-template annotation: hash of the user's template (drift detection for custom build IDs).
 pub const ANNOTATION_POD_TEMPLATE_HASH: &str = "temporal.io/pod-template-spec-hash";
 /// Pod-template annotation: hash of the connection settings injected into the pods.

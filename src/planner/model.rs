@@ -172,6 +172,9 @@ pub struct ObservedDeployment {
     pub progress_deadline_exceeded: bool,
     /// The Deployment is already being deleted.
     pub deleting: bool,
+    /// An HPA or KEDA ScaledObject targets it (its own, or a TemporalWorkerOwnedResource's):
+    /// the autoscaler owns `spec.replicas`.
+    pub autoscaled: bool,
     pub created_at: Option<Timestamp>,
 }
 

@@ -106,6 +106,7 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     rolled_in_place: stalled,
                     progress_deadline_exceeded: stalled,
                     deleting,
+                    autoscaled: false,
                     created_at: Some(ago(86_400)),
                 }
             },

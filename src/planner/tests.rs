@@ -266,6 +266,33 @@ fn case_28_autoscaler_mode_revives_a_target_at_zero_only() {
 }
 
 #[test]
+fn an_autoscaled_version_keeps_the_autoscalers_replicas_whatever_spec_replicas_says() {
+    // spec.replicas is 3, the HPA chose 5 for the current and 2 for the target: no writes.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.replicas = Some(3);
+    i.deployments[0] = ObservedDeployment::test("v1", 5);
+    i.deployments[1] = ObservedDeployment::test("v2", 2);
+    for d in &mut i.deployments {
+        d.autoscaled = true;
+    }
+    assert_eq!(scaled(&plan(&i)), vec![]);
+
+    // Only the autoscaled one is left alone.
+    i.deployments[1].autoscaled = false;
+    assert_eq!(scaled(&plan(&i)), vec![("v2", 3)]);
+}
+
+#[test]
+fn an_autoscaled_target_at_zero_is_woken_to_one_only() {
+    // An HPA switches itself off for a Deployment at 0, so nothing else would wake it.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.desired.replicas = Some(3);
+    i.deployments[1] = ObservedDeployment::test("v2", 0);
+    i.deployments[1].autoscaled = true;
+    assert_eq!(scaled(&plan(&i)), vec![("v2", 1)]);
+}
+
+#[test]
 fn an_old_ramping_version_is_kept_at_spec_replicas() {
     // The spec changed mid-ramp: v2 still holds the ramp while v3 comes up.
     let mut i = rollout(steps(&[(25.0, 600)]));
@@ -342,6 +369,30 @@ fn case_23_drained_past_scaledown_is_scaled_to_zero_not_deleted() {
     assert_eq!(scaled(&p), vec![("v1", 0)]);
     assert_eq!(p.scale[0].reason, ScaleReason::Sunset);
     assert!(p.delete.is_empty());
+}
+
+#[test]
+fn an_autoscaled_drained_version_is_still_scaled_to_zero_at_sunset() {
+    // The one replicas write an autoscaled version gets; the TWOR controller drops its copy
+    // once the Deployment is at 0 (src/owned/mod.rs) and an HPA is inert at 0.
+    let mut i = with_old(VersionState::drained("v1", ago(2 * 3600)), 4);
+    i.deployments[1].autoscaled = true;
+    let p = plan(&i);
+    assert_eq!(scaled(&p), vec![("v1", 0)]);
+    assert_eq!(p.scale[0].reason, ScaleReason::Sunset);
+}
+
+#[test]
+fn an_autoscaled_version_is_never_updated_with_replicas() {
+    // Connection drift re-renders the pod template only: the update carries no replicas, so
+    // the executor (`refresh_template` with `replicas: None`) leaves the autoscaler's choice.
+    let mut i = rollout(Strategy::AllAtOnce);
+    i.connection_hash = "new".into();
+    i.deployments[0].autoscaled = true;
+    i.deployments[0].replicas = Some(9);
+    let p = plan(&i);
+    assert!(p.update.iter().any(|u| u.build_id == "v1"), "{p:?}");
+    assert!(!scaled(&p).iter().any(|(b, _)| *b == "v1"), "{p:?}");
 }
 
 #[test]

@@ -13,6 +13,7 @@
 
 pub mod act;
 mod analysis;
+mod autoscalers;
 mod context;
 mod drain_visibility;
 mod finalize;
@@ -106,6 +107,7 @@ async fn plan_and_act(
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
     let mut observed = observe::all(ctx, twd, &desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
     step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
     let deployment = twd.temporal_deployment_name();
     observe::open_pinned_workflows(&observed.client, &deployment, &mut input).await;

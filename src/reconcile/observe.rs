@@ -258,6 +258,8 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         rolled_in_place,
         progress_deadline_exceeded,
         deleting: d.meta().deletion_timestamp.is_some(),
+        // Filled by `autoscalers::mark` after observation.
+        autoscaled: false,
         created_at: d.meta().creation_timestamp.as_ref().map(|t| t.0),
     })
 }

@@ -26,6 +26,12 @@ pub fn e2e_values() -> Value {
     json!({
         "controller": {"identity": E2E_IDENTITY},
         "statusApi": {"auth": {"mode": "token-review", "audiences": [E2E_API_AUDIENCE]}},
+        // The chart's default kinds plus KEDA's ScaledObject (tests/e2e/owned_resources.rs).
+        "ownedResourceKinds": [
+            {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]},
+            {"apiGroups": ["keda.sh"], "resources": ["scaledobjects"]}
+        ],
     })
 }
 

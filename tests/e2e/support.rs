@@ -92,6 +92,9 @@ async fn start_env() -> Result<Arc<Env>> {
     let temporal = test_harness::temporal_server::shared().await?;
     let client = kube_client_from(&kubeconfig).await?;
     test_harness::control_plane::install_crds(&client, &crd_dir).await?;
+    // KEDA's ScaledObject kind (no KEDA controller), for TemporalWorkerOwnedResource tests.
+    let keda_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keda");
+    test_harness::control_plane::install_crds(&client, &keda_dir).await?;
     // On a user's cluster real pods run the workers; here the pod-level stand-in runs them.
     let kubelet = match plane {
         Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
@@ -297,6 +300,9 @@ impl Case {
             }
             "TemporalConnection" => kube::api::ApiResource::erase::<
                 temporal_worker_controller::api::TemporalConnection,
+            >(&()),
+            "TemporalWorkerOwnedResource" => kube::api::ApiResource::erase::<
+                temporal_worker_controller::api::TemporalWorkerOwnedResource,
             >(&()),
             other => bail!("unsupported kind {other}"),
         };

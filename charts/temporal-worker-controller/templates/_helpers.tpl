@@ -102,9 +102,31 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+# TemporalWorkerOwnedResources: watched (src/controller.rs), our finalizer and the TWD's
+# controller reference added by merge patch, and one status patch per pass (src/owned/apply.rs).
+# `delete` is never requested: the OwnerReferencesPermissionEnforcement admission plugin
+# requires it to set an owner reference. The TWOR controller reads the TWD it names by name
+# (src/owned/mod.rs).
+- apiGroups: ["temporal.io"]
+  resources: ["temporalworkerownedresources"]
+  verbs: ["list", "watch", "patch", "delete"]
+- apiGroups: ["temporal.io"]
+  resources: ["temporalworkerownedresources/status"]
+  verbs: ["patch"]
+- apiGroups: ["temporal.io"]
+  resources: ["temporalworkerdeployments"]
+  verbs: ["get"]
+# Every reconcile lists the namespace's HPAs: a version an HPA targets keeps the replicas the
+# HPA chose (src/reconcile/autoscalers.rs).
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list"]
+# Kinds copied per version by TemporalWorkerOwnedResources: server-side apply (a patch, which
+# the API server authorizes as create for a new copy) and the removal of copies when a TWOR is
+# deleted or changes kind (src/owned/apply.rs).
 {{- range .Values.ownedResourceKinds }}
 - apiGroups: {{ toJson .apiGroups }}
   resources: {{ toJson .resources }}
-  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  verbs: ["create", "patch", "delete"]
 {{- end }}
 {{- end -}}

@@ -1,0 +1,196 @@
+//! The writes of the TemporalWorkerOwnedResource controller, thin: server-side apply of one
+//! rendered copy, delete of one copy, and the TWOR's own metadata and status.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::api::{FINALIZER, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::owned::render::Rendered;
+
+/// Kubernetes limits a field manager name to 128 bytes.
+const MAX_FIELD_MANAGER: usize = 128;
+
+/// `(apiVersion, kind)` → API resource, resolved once per kind by discovery.
+#[derive(Default)]
+pub struct Resources(Mutex<HashMap<(String, String), ApiResource>>);
+
+impl Resources {
+    async fn resolve(
+        &self,
+        client: &kube::Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<ApiResource, kube::Error> {
+        let key = (api_version.to_string(), kind.to_string());
+        // A poisoned lock only means another reconcile panicked mid-insert; the map is intact.
+        if let Some(ar) = self.0.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(ar.clone());
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await?;
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, ar.clone());
+        Ok(ar)
+    }
+}
+
+/// The field manager of one TWOR's copies: each TWOR owns exactly the fields it renders.
+pub fn field_manager(twor: &str) -> String {
+    let mut m = format!("temporal-worker-controller/twor/{twor}");
+    m.truncate(MAX_FIELD_MANAGER);
+    m
+}
+
+/// The API server's own words for a refused request.
+pub fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Server-side apply of one copy (forced: the TWOR is the source of truth for its fields).
+pub async fn apply_copy(
+    client: &kube::Client,
+    resources: &Resources,
+    namespace: &str,
+    twor: &str,
+    copy: &Rendered,
+) -> Result<(), kube::Error> {
+    let ar = resources
+        .resolve(client, &copy.api_version, &copy.kind)
+        .await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let params = PatchParams::apply(&field_manager(twor)).force();
+    api.patch(&copy.name, &params, &Patch::Apply(&copy.object))
+        .await?;
+    Ok(())
+}
+
+/// Deletes one copy; an absent copy (or kind) counts as deleted.
+pub async fn delete_copy(
+    client: &kube::Client,
+    resources: &Resources,
+    namespace: &str,
+    (api_version, kind, name): (&str, &str, &str),
+) -> Result<(), kube::Error> {
+    let ar = match resources.resolve(client, api_version, kind).await {
+        Ok(ar) => ar,
+        Err(e) if is_status(&e, 404) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    match api.delete(name, &DeleteParams::background()).await {
+        Err(e) if !is_status(&e, 404) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Our finalizer (so deletion removes the copies) and, once the worker is known, a controller
+/// reference from the TWD (so the TWOR goes with its worker). One merge patch, and none when
+/// both are already there.
+pub async fn ensure_metadata(
+    client: &kube::Client,
+    twor: &TemporalWorkerOwnedResource,
+    twd: Option<&TemporalWorkerDeployment>,
+) -> Result<(), kube::Error> {
+    let has_finalizer = twor.finalizers().iter().any(|f| f == FINALIZER);
+    let owner = twd.and_then(|t| t.controller_owner_ref(&()));
+    let refs = twor.owner_references();
+    let has_owner = owner
+        .as_ref()
+        .is_none_or(|o| refs.iter().any(|r| r.uid == o.uid));
+    if has_finalizer && has_owner {
+        return Ok(());
+    }
+    let mut finalizers = twor.finalizers().to_vec();
+    if !has_finalizer {
+        finalizers.push(FINALIZER.to_string());
+    }
+    let mut owners: Vec<_> = refs
+        .iter()
+        .filter(|r| r.kind != "TemporalWorkerDeployment")
+        .cloned()
+        .collect();
+    owners.extend(owner);
+    let patch = json!({"metadata": {
+        "resourceVersion": twor.resource_version(),
+        "finalizers": finalizers,
+        "ownerReferences": owners,
+    }});
+    api_of(client, twor)
+        .patch(
+            &twor.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+/// Drops our finalizer: the last write of a TWOR's deletion.
+pub async fn remove_finalizer(
+    client: &kube::Client,
+    twor: &TemporalWorkerOwnedResource,
+) -> Result<(), kube::Error> {
+    let finalizers: Vec<&String> = twor
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .collect();
+    let patch =
+        json!({"metadata": {"resourceVersion": twor.resource_version(), "finalizers": finalizers}});
+    match api_of(client, twor)
+        .patch(
+            &twor.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Err(e) if !is_status(&e, 404) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The one status write of a pass.
+pub async fn write_status(
+    client: &kube::Client,
+    twor: &TemporalWorkerOwnedResource,
+    status: &crate::api::TemporalWorkerOwnedResourceStatus,
+) -> Result<(), kube::Error> {
+    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    // A merge patch keeps a field it does not name: an emptied list must be sent as null.
+    if body.get("versions").is_none() {
+        body["versions"] = serde_json::Value::Null;
+    }
+    let patch = json!({ "status": body });
+    api_of(client, twor)
+        .patch_status(
+            &twor.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(())
+}
+
+fn api_of(
+    client: &kube::Client,
+    twor: &TemporalWorkerOwnedResource,
+) -> Api<TemporalWorkerOwnedResource> {
+    Api::namespaced(client.clone(), &twor.namespace().unwrap_or_default())
+}

@@ -1,0 +1,82 @@
+//! The task queue of one version, for `{{ .TaskQueue }}` and a KEDA trigger's `taskQueue: ""`:
+//! asked of Temporal (`DescribeWorkerDeploymentVersion`) through the TWD's Connection, only
+//! for TWORs that need it, and remembered once found (a version's task queues do not change).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::ResourceExt;
+
+use crate::api::TemporalWorkerDeployment;
+use crate::reconcile::observe;
+use crate::temporal::{self, ClientPool, ConnectionKey};
+
+/// Found task queues by (TWD uid, build ID).
+#[derive(Default)]
+pub struct Known(Mutex<HashMap<(String, String), String>>);
+
+impl Known {
+    fn get(&self, key: &(String, String)) -> Option<String> {
+        // A poisoned lock only means another reconcile panicked mid-insert; the map is intact.
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn insert(&self, key: (String, String), queue: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, queue);
+    }
+}
+
+/// The one workflow task queue `build` polls; `None` while Temporal does not know the version
+/// (or it polls nothing yet). Several queues are an error: the object must say which.
+pub async fn lookup(
+    kube: &kube::Client,
+    pool: &ClientPool,
+    identity: &str,
+    known: &Known,
+    twd: &TemporalWorkerDeployment,
+    build: &str,
+) -> Result<Option<String>, String> {
+    let key = (twd.uid().unwrap_or_default(), build.to_string());
+    if let Some(q) = known.get(&key) {
+        return Ok(Some(q));
+    }
+    let ns = twd.namespace().unwrap_or_default();
+    let connection = observe::connection(kube, &ns, twd)
+        .await
+        .map_err(|f| f.to_string())?;
+    let mode = connection.spec.auth_mode();
+    let secret = observe::auth_secret(kube, &ns, &mode).await?;
+    let auth = temporal::auth_from_secret(&mode, secret.as_ref()).map_err(|e| e.to_string())?;
+    let client = pool
+        .get_or_connect(
+            ConnectionKey::new(&connection.spec, auth),
+            &twd.spec.worker_options.temporal_namespace,
+            identity,
+        )
+        .await
+        .map_err(|e| format!("connecting to Temporal for the task queue: {e}"))?;
+    let detail = client
+        .describe_version(&twd.temporal_deployment_name(), build)
+        .await
+        .map_err(|e| format!("reading the task queue of {build}: {e}"))?;
+    let queues = detail.map(|d| d.workflow_task_queues).unwrap_or_default();
+    match queues.as_slice() {
+        [] => Ok(None),
+        [one] => {
+            known.insert(key, one.clone());
+            Ok(Some(one.clone()))
+        }
+        many => Err(format!(
+            "version {build} polls {} workflow task queues ({}): name the one to use instead of asking for it",
+            many.len(),
+            many.join(", ")
+        )),
+    }
+}

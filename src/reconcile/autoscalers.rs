@@ -1,0 +1,103 @@
+//! Which versioned Deployments an autoscaler owns, so the planner never writes their
+//! `spec.replicas` (part of observation, read-only). A version counts as autoscaled when an
+//! HPA in the namespace targets its Deployment, or when a TemporalWorkerOwnedResource of the
+//! worker copies an HPA or a KEDA ScaledObject to every version (even before the copy exists,
+//! so the controller never races a copy about to be applied).
+
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::planner::model::ObservedDeployment;
+
+/// Sets `autoscaled` on `deployments`. A list that fails is logged and leaves the flags as
+/// they are: one failed read must not stop the rollout (the next reconcile looks again).
+pub async fn mark(
+    client: &kube::Client,
+    twd: &TemporalWorkerDeployment,
+    deployments: &mut [ObservedDeployment],
+) {
+    let ns = twd.namespace().unwrap_or_default();
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
+    let targets: Vec<String> = match hpas.list(&ListParams::default()).await {
+        Ok(list) => list.items.iter().filter_map(deployment_target).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "listing HorizontalPodAutoscalers");
+            Vec::new()
+        }
+    };
+    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), &ns);
+    let every_version = match twors.list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .any(|t| t.spec.worker_ref.name == twd.name_any() && t.spec.is_autoscaler()),
+        Err(e) => {
+            tracing::warn!(error = %e, "listing TemporalWorkerOwnedResources");
+            false
+        }
+    };
+    apply(deployments, &targets, every_version);
+}
+
+/// The Deployment an HPA scales, if it scales a Deployment.
+fn deployment_target(hpa: &HorizontalPodAutoscaler) -> Option<String> {
+    let target = &hpa.spec.as_ref()?.scale_target_ref;
+    (target.kind == "Deployment" && target.api_version.as_deref().is_none_or(|v| v == "apps/v1"))
+        .then(|| target.name.clone())
+}
+
+fn apply(deployments: &mut [ObservedDeployment], targets: &[String], every_version: bool) {
+    for d in deployments {
+        d.autoscaled = every_version || targets.contains(&d.name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn hpa(kind: &str, api_version: &str, name: &str) -> HorizontalPodAutoscaler {
+        serde_json::from_value(json!({"metadata": {"name": "h"}, "spec": {"maxReplicas": 3,
+            "scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": name}}}))
+        .expect("hpa")
+    }
+
+    #[test]
+    fn only_hpas_of_deployments_count_and_only_for_their_target() {
+        assert_eq!(
+            deployment_target(&hpa("Deployment", "apps/v1", "w-v1")),
+            Some("w-v1".into())
+        );
+        assert_eq!(
+            deployment_target(&hpa("StatefulSet", "apps/v1", "w-v1")),
+            None
+        );
+        let mut ds = vec![
+            ObservedDeployment::test("v1", 1),
+            ObservedDeployment::test("v2", 1),
+        ];
+        apply(&mut ds, &["w-v2".to_string()], false);
+        assert_eq!(
+            ds.iter().map(|d| d.autoscaled).collect::<Vec<_>>(),
+            [false, true]
+        );
+    }
+
+    #[test]
+    fn an_autoscaler_twor_of_the_worker_covers_every_version() {
+        let mut ds = vec![
+            ObservedDeployment::test("v1", 1),
+            ObservedDeployment::test("v2", 1),
+        ];
+        apply(&mut ds, &[], true);
+        assert!(ds.iter().all(|d| d.autoscaled));
+        apply(&mut ds, &[], false);
+        assert!(
+            ds.iter().all(|d| !d.autoscaled),
+            "a gone autoscaler releases replicas"
+        );
+    }
+}
