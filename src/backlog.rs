@@ -76,6 +76,8 @@ pub struct VersionQueue {
     pub namespace: String,
     pub name: String,
     pub build_id: String,
+    /// The Temporal namespace the version's workers poll in.
+    pub temporal_namespace: String,
     pub stats: QueueStats,
 }
 
@@ -127,6 +129,7 @@ pub async fn run(
                         namespace: namespace.clone(),
                         name: name.clone(),
                         build_id: build_id.clone(),
+                        temporal_namespace: target.client.namespace().to_string(),
                         stats,
                     })),
                     Err(e) => {

@@ -660,6 +660,11 @@ struct QueueLabels {
     build_id: String,
     task_queue: String,
     task_queue_type: &'static str,
+    // The version labels a TemporalWorkerOwnedResource injects into an HPA's external-metric
+    // selector (`crate::owned::rules::METRIC_LABEL_*`), so such an HPA selects its own version.
+    temporal_worker_deployment_name: String,
+    temporal_worker_build_id: String,
+    temporal_namespace: String,
 }
 
 fn register_build_info(registry: &mut Registry) {
@@ -707,6 +712,9 @@ fn register_backlog(root: &mut Registry, queues: &[crate::backlog::VersionQueue]
             build_id: q.build_id.clone(),
             task_queue: q.stats.task_queue.clone(),
             task_queue_type: q.stats.queue_type,
+            temporal_worker_deployment_name: format!("{}_{}", q.namespace, q.name),
+            temporal_worker_build_id: q.build_id.clone(),
+            temporal_namespace: q.temporal_namespace.clone(),
         };
         count.get_or_create(&labels).set(q.stats.backlog_count);
         age.get_or_create(&labels).set(q.stats.backlog_age_seconds);
@@ -872,6 +880,7 @@ mod tests {
             namespace: "shop".into(),
             name: "orders".into(),
             build_id: build.into(),
+            temporal_namespace: "prod".into(),
             stats: QueueStats {
                 task_queue: "orders".into(),
                 queue_type: "workflow",
@@ -883,7 +892,12 @@ mod tests {
         };
         m.backlog.replace(vec![queue("v1", 0), queue("v2", 7)]);
         let text = m.encode(&store);
-        let labels = "namespace=\"shop\",name=\"orders\",build_id=\"v2\",task_queue=\"orders\",task_queue_type=\"workflow\"";
+        let labels = format!(
+            "namespace=\"shop\",name=\"orders\",build_id=\"v2\",task_queue=\"orders\",task_queue_type=\"workflow\",{}=\"shop_orders\",{}=\"v2\",{}=\"prod\"",
+            crate::owned::rules::METRIC_LABEL_DEPLOYMENT,
+            crate::owned::rules::METRIC_LABEL_BUILD_ID,
+            crate::owned::rules::METRIC_LABEL_NAMESPACE,
+        );
         for line in [
             format!("temporal_worker_controller_version_backlog_tasks{{{labels}}} 7"),
             format!("temporal_worker_controller_version_backlog_age_seconds{{{labels}}} 1.5"),
@@ -892,9 +906,9 @@ mod tests {
         ] {
             assert!(text.contains(&line), "missing {line:?} in:\n{text}");
         }
-        assert!(
-            text.contains("build_id=\"v1\",task_queue=\"orders\",task_queue_type=\"workflow\"} 0")
-        );
+        assert!(text.contains(
+            "build_id=\"v1\",task_queue=\"orders\",task_queue_type=\"workflow\",temporal_worker_deployment_name=\"shop_orders\",temporal_worker_build_id=\"v1\",temporal_namespace=\"prod\"} 0"
+        ));
     }
 
     #[test]

@@ -119,6 +119,7 @@ fn busy_metrics() -> Arc<Metrics> {
             namespace: "shop".into(),
             name: "orders".into(),
             build_id: "v1".into(),
+            temporal_namespace: "prod".into(),
             stats: temporal_worker_controller::temporal::task_queue_stats::QueueStats {
                 task_queue: "orders".into(),
                 queue_type: "workflow",
