@@ -105,29 +105,7 @@ async fn plan_and_act(
 ) -> Result<Attempt, Failure> {
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
-    let mut observed = observe::all(ctx, twd, &desired).await?;
-    let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
-    autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
-    step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
-    let deployment = twd.temporal_deployment_name();
-    observe::open_pinned_workflows(&observed.client, &deployment, &mut input).await;
-    drain_visibility::observe(
-        &observed.client,
-        &ctx.pinned,
-        &deployment,
-        twd.status.as_ref(),
-        &mut input,
-    )
-    .await;
-    analysis::observe(&observed.client, &deployment, &mut input).await;
-    ctx.backlog.publish(
-        (twd.namespace().unwrap_or_default(), twd.name_any()),
-        crate::backlog::Target {
-            client: observed.client.clone(),
-            deployment: deployment.clone(),
-            build_ids: crate::backlog::live_builds(&input),
-        },
-    );
+    let (observed, mut input) = observe_everything(ctx, twd, desired).await?;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
@@ -144,6 +122,35 @@ async fn plan_and_act(
         }),
         outcome: acted.outcome,
     })
+}
+
+/// The observe stage: Kubernetes and Temporal state, then the facts single rules need
+/// (autoscalers, step gates, pinned workflows, analysis samples). Publishes the live versions
+/// to the backlog poller.
+async fn observe_everything(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    desired: planner::model::Desired,
+) -> Result<(observe::Observed, PlanInput), Failure> {
+    let mut observed = observe::all(ctx, twd, &desired).await?;
+    let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
+    step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
+    let deployment = twd.temporal_deployment_name();
+    let client = &observed.client;
+    observe::open_pinned_workflows(client, &deployment, &mut input).await;
+    let prior = twd.status.as_ref();
+    drain_visibility::observe(client, &ctx.pinned, &deployment, prior, &mut input).await;
+    analysis::observe(client, &deployment, &mut input).await;
+    ctx.backlog.publish(
+        (twd.namespace().unwrap_or_default(), twd.name_any()),
+        crate::backlog::Target {
+            client: client.clone(),
+            deployment,
+            build_ids: crate::backlog::live_builds(&input),
+        },
+    );
+    Ok((observed, input))
 }
 
 #[cfg(test)]
