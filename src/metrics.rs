@@ -661,7 +661,8 @@ struct QueueLabels {
     task_queue: String,
     task_queue_type: &'static str,
     // The version labels a TemporalWorkerOwnedResource injects into an HPA's external-metric
-    // selector (`crate::owned::rules::METRIC_LABEL_*`), so such an HPA selects its own version.
+    // selector (the owned-resource rules' `METRIC_LABEL_*`; tests/metrics.rs checks they agree),
+    // so such an HPA selects its own version's series.
     temporal_worker_deployment_name: String,
     temporal_worker_build_id: String,
     temporal_namespace: String,
@@ -892,12 +893,7 @@ mod tests {
         };
         m.backlog.replace(vec![queue("v1", 0), queue("v2", 7)]);
         let text = m.encode(&store);
-        let labels = format!(
-            "namespace=\"shop\",name=\"orders\",build_id=\"v2\",task_queue=\"orders\",task_queue_type=\"workflow\",{}=\"shop_orders\",{}=\"v2\",{}=\"prod\"",
-            crate::owned::rules::METRIC_LABEL_DEPLOYMENT,
-            crate::owned::rules::METRIC_LABEL_BUILD_ID,
-            crate::owned::rules::METRIC_LABEL_NAMESPACE,
-        );
+        let labels = "namespace=\"shop\",name=\"orders\",build_id=\"v2\",task_queue=\"orders\",task_queue_type=\"workflow\",temporal_worker_deployment_name=\"shop_orders\",temporal_worker_build_id=\"v2\",temporal_namespace=\"prod\"";
         for line in [
             format!("temporal_worker_controller_version_backlog_tasks{{{labels}}} 7"),
             format!("temporal_worker_controller_version_backlog_age_seconds{{{labels}}} 1.5"),

@@ -571,3 +571,27 @@ fn promtool_finds_no_problems() {
         "promtool check metrics:\n{report}\n---\n{text}"
     );
 }
+
+/// A TemporalWorkerOwnedResource merges its version labels into an HPA's external-metric
+/// selector; the backlog series must carry exactly those labels, so that such an HPA selects the
+/// series of its own version (docs/autoscaling.md).
+#[test]
+fn backlog_series_carry_the_labels_an_owned_hpa_selects_on() {
+    use temporal_worker_controller::owned::rules;
+    let (_w, store) = store_with(&fixtures());
+    let text = busy_metrics().encode(&store);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("temporal_worker_controller_version_backlog_tasks{"))
+        .expect("a backlog series");
+    for (label, value) in [
+        (rules::METRIC_LABEL_DEPLOYMENT, "shop_orders"),
+        (rules::METRIC_LABEL_BUILD_ID, "v1"),
+        (rules::METRIC_LABEL_NAMESPACE, "prod"),
+    ] {
+        assert!(
+            line.contains(&format!("{label}=\"{value}\"")),
+            "{label}={value:?} missing from {line}"
+        );
+    }
+}
