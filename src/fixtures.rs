@@ -240,6 +240,7 @@ impl ObservedDeployment {
             progress_deadline_exceeded: false,
             deleting: false,
             autoscaled: false,
+            autoscaler_present: false,
             created_at: Some(ago(86_400)),
         }
     }

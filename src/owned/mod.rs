@@ -107,13 +107,15 @@ pub async fn reconcile(
         apply::remove_finalizer(&ctx.client, &twor).await?;
         return Ok(Action::await_change());
     }
-    // A version scaled to 0 at sunset loses its copies: an autoscaler must not bring it back.
-    let (asleep, live): (Vec<Deployment>, Vec<Deployment>) = all
-        .into_iter()
-        .partition(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(0));
-    remove_asleep(&ctx, &twor, &ns, &asleep).await;
     let twds: Api<TemporalWorkerDeployment> = Api::namespaced(ctx.client.clone(), &ns);
     let twd = twds.get_opt(&twor.spec.worker_ref.name).await?;
+    // A version due for scale-down (or already at 0) loses its copies first: the TWD's sunset
+    // waits for that before scaling it to 0, so an autoscaler never fights the scale-down.
+    let now = Timestamp::now();
+    let (asleep, live): (Vec<Deployment>, Vec<Deployment>) = all
+        .into_iter()
+        .partition(|d| retiring(d, twd.as_ref(), now));
+    remove_asleep(&ctx, &twor, &ns, &asleep).await;
     apply::ensure_metadata(&ctx.client, &twor, twd.as_ref()).await?;
     let (pass, again) = match &twd {
         None => (
@@ -137,7 +139,9 @@ pub async fn reconcile(
     if twor.status.as_ref() != Some(&new) && ctx.leads() {
         apply::write_status(&ctx.client, &twor, &new).await?;
     }
-    Ok(Action::requeue(again))
+    Ok(Action::requeue(
+        next_scaledown(twd.as_ref(), now).map_or(again, |d| again.min(d)),
+    ))
 }
 
 /// The worker's versioned Deployments that are not being deleted, by build ID.
@@ -160,6 +164,33 @@ async fn live_deployments(
         .collect();
     live.sort_by(|a, b| build_of(a).cmp(&build_of(b)));
     Ok(live)
+}
+
+/// True for a version whose copies must go: its Deployment is at 0, or the TWD's status says
+/// its scale-down is due.
+fn retiring(d: &Deployment, twd: Option<&TemporalWorkerDeployment>, now: Timestamp) -> bool {
+    if d.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
+        return true;
+    }
+    let Some(build) = build_of(d) else {
+        return false;
+    };
+    twd.and_then(|t| t.status.as_ref())
+        .into_iter()
+        .flat_map(|s| &s.deprecated_versions)
+        .any(|v| v.version.build_id == build && v.scaledown_at.as_ref().is_some_and(|t| t.0 <= now))
+}
+
+/// Time until the earliest scale-down still ahead, to remove that version's copies on time.
+fn next_scaledown(twd: Option<&TemporalWorkerDeployment>, now: Timestamp) -> Option<Duration> {
+    twd?.status
+        .as_ref()?
+        .deprecated_versions
+        .iter()
+        .filter_map(|v| v.scaledown_at.as_ref())
+        .filter_map(|t| Duration::try_from(t.0.duration_since(now)).ok())
+        .filter(|d| !d.is_zero())
+        .min()
 }
 
 fn build_of(d: &Deployment) -> Option<&str> {
@@ -365,4 +396,66 @@ async fn remove_all(
         remove_copy(ctx, ns, copy).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    use super::{next_scaledown, retiring};
+    use crate::api::TemporalWorkerDeployment;
+    use crate::api::twd::{DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionStatus};
+    use crate::fixtures::{NOW, ago, ts};
+
+    fn deployment(build: &str, replicas: i32) -> Deployment {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("w-{build}"), "labels": {crate::api::LABEL_BUILD_ID: build}},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}}
+        }))
+        .expect("deployment")
+    }
+
+    /// A TWD whose status lists v1 with a scale-down `secs` from now (negative: past).
+    fn twd(secs: i64) -> TemporalWorkerDeployment {
+        let mut t = TemporalWorkerDeployment::test();
+        let mut v1 = DeprecatedVersion::test("v1", VersionStatus::Drained);
+        v1.scaledown_at = Some(Time(ago(-secs)));
+        t.status = Some(TemporalWorkerDeploymentStatus {
+            deprecated_versions: vec![v1],
+            ..Default::default()
+        });
+        t
+    }
+
+    #[test]
+    fn copies_go_once_the_scale_down_is_due_or_the_version_is_at_zero() {
+        let now = ts(NOW);
+        assert!(!retiring(&deployment("v1", 2), Some(&twd(60)), now));
+        assert!(
+            retiring(&deployment("v1", 2), Some(&twd(0)), now),
+            "due now"
+        );
+        assert!(retiring(&deployment("v1", 2), Some(&twd(-60)), now));
+        assert!(retiring(&deployment("v1", 0), None, now), "already at 0");
+        assert!(
+            !retiring(&deployment("v2", 2), Some(&twd(-60)), now),
+            "other version"
+        );
+        assert!(!retiring(&deployment("v1", 2), None, now), "no TWD");
+    }
+
+    #[test]
+    fn the_controller_comes_back_at_the_next_scale_down() {
+        let now = ts(NOW);
+        assert_eq!(
+            next_scaledown(Some(&twd(90)), now),
+            Some(Duration::from_secs(90))
+        );
+        assert_eq!(next_scaledown(Some(&twd(-5)), now), None, "already due");
+        assert_eq!(next_scaledown(None, now), None);
+    }
 }

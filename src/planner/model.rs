@@ -175,6 +175,9 @@ pub struct ObservedDeployment {
     /// An HPA or KEDA ScaledObject targets it (its own, or a TemporalWorkerOwnedResource's):
     /// the autoscaler owns `spec.replicas`.
     pub autoscaled: bool,
+    /// An autoscaler object targets it right now (an HPA, or a TWOR copy Kubernetes accepted).
+    /// Sunset scales a version to 0 only once this is false, so the two never fight.
+    pub autoscaler_present: bool,
     pub created_at: Option<Timestamp>,
 }
 

@@ -107,6 +107,7 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     progress_deadline_exceeded: stalled,
                     deleting,
                     autoscaled: false,
+                    autoscaler_present: false,
                     created_at: Some(ago(86_400)),
                 }
             },

@@ -26,6 +26,10 @@ use crate::planner::model::{
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
 
+/// How soon to look again while a version due for scale-down waits for its autoscaler copy to
+/// be removed.
+pub const AUTOSCALER_HANDOFF_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// When a drained version is scaled to zero and when its Deployment is deleted.
 /// Deletion counts from the scale-down deadline (scaledown + delete delays from `drainedSince`).
 pub fn deadlines(
@@ -144,7 +148,13 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                         out.delete.push(delete(d, DeleteReason::Sunset));
                         deleted = true;
                     } else if d.replicas != Some(0) && due(scaledown_at) {
-                        out.scale.push(scale_to_zero(d));
+                        if d.autoscaler_present {
+                            // Its autoscaler copy goes first (the TWOR controller removes it
+                            // once status shows the scale-down due), so the two never fight.
+                            wake.after(AUTOSCALER_HANDOFF_POLL);
+                        } else {
+                            out.scale.push(scale_to_zero(d));
+                        }
                     }
                     for t in [scaledown_at, delete_at].into_iter().flatten() {
                         wake.at(now, t);

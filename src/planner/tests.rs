@@ -373,13 +373,29 @@ fn case_23_drained_past_scaledown_is_scaled_to_zero_not_deleted() {
 
 #[test]
 fn an_autoscaled_drained_version_is_still_scaled_to_zero_at_sunset() {
-    // The one replicas write an autoscaled version gets; the TWOR controller drops its copy
-    // once the Deployment is at 0 (src/owned/mod.rs) and an HPA is inert at 0.
+    // The one replicas write an autoscaled version gets, once no autoscaler copy targets it.
     let mut i = with_old(VersionState::drained("v1", ago(2 * 3600)), 4);
     i.deployments[1].autoscaled = true;
     let p = plan(&i);
     assert_eq!(scaled(&p), vec![("v1", 0)]);
     assert_eq!(p.scale[0].reason, ScaleReason::Sunset);
+}
+
+#[test]
+fn sunset_waits_for_the_autoscaler_copy_to_go_before_scaling_to_zero() {
+    // Due for scale-down, but an HPA still targets v1: scaling now would fight it.
+    let mut i = with_old(VersionState::drained("v1", ago(2 * 3600)), 4);
+    i.deployments[1].autoscaled = true;
+    i.deployments[1].autoscaler_present = true;
+    let p = plan(&i);
+    assert!(scaled(&p).is_empty(), "{p:?}");
+    assert_eq!(
+        p.requeue_after,
+        Some(crate::planner::sunset::AUTOSCALER_HANDOFF_POLL)
+    );
+    // The copy is gone: now the scale-down happens.
+    i.deployments[1].autoscaler_present = false;
+    assert_eq!(scaled(&plan(&i)), vec![("v1", 0)]);
 }
 
 #[test]

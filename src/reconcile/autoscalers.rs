@@ -28,17 +28,36 @@ pub async fn mark(
         }
     };
     let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), &ns);
-    let every_version = match twors.list(&ListParams::default()).await {
-        Ok(list) => list
-            .items
-            .iter()
-            .any(|t| t.spec.worker_ref.name == twd.name_any() && t.spec.is_autoscaler()),
+    let (every_version, copied) = match twors.list(&ListParams::default()).await {
+        Ok(list) => {
+            let mine: Vec<&TemporalWorkerOwnedResource> = list
+                .items
+                .iter()
+                .filter(|t| t.spec.worker_ref.name == twd.name_any() && t.spec.is_autoscaler())
+                .collect();
+            (!mine.is_empty(), copied_builds(&mine))
+        }
         Err(e) => {
             tracing::warn!(error = %e, "listing TemporalWorkerOwnedResources");
-            false
+            // Unknown: assume copies exist, so that sunset waits rather than fights.
+            (
+                false,
+                deployments.iter().map(|d| d.build_id.clone()).collect(),
+            )
         }
     };
-    apply(deployments, &targets, every_version);
+    apply(deployments, &targets, every_version, &copied);
+}
+
+/// Build IDs that have an autoscaler copy in place, by the TWORs' own status.
+fn copied_builds(twors: &[&TemporalWorkerOwnedResource]) -> Vec<String> {
+    twors
+        .iter()
+        .filter_map(|t| t.status.as_ref())
+        .flat_map(|s| &s.versions)
+        .filter(|v| v.applied)
+        .map(|v| v.build_id.clone())
+        .collect()
 }
 
 /// The Deployment an HPA scales, if it scales a Deployment.
@@ -48,9 +67,16 @@ fn deployment_target(hpa: &HorizontalPodAutoscaler) -> Option<String> {
         .then(|| target.name.clone())
 }
 
-fn apply(deployments: &mut [ObservedDeployment], targets: &[String], every_version: bool) {
+fn apply(
+    deployments: &mut [ObservedDeployment],
+    targets: &[String],
+    every_version: bool,
+    copied: &[String],
+) {
     for d in deployments {
-        d.autoscaled = every_version || targets.contains(&d.name);
+        let hpa = targets.contains(&d.name);
+        d.autoscaled = every_version || hpa;
+        d.autoscaler_present = hpa || copied.contains(&d.build_id);
     }
 }
 
@@ -79,9 +105,13 @@ mod tests {
             ObservedDeployment::test("v1", 1),
             ObservedDeployment::test("v2", 1),
         ];
-        apply(&mut ds, &["w-v2".to_string()], false);
+        apply(&mut ds, &["w-v2".to_string()], false, &[]);
         assert_eq!(
             ds.iter().map(|d| d.autoscaled).collect::<Vec<_>>(),
+            [false, true]
+        );
+        assert_eq!(
+            ds.iter().map(|d| d.autoscaler_present).collect::<Vec<_>>(),
             [false, true]
         );
     }
@@ -92,12 +122,33 @@ mod tests {
             ObservedDeployment::test("v1", 1),
             ObservedDeployment::test("v2", 1),
         ];
-        apply(&mut ds, &[], true);
+        apply(&mut ds, &[], true, &["v1".to_string()]);
         assert!(ds.iter().all(|d| d.autoscaled));
-        apply(&mut ds, &[], false);
+        // Only v1's copy is in place (v2's was removed for its sunset, or not applied yet).
+        assert_eq!(
+            ds.iter().map(|d| d.autoscaler_present).collect::<Vec<_>>(),
+            [true, false]
+        );
+        apply(&mut ds, &[], false, &[]);
         assert!(
             ds.iter().all(|d| !d.autoscaled),
             "a gone autoscaler releases replicas"
         );
+    }
+
+    #[test]
+    fn only_applied_copies_are_present() {
+        let twor: TemporalWorkerOwnedResource = serde_json::from_value(json!({
+            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerOwnedResource",
+            "metadata": {"name": "hpa", "namespace": "shop"},
+            "spec": {"workerRef": {"name": "orders"}, "object": {
+                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "spec": {}}},
+            "status": {"versions": [
+                {"buildID": "v1", "resourceName": "a", "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "applied": true, "appliedHash": "h"},
+                {"buildID": "v2", "resourceName": "b", "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "applied": false, "appliedHash": ""}
+            ]}
+        }))
+        .expect("twor");
+        assert_eq!(copied_builds(&[&twor]), ["v1"]);
     }
 }

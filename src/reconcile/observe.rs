@@ -260,6 +260,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         deleting: d.meta().deletion_timestamp.is_some(),
         // Filled by `autoscalers::mark` after observation.
         autoscaled: false,
+        autoscaler_present: false,
         created_at: d.meta().creation_timestamp.as_ref().map(|t| t.0),
     })
 }

@@ -592,3 +592,62 @@ async fn the_api_server_refuses_a_named_object_and_a_new_worker_ref() -> Result<
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sunset_removes_the_autoscaler_copy_before_scaling_the_version_to_zero() -> Result<()> {
+    let c = case("twor-sunset").await?;
+    let v1 = roll_to(&c, "pay", "v1").await?;
+    let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "spec": {"scaleTargetRef": {}, "minReplicas": 1, "maxReplicas": 3}});
+    apply_twor(&c, "scaler", "pay", hpa).await?;
+    wait_twor(&c, "scaler", "v1 applied", |t| applied(t) == [v1.clone()]).await?;
+    let copy = copies_of(&hpas(&c), "scaler")
+        .await?
+        .into_iter()
+        .find(|(b, _)| *b == v1)
+        .and_then(|(_, h)| h["metadata"]["name"].as_str().map(str::to_string))
+        .context("v1's HPA")?;
+
+    // v2 replaces v1, whose sunset is short: v1 drains and is scaled to 0 a second later.
+    let short = json!({"sunset": {"scaledownDelay": "1s", "deleteDelay": "1h"}});
+    c.apply_twd("pay", "v2", json!({"strategy": "AllAtOnce"}), short)
+        .await?;
+    let dep = deployment_of("pay", &v1);
+    eventually("v1 scaled to 0 at its sunset", T, || async {
+        let d = c.deployments().get(&dep).await?;
+        Ok((d.spec.and_then(|s| s.replicas) == Some(0)).then_some(()))
+    })
+    .await?;
+
+    // The audit log orders the controller's writes: v1's HPA went before v1's scale to 0.
+    let log = crate::chart_support::e2e_audit_log();
+    let (user, _) =
+        crate::chart_support::rendered_grants(&crate::chart_support::e2e_values(), CONTROLLER_NS)?;
+    let events = test_harness::control_plane::audit::read(&log)?;
+    let position = |pred: &dyn Fn(&test_harness::control_plane::AuditEvent) -> bool| {
+        events
+            .iter()
+            .position(|e| e.acting_user() == user && e.is_write() && pred(e))
+    };
+    let copy_deleted = position(&|e| {
+        e.verb == "delete"
+            && e.object_ref.as_ref().is_some_and(|o| {
+                o.resource == "horizontalpodautoscalers" && o.namespace == c.ns && o.name == copy
+            })
+    })
+    .context("no delete of v1's HPA copy by the controller")?;
+    let scaled_down = position(&|e| {
+        e.object_ref.as_ref().is_some_and(|o| {
+            o.resource == "deployments"
+                && o.subresource == "scale"
+                && o.namespace == c.ns
+                && o.name == dep
+        })
+    })
+    .context("no scale of v1 by the controller")?;
+    ensure!(
+        copy_deleted < scaled_down,
+        "v1 was scaled to 0 (audit #{scaled_down}) before its HPA was removed (#{copy_deleted})"
+    );
+    Ok(())
+}
