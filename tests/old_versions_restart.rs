@@ -6,33 +6,19 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use anyhow::{Context as _, Result, ensure};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::DeprecatedVersion;
-use temporal_worker_controller::run::{self, RunOptions, Running};
+
+#[path = "restart_support/mod.rs"]
+mod restart_support;
+use restart_support::{T, World, wait};
 
 const NAME: &str = "ledger";
 const QUEUE: &str = "nudge";
-const T: Duration = Duration::from_secs(120);
-
-async fn controller(client: &kube::Client, ns: &str) -> Result<Running> {
-    Ok(run::start(
-        client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![ns.to_string()],
-            identity: "twc-nudge-restart-test".into(),
-            idle_interval: Duration::from_secs(5),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
-            ..Default::default()
-        },
-    )
-    .await?)
-}
+const IDENTITY: &str = "twc-nudge-restart-test";
 
 fn twd(tag: &str, temporal_ns: &str) -> Value {
     json!({
@@ -51,24 +37,6 @@ fn twd(tag: &str, temporal_ns: &str) -> Value {
             "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns},
         }
     })
-}
-
-async fn wait(
-    api: &Api<TemporalWorkerDeployment>,
-    what: &str,
-    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
-) -> Result<TemporalWorkerDeployment> {
-    let deadline = Instant::now() + T;
-    loop {
-        let t = api.get(NAME).await?;
-        if pred(&t) {
-            return Ok(t);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out waiting for {what}: {:?}", t.status);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn current(t: &TemporalWorkerDeployment) -> Option<String> {
@@ -124,37 +92,19 @@ async fn signals(address: &str, ns: &str, wf: &str) -> Result<usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() -> Result<()> {
-    let (_, client) = test_harness::control_plane::shared_with_crds().await?;
-    let server = test_harness::temporal_server::shared().await?;
-    let _kubelet = test_harness::kubelet::Kubelet::start(client.clone()).await?;
-    let ns = format!("nudge-{}", std::process::id() % 10000);
-    let temporal_ns = format!("e2e-{ns}");
-    server.create_namespace(&temporal_ns).await?;
-    let address = server.address();
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
+    let world = World::new("nudge").await?;
+    let (ns, temporal_ns, address) = (
+        world.ns.clone(),
+        world.temporal_ns.clone(),
+        world.address.clone(),
+    );
     let ssa = PatchParams::apply("nudge-test").force();
-    Api::<temporal_worker_controller::api::TemporalConnection>::namespaced(client.clone(), &ns)
-        .patch(
-            "temporal",
-            &ssa,
-            &Patch::Apply(json!({
-                "apiVersion": "temporal.io/v1alpha1",
-                "kind": "TemporalConnection",
-                "metadata": {"name": "temporal"},
-                "spec": {"hostPort": address},
-            })),
-        )
-        .await?;
-    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), &ns);
-    let first = controller(&client, &ns).await?;
+    let api = world.twds();
+    let first = world.controller(IDENTITY).await?;
     api.patch(NAME, &ssa, &Patch::Apply(twd("v1", &temporal_ns)))
         .await?;
-    let v1 = current(&wait(&api, "v1 Current", |t| current(t).is_some()).await?).context("v1")?;
+    let v1 =
+        current(&wait(&api, NAME, "v1 Current", |t| current(t).is_some()).await?).context("v1")?;
 
     // A `wait` workflow ignores the nudge, so v1 keeps draining across the restart.
     let wf = format!("nudged-{ns}");
@@ -194,7 +144,7 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
     }
     api.patch(NAME, &ssa, &Patch::Apply(twd("v2", &temporal_ns)))
         .await?;
-    let signalled = wait(&api, "v1's pinned workflows signalled", |t| {
+    let signalled = wait(&api, NAME, "v1's pinned workflows signalled", |t| {
         old(t, &v1).is_some_and(|d| d.upgrade_signalled_at.is_some())
     })
     .await?;
@@ -214,8 +164,8 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
 
     // A new controller sees v1 draining, unsignalled: it asks again with the same job ID,
     // Temporal refuses the duplicate, and it records the signal as sent.
-    let second = controller(&client, &ns).await?;
-    wait(&api, "the new controller recorded the signal", |t| {
+    let second = world.controller(IDENTITY).await?;
+    wait(&api, NAME, "the new controller recorded the signal", |t| {
         old(t, &v1).is_some_and(|d| d.upgrade_signalled_at.is_some())
     })
     .await?;

@@ -5,31 +5,17 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail, ensure};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use anyhow::{Context as _, Result, ensure};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self, RunOptions, Running};
+
+#[path = "restart_support/mod.rs"]
+mod restart_support;
+use restart_support::{World, wait};
 
 const NAME: &str = "orders";
 const STEP_SECS: i64 = 12;
-const T: Duration = Duration::from_secs(120);
-
-async fn controller(client: &kube::Client, ns: &str) -> Result<Running> {
-    Ok(run::start(
-        client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![ns.to_string()],
-            identity: "twc-restart-test".into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            ..Default::default()
-        },
-    )
-    .await?)
-}
 
 fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
     json!({
@@ -54,24 +40,6 @@ fn progressive(paused: bool) -> Value {
         {"rampPercentage": 20, "pauseDuration": format!("{STEP_SECS}s")},
         {"rampPercentage": 60, "pauseDuration": "600s"},
     ]})
-}
-
-async fn wait(
-    api: &Api<TemporalWorkerDeployment>,
-    what: &str,
-    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
-) -> Result<TemporalWorkerDeployment> {
-    let deadline = Instant::now() + T;
-    loop {
-        let t = api.get(NAME).await?;
-        if pred(&t) {
-            return Ok(t);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out waiting for {what}: {:?}", t.status);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
@@ -109,35 +77,12 @@ async fn temporal_ramp(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() -> Result<()> {
-    let (_, client) = test_harness::control_plane::shared_with_crds().await?;
-    let server = test_harness::temporal_server::shared().await?;
-    let _kubelet = test_harness::kubelet::Kubelet::start(client.clone()).await?;
-    let ns = format!("restart-{}", std::process::id() % 10000);
-    let temporal_ns = format!("e2e-{ns}");
-    server.create_namespace(&temporal_ns).await?;
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
+    let world = World::new("restart").await?;
+    let (ns, temporal_ns) = (world.ns.clone(), world.temporal_ns.clone());
+    let server_address = world.address.clone();
     let ssa = PatchParams::apply("restart-test").force();
-    let conns: Api<temporal_worker_controller::api::TemporalConnection> =
-        Api::namespaced(client.clone(), &ns);
-    conns
-        .patch(
-            "temporal",
-            &ssa,
-            &Patch::Apply(json!({
-                "apiVersion": "temporal.io/v1alpha1",
-                "kind": "TemporalConnection",
-                "metadata": {"name": "temporal"},
-                "spec": {"hostPort": server.address()},
-            })),
-        )
-        .await?;
-    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), &ns);
-    let first = controller(&client, &ns).await?;
+    let api = world.twds();
+    let first = world.controller("twc-restart-test").await?;
 
     api.patch(
         NAME,
@@ -145,19 +90,19 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
         &Patch::Apply(twd("v1", &temporal_ns, json!({"strategy": "AllAtOnce"}))),
     )
     .await?;
-    wait(&api, "v1 Ready", |t| reason(t) == "RolloutComplete").await?;
+    wait(&api, NAME, "v1 Ready", |t| reason(t) == "RolloutComplete").await?;
     api.patch(
         NAME,
         &ssa,
         &Patch::Apply(twd("v2", &temporal_ns, progressive(false))),
     )
     .await?;
-    wait(&api, "20% step", |t| ramp(t) == Some(20.0)).await?;
+    wait(&api, NAME, "20% step", |t| ramp(t) == Some(20.0)).await?;
     let observer = temporal_worker_controller::temporal::ClientPool::default()
         .get_or_connect(
             temporal_worker_controller::temporal::ConnectionKey::new(
                 &temporal_worker_controller::api::TemporalConnectionSpec {
-                    host_port: server.address(),
+                    host_port: server_address.clone(),
                     tls: None,
                     mutual_tls_secret_ref: None,
                     api_key_secret_ref: None,
@@ -176,7 +121,10 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
         &Patch::Apply(twd("v2", &temporal_ns, progressive(true))),
     )
     .await?;
-    let paused = wait(&api, "RolloutPaused", |t| reason(t) == "RolloutPaused").await?;
+    let paused = wait(&api, NAME, "RolloutPaused", |t| {
+        reason(t) == "RolloutPaused"
+    })
+    .await?;
     let remaining = paused
         .status
         .as_ref()
@@ -192,7 +140,7 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     if left.is_positive() {
         tokio::time::sleep(Duration::try_from(left)?).await;
     }
-    let _second = controller(&client, &ns).await?;
+    let _second = world.controller("twc-restart-test").await?;
     let resumed = jiff::Timestamp::now();
     api.patch(
         NAME,
@@ -200,7 +148,7 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
         &Patch::Apply(twd("v2", &temporal_ns, progressive(false))),
     )
     .await?;
-    wait(&api, "60% step", |t| ramp(t) == Some(60.0)).await?;
+    wait(&api, NAME, "60% step", |t| ramp(t) == Some(60.0)).await?;
     let (pct, next) = temporal_ramp(&observer, &ns).await?;
     ensure!(pct == 60.0);
     let took = next.duration_since(resumed).as_secs_f64();

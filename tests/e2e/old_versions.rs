@@ -170,15 +170,21 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         "finish",
     ])
     .await?;
-    eventually("v1 Deployment deleted after draining", T, || async {
-        Ok(c.deployments()
-            .get_opt(&v1_dep)
-            .await?
-            .is_none()
-            .then_some(()))
-    })
-    .await?;
+    wait_gone(&c, &v1_dep, "v1 Deployment deleted after draining").await?;
     Ok(())
+}
+
+/// Waits until the versioned Deployment `name` is gone.
+async fn wait_gone(c: &Case, name: &str, what: &str) -> Result<()> {
+    eventually(what, T, || async {
+        Ok(c.deployments().get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+}
+
+/// Waits until the Deployment of `twd`'s version `build` is gone.
+async fn wait_deleted(c: &Case, twd: &str, build: &str, what: &str) -> Result<()> {
+    wait_gone(c, &deployment_of(twd, build), what).await
 }
 
 /// Starts a `wait` workflow (it runs until signalled) on the case's task queue: the worker's
@@ -287,16 +293,11 @@ async fn pinned_workflows_are_cancelled_after_cancel_pinned_after_and_the_versio
     );
 
     // With nothing pinned any more, v1 drains, is scaled down and deleted; v2 is untouched.
-    eventually(
+    wait_deleted(
+        &c,
+        "billing",
+        &v1,
         "v1 Deployment deleted after its workflows were cancelled",
-        T,
-        || async {
-            Ok(c.deployments()
-                .get_opt(&deployment_of("billing", &v1))
-                .await?
-                .is_none()
-                .then_some(()))
-        },
     )
     .await?;
     let twd = c.get_twd("billing").await?;
@@ -366,16 +367,11 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
     })
     .await?;
     // Nothing is pinned to v1 any more: it drains and goes away.
-    eventually(
+    wait_deleted(
+        &c,
+        "search",
+        &v1,
         "v1 Deployment deleted after its workflow moved",
-        T,
-        || async {
-            Ok(c.deployments()
-                .get_opt(&deployment_of("search", &v1))
-                .await?
-                .is_none()
-                .then_some(()))
-        },
     )
     .await?;
     // The old run got exactly one upgrade signal, however many reconciles saw v1 draining.
