@@ -841,3 +841,61 @@ fn owned_resource_states_agree_between_kstatus_and_the_argocd_check() {
     }
     assert!(checked >= 5, "only {checked} TWOR states checked");
 }
+
+/// TemporalWorkerOwnedResource states (`flux/fixtures/owned/`), each recording what kstatus, the
+/// Flux `healthCheckExprs` entry for the kind and the kind's Argo CD check answer, one per
+/// condition reason of `api::conditions::OWNED_ALL`.
+#[test]
+fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() {
+    use temporal_worker_controller::api::conditions::OWNED_ALL;
+    let script = std::fs::read_to_string(repo_root().join(
+        "argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource/health.lua",
+    ))
+    .expect("TWOR health.lua");
+    let snippet = load_yaml(&repo_root().join("flux/health-check-exprs.yaml"));
+    let entry = snippet["healthCheckExprs"]
+        .as_array()
+        .and_then(|l| l.iter().find(|e| e["kind"] == "TemporalWorkerOwnedResource"))
+        .expect("a healthCheckExprs entry for TemporalWorkerOwnedResource");
+    assert_eq!(entry["current"], EXPR_CURRENT);
+    assert_eq!(entry["failed"], EXPR_FAILED);
+    let mut covered = BTreeSet::new();
+    let mut failures = Vec::new();
+    for path in yaml_files(&repo_root().join("flux/fixtures/owned")) {
+        let obj = load_yaml(&path);
+        let got = (
+            kstatus(&obj),
+            health_check_exprs(&obj).0,
+            gitops_support::argocd_health_with(gitops_support::Sandbox::OpenLibs, &script, &obj),
+        );
+        let want_kstatus = (
+            Status::parse(annotation(&obj, "kstatus")).expect("kstatus value"),
+            annotation(&obj, "kstatus-message").to_string(),
+        );
+        let want_exprs =
+            Status::parse(annotation(&obj, "health-check-exprs")).expect("exprs value");
+        let want_argo = (
+            annotation(&obj, "argocd-health").to_string(),
+            annotation(&obj, "argocd-message").to_string(),
+        );
+        if got != (want_kstatus.clone(), want_exprs, want_argo.clone()) {
+            failures.push(format!("{}: got {got:?}", path.display()));
+        }
+        if let Some(reason) = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .and_then(|c| c["reason"].as_str())
+        {
+            covered.insert(reason.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for r in OWNED_ALL {
+        assert!(
+            covered.contains(r.reason),
+            "no flux/fixtures/owned fixture for reason {}",
+            r.reason
+        );
+    }
+}
