@@ -848,14 +848,18 @@ fn owned_resource_states_agree_between_kstatus_and_the_argocd_check() {
 #[test]
 fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() {
     use temporal_worker_controller::api::conditions::OWNED_ALL;
-    let script = std::fs::read_to_string(repo_root().join(
-        "argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource/health.lua",
-    ))
-    .expect("TWOR health.lua");
+    let script =
+        std::fs::read_to_string(repo_root().join(
+            "argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource/health.lua",
+        ))
+        .expect("TWOR health.lua");
     let snippet = load_yaml(&repo_root().join("flux/health-check-exprs.yaml"));
     let entry = snippet["healthCheckExprs"]
         .as_array()
-        .and_then(|l| l.iter().find(|e| e["kind"] == "TemporalWorkerOwnedResource"))
+        .and_then(|l| {
+            l.iter()
+                .find(|e| e["kind"] == "TemporalWorkerOwnedResource")
+        })
         .expect("a healthCheckExprs entry for TemporalWorkerOwnedResource");
     assert_eq!(entry["current"], EXPR_CURRENT);
     assert_eq!(entry["failed"], EXPR_FAILED);
