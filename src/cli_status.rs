@@ -332,43 +332,44 @@ fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
             ],
             &old_version_rows(status, now),
         );
-        if !status.conditions.is_empty() {
-            let rows = status
-                .conditions
-                .iter()
-                .map(|c| {
-                    vec![
-                        c.type_.clone(),
-                        c.status.clone(),
-                        c.reason.clone(),
-                        rel(c.last_transition_time.0, now),
-                        c.message.clone(),
-                    ]
-                })
-                .collect::<Vec<_>>();
-            out.push_str("\nConditions:\n");
-            out.push_str(&table(
-                &["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
-                &rows,
-            ));
-        }
-    }
-    if !v.milestones.is_empty() {
-        let rows = v
-            .milestones
+        let conditions: Vec<Vec<String>> = status
+            .conditions
             .iter()
-            .map(|m| {
+            .map(|c| {
                 vec![
-                    rel(m.time, now),
-                    format!("{:?}", m.kind),
-                    m.reason.clone(),
-                    m.message.clone(),
+                    c.type_.clone(),
+                    c.status.clone(),
+                    c.reason.clone(),
+                    rel(c.last_transition_time.0, now),
+                    c.message.clone(),
                 ]
             })
-            .collect::<Vec<_>>();
-        out.push_str("\nRecent milestones:\n");
-        out.push_str(&table(&["WHEN", "TYPE", "REASON", "MESSAGE"], &rows));
+            .collect();
+        section(
+            &mut out,
+            "Conditions",
+            &["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
+            &conditions,
+        );
     }
+    let milestones: Vec<Vec<String>> = v
+        .milestones
+        .iter()
+        .map(|m| {
+            vec![
+                rel(m.time, now),
+                format!("{:?}", m.kind),
+                m.reason.clone(),
+                m.message.clone(),
+            ]
+        })
+        .collect();
+    section(
+        &mut out,
+        "Recent milestones",
+        &["WHEN", "TYPE", "REASON", "MESSAGE"],
+        &milestones,
+    );
     out
 }
 

@@ -373,46 +373,7 @@ fn versions(
         .iter()
         .filter(|d| d.build_id != target && e.current.as_deref() != Some(d.build_id.as_str()))
         .filter(|d| !(executed && plan.delete.iter().any(|x| x.name == d.name)))
-        .map(|d| {
-            let status = e.status_of(input, &d.build_id);
-            let temporal = input.temporal.version(&d.build_id);
-            let drained_since = temporal
-                .filter(|_| status == VersionStatus::Drained)
-                .and_then(|v| v.drainage_changed_at);
-            let (scaledown_at, delete_at) = match drained_since {
-                Some(since) => sunset_deadlines(&input.desired, since),
-                None => (None, None),
-            };
-            let eligible = eligible_for_deletion(
-                d,
-                temporal
-                    .map(|v| v.status)
-                    .filter(|_| !e.demoted.contains(&d.build_id)),
-            );
-            let pinned = temporal.and_then(|v| v.pinned.as_ref());
-            let waiting_for = temporal.and_then(|v| {
-                drain::waiting_for(v.status, pinned, scaledown_at, delete_at, input.now)
-            });
-            DeprecatedVersion {
-                version: info(&d.build_id, status, Some(d)),
-                drained_since: drained_since.map(Time),
-                scaledown_at: scaledown_at.map(Time),
-                delete_at: delete_at.map(Time),
-                eligible_for_deletion: eligible,
-                draining_since: temporal
-                    .filter(|v| v.status == TemporalVersionStatus::Draining)
-                    .and_then(|v| v.drainage_changed_at)
-                    .map(Time),
-                open_pinned_workflows: pinned.map(|p| i64::try_from(p.count).unwrap_or(i64::MAX)),
-                oldest_pinned_workflows: pinned.map(pinned_sample).unwrap_or_default(),
-                upgrade_signalled_at: temporal.and_then(|v| v.pinned_asked.signal).map(Time),
-                pinned_cancel_requested_at: temporal.and_then(|v| v.pinned_asked.cancel).map(Time),
-                pinned_terminate_requested_at: temporal
-                    .and_then(|v| v.pinned_asked.terminate)
-                    .map(Time),
-                waiting_for,
-            }
-        })
+        .map(|d| deprecated_version(input, e, d))
         .collect();
     // Stable order whatever order Kubernetes lists Deployments in: no status churn.
     deprecated.sort_by(|a, b| {
@@ -443,6 +404,49 @@ fn versions(
         version_count: i32::try_from(t.versions.len()).unwrap_or(i32::MAX),
         conditions: Vec::new(),
         rollout_control: None,
+    }
+}
+
+/// One old version's status entry: its sunset schedule and what keeps it alive.
+fn deprecated_version(
+    input: &PlanInput,
+    e: &Effective,
+    d: &ObservedDeployment,
+) -> DeprecatedVersion {
+    let status = e.status_of(input, &d.build_id);
+    let temporal = input.temporal.version(&d.build_id);
+    let drained_since = temporal
+        .filter(|_| status == VersionStatus::Drained)
+        .and_then(|v| v.drainage_changed_at);
+    let (scaledown_at, delete_at) = match drained_since {
+        Some(since) => sunset_deadlines(&input.desired, since),
+        None => (None, None),
+    };
+    let eligible = eligible_for_deletion(
+        d,
+        temporal
+            .map(|v| v.status)
+            .filter(|_| !e.demoted.contains(&d.build_id)),
+    );
+    let pinned = temporal.and_then(|v| v.pinned.as_ref());
+    let waiting_for = temporal
+        .and_then(|v| drain::waiting_for(v.status, pinned, scaledown_at, delete_at, input.now));
+    DeprecatedVersion {
+        version: info(&d.build_id, status, Some(d)),
+        drained_since: drained_since.map(Time),
+        scaledown_at: scaledown_at.map(Time),
+        delete_at: delete_at.map(Time),
+        eligible_for_deletion: eligible,
+        draining_since: temporal
+            .filter(|v| v.status == TemporalVersionStatus::Draining)
+            .and_then(|v| v.drainage_changed_at)
+            .map(Time),
+        open_pinned_workflows: pinned.map(|p| i64::try_from(p.count).unwrap_or(i64::MAX)),
+        oldest_pinned_workflows: pinned.map(pinned_sample).unwrap_or_default(),
+        upgrade_signalled_at: temporal.and_then(|v| v.pinned_asked.signal).map(Time),
+        pinned_cancel_requested_at: temporal.and_then(|v| v.pinned_asked.cancel).map(Time),
+        pinned_terminate_requested_at: temporal.and_then(|v| v.pinned_asked.terminate).map(Time),
+        waiting_for,
     }
 }
 
