@@ -271,38 +271,8 @@ fn render_list(items: &[RolloutSummary], now: jiff::Timestamp) -> String {
 }
 
 fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
-    let s = &v.summary;
     let mut out = String::new();
-    let _ = writeln!(out, "Name:       {}/{}", v.namespace, v.name);
-    let _ = writeln!(out, "Strategy:   {}", view::strategy_str(s.strategy));
-    let phase = match (&s.reason, &s.message) {
-        (Some(r), Some(m)) => format!("{} ({r}: {m})", s.phase.as_str()),
-        (Some(r), None) => format!("{} ({r})", s.phase.as_str()),
-        _ => s.phase.as_str().to_string(),
-    };
-    let _ = writeln!(
-        out,
-        "Phase:      {phase}{}",
-        s.phase_since
-            .map(|t| format!(", since {}", rel(t, now)))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(
-        out,
-        "Ready:      {}",
-        if s.ready { "True" } else { "False" }
-    );
-    let _ = writeln!(out, "Target:     {}", opt(&s.target_build_id));
-    let _ = writeln!(out, "Current:    {}", opt(&s.current_build_id));
-    let _ = writeln!(out, "Ramp:       {}", ramp(s));
-    let _ = writeln!(out, "Step:       {}", step(s));
-    let _ = writeln!(out, "Next step:  {}", eta(s.next_step_at, now));
-    let generation = match (s.observed_generation, s.generation) {
-        (Some(o), Some(g)) => format!("{o}/{g}"),
-        (None, Some(g)) => format!("-/{g}"),
-        _ => "-".into(),
-    };
-    let _ = writeln!(out, "Observed:   generation {generation}");
+    summary_lines(&mut out, v, now);
 
     if let Some(status) = &v.status {
         section(
@@ -371,6 +341,41 @@ fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
         &milestones,
     );
     out
+}
+
+/// The one-line facts at the top of one rollout's view.
+fn summary_lines(out: &mut String, v: &RolloutView, now: jiff::Timestamp) {
+    let s = &v.summary;
+    let _ = writeln!(out, "Name:       {}/{}", v.namespace, v.name);
+    let _ = writeln!(out, "Strategy:   {}", view::strategy_str(s.strategy));
+    let phase = match (&s.reason, &s.message) {
+        (Some(r), Some(m)) => format!("{} ({r}: {m})", s.phase.as_str()),
+        (Some(r), None) => format!("{} ({r})", s.phase.as_str()),
+        _ => s.phase.as_str().to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "Phase:      {phase}{}",
+        s.phase_since
+            .map(|t| format!(", since {}", rel(t, now)))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "Ready:      {}",
+        if s.ready { "True" } else { "False" }
+    );
+    let _ = writeln!(out, "Target:     {}", opt(&s.target_build_id));
+    let _ = writeln!(out, "Current:    {}", opt(&s.current_build_id));
+    let _ = writeln!(out, "Ramp:       {}", ramp(s));
+    let _ = writeln!(out, "Step:       {}", step(s));
+    let _ = writeln!(out, "Next step:  {}", eta(s.next_step_at, now));
+    let generation = match (s.observed_generation, s.generation) {
+        (Some(o), Some(g)) => format!("{o}/{g}"),
+        (None, Some(g)) => format!("-/{g}"),
+        _ => "-".into(),
+    };
+    let _ = writeln!(out, "Observed:   generation {generation}");
 }
 
 fn version_rows(status: &TemporalWorkerDeploymentStatus, now: jiff::Timestamp) -> Vec<Vec<String>> {
