@@ -78,7 +78,7 @@ async fn gate_from_a_secret_holds_promotion_until_the_workflow_completes() -> Re
     ensure!(gates[0].task_queue == c.task_queue);
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("pay");
-    let state = temporal.describe_deployment(&dep_name).await?;
+    let state = describe_soon(&temporal, &dep_name).await?;
     assert_eq!(
         state.routing.current_build_id.as_deref(),
         Some(v1.as_str()),
@@ -100,7 +100,7 @@ async fn gate_from_a_secret_holds_promotion_until_the_workflow_completes() -> Re
             is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())
         })
         .await?;
-    let state = temporal.describe_deployment(&dep_name).await?;
+    let state = describe_soon(&temporal, &dep_name).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v2.as_str()));
 
     // The Secret's content never shows up in status or events.
@@ -179,7 +179,7 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
     // Exactly one Warning event, and no promotion, over several reconciles.
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
-        let state = temporal.describe_deployment(&dep_name).await?;
+        let state = describe_soon(&temporal, &dep_name).await?;
         ensure!(
             state.routing.current_build_id.as_deref() == Some(v1.as_str()),
             "a failed gate was promoted"
@@ -326,9 +326,7 @@ async fn custom_build_id_turns_pod_changes_into_rolling_updates() -> Result<()> 
         "a new Deployment was created instead of an update"
     );
     let temporal = c.temporal().await?;
-    let state = temporal
-        .describe_deployment(&c.temporal_deployment_name("ship"))
-        .await?;
+    let state = describe_soon(&temporal, &c.temporal_deployment_name("ship")).await?;
     assert_eq!(
         state.versions.len(),
         1,
@@ -435,7 +433,7 @@ async fn a_human_routing_manager_pauses_the_rollout_until_released() -> Result<(
         "message does not name the owner: {msg}"
     );
     let temporal = c.temporal().await?;
-    let state = temporal.describe_deployment(&dep_name).await?;
+    let state = describe_soon(&temporal, &dep_name).await?;
     assert_eq!(
         state.routing.current_build_id.as_deref(),
         Some(v1.as_str()),
@@ -485,9 +483,7 @@ async fn deleting_cleans_temporal_and_the_connection_waits_for_its_users() -> Re
     })
     .await?;
     let temporal = c.temporal().await?;
-    let state = temporal
-        .describe_deployment(&c.temporal_deployment_name("gone"))
-        .await?;
+    let state = describe_soon(&temporal, &c.temporal_deployment_name("gone")).await?;
     ensure!(
         !state.exists,
         "worker deployment still in Temporal: {state:?}"

@@ -332,11 +332,7 @@ async fn helm_install_wait_returns_only_once_the_rollout_is_ready() -> Result<()
         twd.status
     );
     let current = current_build(&twd).context("no current version")?;
-    let state = c
-        .temporal()
-        .await?
-        .describe_deployment(&c.temporal_deployment_name("orders"))
-        .await?;
+    let state = describe_soon(&c.temporal().await?, &c.temporal_deployment_name("orders")).await?;
     ensure!(
         state.routing.current_build_id.as_deref() == Some(current.as_str()),
         "Temporal routes to {:?}, status says {current}",

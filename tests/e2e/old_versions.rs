@@ -66,7 +66,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     let dep_name = c.temporal_deployment_name("ledger");
     let v1_dep = deployment_of("ledger", &v1);
     eventually("v1 Draining in Temporal", T, || async {
-        let s = temporal.describe_deployment(&dep_name).await?;
+        let s = describe_soon(&temporal, &dep_name).await?;
         Ok(
             (s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining))
                 .then_some(()),
@@ -124,7 +124,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
             d.spec.and_then(|s| s.replicas) == Some(1),
             "v1 scaled down while a pinned workflow runs"
         );
-        let s = temporal.describe_deployment(&dep_name).await?;
+        let s = describe_soon(&temporal, &dep_name).await?;
         ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
         if std::time::Instant::now() >= next_describe {
             let w = describe_workflow(&c, &wf).await?;
@@ -135,7 +135,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
             );
             next_describe = std::time::Instant::now() + Duration::from_secs(5);
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     for reason in [
         "PinnedWorkflowsCancelled",
@@ -231,7 +231,7 @@ async fn roll_and_wait_draining(
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name(name);
     let since = eventually("v1 Draining in Temporal", T, || async {
-        let s = temporal.describe_deployment(&dep_name).await?;
+        let s = describe_soon(&temporal, &dep_name).await?;
         Ok(s.version(&v1)
             .filter(|v| v.status == TemporalVersionStatus::Draining)
             .and_then(|v| v.drainage_changed_at))

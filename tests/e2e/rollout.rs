@@ -29,21 +29,6 @@ pub(crate) async fn deploy_first(c: &Case, name: &str) -> Result<String> {
     current_build(&twd).context("Ready without a current version")
 }
 
-/// Describe, retrying briefly: Temporal answers ResourceExhausted for a moment after writes.
-async fn describe_soon(
-    temporal: &temporal_worker_controller::temporal::TemporalClient,
-    deployment: &str,
-) -> Result<temporal_worker_controller::temporal::state::WorkerDeploymentState> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    loop {
-        match temporal.describe_deployment(deployment).await {
-            Ok(s) => return Ok(s),
-            Err(e) if std::time::Instant::now() > deadline => return Err(e.into()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-        }
-    }
-}
-
 fn build_of_spec(twd: &TemporalWorkerDeployment) -> String {
     temporal_worker_controller::build_id::compute(
         &twd.spec.template,
@@ -177,9 +162,7 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     );
     let v1 = current_build(&twd).context("no current version")?;
     let temporal = c.temporal().await?;
-    let state = temporal
-        .describe_deployment(&c.temporal_deployment_name("orders"))
-        .await?;
+    let state = describe_soon(&temporal, &c.temporal_deployment_name("orders")).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v1.as_str()));
     assert_eq!(
         twd.status.as_ref().and_then(|s| s.observed_generation),
@@ -213,9 +196,7 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         })
         .await?;
     let v2 = current_build(&twd).context("current")?;
-    let state = temporal
-        .describe_deployment(&c.temporal_deployment_name("orders"))
-        .await?;
+    let state = describe_soon(&temporal, &c.temporal_deployment_name("orders")).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v2.as_str()));
     c.wait_twd("orders", "v1 listed as deprecated", T, |t| {
         t.status.as_ref().is_some_and(|s| {
@@ -521,7 +502,7 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
                 .is_some(),
             "{tag} Deployment not created"
         );
-        let state = temporal.describe_deployment(&dep_name).await?;
+        let state = describe_soon(&temporal, &dep_name).await?;
         assert_eq!(
             state.routing.current_build_id, previous,
             "Manual must not route"
@@ -609,7 +590,7 @@ async fn a_spec_change_mid_ramp_supersedes_the_ramping_version() -> Result<()> {
                 == Some(20.0)),
         "v3 was promoted without ramping"
     );
-    let state = temporal.describe_deployment(&dep_name).await?;
+    let state = describe_soon(&temporal, &dep_name).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v3.as_str()));
     // v2 never served as Current: it is retired (scaled to 0) rather than left running.
     eventually("superseded v2 scaled down or deleted", T, || async {

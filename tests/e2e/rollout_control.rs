@@ -48,19 +48,7 @@ async fn routing(
     c: &Case,
     name: &str,
 ) -> Result<(Option<String>, f32, Option<jiff::Timestamp>, Option<String>)> {
-    let temporal = c.temporal().await?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let state = loop {
-        match temporal
-            .describe_deployment(&c.temporal_deployment_name(name))
-            .await
-        {
-            Ok(s) => break s,
-            // Temporal answers ResourceExhausted for a moment after writes.
-            Err(e) if Instant::now() > deadline => return Err(e.into()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    let state = describe_soon(&c.temporal().await?, &c.temporal_deployment_name(name)).await?;
     let r = state.routing;
     Ok((
         r.ramping_build_id.filter(|b| !b.is_empty()),

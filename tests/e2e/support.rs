@@ -845,6 +845,21 @@ impl Drop for Recorder {
     }
 }
 
+/// Describe, retrying briefly: Temporal answers ResourceExhausted for a moment after writes.
+pub async fn describe_soon(
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    deployment: &str,
+) -> Result<temporal_worker_controller::temporal::state::WorkerDeploymentState> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match temporal.describe_deployment(deployment).await {
+            Ok(s) => return Ok(s),
+            Err(e) if std::time::Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
 /// Waits until `f` returns `Some`, polling every 100 ms.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
 where
