@@ -204,9 +204,30 @@ fn forbidden_lines(log: &str) -> Vec<&str> {
     log.lines()
         .filter(|l| {
             let l = l.to_ascii_lowercase();
-            l.contains("403") || l.contains("forbidden")
+            has_word(&l, "403") || l.contains("forbidden")
         })
         .collect()
+}
+
+/// `word` standing on its own: not inside a longer run of letters or digits (a timestamp such
+/// as `00:26:53.876403Z` holds "403" but is no refusal).
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric())
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric())
+    })
+}
+
+#[test]
+fn a_refusal_is_found_and_a_timestamp_is_not() {
+    let log = "2026-11-24T00:26:53.876403Z INFO leader lease is free\n\
+               2026-11-24T00:26:54.1Z WARN ApiError: pods is Forbidden (403)\n\
+               2026-11-24T00:26:55.2Z WARN status 403 from the API server";
+    let found = forbidden_lines(log);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(!found.iter().any(|l| l.contains("leader lease")));
 }
 
 /// One namespaced install: `tag` names its release namespace and watched namespaces.
