@@ -21,22 +21,13 @@ const QUEUE: &str = "nudge";
 const IDENTITY: &str = "twc-nudge-restart-test";
 
 fn twd(tag: &str, temporal_ns: &str) -> Value {
-    json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalWorkerDeployment",
-        "metadata": {"name": NAME},
-        "spec": {
-            "replicas": 1,
-            "template": {"spec": {"containers": [{
-                "name": "worker",
-                "image": format!("registry.example/worker:{tag}"),
-                "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": QUEUE}],
-            }]}},
-            "rollout": {"strategy": "AllAtOnce"},
-            "sunset": {"upgradeSignal": "upgrade"},
-            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns},
-        }
-    })
+    restart_support::twd(
+        NAME,
+        tag,
+        QUEUE,
+        temporal_ns,
+        json!({"rollout": {"strategy": "AllAtOnce"}, "sunset": {"upgradeSignal": "upgrade"}}),
+    )
 }
 
 fn current(t: &TemporalWorkerDeployment) -> Option<String> {

@@ -18,21 +18,13 @@ const NAME: &str = "orders";
 const STEP_SECS: i64 = 12;
 
 fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
-    json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalWorkerDeployment",
-        "metadata": {"name": NAME},
-        "spec": {
-            "replicas": 1,
-            "template": {"spec": {"containers": [{
-                "name": "worker",
-                "image": format!("registry.example/worker:{tag}"),
-                "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": "restart"}],
-            }]}},
-            "rollout": rollout,
-            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns},
-        }
-    })
+    restart_support::twd(
+        NAME,
+        tag,
+        "restart",
+        temporal_ns,
+        json!({"rollout": rollout}),
+    )
 }
 
 fn progressive(paused: bool) -> Value {

@@ -44,17 +44,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     let c = case("pinned").await?;
     let v1 = deploy_first(&c, "ledger").await?;
     let wf = format!("pinned-{}", c.ns);
-    c.temporal_cli(&[
-        "workflow",
-        "start",
-        "--type",
-        "wait",
-        "--task-queue",
-        &c.task_queue,
-        "--workflow-id",
-        &wf,
-    ])
-    .await?;
+    start_waiting_workflow(&c, &wf).await?;
     // The workflow starts on v1 (Current) and is pinned there by the worker's default behaviour.
     c.apply_twd("ledger", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
         .await?;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::run::{self, RunOptions, Running};
 
@@ -78,6 +78,29 @@ impl World {
     pub fn twds(&self) -> Api<TemporalWorkerDeployment> {
         Api::namespaced(self.client.clone(), &self.ns)
     }
+}
+
+/// A one-replica TWD `name` whose workers poll `queue` through the world's `temporal`
+/// Connection, with `image:<tag>` and the spec fields in `extra` (rollout, sunset, …).
+pub fn twd(name: &str, tag: &str, queue: &str, temporal_ns: &str, extra: Value) -> Value {
+    let mut spec = json!({
+        "replicas": 1,
+        "template": {"spec": {"containers": [{
+            "name": "worker",
+            "image": format!("registry.example/worker:{tag}"),
+            "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": queue}],
+        }]}},
+        "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns},
+    });
+    if let (Some(spec), Value::Object(extra)) = (spec.as_object_mut(), extra) {
+        spec.extend(extra);
+    }
+    json!({
+        "apiVersion": "temporal.io/v1alpha1",
+        "kind": "TemporalWorkerDeployment",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
 }
 
 /// Polls TWD `name` until `pred` holds, for at most [`T`].
