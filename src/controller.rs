@@ -53,12 +53,15 @@ pub fn build(
     }));
     let mapper_store = store.clone();
     let shutdown = shutdown.shared();
-    let owned_ctx = crate::owned::OwnedContext::new(
+    let mut owned_ctx = crate::owned::OwnedContext::new(
         client.clone(),
         ctx.leader.clone(),
         ctx.pool.clone(),
         ctx.settings.identity.clone(),
     );
+    if !ctx.settings.owned_kinds.is_empty() {
+        owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
+    }
     let owned = build_owned_controller(client.clone(), scopes.clone(), owned_ctx, shutdown.clone());
     let janitor = build_connection_janitor(
         client,

@@ -383,6 +383,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         idle_interval: std::time::Duration::from_secs(300),
         fast_poll: std::time::Duration::from_secs(2),
         watch_namespaces: Vec::new(),
+        owned_kinds: Vec::new(),
         planner: ControllerSettings::default(),
     };
     let ctx = Context::new(

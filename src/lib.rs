@@ -6,7 +6,8 @@
 //! reconcile as stages: validate → observe → plan → act → report), `planner` (every rollout
 //! rule, pure), `status` (conditions), `temporal` (gRPC calls), `controller` (kube-runtime
 //! wiring), `run` (process wiring), `summary` + `http` + `metrics` + `milestones`
-//! (observability), `backlog` (per-version task-queue backlog for autoscaling).
+//! (observability), `backlog` (per-version task-queue backlog for autoscaling), `webhook` (the optional
+//! validating admission webhook and its certificates).
 
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
@@ -32,6 +33,7 @@ pub mod run;
 pub mod status;
 pub mod summary;
 pub mod temporal;
+pub mod webhook;
 
 #[cfg(test)]
 mod structure_tests;

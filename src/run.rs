@@ -39,6 +39,11 @@ pub struct RunOptions {
     /// How often the task-queue backlog of every live version is read for the backlog
     /// metrics; `None` turns it off.
     pub backlog_poll: Option<Duration>,
+    /// The admission webhook (`crate::webhook`); `None` serves none.
+    pub webhook: Option<crate::webhook::WebhookOptions>,
+    /// Kinds a TemporalWorkerOwnedResource may carry, for the controller's own check and the
+    /// webhook's alike.
+    pub owned_kinds: Vec<String>,
 }
 
 /// Who may read the status API.
@@ -87,6 +92,11 @@ impl Default for RunOptions {
             pod_name: None,
             api_auth: ApiAuth::None,
             backlog_poll: Some(defaults::BACKLOG_POLL),
+            webhook: None,
+            owned_kinds: crate::owned::rules::DEFAULT_ALLOWED_KINDS
+                .iter()
+                .map(|k| (*k).to_string())
+                .collect(),
         }
     }
 }
@@ -136,6 +146,8 @@ pub enum RunError {
     Lease(String),
     #[error("HTTP server: {0}")]
     Http(std::io::Error),
+    #[error("admission webhook: {0}")]
+    Webhook(#[from] crate::webhook::WebhookError),
 }
 
 /// How long in-flight reconciles may take to finish after a stop request. A Temporal call is
@@ -148,6 +160,8 @@ const RELEASE_BUDGET: Duration = Duration::from_secs(5);
 /// A running controller (in-process). Dropping it does not stop it; call [`Running::stop`].
 pub struct Running {
     pub http_addr: SocketAddr,
+    /// The admission webhook's HTTPS address, when it runs.
+    pub webhook_addr: Option<SocketAddr>,
     pub metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -256,6 +270,25 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         auth: token_auth(&client, &opts.api_auth),
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
+    let webhook = match &opts.webhook {
+        Some(w) => Some(
+            crate::webhook::start(
+                client.clone(),
+                w.clone(),
+                opts.owned_kinds.clone(),
+                leader.clone(),
+                stop_rx.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let webhook_addr = webhook.as_ref().map(|w| w.addr);
+    let webhook_fut = async move {
+        if let Some(w) = webhook {
+            w.run.await;
+        }
+    };
 
     let ready_store = store.clone();
     let ready_flag = readiness.clone();
@@ -291,11 +324,13 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
             http,
             sync_fut,
             leader_fut.then(|_| async {}),
-            backlog_fut
+            backlog_fut,
+            webhook_fut
         );
     });
     Ok(Running {
         http_addr,
+        webhook_addr,
         metrics,
         stop: stop_tx,
         task,
@@ -351,6 +386,7 @@ fn settings(opts: &RunOptions) -> Settings {
         idle_interval: opts.idle_interval,
         fast_poll: opts.fast_poll,
         watch_namespaces: opts.watch_namespaces.clone(),
+        owned_kinds: opts.owned_kinds.clone(),
         planner: ControllerSettings {
             max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
             rollback_window: opts.rollback_window,

@@ -32,6 +32,8 @@ pub struct Settings {
     pub fast_poll: Duration,
     /// Empty = all namespaces.
     pub watch_namespaces: Vec<String>,
+    /// Kinds a TemporalWorkerOwnedResource may carry (empty: the default list).
+    pub owned_kinds: Vec<String>,
     pub planner: ControllerSettings,
 }
 
