@@ -11,7 +11,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use temporal_worker_controller::cli_control::{self, Action};
 use temporal_worker_controller::run::defaults;
-use temporal_worker_controller::{api, cli_status, run};
+use temporal_worker_controller::{api, cli_status, run, webhook};
 
 /// A Go-style duration flag (`500ms`, `1m30s`), parsed once by clap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +34,15 @@ impl fmt::Display for GoDuration {
 enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum WebhookCertMode {
+    /// The controller makes a CA and a serving certificate, renews them and keeps the
+    /// caBundle current.
+    SelfManaged,
+    /// `tls.crt`/`tls.key` from `--webhook-cert-dir` (e.g. a cert-manager Secret).
+    Files,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -182,6 +191,114 @@ struct RunArgs {
     /// With `token-review`: require a token on `/metrics` as well.
     #[arg(long)]
     api_auth_metrics: bool,
+    /// Kinds a TemporalWorkerOwnedResource may carry (comma-separated, case-insensitive); the
+    /// controller and the webhook both refuse others.
+    #[arg(long, value_delimiter = ',', default_values_t = default_owned_kinds())]
+    owned_resource_kinds: Vec<String>,
+    #[command(flatten)]
+    webhook: WebhookArgs,
+}
+
+/// The admission webhook (docs/webhook.md). Off unless `--webhook-port` is given.
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Serve the validating admission webhook over HTTPS on this port.
+    #[arg(long)]
+    webhook_port: Option<u16>,
+    /// Address the webhook listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    webhook_bind: std::net::IpAddr,
+    #[arg(long, value_enum, default_value_t = WebhookCertMode::SelfManaged)]
+    webhook_cert_mode: WebhookCertMode,
+    /// With `files`: the directory holding tls.crt and tls.key.
+    #[arg(long, default_value = "/tmp/k8s-webhook-server/serving-certs")]
+    webhook_cert_dir: std::path::PathBuf,
+    /// With `self-managed`: the Secret (in the controller's namespace) holding the certificates.
+    #[arg(long, default_value = "temporal-worker-controller-webhook-tls")]
+    webhook_secret_name: String,
+    /// With `self-managed`: the ValidatingWebhookConfiguration whose caBundle is kept current.
+    #[arg(long, default_value = "temporal-worker-controller")]
+    webhook_configuration_name: String,
+    /// The Service in front of the webhook; its DNS names go into the certificate.
+    #[arg(long)]
+    webhook_service_name: Option<String>,
+    /// Extra host names or IP addresses for the certificate (comma-separated), e.g.
+    /// `127.0.0.1` when the API server calls a local controller by URL.
+    #[arg(long, value_delimiter = ',')]
+    webhook_hosts: Vec<String>,
+    /// Namespace of the Secret and the Service (default: POD_NAMESPACE, as for the Lease).
+    #[arg(long)]
+    webhook_namespace: Option<String>,
+    /// How long a self-managed certificate is valid (Go duration).
+    #[arg(long, default_value_t = GoDuration(webhook::certs::Validity::default().valid_for))]
+    webhook_cert_validity: GoDuration,
+    /// Renew a self-managed certificate this long before it expires (Go duration).
+    #[arg(long, default_value_t = GoDuration(webhook::certs::Validity::default().renew_before))]
+    webhook_cert_renew_before: GoDuration,
+    /// How often every replica re-reads the certificate (Go duration).
+    #[arg(long, default_value_t = GoDuration(webhook::DEFAULT_CHECK_INTERVAL))]
+    webhook_cert_check_interval: GoDuration,
+}
+
+fn default_owned_kinds() -> Vec<String> {
+    temporal_worker_controller::owned::rules::DEFAULT_ALLOWED_KINDS
+        .iter()
+        .map(|k| (*k).to_string())
+        .collect()
+}
+
+/// The webhook's options from its flags; `namespace` is the controller's (POD_NAMESPACE).
+fn webhook_options(
+    args: WebhookArgs,
+    namespace: Option<&str>,
+) -> Result<Option<webhook::WebhookOptions>, String> {
+    let Some(port) = args.webhook_port else {
+        return Ok(None);
+    };
+    let certs = match args.webhook_cert_mode {
+        WebhookCertMode::Files => webhook::CertMode::Files {
+            dir: args.webhook_cert_dir,
+        },
+        WebhookCertMode::SelfManaged => {
+            let validity = webhook::certs::Validity {
+                valid_for: args.webhook_cert_validity.0,
+                renew_before: args.webhook_cert_renew_before.0,
+            };
+            if validity.renew_before >= validity.valid_for {
+                return Err(
+                    "--webhook-cert-renew-before must be shorter than --webhook-cert-validity"
+                        .into(),
+                );
+            }
+            webhook::CertMode::SelfManaged {
+                secret_name: args.webhook_secret_name,
+                configuration_name: args.webhook_configuration_name,
+                validity,
+            }
+        }
+    };
+    let namespace = args
+        .webhook_namespace
+        .or_else(|| namespace.map(str::to_string))
+        .filter(|n| !n.trim().is_empty())
+        .ok_or("--webhook-port needs the controller's namespace: set POD_NAMESPACE or --webhook-namespace")?;
+    let extra_hosts: Vec<String> = args
+        .webhook_hosts
+        .into_iter()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .collect();
+    if args.webhook_service_name.is_none() && extra_hosts.is_empty() {
+        return Err("--webhook-port needs --webhook-service-name or --webhook-hosts: the certificate must name how the API server reaches it".into());
+    }
+    Ok(Some(webhook::WebhookOptions {
+        addr: SocketAddr::new(args.webhook_bind, port),
+        certs,
+        namespace,
+        service_name: args.webhook_service_name,
+        extra_hosts,
+        check_interval: args.webhook_cert_check_interval.0,
+    }))
 }
 
 fn main() -> ExitCode {
@@ -279,6 +396,7 @@ fn api_auth(
 }
 
 async fn run_controller(args: RunArgs) -> Result<(), String> {
+    let webhook = webhook_options(args.webhook, args.lease_namespace.as_deref())?;
     let opts = run::RunOptions {
         http_addr: args.http_addr,
         leader_elect: args.leader_elect,
@@ -303,6 +421,13 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
             args.api_auth_audiences,
             args.api_auth_metrics,
         )?,
+        webhook,
+        owned_kinds: args
+            .owned_resource_kinds
+            .into_iter()
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty())
+            .collect(),
     };
     let client = kube::Client::try_default()
         .await
@@ -353,6 +478,89 @@ mod tests {
         assert_eq!(args.fast_poll.0, Duration::from_millis(250));
         assert!(Cli::try_parse_from(["twc", "run", "--fast-poll", "soon"]).is_err());
         assert!(Cli::try_parse_from(["twc", "run", "--api-auth", "oidc"]).is_err());
+        assert_eq!(args.owned_resource_kinds, d.owned_kinds);
+        assert_eq!(webhook_options(args.webhook, Some("twc")), Ok(None));
+    }
+
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let mut argv = vec!["twc", "run"];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        *args
+    }
+
+    #[test]
+    fn webhook_flags() {
+        let args = run_args(&[
+            "--webhook-port=9443",
+            "--webhook-service-name=twc-webhook",
+            "--webhook-cert-validity=1h",
+            "--webhook-cert-renew-before=20m",
+            "--owned-resource-kinds=HorizontalPodAutoscaler, ConfigMap",
+        ]);
+        assert_eq!(
+            args.owned_resource_kinds,
+            vec![
+                "HorizontalPodAutoscaler".to_string(),
+                " ConfigMap".to_string()
+            ]
+        );
+        let w = webhook_options(args.webhook, Some("twc-system"))
+            .expect("valid")
+            .expect("on");
+        assert_eq!(w.addr, "0.0.0.0:9443".parse().expect("addr"));
+        assert_eq!(w.namespace, "twc-system");
+        assert_eq!(
+            w.certs,
+            webhook::CertMode::SelfManaged {
+                secret_name: "temporal-worker-controller-webhook-tls".into(),
+                configuration_name: "temporal-worker-controller".into(),
+                validity: webhook::certs::Validity {
+                    valid_for: Duration::from_secs(3600),
+                    renew_before: Duration::from_secs(1200),
+                },
+            }
+        );
+        let files = run_args(&[
+            "--webhook-port=9443",
+            "--webhook-cert-mode=files",
+            "--webhook-cert-dir=/certs",
+            "--webhook-hosts=127.0.0.1",
+        ]);
+        let w = webhook_options(files.webhook, Some("n"))
+            .expect("valid")
+            .expect("on");
+        assert_eq!(
+            w.certs,
+            webhook::CertMode::Files {
+                dir: "/certs".into()
+            }
+        );
+        assert_eq!(w.hosts(), vec!["127.0.0.1".to_string()]);
+
+        let refused = |extra: &[&str], ns: Option<&str>| {
+            webhook_options(run_args(extra).webhook, ns).is_err()
+        };
+        assert!(
+            refused(&["--webhook-port=1"], Some("n")),
+            "no host to certify"
+        );
+        assert!(
+            refused(&["--webhook-port=1", "--webhook-hosts=a"], None),
+            "no namespace"
+        );
+        assert!(refused(
+            &[
+                "--webhook-port=1",
+                "--webhook-hosts=a",
+                "--webhook-cert-validity=1h",
+                "--webhook-cert-renew-before=1h"
+            ],
+            Some("n")
+        ));
     }
 
     #[test]

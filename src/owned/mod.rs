@@ -117,14 +117,24 @@ pub async fn reconcile(
         .partition(|d| retiring(d, twd.as_ref(), now));
     remove_asleep(&ctx, &twor, &ns, &asleep).await;
     apply::ensure_metadata(&ctx.client, &twor, twd.as_ref()).await?;
-    let (pass, again) = match &twd {
-        None => (
+    let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
+    // The webhook's rules, checked before anything else: with the webhook off a refused
+    // object is reported in status with the webhook's words, and no copy is applied.
+    let refused = rules::check(&twor.spec.object, &allowed).err();
+    let (pass, again) = match (&twd, refused) {
+        (_, Some(invalid)) => (
+            Pass::Invalid {
+                message: invalid.to_string(),
+            },
+            IDLE,
+        ),
+        (None, None) => (
             Pass::WorkerNotFound {
                 worker: twor.spec.worker_ref.name.clone(),
             },
             RETRY,
         ),
-        Some(twd) => {
+        (Some(twd), None) => {
             let versions = sync(&ctx, &twor, twd, &live).await;
             let again = if versions.iter().all(|v| v.applied) {
                 IDLE

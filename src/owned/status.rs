@@ -5,6 +5,7 @@
 //! | every live version's copy applied | True/`AllVersionsApplied` | False | False |
 //! | the worker does not exist (yet) | False/`WorkerDeploymentNotFound` | True | False |
 //! | some copy refused (rules, rendering, API server) | False/`ApplyFailed` | False | True |
+//! | `spec.object` breaks a rule (nothing applied) | False/`ApplyFailed` | False | True |
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -19,6 +20,9 @@ pub enum Pass {
     WorkerNotFound { worker: String },
     /// One entry per live version, in build-ID order.
     Applied(Vec<OwnedVersionStatus>),
+    /// `spec.object` breaks a rule of `rules::check` (the webhook's message); nothing was
+    /// applied.
+    Invalid { message: String },
 }
 
 /// The status to write for `pass`; `old` keeps `lastTransitionTime` of unchanged conditions.
@@ -36,6 +40,15 @@ pub fn compute(
             reason::WORKER_DEPLOYMENT_NOT_FOUND,
             format!("TemporalWorkerDeployment {worker:?} not found in this namespace"),
             // Copies of a deleted worker go with its Deployments; keep what is known.
+            old.map(|s| s.versions.clone()).unwrap_or_default(),
+        ),
+        Pass::Invalid { message } => (
+            false,
+            false,
+            true,
+            reason::APPLY_FAILED,
+            message,
+            // Copies applied before the spec changed stay (and are listed) until it is fixed.
             old.map(|s| s.versions.clone()).unwrap_or_default(),
         ),
         Pass::Applied(versions) => {
@@ -113,6 +126,31 @@ mod tests {
             .find(|c| c.type_ == t)
             .expect("condition");
         (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn a_refused_object_stalls_with_the_rules_message_and_keeps_the_copies_listed() {
+        let old = compute(
+            None,
+            1,
+            Pass::Applied(vec![entry("a", true, "")]),
+            Timestamp::UNIX_EPOCH,
+        );
+        let message = "spec.object.spec.minReplicas must not be 0: why".to_string();
+        let s = compute(
+            Some(&old),
+            2,
+            Pass::Invalid {
+                message: message.clone(),
+            },
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(cond(&s, "Ready"), ("False", reason::APPLY_FAILED));
+        assert_eq!(cond(&s, "Stalled"), ("True", reason::APPLY_FAILED));
+        assert_eq!(cond(&s, "Reconciling"), ("False", reason::APPLY_FAILED));
+        assert!(s.conditions.iter().all(|c| c.message == message));
+        assert_eq!(s.versions, old.versions);
+        assert_eq!(s.observed_generation, Some(2));
     }
 
     #[test]

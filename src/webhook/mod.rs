@@ -42,6 +42,10 @@ pub const PATH_TWOR: &str = "/validate/temporalworkerownedresources";
 /// Path of the TemporalWorkerDeployment webhook.
 pub const PATH_TWD: &str = "/validate/temporalworkerdeployments";
 
+/// How often every replica re-reads its certificate by default: a renewal reaches followers
+/// within this (the old certificate stays valid and trusted for `renew_before`).
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Where the serving certificate comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CertMode {
