@@ -58,6 +58,23 @@ fn cases() -> Vec<(&'static str, Value)> {
         ),
         ("webhook", json!({"webhook": {"enabled": true}})),
         (
+            "webhook-cert-manager",
+            json!({"webhook": {"enabled": true, "certManager": {"enabled": true}}}),
+        ),
+        (
+            "webhook-url",
+            json!({
+                "webhook": {"enabled": true, "url": "https://127.0.0.1:9443", "timeoutSeconds": 10,
+                    "failurePolicy": {"ownedResources": "Ignore"}},
+                "watchNamespaces": ["team-a"],
+                "ownedResourceAllowedKinds": ["HorizontalPodAutoscaler", "ConfigMap"]
+            }),
+        ),
+        (
+            "webhook-url-with-path",
+            json!({"webhook": {"enabled": true, "url": "https://127.0.0.1:9443/x"}}),
+        ),
+        (
             "single-no-lease",
             json!({"leaderElection": {"enabled": false}}),
         ),
@@ -195,6 +212,8 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "custom",
         "digest",
         "webhook",
+        "webhook-cert-manager",
+        "webhook-url",
         "single-no-lease",
         "token-review",
     ] {
@@ -246,6 +265,11 @@ fn bad_values_are_refused_by_schema_or_template() {
     assert!(
         result("unknown-auth-mode").error.is_some(),
         "an unknown auth mode rendered"
+    );
+    let with_path = result("webhook-url-with-path");
+    assert!(
+        with_path.error.is_some(),
+        "a webhook.url with a path rendered (the chart appends the paths)"
     );
     let typo = result("typo");
     assert!(
@@ -306,6 +330,7 @@ fn default_install_renders_the_expected_objects_and_args() {
             "--idle-interval=60s",
             "--max-versions-ineligible-for-deletion=75",
             "--log-format=json",
+            "--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject",
         ]
     );
     let m = manager(&objs);
@@ -507,7 +532,37 @@ fn rbac_is_least_privilege_without_wildcards() {
                 "{name}: {verb} on configmaps"
             );
         }
-        for verb in ["list", "watch", "create", "update", "patch", "delete"] {
+        // The only Secret writes: the webhook's own certificate Secret (self-managed
+        // certificates), in the release namespace, changed by name only.
+        for (role, rule) in &all {
+            if !strings(&rule["resources"]).contains(&"secrets") {
+                continue;
+            }
+            let verbs = strings(&rule["verbs"]);
+            let writes: Vec<&&str> = verbs.iter().filter(|v| **v != "get").collect();
+            if writes.is_empty() {
+                continue;
+            }
+            assert_eq!(name, "webhook", "{name}: {writes:?} on secrets: {rule}");
+            assert_eq!(role["kind"], "Role", "{rule}");
+            assert_eq!(
+                role["metadata"]["name"],
+                format!("{FULLNAME}-webhook-certs")
+            );
+            assert_eq!(role["metadata"]["namespace"], NS);
+            assert!(
+                writes.iter().all(|v| ["create", "update"].contains(*v)),
+                "{rule}"
+            );
+            if verbs.contains(&"update") {
+                assert_eq!(
+                    strings(&rule["resourceNames"]),
+                    [format!("{FULLNAME}-webhook-tls").as_str()],
+                    "{rule}"
+                );
+            }
+        }
+        for verb in ["list", "watch", "patch", "delete"] {
             assert!(
                 !grants(&objs, "", "secrets", verb),
                 "{name}: {verb} on secrets"
@@ -733,16 +788,137 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
     );
 }
 
+/// The one ValidatingWebhookConfiguration of a case, and its webhooks by resource.
+fn webhooks(objs: &[Value]) -> (&Value, Value, Value) {
+    let vwc = one(objs, "ValidatingWebhookConfiguration");
+    let by = |resource: &str| {
+        vwc["webhooks"]
+            .as_array()
+            .expect("webhooks")
+            .iter()
+            .find(|w| strings(&w["rules"][0]["resources"]) == [resource])
+            .unwrap_or_else(|| panic!("no webhook for {resource}"))
+            .clone()
+    };
+    (
+        vwc,
+        by("temporalworkerownedresources"),
+        by("temporalworkerdeployments"),
+    )
+}
+
 #[test]
-fn webhook_adds_service_certificate_and_mount() {
+fn webhook_is_off_by_default() {
+    let objs = objects("default");
+    assert!(of_kind(&objs, "ValidatingWebhookConfiguration").is_empty());
+    assert!(!args(&objs).iter().any(|a| a.starts_with("--webhook")));
+    assert!(!grants(
+        &objs,
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "create"
+    ));
+    assert!(
+        args(&objs).contains(
+            &"--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject"
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn webhook_manages_its_own_certificates_by_default() {
+    use temporal_worker_controller::webhook::{PATH_TWD, PATH_TWOR};
     let objs = objects("webhook");
-    let svc = of_kind(&objs, "Service");
-    let webhook_svc = svc
-        .iter()
-        .find(|s| s["metadata"]["name"] == format!("{FULLNAME}-webhook"))
+    let svc_name = format!("{FULLNAME}-webhook");
+    let svc = of_kind(&objs, "Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == svc_name)
         .expect("webhook service");
-    assert_eq!(webhook_svc["spec"]["ports"][0]["port"], 443);
-    assert_eq!(webhook_svc["spec"]["ports"][0]["targetPort"], "webhook");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "webhook");
+    // No cert-manager objects, nothing mounted: the controller reads its Secret via the API,
+    // so a missing Secret never keeps the pod from starting.
+    assert!(of_kind(&objs, "Certificate").is_empty());
+    assert!(of_kind(&objs, "Issuer").is_empty());
+    assert!(
+        manager(&objs)["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .all(|m| m["name"] != "webhook-cert")
+    );
+    assert!(
+        manager(&objs)["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)
+    );
+
+    let (vwc, twor, twd) = webhooks(&objs);
+    let vwc_name = format!("{FULLNAME}-{NS}");
+    assert_eq!(vwc["metadata"]["name"], vwc_name);
+    assert!(vwc["metadata"]["annotations"].is_null(), "{vwc}");
+    for (w, path, policy) in [(&twor, PATH_TWOR, "Fail"), (&twd, PATH_TWD, "Ignore")] {
+        assert_eq!(w["failurePolicy"], policy, "{w}");
+        assert_eq!(w["sideEffects"], "None");
+        assert_eq!(w["timeoutSeconds"], 5);
+        assert_eq!(strings(&w["admissionReviewVersions"]), ["v1"]);
+        assert_eq!(strings(&w["rules"][0]["operations"]), ["CREATE", "UPDATE"]);
+        assert_eq!(strings(&w["rules"][0]["apiGroups"]), ["temporal.io"]);
+        let client = &w["clientConfig"]["service"];
+        assert_eq!(client["name"], svc_name.as_str());
+        assert_eq!(client["namespace"], NS);
+        assert_eq!(client["path"], path);
+        assert!(
+            w["clientConfig"]["caBundle"].is_null(),
+            "the controller sets it"
+        );
+        let sel = &w["namespaceSelector"]["matchExpressions"][0];
+        assert_eq!(sel["key"], "kubernetes.io/metadata.name");
+        assert_eq!(sel["operator"], "NotIn");
+        assert_eq!(strings(&sel["values"]), ["kube-system"]);
+    }
+
+    let a = args(&objs);
+    for flag in [
+        "--webhook-port=9443".to_string(),
+        "--webhook-cert-mode=self-managed".to_string(),
+        format!("--webhook-service-name={svc_name}"),
+        format!("--webhook-secret-name={FULLNAME}-webhook-tls"),
+        format!("--webhook-configuration-name={vwc_name}"),
+        "--webhook-cert-validity=8760h".to_string(),
+        "--webhook-cert-renew-before=720h".to_string(),
+    ] {
+        assert!(a.contains(&flag), "{flag} missing from {a:?}");
+    }
+    // caBundle of this configuration only, and the SubjectAccessReviews of the TWOR webhook.
+    let vwc_rules: Vec<&Value> = rules(&objs)
+        .into_iter()
+        .filter(|(_, r)| strings(&r["resources"]).contains(&"validatingwebhookconfigurations"))
+        .map(|(_, r)| r)
+        .collect();
+    assert_eq!(vwc_rules.len(), 1);
+    assert_eq!(strings(&vwc_rules[0]["verbs"]), ["get", "patch"]);
+    assert_eq!(strings(&vwc_rules[0]["resourceNames"]), [vwc_name.as_str()]);
+    assert!(grants(
+        &objs,
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "create"
+    ));
+    assert!(!grants(
+        &objs,
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "create"
+    ));
+}
+
+#[test]
+fn webhook_with_cert_manager_mounts_its_certificate() {
+    let objs = objects("webhook-cert-manager");
     let cert = one(&objs, "Certificate");
     let dns = strings(&cert["spec"]["dnsNames"]);
     assert!(
@@ -753,15 +929,13 @@ fn webhook_adds_service_certificate_and_mount() {
         cert["spec"]["issuerRef"]["name"],
         one(&objs, "Issuer")["metadata"]["name"]
     );
+    let (vwc, _, _) = webhooks(&objs);
+    assert_eq!(
+        vwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!("{NS}/{FULLNAME}-webhook")
+    );
     let secret = cert["spec"]["secretName"].as_str().expect("secretName");
     let m = manager(&objs);
-    assert!(
-        m["ports"]
-            .as_array()
-            .expect("ports")
-            .iter()
-            .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)
-    );
     let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
     let vol = pod["volumes"]
         .as_array()
@@ -777,6 +951,52 @@ fn webhook_adds_service_certificate_and_mount() {
             .any(|vm| vm["name"] == vol["name"] && vm["readOnly"] == true),
         "certificate secret is not mounted"
     );
+    let a = args(&objs);
+    assert!(
+        a.contains(&"--webhook-cert-mode=files".to_string()),
+        "{a:?}"
+    );
+    // cert-manager writes the Secret and the caBundle: no grants for either.
+    assert!(!grants(
+        &objs,
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        "patch"
+    ));
+    assert!(!grants(&objs, "", "secrets", "create"));
+}
+
+#[test]
+fn webhook_by_url_for_a_controller_outside_the_cluster() {
+    let objs = objects("webhook-url");
+    assert!(
+        !of_kind(&objs, "Service")
+            .iter()
+            .any(|s| s["metadata"]["name"] == format!("{FULLNAME}-webhook")),
+        "no Service when the API server calls a URL"
+    );
+    let (_, twor, twd) = webhooks(&objs);
+    assert_eq!(
+        twor["clientConfig"]["url"],
+        "https://127.0.0.1:9443/validate/temporalworkerownedresources"
+    );
+    assert_eq!(
+        twd["clientConfig"]["url"],
+        "https://127.0.0.1:9443/validate/temporalworkerdeployments"
+    );
+    assert_eq!(twor["failurePolicy"], "Ignore");
+    assert_eq!(twor["timeoutSeconds"], 10);
+    // watchNamespaces narrows what is sent to the webhook.
+    let sel = &twd["namespaceSelector"]["matchExpressions"][0];
+    assert_eq!(sel["operator"], "In");
+    assert_eq!(strings(&sel["values"]), ["team-a"]);
+    let a = args(&objs);
+    assert!(
+        a.contains(&"--webhook-hosts=127.0.0.1".to_string()),
+        "{a:?}"
+    );
+    assert!(!a.iter().any(|x| x.starts_with("--webhook-service-name")));
+    assert!(a.contains(&"--owned-resource-kinds=HorizontalPodAutoscaler,ConfigMap".to_string()));
 }
 
 #[test]
@@ -793,7 +1013,14 @@ fn rendered_flags_exist_in_the_controller_binary() {
         text,
         String::from_utf8_lossy(&help.stderr)
     );
-    for name in ["default", "custom", "token-review"] {
+    for name in [
+        "default",
+        "custom",
+        "token-review",
+        "webhook",
+        "webhook-cert-manager",
+        "webhook-url",
+    ] {
         for arg in args(&objects(name)).iter().skip(1) {
             let flag = arg.split('=').next().unwrap_or_default();
             let listed = text.lines().any(|l| {

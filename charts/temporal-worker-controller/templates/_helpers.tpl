@@ -129,4 +129,63 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
   resources: {{ toJson .resources }}
   verbs: ["create", "patch", "delete"]
 {{- end }}
+{{- if .Values.webhook.enabled }}
+# The webhook asks whether the author of a TemporalWorkerOwnedResource may create, update and
+# delete its kind in the namespace (src/webhook/access.rs); a LocalSubjectAccessReview is
+# namespaced, so a namespaced install needs no ClusterRole for it.
+- apiGroups: ["authorization.k8s.io"]
+  resources: ["localsubjectaccessreviews"]
+  verbs: ["create"]
+{{- end }}
 {{- end -}}
+
+{{/*
+The admission webhook's names (docs/webhook.md). The ValidatingWebhookConfiguration is
+cluster-scoped, so its name carries the release namespace like the ClusterRoles do.
+*/}}
+{{- define "twc.webhookConfigurationName" -}}
+{{- printf "%s-%s" (include "twc.fullname" .) .Release.Namespace -}}
+{{- end }}
+
+{{- define "twc.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "twc.fullname" .) -}}
+{{- end }}
+
+{{- define "twc.webhookSecretName" -}}
+{{- printf "%s-webhook-tls" (include "twc.fullname" .) -}}
+{{- end }}
+
+{{/* The host of webhook.url, without port: the certificate must name it. */}}
+{{- define "twc.webhookUrlHost" -}}
+{{- with .Values.webhook.url -}}
+{{- regexReplaceAll ":[0-9]+$" (urlParse .).host "" | trimPrefix "[" | trimSuffix "]" -}}
+{{- end -}}
+{{- end }}
+
+{{/* One webhook's clientConfig, for path `path` (dict "root" $ "path" "/..."). */}}
+{{- define "twc.webhookClientConfig" -}}
+{{- $root := .root -}}
+{{- if $root.Values.webhook.url }}
+url: {{ printf "%s%s" $root.Values.webhook.url .path | quote }}
+{{- else }}
+service:
+  name: {{ include "twc.webhookServiceName" $root }}
+  namespace: {{ $root.Release.Namespace }}
+  path: {{ .path | quote }}
+  port: 443
+{{- end }}
+{{- end }}
+
+{{/* Which namespaces' objects the API server sends to the webhook. */}}
+{{- define "twc.webhookNamespaceSelector" -}}
+matchExpressions:
+{{- if .Values.watchNamespaces }}
+  - key: kubernetes.io/metadata.name
+    operator: In
+    values: {{ toJson .Values.watchNamespaces }}
+{{- else if .Values.webhook.excludeNamespaces }}
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson .Values.webhook.excludeNamespaces }}
+{{- end }}
+{{- end }}
