@@ -1,0 +1,652 @@
+//! The admission webhook (issue 15) end to end: the real kube-apiserver calls the controller's
+//! webhook, which runs in-process as the chart's ServiceAccount with exactly the chart's RBAC
+//! (`webhook.enabled`, self-managed certificates) and is reached through the chart's own
+//! ValidatingWebhookConfiguration, rendered with `webhook.url` pointing at the loopback
+//! address. Everything is driven with the real `kubectl apply`, as a user would.
+//!
+//! - every rejection reaches kubectl with a message naming the field;
+//! - a user without RBAC on HPAs cannot create a TWOR holding one (the message names user,
+//!   verb and resource); a user with it can;
+//! - the certificate is valid for 30 s and renewed 15 s before its end, so it rotates all along
+//!   this binary; one test watches two rotations of the Secret and of the caBundle while
+//!   admission calls keep being answered;
+//! - namespace `OFF_NS` is excluded by the configuration's namespaceSelector (the chart's
+//!   `webhook.excludeNamespaces`), so there the webhook is off: the same bad objects are
+//!   admitted, end in status with the webhook's messages, and nothing is applied.
+//!
+//! No Temporal server is needed: every object here is refused before anything talks to it.
+
+#[path = "chart_support/mod.rs"]
+mod chart_support;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use temporal_worker_controller::owned::rules;
+use tokio::sync::OnceCell;
+
+static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("webhook-infra")
+        .build()
+        .expect("infra runtime")
+});
+
+/// Where the chart is "installed".
+const CONTROLLER_NS: &str = "twc-webhook-system";
+/// The namespace the webhook configuration leaves out: the webhook is off there.
+const OFF_NS: &str = "twc-webhook-off";
+/// The webhook configuration's TWOR webhook, as kubectl names it in a denial.
+const TWOR_WEBHOOK: &str = "temporalworkerownedresources.webhook.temporal.io";
+const TWD_WEBHOOK: &str = "temporalworkerdeployments.webhook.temporal.io";
+/// Certificate lifetime in this binary: short, so that it rotates while the tests run.
+const VALID_FOR: Duration = Duration::from_secs(30);
+const RENEW_BEFORE: Duration = Duration::from_secs(15);
+
+struct Env {
+    plane: &'static test_harness::control_plane::ControlPlane,
+    admin: PathBuf,
+    secret_name: String,
+    configuration_name: String,
+    _controller: temporal_worker_controller::run::Running,
+}
+
+static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
+
+async fn env() -> Arc<Env> {
+    ENV.get_or_init(|| async {
+        RT.spawn(start_env())
+            .await
+            .expect("infra task")
+            .expect("start the webhook environment")
+    })
+    .await
+    .clone()
+}
+
+/// The chart's values here: the webhook on, called by URL (the controller is a local process).
+fn values(url: &str) -> Value {
+    json!({
+        "controller": {"identity": "twc-webhook-e2e"},
+        "webhook": {
+            "enabled": true,
+            "url": url,
+            "excludeNamespaces": ["kube-system", OFF_NS],
+        },
+    })
+}
+
+/// The value of `--<flag>=` among the controller arguments the chart renders.
+fn chart_arg(objects: &[Value], flag: &str) -> Result<String> {
+    let prefix = format!("--{flag}=");
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .find_map(|a| a.strip_prefix(&prefix).map(str::to_string))
+        .with_context(|| format!("the chart passes no --{flag}"))
+}
+
+async fn start_env() -> Result<Arc<Env>> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            std::env::var("RUST_LOG")
+                .unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    let (plane, _admin_client) = test_harness::control_plane::shared_with_crds().await?;
+    let admin = plane.kubeconfig_path().to_path_buf();
+    // The port is known only once the controller listens; the identity (RBAC) and the names
+    // do not depend on it.
+    let placeholder = values("https://127.0.0.1:1");
+    let id = chart_support::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
+    let objects = chart_support::render(&placeholder, CONTROLLER_NS)?;
+    let secret_name = chart_arg(&objects, "webhook-secret-name")?;
+    let configuration_name = chart_arg(&objects, "webhook-configuration-name")?;
+    kubectl_ok(&admin, &["create", "namespace", OFF_NS], None).ok();
+
+    let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
+    let opts = temporal_worker_controller::run::RunOptions {
+        http_addr: "127.0.0.1:0".parse()?,
+        leader_elect: true,
+        lease_namespace: Some(CONTROLLER_NS.into()),
+        identity: "twc-webhook-e2e".into(),
+        backlog_poll: None,
+        webhook: Some(temporal_worker_controller::webhook::WebhookOptions {
+            addr: "127.0.0.1:0".parse()?,
+            certs: temporal_worker_controller::webhook::CertMode::SelfManaged {
+                secret_name: secret_name.clone(),
+                configuration_name: configuration_name.clone(),
+                validity: temporal_worker_controller::webhook::certs::Validity {
+                    valid_for: VALID_FOR,
+                    renew_before: RENEW_BEFORE,
+                },
+            },
+            namespace: CONTROLLER_NS.into(),
+            service_name: None,
+            extra_hosts: vec!["127.0.0.1".into()],
+            check_interval: Duration::from_secs(1),
+        }),
+        ..Default::default()
+    };
+    let controller = temporal_worker_controller::run::start(client, opts).await?;
+    let addr = controller
+        .webhook_addr
+        .context("the controller serves no webhook")?;
+
+    // The chart's own ValidatingWebhookConfiguration, pointed at this process.
+    let objects = chart_support::render(&values(&format!("https://{addr}")), CONTROLLER_NS)?;
+    let vwc = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+        .context("the chart renders no ValidatingWebhookConfiguration")?;
+    kubectl_ok(
+        &admin,
+        &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
+        Some(&serde_json::to_string(vwc)?),
+    )?;
+
+    let env = Arc::new(Env {
+        plane,
+        admin,
+        secret_name,
+        configuration_name,
+        _controller: controller,
+    });
+    // Until the controller has set caBundle and serves its certificate, TWOR writes fail
+    // (failurePolicy Fail); wait for the first answer of the webhook itself.
+    let probe = twor_manifest("probe", hpa(json!({"minReplicas": 0})));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
+        if out.contains(TWOR_WEBHOOK) && out.contains("denied the request") {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the webhook did not answer within 60 s; last kubectl output: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Ok(env)
+}
+
+fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
+    let out = test_harness::kubectl::run(kubeconfig, args, stdin)?;
+    ensure!(out.success, "kubectl {args:?} failed: {}", out.text);
+    Ok(out.text)
+}
+
+/// `kubectl apply` of one object; `(success, stdout + stderr)`.
+fn apply(kubeconfig: &Path, ns: &str, object: &Value) -> Result<(bool, String)> {
+    let out = test_harness::kubectl::run(
+        kubeconfig,
+        &["apply", "-n", ns, "-f", "-"],
+        Some(&object.to_string()),
+    )?;
+    Ok((out.success, out.text))
+}
+
+/// A server-side dry-run apply (admission runs, nothing is stored); kubectl's output.
+fn dry_run(kubeconfig: &Path, ns: &str, object: &Value) -> Result<String> {
+    let out = test_harness::kubectl::run(
+        kubeconfig,
+        &["apply", "--dry-run=server", "-n", ns, "-f", "-"],
+        Some(&object.to_string()),
+    )?;
+    Ok(out.text)
+}
+
+/// A namespace of its own for one test.
+fn namespace(env: &Env, prefix: &str) -> Result<String> {
+    let name = format!("{prefix}-{}", std::process::id());
+    kubectl_ok(&env.admin, &["create", "namespace", &name], None).ok();
+    Ok(name)
+}
+
+fn hpa(spec: Value) -> Value {
+    let mut base = json!({"scaleTargetRef": {}, "minReplicas": 1, "maxReplicas": 3});
+    if let (Some(b), Some(extra)) = (base.as_object_mut(), spec.as_object()) {
+        for (k, v) in extra {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+    json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "spec": base})
+}
+
+fn twor_manifest(name: &str, object: Value) -> Value {
+    twor_for(name, "worker", object)
+}
+
+fn twor_for(name: &str, worker: &str, object: Value) -> Value {
+    json!({
+        "apiVersion": "temporal.io/v1alpha1",
+        "kind": "TemporalWorkerOwnedResource",
+        "metadata": {"name": name},
+        "spec": {"workerRef": {"name": worker}, "object": object}
+    })
+}
+
+fn twd_manifest(name: &str, container: Value, rollout: Value) -> Value {
+    json!({
+        "apiVersion": "temporal.io/v1alpha1",
+        "kind": "TemporalWorkerDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "template": {"spec": {"containers": [container]}},
+            "rollout": rollout,
+            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": "default"}
+        }
+    })
+}
+
+fn worker(extra: Value) -> Value {
+    let mut c = json!({"name": "worker", "image": "registry.example/worker:v1"});
+    if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            c.insert(k.clone(), v.clone());
+        }
+    }
+    c
+}
+
+fn all_at_once() -> Value {
+    json!({"strategy": "AllAtOnce"})
+}
+
+/// Asserts kubectl was refused by `webhook` with a message containing `want`.
+fn assert_denied(case: &str, (ok, out): (bool, String), webhook: &str, want: &str) {
+    assert!(!ok, "{case}: admitted: {out}");
+    assert!(
+        out.contains(&format!("admission webhook \"{webhook}\" denied the request")),
+        "{case}: not refused by {webhook}: {out}"
+    );
+    assert!(out.contains(want), "{case}: {want:?} not in: {out}");
+}
+
+#[test]
+fn twor_rejections_reach_kubectl_naming_the_field() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        let ns = namespace(&env, "twor-rules")?;
+        let cases = [
+            (
+                "kind not allowed",
+                twor_manifest("kind", json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}})),
+                "kind \"Deployment\" is not allowed (allowed: HorizontalPodAutoscaler, PodDisruptionBudget, ScaledObject)",
+            ),
+            (
+                "namespace in the object",
+                twor_manifest(
+                    "ns",
+                    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                        "metadata": {"namespace": "elsewhere"}, "spec": {"selector": {"matchLabels": {}}}}),
+                ),
+                "spec.object.metadata.namespace must not be set",
+            ),
+            (
+                "minReplicas 0",
+                twor_manifest("zero", hpa(json!({"minReplicas": 0}))),
+                "spec.object.spec.minReplicas must not be 0",
+            ),
+            (
+                "minReplicaCount 0",
+                twor_manifest(
+                    "keda",
+                    json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                        "spec": {"scaleTargetRef": {}, "minReplicaCount": 0}}),
+                ),
+                "spec.object.spec.minReplicaCount must not be 0",
+            ),
+            (
+                "a user value at an injection point",
+                twor_manifest(
+                    "target",
+                    hpa(json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine"}})),
+                ),
+                "spec.object.spec.scaleTargetRef is set by the controller to each version's Deployment",
+            ),
+        ];
+        for (case, object, want) in cases {
+            assert_denied(case, apply(&env.admin, &ns, &object)?, TWOR_WEBHOOK, want);
+        }
+        // What the CRD schema refuses before the webhook is asked still names the field.
+        let (ok, out) = apply(
+            &env.admin,
+            &ns,
+            &twor_manifest("nokind", json!({"spec": {"minReplicas": 1}})),
+        )?;
+        assert!(!ok && out.contains("spec.object"), "{out}");
+        let (ok, out) = apply(
+            &env.admin,
+            &ns,
+            &twor_manifest(
+                "named",
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "x"}}),
+            ),
+        )?;
+        assert!(!ok && out.contains("spec.object.metadata.name"), "{out}");
+
+        // A good one is admitted, and then its workerRef cannot change.
+        let good = twor_manifest("good", hpa(json!({})));
+        let (ok, out) = apply(&env.admin, &ns, &good)?;
+        assert!(ok, "{out}");
+        let (ok, out) = apply(&env.admin, &ns, &twor_for("good", "other", hpa(json!({}))))?;
+        assert!(!ok && out.contains("spec.workerRef"), "{out}");
+        assert!(out.contains("workerRef.name is immutable"), "{out}");
+        Ok(())
+    })
+}
+
+#[test]
+fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        let ns = namespace(&env, "twd-rules")?;
+        kubectl_ok(
+            &env.admin,
+            &["create", "secret", "generic", "gate-input", "-n", &ns, "--from-literal=other={}"],
+            None,
+        )?;
+        let gate = |name: &str, key: &str| {
+            json!({"strategy": "AllAtOnce", "gate": {"workflowType": "check",
+                "inputFrom": {"secretKeyRef": {"name": name, "key": key}}}})
+        };
+        let cases = [
+            (
+                "reserved env var",
+                twd_manifest(
+                    "env",
+                    worker(json!({"env": [{"name": "TEMPORAL_ADDRESS", "value": "elsewhere:7233"}]})),
+                    all_at_once(),
+                ),
+                "spec.template.spec.containers[0].env[0]: container \"worker\" sets TEMPORAL_ADDRESS",
+            ),
+            (
+                "gate input key missing",
+                twd_manifest("gate-key", worker(json!({})), gate("gate-input", "input")),
+                "spec.rollout.gate.inputFrom.secretKeyRef.key: key \"input\" not found in Secret \"gate-input\"",
+            ),
+            (
+                "gate input Secret missing",
+                twd_manifest("gate-secret", worker(json!({})), gate("absent", "input")),
+                "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" not found",
+            ),
+            (
+                "a template Kubernetes refuses",
+                twd_manifest("template", worker(json!({"name": "Bad_Name"})), all_at_once()),
+                "spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
+            ),
+        ];
+        for (case, object, want) in cases {
+            assert_denied(case, apply(&env.admin, &ns, &object)?, TWD_WEBHOOK, want);
+        }
+        let (_, out) = apply(
+            &env.admin,
+            &ns,
+            &twd_manifest("template", worker(json!({"name": "Bad_Name"})), all_at_once()),
+        )?;
+        assert!(out.contains("server-side dry run"), "{out}");
+        // The dry run created nothing.
+        let client = test_harness::control_plane::client_from(&env.admin).await?;
+        let deployments: Api<Deployment> = Api::namespaced(client, &ns);
+        assert!(deployments.list(&ListParams::default()).await?.items.is_empty());
+
+        // With the key present, the same gate passes.
+        let ok_gate = twd_manifest("gate-ok", worker(json!({})), gate("gate-input", "other"));
+        let out = dry_run(&env.admin, &ns, &ok_gate)?;
+        assert!(!out.contains("denied"), "{out}");
+        Ok(())
+    })
+}
+
+/// RBAC for a test user: TWORs in `ns`, and optionally create/update/delete on HPAs.
+fn grant(env: &Env, ns: &str, user: &str, hpas: bool) -> Result<()> {
+    let mut rules = vec![json!({"apiGroups": ["temporal.io"], "resources": ["temporalworkerownedresources"],
+        "verbs": ["get", "list", "create", "update", "patch"]})];
+    if hpas {
+        rules.push(json!({"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+            "verbs": ["get", "create", "update", "delete"]}));
+    }
+    let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": user, "namespace": ns}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": user, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+    ]});
+    kubectl_ok(&env.admin, &["apply", "-f", "-"], Some(&objects.to_string()))?;
+    Ok(())
+}
+
+#[test]
+fn only_a_user_with_rbac_on_the_kind_can_create_a_twor_holding_it() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        let ns = namespace(&env, "twor-access")?;
+        grant(&env, &ns, "alice", false)?;
+        grant(&env, &ns, "bob", true)?;
+        let alice = env.plane.user_kubeconfig("alice", None)?;
+        let bob = env.plane.user_kubeconfig("bob", None)?;
+        let scaler = twor_manifest("scaler", hpa(json!({})));
+
+        let (ok, out) = apply(&alice, &ns, &scaler)?;
+        assert_denied(
+            "alice",
+            (ok, out.clone()),
+            TWOR_WEBHOOK,
+            &format!(
+                "user \"alice\" may not create autoscaling/horizontalpodautoscalers in namespace \"{ns}\""
+            ),
+        );
+        for verb in ["update", "delete"] {
+            assert!(
+                out.contains(&format!("user \"alice\" may not {verb} autoscaling/horizontalpodautoscalers")),
+                "{verb}: {out}"
+            );
+        }
+        // Alice may create a TWOR of a kind she holds (she is refused for the kind, not TWORs):
+        // a PDB is refused too, naming policy/poddisruptionbudgets.
+        let pdb = twor_manifest(
+            "budget",
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "spec": {"selector": {"matchLabels": {}}, "minAvailable": 1}}),
+        );
+        assert_denied(
+            "alice pdb",
+            apply(&alice, &ns, &pdb)?,
+            TWOR_WEBHOOK,
+            "user \"alice\" may not create policy/poddisruptionbudgets",
+        );
+
+        let (ok, out) = apply(&bob, &ns, &scaler)?;
+        assert!(ok, "bob holds the rights: {out}");
+        let client = test_harness::control_plane::client_from(&env.admin).await?;
+        let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client, &ns);
+        assert!(twors.get_opt("scaler").await?.is_some());
+        Ok(())
+    })
+}
+
+/// The message the webhook gives for `object` in an enabled namespace (a dry run).
+fn webhook_message(env: &Env, object: &Value) -> Result<String> {
+    let out = dry_run(&env.admin, CONTROLLER_NS, object)?;
+    let (_, message) = out
+        .split_once("denied the request: ")
+        .with_context(|| format!("not denied: {out}"))?;
+    Ok(message.trim().to_string())
+}
+
+/// Polls `f` until it returns `Some`, for at most `timeout`.
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await? {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("{what}: not within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[test]
+fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        let client = test_harness::control_plane::client_from(&env.admin).await?;
+
+        // TWOR: two rule violations at once.
+        let object = hpa(json!({"minReplicas": 0, "scaleTargetRef": {"name": "mine"}}));
+        let bad = twor_manifest("bad-scaler", object.clone());
+        let said = webhook_message(&env, &bad)?;
+        let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
+            .expect_err("the rules refuse it")
+            .to_string();
+        assert_eq!(said, rules_say, "the webhook says what the shared rules say");
+        let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
+        assert!(ok, "admitted with the webhook off: {out}");
+        let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
+        let stalled = eventually("TWOR Stalled", Duration::from_secs(60), || async {
+            let t = twors.get("bad-scaler").await?;
+            Ok(t.status
+                .into_iter()
+                .flat_map(|s| s.conditions)
+                .find(|c| c.type_ == "Stalled" && c.status == "True"))
+        })
+        .await?;
+        assert_eq!(stalled.reason, "ApplyFailed");
+        assert_eq!(stalled.message, said, "status says what the webhook says");
+
+        // TWD: a reserved env var.
+        let twd = twd_manifest(
+            "bad-env",
+            worker(json!({"env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "mine"}]})),
+            all_at_once(),
+        );
+        let said = webhook_message(&env, &twd)?;
+        let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
+        assert!(ok, "admitted with the webhook off: {out}");
+        let twds: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), OFF_NS);
+        let stalled = eventually("TWD Stalled", Duration::from_secs(60), || async {
+            let t = twds.get("bad-env").await?;
+            Ok(t.status
+                .into_iter()
+                .flat_map(|s| s.conditions)
+                .find(|c| c.type_ == "Stalled" && c.status == "True"))
+        })
+        .await?;
+        assert_eq!(stalled.reason, "InvalidSpec");
+        assert!(
+            stalled.message.contains(&said),
+            "status {:?} does not say what the webhook said: {said:?}",
+            stalled.message
+        );
+
+        // Nothing applied: no versioned Deployment, no HPA copy.
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), OFF_NS);
+        assert!(deployments.list(&ListParams::default()).await?.items.is_empty());
+        let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client, OFF_NS);
+        assert!(hpas.list(&ListParams::default()).await?.items.is_empty());
+        Ok(())
+    })
+}
+
+/// The caBundle of the configuration's first webhook, and the Secret's serving certificate.
+async fn current(env: &Env, client: &kube::Client) -> Result<(Vec<u8>, Vec<u8>)> {
+    let vwcs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let vwc = vwcs.get(&env.configuration_name).await?;
+    let bundle = vwc
+        .webhooks
+        .unwrap_or_default()
+        .first()
+        .and_then(|w| w.client_config.ca_bundle.clone())
+        .map(|b| b.0)
+        .unwrap_or_default();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), CONTROLLER_NS);
+    let cert = secrets
+        .get(&env.secret_name)
+        .await?
+        .data
+        .and_then(|d| d.get("tls.crt").cloned())
+        .map(|c| c.0)
+        .unwrap_or_default();
+    Ok((bundle, cert))
+}
+
+#[test]
+fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        let client = test_harness::control_plane::client_from(&env.admin).await?;
+        let probe = twor_manifest("probe", hpa(json!({"minReplicas": 0})));
+        let (first_bundle, first_cert) = current(&env, &client).await?;
+        let first_ca = String::from_utf8(first_bundle.clone())?
+            .split("-----END CERTIFICATE-----")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let (mut bundles, mut certs) = (vec![first_bundle], vec![first_cert]);
+        let mut calls = 0;
+        // Two rotations take about 2 × (VALID_FOR − RENEW_BEFORE) = 30 s.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while bundles.len() < 3 || certs.len() < 3 {
+            ensure!(
+                Instant::now() < deadline,
+                "saw {} caBundles and {} certificates in 120 s",
+                bundles.len(),
+                certs.len()
+            );
+            // Every call in between is answered by the webhook itself.
+            let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
+            calls += 1;
+            ensure!(
+                out.contains(&format!("admission webhook \"{TWOR_WEBHOOK}\" denied the request"))
+                    && out.contains("minReplicas must not be 0"),
+                "admission call {calls} not answered by the webhook: {out}"
+            );
+            let (bundle, cert) = current(&env, &client).await?;
+            if bundles.last() != Some(&bundle) {
+                bundles.push(bundle);
+            }
+            if certs.last() != Some(&cert) {
+                certs.push(cert);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Each trust bundle holds the new CA and the one before it; after two renewals the
+        // first CA is gone, so the answers above came from the renewed certificates.
+        let last = String::from_utf8(bundles.last().cloned().unwrap_or_default())?;
+        assert_eq!(last.matches("BEGIN CERTIFICATE").count(), 2, "{last}");
+        assert!(!last.contains(&first_ca), "the first CA is still trusted");
+        assert!(calls >= 10, "only {calls} admission calls during the rotations");
+        let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
+        assert!(out.contains("denied the request"), "{out}");
+        Ok(())
+    })
+}
