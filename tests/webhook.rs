@@ -152,17 +152,23 @@ async fn start_env() -> Result<Arc<Env>> {
         .webhook_addr
         .context("the controller serves no webhook")?;
 
-    // The chart's own ValidatingWebhookConfiguration, pointed at this process.
-    let objects = chart_support::render(&values(&format!("https://{addr}")), CONTROLLER_NS)?;
+    // From here on the controller runs on this runtime: anything that blocks (Helm, kubectl)
+    // goes to the blocking pool, or the webhook's accept loop would wait behind it.
+    let url = format!("https://{addr}");
+    let objects = blocking(move || chart_support::render(&values(&url), CONTROLLER_NS)).await?;
     let vwc = objects
         .iter()
         .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
         .context("the chart renders no ValidatingWebhookConfiguration")?;
-    kubectl_ok(
-        &admin,
-        &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
-        Some(&serde_json::to_string(vwc)?),
-    )?;
+    let (path, vwc) = (admin.clone(), serde_json::to_string(vwc)?);
+    blocking(move || {
+        kubectl_ok(
+            &path,
+            &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
+            Some(&vwc),
+        )
+    })
+    .await?;
 
     let env = Arc::new(Env {
         plane,
@@ -176,7 +182,8 @@ async fn start_env() -> Result<Arc<Env>> {
     let probe = twor_manifest("probe", hpa(json!({"minReplicas": 0})));
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
+        let (path, object) = (env.admin.clone(), probe.clone());
+        let out = blocking(move || dry_run(&path, CONTROLLER_NS, &object)).await?;
         if out.contains(TWOR_WEBHOOK) && out.contains("denied the request") {
             break;
         }
@@ -187,6 +194,11 @@ async fn start_env() -> Result<Arc<Env>> {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     Ok(env)
+}
+
+/// Runs blocking work (a child process) off the runtime's workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await?
 }
 
 fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
@@ -277,7 +289,9 @@ fn all_at_once() -> Value {
 fn assert_denied(case: &str, (ok, out): (bool, String), webhook: &str, want: &str) {
     assert!(!ok, "{case}: admitted: {out}");
     assert!(
-        out.contains(&format!("admission webhook \"{webhook}\" denied the request")),
+        out.contains(&format!(
+            "admission webhook \"{webhook}\" denied the request"
+        )),
         "{case}: not refused by {webhook}: {out}"
     );
     assert!(out.contains(want), "{case}: {want:?} not in: {out}");
@@ -421,11 +435,15 @@ fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
 
 /// RBAC for a test user: TWORs in `ns`, and optionally create/update/delete on HPAs.
 fn grant(env: &Env, ns: &str, user: &str, hpas: bool) -> Result<()> {
-    let mut rules = vec![json!({"apiGroups": ["temporal.io"], "resources": ["temporalworkerownedresources"],
-        "verbs": ["get", "list", "create", "update", "patch"]})];
+    let mut rules = vec![
+        json!({"apiGroups": ["temporal.io"], "resources": ["temporalworkerownedresources"],
+        "verbs": ["get", "list", "create", "update", "patch"]}),
+    ];
     if hpas {
-        rules.push(json!({"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
-            "verbs": ["get", "create", "update", "delete"]}));
+        rules.push(
+            json!({"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"],
+            "verbs": ["get", "create", "update", "delete"]}),
+        );
     }
     let objects = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -435,7 +453,11 @@ fn grant(env: &Env, ns: &str, user: &str, hpas: bool) -> Result<()> {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": user},
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
     ]});
-    kubectl_ok(&env.admin, &["apply", "-f", "-"], Some(&objects.to_string()))?;
+    kubectl_ok(
+        &env.admin,
+        &["apply", "-f", "-"],
+        Some(&objects.to_string()),
+    )?;
     Ok(())
 }
 
@@ -528,7 +550,10 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
             .expect_err("the rules refuse it")
             .to_string();
-        assert_eq!(said, rules_say, "the webhook says what the shared rules say");
+        assert_eq!(
+            said, rules_say,
+            "the webhook says what the shared rules say"
+        );
         let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
         assert!(ok, "admitted with the webhook off: {out}");
         let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
@@ -570,7 +595,13 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
 
         // Nothing applied: no versioned Deployment, no HPA copy.
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), OFF_NS);
-        assert!(deployments.list(&ListParams::default()).await?.items.is_empty());
+        assert!(
+            deployments
+                .list(&ListParams::default())
+                .await?
+                .items
+                .is_empty()
+        );
         let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client, OFF_NS);
         assert!(hpas.list(&ListParams::default()).await?.items.is_empty());
         Ok(())
@@ -626,8 +657,9 @@ fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -
             let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
             calls += 1;
             ensure!(
-                out.contains(&format!("admission webhook \"{TWOR_WEBHOOK}\" denied the request"))
-                    && out.contains("minReplicas must not be 0"),
+                out.contains(&format!(
+                    "admission webhook \"{TWOR_WEBHOOK}\" denied the request"
+                )) && out.contains("minReplicas must not be 0"),
                 "admission call {calls} not answered by the webhook: {out}"
             );
             let (bundle, cert) = current(&env, &client).await?;
@@ -644,7 +676,10 @@ fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -
         let last = String::from_utf8(bundles.last().cloned().unwrap_or_default())?;
         assert_eq!(last.matches("BEGIN CERTIFICATE").count(), 2, "{last}");
         assert!(!last.contains(&first_ca), "the first CA is still trusted");
-        assert!(calls >= 10, "only {calls} admission calls during the rotations");
+        assert!(
+            calls >= 10,
+            "only {calls} admission calls during the rotations"
+        );
         let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
         assert!(out.contains("denied the request"), "{out}");
         Ok(())

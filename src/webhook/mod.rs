@@ -116,6 +116,7 @@ async fn validate_twor(
     AxumState(state): AxumState<Arc<State>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
+    tracing::debug!("TWOR admission request");
     let decoded = match review::decode::<TemporalWorkerOwnedResource>(
         review,
         "TemporalWorkerOwnedResource",

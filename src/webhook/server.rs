@@ -197,3 +197,60 @@ mod tests {
         assert!(cert.load(b"not pem", b"").is_err());
     }
 }
+
+#[cfg(test)]
+mod serve_tests {
+    use super::*;
+
+    /// Over HTTP/2 and HTTP/1.1 (the API server may use either), a client that trusts only the
+    /// bundle gets an answer; after a swap, new connections see the new certificate.
+    #[tokio::test]
+    async fn serves_both_http_versions_with_the_current_certificate() {
+        let hosts = vec!["127.0.0.1".to_string()];
+        let now = jiff::Timestamp::now();
+        let ttl = std::time::Duration::from_secs(600);
+        let a = crate::webhook::certs::generate(&hosts, now, ttl, None).expect("a");
+        let b = crate::webhook::certs::generate(&hosts, now, ttl, None).expect("b");
+        let cert = Arc::new(CurrentCert::default());
+        cert.load(a.cert_pem.as_bytes(), a.key_pem.as_bytes())
+            .expect("load");
+        let (listener, addr) = bind("127.0.0.1:0".parse().expect("addr"))
+            .await
+            .expect("bind");
+        let app = axum::Router::new().route(
+            "/x",
+            axum::routing::post(|body: String| async move { format!("got {}", body.len()) }),
+        );
+        let tls = tls_config(cert.clone()).expect("tls");
+        tokio::spawn(serve(listener, tls, app, std::future::pending()));
+        let dir = std::env::temp_dir().join(format!("twc-webhook-serve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let call = |ca: &str, version: &'static str| {
+            let path = dir.join(format!("{version}.pem"));
+            std::fs::write(&path, ca).expect("write ca");
+            let url = format!("https://{addr}/x");
+            async move {
+                let out = tokio::process::Command::new("curl")
+                    .args(["-sS", "-m", "5", version, "--cacert"])
+                    .arg(&path)
+                    .args(["-d", "hello", &url])
+                    .output()
+                    .await
+                    .expect("curl");
+                format!(
+                    "{}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            }
+        };
+        for version in ["--http2", "--http1.1"] {
+            assert_eq!(call(&a.ca_bundle_pem, version).await, "got 5", "{version}");
+        }
+        cert.load(b.cert_pem.as_bytes(), b.key_pem.as_bytes())
+            .expect("swap");
+        assert_ne!(call(&a.ca_bundle_pem, "--http2").await, "got 5");
+        assert_eq!(call(&b.ca_bundle_pem, "--http2").await, "got 5");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
