@@ -685,3 +685,70 @@ fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -
         Ok(())
     })
 }
+
+/// The chart's webhook grants (its certificate Role and ClusterRole, and the
+/// LocalSubjectAccessReview rule): each is used by the controller, and nothing it asked was
+/// refused, so the chart grants the webhook exactly what it needs.
+#[test]
+fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        let values = values("https://127.0.0.1:1");
+        let objects = chart_support::render(&values, CONTROLLER_NS)?;
+        let (user, _) = chart_support::rendered_grants(&values, CONTROLLER_NS)?;
+        let mut rules = Vec::new();
+        for o in objects
+            .iter()
+            .filter(|o| matches!(o["kind"].as_str(), Some("Role" | "ClusterRole")))
+        {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            for rule in o["rules"].as_array().into_iter().flatten() {
+                let lsar = rule["resources"]
+                    .as_array()
+                    .is_some_and(|r| r.iter().any(|x| x == "localsubjectaccessreviews"));
+                if name.ends_with("-webhook-certs") || name.ends_with("-webhook") || lsar {
+                    rules.push(rule.clone());
+                }
+            }
+        }
+        let grants = chart_support::expand(&Value::Array(rules));
+        ensure!(
+            grants.len() >= 6,
+            "too few webhook grants found: {grants:?}"
+        );
+        // An allowed TWOR makes the webhook ask a LocalSubjectAccessReview; a renewal (every
+        // 15 s here) updates the Secret and patches the caBundle.
+        let allowed = twor_manifest("grants-probe", hpa(json!({})));
+        let out = dry_run(&env.admin, CONTROLLER_NS, &allowed)?;
+        ensure!(!out.contains("denied"), "{out}");
+        let unused = eventually("every webhook grant used", Duration::from_secs(60), || {
+            let events = env.plane.audit_events();
+            let grants = grants.clone();
+            let user = user.clone();
+            async move {
+                let unused = chart_support::unused_grants(&grants, &events?, &user);
+                Ok(unused.is_empty().then_some(unused))
+            }
+        })
+        .await;
+        if let Err(e) = unused {
+            let events = env.plane.audit_events()?;
+            bail!(
+                "{e}: unused {:?}",
+                chart_support::unused_grants(&grants, &events, &user)
+            );
+        }
+        let refused: Vec<String> = env
+            .plane
+            .audit_events()?
+            .iter()
+            .filter(|e| e.acting_user() == user && e.code() == 403)
+            .map(|e| format!("{} {}", e.verb, e.request_uri))
+            .collect();
+        ensure!(
+            refused.is_empty(),
+            "the controller was refused: {refused:?}"
+        );
+        Ok(())
+    })
+}
