@@ -270,25 +270,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         auth: token_auth(&client, &opts.api_auth),
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
-    let webhook = match &opts.webhook {
-        Some(w) => Some(
-            crate::webhook::start(
-                client.clone(),
-                w.clone(),
-                opts.owned_kinds.clone(),
-                leader.clone(),
-                stop_rx.clone(),
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    let webhook_addr = webhook.as_ref().map(|w| w.addr);
-    let webhook_fut = async move {
-        if let Some(w) = webhook {
-            w.run.await;
-        }
-    };
+    let (webhook_addr, webhook_fut) = webhook(&client, &opts, &leader, &stop_rx).await?;
 
     let ready_store = store.clone();
     let ready_flag = readiness.clone();
@@ -336,6 +318,40 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         task,
         lease,
     })
+}
+
+/// The admission webhook's address and the future serving it, or nothing when it is off.
+async fn webhook(
+    client: &kube::Client,
+    opts: &RunOptions,
+    leader: &watch::Receiver<bool>,
+    stop: &watch::Receiver<bool>,
+) -> Result<
+    (
+        Option<SocketAddr>,
+        impl std::future::Future<Output = ()> + use<>,
+    ),
+    RunError,
+> {
+    let started = match &opts.webhook {
+        Some(w) => Some(
+            crate::webhook::start(
+                client.clone(),
+                w.clone(),
+                opts.owned_kinds.clone(),
+                leader.clone(),
+                stop.clone(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let addr = started.as_ref().map(|w| w.addr);
+    Ok((addr, async move {
+        if let Some(w) = started {
+            w.run.await;
+        }
+    }))
 }
 
 /// The per-version backlog poller (`crate::backlog`), or nothing when turned off.
