@@ -491,9 +491,17 @@ async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves
 async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() -> Result<()> {
     let c = case("twor-kind").await?;
     let v1 = roll_to(&c, "pay", "v1").await?;
-    // Scale-to-zero is refused by the controller's own rules, with the webhook's message.
+    // Scale-to-zero is refused by the controller's own rules, with the webhook's message
+    // (word for word), before any version is tried.
     let zero = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "spec": {"scaleTargetRef": {}, "minReplicas": 0, "maxReplicas": 3}});
+    let rules_say = temporal_worker_controller::owned::rules::check(
+        &zero,
+        temporal_worker_controller::owned::rules::DEFAULT_ALLOWED_KINDS,
+    )
+    .err()
+    .context("the rules refuse scale-to-zero")?
+    .to_string();
     apply_twor(&c, "guard", "pay", zero).await?;
     let t = wait_twor(&c, "guard", "refused by the rules", |t| {
         twor_condition(t, "Ready").is_some_and(|(s, r, _)| s == "False" && r == "ApplyFailed")
@@ -501,9 +509,10 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
     .await?;
     let (_, _, message) = twor_condition(&t, "Ready").context("Ready")?;
     ensure!(
-        message.contains(&v1) && message.contains("minReplicas must not be 0"),
+        message == rules_say && message.contains("minReplicas must not be 0"),
         "{message}"
     );
+    ensure!(twor_condition(&t, "Stalled").is_some_and(|(s, _, _)| s == "True"));
     ensure!(copies_of(&hpas(&c), "guard").await?.is_empty());
 
     // Fixed, it is applied; then its kind changes: the HPA goes, a PDB takes its place.
