@@ -9,7 +9,8 @@
 //!   verb and resource); a user with it can;
 //! - the certificate is valid for 30 s and renewed 15 s before its end, so it rotates all along
 //!   this binary; one test watches two rotations of the Secret and of the caBundle while
-//!   admission calls keep being answered;
+//!   admission calls keep being answered, and both replicas (two controllers on one Lease;
+//!   only the holder writes) keep serving a certificate the current caBundle trusts;
 //! - namespace `OFF_NS` is excluded by the configuration's namespaceSelector (the chart's
 //!   `webhook.excludeNamespaces`), so there the webhook is off: the same bad objects are
 //!   admitted, end in status with the webhook's messages, and nothing is applied.
@@ -59,7 +60,9 @@ struct Env {
     admin: PathBuf,
     secret_name: String,
     configuration_name: String,
-    _controller: temporal_worker_controller::run::Running,
+    /// The webhook addresses of both replicas (the API server calls the first).
+    replicas: [std::net::SocketAddr; 2],
+    _controllers: [temporal_worker_controller::run::Running; 2],
 }
 
 static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
@@ -147,10 +150,15 @@ async fn start_env() -> Result<Arc<Env>> {
         }),
         ..Default::default()
     };
-    let controller = temporal_worker_controller::run::start(client, opts).await?;
+    let controller = temporal_worker_controller::run::start(client.clone(), opts.clone()).await?;
     let addr = controller
         .webhook_addr
         .context("the controller serves no webhook")?;
+    // A second replica on the same Lease: whichever does not hold it only reads the Secret.
+    let second = temporal_worker_controller::run::start(client, opts).await?;
+    let second_addr = second
+        .webhook_addr
+        .context("the second replica serves no webhook")?;
 
     // From here on the controller runs on this runtime: anything that blocks (Helm, kubectl)
     // goes to the blocking pool, or the webhook's accept loop would wait behind it.
@@ -175,7 +183,8 @@ async fn start_env() -> Result<Arc<Env>> {
         admin,
         secret_name,
         configuration_name,
-        _controller: controller,
+        replicas: [addr, second_addr],
+        _controllers: [controller, second],
     });
     // Until the controller has set caBundle and serves its certificate, TWOR writes fail
     // (failurePolicy Fail); wait for the first answer of the webhook itself.
@@ -630,6 +639,55 @@ async fn current(env: &Env, client: &kube::Client) -> Result<(Vec<u8>, Vec<u8>)>
     Ok((bundle, cert))
 }
 
+/// Calls one replica's TWOR webhook directly, trusting only `ca_bundle` (curl), with a review
+/// the rules refuse; Ok when it answers with that refusal.
+fn call_replica(addr: std::net::SocketAddr, ca_bundle: &[u8]) -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("twc-webhook-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let ca = dir.join(format!("ca-{}.pem", addr.port()));
+    std::fs::write(&ca, ca_bundle)?;
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "direct-1",
+            "kind": {"group": "temporal.io", "version": "v1alpha1", "kind": "TemporalWorkerOwnedResource"},
+            "resource": {"group": "temporal.io", "version": "v1alpha1", "resource": "temporalworkerownedresources"},
+            "name": "probe", "namespace": CONTROLLER_NS, "operation": "CREATE",
+            "userInfo": {"username": "admin"},
+            "object": twor_manifest("probe", hpa(json!({"minReplicas": 0}))),
+            "dryRun": true
+        }
+    });
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "-m", "5", "--cacert"])
+        .arg(&ca)
+        .args(["-H", "Content-Type: application/json", "-d"])
+        .arg(review.to_string())
+        .arg(format!(
+            "https://{addr}{}",
+            temporal_worker_controller::webhook::PATH_TWOR
+        ))
+        .output()
+        .context("running curl")?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("no AdmissionReview from {addr}: {text}"))?;
+    ensure!(
+        answer["response"]["uid"] == "direct-1"
+            && answer["response"]["allowed"] == false
+            && answer["response"]["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("minReplicas must not be 0")),
+        "unexpected answer from {addr}: {text}"
+    );
+    Ok(())
+}
+
 #[test]
 fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -> Result<()> {
     RT.block_on(async {
@@ -663,6 +721,15 @@ fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -
                 "admission call {calls} not answered by the webhook: {out}"
             );
             let (bundle, cert) = current(&env, &client).await?;
+            for replica in env.replicas {
+                // A renewal between reading the bundle and calling can leave the bundle one
+                // step behind: then it is read again, and only a second refusal counts.
+                if call_replica(replica, &bundle).is_err() {
+                    let (fresh, _) = current(&env, &client).await?;
+                    call_replica(replica, &fresh)
+                        .with_context(|| format!("replica {replica} after call {calls}"))?;
+                }
+            }
             if bundles.last() != Some(&bundle) {
                 bundles.push(bundle);
             }
