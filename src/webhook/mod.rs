@@ -197,6 +197,15 @@ pub async fn start(
     let (listener, addr) = server::bind(opts.addr).await?;
     let cert = Arc::new(server::CurrentCert::default());
     let tls = server::tls_config(cert.clone())?;
+    // An empty list means the default, as for the controller's own check.
+    let allowed_kinds = if allowed_kinds.is_empty() {
+        crate::owned::rules::DEFAULT_ALLOWED_KINDS
+            .iter()
+            .map(|k| (*k).to_string())
+            .collect()
+    } else {
+        allowed_kinds
+    };
     let state = Arc::new(State {
         client: client.clone(),
         allowed_kinds,

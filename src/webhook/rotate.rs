@@ -299,3 +299,46 @@ async fn from_files(dir: &std::path::Path, cert: &CurrentCert) -> Result<(), Rot
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn files_are_served_and_reloaded_when_they_change() {
+        let dir = std::env::temp_dir().join(format!("twc-webhook-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let cert = CurrentCert::default();
+        assert!(from_files(&dir, &cert).await.is_err(), "no files yet");
+        let hosts = vec!["twc-webhook.ns.svc".to_string()];
+        let ttl = Duration::from_secs(600);
+        for _ in 0..2 {
+            let b = certs::generate(&hosts, Timestamp::now(), ttl, None).expect("generate");
+            std::fs::write(dir.join(TLS_CERT), &b.cert_pem).expect("crt");
+            std::fs::write(dir.join(TLS_KEY), &b.key_pem).expect("key");
+            from_files(&dir, &cert).await.expect("loaded");
+            assert_eq!(cert.cert_pem(), Some(b.cert_pem.into_bytes()));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_stored_secret_is_read_back_as_written() {
+        let mut secret = Secret::default();
+        secret.data = Some(
+            [
+                (TLS_CERT.to_string(), ByteString(b"crt".to_vec())),
+                (TLS_KEY.to_string(), ByteString(b"key".to_vec())),
+                (CA_BUNDLE.to_string(), ByteString(Vec::new())),
+            ]
+            .into(),
+        );
+        secret.metadata.annotations =
+            Some([(ANNOTATION_HOSTS.to_string(), "a,b".to_string())].into());
+        let s = Stored::of(&secret);
+        assert_eq!(s.cert.as_deref(), Some("crt"));
+        assert_eq!(s.key.as_deref(), Some("key"));
+        assert_eq!(s.ca, None, "an empty entry is no entry");
+        assert_eq!(s.hosts.as_deref(), Some("a,b"));
+    }
+}
