@@ -324,17 +324,21 @@ mod tests {
 
     #[test]
     fn the_stored_secret_is_read_back_as_written() {
-        let mut secret = Secret::default();
-        secret.data = Some(
-            [
-                (TLS_CERT.to_string(), ByteString(b"crt".to_vec())),
-                (TLS_KEY.to_string(), ByteString(b"key".to_vec())),
-                (CA_BUNDLE.to_string(), ByteString(Vec::new())),
-            ]
-            .into(),
-        );
-        secret.metadata.annotations =
-            Some([(ANNOTATION_HOSTS.to_string(), "a,b".to_string())].into());
+        let secret = Secret {
+            data: Some(
+                [
+                    (TLS_CERT.to_string(), ByteString(b"crt".to_vec())),
+                    (TLS_KEY.to_string(), ByteString(b"key".to_vec())),
+                    (CA_BUNDLE.to_string(), ByteString(Vec::new())),
+                ]
+                .into(),
+            ),
+            metadata: ObjectMeta {
+                annotations: Some([(ANNOTATION_HOSTS.to_string(), "a,b".to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         let s = Stored::of(&secret);
         assert_eq!(s.cert.as_deref(), Some("crt"));
         assert_eq!(s.key.as_deref(), Some("key"));
