@@ -100,7 +100,7 @@ pub fn decide(
 }
 
 /// How long until the stored certificate is due, capped at `max` (never zero, so a loop that
-/// sleeps this long cannot spin).
+/// sleeps this long cannot spin); without a certificate, at most a second.
 pub fn next_check(
     not_after: Option<Timestamp>,
     now: Timestamp,
@@ -109,7 +109,9 @@ pub fn next_check(
 ) -> Duration {
     let floor = Duration::from_millis(200);
     let Some(end) = not_after else {
-        return floor;
+        // Nothing served yet (a follower waiting for the leader): look again soon, but not in
+        // a tight loop of reads.
+        return max.clamp(floor, Duration::from_secs(1));
     };
     let due = end
         .checked_sub(
@@ -248,7 +250,11 @@ mod tests {
             next_check(Some(ts(1_000)), ts(999), v, max),
             Duration::from_millis(200)
         );
-        assert_eq!(next_check(None, ts(0), v, max), Duration::from_millis(200));
+        assert_eq!(next_check(None, ts(0), v, max), Duration::from_secs(1));
+        assert_eq!(
+            next_check(None, ts(0), v, Duration::from_millis(300)),
+            Duration::from_millis(300)
+        );
     }
 
     #[test]
