@@ -260,6 +260,8 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
 
     let readiness = Readiness::default();
+    let (webhook_addr, webhook_fut) =
+        webhook(&client, &opts, &leader, &stop_rx, &readiness).await?;
     let (listener, http_addr) = bind(opts.http_addr).await?;
     let state = AppState {
         store: store.clone(),
@@ -270,7 +272,6 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         auth: token_auth(&client, &opts.api_auth),
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
-    let (webhook_addr, webhook_fut) = webhook(&client, &opts, &leader, &stop_rx).await?;
 
     let ready_store = store.clone();
     let ready_flag = readiness.clone();
@@ -326,6 +327,7 @@ async fn webhook(
     opts: &RunOptions,
     leader: &watch::Receiver<bool>,
     stop: &watch::Receiver<bool>,
+    readiness: &Readiness,
 ) -> Result<
     (
         Option<SocketAddr>,
@@ -347,9 +349,21 @@ async fn webhook(
         None => None,
     };
     let addr = started.as_ref().map(|w| w.addr);
+    if started.is_some() {
+        readiness.set_webhook_waiting(true);
+    }
+    let readiness = readiness.clone();
     Ok((addr, async move {
         if let Some(w) = started {
-            w.run.await;
+            // Not ready until a certificate is served, so the webhook Service only sends
+            // admission calls to replicas that can answer them.
+            let mut serving = w.serving;
+            let ready = async move {
+                if serving.wait_for(|s| *s).await.is_ok() {
+                    readiness.set_webhook_waiting(false);
+                }
+            };
+            tokio::join!(w.run, ready);
         }
     }))
 }

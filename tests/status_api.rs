@@ -392,6 +392,14 @@ async fn list_get_and_errors() {
     let r = get(b, "/readyz").await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(r.body.contains("leader"), "{}", r.body);
+    // A replica whose admission webhook has no certificate yet takes no webhook traffic.
+    srv.readiness.set_leader_known(true);
+    srv.readiness.set_webhook_waiting(true);
+    let r = get(b, "/readyz").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(r.body.contains("webhook"), "{}", r.body);
+    srv.readiness.set_webhook_waiting(false);
+    assert_eq!(get(b, "/readyz").await.status, StatusCode::OK);
 }
 
 #[tokio::test]

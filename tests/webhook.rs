@@ -62,6 +62,8 @@ struct Env {
     configuration_name: String,
     /// The webhook addresses of both replicas (the API server calls the first).
     replicas: [std::net::SocketAddr; 2],
+    /// Their HTTP addresses (`/readyz`).
+    http: [std::net::SocketAddr; 2],
     _controllers: [temporal_worker_controller::run::Running; 2],
 }
 
@@ -184,6 +186,7 @@ async fn start_env() -> Result<Arc<Env>> {
         secret_name,
         configuration_name,
         replicas: [addr, second_addr],
+        http: [controller.http_addr, second.http_addr],
         _controllers: [controller, second],
     });
     // Until the controller has set caBundle and serves its certificate, TWOR writes fail
@@ -747,6 +750,14 @@ fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -
             calls >= 10,
             "only {calls} admission calls during the rotations"
         );
+        // Both replicas serve a certificate, so both are ready for the webhook Service.
+        for http in env.http {
+            let out = std::process::Command::new("curl")
+                .args(["-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}"])
+                .arg(format!("http://{http}/readyz"))
+                .output()?;
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "{http}/readyz");
+        }
         let out = dry_run(&env.admin, CONTROLLER_NS, &probe)?;
         assert!(out.contains("denied the request"), "{out}");
         Ok(())

@@ -36,6 +36,9 @@ use crate::milestones::Milestones;
 pub struct Readiness {
     caches_synced: Arc<AtomicBool>,
     leader_known: Arc<AtomicBool>,
+    /// True while the admission webhook runs without a certificate to serve: a replica that
+    /// cannot answer admission must not get the webhook Service's traffic.
+    webhook_waiting: Arc<AtomicBool>,
 }
 
 impl Readiness {
@@ -56,8 +59,17 @@ impl Readiness {
         self.leader_known.load(Ordering::SeqCst)
     }
 
+    /// Set while the admission webhook has no certificate yet (never set without a webhook).
+    pub fn set_webhook_waiting(&self, waiting: bool) {
+        self.webhook_waiting.store(waiting, Ordering::SeqCst);
+    }
+
+    pub fn webhook_waiting(&self) -> bool {
+        self.webhook_waiting.load(Ordering::SeqCst)
+    }
+
     pub fn is_ready(&self) -> bool {
-        self.caches_synced() && self.leader_known()
+        self.caches_synced() && self.leader_known() && !self.webhook_waiting()
     }
 }
 
@@ -190,6 +202,9 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
     if !r.leader_known() {
         why.push("leader election state unknown");
+    }
+    if r.webhook_waiting() {
+        why.push("admission webhook has no certificate yet");
     }
     (StatusCode::SERVICE_UNAVAILABLE, why.join(", ")).into_response()
 }

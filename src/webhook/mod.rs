@@ -181,6 +181,8 @@ pub enum WebhookError {
 /// current until `stop` turns true.
 pub struct Started {
     pub addr: SocketAddr,
+    /// True once a certificate is served (for readiness).
+    pub serving: watch::Receiver<bool>,
     pub run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 }
 
@@ -217,12 +219,13 @@ pub async fn start(
         let _ = stop_serve.wait_for(|s| *s).await;
     };
     let serve = server::serve(listener, tls, app, shutdown);
+    let serving = cert.loaded();
     let upkeep = rotate::run(client, opts, cert, leader, stop);
     let run = Box::pin(async move {
         tokio::join!(serve, upkeep);
     });
     tracing::info!(%addr, "admission webhook listening");
-    Ok(Started { addr, run })
+    Ok(Started { addr, serving, run })
 }
 
 #[cfg(test)]

@@ -29,9 +29,20 @@ pub enum ServerError {
 
 /// The certificate every new TLS connection is served with; `None` until one is loaded (a
 /// handshake then fails, which the API server reports as a webhook call error).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct CurrentCert {
     current: RwLock<Option<Loaded>>,
+    /// Turns true with the first certificate loaded (readiness waits for it).
+    loaded: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for CurrentCert {
+    fn default() -> Self {
+        Self {
+            current: RwLock::default(),
+            loaded: tokio::sync::watch::Sender::new(false),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -73,7 +84,13 @@ impl CurrentCert {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *guard = Some(loaded);
+        self.loaded.send_replace(true);
         Ok(true)
+    }
+
+    /// True once a certificate is served.
+    pub fn loaded(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.loaded.subscribe()
     }
 
     /// The PEM of the certificate being served, if any.
@@ -173,11 +190,14 @@ mod tests {
             crate::webhook::certs::generate(&hosts, now, std::time::Duration::from_secs(60), None)
                 .expect("b");
         let cert = CurrentCert::default();
+        let loaded = cert.loaded();
         assert!(cert.cert_pem().is_none());
+        assert!(!*loaded.borrow());
         assert!(
             cert.load(a.cert_pem.as_bytes(), a.key_pem.as_bytes())
                 .expect("load a")
         );
+        assert!(*loaded.borrow());
         assert!(
             !cert
                 .load(a.cert_pem.as_bytes(), a.key_pem.as_bytes())
