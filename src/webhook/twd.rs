@@ -142,6 +142,14 @@ pub fn needs_review(
     old.is_none_or(|o| o.spec != new.spec || o.metadata.annotations != new.metadata.annotations)
 }
 
+/// True on create, and on an update that changes the spec.
+pub fn spec_changed(
+    new: &TemporalWorkerDeployment,
+    old: Option<&TemporalWorkerDeployment>,
+) -> bool {
+    old.is_none_or(|o| o.spec != new.spec)
+}
+
 /// The whole admission decision for one TWD request.
 pub async fn admit(
     state: &State,
@@ -154,6 +162,11 @@ pub async fn admit(
     }
     if let Some(message) = problems(new) {
         return Verdict::Invalid(message.split("; ").map(str::to_string).collect());
+    }
+    if !spec_changed(new, old) {
+        // An annotation change (promote, skip a step) is never held back by a lookup: a gate
+        // Secret deleted since must not block steering the rollout.
+        return Verdict::Allow;
     }
     let mut refusals = Vec::new();
     let mut warnings = Vec::new();
@@ -360,6 +373,10 @@ mod tests {
         changed.spec.replicas = Some(7);
         assert!(needs_review(&changed, Some(&old)));
         assert!(needs_review(&old, None));
+        // Only a spec change (or a create) is worth the lookups and the dry run.
+        assert!(!spec_changed(&annotated, Some(&old)));
+        assert!(spec_changed(&changed, Some(&old)));
+        assert!(spec_changed(&old, None));
     }
 
     #[test]
