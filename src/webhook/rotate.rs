@@ -64,8 +64,8 @@ pub async fn run(
                     configuration: configuration_name,
                     namespace: &opts.namespace,
                 };
-                let leads = *leader.borrow();
-                match self_managed(&client, &names, &opts.hosts(), *validity, &cert, leads).await {
+                match self_managed(&client, &names, &opts.hosts(), *validity, &cert, &leader).await
+                {
                     Ok(not_after) => certs::next_check(
                         not_after,
                         Timestamp::now(),
@@ -105,15 +105,17 @@ async fn self_managed(
     hosts: &[String],
     validity: certs::Validity,
     cert: &CurrentCert,
-    leads: bool,
+    leader: &watch::Receiver<bool>,
 ) -> Result<Option<Timestamp>, RotateError> {
+    // Checked before each write, like every other write of the controller.
+    let leads = || *leader.borrow();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), names.namespace);
     let read = |source| RotateError::Read {
         name: names.secret.to_string(),
         source,
     };
     let mut secret = secrets.get_opt(names.secret).await.map_err(read)?;
-    if leads {
+    if leads() {
         let stored = secret.as_ref().map(Stored::of).unwrap_or_default();
         let now = Timestamp::now();
         let not_after = stored
@@ -121,11 +123,16 @@ async fn self_managed(
             .as_deref()
             .and_then(|c| certs::not_after(c.as_bytes()));
         let decision = certs::decide(not_after, stored.hosts.as_deref(), hosts, now, validity);
-        if decision != Decision::Keep {
+        if decision != Decision::Keep && leads() {
             let bundle = certs::generate(hosts, now, validity.valid_for, stored.ca.as_deref())?;
             // Trust first, serve second (module docs): the bundle holds the new CA and the
             // one that signed the certificate replicas serve now.
             set_ca_bundle(client, names.configuration, &bundle.ca_bundle_pem).await?;
+            if !leads() {
+                // Lost the Lease in between: the new holder renews (the extra CA in caBundle
+                // is harmless and goes with its next sync).
+                return Ok(None);
+            }
             secret = Some(write(&secrets, names, secret, &bundle, hosts).await?);
             tracing::info!(
                 ?decision,
@@ -133,7 +140,9 @@ async fn self_managed(
                 "webhook certificate renewed"
             );
         }
-        if let Some(ca) = secret.as_ref().and_then(|s| Stored::of(s).ca) {
+        if let Some(ca) = secret.as_ref().and_then(|s| Stored::of(s).ca)
+            && leads()
+        {
             set_ca_bundle(client, names.configuration, &ca).await?;
         }
     }
