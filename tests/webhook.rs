@@ -15,7 +15,8 @@
 //!   `webhook.excludeNamespaces`), so there the webhook is off: the same bad objects are
 //!   admitted, end in status with the webhook's messages, and nothing is applied.
 //!
-//! No Temporal server is needed: every object here is refused before anything talks to it.
+//! A Temporal dev server backs the one case that gets that far: with the webhook off, a pod
+//! template Kubernetes refuses is only found when the controller creates its Deployment.
 
 #[path = "chart_support/mod.rs"]
 mod chart_support;
@@ -57,6 +58,7 @@ const RENEW_BEFORE: Duration = Duration::from_secs(15);
 
 struct Env {
     plane: &'static test_harness::control_plane::ControlPlane,
+    temporal_address: String,
     admin: PathBuf,
     secret_name: String,
     configuration_name: String,
@@ -118,6 +120,7 @@ async fn start_env() -> Result<Arc<Env>> {
         .with_test_writer()
         .try_init();
     let (plane, _admin_client) = test_harness::control_plane::shared_with_crds().await?;
+    let temporal = test_harness::temporal_server::shared().await?;
     let admin = plane.kubeconfig_path().to_path_buf();
     // The port is known only once the controller listens; the identity (RBAC) and the names
     // do not depend on it.
@@ -182,6 +185,7 @@ async fn start_env() -> Result<Arc<Env>> {
 
     let env = Arc::new(Env {
         plane,
+        temporal_address: temporal.address(),
         admin,
         secret_name,
         configuration_name,
@@ -602,6 +606,44 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         assert!(
             stalled.message.contains(&said),
             "status {:?} does not say what the webhook said: {said:?}",
+            stalled.message
+        );
+
+        // TWD: a pod template Kubernetes refuses, found when the controller creates the
+        // versioned Deployment (it needs its Connection and Temporal to get that far).
+        let connection = json!({"apiVersion": "temporal.io/v1alpha1", "kind": "TemporalConnection",
+            "metadata": {"name": "temporal"}, "spec": {"hostPort": env.temporal_address}});
+        let (ok, out) = apply(&env.admin, OFF_NS, &connection)?;
+        assert!(ok, "{out}");
+        let twd = twd_manifest(
+            "bad-template",
+            worker(json!({"name": "Bad_Name"})),
+            all_at_once(),
+        );
+        let said = webhook_message(&env, &twd)?;
+        // The API server's field errors, after the (generated) Deployment name.
+        let (_, field_errors) = said
+            .split_once("is invalid: ")
+            .with_context(|| format!("no field errors in {said:?}"))?;
+        assert!(
+            field_errors
+                .starts_with("spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\""),
+            "{field_errors}"
+        );
+        let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
+        assert!(ok, "admitted with the webhook off: {out}");
+        let stalled = eventually("TWD Stalled", Duration::from_secs(90), || async {
+            let t = twds.get("bad-template").await?;
+            Ok(t.status
+                .into_iter()
+                .flat_map(|s| s.conditions)
+                .find(|c| c.type_ == "Stalled" && c.status == "True"))
+        })
+        .await?;
+        assert_eq!(stalled.reason, "InvalidSpec");
+        assert!(
+            stalled.message.contains(field_errors),
+            "status {:?} does not carry the webhook's field errors {field_errors:?}",
             stalled.message
         );
 
