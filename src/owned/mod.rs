@@ -2,8 +2,9 @@
 //!
 //! A small controller of its own (wired in `src/controller.rs`), so a Temporal outage that
 //! holds back a TWD's rollout never holds back its autoscalers. One pass over a TWOR:
-//! read the worker and its live versioned Deployments → [`render`] each copy (pure; the
-//! [`rules`] refuse what the webhook will refuse) → [`apply`] only copies whose hash changed
+//! read the worker and its live versioned Deployments → check `spec.object` against the
+//! [`rules`] (the admission webhook's, so with it off a refusal reads the same in status, and
+//! nothing is applied) → [`render`] each copy (pure) → [`apply`] only copies whose hash changed
 //! (server-side apply, one field manager per TWOR) → remove copies of a replaced kind → one
 //! status write from [`status::compute`], only when it changed. Each copy is owned by its
 //! versioned Deployment, so Kubernetes' garbage collector removes it with its version;

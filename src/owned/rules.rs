@@ -1,5 +1,6 @@
 //! What a `spec.object` may contain: the rules the controller checks before rendering (so the
-//! feature is safe with the admission webhook off) and the webhook will check at admission.
+//! feature is safe with the admission webhook off) and the webhook checks at admission
+//! (`src/webhook/twor.rs`), in the same words.
 //! Pure; every refusal names the field and says what to write instead.
 
 use serde_json::Value;
