@@ -872,3 +872,46 @@ fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> 
         Ok(())
     })
 }
+
+/// The chart's in-cluster configurations (Service, self-managed or cert-manager) are valid
+/// objects for the real API server (a server-side dry run; nothing calls them here).
+#[test]
+fn the_in_cluster_webhook_objects_of_the_chart_are_accepted_by_the_api_server() -> Result<()> {
+    RT.block_on(async {
+        let env = env().await;
+        // Another release namespace, so that the configuration is not this binary's own.
+        let ns = namespace(&env, "twc-in-cluster")?;
+        for cert_manager in [false, true] {
+            let values =
+                json!({"webhook": {"enabled": true, "certManager": {"enabled": cert_manager}}});
+            let objects = chart_support::render(&values, &ns)?;
+            let wanted: Vec<&Value> = objects
+                .iter()
+                .filter(|o| {
+                    o["kind"] == "ValidatingWebhookConfiguration"
+                        || (o["kind"] == "Service"
+                            && o["metadata"]["name"]
+                                .as_str()
+                                .is_some_and(|n| n.ends_with("-webhook")))
+                })
+                .collect();
+            ensure!(wanted.len() == 2, "{cert_manager}: {wanted:?}");
+            let vwc = wanted
+                .iter()
+                .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
+                .context("configuration")?;
+            ensure!(
+                vwc["webhooks"][0]["clientConfig"]["service"]["port"] == 443,
+                "{vwc}"
+            );
+            let list = json!({"apiVersion": "v1", "kind": "List", "items": wanted});
+            let out = test_harness::kubectl::run(
+                &env.admin,
+                &["apply", "--dry-run=server", "-f", "-"],
+                Some(&list.to_string()),
+            )?;
+            ensure!(out.success, "certManager={cert_manager}: {}", out.text);
+        }
+        Ok(())
+    })
+}
