@@ -353,6 +353,7 @@ impl PlanInput {
             controller_identity: ME.into(),
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),
+            delayed_by_budget: None,
             now: ts(NOW),
         }
     }
@@ -384,6 +385,8 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         fast_poll: std::time::Duration::from_secs(2),
         watch_namespaces: Vec::new(),
         planner: ControllerSettings::default(),
+        max_concurrent_reconciles: 0,
+        budget_delay_report: std::time::Duration::from_secs(5),
     };
     let ctx = Context::new(
         client,

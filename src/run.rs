@@ -16,7 +16,8 @@ use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::reconcile::validate::ControllerSettings;
 use crate::reconcile::{Context, Settings};
-use crate::temporal::ClientPool;
+use crate::temporal::budget::Class;
+use crate::temporal::{BudgetConfig, Budgets, ClientPool};
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -39,6 +40,13 @@ pub struct RunOptions {
     /// How often the task-queue backlog of every live version is read for the backlog
     /// metrics; `None` turns it off.
     pub backlog_poll: Option<Duration>,
+    /// Client-side Temporal rate limits, per Temporal namespace and per worker deployment.
+    pub temporal_budget: BudgetConfig,
+    /// Reconciles of TemporalWorkerDeployments running at once (0: unbounded).
+    pub max_concurrent_reconciles: u16,
+    /// A rollout whose Temporal calls waited this long in one reconcile for the budget says
+    /// so in its status (`DelayedByTemporalBudget`).
+    pub budget_delay_report: Duration,
 }
 
 /// Who may read the status API.
@@ -68,6 +76,12 @@ pub mod defaults {
     pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
     pub const IDENTITY: &str = "temporal-worker-controller";
     pub const LEASE_NAME: &str = "temporal-worker-controller";
+    /// Enough to keep 2 cores busy while calls wait on Temporal, few enough that a storm of
+    /// events (a restart with 1,000 TWDs) queues in kube-runtime instead of in the budget
+    /// (measured in `docs/temporal-budget.md`).
+    pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+    /// Long enough that an ordinary burst (a restart reconciling everything) does not show.
+    pub const BUDGET_DELAY_REPORT: Duration = Duration::from_secs(5);
 }
 
 impl Default for RunOptions {
@@ -87,6 +101,9 @@ impl Default for RunOptions {
             pod_name: None,
             api_auth: ApiAuth::None,
             backlog_poll: Some(defaults::BACKLOG_POLL),
+            temporal_budget: BudgetConfig::DEFAULT,
+            max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
+            budget_delay_report: defaults::BUDGET_DELAY_REPORT,
         }
     }
 }
@@ -223,9 +240,19 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let (feed, _) = broadcast::channel(256);
     let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
     let rpc_metrics = metrics.clone();
-    let pool = Arc::new(ClientPool::with_observer(Arc::new(
-        move |method, code, latency| rpc_metrics.temporal_rpc(method, code, latency),
-    )));
+    let wait_metrics = metrics.clone();
+    let budgets = Arc::new(Budgets::new(
+        opts.temporal_budget,
+        Some(Arc::new(move |class: Class, waited| {
+            wait_metrics.budget_wait(class.label(), waited)
+        })),
+    ));
+    let pool = Arc::new(
+        ClientPool::with_observer(Arc::new(move |method, code, latency| {
+            rpc_metrics.temporal_rpc(method, code, latency)
+        }))
+        .with_budgets(budgets),
+    );
     let settings = settings(&opts);
     let events = EventSink::new(
         client.clone(),
@@ -355,6 +382,8 @@ fn settings(opts: &RunOptions) -> Settings {
             max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
             rollback_window: opts.rollback_window,
         },
+        max_concurrent_reconciles: opts.max_concurrent_reconciles,
+        budget_delay_report: opts.budget_delay_report,
     }
 }
 

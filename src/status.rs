@@ -90,9 +90,12 @@ pub fn compute(
             status.rollout_control = control_record(previous, plan, routed.is_some());
             let verdict = match outcome {
                 Err(b) => blocked_verdict(b),
-                Ok(()) => planned_verdict(
-                    plan,
-                    routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                Ok(()) => delayed(
+                    planned_verdict(
+                        plan,
+                        routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                    ),
+                    input.delayed_by_budget,
                 ),
             };
             (status, verdict)
@@ -161,6 +164,23 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         kind,
         reason,
         message: p.message.clone(),
+    }
+}
+
+/// A rollout still moving forward whose Temporal calls waited long for the client-side
+/// budget says so, with what it is doing; finished or blocked rollouts keep their reason.
+fn delayed(v: Verdict, waited: Option<std::time::Duration>) -> Verdict {
+    match waited {
+        Some(w) if v.kind == Kind::Progressing => Verdict {
+            kind: Kind::Progressing,
+            reason: reason::DELAYED_BY_TEMPORAL_BUDGET,
+            message: format!(
+                "{}; its Temporal calls waited {:.1} s for the controller's request budget of this Temporal namespace (--temporal-qps)",
+                v.message,
+                w.as_secs_f64()
+            ),
+        },
+        _ => v,
     }
 }
 

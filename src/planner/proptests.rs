@@ -285,6 +285,7 @@ prop_compose! {
             controller_identity: "me".into(),
             install_id: String::new(),
             fast_poll: Duration::from_secs(1),
+            delayed_by_budget: None,
             now: ago(0),
         }
     }

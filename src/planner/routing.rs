@@ -29,6 +29,7 @@ use crate::planner::gates::{self, GateState};
 use crate::planner::model::{
     ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
 };
+use crate::planner::polling;
 use crate::planner::progressive::{self, StepDecision};
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
@@ -206,7 +207,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     }
 
     let Some(version) = view.target_version else {
-        wake.after(view.input.fast_poll);
+        wait_for_pollers(view, wake);
         let message = waiting_for_pollers(view);
         return Decision {
             progress: progress(Phase::WaitingForPollers, message),
@@ -401,6 +402,21 @@ fn settled(view: &View, wake: &mut Wake) -> Decision {
 }
 
 /// Why an unregistered target is not polling yet.
+/// Temporal is looked at again only once some Pod of the target is Ready: before that no
+/// worker of it can register, and the Deployment watch reports the readiness change (as it
+/// reports the creation or deletion of the Deployment). Then with a backoff from
+/// `--fast-poll` (`polling::poller_wait`).
+fn wait_for_pollers(view: &View, wake: &mut Wake) {
+    if let Some(d) = view.target_deployment
+        && d.ready_replicas > 0
+    {
+        let input = view.input;
+        // Not yet Available (more replicas to come): back off from its creation instead.
+        let since = d.healthy_since.or(d.created_at);
+        wake.after(polling::poller_wait(input.fast_poll, since, input.now));
+    }
+}
+
 fn waiting_for_pollers(view: &View) -> String {
     let target = view.target;
     match (view.target_deployment, view.target_deleting) {

@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::api::TemporalConnection;
@@ -17,6 +18,7 @@ use crate::api::{
 use crate::build_id;
 use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::planner::polling::{self, Remembered};
 use crate::reconcile::{Context, Failure, Settings};
 use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
@@ -54,6 +56,7 @@ impl Observed {
             install_id: self.client.install_id().to_string(),
             fast_poll: settings.fast_poll,
             now,
+            delayed_by_budget: None,
         }
     }
 }
@@ -75,25 +78,7 @@ pub async fn all(
         Failure::DeploymentsUnreadable(format!("listing versioned Deployments: {e}"))
     })?;
     let name = twd.temporal_deployment_name();
-    let temporal = match client.describe_deployment(&name).await {
-        Ok(state) => state,
-        Err(e) => {
-            if e.is_auth() {
-                // Credentials may have rotated: the next reconcile connects afresh.
-                ctx.pool
-                    .evict(&key, &twd.spec.worker_options.temporal_namespace);
-            }
-            return Err(if e.is_resource_exhausted() {
-                Failure::StateFetchThrottled(format!(
-                    "rate limited by Temporal describing worker deployment {name:?}: {e}"
-                ))
-            } else {
-                Failure::StateFetchFailed(format!("describing worker deployment {name:?}: {e}"))
-            });
-        }
-    };
-    let mut temporal = temporal;
-    temporal.last_routing_install = routing_install(&client, &name, &temporal).await;
+    let temporal = temporal_state(ctx, twd, &client, &key, desired, &deployments).await?;
     let facts = target_facts(&client, &name, desired, &temporal)
         .await
         .map_err(|e| Failure::StateFetchFailed(format!("describing target version: {e}")))?;
@@ -106,6 +91,55 @@ pub async fn all(
         temporal,
         facts,
     })
+}
+
+/// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
+/// there can have changed (`polling::may_reuse`), else described afresh and remembered.
+async fn temporal_state(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    client: &TemporalClient,
+    key: &ConnectionKey,
+    desired: &Desired,
+    deployments: &[ObservedDeployment],
+) -> Result<WorkerDeploymentState, Failure> {
+    let object = ObjectRef::from_obj(twd);
+    let generation = twd.metadata.generation.unwrap_or_default();
+    let now = Timestamp::now();
+    if let Some(r) = ctx.remembered.get(&object)
+        && polling::may_reuse(&r, generation, &desired.build_id, deployments, now)
+    {
+        tracing::debug!("target Pods not Ready: Temporal's view remembered, not described");
+        return Ok(r.state);
+    }
+    let name = twd.temporal_deployment_name();
+    let mut state = match client.describe_deployment(&name).await {
+        Ok(state) => state,
+        Err(e) => {
+            if e.is_auth() {
+                // Credentials may have rotated: the next reconcile connects afresh.
+                ctx.pool
+                    .evict(key, &twd.spec.worker_options.temporal_namespace);
+            }
+            return Err(if e.is_resource_exhausted() {
+                Failure::StateFetchThrottled(format!(
+                    "rate limited by Temporal describing worker deployment {name:?}: {e}"
+                ))
+            } else {
+                Failure::StateFetchFailed(format!("describing worker deployment {name:?}: {e}"))
+            });
+        }
+    };
+    state.last_routing_install = routing_install(client, &name, &state).await;
+    ctx.remembered.put(
+        object,
+        Remembered {
+            generation,
+            at: now,
+            state: state.clone(),
+        },
+    );
+    Ok(state)
 }
 
 /// The TWD's Connection, if it exists.
