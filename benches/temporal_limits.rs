@@ -22,12 +22,16 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::{
 use test_harness::temporal_server::DevServer;
 
 const NAMESPACE: &str = "limits";
+const LIVE_DEPLOYMENT: &str = "limits/live";
 const RATES: &[u64] = &[10, 25, 50, 100, 200, 400];
 const SECONDS_PER_RATE: u64 = 4;
 
 #[derive(Clone, Copy, Debug)]
 enum Method {
+    /// Of deployments nobody polled yet (NotFound), spread over 50 names.
     DescribeWorkerDeployment,
+    /// Of one deployment a real worker registered: the per-deployment limit.
+    DescribeOneLiveDeployment,
     CountWorkflowExecutions,
     DescribeTaskQueue,
 }
@@ -47,6 +51,14 @@ async fn call(conn: Connection, method: Method, i: u64) -> Result<(), Code> {
             .describe_worker_deployment(Request::new(DescribeWorkerDeploymentRequest {
                 namespace: ns,
                 deployment_name: format!("limits/probe-{}", i % 50),
+            }))
+            .await
+            .map(|_| ()),
+        Method::DescribeOneLiveDeployment => conn
+            .clone()
+            .describe_worker_deployment(Request::new(DescribeWorkerDeploymentRequest {
+                namespace: ns,
+                deployment_name: LIVE_DEPLOYMENT.into(),
             }))
             .await
             .map(|_| ()),
@@ -117,6 +129,22 @@ async fn run_rate(conn: &Connection, method: Method, rate: u64) -> (u64, u64, u6
 async fn main() -> anyhow::Result<()> {
     let server = DevServer::start().await?;
     server.create_namespace(NAMESPACE).await?;
+    let worker = test_harness::worker::spawn(test_harness::worker::WorkerConfig {
+        address: server.address(),
+        namespace: NAMESPACE.into(),
+        deployment_name: LIVE_DEPLOYMENT.into(),
+        build_id: "v1".into(),
+        task_queue: "live".into(),
+        identity: "limits-worker".into(),
+        tls: false,
+        tls_server_name: None,
+        client_cert_pem: None,
+        client_key_pem: None,
+        api_key: None,
+        trusted_ca_pem: None,
+        flaky_fails: false,
+    })?;
+    worker.wait_running(Duration::from_secs(60)).await?;
     let conn = Connection::connect(
         ConnectionOptions::new(server.url()?)
             .identity("limits-probe".to_string())
@@ -130,8 +158,10 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     println!("method                     rate/s  achieved/s     ok  exhausted  other");
+    wait_registered(&conn).await?;
     for method in [
         Method::DescribeWorkerDeployment,
+        Method::DescribeOneLiveDeployment,
         Method::CountWorkflowExecutions,
         Method::DescribeTaskQueue,
     ] {
@@ -149,6 +179,26 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Until the live worker's deployment is known to Temporal (bounded).
+async fn wait_registered(conn: &Connection) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !registered(conn).await {
+        anyhow::ensure!(Instant::now() < deadline, "the live worker never registered");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+async fn registered(conn: &Connection) -> bool {
+    conn.clone()
+        .describe_worker_deployment(Request::new(DescribeWorkerDeploymentRequest {
+            namespace: NAMESPACE.into(),
+            deployment_name: LIVE_DEPLOYMENT.into(),
+        }))
+        .await
+        .is_ok()
 }
 
 fn total_of(rate: u64) -> u64 {
