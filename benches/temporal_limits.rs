@@ -185,7 +185,10 @@ async fn main() -> anyhow::Result<()> {
 async fn wait_registered(conn: &Connection) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !registered(conn).await {
-        anyhow::ensure!(Instant::now() < deadline, "the live worker never registered");
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the live worker never registered"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     Ok(())
