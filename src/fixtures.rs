@@ -280,6 +280,7 @@ impl GateObservation {
             run_id: "run".into(),
             task_queue: queue.into(),
             status,
+            started_at: None,
         }
     }
 }

@@ -1091,12 +1091,14 @@ mod tests {
                 run_id: "r2".into(),
                 task_queue: "q2".into(),
                 status: GateWorkflowStatus::Running,
+                started_at: None,
             },
             GateObservation {
                 workflow_id: "g-q1".into(),
                 run_id: "r1".into(),
                 task_queue: "q1".into(),
                 status: GateWorkflowStatus::Completed,
+                started_at: None,
             },
         ];
         let s = planned(&i, &plan_with(Phase::WaitingForGate, "m"), None);

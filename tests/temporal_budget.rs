@@ -139,8 +139,8 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
     wait_all_ready(&world, &names, "v1").await?;
 
     let temporal_metrics: SocketAddr = server.metrics_address().parse()?;
-    let exhausted_before =
-        scrape_sum(temporal_metrics, "service_errors_resource_exhausted").await?;
+    let exhausted_before = scrape(temporal_metrics, "service_errors_resource_exhausted").await?;
+    let methods_before = scrape(controller.http_addr, REQUESTS).await?;
     ensure!(
         scrape_sum(temporal_metrics, "service_requests").await? > 0.0,
         "Temporal's metrics endpoint counts no requests: not the endpoint we think"
@@ -151,8 +151,17 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
     let timelines = record_routing(&world, &names).await?;
     let minutes = rollout_started.elapsed().as_secs_f64() / 60.0;
     let requests = scrape_sum(controller.http_addr, REQUESTS).await? - requests_before;
-    let exhausted =
-        scrape_sum(temporal_metrics, "service_errors_resource_exhausted").await? - exhausted_before;
+    let exhausted_after = scrape(temporal_metrics, "service_errors_resource_exhausted").await?;
+    let exhausted = exhausted_after.values().sum::<f64>() - exhausted_before.values().sum::<f64>();
+    for line in grown(
+        &methods_before,
+        &scrape(controller.http_addr, REQUESTS).await?,
+    ) {
+        println!("  controller: {line}");
+    }
+    for line in grown(&exhausted_before, &exhausted_after) {
+        println!("  refused by Temporal: {line}");
+    }
     let ours = scrape_sum(
         controller.http_addr,
         "temporal_worker_controller_temporal_resource_exhausted_total",

@@ -6,7 +6,8 @@
 //!   for a describe ([`may_reuse`]) and nothing is polled; a readiness change wakes the
 //!   rollout through the Deployment watch.
 //! - Once some Pod is Ready, the pollers are looked for at `--fast-poll`, backing off with the
-//!   time already waited (about doubling) up to [`POLLER_WAIT_CAP`] ([`poller_wait`]).
+//!   time already waited (about doubling) up to [`POLLER_WAIT_CAP`] ([`backoff_since`]); a
+//!   running gate workflow is looked at the same way, from its start.
 //!
 //! Pure; the remembered view lives in `src/reconcile/remembered.rs`.
 
@@ -66,11 +67,12 @@ pub fn may_reuse(
         && settled
 }
 
-/// How long to wait before looking for a Ready target's pollers again: `fast_poll` at first,
-/// then the time already waited since its Pods became Ready (each look about doubles the
-/// wait), at most [`POLLER_WAIT_CAP`]. Derived from Kubernetes' own timestamp, so a restarted
-/// controller continues the same backoff.
-pub fn poller_wait(
+/// How long to wait before looking again for something that started at `since` (a Ready
+/// target's pollers, a gate workflow's end): `fast_poll` at first, then the time already
+/// waited (each look about doubles the wait), at most [`POLLER_WAIT_CAP`]. Derived from
+/// Kubernetes' or Temporal's own timestamps, so a restarted controller continues the same
+/// backoff.
+pub fn backoff_since(
     fast_poll: Duration,
     ready_since: Option<Timestamp>,
     now: Timestamp,
@@ -202,31 +204,31 @@ mod tests {
     }
 
     #[test]
-    fn the_poller_wait_starts_at_fast_poll_and_doubles_up_to_the_cap() {
+    fn the_backoff_since_starts_at_fast_poll_and_doubles_up_to_the_cap() {
         let fast = Duration::from_millis(500);
         let now = ts(NOW);
-        assert_eq!(poller_wait(fast, None, now), fast);
-        assert_eq!(poller_wait(fast, Some(now), now), fast);
+        assert_eq!(backoff_since(fast, None, now), fast);
+        assert_eq!(backoff_since(fast, Some(now), now), fast);
         let ready_2s_ago = ts("2026-03-02T09:59:58Z");
         assert_eq!(
-            poller_wait(fast, Some(ready_2s_ago), now),
+            backoff_since(fast, Some(ready_2s_ago), now),
             Duration::from_secs(2)
         );
         let ready_long_ago = ts("2026-03-02T09:00:00Z");
         assert_eq!(
-            poller_wait(fast, Some(ready_long_ago), now),
+            backoff_since(fast, Some(ready_long_ago), now),
             POLLER_WAIT_CAP
         );
         // A clock skew that puts readiness in the future is no wait at all.
         assert_eq!(
-            poller_wait(fast, Some(ts("2026-03-02T10:01:00Z")), now),
+            backoff_since(fast, Some(ts("2026-03-02T10:01:00Z")), now),
             fast
         );
         // Each look about doubles the time waited: 0.5, 1, 2, 4, 8, 15 s.
         let mut t = now;
         let mut looks = vec![];
         for _ in 0..6 {
-            let w = poller_wait(fast, Some(now), t);
+            let w = backoff_since(fast, Some(now), t);
             looks.push(w.as_secs_f64());
             t = t + jiff::SignedDuration::try_from(w).unwrap();
         }

@@ -275,6 +275,7 @@ prop_compose! {
                     run_id: "run".into(),
                     task_queue: q.into(),
                     status,
+                    started_at: None,
                 })
                 .collect(),
             target_task_queues: queues.into_iter().map(str::to_string).collect(),

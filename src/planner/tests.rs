@@ -837,6 +837,20 @@ fn a_target_without_ready_pods_is_not_polled_for_pollers() {
 }
 
 #[test]
+fn a_running_gate_is_looked_at_with_a_backoff_from_its_start() {
+    let mut i = gated(Strategy::AllAtOnce, &["q"]);
+    let mut running = GateObservation::test("q", GateWorkflowStatus::Running);
+    running.started_at = Some(ago(4));
+    i.gates = vec![running];
+    let p = plan(&i);
+    assert_eq!(p.progress.phase, Phase::WaitingForGate);
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(4)));
+    // Started long ago: at the cap, not at --fast-poll.
+    i.gates[0].started_at = Some(ago(3600));
+    assert_eq!(plan(&i).requeue_after, Some(polling::POLLER_WAIT_CAP));
+}
+
+#[test]
 fn pollers_of_a_target_ready_for_2s_are_looked_for_after_2s() {
     let mut i = rollout(Strategy::AllAtOnce);
     i.temporal.versions.truncate(1);

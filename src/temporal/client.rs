@@ -638,6 +638,7 @@ impl TemporalClient {
             run_id: info.execution.map(|e| e.run_id).unwrap_or_default(),
             task_queue: info.task_queue,
             status: convert::gate_status(info.status),
+            started_at: convert::timestamp(info.start_time.as_ref()),
         }))
     }
 
