@@ -31,7 +31,10 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::run::{self, RunOptions};
-use temporal_worker_controller::temporal::{AuthMaterial, ClientPool, ConnectionKey};
+use temporalio_common::protos::temporal::api::deployment::v1::{
+    WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
+};
+use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
 
 use restart_support::{World, twd};
 
@@ -359,38 +362,49 @@ impl Timeline {
     }
 }
 
-/// Describes each rollout's worker deployment once a second (the test's own 10 calls per
-/// second, well inside the server's limits) until v2 is Current everywhere.
+/// Asks Temporal about each rollout's v2 version once a second (the test's own 10 calls per
+/// second, well inside the server's limits) until it is Current everywhere.
+/// `DescribeWorkerDeploymentVersion`, not `DescribeWorkerDeployment`: a deployment describe
+/// right after a routing write is what Temporal refuses with `BusyWorkflow`, and the test must
+/// not cause the refusals it counts.
 async fn record_routing(world: &World, names: &[String]) -> Result<BTreeMap<String, Timeline>> {
-    let key = ConnectionKey::from_parts(&world.address, None, AuthMaterial::Plain);
-    let client = ClientPool::default()
-        .get_or_connect(key, &world.temporal_ns, "budget-test")
-        .await?;
+    let server = test_harness::temporal_server::shared().await?;
+    let conn = server.connect("budget-test").await?;
     let mut timelines: BTreeMap<String, Timeline> = names
         .iter()
         .map(|n| (n.clone(), Timeline::default()))
         .collect();
+    let mut builds: BTreeMap<String, String> = BTreeMap::new();
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let mut done = 0;
         for name in names {
             let deployment = format!("{}/{name}", world.ns);
-            let Ok(state) = client.describe_deployment(&deployment).await else {
+            if !builds.contains_key(name)
+                && let Some(b) = v2_build(world, name).await?
+            {
+                builds.insert(name.clone(), b);
+            }
+            let Some(build) = builds.get(name) else {
+                continue;
+            };
+            let Some(info) = version_info(&conn, &world.temporal_ns, &deployment, build).await
+            else {
                 continue;
             };
             let t = timelines.get_mut(name).context("timeline")?;
-            let r = &state.routing;
-            let v2 = |b: &Option<String>| b.as_deref().is_some_and(|b| b.starts_with("v2"));
-            if v2(&r.ramping_build_id)
-                && let Some(at) = r.ramp_percentage_changed_at
+            let at = |ts: Option<&prost_wkt_types::Timestamp>| {
+                ts.and_then(|ts| Timestamp::new(ts.seconds, ts.nanos).ok())
+            };
+            if let Some(since) = at(info.current_since_time.as_ref()) {
+                t.promoted = Some(since);
+                done += 1;
+            } else if info.ramp_percentage > 0.0
+                && let Some(changed) = at(info.routing_changed_time.as_ref())
             {
                 t.steps
-                    .entry(r.ramp_percentage.round() as u32)
-                    .or_insert(at);
-            }
-            if v2(&r.current_build_id) {
-                t.promoted = t.promoted.or(r.current_changed_at);
-                done += 1;
+                    .entry(info.ramp_percentage.round() as u32)
+                    .or_insert(changed);
             }
         }
         if done == names.len() {
@@ -401,6 +415,40 @@ async fn record_routing(world: &World, names: &[String]) -> Result<BTreeMap<Stri
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The target build ID of TWD `name` once it is v2's.
+async fn v2_build(world: &World, name: &str) -> Result<Option<String>> {
+    let t = world.twds().get(name).await?;
+    Ok(t.status
+        .and_then(|s| s.target_version)
+        .map(|v| v.version.build_id)
+        .filter(|b| b.starts_with("v2")))
+}
+
+/// `DescribeWorkerDeploymentVersion`, or `None` while Temporal does not know the version.
+async fn version_info(
+    conn: &temporalio_client::Connection,
+    namespace: &str,
+    deployment: &str,
+    build: &str,
+) -> Option<WorkerDeploymentVersionInfo> {
+    use temporalio_client::grpc::WorkflowService as _;
+    #[allow(deprecated)]
+    let req = DescribeWorkerDeploymentVersionRequest {
+        namespace: namespace.into(),
+        deployment_version: Some(WorkerDeploymentVersion {
+            deployment_name: deployment.into(),
+            build_id: build.into(),
+        }),
+        ..Default::default()
+    };
+    conn.clone()
+        .describe_worker_deployment_version(temporalio_client::tonic::Request::new(req))
+        .await
+        .ok()?
+        .into_inner()
+        .worker_deployment_version_info
 }
 
 /// Polls `check` every second until it holds, for at most `timeout`.

@@ -121,8 +121,9 @@ async fn plan_and_act(
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
     if acted.done.iter().any(Done::changed_temporal_routing) {
-        // Our own write made the remembered view of Temporal stale.
-        ctx.remembered.forget(&ObjectRef::from_obj(&**twd));
+        // Our own write made the remembered view of Temporal stale, and keeps the worker
+        // deployment's system workflow busy for a moment.
+        ctx.remembered.wrote(&ObjectRef::from_obj(&**twd));
     }
     drain_visibility::note_requested(&mut input, &acted.done);
     if matches!(acted.outcome, Outcome::Done) {

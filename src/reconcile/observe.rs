@@ -112,6 +112,10 @@ async fn temporal_state(
         tracing::debug!("target Pods not Ready: Temporal's view remembered, not described");
         return Ok(r.state);
     }
+    if let Some(left) = ctx.remembered.settle_left(&object) {
+        // Right after our own write the describe would stall or be refused (BusyWorkflow).
+        tokio::time::sleep(left).await;
+    }
     let name = twd.temporal_deployment_name();
     let mut state = match client.describe_deployment(&name).await {
         Ok(state) => state,

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
 
@@ -12,13 +13,45 @@ use crate::planner::polling::Remembered;
 
 type Key = ObjectRef<TemporalWorkerDeployment>;
 
+/// How long the worker deployment's system workflow stays busy after one of our writes:
+/// Temporal 1.32 stalls a describe issued sooner for about 1 s and may refuse it with
+/// `ResourceExhausted` (cause `BusyWorkflow`).
+pub const AFTER_WRITE_SETTLE: Duration = Duration::from_millis(1500);
+
 #[derive(Default)]
-pub struct RememberedViews(Mutex<HashMap<Key, Remembered>>);
+pub struct RememberedViews {
+    views: Mutex<HashMap<Key, Remembered>>,
+    written: Mutex<HashMap<Key, Instant>>,
+}
 
 impl RememberedViews {
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Remembered>> {
         // A poisoned map only means another reconcile panicked mid-insert; the data is usable.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.views.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Instant>> {
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// After our own write to the worker deployment: the view is stale, and the next
+    /// describe waits until [`AFTER_WRITE_SETTLE`] has passed.
+    pub fn wrote(&self, key: &Key) {
+        self.forget(key);
+        self.written().insert(key.clone(), Instant::now());
+    }
+
+    /// How long a describe should still wait after our last write, if at all.
+    pub fn settle_left(&self, key: &Key) -> Option<Duration> {
+        let mut written = self.written();
+        let left = written
+            .get(key)
+            .and_then(|at| AFTER_WRITE_SETTLE.checked_sub(at.elapsed()))
+            .filter(|d| !d.is_zero());
+        if left.is_none() {
+            written.remove(key);
+        }
+        left
     }
 
     pub fn get(&self, key: &Key) -> Option<Remembered> {
