@@ -150,6 +150,29 @@ fn budget_histogram() -> Histogram {
     Histogram::new(BUDGET_BUCKETS)
 }
 
+type BudgetWait = Family<ClassLabels, Histogram, fn() -> Histogram>;
+
+/// The Temporal budget's series: waits per class (pre-created) and refusals per method.
+fn register_budget(registry: &mut Registry) -> (BudgetWait, Family<MethodLabels, Counter>) {
+    let wait = BudgetWait::new_with_constructor(budget_histogram as fn() -> Histogram);
+    registry.register_with_unit(
+        "temporal_budget_wait",
+        "Time Temporal calls waited for the client-side budget of their Temporal namespace (--temporal-qps and friends), by class (shared, visibility, routing)",
+        Unit::Seconds,
+        wait.clone(),
+    );
+    for class in ["shared", "visibility", "routing"] {
+        let _ = wait.get_or_create(&ClassLabels { class });
+    }
+    let exhausted = counters(
+        registry,
+        "temporal_resource_exhausted",
+        "Temporal calls answered ResourceExhausted (rate limited by the server), by method",
+        [],
+    );
+    (wait, exhausted)
+}
+
 /// All controller metrics. Share it behind an `Arc`; every method takes `&self`.
 #[derive(Debug)]
 pub struct Metrics {
@@ -166,7 +189,7 @@ pub struct Metrics {
     /// The last per-version task-queue poll (`crate::backlog`), rendered at scrape time.
     pub backlog: Arc<crate::backlog::Stats>,
     analysis: Family<VerdictLabels, Counter>,
-    budget_wait: Family<ClassLabels, Histogram, fn() -> Histogram>,
+    budget_wait: BudgetWait,
     exhausted: Family<MethodLabels, Counter>,
     start_time: f64,
 }
@@ -278,24 +301,7 @@ impl Metrics {
             "Canary analysis verdicts by verdict",
             ["pass", "fail", "inconclusive"].map(|verdict| VerdictLabels { verdict }),
         );
-        let budget_wait = Family::<ClassLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            budget_histogram as fn() -> Histogram,
-        );
-        registry.register_with_unit(
-            "temporal_budget_wait",
-            "Time Temporal calls waited for the client-side budget of their Temporal namespace (--temporal-qps and friends), by class (shared, visibility, routing)",
-            Unit::Seconds,
-            budget_wait.clone(),
-        );
-        for class in ["shared", "visibility", "routing"] {
-            let _ = budget_wait.get_or_create(&ClassLabels { class });
-        }
-        let exhausted = counters(
-            &mut registry,
-            "temporal_resource_exhausted",
-            "Temporal calls answered ResourceExhausted (rate limited by the server), by method",
-            [],
-        );
+        let (budget_wait, exhausted) = register_budget(&mut registry);
         register_build_info(&mut registry);
         // Pre-create the series dashboards divide by, so rates exist before the first event.
         let _ = reconcile_duration.get_or_create(&ControllerLabels {

@@ -32,12 +32,16 @@ pub struct Remembered {
     pub generation: i64,
     pub at: Timestamp,
     pub state: WorkerDeploymentState,
+    /// Set while the rollout waits for its gate workflows: the target's task queues (what
+    /// the gate needs of the version), so only the gate workflows are asked.
+    pub gate_queues: Option<Vec<String>>,
 }
 
 /// True when the remembered view can stand in for a describe of the worker deployment: same
-/// spec, young enough, the target not registered and none of its Pods Ready (so none of its
-/// workers can have registered since), and nothing in Temporal that moves on its own
-/// schedule (a draining or ramping version, a routing update still propagating).
+/// spec, young enough, nothing in Temporal that moves on its own schedule (a draining or
+/// ramping version, a routing update still propagating), and either the target not
+/// registered with none of its Pods Ready (so none of its workers can have registered since),
+/// or the target registered and held by its gate workflows (only they are asked).
 pub fn may_reuse(
     remembered: &Remembered,
     generation: i64,
@@ -60,11 +64,14 @@ pub fn may_reuse(
             .versions
             .iter()
             .all(|v| v.status != TemporalVersionStatus::Draining);
+    let waiting_for_pods = state.version(target_build).is_none() && target_pods_unready;
+    let waiting_for_gate = remembered.gate_queues.is_some()
+        && state.version(target_build).is_some()
+        && state.routing.current_build_id.as_deref() != Some(target_build);
     remembered.generation == generation
         && young
-        && state.version(target_build).is_none()
-        && target_pods_unready
         && settled
+        && (waiting_for_pods || waiting_for_gate)
 }
 
 /// How long to wait before looking again for something that started at `since` (a Ready
@@ -120,6 +127,7 @@ mod tests {
                 versions: vec![version("v1", TemporalVersionStatus::Current)],
                 ..Default::default()
             },
+            gate_queues: None,
         }
     }
 
@@ -182,6 +190,21 @@ mod tests {
     }
 
     #[test]
+    fn a_target_held_by_its_gate_asks_only_the_gate() {
+        let mut r = remembered();
+        r.state
+            .versions
+            .push(version("v2", TemporalVersionStatus::Inactive));
+        let ready = vec![deployment("v1", 1), deployment("v2", 1)];
+        assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW)), "no gate pending");
+        r.gate_queues = Some(vec!["q".into()]);
+        assert!(may_reuse(&r, 2, "v2", &ready, ts(NOW)));
+        // Once the target is Current there is no gate to wait for.
+        r.state.routing.current_build_id = Some("v2".into());
+        assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW)));
+    }
+
+    #[test]
     fn versions_that_move_on_temporals_schedule_are_described_afresh() {
         let mut draining = remembered();
         draining
@@ -230,7 +253,7 @@ mod tests {
         for _ in 0..6 {
             let w = backoff_since(fast, Some(now), t);
             looks.push(w.as_secs_f64());
-            t = t + jiff::SignedDuration::try_from(w).unwrap();
+            t += jiff::SignedDuration::try_from(w).unwrap();
         }
         assert_eq!(looks, vec![0.5, 0.5, 1.0, 2.0, 4.0, 8.0]);
     }

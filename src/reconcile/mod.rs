@@ -37,7 +37,7 @@ pub use outcome::{Failure, Outcome, Verdict, verdict};
 
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
-use crate::planner::{self, model::Plan, model::PlanInput};
+use crate::planner::{self, model::Phase, model::Plan, model::PlanInput};
 use crate::temporal::budget;
 use act::Done;
 
@@ -119,6 +119,11 @@ async fn plan_and_act(
     let (observed, mut input) = observe_everything(ctx, twd, desired).await?;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
+    let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
+    ctx.remembered.note_gate(
+        &ObjectRef::from_obj(&**twd),
+        gate_pending.then(|| input.target_task_queues.clone()),
+    );
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
     if acted.done.iter().any(Done::changed_temporal_routing) {
         // Our own write made the remembered view of Temporal stale, and keeps the worker

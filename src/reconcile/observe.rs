@@ -78,8 +78,9 @@ pub async fn all(
         Failure::DeploymentsUnreadable(format!("listing versioned Deployments: {e}"))
     })?;
     let name = twd.temporal_deployment_name();
-    let temporal = temporal_state(ctx, twd, &client, &key, desired, &deployments).await?;
-    let facts = target_facts(&client, &name, desired, &temporal)
+    let (temporal, gate_queues) =
+        temporal_state(ctx, twd, &client, &key, desired, &deployments).await?;
+    let facts = target_facts(&client, &name, desired, &temporal, gate_queues)
         .await
         .map_err(|e| Failure::StateFetchFailed(format!("describing target version: {e}")))?;
     Ok(Observed {
@@ -94,7 +95,8 @@ pub async fn all(
 }
 
 /// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
-/// there can have changed (`polling::may_reuse`), else described afresh and remembered.
+/// there can have changed (`polling::may_reuse`), else described afresh and remembered. With
+/// a remembered view, the target's task queues if the rollout waits for its gate.
 async fn temporal_state(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -102,15 +104,15 @@ async fn temporal_state(
     key: &ConnectionKey,
     desired: &Desired,
     deployments: &[ObservedDeployment],
-) -> Result<WorkerDeploymentState, Failure> {
+) -> Result<(WorkerDeploymentState, Option<Vec<String>>), Failure> {
     let object = ObjectRef::from_obj(twd);
     let generation = twd.metadata.generation.unwrap_or_default();
     let now = Timestamp::now();
     if let Some(r) = ctx.remembered.get(&object)
         && polling::may_reuse(&r, generation, &desired.build_id, deployments, now)
     {
-        tracing::debug!("target Pods not Ready: Temporal's view remembered, not described");
-        return Ok(r.state);
+        tracing::debug!("nothing to see in Temporal: its view remembered, not described");
+        return Ok((r.state, r.gate_queues));
     }
     if let Some(left) = ctx.remembered.settle_left(&object) {
         // Right after our own write the describe would stall or be refused (BusyWorkflow).
@@ -141,9 +143,10 @@ async fn temporal_state(
             generation,
             at: now,
             state: state.clone(),
+            gate_queues: None,
         },
     );
-    Ok(state)
+    Ok((state, None))
 }
 
 /// The TWD's Connection, if it exists.
@@ -467,11 +470,14 @@ pub struct TargetFacts {
 
 /// Fetched only while the target is registered but not yet Current: task queues (for gates),
 /// gate outcomes, and whether unversioned workers poll every queue (migration ramp).
+/// `known_queues`: the target's task queues, remembered while it waits for its gate, so that
+/// only the gate workflows are asked.
 pub async fn target_facts(
     client: &TemporalClient,
     deployment: &str,
     desired: &Desired,
     state: &WorkerDeploymentState,
+    known_queues: Option<Vec<String>>,
 ) -> Result<TargetFacts, TemporalError> {
     let build = &desired.build_id;
     let is_current = state.routing.current_build_id.as_deref() == Some(build.as_str());
@@ -483,6 +489,21 @@ pub async fn target_facts(
     let step_gates = desired.step_gates.iter().any(Option::is_some);
     if desired.gate.is_none() && !step_gates && !needs_migration_check {
         return Ok(TargetFacts::default());
+    }
+    if let Some(task_queues) = known_queues.filter(|_| !needs_migration_check) {
+        let gates = match &desired.gate {
+            Some(_) => {
+                client
+                    .describe_gates(deployment, build, &task_queues)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        return Ok(TargetFacts {
+            task_queues,
+            gates,
+            ..Default::default()
+        });
     }
     let Some(detail) = client.describe_version(deployment, build).await? else {
         return Ok(TargetFacts::default());

@@ -62,6 +62,14 @@ impl RememberedViews {
         self.map().insert(key, remembered);
     }
 
+    /// Keeps the target's task queues with the view while the rollout waits for its gate
+    /// workflows (`None` once it does not), so the next look asks only the gates.
+    pub fn note_gate(&self, key: &Key, gate_queues: Option<Vec<String>>) {
+        if let Some(r) = self.map().get_mut(key) {
+            r.gate_queues = gate_queues;
+        }
+    }
+
     /// After our own routing write, or once the object is gone.
     pub fn forget(&self, key: &Key) {
         self.map().remove(key);
