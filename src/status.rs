@@ -880,6 +880,37 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_slowed_by_the_budget_says_so_and_keeps_what_it_does() {
+        let mut i = PlanInput::test();
+        i.delayed_by_budget = Some(std::time::Duration::from_millis(7400));
+        let s = planned(
+            &i,
+            &plan_with(Phase::Ramping, "Ramping build ID v2 at 10%"),
+            None,
+        );
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("False", reason::DELAYED_BY_TEMPORAL_BUDGET),
+                ("True", reason::DELAYED_BY_TEMPORAL_BUDGET),
+                ("True", reason::DELAYED_BY_TEMPORAL_BUDGET),
+                ("False", reason::DELAYED_BY_TEMPORAL_BUDGET),
+            ]
+        );
+        let message = &cond(&s, reason::READY).message;
+        assert!(
+            message.starts_with("Ramping build ID v2 at 10%;") && message.contains("waited 7.4 s"),
+            "{message}"
+        );
+        // Finished or blocked rollouts keep their own reason; an undelayed one says Ramping.
+        let done = planned(&i, &plan_with(Phase::TooManyVersions, "m"), None);
+        assert_eq!(cond(&done, reason::READY).reason, reason::TOO_MANY_VERSIONS);
+        i.delayed_by_budget = None;
+        let s = planned(&i, &plan_with(Phase::Ramping, "r"), None);
+        assert_eq!(cond(&s, reason::READY).reason, reason::RAMPING);
+    }
+
+    #[test]
     fn observed_generation_is_written_with_the_conditions() {
         let i = PlanInput::test();
         let p = plan_with(Phase::WaitingForPollers, "m");

@@ -64,6 +64,7 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
             http_addr: "127.0.0.1:0".parse()?,
             watch_namespaces: vec![world.ns.clone()],
             backlog_poll: None,
+            max_concurrent_reconciles: concurrency()?,
             ..Default::default()
         },
     )
@@ -87,8 +88,9 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
     )
     .await?;
     println!(
-        "{WAITING} waiting rollouts reported WaitingForPollers after {:.1} s",
-        started.elapsed().as_secs_f64()
+        "{WAITING} waiting rollouts reported WaitingForPollers after {:.1} s (--max-concurrent-reconciles={})",
+        started.elapsed().as_secs_f64(),
+        concurrency()?
     );
     // Our own first writes may still be reaching the audit log: wait until it is still.
     let mut last = controller_writes(plane)?.len();
@@ -215,6 +217,16 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
     );
     controller.stop().await;
     Ok(())
+}
+
+/// `--max-concurrent-reconciles` as installed by default, or `TWC_BUDGET_TEST_CONCURRENCY`
+/// (how the default was chosen: docs/temporal-budget.md).
+fn concurrency() -> Result<u16> {
+    let default = temporal_worker_controller::run::defaults::MAX_CONCURRENT_RECONCILES;
+    match std::env::var("TWC_BUDGET_TEST_CONCURRENCY") {
+        Ok(v) => Ok(v.parse().context("TWC_BUDGET_TEST_CONCURRENCY")?),
+        Err(_) => Ok(default),
+    }
 }
 
 /// TWD `wait-<i>`: its Pods name a scheduler nobody runs, so they stay Pending.
