@@ -108,11 +108,12 @@ async fn temporal_state(
     let object = ObjectRef::from_obj(twd);
     let generation = twd.metadata.generation.unwrap_or_default();
     let now = Timestamp::now();
-    if let Some(r) = ctx.remembered.get(&object)
-        && polling::may_reuse(&r, generation, &desired.build_id, deployments, now)
+    let remembered = ctx.remembered.get(&object);
+    if let Some(r) = &remembered
+        && polling::may_reuse(r, generation, &desired.build_id, deployments, now)
     {
         tracing::debug!("nothing to see in Temporal: its view remembered, not described");
-        return Ok((r.state, r.gate_queues));
+        return Ok((r.state.clone(), r.gate_queues.clone()));
     }
     if let Some(left) = ctx.remembered.settle_left(&object) {
         // Right after our own write the describe would stall or be refused (BusyWorkflow).
@@ -136,7 +137,14 @@ async fn temporal_state(
             });
         }
     };
-    state.last_routing_install = routing_install(client, &name, &state).await;
+    // The install recorded by the last routing change only changes with routing, and routing
+    // changes move the conflict token: read it again only then.
+    state.last_routing_install = match remembered {
+        Some(r) if r.state.conflict_token == state.conflict_token && state.exists => {
+            r.state.last_routing_install
+        }
+        _ => routing_install(client, &name, &state).await,
+    };
     ctx.remembered.put(
         object,
         Remembered {
