@@ -8,7 +8,7 @@ use futures::{FutureExt as _, Stream, StreamExt, stream};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -71,7 +71,9 @@ pub fn build(
         shutdown.clone(),
     );
     let won = leadership_won(ctx.leader.clone());
+    let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     let controller = Controller::for_stream(twds, store.clone())
+        .with_config(config)
         .owns_stream(deployments)
         // A Connection change requeues every TWD that references it.
         .watches_stream(connections, move |conn: TemporalConnection| {

@@ -280,6 +280,7 @@ impl GateObservation {
             run_id: "run".into(),
             task_queue: queue.into(),
             status,
+            started_at: None,
         }
     }
 }
@@ -353,6 +354,7 @@ impl PlanInput {
             controller_identity: ME.into(),
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),
+            delayed_by_budget: None,
             now: ts(NOW),
         }
     }
@@ -385,6 +387,8 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         watch_namespaces: Vec::new(),
         owned_kinds: Vec::new(),
         planner: ControllerSettings::default(),
+        max_concurrent_reconciles: 0,
+        budget_delay_report: std::time::Duration::from_secs(5),
     };
     let ctx = Context::new(
         client,

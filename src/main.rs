@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::process::ExitCode;
 use std::str::FromStr;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use temporal_worker_controller::cli_control::{self, Action};
 use temporal_worker_controller::run::defaults;
+use temporal_worker_controller::temporal::BudgetConfig;
 use temporal_worker_controller::{api, cli_status, run, webhook};
 
 /// A Go-style duration flag (`500ms`, `1m30s`), parsed once by clap.
@@ -176,6 +178,24 @@ struct RunArgs {
     /// per-version backlog metrics (Go duration; 0 turns them off).
     #[arg(long, default_value_t = GoDuration(defaults::BACKLOG_POLL))]
     backlog_poll_interval: GoDuration,
+    /// Temporal calls per second per Temporal namespace (describes, gate starts, batch
+    /// operations), shared by every rollout on it; routing writes and visibility queries
+    /// have budgets of their own.
+    #[arg(long, default_value_t = BudgetConfig::DEFAULT.shared)]
+    temporal_qps: NonZeroU32,
+    /// Visibility queries (count/list workflows) per second per Temporal namespace.
+    #[arg(long, default_value_t = BudgetConfig::DEFAULT.visibility)]
+    temporal_visibility_qps: NonZeroU32,
+    /// Routing writes (SetCurrent, SetRamping, manager claims) per second per Temporal
+    /// namespace, reserved so that reads never delay them.
+    #[arg(long, default_value_t = BudgetConfig::DEFAULT.routing)]
+    temporal_routing_qps: NonZeroU32,
+    /// Temporal calls per second about one worker deployment.
+    #[arg(long, default_value_t = BudgetConfig::DEFAULT.per_deployment)]
+    temporal_deployment_qps: NonZeroU32,
+    /// TemporalWorkerDeployments reconciled at once (0: unbounded).
+    #[arg(long, default_value_t = defaults::MAX_CONCURRENT_RECONCILES)]
+    max_concurrent_reconciles: u16,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[arg(long, env = "POD_NAME")]
@@ -416,6 +436,14 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         rollback_window: args.rollback_window.0,
         backlog_poll: Some(args.backlog_poll_interval.0).filter(|d| !d.is_zero()),
         pod_name: args.pod_name,
+        temporal_budget: BudgetConfig {
+            shared: args.temporal_qps,
+            visibility: args.temporal_visibility_qps,
+            routing: args.temporal_routing_qps,
+            per_deployment: args.temporal_deployment_qps,
+        },
+        max_concurrent_reconciles: args.max_concurrent_reconciles,
+        budget_delay_report: run::defaults::BUDGET_DELAY_REPORT,
         api_auth: api_auth(
             args.api_auth,
             args.api_auth_audiences,

@@ -38,6 +38,7 @@ pub const CONTENT_TYPE_PROMETHEUS: &str = "text/plain; version=0.0.4; charset=ut
 const RECONCILE_BUCKETS: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
+const BUDGET_BUCKETS: [f64; 9] = [0.005, 0.02, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0];
 const RPC_BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
@@ -85,6 +86,11 @@ struct OutcomeLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActionLabels {
     action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -140,6 +146,33 @@ fn rpc_histogram() -> Histogram {
     Histogram::new(RPC_BUCKETS)
 }
 
+fn budget_histogram() -> Histogram {
+    Histogram::new(BUDGET_BUCKETS)
+}
+
+type BudgetWait = Family<ClassLabels, Histogram, fn() -> Histogram>;
+
+/// The Temporal budget's series: waits per class (pre-created) and refusals per method.
+fn register_budget(registry: &mut Registry) -> (BudgetWait, Family<MethodLabels, Counter>) {
+    let wait = BudgetWait::new_with_constructor(budget_histogram as fn() -> Histogram);
+    registry.register_with_unit(
+        "temporal_budget_wait",
+        "Time Temporal calls waited for the client-side budget of their Temporal namespace (--temporal-qps and friends), by class (shared, visibility, routing)",
+        Unit::Seconds,
+        wait.clone(),
+    );
+    for class in ["shared", "visibility", "routing"] {
+        let _ = wait.get_or_create(&ClassLabels { class });
+    }
+    let exhausted = counters(
+        registry,
+        "temporal_resource_exhausted",
+        "Temporal calls answered ResourceExhausted (rate limited by the server), by method",
+        [],
+    );
+    (wait, exhausted)
+}
+
 /// All controller metrics. Share it behind an `Arc`; every method takes `&self`.
 #[derive(Debug)]
 pub struct Metrics {
@@ -156,6 +189,8 @@ pub struct Metrics {
     /// The last per-version task-queue poll (`crate::backlog`), rendered at scrape time.
     pub backlog: Arc<crate::backlog::Stats>,
     analysis: Family<VerdictLabels, Counter>,
+    budget_wait: BudgetWait,
+    exhausted: Family<MethodLabels, Counter>,
     start_time: f64,
 }
 
@@ -266,6 +301,7 @@ impl Metrics {
             "Canary analysis verdicts by verdict",
             ["pass", "fail", "inconclusive"].map(|verdict| VerdictLabels { verdict }),
         );
+        let (budget_wait, exhausted) = register_budget(&mut registry);
         register_build_info(&mut registry);
         // Pre-create the series dashboards divide by, so rates exist before the first event.
         let _ = reconcile_duration.get_or_create(&ControllerLabels {
@@ -286,6 +322,8 @@ impl Metrics {
             pinned_ended,
             backlog: Arc::default(),
             analysis,
+            budget_wait,
+            exhausted,
             start_time,
         }
     }
@@ -310,12 +348,22 @@ impl Metrics {
 
     /// One Temporal gRPC call. `code` is the gRPC status code name (`OK`, `Unavailable`…).
     pub fn temporal_rpc(&self, method: &'static str, code: &'static str, latency: Duration) {
+        if code == "ResourceExhausted" {
+            self.exhausted.get_or_create(&MethodLabels { method }).inc();
+        }
         self.temporal_requests
             .get_or_create(&RpcLabels { method, code })
             .inc();
         self.temporal_duration
             .get_or_create(&MethodLabels { method })
             .observe(latency.as_secs_f64());
+    }
+
+    /// One Temporal call that waited `waited` for its namespace's budget.
+    pub fn budget_wait(&self, class: &'static str, waited: Duration) {
+        self.budget_wait
+            .get_or_create(&ClassLabels { class })
+            .observe(waited.as_secs_f64());
     }
 
     pub fn kube_write(&self, verb: &'static str, resource: &'static str, ok: bool) {

@@ -16,7 +16,8 @@ use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::reconcile::validate::ControllerSettings;
 use crate::reconcile::{Context, Settings};
-use crate::temporal::ClientPool;
+use crate::temporal::budget::Class;
+use crate::temporal::{BudgetConfig, Budgets, ClientPool};
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -44,6 +45,13 @@ pub struct RunOptions {
     /// Kinds a TemporalWorkerOwnedResource may carry, for the controller's own check and the
     /// webhook's alike.
     pub owned_kinds: Vec<String>,
+    /// Client-side Temporal rate limits, per Temporal namespace and per worker deployment.
+    pub temporal_budget: BudgetConfig,
+    /// Reconciles of TemporalWorkerDeployments running at once (0: unbounded).
+    pub max_concurrent_reconciles: u16,
+    /// A rollout whose Temporal calls waited this long in one reconcile for the budget says
+    /// so in its status (`DelayedByTemporalBudget`).
+    pub budget_delay_report: Duration,
 }
 
 /// Who may read the status API.
@@ -73,6 +81,12 @@ pub mod defaults {
     pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
     pub const IDENTITY: &str = "temporal-worker-controller";
     pub const LEASE_NAME: &str = "temporal-worker-controller";
+    /// Enough to keep 2 cores busy while calls wait on Temporal, few enough that a storm of
+    /// events (a restart with 1,000 TWDs) queues in kube-runtime instead of in the budget
+    /// (measured in `docs/temporal-budget.md`).
+    pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+    /// Long enough that an ordinary burst (a restart reconciling everything) does not show.
+    pub const BUDGET_DELAY_REPORT: Duration = Duration::from_secs(5);
 }
 
 impl Default for RunOptions {
@@ -97,6 +111,9 @@ impl Default for RunOptions {
                 .iter()
                 .map(|k| (*k).to_string())
                 .collect(),
+            temporal_budget: BudgetConfig::DEFAULT,
+            max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
+            budget_delay_report: defaults::BUDGET_DELAY_REPORT,
         }
     }
 }
@@ -237,9 +254,19 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let (feed, _) = broadcast::channel(256);
     let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
     let rpc_metrics = metrics.clone();
-    let pool = Arc::new(ClientPool::with_observer(Arc::new(
-        move |method, code, latency| rpc_metrics.temporal_rpc(method, code, latency),
-    )));
+    let wait_metrics = metrics.clone();
+    let budgets = Arc::new(Budgets::new(
+        opts.temporal_budget,
+        Some(Arc::new(move |class: Class, waited| {
+            wait_metrics.budget_wait(class.label(), waited)
+        })),
+    ));
+    let pool = Arc::new(
+        ClientPool::with_observer(Arc::new(move |method, code, latency| {
+            rpc_metrics.temporal_rpc(method, code, latency)
+        }))
+        .with_budgets(budgets),
+    );
     let settings = settings(&opts);
     let events = EventSink::new(
         client.clone(),
@@ -273,28 +300,13 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     };
     let http_fut = http::serve_listener(listener, state, shutdown.clone());
 
-    let ready_store = store.clone();
-    let ready_flag = readiness.clone();
-    let leader_known = opts.leader_elect;
-    let sync_fut = async move {
-        if ready_store.wait_until_ready().await.is_ok() {
-            ready_flag.set_caches_synced(true);
-        }
-        if !leader_known {
-            ready_flag.set_leader_known(true);
-        }
-    };
-    let mut leader_rx = leader;
-    let leader_flag = readiness.clone();
-    let leader_shutdown = shutdown.clone();
-    let leader_fut = async move {
-        // The first value of the lease channel means the leader state is known.
-        leader_flag.set_leader_known(true);
-        tokio::select! {
-            _ = leader_shutdown => {}
-            _ = async { while leader_rx.changed().await.is_ok() {} } => {}
-        }
-    };
+    let (sync_fut, leader_fut) = readiness_inputs(
+        store.clone(),
+        &readiness,
+        leader,
+        opts.leader_elect,
+        shutdown.clone(),
+    );
 
     let task = tokio::spawn(async move {
         let http = async {
@@ -319,6 +331,39 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         task,
         lease,
     })
+}
+
+/// The futures that flip the readiness inputs: caches synced, and the leader-election state
+/// known.
+fn readiness_inputs<S: std::future::Future<Output = ()>>(
+    store: kube::runtime::reflector::Store<crate::api::TemporalWorkerDeployment>,
+    readiness: &Readiness,
+    mut leader_rx: watch::Receiver<bool>,
+    leader_elect: bool,
+    shutdown: S,
+) -> (
+    impl std::future::Future<Output = ()> + use<S>,
+    impl std::future::Future<Output = ()> + use<S>,
+) {
+    let ready_flag = readiness.clone();
+    let sync_fut = async move {
+        if store.wait_until_ready().await.is_ok() {
+            ready_flag.set_caches_synced(true);
+        }
+        if !leader_elect {
+            ready_flag.set_leader_known(true);
+        }
+    };
+    let leader_flag = readiness.clone();
+    let leader_fut = async move {
+        // The first value of the lease channel means the leader state is known.
+        leader_flag.set_leader_known(true);
+        tokio::select! {
+            () = shutdown => {}
+            () = async { while leader_rx.changed().await.is_ok() {} } => {}
+        }
+    };
+    (sync_fut, leader_fut)
 }
 
 /// The admission webhook's address and the future serving it, or nothing when it is off.
@@ -421,6 +466,8 @@ fn settings(opts: &RunOptions) -> Settings {
             max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
             rollback_window: opts.rollback_window,
         },
+        max_concurrent_reconciles: opts.max_concurrent_reconciles,
+        budget_delay_report: opts.budget_delay_report,
     }
 }
 

@@ -90,9 +90,12 @@ pub fn compute(
             status.rollout_control = control_record(previous, plan, routed.is_some());
             let verdict = match outcome {
                 Err(b) => blocked_verdict(b),
-                Ok(()) => planned_verdict(
-                    plan,
-                    routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                Ok(()) => delayed(
+                    planned_verdict(
+                        plan,
+                        routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                    ),
+                    input.delayed_by_budget,
                 ),
             };
             (status, verdict)
@@ -161,6 +164,23 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         kind,
         reason,
         message: p.message.clone(),
+    }
+}
+
+/// A rollout still moving forward whose Temporal calls waited long for the client-side
+/// budget says so, with what it is doing; finished or blocked rollouts keep their reason.
+fn delayed(v: Verdict, waited: Option<std::time::Duration>) -> Verdict {
+    match waited {
+        Some(w) if v.kind == Kind::Progressing => Verdict {
+            kind: Kind::Progressing,
+            reason: reason::DELAYED_BY_TEMPORAL_BUDGET,
+            message: format!(
+                "{}; its Temporal calls waited {:.1} s for the controller's request budget of this Temporal namespace (--temporal-qps)",
+                v.message,
+                w.as_secs_f64()
+            ),
+        },
+        _ => v,
     }
 }
 
@@ -860,6 +880,37 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_slowed_by_the_budget_says_so_and_keeps_what_it_does() {
+        let mut i = PlanInput::test();
+        i.delayed_by_budget = Some(std::time::Duration::from_millis(7400));
+        let s = planned(
+            &i,
+            &plan_with(Phase::Ramping, "Ramping build ID v2 at 10%"),
+            None,
+        );
+        assert_eq!(
+            summary(&s),
+            vec![
+                ("False", reason::DELAYED_BY_TEMPORAL_BUDGET),
+                ("True", reason::DELAYED_BY_TEMPORAL_BUDGET),
+                ("True", reason::DELAYED_BY_TEMPORAL_BUDGET),
+                ("False", reason::DELAYED_BY_TEMPORAL_BUDGET),
+            ]
+        );
+        let message = &cond(&s, reason::READY).message;
+        assert!(
+            message.starts_with("Ramping build ID v2 at 10%;") && message.contains("waited 7.4 s"),
+            "{message}"
+        );
+        // Finished or blocked rollouts keep their own reason; an undelayed one says Ramping.
+        let done = planned(&i, &plan_with(Phase::TooManyVersions, "m"), None);
+        assert_eq!(cond(&done, reason::READY).reason, reason::TOO_MANY_VERSIONS);
+        i.delayed_by_budget = None;
+        let s = planned(&i, &plan_with(Phase::Ramping, "r"), None);
+        assert_eq!(cond(&s, reason::READY).reason, reason::RAMPING);
+    }
+
+    #[test]
     fn observed_generation_is_written_with_the_conditions() {
         let i = PlanInput::test();
         let p = plan_with(Phase::WaitingForPollers, "m");
@@ -1071,12 +1122,14 @@ mod tests {
                 run_id: "r2".into(),
                 task_queue: "q2".into(),
                 status: GateWorkflowStatus::Running,
+                started_at: None,
             },
             GateObservation {
                 workflow_id: "g-q1".into(),
                 run_id: "r1".into(),
                 task_queue: "q1".into(),
                 status: GateWorkflowStatus::Completed,
+                started_at: None,
             },
         ];
         let s = planned(&i, &plan_with(Phase::WaitingForGate, "m"), None);

@@ -330,9 +330,32 @@ fn default_install_renders_the_expected_objects_and_args() {
             "--idle-interval=60s",
             "--max-versions-ineligible-for-deletion=75",
             "--log-format=json",
+            "--temporal-qps=50",
+            "--temporal-visibility-qps=8",
+            "--temporal-routing-qps=20",
+            "--temporal-deployment-qps=10",
+            "--max-concurrent-reconciles=16",
             "--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject",
         ]
     );
+    // The chart installs the binary's own defaults (docs/temporal-budget.md).
+    let budget = temporal_worker_controller::temporal::BudgetConfig::DEFAULT;
+    let rendered = args(&objs);
+    for (flag, value) in [
+        ("--temporal-qps", budget.shared),
+        ("--temporal-visibility-qps", budget.visibility),
+        ("--temporal-routing-qps", budget.routing),
+        ("--temporal-deployment-qps", budget.per_deployment),
+    ] {
+        assert!(
+            rendered.contains(&format!("{flag}={value}")),
+            "{flag} is not the binary's default {value}: {rendered:?}"
+        );
+    }
+    assert!(rendered.contains(&format!(
+        "--max-concurrent-reconciles={}",
+        temporal_worker_controller::run::defaults::MAX_CONCURRENT_RECONCILES
+    )));
     let m = manager(&objs);
     assert_eq!(m["image"], "temporal-worker-controller:0.1.0");
     let env: BTreeMap<&str, &str> = m["env"]

@@ -38,6 +38,9 @@ pub const DUPLICATE_INSTALL: &str = "DuplicateInstall";
 pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
 /// `spec.rollout.abort`: the target's ramp is back to 0 % until the abort is cleared.
 pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
+/// Still moving forward, but this reconcile's Temporal calls waited long for the controller's
+/// client-side request budget of the Temporal namespace (`--temporal-qps`).
+pub const DELAYED_BY_TEMPORAL_BUDGET: &str = "DelayedByTemporalBudget";
 
 /// What a reason says about the rollout (the `Kind` column of the reason table in
 /// `docs/cd-rollouts.md`).
@@ -73,6 +76,7 @@ pub const ALL: &[Reason] = {
         r(WAITING_FOR_PROMOTION, Progressing),
         r(RAMPING, Progressing),
         r(WAITING_FOR_GATE, Progressing),
+        r(DELAYED_BY_TEMPORAL_BUDGET, Progressing),
         r(TOO_MANY_VERSIONS, Blocked),
         r(MANAGED_ELSEWHERE, Blocked),
         r(ROLLOUT_PAUSED, Blocked),

@@ -124,6 +124,7 @@ mod tests {
             run_id: run.into(),
             task_queue: "q".into(),
             status,
+            started_at: None,
         }
     }
 
@@ -175,6 +176,7 @@ mod tests {
             run_id: "r".into(),
             task_queue: q.into(),
             status,
+            started_at: None,
         }
     }
 

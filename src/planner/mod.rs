@@ -16,7 +16,8 @@
 //! - [`analysis`]: canary analysis verdicts and what they hold back;
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
-//! - [`clock`]: deadlines and the requeue interval.
+//! - [`clock`]: deadlines and the requeue interval;
+//! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff).
 
 pub mod analysis;
 pub mod clock;
@@ -25,6 +26,7 @@ pub mod drain;
 mod drift;
 pub mod gates;
 pub mod model;
+pub mod polling;
 pub mod progressive;
 mod routing;
 mod scaling;

@@ -35,6 +35,9 @@ pub struct PlanInput {
     /// gates finishing, routing propagating): the `--fast-poll` flag.
     pub fast_poll: Duration,
     pub now: Timestamp,
+    /// This reconcile's Temporal calls waited this long for the client-side budget, when at
+    /// least the reporting threshold (`DelayedByTemporalBudget`); set after observation.
+    pub delayed_by_budget: Option<Duration>,
 }
 
 /// The user's intent, validated and normalised from the TWD spec.

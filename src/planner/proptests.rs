@@ -275,6 +275,7 @@ prop_compose! {
                     run_id: "run".into(),
                     task_queue: q.into(),
                     status,
+                    started_at: None,
                 })
                 .collect(),
             target_task_queues: queues.into_iter().map(str::to_string).collect(),
@@ -285,6 +286,7 @@ prop_compose! {
             controller_identity: "me".into(),
             install_id: String::new(),
             fast_poll: Duration::from_secs(1),
+            delayed_by_budget: None,
             now: ago(0),
         }
     }

@@ -29,6 +29,7 @@ use crate::planner::gates::{self, GateState};
 use crate::planner::model::{
     ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
 };
+use crate::planner::polling;
 use crate::planner::progressive::{self, StepDecision};
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
@@ -206,7 +207,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     }
 
     let Some(version) = view.target_version else {
-        wake.after(view.input.fast_poll);
+        wait_for_pollers(view, wake);
         let message = waiting_for_pollers(view);
         return Decision {
             progress: progress(Phase::WaitingForPollers, message),
@@ -276,7 +277,8 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     d
 }
 
-/// A failed gate stops the target; a pending one holds it and is polled fast.
+/// A failed gate stops the target; a pending one holds it and is looked at again with a
+/// backoff from its start (`polling::backoff_since`), at once after starting it.
 fn held_by_gate(
     gate: GateState,
     start_gates: &[String],
@@ -286,7 +288,14 @@ fn held_by_gate(
     let (phase, message) = match gate {
         GateState::Failed { message } => (Phase::GateFailed, message),
         GateState::Pending { message, .. } => {
-            wake.after(view.input.fast_poll);
+            let input = view.input;
+            let started = input.gates.iter().filter_map(|g| g.started_at).min();
+            let since = if start_gates.is_empty() {
+                started
+            } else {
+                None
+            };
+            wake.after(polling::backoff_since(input.fast_poll, since, input.now));
             (Phase::WaitingForGate, message)
         }
         GateState::Open | GateState::Passed => return None,
@@ -401,6 +410,21 @@ fn settled(view: &View, wake: &mut Wake) -> Decision {
 }
 
 /// Why an unregistered target is not polling yet.
+/// Temporal is looked at again only once some Pod of the target is Ready: before that no
+/// worker of it can register, and the Deployment watch reports the readiness change (as it
+/// reports the creation or deletion of the Deployment). Then with a backoff from
+/// `--fast-poll` (`polling::backoff_since`).
+fn wait_for_pollers(view: &View, wake: &mut Wake) {
+    if let Some(d) = view.target_deployment
+        && d.ready_replicas > 0
+    {
+        let input = view.input;
+        // Not yet Available (more replicas to come): back off from its creation instead.
+        let since = d.healthy_since.or(d.created_at);
+        wake.after(polling::backoff_since(input.fast_poll, since, input.now));
+    }
+}
+
 fn waiting_for_pollers(view: &View) -> String {
     let target = view.target;
     match (view.target_deployment, view.target_deleting) {

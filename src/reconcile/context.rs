@@ -13,6 +13,7 @@ use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reconcile::drain_visibility::PinnedCounts;
 use crate::reconcile::outcome::Outcome;
+use crate::reconcile::remembered::RememberedViews;
 use crate::reconcile::validate::ControllerSettings;
 use crate::temporal::ClientPool;
 
@@ -35,6 +36,10 @@ pub struct Settings {
     /// Kinds a TemporalWorkerOwnedResource may carry (empty: the default list).
     pub owned_kinds: Vec<String>,
     pub planner: ControllerSettings,
+    /// Reconciles running at once (0: unbounded); kube-runtime queues the rest.
+    pub max_concurrent_reconciles: u16,
+    /// Budget waits in one reconcile at least this long are reported in the status.
+    pub budget_delay_report: Duration,
 }
 
 impl Settings {
@@ -58,6 +63,8 @@ pub struct Context {
     pub backlog: Arc<crate::backlog::Targets>,
     /// The last count of open pinned workflows per old version (drain visibility).
     pub pinned: PinnedCounts,
+    /// What the last reconcile of each object saw of Temporal (skips needless describes).
+    pub remembered: RememberedViews,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
     failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
     /// Our last successful status write per object: newer than the watch cache until the
@@ -94,6 +101,7 @@ impl Context {
             leader,
             backlog: Arc::default(),
             pinned: PinnedCounts::default(),
+            remembered: RememberedViews::default(),
             failures: Mutex::default(),
             written: Mutex::default(),
         }

@@ -19,6 +19,7 @@ mod drain_visibility;
 mod finalize;
 pub mod observe;
 pub mod outcome;
+mod remembered;
 mod report;
 mod step_gates;
 pub mod validate;
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use tracing::{Instrument, info_span};
 
@@ -35,7 +37,8 @@ pub use outcome::{Failure, Outcome, Verdict, verdict};
 
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
-use crate::planner::{self, model::Plan, model::PlanInput};
+use crate::planner::{self, model::Phase, model::Plan, model::PlanInput};
+use crate::temporal::budget;
 use act::Done;
 
 /// What one pass through the stages produced, for the report stage.
@@ -69,6 +72,7 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     async move {
         let timer = ctx.metrics.reconcile_started();
         let attempt = if twd.meta().deletion_timestamp.is_some() {
+            ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
             finalize::run(&ctx, twd).await
         } else {
             attempt(&ctx, twd).await
@@ -87,10 +91,17 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     .await
 }
 
-/// validate → observe → plan → act.
+/// validate → observe → plan → act, with the time its Temporal calls waited for the budget.
 async fn attempt(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
-    match plan_and_act(ctx, &twd).await {
-        Ok(attempt) => attempt,
+    let (result, waited) = budget::tally(plan_and_act(ctx, &twd)).await;
+    match result {
+        Ok(mut attempt) => {
+            if let Some(p) = &mut attempt.planned {
+                p.input.delayed_by_budget =
+                    (waited >= ctx.settings.budget_delay_report).then_some(waited);
+            }
+            attempt
+        }
         Err(failure) => Attempt {
             twd,
             planned: None,
@@ -108,7 +119,17 @@ async fn plan_and_act(
     let (observed, mut input) = observe_everything(ctx, twd, desired).await?;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
+    let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
+    ctx.remembered.note_gate(
+        &ObjectRef::from_obj(&**twd),
+        gate_pending.then(|| input.target_task_queues.clone()),
+    );
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
+    if acted.done.iter().any(Done::changed_temporal_routing) {
+        // Our own write made the remembered view of Temporal stale, and keeps the worker
+        // deployment's system workflow busy for a moment.
+        ctx.remembered.wrote(&ObjectRef::from_obj(&**twd));
+    }
     drain_visibility::note_requested(&mut input, &acted.done);
     if matches!(acted.outcome, Outcome::Done) {
         analysis::report(ctx, twd, &input, &plan).await;

@@ -6,6 +6,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::api::TemporalConnection;
@@ -17,6 +18,7 @@ use crate::api::{
 use crate::build_id;
 use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::planner::polling::{self, Remembered};
 use crate::reconcile::{Context, Failure, Settings};
 use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
@@ -54,6 +56,7 @@ impl Observed {
             install_id: self.client.install_id().to_string(),
             fast_poll: settings.fast_poll,
             now,
+            delayed_by_budget: None,
         }
     }
 }
@@ -75,26 +78,9 @@ pub async fn all(
         Failure::DeploymentsUnreadable(format!("listing versioned Deployments: {e}"))
     })?;
     let name = twd.temporal_deployment_name();
-    let temporal = match client.describe_deployment(&name).await {
-        Ok(state) => state,
-        Err(e) => {
-            if e.is_auth() {
-                // Credentials may have rotated: the next reconcile connects afresh.
-                ctx.pool
-                    .evict(&key, &twd.spec.worker_options.temporal_namespace);
-            }
-            return Err(if e.is_resource_exhausted() {
-                Failure::StateFetchThrottled(format!(
-                    "rate limited by Temporal describing worker deployment {name:?}: {e}"
-                ))
-            } else {
-                Failure::StateFetchFailed(format!("describing worker deployment {name:?}: {e}"))
-            });
-        }
-    };
-    let mut temporal = temporal;
-    temporal.last_routing_install = routing_install(&client, &name, &temporal).await;
-    let facts = target_facts(&client, &name, desired, &temporal)
+    let (temporal, gate_queues) =
+        temporal_state(ctx, twd, &client, &key, desired, &deployments).await?;
+    let facts = target_facts(&client, &name, desired, &temporal, gate_queues)
         .await
         .map_err(|e| Failure::StateFetchFailed(format!("describing target version: {e}")))?;
     Ok(Observed {
@@ -106,6 +92,69 @@ pub async fn all(
         temporal,
         facts,
     })
+}
+
+/// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
+/// there can have changed (`polling::may_reuse`), else described afresh and remembered. With
+/// a remembered view, the target's task queues if the rollout waits for its gate.
+async fn temporal_state(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    client: &TemporalClient,
+    key: &ConnectionKey,
+    desired: &Desired,
+    deployments: &[ObservedDeployment],
+) -> Result<(WorkerDeploymentState, Option<Vec<String>>), Failure> {
+    let object = ObjectRef::from_obj(twd);
+    let generation = twd.metadata.generation.unwrap_or_default();
+    let now = Timestamp::now();
+    let remembered = ctx.remembered.get(&object);
+    if let Some(r) = &remembered
+        && polling::may_reuse(r, generation, &desired.build_id, deployments, now)
+    {
+        tracing::debug!("nothing to see in Temporal: its view remembered, not described");
+        return Ok((r.state.clone(), r.gate_queues.clone()));
+    }
+    if let Some(left) = ctx.remembered.settle_left(&object) {
+        // Right after our own write the describe would stall or be refused (BusyWorkflow).
+        tokio::time::sleep(left).await;
+    }
+    let name = twd.temporal_deployment_name();
+    let mut state = match client.describe_deployment(&name).await {
+        Ok(state) => state,
+        Err(e) => {
+            if e.is_auth() {
+                // Credentials may have rotated: the next reconcile connects afresh.
+                ctx.pool
+                    .evict(key, &twd.spec.worker_options.temporal_namespace);
+            }
+            return Err(if e.is_resource_exhausted() {
+                Failure::StateFetchThrottled(format!(
+                    "rate limited by Temporal describing worker deployment {name:?}: {e}"
+                ))
+            } else {
+                Failure::StateFetchFailed(format!("describing worker deployment {name:?}: {e}"))
+            });
+        }
+    };
+    // The install recorded by the last routing change only changes with routing, and routing
+    // changes move the conflict token: read it again only then.
+    state.last_routing_install = match remembered {
+        Some(r) if r.state.conflict_token == state.conflict_token && state.exists => {
+            r.state.last_routing_install
+        }
+        _ => routing_install(client, &name, &state).await,
+    };
+    ctx.remembered.put(
+        object,
+        Remembered {
+            generation,
+            at: now,
+            state: state.clone(),
+            gate_queues: None,
+        },
+    );
+    Ok((state, None))
 }
 
 /// The TWD's Connection, if it exists.
@@ -429,11 +478,14 @@ pub struct TargetFacts {
 
 /// Fetched only while the target is registered but not yet Current: task queues (for gates),
 /// gate outcomes, and whether unversioned workers poll every queue (migration ramp).
+/// `known_queues`: the target's task queues, remembered while it waits for its gate, so that
+/// only the gate workflows are asked.
 pub async fn target_facts(
     client: &TemporalClient,
     deployment: &str,
     desired: &Desired,
     state: &WorkerDeploymentState,
+    known_queues: Option<Vec<String>>,
 ) -> Result<TargetFacts, TemporalError> {
     let build = &desired.build_id;
     let is_current = state.routing.current_build_id.as_deref() == Some(build.as_str());
@@ -445,6 +497,21 @@ pub async fn target_facts(
     let step_gates = desired.step_gates.iter().any(Option::is_some);
     if desired.gate.is_none() && !step_gates && !needs_migration_check {
         return Ok(TargetFacts::default());
+    }
+    if let Some(task_queues) = known_queues.filter(|_| !needs_migration_check) {
+        let gates = match &desired.gate {
+            Some(_) => {
+                client
+                    .describe_gates(deployment, build, &task_queues)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        return Ok(TargetFacts {
+            task_queues,
+            gates,
+            ..Default::default()
+        });
     }
     let Some(detail) = client.describe_version(deployment, build).await? else {
         return Ok(TargetFacts::default());

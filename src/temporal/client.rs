@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest as _, Sha256};
@@ -32,6 +33,7 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::{
     set_worker_deployment_manager_request,
 };
 
+use super::budget::{Class, NamespaceBudget};
 use super::convert;
 use super::error::{TemporalError, code_label};
 use super::pool::{EvictHandle, RpcObserver};
@@ -65,6 +67,8 @@ pub struct TemporalClient {
     install_id: String,
     observer: Option<RpcObserver>,
     evict: Option<EvictHandle>,
+    /// Shared by every client of this Temporal namespace; `None` in tests that want none.
+    budget: Option<Arc<NamespaceBudget>>,
 }
 
 impl fmt::Debug for TemporalClient {
@@ -155,6 +159,7 @@ impl TemporalClient {
         identity: &str,
         observer: Option<RpcObserver>,
         evict: Option<EvictHandle>,
+        budget: Option<Arc<NamespaceBudget>>,
     ) -> Self {
         TemporalClient {
             conn,
@@ -163,6 +168,7 @@ impl TemporalClient {
             install_id: String::new(),
             observer,
             evict,
+            budget,
         }
     }
 
@@ -184,8 +190,9 @@ impl TemporalClient {
         &self.namespace
     }
 
-    /// Runs one RPC on a clone of the connection: deadline, error mapping, metrics, and
-    /// eviction of the pooled connection when the server rejects our credentials.
+    /// Runs one RPC on a clone of the connection: a token from the namespace's budget, a
+    /// deadline, error mapping, metrics, and eviction of the pooled connection when the server
+    /// rejects our credentials.
     pub(super) async fn rpc<T, F, Fut>(
         &self,
         method: &'static str,
@@ -195,7 +202,22 @@ impl TemporalClient {
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        self.rpc_within(RPC_TIMEOUT, method, call).await
+        self.rpc_within(RPC_TIMEOUT, None, method, call).await
+    }
+
+    /// [`Self::rpc`] for a call about one worker deployment (its own budget too).
+    pub(super) async fn rpc_on<T, F, Fut>(
+        &self,
+        deployment: &str,
+        method: &'static str,
+        call: F,
+    ) -> Result<T, TemporalError>
+    where
+        F: FnOnce(Connection) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        self.rpc_within(RPC_TIMEOUT, Some(deployment), method, call)
+            .await
     }
 
     /// [`Self::rpc`] for a write, bounded by [`WRITE_TIMEOUT`] so it cannot outlast the lease.
@@ -208,12 +230,13 @@ impl TemporalClient {
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        self.rpc_within(WRITE_TIMEOUT, method, call).await
+        self.rpc_within(WRITE_TIMEOUT, None, method, call).await
     }
 
-    async fn rpc_within<T, F, Fut>(
+    /// [`Self::write`] about one worker deployment.
+    pub(super) async fn write_on<T, F, Fut>(
         &self,
-        timeout: Duration,
+        deployment: &str,
         method: &'static str,
         call: F,
     ) -> Result<T, TemporalError>
@@ -221,6 +244,25 @@ impl TemporalClient {
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
+        self.rpc_within(WRITE_TIMEOUT, Some(deployment), method, call)
+            .await
+    }
+
+    async fn rpc_within<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        deployment: Option<&str>,
+        method: &'static str,
+        call: F,
+    ) -> Result<T, TemporalError>
+    where
+        F: FnOnce(Connection) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        if let Some(budget) = &self.budget {
+            // The wait is not part of the call's deadline: a throttled call is slow, not failed.
+            budget.admit(Class::of(method), deployment).await;
+        }
         let started = Instant::now();
         let result = match tokio::time::timeout(timeout, call(self.conn.clone())).await {
             Ok(Ok(resp)) => Ok(resp.into_inner()),
@@ -254,7 +296,7 @@ impl TemporalClient {
             deployment_name: deployment.to_string(),
         };
         match self
-            .rpc("DescribeWorkerDeployment", |mut c| async move {
+            .rpc_on(deployment, "DescribeWorkerDeployment", |mut c| async move {
                 c.describe_worker_deployment(Request::new(req)).await
             })
             .await
@@ -286,7 +328,7 @@ impl TemporalClient {
             report_task_queue_stats: false,
         };
         match self
-            .rpc(METHOD, |mut c| async move {
+            .rpc_on(deployment, METHOD, |mut c| async move {
                 c.describe_worker_deployment_version(Request::new(req))
                     .await
             })
@@ -318,10 +360,14 @@ impl TemporalClient {
             allow_no_pollers: false,
         };
         let resp = self
-            .write("SetWorkerDeploymentCurrentVersion", |mut c| async move {
-                c.set_worker_deployment_current_version(Request::new(req))
-                    .await
-            })
+            .write_on(
+                deployment,
+                "SetWorkerDeploymentCurrentVersion",
+                |mut c| async move {
+                    c.set_worker_deployment_current_version(Request::new(req))
+                        .await
+                },
+            )
             .await?;
         Ok(resp.conflict_token)
     }
@@ -368,10 +414,14 @@ impl TemporalClient {
             allow_no_pollers: false,
         };
         let resp = self
-            .write("SetWorkerDeploymentRampingVersion", |mut c| async move {
-                c.set_worker_deployment_ramping_version(Request::new(req))
-                    .await
-            })
+            .write_on(
+                deployment,
+                "SetWorkerDeploymentRampingVersion",
+                |mut c| async move {
+                    c.set_worker_deployment_ramping_version(Request::new(req))
+                        .await
+                },
+            )
             .await?;
         Ok(resp.conflict_token)
     }
@@ -427,9 +477,11 @@ impl TemporalClient {
             ),
         };
         let resp = self
-            .write("SetWorkerDeploymentManager", |mut c| async move {
-                c.set_worker_deployment_manager(Request::new(req)).await
-            })
+            .write_on(
+                deployment,
+                "SetWorkerDeploymentManager",
+                |mut c| async move { c.set_worker_deployment_manager(Request::new(req)).await },
+            )
             .await?;
         Ok(resp.conflict_token)
     }
@@ -458,7 +510,7 @@ impl TemporalClient {
             remove_entries: Vec::new(),
             identity: self.identity.clone(),
         };
-        self.write(METHOD, |mut c| async move {
+        self.write_on(deployment, METHOD, |mut c| async move {
             c.update_worker_deployment_version_metadata(Request::new(req))
                 .await
         })
@@ -586,6 +638,7 @@ impl TemporalClient {
             run_id: info.execution.map(|e| e.run_id).unwrap_or_default(),
             task_queue: info.task_queue,
             status: convert::gate_status(info.status),
+            started_at: convert::timestamp(info.start_time.as_ref()),
         }))
     }
 
@@ -734,7 +787,7 @@ impl TemporalClient {
                 identity: self.identity.clone(),
             };
             match self
-                .write("DeleteWorkerDeploymentVersion", |mut c| async move {
+                .write_on(deployment, "DeleteWorkerDeploymentVersion", |mut c| async move {
                     c.delete_worker_deployment_version(Request::new(req)).await
                 })
                 .await
@@ -756,7 +809,7 @@ impl TemporalClient {
             identity: self.identity.clone(),
         };
         match self
-            .write("DeleteWorkerDeployment", |mut c| async move {
+            .write_on(deployment, "DeleteWorkerDeployment", |mut c| async move {
                 c.delete_worker_deployment(Request::new(req)).await
             })
             .await

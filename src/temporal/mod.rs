@@ -2,10 +2,12 @@
 //!
 //! `state` holds plain observed data (the shared contract), `convert` turns protos into it,
 //! `auth` reads credentials from Secrets, `pool` owns connections and `client` makes the
-//! calls (`old_versions` those about the workflows that keep old versions alive,
+//! calls through `budget`, the client-side rate limits shared per Temporal namespace
+//! (`old_versions` those about the workflows that keep old versions alive,
 //! `task_queue_stats` the per-version backlog).
 
 pub mod auth;
+pub mod budget;
 pub mod client;
 pub mod convert;
 pub mod error;
@@ -15,6 +17,7 @@ pub mod state;
 pub mod task_queue_stats;
 
 pub use auth::{AuthError, AuthMaterial, auth_from_secret};
+pub use budget::{BudgetConfig, Budgets};
 pub use client::TemporalClient;
 pub use error::TemporalError;
 pub use pool::{ClientPool, ConnectionKey, RpcObserver};

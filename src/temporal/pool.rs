@@ -18,6 +18,7 @@ use temporalio_client::{
 use tokio::sync::OnceCell;
 
 use super::auth::{AuthMaterial, CERT_EXPIRY_MARGIN};
+use super::budget::Budgets;
 use super::client::TemporalClient;
 use super::error::{TemporalError, code_label};
 use crate::api::connection::TemporalConnectionSpec;
@@ -237,6 +238,8 @@ impl EvictHandle {
 pub struct ClientPool {
     inner: Arc<PoolInner>,
     observer: Option<RpcObserver>,
+    /// `None`: no client-side limits (tests that drive Temporal directly).
+    budgets: Option<Arc<Budgets>>,
 }
 
 impl fmt::Debug for ClientPool {
@@ -257,7 +260,15 @@ impl ClientPool {
         ClientPool {
             inner: Arc::default(),
             observer: Some(observer),
+            budgets: None,
         }
+    }
+
+    /// This pool, its clients taking every call's token from `budgets` (one budget per
+    /// Temporal address and namespace, shared by every rollout there).
+    pub fn with_budgets(mut self, budgets: Arc<Budgets>) -> Self {
+        self.budgets = Some(budgets);
+        self
     }
 
     /// Number of pooled (possibly still connecting) entries.
@@ -310,6 +321,9 @@ impl ClientPool {
             identity,
             self.observer.clone(),
             Some(evict),
+            self.budgets
+                .as_ref()
+                .map(|b| b.of(key.host_port(), temporal_namespace)),
         ))
     }
 

@@ -153,6 +153,8 @@ pub struct GateObservation {
     pub run_id: String,
     pub task_queue: String,
     pub status: crate::api::twd::GateWorkflowStatus,
+    /// When the workflow started: a pending gate is polled with a backoff from it.
+    pub started_at: Option<Timestamp>,
 }
 
 impl WorkerDeploymentState {

@@ -63,6 +63,17 @@ pub enum Done {
     },
 }
 
+impl Done {
+    /// True for writes that change what Temporal reports about the worker deployment
+    /// (routing, the manager, a version deleted with its Deployment).
+    pub fn changed_temporal_routing(&self) -> bool {
+        matches!(
+            self,
+            Done::ManagerClaimed | Done::Routed(_) | Done::Deleted { .. }
+        )
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Executed {
     pub done: Vec<Done>,

@@ -47,6 +47,8 @@ const FAST_DRAINAGE: [&str; 4] = [
 /// A running `temporal server start-dev --headless` child process, killed on drop.
 pub struct DevServer {
     port: u16,
+    /// Where the server's own Prometheus metrics are served (`/metrics`).
+    metrics_port: u16,
     log_path: PathBuf,
     child: Mutex<Option<Supervised>>,
 }
@@ -79,6 +81,7 @@ impl DevServer {
 
     async fn start_once() -> Result<DevServer> {
         let port = free_port()?;
+        let metrics_port = free_port()?;
         let log_path =
             std::env::temp_dir().join(format!("temporal-dev-{}-{port}.log", std::process::id()));
         let mut args: Vec<String> = ["server", "start-dev", "--headless", "--ip", "127.0.0.1"]
@@ -90,6 +93,8 @@ impl DevServer {
             port.to_string(),
             "--log-level".into(),
             "warn".into(),
+            "--metrics-port".into(),
+            metrics_port.to_string(),
         ]);
         for value in FAST_DRAINAGE {
             args.extend(["--dynamic-config-value".into(), value.to_string()]);
@@ -103,6 +108,7 @@ impl DevServer {
         .context("spawning `temporal server start-dev` (is the Temporal CLI on PATH?)")?;
         let server = DevServer {
             port,
+            metrics_port,
             log_path,
             child: Mutex::new(Some(child)),
         };
@@ -113,6 +119,12 @@ impl DevServer {
     /// `127.0.0.1:PORT` of the frontend gRPC service.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `127.0.0.1:PORT` of the server's own Prometheus `/metrics` endpoint (what Temporal
+    /// itself counts, e.g. `service_errors_resource_exhausted`).
+    pub fn metrics_address(&self) -> String {
+        format!("127.0.0.1:{}", self.metrics_port)
     }
 
     /// `http://127.0.0.1:PORT`, the form `temporalio_client::ConnectionOptions` wants.
