@@ -419,7 +419,7 @@ fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
             (
                 "gate input Secret missing",
                 twd_manifest("gate-secret", worker(json!({})), gate("absent", "input")),
-                "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" not found",
+                "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" for gate input not found",
             ),
             (
                 "a template Kubernetes refuses",

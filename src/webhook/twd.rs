@@ -104,19 +104,20 @@ fn gate_refs(path: &str, gate: &GateSpec) -> Vec<InputRef> {
     .collect()
 }
 
-/// The refusal for a missing gate input (`None` when the key is there).
+/// The refusal for a missing gate input (`None` when the key is there): the field path, then
+/// the words the controller uses when it reads the input for the gate.
 pub fn missing_input(r: &InputRef, found: Found) -> Option<String> {
     let kind = r.source.kind();
     match found {
         Found::Key => None,
         Found::NoKey => Some(format!(
-            "{}.key: key {:?} not found in {kind} {:?}; the gate workflow's input is read from it",
+            "{}.key: key {:?} not found in {kind} {:?} for gate input",
             r.path, r.key, r.name
         )),
         Found::NoObject => Some(format!(
-            "{}.name: {kind} {:?} not found in this namespace; create it before the \
-             TemporalWorkerDeployment that reads its key {:?} as gate input",
-            r.path, r.name, r.key
+            "{}.name: {kind} {:?} for gate input not found (create it before the \
+             TemporalWorkerDeployment that reads it)",
+            r.path, r.name
         )),
     }
 }
@@ -353,10 +354,15 @@ mod tests {
         let m = missing_input(&refs[0], Found::NoObject).expect("refused");
         assert!(
             m.starts_with(
-                "spec.rollout.gate.inputFrom.configMapKeyRef.name: ConfigMap \"cm\" not found"
+                "spec.rollout.gate.inputFrom.configMapKeyRef.name: ConfigMap \"cm\" for gate input not found"
             ),
             "{m}"
         );
+        // One problem, never split by the "; " that joins several.
+        for found in [Found::NoKey, Found::NoObject] {
+            let m = missing_input(&refs[0], found).expect("refused");
+            assert!(!m.contains("; "), "{m}");
+        }
     }
 
     #[test]
