@@ -190,11 +190,13 @@ impl TemporalClient {
         &self.namespace
     }
 
-    /// Runs one RPC on a clone of the connection: a token from the namespace's budget, a
-    /// deadline, error mapping, metrics, and eviction of the pooled connection when the server
-    /// rejects our credentials.
+    /// Runs one RPC on a clone of the connection: a token from the namespace's budget (and
+    /// from `deployment`'s, when the call is about one worker deployment), a deadline, error
+    /// mapping, metrics, and eviction of the pooled connection when the server rejects our
+    /// credentials.
     pub(super) async fn rpc<T, F, Fut>(
         &self,
+        deployment: Option<&str>,
         method: &'static str,
         call: F,
     ) -> Result<T, TemporalError>
@@ -202,27 +204,13 @@ impl TemporalClient {
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        self.rpc_within(RPC_TIMEOUT, None, method, call).await
-    }
-
-    /// [`Self::rpc`] for a call about one worker deployment (its own budget too).
-    pub(super) async fn rpc_on<T, F, Fut>(
-        &self,
-        deployment: &str,
-        method: &'static str,
-        call: F,
-    ) -> Result<T, TemporalError>
-    where
-        F: FnOnce(Connection) -> Fut,
-        Fut: Future<Output = Result<Response<T>, Status>>,
-    {
-        self.rpc_within(RPC_TIMEOUT, Some(deployment), method, call)
-            .await
+        self.rpc_within(RPC_TIMEOUT, deployment, method, call).await
     }
 
     /// [`Self::rpc`] for a write, bounded by [`WRITE_TIMEOUT`] so it cannot outlast the lease.
     pub(super) async fn write<T, F, Fut>(
         &self,
+        deployment: Option<&str>,
         method: &'static str,
         call: F,
     ) -> Result<T, TemporalError>
@@ -230,21 +218,7 @@ impl TemporalClient {
         F: FnOnce(Connection) -> Fut,
         Fut: Future<Output = Result<Response<T>, Status>>,
     {
-        self.rpc_within(WRITE_TIMEOUT, None, method, call).await
-    }
-
-    /// [`Self::write`] about one worker deployment.
-    pub(super) async fn write_on<T, F, Fut>(
-        &self,
-        deployment: &str,
-        method: &'static str,
-        call: F,
-    ) -> Result<T, TemporalError>
-    where
-        F: FnOnce(Connection) -> Fut,
-        Fut: Future<Output = Result<Response<T>, Status>>,
-    {
-        self.rpc_within(WRITE_TIMEOUT, Some(deployment), method, call)
+        self.rpc_within(WRITE_TIMEOUT, deployment, method, call)
             .await
     }
 
@@ -296,9 +270,11 @@ impl TemporalClient {
             deployment_name: deployment.to_string(),
         };
         match self
-            .rpc_on(deployment, "DescribeWorkerDeployment", |mut c| async move {
-                c.describe_worker_deployment(Request::new(req)).await
-            })
+            .rpc(
+                Some(deployment),
+                "DescribeWorkerDeployment",
+                |mut c| async move { c.describe_worker_deployment(Request::new(req)).await },
+            )
             .await
         {
             Ok(resp) => Ok(convert::deployment_state(&resp)),
@@ -328,7 +304,7 @@ impl TemporalClient {
             report_task_queue_stats: false,
         };
         match self
-            .rpc_on(deployment, METHOD, |mut c| async move {
+            .rpc(Some(deployment), METHOD, |mut c| async move {
                 c.describe_worker_deployment_version(Request::new(req))
                     .await
             })
@@ -360,8 +336,8 @@ impl TemporalClient {
             allow_no_pollers: false,
         };
         let resp = self
-            .write_on(
-                deployment,
+            .write(
+                Some(deployment),
                 "SetWorkerDeploymentCurrentVersion",
                 |mut c| async move {
                     c.set_worker_deployment_current_version(Request::new(req))
@@ -414,8 +390,8 @@ impl TemporalClient {
             allow_no_pollers: false,
         };
         let resp = self
-            .write_on(
-                deployment,
+            .write(
+                Some(deployment),
                 "SetWorkerDeploymentRampingVersion",
                 |mut c| async move {
                     c.set_worker_deployment_ramping_version(Request::new(req))
@@ -477,8 +453,8 @@ impl TemporalClient {
             ),
         };
         let resp = self
-            .write_on(
-                deployment,
+            .write(
+                Some(deployment),
                 "SetWorkerDeploymentManager",
                 |mut c| async move { c.set_worker_deployment_manager(Request::new(req)).await },
             )
@@ -510,7 +486,7 @@ impl TemporalClient {
             remove_entries: Vec::new(),
             identity: self.identity.clone(),
         };
-        self.write_on(deployment, METHOD, |mut c| async move {
+        self.write(Some(deployment), METHOD, |mut c| async move {
             c.update_worker_deployment_version_metadata(Request::new(req))
                 .await
         })
@@ -592,7 +568,7 @@ impl TemporalClient {
             ..Default::default()
         };
         match self
-            .write("StartWorkflowExecution", |mut c| async move {
+            .write(None, "StartWorkflowExecution", |mut c| async move {
                 c.start_workflow_execution(Request::new(req)).await
             })
             .await
@@ -621,7 +597,7 @@ impl TemporalClient {
             }),
         };
         let resp = match self
-            .rpc("DescribeWorkflowExecution", |mut c| async move {
+            .rpc(None, "DescribeWorkflowExecution", |mut c| async move {
                 c.describe_workflow_execution(Request::new(req)).await
             })
             .await
@@ -704,7 +680,7 @@ impl TemporalClient {
                 ..Default::default()
             };
             let resp = match self
-                .rpc("DescribeTaskQueue", |mut c| async move {
+                .rpc(None, "DescribeTaskQueue", |mut c| async move {
                     c.describe_task_queue(Request::new(req)).await
                 })
                 .await
@@ -787,7 +763,7 @@ impl TemporalClient {
                 identity: self.identity.clone(),
             };
             match self
-                .write_on(deployment, "DeleteWorkerDeploymentVersion", |mut c| async move {
+                .write(Some(deployment), "DeleteWorkerDeploymentVersion", |mut c| async move {
                     c.delete_worker_deployment_version(Request::new(req)).await
                 })
                 .await
@@ -809,9 +785,11 @@ impl TemporalClient {
             identity: self.identity.clone(),
         };
         match self
-            .write_on(deployment, "DeleteWorkerDeployment", |mut c| async move {
-                c.delete_worker_deployment(Request::new(req)).await
-            })
+            .write(
+                Some(deployment),
+                "DeleteWorkerDeployment",
+                |mut c| async move { c.delete_worker_deployment(Request::new(req)).await },
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -903,7 +881,7 @@ impl TemporalClient {
             query,
         };
         let resp = self
-            .rpc("CountWorkflowExecutions", |mut c| async move {
+            .rpc(None, "CountWorkflowExecutions", |mut c| async move {
                 c.count_workflow_executions(Request::new(req)).await
             })
             .await?;

@@ -54,7 +54,7 @@ impl TemporalClient {
             query,
         };
         let resp = self
-            .rpc(METHOD, |mut c| async move {
+            .rpc(None, METHOD, |mut c| async move {
                 c.list_workflow_executions(Request::new(req)).await
             })
             .await?;
@@ -118,7 +118,7 @@ impl TemporalClient {
             ..Default::default()
         };
         let result = self
-            .write(METHOD, |mut c| async move {
+            .write(None, METHOD, |mut c| async move {
                 c.start_batch_operation(Request::new(req)).await
             })
             .await;

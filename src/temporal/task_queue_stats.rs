@@ -41,7 +41,7 @@ impl TemporalClient {
             report_task_queue_stats: true,
         };
         let resp = match self
-            .rpc_on(deployment, METHOD, |mut c| async move {
+            .rpc(Some(deployment), METHOD, |mut c| async move {
                 c.describe_worker_deployment_version(Request::new(req))
                     .await
             })
