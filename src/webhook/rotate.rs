@@ -260,6 +260,22 @@ async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> Resul
         );
         return Ok(());
     };
+    let Some(patch) = ca_bundle_patch(&config, ca_pem) else {
+        return Ok(());
+    };
+    api.patch(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map_err(err)?;
+    tracing::info!(configuration = name, "caBundle updated");
+    Ok(())
+}
+
+/// The strategic-merge patch that sets `caBundle` on every webhook of `config` that lacks
+/// `ca_pem` (webhooks merge by name, so nothing else changes); `None` when all have it.
+pub fn ca_bundle_patch(
+    config: &ValidatingWebhookConfiguration,
+    ca_pem: &str,
+) -> Option<serde_json::Value> {
     let stale: Vec<serde_json::Value> = config
         .webhooks
         .iter()
@@ -269,19 +285,7 @@ async fn set_ca_bundle(client: &kube::Client, name: &str, ca_pem: &str) -> Resul
         })
         .map(|w| json!({"name": w.name, "clientConfig": {"caBundle": base64_pem(ca_pem)}}))
         .collect();
-    if stale.is_empty() {
-        return Ok(());
-    }
-    // Strategic merge: webhooks merge by name, so only caBundle changes.
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Strategic(json!({"webhooks": stale})),
-    )
-    .await
-    .map_err(err)?;
-    tracing::info!(configuration = name, "caBundle updated");
-    Ok(())
+    (!stale.is_empty()).then(|| json!({"webhooks": stale}))
 }
 
 fn base64_pem(pem: &str) -> String {
@@ -329,6 +333,33 @@ mod tests {
             assert_eq!(cert.cert_pem(), Some(b.cert_pem.into_bytes()));
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_webhooks_without_the_bundle_are_patched_and_only_their_ca_bundle() {
+        let config: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+            "metadata": {"name": "twc"},
+            "webhooks": [
+                {"name": "a.webhook.temporal.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "clientConfig": {"url": "https://127.0.0.1:1/a", "caBundle": base64_pem("CA")}},
+                {"name": "b.webhook.temporal.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                    "clientConfig": {"url": "https://127.0.0.1:1/b"}}
+            ]
+        }))
+        .expect("configuration");
+        assert_eq!(
+            ca_bundle_patch(&config, "CA"),
+            Some(json!({"webhooks": [
+                {"name": "b.webhook.temporal.io", "clientConfig": {"caBundle": base64_pem("CA")}}
+            ]}))
+        );
+        let patch = ca_bundle_patch(&config, "NEW").expect("both stale");
+        assert_eq!(patch["webhooks"].as_array().map(Vec::len), Some(2));
+        let mut current = config.clone();
+        for w in current.webhooks.iter_mut().flatten() {
+            w.client_config.ca_bundle = Some(ByteString(b"NEW".to_vec()));
+        }
+        assert_eq!(ca_bundle_patch(&current, "NEW"), None);
     }
 
     #[test]
