@@ -114,7 +114,14 @@ fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
     let s = &ctx.settings;
     let after = match r {
         Requeue::Planned => match planned {
-            Some(p) => p.plan.requeue_after.unwrap_or(s.idle_interval),
+            // The plan's deadlines count from when the reconcile observed (`input.now`); the
+            // timer starts now, so take off the time the reconcile took since then (at most
+            // half the wait, so a slow reconcile never turns a poll into a busy loop).
+            Some(p) => p
+                .plan
+                .requeue_after
+                .map(|d| timer(d, since(p.input.now)))
+                .unwrap_or(s.idle_interval),
             // Deletion finished, or nothing to do without a plan.
             None => return Action::await_change(),
         },
@@ -129,6 +136,17 @@ fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
         Requeue::Cleanup => CLEANUP_RETRY,
     };
     Action::requeue(after.min(s.idle_interval))
+}
+
+/// The timer for a wait of `planned` decided `elapsed` ago: what is left of it, and at least
+/// half of it.
+fn timer(planned: Duration, elapsed: Duration) -> Duration {
+    planned.saturating_sub(elapsed).max(planned / 2)
+}
+
+/// Wall time since `t` (zero if `t` is ahead).
+fn since(t: Timestamp) -> Duration {
+    Duration::try_from(Timestamp::now().duration_since(t)).unwrap_or_default()
 }
 
 /// 0.0..1.0 from the clock: enough to spread retries, no RNG dependency.
@@ -373,6 +391,17 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_deadline_timer_takes_off_the_time_the_reconcile_took() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        // An 8 s step deadline decided 300 ms ago fires 7.7 s from now, on time.
+        assert_eq!(super::timer(ms(8000), ms(300)), ms(7700));
+        // A 500 ms poll after a 600 ms reconcile still waits 250 ms: no busy loop.
+        assert_eq!(super::timer(ms(500), ms(600)), ms(250));
+        assert_eq!(super::timer(ms(500), Duration::ZERO), ms(500));
+    }
+
     use std::sync::Arc;
 
     use super::after_own_write;
