@@ -30,6 +30,7 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
@@ -536,6 +537,39 @@ fn webhook_message(env: &Env, object: &Value) -> Result<String> {
 }
 
 /// Polls `f` until it returns `Some`, for at most `timeout`.
+/// The `Stalled=True` condition of TWD or TWOR `name`, once it has one.
+async fn stalled_condition<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<Condition>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + HasConditions,
+{
+    eventually(&format!("{name} Stalled"), timeout, || async {
+        Ok(api
+            .get(name)
+            .await?
+            .conditions()
+            .into_iter()
+            .find(|c| c.type_ == "Stalled" && c.status == "True"))
+    })
+    .await
+}
+
+/// The conditions of the kinds [`stalled_condition`] waits on.
+trait HasConditions {
+    fn conditions(self) -> Vec<Condition>;
+}
+
+impl HasConditions for TemporalWorkerDeployment {
+    fn conditions(self) -> Vec<Condition> {
+        self.status.map(|s| s.conditions).unwrap_or_default()
+    }
+}
+
+impl HasConditions for TemporalWorkerOwnedResource {
+    fn conditions(self) -> Vec<Condition> {
+        self.status.map(|s| s.conditions).unwrap_or_default()
+    }
+}
+
 async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -573,14 +607,7 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
         assert!(ok, "admitted with the webhook off: {out}");
         let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
-        let stalled = eventually("TWOR Stalled", Duration::from_secs(60), || async {
-            let t = twors.get("bad-scaler").await?;
-            Ok(t.status
-                .into_iter()
-                .flat_map(|s| s.conditions)
-                .find(|c| c.type_ == "Stalled" && c.status == "True"))
-        })
-        .await?;
+        let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
         assert_eq!(stalled.reason, "ApplyFailed");
         assert_eq!(stalled.message, said, "status says what the webhook says");
 
@@ -594,14 +621,7 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
         assert!(ok, "admitted with the webhook off: {out}");
         let twds: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), OFF_NS);
-        let stalled = eventually("TWD Stalled", Duration::from_secs(60), || async {
-            let t = twds.get("bad-env").await?;
-            Ok(t.status
-                .into_iter()
-                .flat_map(|s| s.conditions)
-                .find(|c| c.type_ == "Stalled" && c.status == "True"))
-        })
-        .await?;
+        let stalled = stalled_condition(&twds, "bad-env", Duration::from_secs(60)).await?;
         assert_eq!(stalled.reason, "InvalidSpec");
         assert!(
             stalled.message.contains(&said),
@@ -632,14 +652,7 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         );
         let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
         assert!(ok, "admitted with the webhook off: {out}");
-        let stalled = eventually("TWD Stalled", Duration::from_secs(90), || async {
-            let t = twds.get("bad-template").await?;
-            Ok(t.status
-                .into_iter()
-                .flat_map(|s| s.conditions)
-                .find(|c| c.type_ == "Stalled" && c.status == "True"))
-        })
-        .await?;
+        let stalled = stalled_condition(&twds, "bad-template", Duration::from_secs(90)).await?;
         assert_eq!(stalled.reason, "InvalidSpec");
         assert!(
             stalled.message.contains(field_errors),
