@@ -138,9 +138,14 @@ async fn temporal_state(
         }
     };
     // The install recorded by the last routing change only changes with routing, and routing
-    // changes move the conflict token: read it again only then.
+    // changes move the conflict token: read it again only then. Nothing found (or a failed
+    // read) is asked again, so a transient error cannot hide another install for long.
     state.last_routing_install = match remembered {
-        Some(r) if r.state.conflict_token == state.conflict_token && state.exists => {
+        Some(r)
+            if r.state.conflict_token == state.conflict_token
+                && state.exists
+                && r.state.last_routing_install.is_some() =>
+        {
             r.state.last_routing_install
         }
         _ => routing_install(client, &name, &state).await,
