@@ -119,16 +119,17 @@ async fn plan_and_act(
     let (observed, mut input) = observe_everything(ctx, twd, desired).await?;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");
+    let object = ObjectRef::from_obj(&**twd);
     let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
     ctx.remembered.note_gate(
-        &ObjectRef::from_obj(&**twd),
+        &object,
         gate_pending.then(|| input.target_task_queues.clone()),
     );
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
-    if acted.done.iter().any(Done::changed_temporal_routing) {
+    if acted.done.iter().any(Done::wrote_temporal_deployment) {
         // Our own write made the remembered view of Temporal stale, and keeps the worker
         // deployment's system workflow busy for a moment.
-        ctx.remembered.wrote(&ObjectRef::from_obj(&**twd));
+        ctx.remembered.wrote(&object);
     }
     drain_visibility::note_requested(&mut input, &acted.done);
     if matches!(acted.outcome, Outcome::Done) {

@@ -102,6 +102,7 @@ pub struct NamespaceBudget {
     shared: DefaultDirectRateLimiter,
     visibility: DefaultDirectRateLimiter,
     routing: DefaultDirectRateLimiter,
+    /// One bucket per worker deployment ever named: a few bytes each, kept for the process.
     deployments: DefaultKeyedRateLimiter<String>,
     observer: Option<WaitObserver>,
 }
@@ -148,12 +149,6 @@ impl NamespaceBudget {
         }
         waited
     }
-
-    /// Drops the buckets of deployments not seen for a while (they are full again anyway).
-    fn shrink(&self) {
-        self.deployments.retain_recent();
-        self.deployments.shrink_to_fit();
-    }
 }
 
 /// Every namespace's budget, created on first use.
@@ -188,9 +183,6 @@ impl Budgets {
         let key = (address.to_string(), namespace.to_string());
         if let Some(b) = map.get(&key) {
             return b.clone();
-        }
-        for b in map.values() {
-            b.shrink();
         }
         let budget = Arc::new(NamespaceBudget::new(self.config, self.observer.clone()));
         map.insert(key, budget.clone());

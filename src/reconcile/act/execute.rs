@@ -64,13 +64,10 @@ pub enum Done {
 }
 
 impl Done {
-    /// True for writes that change what Temporal reports about the worker deployment
-    /// (routing, the manager, a version deleted with its Deployment).
-    pub fn changed_temporal_routing(&self) -> bool {
-        matches!(
-            self,
-            Done::ManagerClaimed | Done::Routed(_) | Done::Deleted { .. }
-        )
+    /// True for writes to the worker deployment in Temporal (routing, the manager): they
+    /// change what it reports and keep its system workflow busy for a moment.
+    pub fn wrote_temporal_deployment(&self) -> bool {
+        matches!(self, Done::ManagerClaimed | Done::Routed(_))
     }
 }
 
