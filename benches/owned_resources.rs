@@ -154,6 +154,7 @@ async fn main() -> Res<()> {
         leader,
         pool,
         "bench".into(),
+        Arc::default(),
     ));
     println!(
         "render only: {} copies in {:?}",

@@ -2,7 +2,6 @@
 //! policy, and the connection janitor. One reconcile lives in [`crate::reconcile`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::{FutureExt as _, Stream, StreamExt, stream};
 use k8s_openapi::NamespaceResourceScope;
@@ -18,11 +17,10 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::api::{
-    FINALIZER, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
+    LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
     TemporalWorkerOwnedResource,
 };
 use crate::error::Error;
-use crate::reconcile::act::finalizers;
 use crate::reconcile::{self, Context};
 
 /// Builds the controller and its connection janitor. Returns the TWD reflector store (for the
@@ -58,18 +56,19 @@ pub fn build(
         ctx.leader.clone(),
         ctx.pool.clone(),
         ctx.settings.identity.clone(),
+        ctx.metrics.clone(),
     );
     if !ctx.settings.owned_kinds.is_empty() {
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
     }
     let owned = build_owned_controller(client.clone(), scopes.clone(), owned_ctx, shutdown.clone());
-    let janitor = build_connection_janitor(
+    let connection_ctx = crate::connection::ConnectionContext::new(
         client,
-        scopes,
         store.clone(),
         ctx.leader.clone(),
-        shutdown.clone(),
+        ctx.metrics.clone(),
     );
+    let janitor = build_connection_janitor(scopes, connection_ctx, shutdown.clone());
     let won = leadership_won(ctx.leader.clone());
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     let controller = Controller::for_stream(twds, store.clone())
@@ -284,57 +283,27 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> ScopedWriter<K> {
     }
 }
 
-/// Only errors that prevent any reconcile (an object without a namespace) end up here; every
-/// other failure is reported and counted by the report stage.
-fn error_policy(twd: Arc<TemporalWorkerDeployment>, err: &Error, _ctx: Arc<Context>) -> Action {
-    warn!(error = %err, name = %twd.name_any(), "reconcile failed");
+/// The error policy of every reconciler. Only errors that prevent any reconcile (an object
+/// without a namespace) end up here; every other failure is reported and counted by the
+/// reconciler's report stage.
+fn error_policy<K: ResourceExt, C>(obj: Arc<K>, err: &Error, _ctx: Arc<C>) -> Action {
+    warn!(error = %err, name = %obj.name_any(), "reconcile failed");
     Action::await_change()
 }
 
-/// Connections whose last user is gone lose our finalizer (e.g. after a TWD switched to
-/// another Connection). Runs as a tiny second controller over the same namespaces.
+/// The Connection reconciler (`crate::connection`) over the same namespaces.
 fn build_connection_janitor(
-    client: kube::Client,
     scopes: Vec<Option<String>>,
-    twd_store: Store<TemporalWorkerDeployment>,
-    leader: watch::Receiver<bool>,
+    ctx: crate::connection::ConnectionContext,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let (store, connections) =
-        reflect_scopes::<TemporalConnection>(&client, &scopes, watcher::Config::default());
-    let won = leadership_won(leader.clone());
+        reflect_scopes::<TemporalConnection>(&ctx.client, &scopes, watcher::Config::default());
+    let won = leadership_won(ctx.leader.clone());
     Controller::for_stream(connections, store)
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
-        .run(
-            move |conn: Arc<TemporalConnection>,
-                  ctx: Arc<(
-                kube::Client,
-                Store<TemporalWorkerDeployment>,
-                watch::Receiver<bool>,
-            )>| async move {
-                let (client, store, leader) = &*ctx;
-                if !*leader.borrow() {
-                    // Only the leader writes; winning the Lease looks at every Connection.
-                    return Ok::<_, kube::Error>(Action::await_change());
-                }
-                let ns = conn.namespace().unwrap_or_default();
-                let used = store.state().iter().any(|t| {
-                    t.namespace().as_deref() == Some(ns.as_str())
-                        && t.spec.worker_options.connection_ref.name == conn.name_any()
-                });
-                if used
-                    || conn.meta().deletion_timestamp.is_none()
-                    || !conn.finalizers().iter().any(|f| f == FINALIZER)
-                {
-                    return Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(30)));
-                }
-                finalizers::release_unused_connection(client, &conn).await?;
-                Ok(Action::await_change())
-            },
-            |_conn, _err, _ctx| Action::requeue(Duration::from_secs(5)),
-            Arc::new((client, twd_store, leader)),
-        )
+        .run(crate::connection::reconcile, error_policy, Arc::new(ctx))
         .for_each(|_| async {})
 }
 
@@ -374,14 +343,7 @@ fn build_owned_controller(
         )
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
-        .run(
-            crate::owned::reconcile,
-            |twor, err, _ctx| {
-                warn!(error = %err, name = %twor.name_any(), "owned resource reconcile failed");
-                Action::requeue(Duration::from_secs(5))
-            },
-            ctx,
-        )
+        .run(crate::owned::reconcile, error_policy, ctx)
         .for_each(|_| async {})
 }
 

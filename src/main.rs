@@ -1,7 +1,5 @@
 //! CLI entry point: parses flags and hands over to the library.
 
-#![cfg_attr(not(test), warn(clippy::too_many_lines))]
-
 use std::fmt;
 use std::net::SocketAddr;
 use std::num::NonZeroU32;

@@ -29,7 +29,6 @@ use crate::summary::{self as view, Phase, RolloutSummary};
 /// Metric name prefix (without the trailing underscore).
 pub const PREFIX: &str = "temporal_worker_controller";
 /// The `controller` label value on reconcile metrics.
-pub const CONTROLLER: &str = "temporalworkerdeployment";
 /// Content type of [`Metrics::encode`] output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// Content type of [`Metrics::encode_prometheus_text`] output.
@@ -42,6 +41,31 @@ const BUDGET_BUCKETS: [f64; 9] = [0.005, 0.02, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15
 const RPC_BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
+
+/// Which reconciler (the skeleton in `src/reconciler.rs`): the `controller` label of the
+/// reconcile metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Controller {
+    WorkerDeployment,
+    OwnedResource,
+    Connection,
+}
+
+impl Controller {
+    pub const ALL: [Controller; 3] = [
+        Controller::WorkerDeployment,
+        Controller::OwnedResource,
+        Controller::Connection,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Controller::WorkerDeployment => "temporalworkerdeployment",
+            Controller::OwnedResource => "temporalworkerownedresource",
+            Controller::Connection => "temporalconnection",
+        }
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
@@ -198,6 +222,7 @@ pub struct Metrics {
 #[must_use = "call finish() to record the reconcile"]
 pub struct ReconcileTimer {
     started: Instant,
+    controller: &'static str,
     reconciles: Family<ReconcileLabels, Counter>,
     duration: Family<ControllerLabels, Histogram>,
 }
@@ -208,12 +233,12 @@ impl ReconcileTimer {
         let elapsed = self.started.elapsed().as_secs_f64();
         self.duration
             .get_or_create(&ControllerLabels {
-                controller: CONTROLLER,
+                controller: self.controller,
             })
             .observe(elapsed);
         self.reconciles
             .get_or_create(&ReconcileLabels {
-                controller: CONTROLLER,
+                controller: self.controller,
                 result,
             })
             .inc();
@@ -233,9 +258,11 @@ impl Metrics {
             &mut registry,
             "reconcile",
             "Reconciles by result",
-            ["success", "error"].map(|result| ReconcileLabels {
-                controller: CONTROLLER,
-                result,
+            Controller::ALL.into_iter().flat_map(|c| {
+                ["success", "error"].map(|result| ReconcileLabels {
+                    controller: c.as_str(),
+                    result,
+                })
             }),
         );
         let reconcile_errors = counters(
@@ -304,9 +331,11 @@ impl Metrics {
         let (budget_wait, exhausted) = register_budget(&mut registry);
         register_build_info(&mut registry);
         // Pre-create the series dashboards divide by, so rates exist before the first event.
-        let _ = reconcile_duration.get_or_create(&ControllerLabels {
-            controller: CONTROLLER,
-        });
+        for c in Controller::ALL {
+            let _ = reconcile_duration.get_or_create(&ControllerLabels {
+                controller: c.as_str(),
+            });
+        }
 
         let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
         Metrics {
@@ -328,19 +357,20 @@ impl Metrics {
         }
     }
 
-    pub fn reconcile_started(&self) -> ReconcileTimer {
+    pub fn reconcile_started(&self, controller: Controller) -> ReconcileTimer {
         ReconcileTimer {
             started: Instant::now(),
+            controller: controller.as_str(),
             reconciles: self.reconciles.clone(),
             duration: self.reconcile_duration.clone(),
         }
     }
 
     /// Counts a failed or blocked reconcile; `reason` is the condition reason (bounded set).
-    pub fn reconcile_error(&self, reason: &'static str) {
+    pub fn reconcile_error(&self, controller: Controller, reason: &'static str) {
         self.reconcile_errors
             .get_or_create(&ReconcileErrorLabels {
-                controller: CONTROLLER,
+                controller: controller.as_str(),
                 reason,
             })
             .inc();
@@ -839,9 +869,9 @@ mod tests {
     #[test]
     fn operational_metrics_are_encoded() {
         let m = Metrics::new();
-        let t = m.reconcile_started();
+        let t = m.reconcile_started(Controller::OwnedResource);
         t.finish("success");
-        m.reconcile_error("InvalidSpec");
+        m.reconcile_error(Controller::WorkerDeployment, "InvalidSpec");
         m.temporal_rpc("DescribeWorkerDeployment", "OK", Duration::from_millis(3));
         m.kube_write("patch", "deployments/scale", false);
         m.set_leader(true);
@@ -850,10 +880,12 @@ mod tests {
         let store = Writer::<TemporalWorkerDeployment>::default().as_reader();
         let text = m.encode(&store);
         for line in [
-            "temporal_worker_controller_reconcile_total{controller=\"temporalworkerdeployment\",result=\"success\"} 1",
-            "temporal_worker_controller_reconcile_total{controller=\"temporalworkerdeployment\",result=\"error\"} 0",
+            "temporal_worker_controller_reconcile_total{controller=\"temporalworkerownedresource\",result=\"success\"} 1",
+            "temporal_worker_controller_reconcile_total{controller=\"temporalworkerdeployment\",result=\"success\"} 0",
+            "temporal_worker_controller_reconcile_total{controller=\"temporalconnection\",result=\"error\"} 0",
             "temporal_worker_controller_reconcile_errors_total{controller=\"temporalworkerdeployment\",reason=\"InvalidSpec\"} 1",
-            "temporal_worker_controller_reconcile_duration_seconds_count{controller=\"temporalworkerdeployment\"} 1",
+            "temporal_worker_controller_reconcile_duration_seconds_count{controller=\"temporalworkerownedresource\"} 1",
+            "temporal_worker_controller_reconcile_duration_seconds_count{controller=\"temporalconnection\"} 0",
             "temporal_worker_controller_temporal_requests_total{method=\"DescribeWorkerDeployment\",code=\"OK\"} 1",
             "temporal_worker_controller_temporal_request_duration_seconds_bucket{le=\"0.005\",method=\"DescribeWorkerDeployment\"} 1",
             "temporal_worker_controller_kube_writes_total{verb=\"patch\",resource=\"deployments/scale\",result=\"error\"} 1",

@@ -10,6 +10,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::metrics::{Metrics, openmetrics_to_prometheus_text};
+use temporal_worker_controller::reconciler::Controller;
 
 #[path = "dashboard_support/mod.rs"]
 mod dashboard_support;
@@ -102,9 +103,11 @@ fn store_with(
 /// A metrics instance with every operational family touched at least once.
 fn busy_metrics() -> Arc<Metrics> {
     let m = Arc::new(Metrics::new());
-    m.reconcile_started().finish("success");
-    m.reconcile_started().finish("error");
-    m.reconcile_error("TemporalStateFetchFailed");
+    m.reconcile_started(Controller::WorkerDeployment)
+        .finish("success");
+    m.reconcile_started(Controller::WorkerDeployment)
+        .finish("error");
+    m.reconcile_error(Controller::WorkerDeployment, "TemporalStateFetchFailed");
     m.temporal_rpc("DescribeWorkerDeployment", "OK", Duration::from_millis(12));
     m.temporal_rpc(
         "SetWorkerDeploymentRampingVersion",

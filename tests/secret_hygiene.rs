@@ -7,9 +7,9 @@
 //! Kubernetes Events, the TWD/Connection/Deployment objects and the controller's own logs at
 //! trace level. None may contain them.
 //!
-//! `harness = false`: `main` sets `SSL_CERT_FILE` before any thread exists, which is how the
-//! controller process here trusts the test CA for the API-key connection (API keys use the
-//! system roots, like the Go controller). The workers trust it through the kubelet stand-in's
+//! `harness = false`: `main` runs the test as a child process started with `SSL_CERT_FILE` set,
+//! which is how the controller process here trusts the test CA for the API-key connection (API
+//! keys use the system roots, like the Go controller). The workers trust it through the kubelet stand-in's
 //! image trust store.
 
 use std::collections::BTreeMap;
@@ -39,25 +39,90 @@ const T: Duration = Duration::from_secs(120);
 const NS: &str = "hygiene";
 const TEMPORAL_NS: &str = "hygiene";
 
+/// Where the parent process left the test PKI for the child it re-runs itself as.
+const PKI_DIR_ENV: &str = "TWC_HYGIENE_PKI_DIR";
+const PKI_FILES: [&str; 5] = [
+    "ca",
+    "server-cert",
+    "server-key",
+    "client-cert",
+    "client-key",
+];
+
 fn main() -> ExitCode {
-    let pki = match TestPki::generate() {
+    // The process environment cannot be changed safely once threads may exist (the crate
+    // forbids `unsafe`), so the test runs in a child process started with `SSL_CERT_FILE` set.
+    match std::env::var_os(PKI_DIR_ENV) {
+        None => parent(),
+        Some(dir) => child(std::path::Path::new(&dir)),
+    }
+}
+
+/// Generates the PKI, then runs the test as a child process that trusts its CA.
+fn parent() -> ExitCode {
+    let dir = std::env::temp_dir().join(format!("twc-hygiene-pki-{}", std::process::id()));
+    let written = TestPki::generate().and_then(|pki| {
+        std::fs::create_dir_all(&dir)?;
+        let pems = [
+            &pki.ca_pem,
+            &pki.server_cert_pem,
+            &pki.server_key_pem,
+            &pki.client_cert_pem,
+            &pki.client_key_pem,
+        ];
+        for (name, pem) in PKI_FILES.iter().zip(pems) {
+            std::fs::write(dir.join(name), pem)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = written {
+        eprintln!("writing the test PKI to {}: {e:#}", dir.display());
+        return ExitCode::FAILURE;
+    }
+    let status = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .args(std::env::args_os().skip(1))
+            .env(PKI_DIR_ENV, &dir)
+            .env("SSL_CERT_FILE", dir.join("ca"))
+            .env_remove("SSL_CERT_DIR")
+            .status()
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    match status {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        Ok(s) => {
+            eprintln!("secret_hygiene: the test process ended with {s}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("secret_hygiene: starting the test process: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load_pki(dir: &std::path::Path) -> Result<TestPki> {
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading PKI file {name}"))
+    };
+    Ok(TestPki {
+        ca_pem: read(PKI_FILES[0])?,
+        server_cert_pem: read(PKI_FILES[1])?,
+        server_key_pem: read(PKI_FILES[2])?,
+        client_cert_pem: read(PKI_FILES[3])?,
+        client_key_pem: read(PKI_FILES[4])?,
+    })
+}
+
+/// The test itself, in a process whose environment already trusts the test CA.
+fn child(dir: &std::path::Path) -> ExitCode {
+    let pki = match load_pki(dir) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("generating test PKI: {e:#}");
+            eprintln!("{e:#}");
             return ExitCode::FAILURE;
         }
     };
-    let ca_file = std::env::temp_dir().join(format!("twc-hygiene-ca-{}.pem", std::process::id()));
-    if let Err(e) = std::fs::write(&ca_file, &pki.ca_pem) {
-        eprintln!("writing {}: {e}", ca_file.display());
-        return ExitCode::FAILURE;
-    }
-    // SAFETY: no other thread exists yet (no runtime, no test harness), so nothing can read
-    // the environment concurrently.
-    unsafe {
-        std::env::set_var("SSL_CERT_FILE", &ca_file);
-        std::env::remove_var("SSL_CERT_DIR");
-    }
     let logs = LogBuffer::default();
     let _ = tracing_subscriber::registry()
         .with(
@@ -82,7 +147,6 @@ fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(run(&pki, &logs));
-    let _ = std::fs::remove_file(&ca_file);
     match result {
         Ok(report) => {
             println!("secret_hygiene: ok\n{report}");

@@ -166,29 +166,7 @@ pub async fn remove_finalizer(
     }
 }
 
-/// The one status write of a pass.
-pub async fn write_status(
-    client: &kube::Client,
-    twor: &TemporalWorkerOwnedResource,
-    status: &crate::api::TemporalWorkerOwnedResourceStatus,
-) -> Result<(), kube::Error> {
-    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    // A merge patch keeps a field it does not name: an emptied list must be sent as null.
-    if body.get("versions").is_none() {
-        body["versions"] = serde_json::Value::Null;
-    }
-    let patch = json!({ "status": body });
-    api_of(client, twor)
-        .patch_status(
-            &twor.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-    Ok(())
-}
-
-fn api_of(
+pub(super) fn api_of(
     client: &kube::Client,
     twor: &TemporalWorkerOwnedResource,
 ) -> Api<TemporalWorkerOwnedResource> {

@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use kube::ResourceExt;
 
 use crate::api::TemporalWorkerDeployment;
-use crate::reconcile::observe;
-use crate::temporal::{self, ClientPool, ConnectionKey};
+use crate::owned::OwnedContext;
+use crate::reconcile::connect::{ConnectError, Connector};
 
 /// Found task queues by (TWD uid, build ID).
 #[derive(Default)]
@@ -34,34 +34,34 @@ impl Known {
 }
 
 /// The one workflow task queue `build` polls; `None` while Temporal does not know the version
-/// (or it polls nothing yet). Several queues are an error: the object must say which.
+/// (or it polls nothing yet). Several queues are an error: the object must say which. Errors
+/// are messages for the version's status entry.
 pub async fn lookup(
-    kube: &kube::Client,
-    pool: &ClientPool,
-    identity: &str,
-    known: &Known,
+    ctx: &OwnedContext,
     twd: &TemporalWorkerDeployment,
     build: &str,
 ) -> Result<Option<String>, String> {
     let key = (twd.uid().unwrap_or_default(), build.to_string());
-    if let Some(q) = known.get(&key) {
+    if let Some(q) = ctx.task_queues.get(&key) {
         return Ok(Some(q));
     }
-    let ns = twd.namespace().unwrap_or_default();
-    let connection = observe::connection(kube, &ns, twd)
+    let connector = Connector {
+        kube: &ctx.client,
+        pool: &ctx.pool,
+        identity: &ctx.identity,
+        // Read-only: no routing write records an install here.
+        install_id: "",
+    };
+    let client = connector
+        .connect(twd)
         .await
-        .map_err(|f| f.to_string())?;
-    let mode = connection.spec.auth_mode();
-    let secret = observe::auth_secret(kube, &ns, &mode).await?;
-    let auth = temporal::auth_from_secret(&mode, secret.as_ref()).map_err(|e| e.to_string())?;
-    let client = pool
-        .get_or_connect(
-            ConnectionKey::new(&connection.spec, auth),
-            &twd.spec.worker_options.temporal_namespace,
-            identity,
-        )
-        .await
-        .map_err(|e| format!("connecting to Temporal for the task queue: {e}"))?;
+        .map_err(|e| match e {
+            ConnectError::ClientCreationFailed { source, .. } => {
+                format!("connecting to Temporal for the task queue: {source}")
+            }
+            other => other.to_string(),
+        })?
+        .client;
     let detail = client
         .describe_version(&twd.temporal_deployment_name(), build)
         .await
@@ -70,7 +70,7 @@ pub async fn lookup(
     match queues.as_slice() {
         [] => Ok(None),
         [one] => {
-            known.insert(key, one.clone());
+            ctx.task_queues.insert(key, one.clone());
             Ok(Some(one.clone()))
         }
         many => Err(format!(

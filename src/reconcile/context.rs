@@ -11,10 +11,12 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
-use crate::reconcile::drain_visibility::PinnedCounts;
+use crate::reconcile::connect::Connector;
+use crate::reconcile::observe::PinnedCounts;
 use crate::reconcile::outcome::Outcome;
 use crate::reconcile::remembered::RememberedViews;
 use crate::reconcile::validate::ControllerSettings;
+use crate::reconciler::Streaks;
 use crate::temporal::ClientPool;
 
 /// Runtime settings (typed once from the command line in `run::RunOptions`).
@@ -66,7 +68,7 @@ pub struct Context {
     /// What the last reconcile of each object saw of Temporal (skips needless describes).
     pub remembered: RememberedViews,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
-    failures: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, u32>>,
+    failures: Streaks<ObjectRef<TemporalWorkerDeployment>>,
     /// Our last successful status write per object: newer than the watch cache until the
     /// watch delivers it (see `report::after_own_write`).
     written: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, Written>>,
@@ -102,8 +104,18 @@ impl Context {
             backlog: Arc::default(),
             pinned: PinnedCounts::default(),
             remembered: RememberedViews::default(),
-            failures: Mutex::default(),
+            failures: Streaks::default(),
             written: Mutex::default(),
+        }
+    }
+
+    /// The Temporal connect sequence with this controller's identity and pool.
+    pub fn connector(&self) -> Connector<'_> {
+        Connector {
+            kube: &self.client,
+            pool: &self.pool,
+            identity: &self.settings.identity,
+            install_id: &self.settings.install_id,
         }
     }
 
@@ -145,19 +157,10 @@ impl Context {
         key: &ObjectRef<TemporalWorkerDeployment>,
         outcome: &Outcome,
     ) -> u32 {
-        // A poisoned lock only means another reconcile panicked mid-update; counts stay usable.
-        let mut m = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         match outcome {
-            Outcome::Done => {
-                m.remove(key);
-                0
-            }
-            Outcome::Stale => m.get(key).copied().unwrap_or(0),
-            Outcome::Failed(_) => {
-                let n = m.entry(key.clone()).or_insert(0);
-                *n = n.saturating_add(1);
-                *n
-            }
+            Outcome::Done => self.failures.succeeded(key),
+            Outcome::Stale => self.failures.current(key),
+            Outcome::Failed(_) => self.failures.failed(key),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Deletion of a TWD: stop its workers, clean Temporal state, release the Connection, then
-//! drop our finalizer. Ends in an [`Attempt`] like any reconcile, so the report stage writes
-//! the `Deleting` status and counts failures.
+//! drop our finalizer. The deletion path's driver: it observes (versioned Deployments, the
+//! Connection) and acts through [`finalizers`], and ends in an [`Attempt`] like any reconcile,
+//! so the report stage writes the `Deleting` status, emits the events and counts failures.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,9 +9,10 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
-use crate::api::{FINALIZER, TemporalWorkerDeployment};
-use crate::events;
-use crate::reconcile::act::finalizers;
+use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
+use crate::reconcile::act::{Done, finalizers};
+use crate::reconcile::connect;
+use crate::reconcile::outcome::CleanupError;
 use crate::reconcile::{Attempt, Context, Failure, Outcome, observe};
 
 /// After this long in deletion, the finalizer is released even if Temporal cleanup failed
@@ -20,81 +22,116 @@ const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(15 * 60);
 pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
     ctx.backlog
         .forget(&(twd.namespace().unwrap_or_default(), twd.name_any()));
-    let outcome = finalize(ctx, &twd).await;
+    let mut done = Vec::new();
+    let outcome = finalize(ctx, &twd, &mut done)
+        .await
+        .map_or_else(|o| o, |()| Outcome::Done);
     Attempt {
         twd,
         planned: None,
+        finalized: done,
         outcome,
     }
 }
 
-async fn finalize(ctx: &Context, twd: &TemporalWorkerDeployment) -> Outcome {
-    if !twd.finalizers().iter().any(|f| f == FINALIZER) {
-        return Outcome::Done;
-    }
-    let kube_failed = |step: &str, e: kube::Error| match e {
+/// A failed Kubernetes step: a conflict means a newer object, anything else is retried.
+fn step_failed(step: &'static str, source: kube::Error) -> Outcome {
+    match source {
         kube::Error::Api(s) if s.code == 409 => Outcome::Stale,
-        e => Outcome::Failed(Failure::CleanupPending(format!("{step}: {e}"))),
-    };
-    // Every step writes: only while this replica leads.
-    if !ctx.leads() {
-        return Outcome::Stale;
+        source => Outcome::Failed(Failure::CleanupStepFailed { step, source }),
     }
-    if let Err(e) = finalizers::delete_owned_deployments(ctx, twd).await {
-        return kube_failed("deleting versioned Deployments", e);
+}
+
+/// Every step writes: only while this replica leads (`Stale` otherwise: the new leader
+/// looks again).
+fn leads(ctx: &Context) -> Result<(), Outcome> {
+    if ctx.leads() {
+        Ok(())
+    } else {
+        Err(Outcome::Stale)
     }
+}
+
+async fn finalize(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    done: &mut Vec<Done>,
+) -> Result<(), Outcome> {
+    if !twd.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(());
+    }
+    leads(ctx)?;
+    let deployments = observe::owned_deployments(&ctx.client, twd)
+        .await
+        .map_err(|e| step_failed("listing versioned Deployments", e))?;
+    finalizers::delete_owned_deployments(ctx, twd, &deployments, done)
+        .await
+        .map_err(|e| step_failed("deleting versioned Deployments", e))?;
     let ns = twd.namespace().unwrap_or_default();
-    let connection = match observe::connection_opt(&ctx.client, &ns, twd).await {
-        Ok(c) => c,
-        Err(e) => return kube_failed("reading the TemporalConnection", e),
-    };
+    let connection = connect::connection_opt(&ctx.client, &ns, twd)
+        .await
+        .map_err(|e| step_failed("reading the TemporalConnection", e))?;
     match connection {
         Some(connection) => {
-            if !ctx.leads() {
-                return Outcome::Stale;
-            }
-            if let Err(message) = finalizers::cleanup_temporal(ctx, twd, &connection).await {
-                let deleting_for = twd
-                    .meta()
-                    .deletion_timestamp
-                    .as_ref()
-                    .map(|t| Timestamp::now().duration_since(t.0).unsigned_abs())
-                    .unwrap_or_default();
-                if deleting_for < CLEANUP_GIVE_UP_AFTER {
-                    // Keep the finalizer and retry: Temporal would otherwise keep a stale
-                    // deployment. Stopped workers stay "pollers" for matching.PollerHistoryTTL.
-                    return Outcome::Failed(Failure::CleanupPending(format!(
-                        "cleaning up Temporal state (workers stopped; Temporal forgets their pollers after matching.PollerHistoryTTL, 5m by default): {message}"
-                    )));
-                }
-                // Never hang deletion forever: leave Temporal state behind, loudly.
-                let note = format!(
-                    "gave up cleaning worker deployment {:?} in Temporal after {}s: {message}",
-                    twd.temporal_deployment_name(),
-                    deleting_for.as_secs()
-                );
-                ctx.events
-                    .warning(twd, events::CLEANUP_ABANDONED, note)
-                    .await;
-            }
-            if !ctx.leads() {
-                return Outcome::Stale;
-            }
-            if let Err(e) = finalizers::release_connection(ctx, twd, &connection).await {
-                return kube_failed("releasing the TemporalConnection", e);
-            }
+            leads(ctx)?;
+            clean_temporal(ctx, twd, &ns, connection.clone(), done).await?;
+            leads(ctx)?;
+            finalizers::release_connection(ctx, twd, &connection)
+                .await
+                .map_err(|e| step_failed("releasing the TemporalConnection", e))?;
         }
         // Without a Connection there is no way to reach Temporal; don't hang deletion forever.
+        // Only logged: the object is going away, so no status would show it.
         None => tracing::warn!(
             connection = %twd.spec.worker_options.connection_ref.name,
             "TemporalConnection gone; skipping Temporal cleanup"
         ),
     }
-    if !ctx.leads() {
-        return Outcome::Stale;
+    leads(ctx)?;
+    finalizers::remove(ctx, twd)
+        .await
+        .map_err(|e| step_failed("removing the finalizer", e))
+}
+
+/// Deletes the worker deployment in Temporal; keeps the finalizer while that fails, up to
+/// [`CLEANUP_GIVE_UP_AFTER`], then gives up loudly.
+async fn clean_temporal(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    ns: &str,
+    connection: TemporalConnection,
+    done: &mut Vec<Done>,
+) -> Result<(), Outcome> {
+    let connected = ctx
+        .connector()
+        .client_for(ns, connection, twd)
+        .await
+        .map_err(CleanupError::from);
+    let result = match connected {
+        Ok(c) => finalizers::cleanup_temporal(&c.client, twd)
+            .await
+            .map_err(CleanupError::from),
+        Err(e) => Err(e),
+    };
+    let Err(error) = result else { return Ok(()) };
+    let deleting_for = twd
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| Timestamp::now().duration_since(t.0).unsigned_abs())
+        .unwrap_or_default();
+    if deleting_for < CLEANUP_GIVE_UP_AFTER {
+        // Keep the finalizer and retry: Temporal would otherwise keep a stale deployment.
+        // Stopped workers stay "pollers" for matching.PollerHistoryTTL.
+        return Err(Outcome::Failed(Failure::CleanupPending(error)));
     }
-    match finalizers::remove(ctx, twd).await {
-        Ok(()) => Outcome::Done,
-        Err(e) => kube_failed("removing the finalizer", e),
-    }
+    // Never hang deletion forever: leave Temporal state behind, loudly.
+    done.push(Done::CleanupAbandoned {
+        message: format!(
+            "gave up cleaning worker deployment {:?} in Temporal after {}s: {error}",
+            twd.temporal_deployment_name(),
+            deleting_for.as_secs()
+        ),
+    });
+    Ok(())
 }

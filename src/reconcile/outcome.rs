@@ -6,91 +6,165 @@
 //! [`Failure`], so a new failure kind cannot be added without deciding its row (and the
 //! table-driven tests below name every kind).
 
-use std::time::Duration;
-
 use crate::api::conditions as reason;
+use crate::reconcile::connect::ConnectError;
+use crate::reconciler::ReconcileFailure;
+use crate::temporal::TemporalError;
 
 /// Rate-limited or raced Temporal calls retry quietly this many times in a row before the
 /// status says so: a finished rollout must not flap `Ready` for GitOps tools.
 pub const QUIET_RETRIES: u32 = 5;
 
-/// Why a reconcile could not finish. Messages are user-facing (they land in conditions).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a reconcile could not finish: one variant per stage or cause, each keeping its typed
+/// source. Messages are user-facing (they land in conditions).
+#[derive(Debug, thiserror::Error)]
 pub enum Failure {
-    /// The spec is invalid (controller checks). Needs a spec change.
+    /// Validate: the spec is invalid (controller checks). Needs a spec change.
     #[error("{0}")]
     InvalidSpec(String),
-    /// The API server refused a rendered Deployment with 422. Needs a spec change.
-    #[error("{0}")]
-    RenderedInvalid(String),
-    #[error("{0}")]
-    ConnectionNotFound(String),
-    #[error("{0}")]
-    AuthSecretInvalid(String),
-    #[error("{0}")]
-    ClientCreationFailed(String),
-    /// The gate input (ConfigMap/Secret key) could not be resolved.
+    /// Act: the API server refused a rendered Deployment with 422. Needs a spec change.
+    #[error(
+        "{step}: the API server refused the rendered Deployment; fix the TWD's pod template: {}",
+        api_message(source)
+    )]
+    RenderedInvalid {
+        step: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// Observe: no Temporal client (Connection, its Secret, credentials or dialling).
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// Observe: the gate input (ConfigMap/Secret key) could not be resolved.
     #[error("{0}")]
     GateInputUnavailable(String),
-    /// Listing the versioned Deployments failed.
-    #[error("{0}")]
-    DeploymentsUnreadable(String),
-    #[error("{0}")]
-    StateFetchFailed(String),
-    /// Temporal rate-limited DescribeWorkerDeployment; nothing was planned.
-    #[error("{0}")]
-    StateFetchThrottled(String),
-    /// Adding our finalizer to the TWD failed.
-    #[error("{0}")]
-    FinalizerFailed(String),
-    /// A Kubernetes or Temporal write of the plan failed.
-    #[error("{0}")]
-    ExecutionFailed(String),
-    /// A Temporal write was refused with a stale conflict token: someone else moved first.
-    #[error("{0}")]
-    WriteRaced(String),
-    /// Temporal rate-limited a write of the plan.
-    #[error("{0}")]
-    WriteThrottled(String),
-    /// Another identity holds the routing manager role in Temporal.
+    /// Observe: listing the versioned Deployments failed.
+    #[error("listing versioned Deployments: {0}")]
+    DeploymentsUnreadable(#[source] kube::Error),
+    /// Observe: a read of Temporal's state failed.
+    #[error("{what}: {source}")]
+    StateFetchFailed {
+        what: String,
+        #[source]
+        source: TemporalError,
+    },
+    /// Observe: Temporal rate-limited DescribeWorkerDeployment; nothing was planned.
+    #[error("rate limited by Temporal describing worker deployment {name:?}: {source}")]
+    StateFetchThrottled {
+        name: String,
+        #[source]
+        source: TemporalError,
+    },
+    /// Act: adding our finalizer to the TWD failed.
+    #[error("adding finalizer {finalizer}: {0}", finalizer = crate::api::FINALIZER)]
+    FinalizerFailed(#[source] kube::Error),
+    /// Act: a Kubernetes or Temporal write of the plan failed.
+    #[error("{step}: {source}")]
+    ExecutionFailed {
+        step: &'static str,
+        #[source]
+        source: WriteError,
+    },
+    /// Act: a Temporal write was refused with a stale conflict token: someone else moved first.
+    #[error("{step}: {source}")]
+    WriteRaced {
+        step: &'static str,
+        #[source]
+        source: TemporalError,
+    },
+    /// Act: Temporal rate-limited a write of the plan.
+    #[error("{step}: {source}")]
+    WriteThrottled {
+        step: &'static str,
+        #[source]
+        source: TemporalError,
+    },
+    /// Act: another identity holds the routing manager role in Temporal.
     #[error(
         "routing is managed by {owner:?} in Temporal; the controller will resume when that identity releases it"
     )]
     ManagedElsewhere { owner: String },
-    /// The status write failed (not a stale object: that is [`Outcome::Stale`]).
+    /// Report: the status write failed (not a stale object: that is [`Outcome::Stale`]).
     #[error("writing status: {0}")]
-    StatusWriteFailed(String),
-    /// Deletion: Temporal still remembers the version's pollers; the finalizer stays.
+    StatusWriteFailed(#[source] kube::Error),
+    /// Deletion: a Kubernetes step of the cleanup failed; the finalizer stays.
+    #[error("{step}: {source}")]
+    CleanupStepFailed {
+        step: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    /// Deletion: Temporal still remembers the version's pollers (or cannot be reached); the
+    /// finalizer stays.
+    #[error(
+        "cleaning up Temporal state (workers stopped; Temporal forgets their pollers after matching.PollerHistoryTTL, 5m by default): {0}"
+    )]
+    CleanupPending(#[source] CleanupError),
+}
+
+/// A failed write of the act stage.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Temporal(#[from] TemporalError),
+    /// The versioned Deployment could not be rendered (a bug or an impossible spec).
     #[error("{0}")]
-    CleanupPending(String),
+    Render(String),
+}
+
+/// Why Temporal cleanup of a deleted TWD failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanupError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Temporal(#[from] TemporalError),
+}
+
+/// The API server's own message of a refused request.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        other => other.to_string(),
+    }
 }
 
 impl Failure {
     /// The condition reason (from [`crate::api::conditions`]) and metric label.
     pub fn reason(&self) -> &'static str {
         match self {
-            Failure::InvalidSpec(_) | Failure::RenderedInvalid(_) => reason::INVALID_SPEC,
-            Failure::ConnectionNotFound(_) => reason::CONNECTION_NOT_FOUND,
-            Failure::AuthSecretInvalid(_) => reason::AUTH_SECRET_INVALID,
-            Failure::ClientCreationFailed(_) => reason::CLIENT_CREATION_FAILED,
+            Failure::InvalidSpec(_) | Failure::RenderedInvalid { .. } => reason::INVALID_SPEC,
+            Failure::Connect(
+                ConnectError::ConnectionNotFound { .. } | ConnectError::ConnectionUnreadable { .. },
+            ) => reason::CONNECTION_NOT_FOUND,
+            Failure::Connect(e) if e.is_auth() => reason::AUTH_SECRET_INVALID,
+            Failure::Connect(_) => reason::CLIENT_CREATION_FAILED,
             Failure::GateInputUnavailable(_) => reason::PLAN_GENERATION_FAILED,
-            Failure::StateFetchFailed(_) | Failure::StateFetchThrottled(_) => {
+            Failure::StateFetchFailed { .. } | Failure::StateFetchThrottled { .. } => {
                 reason::STATE_FETCH_FAILED
             }
             Failure::DeploymentsUnreadable(_)
             | Failure::FinalizerFailed(_)
-            | Failure::ExecutionFailed(_)
-            | Failure::WriteRaced(_)
-            | Failure::WriteThrottled(_)
+            | Failure::ExecutionFailed { .. }
+            | Failure::WriteRaced { .. }
+            | Failure::WriteThrottled { .. }
             | Failure::StatusWriteFailed(_) => reason::PLAN_EXECUTION_FAILED,
             Failure::ManagedElsewhere { .. } => reason::MANAGED_ELSEWHERE,
-            Failure::CleanupPending(_) => reason::DELETING,
+            Failure::CleanupStepFailed { .. } | Failure::CleanupPending(_) => reason::DELETING,
         }
     }
 }
 
+impl ReconcileFailure for Failure {
+    fn reason(&self) -> &'static str {
+        Failure::reason(self)
+    }
+}
+
 /// How one reconcile ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Outcome {
     /// Everything planned was done.
     Done,
@@ -159,64 +233,138 @@ pub fn verdict(outcome: &Outcome, streak: u32) -> Verdict {
     };
     match failure {
         Failure::InvalidSpec(_) => v(Conditions::Stalled, Requeue::AwaitChange),
-        Failure::RenderedInvalid(_) => v(Conditions::Stalled, Requeue::Idle),
-        Failure::ConnectionNotFound(_)
-        | Failure::AuthSecretInvalid(_)
-        | Failure::ClientCreationFailed(_)
+        Failure::RenderedInvalid { .. } => v(Conditions::Stalled, Requeue::Idle),
+        Failure::Connect(_)
         | Failure::GateInputUnavailable(_)
         | Failure::DeploymentsUnreadable(_)
-        | Failure::StateFetchFailed(_)
+        | Failure::StateFetchFailed { .. }
         | Failure::FinalizerFailed(_)
-        | Failure::ExecutionFailed(_) => v(Conditions::Blocked, Requeue::Backoff(streak)),
-        Failure::StateFetchThrottled(_) if quiet => {
+        | Failure::ExecutionFailed { .. } => v(Conditions::Blocked, Requeue::Backoff(streak)),
+        Failure::StateFetchThrottled { .. } if quiet => {
             v(Conditions::Unchanged, Requeue::Throttled(streak))
         }
-        Failure::StateFetchThrottled(_) => v(Conditions::Blocked, Requeue::Throttled(streak)),
-        Failure::WriteRaced(_) if quiet => v(Conditions::FromPlan, Requeue::FastPoll),
-        Failure::WriteRaced(_) => v(Conditions::Blocked, Requeue::FastPoll),
-        Failure::WriteThrottled(_) if quiet => v(Conditions::FromPlan, Requeue::Throttled(streak)),
-        Failure::WriteThrottled(_) => v(Conditions::Blocked, Requeue::Throttled(streak)),
+        Failure::StateFetchThrottled { .. } => v(Conditions::Blocked, Requeue::Throttled(streak)),
+        Failure::WriteRaced { .. } if quiet => v(Conditions::FromPlan, Requeue::FastPoll),
+        Failure::WriteRaced { .. } => v(Conditions::Blocked, Requeue::FastPoll),
+        Failure::WriteThrottled { .. } if quiet => {
+            v(Conditions::FromPlan, Requeue::Throttled(streak))
+        }
+        Failure::WriteThrottled { .. } => v(Conditions::Blocked, Requeue::Throttled(streak)),
         Failure::ManagedElsewhere { .. } => v(Conditions::Blocked, Requeue::ManagerPoll),
         Failure::StatusWriteFailed(_) => v(Conditions::Blocked, Requeue::Soon),
-        Failure::CleanupPending(_) => v(Conditions::Blocked, Requeue::Cleanup),
+        Failure::CleanupStepFailed { .. } | Failure::CleanupPending(_) => {
+            v(Conditions::Blocked, Requeue::Cleanup)
+        }
     }
-}
-
-/// 0.5 s, 1 s, 2 s … capped at 30 s: quick recovery once the fault is fixed.
-pub fn backoff(streak: u32) -> Duration {
-    let exp = i32::try_from(streak.saturating_sub(1).min(6)).unwrap_or(6);
-    Duration::from_secs_f64((0.5 * 2f64.powi(exp)).min(30.0))
-}
-
-/// [`backoff`] plus up to 50 % jitter, `jitter` in `0.0..1.0`.
-pub fn jittered(streak: u32, jitter: f64) -> Duration {
-    backoff(streak).mul_f64(1.0 + jitter.clamp(0.0, 1.0) * 0.5)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn all_failures() -> Vec<Failure> {
+    fn kube() -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("m", "Reason")
+                .with_code(500)
+                .boxed(),
+        )
+    }
+
+    fn temporal() -> TemporalError {
+        TemporalError::Rpc {
+            method: "DescribeWorkerDeployment",
+            code: temporalio_client::tonic::Code::Unavailable,
+            message: "m".into(),
+        }
+    }
+
+    fn connect(which: &str) -> Failure {
+        let name = || "m".to_string();
+        Failure::Connect(match which {
+            "connection" => ConnectError::ConnectionNotFound {
+                name: name(),
+                namespace: name(),
+            },
+            "auth" => ConnectError::SecretNotFound {
+                name: name(),
+                namespace: name(),
+            },
+            _ => ConnectError::ClientCreationFailed {
+                address: name(),
+                source: temporal(),
+            },
+        })
+    }
+
+    /// One of each kind, by variant name.
+    fn sample(kind: &str) -> Failure {
         let m = || "m".to_string();
-        vec![
-            Failure::InvalidSpec(m()),
-            Failure::RenderedInvalid(m()),
-            Failure::ConnectionNotFound(m()),
-            Failure::AuthSecretInvalid(m()),
-            Failure::ClientCreationFailed(m()),
-            Failure::GateInputUnavailable(m()),
-            Failure::DeploymentsUnreadable(m()),
-            Failure::StateFetchFailed(m()),
-            Failure::StateFetchThrottled(m()),
-            Failure::FinalizerFailed(m()),
-            Failure::ExecutionFailed(m()),
-            Failure::WriteRaced(m()),
-            Failure::WriteThrottled(m()),
-            Failure::ManagedElsewhere { owner: m() },
-            Failure::StatusWriteFailed(m()),
-            Failure::CleanupPending(m()),
+        match kind {
+            "InvalidSpec" => Failure::InvalidSpec(m()),
+            "RenderedInvalid" => Failure::RenderedInvalid {
+                step: "create Deployment",
+                source: kube(),
+            },
+            "ConnectionNotFound" => connect("connection"),
+            "AuthSecretInvalid" => connect("auth"),
+            "ClientCreationFailed" => connect("client"),
+            "GateInputUnavailable" => Failure::GateInputUnavailable(m()),
+            "DeploymentsUnreadable" => Failure::DeploymentsUnreadable(kube()),
+            "StateFetchFailed" => Failure::StateFetchFailed {
+                what: m(),
+                source: temporal(),
+            },
+            "StateFetchThrottled" => Failure::StateFetchThrottled {
+                name: m(),
+                source: temporal(),
+            },
+            "FinalizerFailed" => Failure::FinalizerFailed(kube()),
+            "ExecutionFailed" => Failure::ExecutionFailed {
+                step: "scale Deployment",
+                source: WriteError::Kube(kube()),
+            },
+            "WriteRaced" => Failure::WriteRaced {
+                step: "change routing",
+                source: temporal(),
+            },
+            "WriteThrottled" => Failure::WriteThrottled {
+                step: "change routing",
+                source: temporal(),
+            },
+            "ManagedElsewhere" => Failure::ManagedElsewhere { owner: m() },
+            "StatusWriteFailed" => Failure::StatusWriteFailed(kube()),
+            "CleanupStepFailed" => Failure::CleanupStepFailed {
+                step: "removing the finalizer",
+                source: kube(),
+            },
+            "CleanupPending" => Failure::CleanupPending(CleanupError::Temporal(temporal())),
+            other => panic!("no sample failure {other}"),
+        }
+    }
+
+    fn all_failures() -> Vec<Failure> {
+        [
+            "InvalidSpec",
+            "RenderedInvalid",
+            "ConnectionNotFound",
+            "AuthSecretInvalid",
+            "ClientCreationFailed",
+            "GateInputUnavailable",
+            "DeploymentsUnreadable",
+            "StateFetchFailed",
+            "StateFetchThrottled",
+            "FinalizerFailed",
+            "ExecutionFailed",
+            "WriteRaced",
+            "WriteThrottled",
+            "ManagedElsewhere",
+            "StatusWriteFailed",
+            "CleanupStepFailed",
+            "CleanupPending",
         ]
+        .into_iter()
+        .map(sample)
+        .collect()
     }
 
     /// Adding a variant breaks this match until it is listed in `all_failures` (and so gets
@@ -224,20 +372,19 @@ mod tests {
     fn listed(f: &Failure) -> bool {
         match f {
             Failure::InvalidSpec(_)
-            | Failure::RenderedInvalid(_)
-            | Failure::ConnectionNotFound(_)
-            | Failure::AuthSecretInvalid(_)
-            | Failure::ClientCreationFailed(_)
+            | Failure::RenderedInvalid { .. }
+            | Failure::Connect(_)
             | Failure::GateInputUnavailable(_)
             | Failure::DeploymentsUnreadable(_)
-            | Failure::StateFetchFailed(_)
-            | Failure::StateFetchThrottled(_)
+            | Failure::StateFetchFailed { .. }
+            | Failure::StateFetchThrottled { .. }
             | Failure::FinalizerFailed(_)
-            | Failure::ExecutionFailed(_)
-            | Failure::WriteRaced(_)
-            | Failure::WriteThrottled(_)
+            | Failure::ExecutionFailed { .. }
+            | Failure::WriteRaced { .. }
+            | Failure::WriteThrottled { .. }
             | Failure::ManagedElsewhere { .. }
             | Failure::StatusWriteFailed(_)
+            | Failure::CleanupStepFailed { .. }
             | Failure::CleanupPending(_) => true,
         }
     }
@@ -249,7 +396,6 @@ mod tests {
     #[test]
     fn verdict_table() {
         use Conditions::*;
-        let m = || "m".to_string();
         let rows: Vec<(&str, Outcome, u32, Conditions, Requeue)> = vec![
             (
                 "done: conditions from the plan, next deadline",
@@ -267,140 +413,147 @@ mod tests {
             ),
             (
                 "invalid spec: stalled until the spec changes",
-                failed(Failure::InvalidSpec(m())),
+                failed(sample("InvalidSpec")),
                 1,
                 Stalled,
                 Requeue::AwaitChange,
             ),
             (
                 "422 on a rendered Deployment: stalled, idle look",
-                failed(Failure::RenderedInvalid(m())),
+                failed(sample("RenderedInvalid")),
                 1,
                 Stalled,
                 Requeue::Idle,
             ),
             (
                 "connection missing: blocked, backoff",
-                failed(Failure::ConnectionNotFound(m())),
+                failed(sample("ConnectionNotFound")),
                 3,
                 Blocked,
                 Requeue::Backoff(3),
             ),
             (
                 "auth secret: blocked, backoff",
-                failed(Failure::AuthSecretInvalid(m())),
+                failed(sample("AuthSecretInvalid")),
                 1,
                 Blocked,
                 Requeue::Backoff(1),
             ),
             (
                 "client: blocked, backoff",
-                failed(Failure::ClientCreationFailed(m())),
+                failed(sample("ClientCreationFailed")),
                 2,
                 Blocked,
                 Requeue::Backoff(2),
             ),
             (
                 "gate input: blocked, backoff",
-                failed(Failure::GateInputUnavailable(m())),
+                failed(sample("GateInputUnavailable")),
                 1,
                 Blocked,
                 Requeue::Backoff(1),
             ),
             (
                 "deployments unreadable: blocked, backoff",
-                failed(Failure::DeploymentsUnreadable(m())),
+                failed(sample("DeploymentsUnreadable")),
                 1,
                 Blocked,
                 Requeue::Backoff(1),
             ),
             (
                 "describe failed: blocked, backoff",
-                failed(Failure::StateFetchFailed(m())),
+                failed(sample("StateFetchFailed")),
                 1,
                 Blocked,
                 Requeue::Backoff(1),
             ),
             (
                 "describe throttled: quiet retry",
-                failed(Failure::StateFetchThrottled(m())),
+                failed(sample("StateFetchThrottled")),
                 1,
                 Unchanged,
                 Requeue::Throttled(1),
             ),
             (
                 "describe throttled 4x: still quiet",
-                failed(Failure::StateFetchThrottled(m())),
+                failed(sample("StateFetchThrottled")),
                 4,
                 Unchanged,
                 Requeue::Throttled(4),
             ),
             (
                 "describe throttled 5x: reported",
-                failed(Failure::StateFetchThrottled(m())),
+                failed(sample("StateFetchThrottled")),
                 5,
                 Blocked,
                 Requeue::Throttled(5),
             ),
             (
                 "finalizer: blocked, backoff",
-                failed(Failure::FinalizerFailed(m())),
+                failed(sample("FinalizerFailed")),
                 1,
                 Blocked,
                 Requeue::Backoff(1),
             ),
             (
                 "execution: blocked, backoff",
-                failed(Failure::ExecutionFailed(m())),
+                failed(sample("ExecutionFailed")),
                 2,
                 Blocked,
                 Requeue::Backoff(2),
             ),
             (
                 "stale conflict token: plan status, fast poll",
-                failed(Failure::WriteRaced(m())),
+                failed(sample("WriteRaced")),
                 1,
                 FromPlan,
                 Requeue::FastPoll,
             ),
             (
                 "stale conflict token 5x: reported",
-                failed(Failure::WriteRaced(m())),
+                failed(sample("WriteRaced")),
                 5,
                 Blocked,
                 Requeue::FastPoll,
             ),
             (
                 "write throttled: plan status, jittered",
-                failed(Failure::WriteThrottled(m())),
+                failed(sample("WriteThrottled")),
                 2,
                 FromPlan,
                 Requeue::Throttled(2),
             ),
             (
                 "write throttled 6x: reported",
-                failed(Failure::WriteThrottled(m())),
+                failed(sample("WriteThrottled")),
                 6,
                 Blocked,
                 Requeue::Throttled(6),
             ),
             (
                 "managed elsewhere: reported at once",
-                failed(Failure::ManagedElsewhere { owner: m() }),
+                failed(sample("ManagedElsewhere")),
                 1,
                 Blocked,
                 Requeue::ManagerPoll,
             ),
             (
                 "status write failed: reported, soon",
-                failed(Failure::StatusWriteFailed(m())),
+                failed(sample("StatusWriteFailed")),
                 1,
                 Blocked,
                 Requeue::Soon,
             ),
             (
+                "deletion step failed: reported",
+                failed(sample("CleanupStepFailed")),
+                1,
+                Blocked,
+                Requeue::Cleanup,
+            ),
+            (
                 "deletion cleanup pending: reported",
-                failed(Failure::CleanupPending(m())),
+                failed(sample("CleanupPending")),
                 1,
                 Blocked,
                 Requeue::Cleanup,
@@ -429,8 +582,10 @@ mod tests {
     #[test]
     fn only_spec_problems_stall() {
         for f in all_failures() {
-            let stalled = verdict(&failed(f.clone()), 1).conditions == Conditions::Stalled;
-            assert_eq!(stalled, f.reason() == reason::INVALID_SPEC, "{f:?}");
+            let spec_problem = f.reason() == reason::INVALID_SPEC;
+            let name = format!("{f:?}");
+            let stalled = verdict(&failed(f), 1).conditions == Conditions::Stalled;
+            assert_eq!(stalled, spec_problem, "{name}");
         }
     }
 
@@ -446,13 +601,21 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_and_caps() {
-        assert_eq!(backoff(1), Duration::from_millis(500));
-        assert_eq!(backoff(2), Duration::from_secs(1));
-        assert_eq!(backoff(3), Duration::from_secs(2));
-        assert_eq!(backoff(100), Duration::from_secs(30));
-        assert_eq!(backoff(0), Duration::from_millis(500));
-        assert_eq!(jittered(1, 1.0), Duration::from_millis(750));
-        assert_eq!(jittered(1, 0.0), Duration::from_millis(500));
+    fn failures_from_kubernetes_or_temporal_keep_their_typed_source() {
+        // Only the controller's own findings (an object that is not there) carry no source.
+        let own = [
+            "InvalidSpec",
+            "GateInputUnavailable",
+            "ManagedElsewhere",
+            "Connect(ConnectionNotFound",
+            "Connect(SecretNotFound",
+        ];
+        for f in all_failures() {
+            let name = format!("{f:?}");
+            let mine = own.iter().any(|o| name.starts_with(o));
+            let source = std::error::Error::source(&f).is_some()
+                || matches!(&f, Failure::Connect(c) if std::error::Error::source(c).is_some());
+            assert_eq!(source, !mine, "{name}");
+        }
     }
 }

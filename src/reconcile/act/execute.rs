@@ -11,6 +11,7 @@ use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
 use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange};
 use crate::reconcile::Failure;
+use crate::reconcile::outcome::WriteError;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::{TemporalClient, TemporalError};
 
@@ -61,6 +62,15 @@ pub enum Done {
         name: String,
         build_id: String,
     },
+    /// Deletion of the TWD: a versioned Deployment was deleted to stop its workers.
+    Stopped {
+        name: String,
+        build_id: String,
+    },
+    /// Deletion of the TWD: Temporal cleanup was given up (its state is left behind).
+    CleanupAbandoned {
+        message: String,
+    },
 }
 
 impl Done {
@@ -71,7 +81,7 @@ impl Done {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Executed {
     pub done: Vec<Done>,
     pub failure: Option<Failure>,
@@ -108,7 +118,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
         let existing = deployments
             .get(&update.name)
             .await
-            .map_err(|e| fail("get Deployment", e.to_string()))?;
+            .map_err(|e| fail("get Deployment", e))?;
         let input = VersionedDeploymentInput {
             twd: ctx.twd,
             connection: ctx.connection,
@@ -116,7 +126,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             replicas: None,
         };
         let refreshed = render::refresh_template(&existing, &input)
-            .map_err(|e| fail("render", e.to_string()))?;
+            .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
         let res = deployments
             .replace(
                 &update.name,
@@ -142,7 +152,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             .await;
         ctx.metrics
             .kube_write("patch", "deployments/scale", res.is_ok());
-        res.map_err(|e| fail("scale Deployment", e.to_string()))?;
+        res.map_err(|e| fail("scale Deployment", e))?;
         out.done.push(Done::Scaled {
             name: scale.name.clone(),
             build_id: scale.build_id.clone(),
@@ -161,7 +171,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => {
                 ctx.metrics.kube_write("delete", "deployments", false);
-                return Err(fail("delete Deployment", e.to_string()));
+                return Err(fail("delete Deployment", e));
             }
         }
         ctx.metrics.kube_write("delete", "deployments", true);
@@ -186,8 +196,8 @@ async fn create_target(
         build_id: &create.build_id,
         replicas: create.replicas,
     };
-    let rendered =
-        render::versioned_deployment(&input).map_err(|e| fail("render", e.to_string()))?;
+    let rendered = render::versioned_deployment(&input)
+        .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
     let name = rendered.metadata.name.clone().unwrap_or_default();
     let res = deployments
         .create(
@@ -341,8 +351,11 @@ async fn temporal_writes(
     Ok(())
 }
 
-fn fail(step: &'static str, message: String) -> Failure {
-    Failure::ExecutionFailed(format!("{step}: {message}"))
+fn fail(step: &'static str, source: impl Into<WriteError>) -> Failure {
+    Failure::ExecutionFailed {
+        step,
+        source: source.into(),
+    }
 }
 
 /// A refused Kubernetes write of a rendered versioned Deployment. 422 means the pod template
@@ -350,25 +363,21 @@ fn fail(step: &'static str, message: String) -> Failure {
 /// retry can fix.
 fn render_write_fail(step: &'static str, e: kube::Error) -> Failure {
     match &e {
-        kube::Error::Api(s) if s.code == 422 => Failure::RenderedInvalid(format!(
-            "{step}: the API server refused the rendered Deployment; fix the TWD's pod template: {}",
-            s.message
-        )),
-        other => fail(step, other.to_string()),
+        kube::Error::Api(s) if s.code == 422 => Failure::RenderedInvalid { step, source: e },
+        _ => fail(step, e),
     }
 }
 
 /// Which retry a refused Temporal write deserves is decided by [`super::super::verdict`].
-fn temporal_fail(step: &'static str, e: TemporalError) -> Failure {
-    let message = format!("{step}: {e}");
-    if e.is_conflict() {
-        Failure::WriteRaced(message)
-    } else if e.is_resource_exhausted() {
-        Failure::WriteThrottled(message)
-    } else if let Some(owner) = e.manager_conflict() {
+fn temporal_fail(step: &'static str, source: TemporalError) -> Failure {
+    if source.is_conflict() {
+        Failure::WriteRaced { step, source }
+    } else if source.is_resource_exhausted() {
+        Failure::WriteThrottled { step, source }
+    } else if let Some(owner) = source.manager_conflict() {
         Failure::ManagedElsewhere { owner }
     } else {
-        Failure::ExecutionFailed(message)
+        fail(step, source)
     }
 }
 
@@ -392,21 +401,21 @@ mod tests {
             rpc(Code::ResourceExhausted, "too many requests"),
         );
         assert!(
-            matches!(&f, Failure::WriteThrottled(m) if m.starts_with("set ramping version: ")),
+            matches!(&f, Failure::WriteThrottled { .. } if f.to_string().starts_with("set ramping version: ")),
             "{f:?}"
         );
 
         let f = temporal_fail("set ramping version", rpc(Code::Internal, "boom"));
-        assert!(matches!(f, Failure::ExecutionFailed(_)), "{f:?}");
+        assert!(matches!(f, Failure::ExecutionFailed { .. }), "{f:?}");
 
         let f = temporal_fail(
             "set current version",
             rpc(Code::FailedPrecondition, "conflict token mismatch"),
         );
-        assert!(matches!(f, Failure::WriteRaced(_)), "{f:?}");
+        assert!(matches!(f, Failure::WriteRaced { .. }), "{f:?}");
 
-        let f = fail("create Deployment", "forbidden".into());
-        assert!(matches!(f, Failure::ExecutionFailed(_)), "{f:?}");
+        let f = fail("create Deployment", api_error(403, "forbidden"));
+        assert!(matches!(f, Failure::ExecutionFailed { .. }), "{f:?}");
     }
 
     fn api_error(code: u16, message: &str) -> kube::Error {
@@ -421,15 +430,19 @@ mod tests {
     fn an_invalid_rendered_deployment_is_a_spec_problem() {
         let msg = r#"Deployment.apps "w-v1" is invalid: spec.template.spec.containers[0].name: Invalid value: "Bad_Name""#;
         let f = render_write_fail("create Deployment", api_error(422, msg));
-        let Failure::RenderedInvalid(message) = &f else {
+        let Failure::RenderedInvalid { .. } = &f else {
             panic!("{f:?}")
         };
+        let message = f.to_string();
         assert!(message.contains("fix the TWD's pod template"), "{message}");
         assert!(message.contains("Bad_Name"), "{message}");
         // Anything else (forbidden by a policy webhook, server trouble) may pass on retry.
         for code in [403, 409, 500] {
             let f = render_write_fail("create Deployment", api_error(code, "nope"));
-            assert!(matches!(f, Failure::ExecutionFailed(_)), "{code}: {f:?}");
+            assert!(
+                matches!(f, Failure::ExecutionFailed { .. }),
+                "{code}: {f:?}"
+            );
         }
     }
 }

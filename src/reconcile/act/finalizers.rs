@@ -9,9 +9,10 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
-use crate::events;
-use crate::reconcile::observe;
+use crate::planner::model::ObservedDeployment;
+use crate::reconcile::act::Done;
 use crate::reconcile::{Context, Failure, Outcome};
+use crate::temporal::{TemporalClient, TemporalError};
 
 fn has_ours<K: Resource>(obj: &K) -> bool {
     obj.finalizers().iter().any(|f| f == FINALIZER)
@@ -37,9 +38,7 @@ pub async fn ensure(
         Ok(updated) => Ok(Arc::new(updated)),
         // Our cached copy is older than the object: look again with the fresh one.
         Err(e) if is_status(&e, 409) => Err(Outcome::Stale),
-        Err(e) => Err(Outcome::Failed(Failure::FinalizerFailed(format!(
-            "adding finalizer {FINALIZER}: {e}"
-        )))),
+        Err(e) => Err(Outcome::Failed(Failure::FinalizerFailed(e))),
     }
 }
 
@@ -110,29 +109,23 @@ pub async fn release_unused_connection(
 
 /// Stops the workers of a TWD being deleted: Temporal refuses to delete versions that still
 /// have pollers, and garbage collection would only remove the Deployments after our
-/// finalizer is gone.
+/// finalizer is gone. Each deletion made is added to `done`.
 pub async fn delete_owned_deployments(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
+    deployments: &[ObservedDeployment],
+    done: &mut Vec<Done>,
 ) -> Result<(), kube::Error> {
     let api: Api<Deployment> =
         Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default());
-    for d in observe::owned_deployments(&ctx.client, twd).await? {
-        if d.deleting {
-            continue;
-        }
+    for d in deployments.iter().filter(|d| !d.deleting) {
         let res = api.delete(&d.name, &DeleteParams::background()).await;
         ctx.metrics.kube_write("delete", "deployments", res.is_ok());
         match res {
-            Ok(_) => {
-                let message = format!(
-                    "Deleted Deployment {} of build ID {} (TemporalWorkerDeployment deleted)",
-                    d.name, d.build_id
-                );
-                ctx.events
-                    .normal(twd, events::VERSION_DELETED, message)
-                    .await;
-            }
+            Ok(_) => done.push(Done::Stopped {
+                name: d.name.clone(),
+                build_id: d.build_id.clone(),
+            }),
             Err(e) if is_status(&e, 404) => {}
             Err(e) => return Err(e),
         }
@@ -142,18 +135,12 @@ pub async fn delete_owned_deployments(
 
 /// Deletes the worker deployment (and its versions) in Temporal.
 pub async fn cleanup_temporal(
-    ctx: &Context,
+    client: &TemporalClient,
     twd: &TemporalWorkerDeployment,
-    connection: &TemporalConnection,
-) -> Result<(), String> {
-    let ns = twd.namespace().unwrap_or_default();
-    let (client, _) = observe::temporal_client(ctx, &ns, connection, twd)
-        .await
-        .map_err(|f| f.to_string())?;
+) -> Result<(), TemporalError> {
     client
         .cleanup_deployment(&twd.temporal_deployment_name())
         .await
-        .map_err(|e| e.to_string())
 }
 
 fn twd_api(ctx: &Context, twd: &TemporalWorkerDeployment) -> Api<TemporalWorkerDeployment> {

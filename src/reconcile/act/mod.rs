@@ -12,7 +12,9 @@ use std::sync::Arc;
 pub use execute::Done;
 
 use crate::api::TemporalWorkerDeployment;
-use crate::planner::model::{Plan, PlanInput};
+use kube::runtime::reflector::ObjectRef;
+
+use crate::planner::model::{Phase, Plan, PlanInput};
 use crate::reconcile::observe::Observed;
 use crate::reconcile::{Context, Outcome};
 use execute::ExecContext;
@@ -80,9 +82,32 @@ pub async fn apply(
         metrics: &ctx.metrics,
     };
     let executed = execute::execute(&exec, plan).await;
+    remember(ctx, &twd, input, plan, &executed.done);
     Acted {
         twd: twd.clone(),
         done: executed.done,
         outcome: executed.failure.map_or(Outcome::Done, Outcome::Failed),
+    }
+}
+
+/// What the next reconcile may take from this one instead of asking Temporal again: the
+/// target's task queues while it waits for its gate, and that our own write made the
+/// remembered view of Temporal stale (and keeps the worker deployment's system workflow busy
+/// for a moment).
+fn remember(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    input: &PlanInput,
+    plan: &Plan,
+    done: &[Done],
+) {
+    let object = ObjectRef::from_obj(twd);
+    let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
+    ctx.remembered.note_gate(
+        &object,
+        gate_pending.then(|| input.target_task_queues.clone()),
+    );
+    if done.iter().any(Done::wrote_temporal_deployment) {
+        ctx.remembered.wrote(&object);
     }
 }

@@ -1,13 +1,9 @@
-//! Canary analysis around the pure planner: counts closed workflows in Temporal visibility
-//! when an analysis is due ([`observe`]), and after acting counts verdicts and emits the
-//! `AnalysisFailed` Warning event ([`report`]). The verdict itself is decided in
-//! `src/planner/analysis.rs`.
+//! Observe for canary analysis: counts closed workflows in Temporal visibility when an
+//! analysis is due. The verdict is decided in `src/planner/analysis.rs`; the report stage
+//! counts it and announces an abort (`analysis()` in `src/reconcile/report/events.rs`).
 
-use crate::api::TemporalWorkerDeployment;
-use crate::api::twd::AnalysisVerdict;
-use crate::planner::analysis::{self, ANALYSIS_FAILED};
-use crate::planner::model::{AnalysisObservation, Plan, PlanInput, Sample};
-use crate::reconcile::Context;
+use crate::planner::analysis;
+use crate::planner::model::{AnalysisObservation, PlanInput, Sample};
 use crate::temporal::TemporalClient;
 
 /// Counts the target's and the current version's closed workflows since the step started,
@@ -51,34 +47,9 @@ pub async fn observe(client: &TemporalClient, deployment: &str, input: &mut Plan
                 at: input.now,
             });
         }
+        // Only logged: without a sample the step holds, and the status says it waits.
         (Err(e), _) | (_, Err(e)) => {
             tracing::warn!(error = %e, "canary analysis: counting closed workflows failed");
         }
-    }
-}
-
-/// After the act stage: a new verdict is counted, and a new analysis abort is announced.
-pub async fn report(ctx: &Context, twd: &TemporalWorkerDeployment, input: &PlanInput, plan: &Plan) {
-    let Some(obs) = &input.analysis else { return };
-    let verdict = plan.control.analysis.as_ref().and_then(|r| {
-        r.steps
-            .iter()
-            .find(|s| usize::try_from(s.step).ok() == Some(obs.step) && s.at.0 == obs.at)
-    });
-    if let Some(v) = verdict {
-        ctx.metrics.analysis_verdict(match v.verdict {
-            AnalysisVerdict::Pass => "pass",
-            AnalysisVerdict::Fail => "fail",
-            AnalysisVerdict::Inconclusive => "inconclusive",
-        });
-    }
-    let before = input.desired.control.record.aborted.as_ref();
-    if let Some(a) = &plan.control.aborted
-        && a.reason == ANALYSIS_FAILED
-        && before != Some(a)
-    {
-        ctx.events
-            .warning(twd, ANALYSIS_FAILED, a.message.clone())
-            .await;
     }
 }

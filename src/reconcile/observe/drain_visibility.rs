@@ -11,8 +11,7 @@ use jiff::Timestamp;
 
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::drain;
-use crate::planner::model::{PinnedAction, PlanInput};
-use crate::reconcile::act::Done;
+use crate::planner::model::PlanInput;
 use crate::temporal::state::{PinnedAsked, PinnedView, TemporalVersionStatus};
 use crate::temporal::{TemporalClient, TemporalError};
 
@@ -62,6 +61,7 @@ pub async fn observe(
         } else {
             match count(client, deployment, &build, fresh, input.now).await {
                 Ok(view) => Some(view),
+                // Only logged: the status keeps the last count, with its age.
                 Err(e) => {
                     tracing::warn!(build_id = %build, error = %e, "counting pinned workflows for status failed");
                     last
@@ -81,26 +81,6 @@ pub async fn observe(
         }
     }
     counts.set(deployment, views);
-}
-
-/// After the act stage: what this reconcile asked Temporal to do is now a fact for the status.
-pub fn note_requested(input: &mut PlanInput, done: &[Done]) {
-    for d in done {
-        let Done::PinnedBatch(end) = d else { continue };
-        let now = input.now;
-        if let Some(v) = input
-            .temporal
-            .versions
-            .iter_mut()
-            .find(|v| v.build_id == end.build_id)
-        {
-            match end.action {
-                PinnedAction::Signal { .. } => v.pinned_asked.signal = Some(now),
-                PinnedAction::Cancel => v.pinned_asked.cancel = Some(now),
-                PinnedAction::Terminate => v.pinned_asked.terminate = Some(now),
-            }
-        }
-    }
 }
 
 /// What the last status recorded as asked about `build`'s pinned workflows.
@@ -148,12 +128,10 @@ async fn count(
 
 #[cfg(test)]
 mod tests {
-    use super::{PinnedCounts, note_requested, pinned_asked};
+    use super::{PinnedCounts, pinned_asked};
     use crate::api::twd::{DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionStatus};
-    use crate::fixtures::{NOW, ago, ts};
-    use crate::planner::model::{PinnedAction, PinnedBatch, PlanInput};
-    use crate::reconcile::act::Done;
-    use crate::temporal::state::{PinnedView, TemporalVersionStatus, VersionState};
+    use crate::fixtures::ago;
+    use crate::temporal::state::PinnedView;
 
     fn view(count: u64) -> PinnedView {
         PinnedView {
@@ -181,7 +159,7 @@ mod tests {
     }
 
     #[test]
-    fn what_was_asked_is_read_from_the_last_status_and_noted_after_acting() {
+    fn what_was_asked_is_read_from_the_last_status() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let mut old = DeprecatedVersion::test("v0", VersionStatus::Draining);
         old.pinned_cancel_requested_at = Some(Time(ago(30)));
@@ -196,19 +174,5 @@ mod tests {
         );
         assert_eq!(pinned_asked(Some(&status), "v1"), Default::default());
         assert_eq!(pinned_asked(None, "v0"), Default::default());
-
-        let mut input = PlanInput::test();
-        input
-            .temporal
-            .versions
-            .push(VersionState::test("v0", TemporalVersionStatus::Draining));
-        let ended = Done::PinnedBatch(PinnedBatch {
-            build_id: "v0".into(),
-            action: PinnedAction::Terminate,
-        });
-        note_requested(&mut input, &[ended]);
-        let v0 = input.temporal.version("v0").expect("v0");
-        assert_eq!(v0.pinned_asked.terminate, Some(ts(NOW)));
-        assert_eq!(v0.pinned_asked.cancel, None);
     }
 }

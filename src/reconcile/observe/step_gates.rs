@@ -7,7 +7,8 @@ use kube::ResourceExt;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::PlanInput;
 use crate::planner::step_gates::in_effect;
-use crate::reconcile::observe::{self, Observed};
+use crate::reconcile::observe::Observed;
+use crate::reconcile::observe::gate_input::resolve_gate_input;
 use crate::reconcile::{Context, Failure};
 
 /// Fills `input.step_gates` and `observed.step_gate_input` for the step gate in effect.
@@ -30,7 +31,7 @@ pub async fn observe(
         return Ok(());
     };
     let ns = twd.namespace().unwrap_or_default();
-    observed.step_gate_input = observe::resolve_gate_input(&ctx.client, &ns, spec)
+    observed.step_gate_input = resolve_gate_input(&ctx.client, &ns, spec)
         .await
         .map_err(Failure::GateInputUnavailable)?;
     if input.target_task_queues.is_empty() {
@@ -45,8 +46,9 @@ pub async fn observe(
             &input.target_task_queues,
         )
         .await
-        .map_err(|e| {
-            Failure::StateFetchFailed(format!("describing step {} gate: {e}", step + 1))
+        .map_err(|source| Failure::StateFetchFailed {
+            what: format!("describing step {} gate", step + 1),
+            source,
         })?;
     Ok(())
 }

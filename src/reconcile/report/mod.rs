@@ -1,5 +1,7 @@
-//! The report stage: the only place that writes status and events and counts failures, all
-//! from one [`Attempt`] and its [`Verdict`].
+//! The report stage: the only place that writes status and events ([`events`]) and counts
+//! failures, all from one [`Attempt`] and its [`Verdict`].
+
+mod events;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,14 +13,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::TemporalWorkerDeployment;
-use crate::api::conditions as reason;
-use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionStatus};
-use crate::events;
+use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::gates;
-use crate::planner::model::{PinnedAction, PinnedBatch, RoutingChange};
+use crate::planner::model::{PinnedAction, PlanInput, RoutingChange};
 use crate::reconcile::act::Done;
-use crate::reconcile::outcome::{self, Conditions, Requeue};
+use crate::reconcile::outcome::{Conditions, Requeue};
 use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned, Verdict, verdict};
+use crate::reconciler::{Controller, backoff, count_failure, jittered};
 use crate::status::{self, Blocked, Report};
 
 /// Retry delay after a status write lost a race with the watch cache.
@@ -35,9 +36,14 @@ pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
     if attempt.twd.metadata.deletion_timestamp.is_some() {
         ctx.forget_write(&attempt.twd);
     }
-    if let Some(planned) = &attempt.planned {
-        milestones(ctx, &attempt.twd, planned).await;
+    if let Some(planned) = &mut attempt.planned {
+        note_requested(&mut planned.input, &planned.done);
+        events::milestones(ctx, &attempt.twd, planned).await;
+        if matches!(attempt.outcome, Outcome::Done) {
+            events::analysis(ctx, &attempt.twd, &planned.input, &planned.plan).await;
+        }
     }
+    events::finalized(ctx, &attempt.twd, &attempt.finalized).await;
     let mut written = write_new(ctx, &attempt, &decided, streak).await;
     if matches!(written, Err(Outcome::Stale))
         && let Some(newer) = after_own_write(ctx, &attempt)
@@ -56,6 +62,7 @@ pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
             let retry = Attempt {
                 outcome,
                 planned: None,
+                finalized: Vec::new(),
                 twd: attempt.twd,
             };
             let (decided, streak) = decide(ctx, &retry);
@@ -104,8 +111,7 @@ fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
     let decided = verdict(&attempt.outcome, streak);
     if let Outcome::Failed(f) = &attempt.outcome {
         // Counted once per failed reconcile, quiet retries included, by condition reason.
-        ctx.metrics.reconcile_error(f.reason());
-        tracing::info!(reason = f.reason(), message = %f, streak, ?decided, "reconcile failed");
+        count_failure(&ctx.metrics, Controller::WorkerDeployment, f, streak);
     }
     (decided, streak)
 }
@@ -127,8 +133,8 @@ fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
         },
         Requeue::FastPoll => s.fast_poll,
         Requeue::ManagerPoll => s.fast_poll.max(MANAGER_POLL_MIN),
-        Requeue::Backoff(n) => outcome::backoff(n),
-        Requeue::Throttled(n) => outcome::jittered(n, jitter()),
+        Requeue::Backoff(n) => backoff(n),
+        Requeue::Throttled(n) => jittered(n, jitter()),
         Requeue::Idle => s.idle_interval,
         Requeue::AwaitChange => return Action::await_change(),
         Requeue::Stale => STALE_RETRY,
@@ -197,10 +203,32 @@ fn new_status(
     ))
 }
 
+/// After the act stage: what this reconcile asked Temporal to do is now a fact for the status.
+pub fn note_requested(input: &mut PlanInput, done: &[Done]) {
+    for d in done {
+        let Done::PinnedBatch(end) = d else { continue };
+        let now = input.now;
+        if let Some(v) = input
+            .temporal
+            .versions
+            .iter_mut()
+            .find(|v| v.build_id == end.build_id)
+        {
+            match end.action {
+                PinnedAction::Signal { .. } => v.pinned_asked.signal = Some(now),
+                PinnedAction::Cancel => v.pinned_asked.cancel = Some(now),
+                PinnedAction::Terminate => v.pinned_asked.terminate = Some(now),
+            }
+        }
+    }
+}
+
 /// Quietly retried failures say how often they happened once they are reported.
 fn message(f: &Failure, streak: u32) -> String {
     match f {
-        Failure::StateFetchThrottled(_) | Failure::WriteRaced(_) | Failure::WriteThrottled(_)
+        Failure::StateFetchThrottled { .. }
+        | Failure::WriteRaced { .. }
+        | Failure::WriteThrottled { .. }
             if streak > 1 =>
         {
             format!("{f} ({streak} attempts in a row)")
@@ -225,7 +253,7 @@ async fn write(
     status: TemporalWorkerDeploymentStatus,
 ) -> Result<(), Outcome> {
     let twd = &attempt.twd;
-    warn_on_transition(ctx, twd, &status).await;
+    events::warn_on_transition(ctx, twd, &status).await;
     if twd.status.as_ref() == Some(&status) {
         return Ok(());
     }
@@ -253,7 +281,7 @@ async fn write(
         // Reconciled from a cached object older than our last write: the plan was
         // idempotent, so just look again with the fresh object.
         Err(kube::Error::Api(s)) if s.code == 409 => Err(Outcome::Stale),
-        Err(e) => Err(Outcome::Failed(Failure::StatusWriteFailed(e.to_string()))),
+        Err(e) => Err(Outcome::Failed(Failure::StatusWriteFailed(e))),
     }
 }
 
@@ -263,130 +291,6 @@ fn recorded_gates(twd: &TemporalWorkerDeployment) -> &[crate::api::twd::GateWork
         .and_then(|s| s.target_version.as_ref())
         .map(|t| t.gate_workflows.as_slice())
         .unwrap_or_default()
-}
-
-/// One Warning event per transition into any blocking reason: failures and planned blocks
-/// alike (failed gate, too many versions, routing managed elsewhere). No storms on retries.
-async fn warn_on_transition(
-    ctx: &Context,
-    twd: &TemporalWorkerDeployment,
-    status: &TemporalWorkerDeploymentStatus,
-) {
-    let progressing = |s: &TemporalWorkerDeploymentStatus| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == reason::PROGRESSING)
-            .cloned()
-    };
-    let Some(p) = progressing(status) else {
-        return;
-    };
-    // A pause is a human's choice, not a failure: no Warning for it.
-    if p.status != "False"
-        || p.reason == reason::ROLLOUT_COMPLETE
-        || p.reason == reason::ROLLOUT_PAUSED
-    {
-        return;
-    }
-    let previous = twd.status.as_ref().and_then(progressing).map(|c| c.reason);
-    if previous.as_deref() != Some(p.reason.as_str()) {
-        ctx.events.warning(twd, &p.reason, p.message).await;
-    }
-}
-
-/// Normal events for what this reconcile achieved.
-async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
-    let build = &planned.input.desired.build_id;
-    let was_registered = twd
-        .status
-        .as_ref()
-        .and_then(|s| s.target_version.as_ref())
-        .is_some_and(|t| {
-            &t.version.build_id == build && t.version.status != VersionStatus::NotRegistered
-        });
-    if !was_registered && planned.input.temporal.version(build).is_some() {
-        let note = format!("Build ID {build} is polling Temporal");
-        ctx.events
-            .normal(twd, events::VERSION_REGISTERED, note)
-            .await;
-    }
-    for done in &planned.done {
-        if let Some((reason, note)) = milestone(done, planned.plan.progress.rollback) {
-            ctx.events.normal(twd, reason, note).await;
-        }
-    }
-}
-
-/// The Normal event for one successful write, if it is a milestone.
-fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
-    Some(match done {
-        Done::Created { name, build_id } => (
-            events::VERSION_CREATED,
-            format!("Created Deployment {name} for build ID {build_id}"),
-        ),
-        Done::Updated { name, build_id } => (
-            events::VERSION_UPDATED,
-            format!("Updated Deployment {name} of build ID {build_id} in place"),
-        ),
-        Done::Scaled {
-            name,
-            build_id,
-            replicas: 0,
-        } => (
-            events::SCALED_DOWN,
-            format!("Scaled Deployment {name} of build ID {build_id} to 0"),
-        ),
-        Done::Scaled { .. } | Done::ManagerClaimed => return None,
-        Done::GateStarted {
-            task_queue,
-            workflow_id,
-        } => (
-            events::GATE_STARTED,
-            format!("Started gate workflow {workflow_id} on task queue {task_queue}"),
-        ),
-        Done::Routed(RoutingChange::SetCurrent { build_id }) if rollback => (
-            events::ROLLED_BACK,
-            format!("Rolled back: build ID {build_id} is Current again"),
-        ),
-        Done::Routed(RoutingChange::SetCurrent { build_id }) => (
-            events::PROMOTED,
-            format!("Build ID {build_id} is now Current"),
-        ),
-        Done::Routed(RoutingChange::SetRamping {
-            build_id,
-            percentage,
-        }) => (
-            events::RAMP_STEP_STARTED,
-            format!("Ramping build ID {build_id} to {percentage}%"),
-        ),
-        Done::Routed(RoutingChange::ClearRamp) => {
-            (events::RAMP_CLEARED, "Cleared a stale ramp".to_string())
-        }
-        Done::Deleted { name, build_id } => (
-            events::VERSION_DELETED,
-            format!("Deleted Deployment {name} of build ID {build_id}"),
-        ),
-        Done::PinnedBatch(PinnedBatch { build_id, action }) => match action {
-            PinnedAction::Signal { name, new_build_id } => (
-                events::PINNED_SIGNALLED,
-                format!(
-                    "Signalled {name} to the workflows pinned to build ID {build_id}, naming {new_build_id} (spec.sunset.upgradeSignal)"
-                ),
-            ),
-            PinnedAction::Cancel => (
-                events::PINNED_CANCELLED,
-                format!(
-                    "Requested cancellation of the workflows still pinned to build ID {build_id} (spec.sunset.cancelPinnedAfter)"
-                ),
-            ),
-            PinnedAction::Terminate => (
-                events::PINNED_TERMINATED,
-                format!(
-                    "Terminated the workflows still pinned to build ID {build_id} (spec.sunset.terminatePinnedAfter)"
-                ),
-            ),
-        },
-    })
 }
 
 #[cfg(test)]
@@ -428,6 +332,7 @@ mod tests {
                 plan: Plan::default(),
                 done,
             }),
+            finalized: Vec::new(),
             outcome: Outcome::Done,
         }
     }
@@ -480,5 +385,27 @@ mod tests {
         ctx.remember_write(&written(3));
         ctx.forget_write(&cached());
         assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
+    }
+
+    #[test]
+    fn what_this_reconcile_asked_of_pinned_workflows_is_noted_for_the_status() {
+        use super::note_requested;
+        use crate::fixtures::{NOW, ts};
+        use crate::planner::model::{PinnedAction, PinnedBatch};
+        use crate::temporal::state::{TemporalVersionStatus, VersionState};
+
+        let mut input = PlanInput::test();
+        input
+            .temporal
+            .versions
+            .push(VersionState::test("v0", TemporalVersionStatus::Draining));
+        let ended = Done::PinnedBatch(PinnedBatch {
+            build_id: "v0".into(),
+            action: PinnedAction::Terminate,
+        });
+        note_requested(&mut input, &[ended]);
+        let v0 = input.temporal.version("v0").expect("v0");
+        assert_eq!(v0.pinned_asked.terminate, Some(ts(NOW)));
+        assert_eq!(v0.pinned_asked.cancel, None);
     }
 }

@@ -11,8 +11,11 @@ use kube::api::{Api, ListParams};
 use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::planner::model::ObservedDeployment;
 
-/// Sets `autoscaled` on `deployments`. A list that fails is logged and leaves the flags as
-/// they are: one failed read must not stop the rollout (the next reconcile looks again).
+/// Sets `autoscaled` on `deployments`. A list that fails is logged and, for this pass, makes
+/// every version count as autoscaled (and its autoscaler as present): one failed read must not
+/// stop the rollout, and must never let the planner write `spec.replicas` onto a Deployment an
+/// autoscaler may own. The next reconcile looks again. Only logged, no condition: the rollout
+/// itself is not blocked by it.
 pub async fn mark(
     client: &kube::Client,
     twd: &TemporalWorkerDeployment,
@@ -20,11 +23,11 @@ pub async fn mark(
 ) {
     let ns = twd.namespace().unwrap_or_default();
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
-    let targets: Vec<String> = match hpas.list(&ListParams::default()).await {
-        Ok(list) => list.items.iter().filter_map(deployment_target).collect(),
+    let targets: Option<Vec<String>> = match hpas.list(&ListParams::default()).await {
+        Ok(list) => Some(list.items.iter().filter_map(deployment_target).collect()),
         Err(e) => {
-            tracing::warn!(error = %e, "listing HorizontalPodAutoscalers");
-            Vec::new()
+            tracing::warn!(error = %e, "listing HorizontalPodAutoscalers; every version counts as autoscaled this pass");
+            None
         }
     };
     let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), &ns);
@@ -37,6 +40,7 @@ pub async fn mark(
                 .collect();
             (!mine.is_empty(), copied_builds(&mine))
         }
+        // Only logged, like the HPA list above.
         Err(e) => {
             tracing::warn!(error = %e, "listing TemporalWorkerOwnedResources");
             // Unknown: assume copies exist, so that sunset waits rather than fights.
@@ -46,7 +50,7 @@ pub async fn mark(
             )
         }
     };
-    apply(deployments, &targets, every_version, &copied);
+    apply(deployments, targets.as_deref(), every_version, &copied);
 }
 
 /// Build IDs that have an autoscaler copy in place, by the TWORs' own status.
@@ -67,14 +71,16 @@ fn deployment_target(hpa: &HorizontalPodAutoscaler) -> Option<String> {
         .then(|| target.name.clone())
 }
 
+/// `targets`: the Deployments HPAs scale, `None` when they could not be listed (then any
+/// version may be an HPA's).
 fn apply(
     deployments: &mut [ObservedDeployment],
-    targets: &[String],
+    targets: Option<&[String]>,
     every_version: bool,
     copied: &[String],
 ) {
     for d in deployments {
-        let hpa = targets.contains(&d.name);
+        let hpa = targets.is_none_or(|t| t.contains(&d.name));
         d.autoscaled = every_version || hpa;
         d.autoscaler_present = hpa || copied.contains(&d.build_id);
     }
@@ -105,7 +111,7 @@ mod tests {
             ObservedDeployment::test("v1", 1),
             ObservedDeployment::test("v2", 1),
         ];
-        apply(&mut ds, &["w-v2".to_string()], false, &[]);
+        apply(&mut ds, Some(&["w-v2".to_string()]), false, &[]);
         assert_eq!(
             ds.iter().map(|d| d.autoscaled).collect::<Vec<_>>(),
             [false, true]
@@ -122,18 +128,31 @@ mod tests {
             ObservedDeployment::test("v1", 1),
             ObservedDeployment::test("v2", 1),
         ];
-        apply(&mut ds, &[], true, &["v1".to_string()]);
+        apply(&mut ds, Some(&[]), true, &["v1".to_string()]);
         assert!(ds.iter().all(|d| d.autoscaled));
         // Only v1's copy is in place (v2's was removed for its sunset, or not applied yet).
         assert_eq!(
             ds.iter().map(|d| d.autoscaler_present).collect::<Vec<_>>(),
             [true, false]
         );
-        apply(&mut ds, &[], false, &[]);
+        apply(&mut ds, Some(&[]), false, &[]);
         assert!(
             ds.iter().all(|d| !d.autoscaled),
             "a gone autoscaler releases replicas"
         );
+    }
+
+    #[test]
+    fn a_failed_hpa_list_makes_every_version_autoscaled_for_the_pass() {
+        // Observed Deployments start unflagged; a failed list must not leave them so, or the
+        // planner would write spec.replicas onto a Deployment an HPA owns.
+        let mut ds = vec![
+            ObservedDeployment::test("v1", 1),
+            ObservedDeployment::test("v2", 1),
+        ];
+        apply(&mut ds, None, false, &[]);
+        assert!(ds.iter().all(|d| d.autoscaled), "{ds:?}");
+        assert!(ds.iter().all(|d| d.autoscaler_present), "sunset waits");
     }
 
     #[test]

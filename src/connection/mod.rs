@@ -1,0 +1,88 @@
+//! The TemporalConnection reconciler: a Connection that is being deleted loses our
+//! delete-protection finalizer once no TemporalWorkerDeployment uses it any more (for example
+//! after a TWD switched to another Connection; a TWD's own deletion releases it too). It
+//! follows the skeleton of every reconciler ([`crate::reconciler`]), one file per stage:
+//! [`observe`] which TWDs use it (from the TWD cache, once that cache has listed) → [`plan`]
+//! (pure) → [`act`] → [`report`] (failures counted, retried with backoff). A Connection has
+//! no status of its own yet.
+
+pub mod act;
+pub mod observe;
+pub mod outcome;
+pub mod plan;
+pub mod report;
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+use tracing::info_span;
+
+use crate::api::{TemporalConnection, TemporalWorkerDeployment};
+use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::reconciler::{Controller, Streaks, instrumented};
+
+/// Shared state of the Connection reconciler.
+pub struct ConnectionContext {
+    pub client: kube::Client,
+    /// The TWD reconciler's cache: who uses which Connection.
+    pub twds: Store<TemporalWorkerDeployment>,
+    /// True while this replica may write.
+    pub leader: watch::Receiver<bool>,
+    pub metrics: Arc<Metrics>,
+    streaks: Streaks<ObjectRef<TemporalConnection>>,
+}
+
+impl ConnectionContext {
+    pub fn new(
+        client: kube::Client,
+        twds: Store<TemporalWorkerDeployment>,
+        leader: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            client,
+            twds,
+            leader,
+            metrics,
+            streaks: Streaks::default(),
+        }
+    }
+
+    fn leads(&self) -> bool {
+        *self.leader.borrow()
+    }
+}
+
+/// The kube-runtime entry point for one Connection: observe → plan → act → report.
+pub async fn reconcile(
+    conn: Arc<TemporalConnection>,
+    ctx: Arc<ConnectionContext>,
+) -> Result<Action, Error> {
+    if !ctx.leads() {
+        // Only the leader writes; winning the Lease looks at every Connection.
+        return Ok(Action::await_change());
+    }
+    let ns = conn.namespace().ok_or(Error::MissingObjectKey)?;
+    let span = info_span!("reconcile", controller = Controller::Connection.as_str(), namespace = %ns, name = %conn.name_any());
+    let stages = async {
+        let attempt = attempt(&ctx, &conn).await;
+        report::report(&ctx, &conn, attempt)
+    };
+    Ok(instrumented(Controller::Connection, &ctx.metrics, span, stages).await)
+}
+
+async fn attempt(
+    ctx: &ConnectionContext,
+    conn: &TemporalConnection,
+) -> Result<plan::Plan, outcome::ConnectionFailure> {
+    let observed = observe::observe(ctx, conn).await?;
+    let plan = plan::plan(conn, &observed);
+    if ctx.leads() {
+        act::act(ctx, conn, &plan).await?;
+    }
+    Ok(plan)
+}

@@ -1,0 +1,54 @@
+//! The Connection reconciler's failure vocabulary and its pure verdict, built like the other
+//! reconcilers' (`src/reconcile/outcome.rs`, `src/owned/outcome.rs`).
+
+use std::time::Duration;
+
+use kube::runtime::reflector::store::WriterDropped;
+
+use crate::reconciler::{ReconcileFailure, backoff};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionFailure {
+    /// Observe: the TWD cache will never be ready (its watch ended, at shutdown).
+    #[error("the TemporalWorkerDeployment cache is unavailable: {0}")]
+    CacheUnavailable(#[source] WriterDropped),
+    /// Act: dropping our finalizer failed.
+    #[error("releasing the TemporalConnection's finalizer: {0}")]
+    ReleaseFailed(#[source] kube::Error),
+}
+
+impl ReconcileFailure for ConnectionFailure {
+    fn reason(&self) -> &'static str {
+        match self {
+            ConnectionFailure::CacheUnavailable(_) => "CacheUnavailable",
+            ConnectionFailure::ReleaseFailed(_) => "ReleaseFailed",
+        }
+    }
+}
+
+/// Pure: when to look again after `streak` failures in a row (this one included).
+pub fn verdict(failure: &ConnectionFailure, streak: u32) -> Duration {
+    match failure {
+        ConnectionFailure::CacheUnavailable(_) | ConnectionFailure::ReleaseFailed(_) => {
+            backoff(streak)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_release_backs_off_and_keeps_its_source() {
+        let f = ConnectionFailure::ReleaseFailed(kube::Error::Api(
+            kube::core::Status::failure("boom", "InternalError")
+                .with_code(500)
+                .boxed(),
+        ));
+        assert_eq!(verdict(&f, 1), backoff(1));
+        assert_eq!(verdict(&f, 4), backoff(4));
+        assert_eq!(f.reason(), "ReleaseFailed");
+        assert!(std::error::Error::source(&f).is_some());
+    }
+}

@@ -1,0 +1,34 @@
+//! Report stage of the Connection reconciler: counts failures and decides when to look again
+//! (a Connection has no status of its own yet).
+
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::TemporalConnection;
+use crate::connection::ConnectionContext;
+use crate::connection::outcome::{ConnectionFailure, verdict};
+use crate::connection::plan::{Plan, RECHECK};
+use crate::reconciler::{Controller, Ended, count_failure};
+
+pub fn report(
+    ctx: &ConnectionContext,
+    conn: &TemporalConnection,
+    attempt: Result<Plan, ConnectionFailure>,
+) -> (Action, Ended) {
+    let key = ObjectRef::from_obj(conn);
+    match attempt {
+        Ok(plan) => {
+            ctx.streaks.succeeded(&key);
+            let action = match plan {
+                Plan::Keep => Action::requeue(RECHECK),
+                Plan::Release => Action::await_change(),
+            };
+            (action, Ended::Success)
+        }
+        Err(failure) => {
+            let streak = ctx.streaks.failed(&key);
+            count_failure(&ctx.metrics, Controller::Connection, &failure, streak);
+            (Action::requeue(verdict(&failure, streak)), Ended::Error)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! The Temporal connect sequence, in one place for every reconciler that talks to Temporal
+//! (the worker-deployment observe stage, its deletion cleanup, the owned-resource task-queue
+//! lookup): the worker's Connection → its auth Secret → credentials → a pooled client for the
+//! worker's Temporal namespace. Read-only (the pool dials at most once per key).
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use crate::api::connection::AuthMode;
+use crate::api::{TemporalConnection, TemporalWorkerDeployment};
+use crate::temporal::{self, AuthError, ClientPool, ConnectionKey, TemporalClient, TemporalError};
+
+/// Why no client could be had. Messages are user-facing (they land in conditions) and never
+/// include secret material.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("TemporalConnection {name:?} not found in namespace {namespace:?}")]
+    ConnectionNotFound { name: String, namespace: String },
+    #[error("reading TemporalConnection {name:?}: {source}")]
+    ConnectionUnreadable {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "Secret {name:?} referenced by the TemporalConnection not found in namespace {namespace:?}"
+    )]
+    SecretNotFound { name: String, namespace: String },
+    #[error("reading Secret {name:?}: {source}")]
+    SecretUnreadable {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(transparent)]
+    AuthInvalid(#[from] AuthError),
+    #[error("connecting to Temporal at {address}: {source}")]
+    ClientCreationFailed {
+        address: String,
+        #[source]
+        source: TemporalError,
+    },
+}
+
+impl ConnectError {
+    /// True when the Connection's credentials are at fault (not the Connection, not Temporal).
+    pub fn is_auth(&self) -> bool {
+        matches!(
+            self,
+            ConnectError::SecretNotFound { .. }
+                | ConnectError::SecretUnreadable { .. }
+                | ConnectError::AuthInvalid(_)
+        )
+    }
+}
+
+/// Who is connecting, and through which pool.
+pub struct Connector<'a> {
+    pub kube: &'a kube::Client,
+    pub pool: &'a ClientPool,
+    pub identity: &'a str,
+    pub install_id: &'a str,
+}
+
+/// A connected client and the pool key it came from (to evict it when credentials rotate).
+pub struct Connected {
+    pub connection: TemporalConnection,
+    pub client: TemporalClient,
+    pub key: ConnectionKey,
+}
+
+impl Connector<'_> {
+    /// The whole sequence for `twd`.
+    pub async fn connect(&self, twd: &TemporalWorkerDeployment) -> Result<Connected, ConnectError> {
+        let ns = twd.namespace().unwrap_or_default();
+        let connection = connection(self.kube, &ns, twd).await?;
+        self.client_for(&ns, connection, twd).await
+    }
+
+    /// The sequence from a Connection already read.
+    pub async fn client_for(
+        &self,
+        ns: &str,
+        connection: TemporalConnection,
+        twd: &TemporalWorkerDeployment,
+    ) -> Result<Connected, ConnectError> {
+        let mode = connection.spec.auth_mode();
+        let secret = auth_secret(self.kube, ns, &mode).await?;
+        let auth = temporal::auth_from_secret(&mode, secret.as_ref())?;
+        let key = ConnectionKey::new(&connection.spec, auth);
+        let client = self
+            .pool
+            .get_or_connect(
+                key.clone(),
+                &twd.spec.worker_options.temporal_namespace,
+                self.identity,
+            )
+            .await
+            .map_err(|source| ConnectError::ClientCreationFailed {
+                address: connection.spec.host_port.clone(),
+                source,
+            })?
+            .with_install_id(self.install_id);
+        Ok(Connected {
+            connection,
+            client,
+            key,
+        })
+    }
+}
+
+/// The TWD's Connection, if it exists.
+pub async fn connection_opt(
+    client: &kube::Client,
+    ns: &str,
+    twd: &TemporalWorkerDeployment,
+) -> Result<Option<TemporalConnection>, kube::Error> {
+    let name = &twd.spec.worker_options.connection_ref.name;
+    Api::<TemporalConnection>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+}
+
+/// The TWD's Connection.
+pub async fn connection(
+    client: &kube::Client,
+    ns: &str,
+    twd: &TemporalWorkerDeployment,
+) -> Result<TemporalConnection, ConnectError> {
+    let name = &twd.spec.worker_options.connection_ref.name;
+    match connection_opt(client, ns, twd).await {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(ConnectError::ConnectionNotFound {
+            name: name.clone(),
+            namespace: ns.to_string(),
+        }),
+        Err(source) => Err(ConnectError::ConnectionUnreadable {
+            name: name.clone(),
+            source,
+        }),
+    }
+}
+
+/// The Secret named by the Connection's auth mode, if any.
+async fn auth_secret(
+    client: &kube::Client,
+    ns: &str,
+    mode: &AuthMode<'_>,
+) -> Result<Option<Secret>, ConnectError> {
+    let name = match mode {
+        AuthMode::Plain => return Ok(None),
+        AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => *secret,
+    };
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    match api.get_opt(name).await {
+        Ok(Some(s)) => Ok(Some(s)),
+        Ok(None) => Err(ConnectError::SecretNotFound {
+            name: name.to_string(),
+            namespace: ns.to_string(),
+        }),
+        Err(source) => Err(ConnectError::SecretUnreadable {
+            name: name.to_string(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,107 @@
+//! Observe: the versioned Deployments a TWD controls, as the planner sees them.
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+
+use crate::api::{
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
+    LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
+};
+use crate::planner::model::ObservedDeployment;
+
+/// Versioned Deployments controlled by this TWD, oldest first.
+pub async fn owned_deployments(
+    client: &kube::Client,
+    twd: &TemporalWorkerDeployment,
+) -> Result<Vec<ObservedDeployment>, kube::Error> {
+    let ns = twd.namespace().unwrap_or_default();
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let selector = format!(
+        "{LABEL_DEPLOYMENT_NAME}={}",
+        crate::render::label_value(&twd.name_any())
+    );
+    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let uid = twd.uid();
+    let mut out: Vec<ObservedDeployment> = list
+        .items
+        .iter()
+        .filter(|d| {
+            d.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+        })
+        .filter_map(observed)
+        .collect();
+    out.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    Ok(out)
+}
+
+/// Kubernetes' revision of a Deployment's pod template: `1` when created, one more per
+/// template change.
+const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
+/// The `Progressing` reason kube-controller-manager sets once a rollout has made no progress
+/// for `spec.progressDeadlineSeconds`.
+const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+
+/// Converts a Deployment to the planner's view; `None` for Deployments without a build ID.
+pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
+    let build_id = d.labels().get(LABEL_BUILD_ID)?.clone();
+    let status = d.status.clone().unwrap_or_default();
+    let conditions = status.conditions.unwrap_or_default();
+    let healthy_since = conditions
+        .iter()
+        .find(|c| c.type_ == "Available" && c.status == "True")
+        .map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map(|t| t.0)
+                .unwrap_or_else(Timestamp::now)
+        });
+    // Judged by kube-controller-manager for the spec it last saw: right after our update the
+    // condition still describes the previous template until it catches up.
+    let current = match (d.meta().generation, status.observed_generation) {
+        (Some(generation), Some(observed)) => observed >= generation,
+        (_, None) => false,
+        (None, Some(_)) => true,
+    };
+    let progress_deadline_exceeded = current
+        && conditions.iter().any(|c| {
+            c.type_ == "Progressing"
+                && c.status == "False"
+                && c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED)
+        });
+    let rolled_in_place = d
+        .annotations()
+        .get(ANNOTATION_REVISION)
+        .and_then(|r| r.parse::<u64>().ok())
+        .is_some_and(|r| r > 1);
+    let pod_annotations = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default();
+    Some(ObservedDeployment {
+        name: d.name_any(),
+        build_id,
+        replicas: d.spec.as_ref().and_then(|s| s.replicas),
+        status_replicas: status.replicas.unwrap_or(0),
+        ready_replicas: status.ready_replicas.unwrap_or(0),
+        healthy_since,
+        pod_template_hash: pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned(),
+        connection_hash: pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned(),
+        rolled_in_place,
+        progress_deadline_exceeded,
+        deleting: d.meta().deletion_timestamp.is_some(),
+        // Filled by `autoscalers::mark` after observation.
+        autoscaled: false,
+        autoscaler_present: false,
+        created_at: d.meta().creation_timestamp.as_ref().map(|t| t.0),
+    })
+}

@@ -1,0 +1,244 @@
+//! The observe stage: reads the facts one reconcile needs — a Temporal client through the
+//! Connection ([`crate::reconcile::connect`]), gate input, the versioned Deployments and
+//! Temporal's view of the worker deployment, then the facts single rules need (autoscalers,
+//! step gates, pinned workflows, drain visibility, analysis samples), one file each.
+//! Read-only; all writes live in `act`. Only the reconcile drivers (`reconcile/mod.rs`,
+//! `finalize.rs`) call into it.
+
+mod analysis;
+mod autoscalers;
+mod deployments;
+mod drain_visibility;
+mod gate_input;
+mod step_gates;
+mod temporal;
+
+pub use deployments::{observed, owned_deployments};
+pub use drain_visibility::PinnedCounts;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::api::{TemporalConnection, TemporalWorkerDeployment};
+use crate::build_id;
+use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
+use crate::reconcile::{Context, Failure, Settings};
+use crate::temporal::TemporalClient;
+use crate::temporal::state::WorkerDeploymentState;
+use temporal::TargetFacts;
+
+/// Everything observed for one reconcile.
+pub struct Observed {
+    pub connection: TemporalConnection,
+    /// Connected to the TWD's Temporal namespace.
+    pub client: TemporalClient,
+    /// Resolved gate input (may come from a Secret: never log it).
+    pub gate_input: Option<serde_json::Value>,
+    /// Resolved input of the step gate in effect (`step_gates.rs`).
+    pub step_gate_input: Option<serde_json::Value>,
+    pub deployments: Vec<ObservedDeployment>,
+    pub temporal: WorkerDeploymentState,
+    pub facts: TargetFacts,
+}
+
+impl Observed {
+    /// The planner's input: the validated spec plus what was observed.
+    pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
+        PlanInput {
+            desired,
+            deployments: self.deployments.clone(),
+            temporal: self.temporal.clone(),
+            gates: self.facts.gates.clone(),
+            target_task_queues: self.facts.task_queues.clone(),
+            unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
+            connection_hash: build_id::connection_hash(&self.connection.spec),
+            analysis: None,
+            step_gates: vec![],
+            controller_identity: settings.identity.clone(),
+            install_id: self.client.install_id().to_string(),
+            fast_poll: settings.fast_poll,
+            now,
+            delayed_by_budget: None,
+        }
+    }
+}
+
+/// The observe stage: Kubernetes and Temporal state, in the order a user fixes things
+/// (Connection, credentials, Temporal reachability, gate input, Deployments, Temporal's
+/// state), then the facts single rules need. Publishes the live versions to the backlog
+/// poller.
+pub async fn everything(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    desired: Desired,
+) -> Result<(Observed, PlanInput), Failure> {
+    let mut observed = kubernetes_and_temporal(ctx, twd, &desired).await?;
+    let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
+    step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
+    let deployment = twd.temporal_deployment_name();
+    let client = &observed.client;
+    temporal::open_pinned_workflows(client, &deployment, &mut input).await;
+    let prior = twd.status.as_ref();
+    drain_visibility::observe(client, &ctx.pinned, &deployment, prior, &mut input).await;
+    analysis::observe(client, &deployment, &mut input).await;
+    ctx.backlog.publish(
+        (twd.namespace().unwrap_or_default(), twd.name_any()),
+        crate::backlog::Target {
+            client: client.clone(),
+            deployment,
+            build_ids: crate::backlog::live_builds(&input),
+        },
+    );
+    Ok((observed, input))
+}
+
+async fn kubernetes_and_temporal(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    desired: &Desired,
+) -> Result<Observed, Failure> {
+    let ns = twd.namespace().unwrap_or_default();
+    let connected = ctx.connector().connect(twd).await?;
+    let client = connected.client;
+    let gate_input = gate_input::gate_input(&ctx.client, &ns, twd)
+        .await
+        .map_err(Failure::GateInputUnavailable)?;
+    let deployments = owned_deployments(&ctx.client, twd)
+        .await
+        .map_err(Failure::DeploymentsUnreadable)?;
+    let name = twd.temporal_deployment_name();
+    let (temporal, gate_queues) =
+        temporal::state(ctx, twd, &client, &connected.key, desired, &deployments).await?;
+    let facts = temporal::target_facts(&client, &name, desired, &temporal, gate_queues)
+        .await
+        .map_err(|source| Failure::StateFetchFailed {
+            what: "describing target version".into(),
+            source,
+        })?;
+    Ok(Observed {
+        connection: connected.connection,
+        client,
+        gate_input,
+        step_gate_input: None,
+        deployments,
+        temporal,
+        facts,
+    })
+}
+
+#[cfg(test)]
+mod connection_roll_tests {
+    use super::*;
+    use crate::api::{ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID};
+    use crate::planner;
+    use crate::planner::model::RoutingChange;
+    use crate::status::{self, Report};
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    /// The versioned Deployment of `build` as the API server returns it: rolled in place to
+    /// Connection hash `conn` (revision 2), 3 replicas, Available with 3 ready old Pods, and
+    /// the given `Progressing` condition for `observed` of generation 4.
+    fn deployment(build: &str, progressing: (&str, &str), observed: i64) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": format!("w-{build}"),
+                "generation": 4,
+                "labels": {LABEL_BUILD_ID: build},
+                "annotations": {"deployment.kubernetes.io/revision": "2"},
+                "creationTimestamp": "2026-03-01T12:00:00Z",
+            },
+            "spec": {
+                "replicas": 3,
+                "selector": {"matchLabels": {LABEL_BUILD_ID: build}},
+                "template": {
+                    "metadata": {"annotations": {
+                        ANNOTATION_CONNECTION_HASH: "conn",
+                        ANNOTATION_POD_TEMPLATE_HASH: "tpl",
+                    }},
+                    "spec": {"containers": [{"name": "worker", "image": "orders:v1"}]},
+                },
+            },
+            "status": {
+                "observedGeneration": observed,
+                "replicas": 4,
+                "readyReplicas": 3,
+                "updatedReplicas": 1,
+                "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                     "lastTransitionTime": "2026-03-01T12:05:00Z"},
+                    {"type": "Progressing", "status": progressing.0, "reason": progressing.1,
+                     "lastTransitionTime": "2026-03-02T11:55:00Z"},
+                ],
+            },
+        }))
+        .expect("fixture Deployment")
+    }
+
+    fn stalled(build: &str) -> Deployment {
+        deployment(build, ("False", "ProgressDeadlineExceeded"), 4)
+    }
+
+    /// v1 Current, v2 the healthy registered target (AllAtOnce would promote it now).
+    fn input(v1: Deployment, v2: Deployment) -> PlanInput {
+        let mut i = PlanInput::test();
+        i.deployments = [v1, v2].iter().filter_map(observed).collect();
+        i
+    }
+
+    fn reasons(i: &PlanInput) -> (Option<RoutingChange>, Vec<(String, String)>) {
+        let plan = planner::plan(i);
+        let s = status::compute(
+            None,
+            1,
+            &Report::Planned {
+                input: i,
+                plan: &plan,
+                routed: None,
+                outcome: Ok(()),
+            },
+            i.now,
+        );
+        let conditions = s
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), format!("{}/{}", c.status, c.reason)))
+            .collect();
+        (plan.routing, conditions)
+    }
+
+    #[test]
+    fn a_connection_roll_whose_new_pods_never_become_ready_stalls_and_holds_routing() {
+        let ok = deployment("v1", ("True", "NewReplicaSetAvailable"), 4);
+        let (routing, conditions) = reasons(&input(ok, stalled("v2")));
+        assert_eq!(routing, None, "no promotion of a stalled version");
+        let want = |s: &str| s.to_string();
+        assert_eq!(
+            conditions,
+            vec![
+                (want("Ready"), want("False/ConnectionRolloutStalled")),
+                (want("Progressing"), want("False/ConnectionRolloutStalled")),
+                (want("Reconciling"), want("False/ConnectionRolloutStalled")),
+                (want("Stalled"), want("True/ConnectionRolloutStalled")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stall_not_yet_judged_for_the_latest_spec_is_no_stall() {
+        // Right after the fixed Connection rolled v2 again, kube-controller-manager has not
+        // looked at generation 4 yet: the old verdict is about the previous template.
+        let ok = deployment("v1", ("True", "NewReplicaSetAvailable"), 4);
+        let v2 = deployment("v2", ("False", "ProgressDeadlineExceeded"), 3);
+        let (routing, _) = reasons(&input(ok.clone(), v2));
+        assert!(matches!(routing, Some(RoutingChange::SetCurrent { .. })));
+        // Pods Ready again: Kubernetes flips the condition back and the rollout resumes.
+        let recovered = deployment("v2", ("True", "NewReplicaSetAvailable"), 4);
+        let (routing, conditions) = reasons(&input(ok, recovered));
+        assert!(matches!(routing, Some(RoutingChange::SetCurrent { .. })));
+        assert!(
+            conditions.iter().all(|(_, c)| !c.contains("Stalled")),
+            "{conditions:?}"
+        );
+    }
+}

@@ -1,0 +1,222 @@
+//! Observe: Temporal's view of the worker deployment — described or remembered, the install
+//! that made the last routing change, the target's task queues and gates, and the open
+//! workflows pinned to versions the sunset rules are about to retire.
+
+use jiff::Timestamp;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::TemporalWorkerDeployment;
+use crate::planner;
+use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::planner::polling::{self, Remembered};
+use crate::reconcile::{Context, Failure};
+use crate::temporal::state::{
+    GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
+};
+use crate::temporal::{ConnectionKey, TemporalClient, TemporalError};
+
+/// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
+/// there can have changed (`polling::may_reuse`), else described afresh and remembered. With
+/// a remembered view, the target's task queues if the rollout waits for its gate.
+pub async fn state(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    client: &TemporalClient,
+    key: &ConnectionKey,
+    desired: &Desired,
+    deployments: &[ObservedDeployment],
+) -> Result<(WorkerDeploymentState, Option<Vec<String>>), Failure> {
+    let object = ObjectRef::from_obj(twd);
+    let generation = twd.metadata.generation.unwrap_or_default();
+    let now = Timestamp::now();
+    let remembered = ctx.remembered.get(&object);
+    if let Some(r) = &remembered
+        && polling::may_reuse(r, generation, &desired.build_id, deployments, now)
+    {
+        tracing::debug!("nothing to see in Temporal: its view remembered, not described");
+        return Ok((r.state.clone(), r.gate_queues.clone()));
+    }
+    if let Some(left) = ctx.remembered.settle_left(&object) {
+        // Right after our own write the describe would stall or be refused (BusyWorkflow).
+        tokio::time::sleep(left).await;
+    }
+    let name = twd.temporal_deployment_name();
+    let mut state = match client.describe_deployment(&name).await {
+        Ok(state) => state,
+        Err(e) => {
+            if e.is_auth() {
+                // Credentials may have rotated: the next reconcile connects afresh.
+                ctx.pool
+                    .evict(key, &twd.spec.worker_options.temporal_namespace);
+            }
+            return Err(if e.is_resource_exhausted() {
+                Failure::StateFetchThrottled { name, source: e }
+            } else {
+                Failure::StateFetchFailed {
+                    what: format!("describing worker deployment {name:?}"),
+                    source: e,
+                }
+            });
+        }
+    };
+    // The install recorded by the last routing change only changes with routing, and routing
+    // changes move the conflict token: read it again only then. Nothing found (or a failed
+    // read) is asked again, so a transient error cannot hide another install for long.
+    state.last_routing_install = match remembered {
+        Some(r)
+            if r.state.conflict_token == state.conflict_token
+                && state.exists
+                && r.state.last_routing_install.is_some() =>
+        {
+            r.state.last_routing_install
+        }
+        _ => routing_install(client, &name, &state).await,
+    };
+    ctx.remembered.put(
+        object,
+        Remembered {
+            generation,
+            at: now,
+            state: state.clone(),
+            gate_queues: None,
+        },
+    );
+    Ok((state, None))
+}
+
+/// Counts the open workflows pinned to each version the sunset rules are about to scale down
+/// or delete ([`planner::sunset::pinned_check_candidates`]), and records the counts in the
+/// plan input. Only those versions are counted, so visibility sees a few calls at sunset
+/// deadlines rather than one per version per reconcile. A Drained version counts only Pinned
+/// workflows (an idle AutoUpgrade workflow moves on with its next task); an Inactive one counts
+/// every running workflow on it (gate workflows and overrides put them there). A failed count
+/// leaves the version uncounted, which the planner never retires: it looks again later.
+pub async fn open_pinned_workflows(
+    client: &TemporalClient,
+    deployment: &str,
+    input: &mut PlanInput,
+) {
+    for build in planner::sunset::pinned_check_candidates(input) {
+        let Some(status) = input.temporal.version(&build).map(|v| v.status) else {
+            continue;
+        };
+        let pinned_only = status == TemporalVersionStatus::Drained;
+        match client
+            .count_open_workflows(deployment, &build, pinned_only)
+            .await
+        {
+            Ok(n) => {
+                if n > 0 {
+                    tracing::info!(build_id = %build, open = n, "version kept: workflows are pinned to it");
+                }
+                if let Some(v) = input
+                    .temporal
+                    .versions
+                    .iter_mut()
+                    .find(|v| v.build_id == build)
+                {
+                    v.open_pinned_workflows = Some(n);
+                }
+            }
+            // Only logged: an uncounted version is never retired, so the failure only delays a
+            // sunset until the next count.
+            Err(e) => {
+                tracing::warn!(build_id = %build, error = %e, "counting open pinned workflows failed; version kept");
+            }
+        }
+    }
+}
+
+/// Which install made the last routing change, read only when that change was made with this
+/// controller's identity and this install knows its own ID: from the metadata each routing
+/// write records on the version it routed to. A failed read detects nothing this time.
+pub async fn routing_install(
+    client: &TemporalClient,
+    deployment: &str,
+    state: &WorkerDeploymentState,
+) -> Option<RoutingInstall> {
+    if client.install_id().is_empty() || state.last_modifier_identity != client.identity() {
+        return None;
+    }
+    let build = state.last_routed_build()?;
+    match client.describe_version(deployment, build).await {
+        Ok(detail) => detail?.install_id.map(|install_id| RoutingInstall {
+            build_id: build.to_string(),
+            install_id,
+        }),
+        // Only logged: duplicate-install detection misses one look, and the next describe
+        // asks again (nothing found is never remembered).
+        Err(e) => {
+            tracing::warn!(build_id = %build, error = %e, "reading the install recorded on the last routed version failed");
+            None
+        }
+    }
+}
+
+/// Temporal facts about the target beyond the deployment summary.
+#[derive(Debug, Default)]
+pub struct TargetFacts {
+    pub task_queues: Vec<String>,
+    pub gates: Vec<GateObservation>,
+    pub unversioned_pollers_on_all_queues: bool,
+}
+
+/// Fetched only while the target is registered but not yet Current: task queues (for gates),
+/// gate outcomes, and whether unversioned workers poll every queue (migration ramp).
+/// `known_queues`: the target's task queues, remembered while it waits for its gate, so that
+/// only the gate workflows are asked.
+pub async fn target_facts(
+    client: &TemporalClient,
+    deployment: &str,
+    desired: &Desired,
+    state: &WorkerDeploymentState,
+    known_queues: Option<Vec<String>>,
+) -> Result<TargetFacts, TemporalError> {
+    let build = &desired.build_id;
+    let is_current = state.routing.current_build_id.as_deref() == Some(build.as_str());
+    if is_current || state.version(build).is_none() {
+        return Ok(TargetFacts::default());
+    }
+    let needs_migration_check = matches!(desired.strategy, Strategy::Progressive(_))
+        && state.routing.current_build_id.is_none();
+    let step_gates = desired.step_gates.iter().any(Option::is_some);
+    if desired.gate.is_none() && !step_gates && !needs_migration_check {
+        return Ok(TargetFacts::default());
+    }
+    if let Some(task_queues) = known_queues.filter(|_| !needs_migration_check) {
+        let gates = match &desired.gate {
+            Some(_) => {
+                client
+                    .describe_gates(deployment, build, &task_queues)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        return Ok(TargetFacts {
+            task_queues,
+            gates,
+            ..Default::default()
+        });
+    }
+    let Some(detail) = client.describe_version(deployment, build).await? else {
+        return Ok(TargetFacts::default());
+    };
+    let mut facts = TargetFacts {
+        task_queues: detail.workflow_task_queues.clone(),
+        ..Default::default()
+    };
+    if needs_migration_check {
+        // A failed check reads as "no unversioned pollers": the first version is then promoted
+        // rather than ramped, the behaviour without a migration; the next reconcile asks again.
+        facts.unversioned_pollers_on_all_queues = client
+            .unversioned_pollers_on_all_queues(&detail)
+            .await
+            .unwrap_or(false);
+    }
+    if desired.gate.is_some() && !facts.task_queues.is_empty() {
+        facts.gates = client
+            .describe_gates(deployment, build, &facts.task_queues)
+            .await?;
+    }
+    Ok(facts)
+}

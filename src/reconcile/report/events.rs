@@ -1,0 +1,191 @@
+//! The events of one reconcile, all emitted by the report stage: one Warning per transition
+//! into a blocking reason, Normal events for milestones (including the deletion path's), the
+//! analysis verdict count and its abort announcement.
+
+use crate::api::TemporalWorkerDeployment;
+use crate::api::conditions as reason;
+use crate::api::twd::{AnalysisVerdict, TemporalWorkerDeploymentStatus, VersionStatus};
+use crate::events;
+use crate::planner::analysis::ANALYSIS_FAILED;
+use crate::planner::model::{PinnedAction, PinnedBatch, Plan, PlanInput, RoutingChange};
+use crate::reconcile::act::Done;
+use crate::reconcile::{Context, Planned};
+
+/// One Warning event per transition into any blocking reason: failures and planned blocks
+/// alike (failed gate, too many versions, routing managed elsewhere). No storms on retries.
+pub async fn warn_on_transition(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    status: &TemporalWorkerDeploymentStatus,
+) {
+    let progressing = |s: &TemporalWorkerDeploymentStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == reason::PROGRESSING)
+            .cloned()
+    };
+    let Some(p) = progressing(status) else {
+        return;
+    };
+    // A pause is a human's choice, not a failure: no Warning for it.
+    if p.status != "False"
+        || p.reason == reason::ROLLOUT_COMPLETE
+        || p.reason == reason::ROLLOUT_PAUSED
+    {
+        return;
+    }
+    let previous = twd.status.as_ref().and_then(progressing).map(|c| c.reason);
+    if previous.as_deref() != Some(p.reason.as_str()) {
+        ctx.events.warning(twd, &p.reason, p.message).await;
+    }
+}
+
+/// Normal events for what this reconcile achieved.
+pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
+    let build = &planned.input.desired.build_id;
+    let was_registered = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.target_version.as_ref())
+        .is_some_and(|t| {
+            &t.version.build_id == build && t.version.status != VersionStatus::NotRegistered
+        });
+    if !was_registered && planned.input.temporal.version(build).is_some() {
+        let note = format!("Build ID {build} is polling Temporal");
+        ctx.events
+            .normal(twd, events::VERSION_REGISTERED, note)
+            .await;
+    }
+    for done in &planned.done {
+        if let Some((reason, note)) = milestone(done, planned.plan.progress.rollback) {
+            ctx.events.normal(twd, reason, note).await;
+        }
+    }
+}
+
+/// The Normal event for one successful write, if it is a milestone.
+fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
+    Some(match done {
+        Done::Created { name, build_id } => (
+            events::VERSION_CREATED,
+            format!("Created Deployment {name} for build ID {build_id}"),
+        ),
+        Done::Updated { name, build_id } => (
+            events::VERSION_UPDATED,
+            format!("Updated Deployment {name} of build ID {build_id} in place"),
+        ),
+        Done::Scaled {
+            name,
+            build_id,
+            replicas: 0,
+        } => (
+            events::SCALED_DOWN,
+            format!("Scaled Deployment {name} of build ID {build_id} to 0"),
+        ),
+        Done::Scaled { .. }
+        | Done::ManagerClaimed
+        | Done::Stopped { .. }
+        | Done::CleanupAbandoned { .. } => return None,
+        Done::GateStarted {
+            task_queue,
+            workflow_id,
+        } => (
+            events::GATE_STARTED,
+            format!("Started gate workflow {workflow_id} on task queue {task_queue}"),
+        ),
+        Done::Routed(RoutingChange::SetCurrent { build_id }) if rollback => (
+            events::ROLLED_BACK,
+            format!("Rolled back: build ID {build_id} is Current again"),
+        ),
+        Done::Routed(RoutingChange::SetCurrent { build_id }) => (
+            events::PROMOTED,
+            format!("Build ID {build_id} is now Current"),
+        ),
+        Done::Routed(RoutingChange::SetRamping {
+            build_id,
+            percentage,
+        }) => (
+            events::RAMP_STEP_STARTED,
+            format!("Ramping build ID {build_id} to {percentage}%"),
+        ),
+        Done::Routed(RoutingChange::ClearRamp) => {
+            (events::RAMP_CLEARED, "Cleared a stale ramp".to_string())
+        }
+        Done::Deleted { name, build_id } => (
+            events::VERSION_DELETED,
+            format!("Deleted Deployment {name} of build ID {build_id}"),
+        ),
+        Done::PinnedBatch(PinnedBatch { build_id, action }) => match action {
+            PinnedAction::Signal { name, new_build_id } => (
+                events::PINNED_SIGNALLED,
+                format!(
+                    "Signalled {name} to the workflows pinned to build ID {build_id}, naming {new_build_id} (spec.sunset.upgradeSignal)"
+                ),
+            ),
+            PinnedAction::Cancel => (
+                events::PINNED_CANCELLED,
+                format!(
+                    "Requested cancellation of the workflows still pinned to build ID {build_id} (spec.sunset.cancelPinnedAfter)"
+                ),
+            ),
+            PinnedAction::Terminate => (
+                events::PINNED_TERMINATED,
+                format!(
+                    "Terminated the workflows still pinned to build ID {build_id} (spec.sunset.terminatePinnedAfter)"
+                ),
+            ),
+        },
+    })
+}
+
+/// Events of the deletion path: a Normal event per stopped version, a Warning when Temporal
+/// cleanup was given up.
+pub async fn finalized(ctx: &Context, twd: &TemporalWorkerDeployment, done: &[Done]) {
+    for d in done {
+        match d {
+            Done::Stopped { name, build_id } => {
+                let note = format!(
+                    "Deleted Deployment {name} of build ID {build_id} (TemporalWorkerDeployment deleted)"
+                );
+                ctx.events.normal(twd, events::VERSION_DELETED, note).await;
+            }
+            Done::CleanupAbandoned { message } => {
+                ctx.events
+                    .warning(twd, events::CLEANUP_ABANDONED, message.clone())
+                    .await;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// After the act stage: a new verdict is counted, and a new analysis abort is announced.
+pub async fn analysis(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    input: &PlanInput,
+    plan: &Plan,
+) {
+    let Some(obs) = &input.analysis else { return };
+    let verdict = plan.control.analysis.as_ref().and_then(|r| {
+        r.steps
+            .iter()
+            .find(|s| usize::try_from(s.step).ok() == Some(obs.step) && s.at.0 == obs.at)
+    });
+    if let Some(v) = verdict {
+        ctx.metrics.analysis_verdict(match v.verdict {
+            AnalysisVerdict::Pass => "pass",
+            AnalysisVerdict::Fail => "fail",
+            AnalysisVerdict::Inconclusive => "inconclusive",
+        });
+    }
+    let before = input.desired.control.record.aborted.as_ref();
+    if let Some(a) = &plan.control.aborted
+        && a.reason == ANALYSIS_FAILED
+        && before != Some(a)
+    {
+        ctx.events
+            .warning(twd, ANALYSIS_FAILED, a.message.clone())
+            .await;
+    }
+}
