@@ -21,7 +21,11 @@ use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tracing::Instrument;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use tracing::{Instrument, info_span};
+
+use crate::error::Error;
 
 pub use crate::metrics::Controller;
 use crate::metrics::Metrics;
@@ -47,6 +51,35 @@ impl Ended {
             Ended::Error => "error",
         }
     }
+}
+
+/// The kube-runtime entry of every reconciler: a follower waits (winning the Lease reconciles
+/// every object at once, `reconcile_all_on` in `src/controller.rs`, so there is nothing to poll
+/// for); the leader runs `stages` with the object's namespace inside [`instrumented`], in a
+/// span naming the controller, the object and its generation.
+pub async fn lead<K, Fut>(
+    controller: Controller,
+    metrics: &Metrics,
+    leads: bool,
+    obj: &K,
+    stages: impl FnOnce(String) -> Fut,
+) -> Result<Action, Error>
+where
+    K: Resource,
+    Fut: Future<Output = (Action, Ended)>,
+{
+    if !leads {
+        return Ok(Action::await_change());
+    }
+    let ns = obj.namespace().ok_or(Error::MissingObjectKey)?;
+    let span = info_span!(
+        "reconcile",
+        controller = controller.as_str(),
+        namespace = %ns,
+        name = %obj.name_any(),
+        generation = obj.meta().generation
+    );
+    Ok(instrumented(controller, metrics, span, stages(ns)).await)
 }
 
 /// Runs one reconcile of `controller` inside its span, timing it and counting how it ended.

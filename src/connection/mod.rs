@@ -14,16 +14,14 @@ pub mod report;
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
-use tracing::info_span;
 
 use crate::api::{TemporalConnection, TemporalWorkerDeployment};
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::reconciler::{Controller, Streaks, instrumented};
+use crate::reconciler::{Controller, Streaks, lead};
 
 /// Shared state of the Connection reconciler.
 pub struct ConnectionContext {
@@ -62,17 +60,18 @@ pub async fn reconcile(
     conn: Arc<TemporalConnection>,
     ctx: Arc<ConnectionContext>,
 ) -> Result<Action, Error> {
-    if !ctx.leads() {
-        // Only the leader writes; winning the Lease looks at every Connection.
-        return Ok(Action::await_change());
-    }
-    let ns = conn.namespace().ok_or(Error::MissingObjectKey)?;
-    let span = info_span!("reconcile", controller = Controller::Connection.as_str(), namespace = %ns, name = %conn.name_any());
-    let stages = async {
-        let attempt = attempt(&ctx, &conn).await;
-        report::report(&ctx, &conn, attempt)
-    };
-    Ok(instrumented(Controller::Connection, &ctx.metrics, span, stages).await)
+    let (metrics, leads) = (&ctx.metrics, ctx.leads());
+    lead(
+        Controller::Connection,
+        metrics,
+        leads,
+        &*conn,
+        |_ns| async {
+            let attempt = attempt(&ctx, &conn).await;
+            report::report(&ctx, &conn, attempt)
+        },
+    )
+    .await
 }
 
 async fn attempt(

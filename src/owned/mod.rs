@@ -27,16 +27,14 @@ pub mod template;
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
-use tracing::info_span;
 
 use crate::api::TemporalWorkerOwnedResource;
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::reconciler::{Controller, Streaks, instrumented};
+use crate::reconciler::{Controller, Streaks, lead};
 use crate::temporal::ClientPool;
 use apply::Resources;
 
@@ -91,17 +89,18 @@ pub async fn reconcile(
     twor: Arc<TemporalWorkerOwnedResource>,
     ctx: Arc<OwnedContext>,
 ) -> Result<Action, Error> {
-    if !ctx.leads() {
-        // Followers never write; winning the Lease reconciles every TWOR.
-        return Ok(Action::await_change());
-    }
-    let ns = twor.namespace().ok_or(Error::MissingObjectKey)?;
-    let span = info_span!("reconcile", controller = Controller::OwnedResource.as_str(), namespace = %ns, name = %twor.name_any());
-    let stages = async {
-        let attempt = attempt(&ctx, &twor, ns).await;
-        report::report(&ctx, &twor, attempt).await
-    };
-    Ok(instrumented(Controller::OwnedResource, &ctx.metrics, span, stages).await)
+    let (metrics, leads) = (&ctx.metrics, ctx.leads());
+    lead(
+        Controller::OwnedResource,
+        metrics,
+        leads,
+        &*twor,
+        |ns| async {
+            let attempt = attempt(&ctx, &twor, ns).await;
+            report::report(&ctx, &twor, attempt).await
+        },
+    )
+    .await
 }
 
 async fn attempt(

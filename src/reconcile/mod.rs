@@ -28,7 +28,6 @@ use std::sync::Arc;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use tracing::info_span;
 
 pub use context::{Context, Settings};
 pub use outcome::{Failure, Outcome, Verdict, verdict};
@@ -36,7 +35,7 @@ pub use outcome::{Failure, Outcome, Verdict, verdict};
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
 use crate::planner::{self, model::Plan, model::PlanInput};
-use crate::reconciler::{Controller, Ended, instrumented};
+use crate::reconciler::{Controller, Ended, lead};
 use crate::temporal::budget;
 use act::Done;
 
@@ -64,30 +63,31 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     if !ctx.settings.watches(&ns) {
         return Ok(Action::await_change());
     }
-    if !ctx.leads() {
-        // Followers never write. Winning the Lease reconciles every object at once
-        // (`reconcile_all_on` in `src/controller.rs`), so there is nothing to poll for.
-        return Ok(Action::await_change());
-    }
-    let span = info_span!("reconcile", controller = Controller::WorkerDeployment.as_str(), namespace = %ns, name = %twd.name_any(), generation = twd.metadata.generation);
-    let stages = async {
-        let attempt = if twd.meta().deletion_timestamp.is_some() {
-            ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
-            finalize::run(&ctx, twd).await
-        } else {
-            attempt(&ctx, twd).await
-        };
-        let ended = match attempt.outcome {
-            Outcome::Failed(_) => Ended::Error,
-            Outcome::Done | Outcome::Stale => Ended::Success,
-        };
-        if !ctx.leads() {
-            // Leadership was lost mid-reconcile: the new leader reports.
-            return (Action::await_change(), ended);
-        }
-        (report::report(&ctx, attempt).await, ended)
-    };
-    Ok(instrumented(Controller::WorkerDeployment, &ctx.metrics, span, stages).await)
+    let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
+    lead(
+        Controller::WorkerDeployment,
+        metrics,
+        leads,
+        &*object,
+        |_ns| async {
+            let attempt = if twd.meta().deletion_timestamp.is_some() {
+                ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
+                finalize::run(&ctx, twd).await
+            } else {
+                attempt(&ctx, twd).await
+            };
+            let ended = match attempt.outcome {
+                Outcome::Failed(_) => Ended::Error,
+                Outcome::Done | Outcome::Stale => Ended::Success,
+            };
+            if !ctx.leads() {
+                // Leadership was lost mid-reconcile: the new leader reports.
+                return (Action::await_change(), ended);
+            }
+            (report::report(&ctx, attempt).await, ended)
+        },
+    )
+    .await
 }
 
 /// validate → observe → plan → act, with the time its Temporal calls waited for the budget.
