@@ -79,7 +79,9 @@ where
         name = %obj.name_any(),
         generation = obj.meta().generation
     );
-    Ok(instrumented(controller, metrics, span, stages(ns)).await)
+    // Boxed: a reconcile's future is large (every stage's state), and whoever polls it
+    // should not have to hold it on its own stack.
+    Ok(instrumented(controller, metrics, span, Box::pin(stages(ns))).await)
 }
 
 /// Runs one reconcile of `controller` inside its span, timing it and counting how it ended.
