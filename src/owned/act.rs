@@ -5,8 +5,8 @@
 
 use kube::ResourceExt;
 
+use crate::api::TemporalWorkerOwnedResource;
 use crate::api::twor::OwnedVersionStatus;
-use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::owned::outcome::OwnedFailure;
 use crate::owned::plan::{Plan, Sync, VersionWork, Work};
 use crate::owned::status::Pass;
@@ -18,7 +18,6 @@ pub async fn act(
     ctx: &OwnedContext,
     twor: &TemporalWorkerOwnedResource,
     ns: &str,
-    worker: Option<&TemporalWorkerDeployment>,
     plan: Plan,
 ) -> Result<Option<Pass>, OwnedFailure> {
     match plan {
@@ -26,7 +25,7 @@ pub async fn act(
             delete(ctx, twor, ns, &copies).await?;
             Ok(None)
         }
-        Plan::Sync(sync) => self::sync(ctx, twor, ns, worker, sync).await.map(Some),
+        Plan::Sync(sync) => self::sync(ctx, twor, ns, sync).await.map(Some),
     }
 }
 
@@ -59,7 +58,6 @@ async fn sync(
     ctx: &OwnedContext,
     twor: &TemporalWorkerOwnedResource,
     ns: &str,
-    worker: Option<&TemporalWorkerDeployment>,
     sync: Sync,
 ) -> Result<Pass, OwnedFailure> {
     for entry in &sync.remove_asleep {
@@ -71,8 +69,10 @@ async fn sync(
             tracing::warn!(error = %e, copy = %entry.resource_name, "removing the copy of a version at 0");
         }
     }
-    if sync.ensure_metadata && ctx.leads() {
-        apply::ensure_metadata(&ctx.client, twor, worker)
+    if let Some(patch) = &sync.metadata_patch
+        && ctx.leads()
+    {
+        apply::patch_metadata(&ctx.client, twor, patch)
             .await
             .map_err(OwnedFailure::MetadataWriteFailed)?;
     }

@@ -4,13 +4,13 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use kube::ResourceExt;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
 };
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::{FINALIZER, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::api::{FINALIZER, TemporalWorkerOwnedResource};
 use crate::owned::render::Rendered;
 
 /// Kubernetes limits a field manager name to 128 bytes.
@@ -99,43 +99,17 @@ pub async fn delete_copy(
     }
 }
 
-/// Our finalizer (so deletion removes the copies) and, once the worker is known, a controller
-/// reference from the TWD (so the TWOR goes with its worker). One merge patch, and none when
-/// both are already there.
-pub async fn ensure_metadata(
+/// Writes the metadata patch the plan made ([`crate::owned::plan::metadata_patch`]).
+pub async fn patch_metadata(
     client: &kube::Client,
     twor: &TemporalWorkerOwnedResource,
-    twd: Option<&TemporalWorkerDeployment>,
+    patch: &serde_json::Value,
 ) -> Result<(), kube::Error> {
-    let has_finalizer = twor.finalizers().iter().any(|f| f == FINALIZER);
-    let owner = twd.and_then(|t| t.controller_owner_ref(&()));
-    let refs = twor.owner_references();
-    let has_owner = owner
-        .as_ref()
-        .is_none_or(|o| refs.iter().any(|r| r.uid == o.uid));
-    if has_finalizer && has_owner {
-        return Ok(());
-    }
-    let mut finalizers = twor.finalizers().to_vec();
-    if !has_finalizer {
-        finalizers.push(FINALIZER.to_string());
-    }
-    let mut owners: Vec<_> = refs
-        .iter()
-        .filter(|r| r.kind != "TemporalWorkerDeployment")
-        .cloned()
-        .collect();
-    owners.extend(owner);
-    let patch = json!({"metadata": {
-        "resourceVersion": twor.resource_version(),
-        "finalizers": finalizers,
-        "ownerReferences": owners,
-    }});
     api_of(client, twor)
         .patch(
             &twor.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Merge(patch),
         )
         .await?;
     Ok(())

@@ -115,7 +115,6 @@ async fn attempt(
         plan::Plan::Sync(s) => s.next_scaledown,
         plan::Plan::Delete { .. } => None,
     };
-    let worker = observed.worker.as_ref();
-    let pass = act::act(ctx, twor, &observed.namespace, worker, plan).await?;
+    let pass = act::act(ctx, twor, &observed.namespace, plan).await?;
     Ok(pass.map(|p| (p, next_scaledown)))
 }

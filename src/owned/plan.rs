@@ -37,8 +37,8 @@ pub struct Sync {
     /// Copies of versions scaled down (or due to be): removed first, best effort, so an
     /// autoscaler never fights the sunset's scale-down.
     pub remove_asleep: Vec<OwnedVersionStatus>,
-    /// Our finalizer and the worker's owner reference, when one is missing.
-    pub ensure_metadata: bool,
+    /// Adds our finalizer and the worker's owner reference, when one is missing.
+    pub metadata_patch: Option<serde_json::Value>,
     pub work: Work,
     /// The earliest scale-down still ahead, to remove that version's copies on time.
     pub next_scaledown: Option<Duration>,
@@ -97,7 +97,7 @@ pub fn plan(twor: &TemporalWorkerOwnedResource, observed: &Observed, allowed: &[
     };
     Plan::Sync(Sync {
         remove_asleep,
-        ensure_metadata: metadata_missing(twor, twd),
+        metadata_patch: metadata_patch(twor, twd),
         work,
         next_scaledown: next_scaledown(twd, now),
     })
@@ -165,17 +165,37 @@ fn recorded(twor: &TemporalWorkerOwnedResource) -> impl Iterator<Item = &OwnedVe
     twor.status.iter().flat_map(|s| &s.versions)
 }
 
-/// True when our finalizer or the worker's controller reference is missing.
-fn metadata_missing(
+/// Our finalizer (so deletion removes the copies) and, once the worker is known, a controller
+/// reference from the TWD (so the TWOR goes with its worker), as one merge patch guarded by the
+/// resourceVersion; `None` when both are already there.
+pub fn metadata_patch(
     twor: &TemporalWorkerOwnedResource,
     twd: Option<&TemporalWorkerDeployment>,
-) -> bool {
+) -> Option<serde_json::Value> {
     let has_finalizer = twor.finalizers().iter().any(|f| f == crate::api::FINALIZER);
     let owner = twd.and_then(|t| t.controller_owner_ref(&()));
+    let refs = twor.owner_references();
     let has_owner = owner
         .as_ref()
-        .is_none_or(|o| twor.owner_references().iter().any(|r| r.uid == o.uid));
-    !(has_finalizer && has_owner)
+        .is_none_or(|o| refs.iter().any(|r| r.uid == o.uid));
+    if has_finalizer && has_owner {
+        return None;
+    }
+    let mut finalizers = twor.finalizers().to_vec();
+    if !has_finalizer {
+        finalizers.push(crate::api::FINALIZER.to_string());
+    }
+    let mut owners: Vec<_> = refs
+        .iter()
+        .filter(|r| r.kind != "TemporalWorkerDeployment")
+        .cloned()
+        .collect();
+    owners.extend(owner);
+    Some(serde_json::json!({"metadata": {
+        "resourceVersion": twor.resource_version(),
+        "finalizers": finalizers,
+        "ownerReferences": owners,
+    }}))
 }
 
 /// Every copy the TWOR may have made: those in its status, and those its spec names for the
@@ -312,5 +332,40 @@ mod tests {
         );
         assert_eq!(next_scaledown(Some(&twd(-5)), now), None, "already due");
         assert_eq!(next_scaledown(None, now), None);
+    }
+
+    #[test]
+    fn the_metadata_patch_adds_only_what_is_missing() {
+        use crate::api::{FINALIZER, TemporalWorkerOwnedResource};
+        use kube::Resource as _;
+        let mut worker = TemporalWorkerDeployment::test();
+        worker.metadata.uid = Some("twd-uid".into());
+        let mut twor: TemporalWorkerOwnedResource = serde_json::from_value(json!({
+            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerOwnedResource",
+            "metadata": {"name": "hpa", "namespace": "shop", "resourceVersion": "7",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm"}]},
+            "spec": {"workerRef": {"name": "orders"}, "object": {"apiVersion": "autoscaling/v2",
+                "kind": "HorizontalPodAutoscaler", "spec": {}}}
+        }))
+        .expect("twor");
+        let patch = super::metadata_patch(&twor, Some(&worker)).expect("both missing");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["metadata"]["finalizers"], json!([FINALIZER]));
+        let owners: Vec<&str> = patch["metadata"]["ownerReferences"]
+            .as_array()
+            .expect("owners")
+            .iter()
+            .map(|o| o["uid"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(owners, ["cm", "twd-uid"], "other owners are kept");
+        // Without a worker only the finalizer is owed; with both in place nothing is.
+        twor.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        assert!(super::metadata_patch(&twor, None).is_none());
+        assert!(
+            super::metadata_patch(&twor, Some(&worker)).is_some(),
+            "owner missing"
+        );
+        twor.metadata.owner_references = worker.controller_owner_ref(&()).map(|o| vec![o]);
+        assert!(super::metadata_patch(&twor, Some(&worker)).is_none());
     }
 }

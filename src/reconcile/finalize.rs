@@ -23,9 +23,10 @@ pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
     ctx.backlog
         .forget(&(twd.namespace().unwrap_or_default(), twd.name_any()));
     let mut done = Vec::new();
-    let outcome = finalize(ctx, &twd, &mut done)
-        .await
-        .map_or_else(|o| o, |()| Outcome::Done);
+    let outcome = match finalize(ctx, &twd, &mut done).await {
+        Ok(()) => Outcome::Done,
+        Err(ended) => ended,
+    };
     Attempt {
         twd,
         planned: None,
