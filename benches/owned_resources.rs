@@ -154,6 +154,7 @@ async fn main() -> Res<()> {
         leader,
         pool,
         "bench".into(),
+        Arc::new(temporal_worker_controller::metrics::Metrics::new()),
     ));
     println!(
         "render only: {} copies in {:?}",

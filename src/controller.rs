@@ -58,6 +58,7 @@ pub fn build(
         ctx.leader.clone(),
         ctx.pool.clone(),
         ctx.settings.identity.clone(),
+        ctx.metrics.clone(),
     );
     if !ctx.settings.owned_kinds.is_empty() {
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();

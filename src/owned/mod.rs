@@ -32,6 +32,7 @@ use crate::api::twor::OwnedVersionStatus;
 use crate::api::{
     LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment, TemporalWorkerOwnedResource,
 };
+use crate::metrics::{ControllerKind, Metrics, ReconcileOutcome};
 use crate::temporal::ClientPool;
 use apply::Resources;
 use render::{Rendered, Version};
@@ -54,6 +55,7 @@ pub struct OwnedContext {
     /// task-queue lookups.
     pub pool: Arc<ClientPool>,
     pub identity: String,
+    pub metrics: Arc<Metrics>,
     resources: Resources,
     task_queues: task_queue::Known,
 }
@@ -64,12 +66,14 @@ impl OwnedContext {
         leader: watch::Receiver<bool>,
         pool: Arc<ClientPool>,
         identity: String,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             client,
             leader,
             pool,
             identity,
+            metrics,
             task_queues: task_queue::Known::default(),
             allowed_kinds: rules::DEFAULT_ALLOWED_KINDS
                 .iter()
@@ -92,7 +96,16 @@ pub enum OwnedError {
     Kube(#[from] kube::Error),
 }
 
-/// The kube-runtime entry point for one TWOR.
+impl OwnedError {
+    /// The `reason` label of `reconcile_errors_total`: no status is written when a pass fails
+    /// this way, so it is counted as the copies not applied.
+    pub fn reason(&self) -> &'static str {
+        crate::api::conditions::APPLY_FAILED
+    }
+}
+
+/// The kube-runtime entry point for one TWOR: one timer per reconcile, and a failed or
+/// blocked pass counted by its condition reason.
 pub async fn reconcile(
     twor: Arc<TemporalWorkerOwnedResource>,
     ctx: Arc<OwnedContext>,
@@ -101,12 +114,35 @@ pub async fn reconcile(
         // Followers never write; winning the Lease reconciles every TWOR.
         return Ok(Action::await_change());
     }
+    let timer = ctx.metrics.reconcile_started(ControllerKind::OwnedResource);
+    let result = reconcile_pass(&twor, &ctx).await;
+    let failed = match &result {
+        Ok((_, failed)) => *failed,
+        Err(e) => Some(e.reason()),
+    };
+    if let Some(reason) = failed {
+        ctx.metrics
+            .reconcile_error(ControllerKind::OwnedResource, reason);
+    }
+    timer.finish(match failed {
+        Some(_) => ReconcileOutcome::Error,
+        None => ReconcileOutcome::Success,
+    });
+    result.map(|(action, _)| action)
+}
+
+/// One pass over a TWOR: what to do next, and the condition reason when it failed or is
+/// blocked.
+async fn reconcile_pass(
+    twor: &TemporalWorkerOwnedResource,
+    ctx: &OwnedContext,
+) -> Result<(Action, Option<&'static str>), OwnedError> {
     let ns = twor.namespace().ok_or(OwnedError::NoNamespace)?;
     let all = live_deployments(&ctx.client, &ns, &twor.spec.worker_ref.name).await?;
     if twor.meta().deletion_timestamp.is_some() {
-        remove_all(&ctx, &twor, &ns, &all).await?;
-        apply::remove_finalizer(&ctx.client, &twor).await?;
-        return Ok(Action::await_change());
+        remove_all(ctx, twor, &ns, &all).await?;
+        apply::remove_finalizer(&ctx.client, twor).await?;
+        return Ok((Action::await_change(), None));
     }
     let twds: Api<TemporalWorkerDeployment> = Api::namespaced(ctx.client.clone(), &ns);
     let twd = twds.get_opt(&twor.spec.worker_ref.name).await?;
@@ -116,8 +152,8 @@ pub async fn reconcile(
     let (asleep, live): (Vec<Deployment>, Vec<Deployment>) = all
         .into_iter()
         .partition(|d| retiring(d, twd.as_ref(), now));
-    remove_asleep(&ctx, &twor, &ns, &asleep).await;
-    apply::ensure_metadata(&ctx.client, &twor, twd.as_ref()).await?;
+    remove_asleep(ctx, twor, &ns, &asleep).await;
+    apply::ensure_metadata(&ctx.client, twor, twd.as_ref()).await?;
     let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
     // The webhook's rules, checked before anything else: with the webhook off a refused
     // object is reported in status with the webhook's words, and no copy is applied.
@@ -136,7 +172,7 @@ pub async fn reconcile(
             RETRY,
         ),
         (Some(twd), None) => {
-            let versions = sync(&ctx, &twor, twd, &live).await;
+            let versions = sync(ctx, twor, twd, &live).await;
             let again = if versions.iter().all(|v| v.applied) {
                 IDLE
             } else {
@@ -145,14 +181,14 @@ pub async fn reconcile(
             (Pass::Applied(versions), again)
         }
     };
+    let failed = pass.failure_reason();
     let generation = twor.metadata.generation.unwrap_or_default();
     let new = status::compute(twor.status.as_ref(), generation, pass, Timestamp::now());
     if twor.status.as_ref() != Some(&new) && ctx.leads() {
-        apply::write_status(&ctx.client, &twor, &new).await?;
+        apply::write_status(&ctx.client, twor, &new).await?;
     }
-    Ok(Action::requeue(
-        next_scaledown(twd.as_ref(), now).map_or(again, |d| again.min(d)),
-    ))
+    let action = Action::requeue(next_scaledown(twd.as_ref(), now).map_or(again, |d| again.min(d)));
+    Ok((action, failed))
 }
 
 /// The worker's versioned Deployments that are not being deleted, by build ID.

@@ -37,6 +37,7 @@ pub use outcome::{Failure, Outcome, Verdict, verdict};
 
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
+use crate::metrics::{ControllerKind, ReconcileOutcome};
 use crate::planner::{self, model::Phase, model::Plan, model::PlanInput};
 use crate::temporal::budget;
 use act::Done;
@@ -70,7 +71,9 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     }
     let span = info_span!("reconcile", namespace = %ns, name = %twd.name_any(), generation = twd.metadata.generation);
     async move {
-        let timer = ctx.metrics.reconcile_started();
+        let timer = ctx
+            .metrics
+            .reconcile_started(ControllerKind::WorkerDeployment);
         let attempt = if twd.meta().deletion_timestamp.is_some() {
             ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
             finalize::run(&ctx, twd).await
@@ -78,8 +81,8 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
             attempt(&ctx, twd).await
         };
         timer.finish(match attempt.outcome {
-            Outcome::Failed(_) => "error",
-            Outcome::Done | Outcome::Stale => "success",
+            Outcome::Failed(_) => ReconcileOutcome::Error,
+            Outcome::Done | Outcome::Stale => ReconcileOutcome::Success,
         });
         if !ctx.leads() {
             // Leadership was lost mid-reconcile: the new leader reports.

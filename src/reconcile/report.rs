@@ -14,6 +14,7 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::conditions as reason;
 use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionStatus};
 use crate::events;
+use crate::metrics::ControllerKind;
 use crate::planner::gates;
 use crate::planner::model::{PinnedAction, PinnedBatch, RoutingChange};
 use crate::reconcile::act::Done;
@@ -104,7 +105,8 @@ fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
     let decided = verdict(&attempt.outcome, streak);
     if let Outcome::Failed(f) = &attempt.outcome {
         // Counted once per failed reconcile, quiet retries included, by condition reason.
-        ctx.metrics.reconcile_error(f.reason());
+        ctx.metrics
+            .reconcile_error(ControllerKind::WorkerDeployment, f.reason());
         tracing::info!(reason = f.reason(), message = %f, streak, ?decided, "reconcile failed");
     }
     (decided, streak)
