@@ -115,7 +115,7 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let timer = ctx.metrics.reconcile_started(ControllerKind::OwnedResource);
-    let result = reconcile_pass(&twor, &ctx).await;
+    let result = reconcile_pass(twor, Arc::clone(&ctx)).await;
     let failed = match &result {
         Ok((_, failed)) => *failed,
         Err(e) => Some(e.reason()),
@@ -134,14 +134,14 @@ pub async fn reconcile(
 /// One pass over a TWOR: what to do next, and the condition reason when it failed or is
 /// blocked.
 async fn reconcile_pass(
-    twor: &TemporalWorkerOwnedResource,
-    ctx: &OwnedContext,
+    twor: Arc<TemporalWorkerOwnedResource>,
+    ctx: Arc<OwnedContext>,
 ) -> Result<(Action, Option<&'static str>), OwnedError> {
     let ns = twor.namespace().ok_or(OwnedError::NoNamespace)?;
     let all = live_deployments(&ctx.client, &ns, &twor.spec.worker_ref.name).await?;
     if twor.meta().deletion_timestamp.is_some() {
-        remove_all(ctx, twor, &ns, &all).await?;
-        apply::remove_finalizer(&ctx.client, twor).await?;
+        remove_all(&ctx, &twor, &ns, &all).await?;
+        apply::remove_finalizer(&ctx.client, &twor).await?;
         return Ok((Action::await_change(), None));
     }
     let twds: Api<TemporalWorkerDeployment> = Api::namespaced(ctx.client.clone(), &ns);
@@ -152,8 +152,8 @@ async fn reconcile_pass(
     let (asleep, live): (Vec<Deployment>, Vec<Deployment>) = all
         .into_iter()
         .partition(|d| retiring(d, twd.as_ref(), now));
-    remove_asleep(ctx, twor, &ns, &asleep).await;
-    apply::ensure_metadata(&ctx.client, twor, twd.as_ref()).await?;
+    remove_asleep(&ctx, &twor, &ns, &asleep).await;
+    apply::ensure_metadata(&ctx.client, &twor, twd.as_ref()).await?;
     let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
     // The webhook's rules, checked before anything else: with the webhook off a refused
     // object is reported in status with the webhook's words, and no copy is applied.
@@ -172,7 +172,7 @@ async fn reconcile_pass(
             RETRY,
         ),
         (Some(twd), None) => {
-            let versions = sync(ctx, twor, twd, &live).await;
+            let versions = sync(&ctx, &twor, twd, &live).await;
             let again = if versions.iter().all(|v| v.applied) {
                 IDLE
             } else {
@@ -185,7 +185,7 @@ async fn reconcile_pass(
     let generation = twor.metadata.generation.unwrap_or_default();
     let new = status::compute(twor.status.as_ref(), generation, pass, Timestamp::now());
     if twor.status.as_ref() != Some(&new) && ctx.leads() {
-        apply::write_status(&ctx.client, twor, &new).await?;
+        apply::write_status(&ctx.client, &twor, &new).await?;
     }
     let action = Action::requeue(next_scaledown(twd.as_ref(), now).map_or(again, |d| again.min(d)));
     Ok((action, failed))
