@@ -154,7 +154,7 @@ async fn main() -> Res<()> {
         leader,
         pool,
         "bench".into(),
-        Arc::default(),
+        Arc::new(temporal_worker_controller::metrics::Metrics::new()),
     ));
     println!(
         "render only: {} copies in {:?}",

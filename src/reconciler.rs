@@ -6,7 +6,7 @@
 //!   to Kubernetes or Temporal besides status) → report (the only writer of status and
 //!   events, and the one place that counts failures);
 //! - a driver that is a plain list of stage calls inside [`instrumented`], which gives every
-//!   reconcile its span, its duration and its outcome count, labelled by [`Controller`];
+//!   reconcile its span, its duration and its outcome count, labelled by [`ControllerKind`];
 //! - one failure type per controller implementing [`ReconcileFailure`]: one variant per stage or cause
 //!   keeping its typed source, a [`ReconcileFailure::reason`] that is both the metric label and, where
 //!   the status reports it, the documented condition reason, and an exhaustive `verdict()`
@@ -27,8 +27,8 @@ use tracing::{Instrument, info_span};
 
 use crate::error::Error;
 
-pub use crate::metrics::Controller;
 use crate::metrics::Metrics;
+pub use crate::metrics::{ControllerKind, ReconcileOutcome};
 
 /// A reconciler's failure.
 pub trait ReconcileFailure: std::error::Error + Send + Sync + 'static {
@@ -37,28 +37,12 @@ pub trait ReconcileFailure: std::error::Error + Send + Sync + 'static {
     fn reason(&self) -> &'static str;
 }
 
-/// How a reconcile ended, for the reconcile counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
-    Success,
-    Error,
-}
-
-impl Ended {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ended::Success => "success",
-            Ended::Error => "error",
-        }
-    }
-}
-
 /// The kube-runtime entry of every reconciler: a follower waits (winning the Lease reconciles
 /// every object at once, `reconcile_all_on` in `src/controller.rs`, so there is nothing to poll
 /// for); the leader runs `stages` with the object's namespace inside [`instrumented`], in a
 /// span naming the controller, the object and its generation.
 pub async fn lead<K, Fut>(
-    controller: Controller,
+    controller: ControllerKind,
     metrics: &Metrics,
     leads: bool,
     obj: &K,
@@ -66,7 +50,7 @@ pub async fn lead<K, Fut>(
 ) -> Result<Action, Error>
 where
     K: Resource,
-    Fut: Future<Output = (Action, Ended)>,
+    Fut: Future<Output = (Action, ReconcileOutcome)>,
 {
     if !leads {
         return Ok(Action::await_change());
@@ -87,15 +71,15 @@ where
 /// Runs one reconcile of `controller` inside its span, timing it and counting how it ended.
 /// `stages` returns the result for kube-runtime and how it ended.
 pub async fn instrumented<T>(
-    controller: Controller,
+    controller: ControllerKind,
     metrics: &Metrics,
     span: tracing::Span,
-    stages: impl Future<Output = (T, Ended)>,
+    stages: impl Future<Output = (T, ReconcileOutcome)>,
 ) -> T {
     async move {
         let timer = metrics.reconcile_started(controller);
         let (out, ended) = stages.await;
-        timer.finish(ended.as_str());
+        timer.finish(ended);
         out
     }
     .instrument(span)
@@ -105,7 +89,7 @@ pub async fn instrumented<T>(
 /// Counts one failed reconcile by reason and logs it once, the same way for every controller.
 pub fn count_failure(
     metrics: &Metrics,
-    controller: Controller,
+    controller: ControllerKind,
     failure: &dyn ReconcileFailure,
     streak: u32,
 ) {
@@ -192,7 +176,7 @@ mod tests {
     #[test]
     fn every_controller_has_its_own_label() {
         let labels: std::collections::BTreeSet<_> =
-            Controller::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(labels.len(), Controller::ALL.len());
+            ControllerKind::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(labels.len(), ControllerKind::ALL.len());
     }
 }

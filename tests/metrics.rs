@@ -9,8 +9,9 @@ use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::metrics::{Metrics, openmetrics_to_prometheus_text};
-use temporal_worker_controller::reconciler::Controller;
+use temporal_worker_controller::metrics::{
+    ControllerKind, Metrics, ReconcileOutcome, openmetrics_to_prometheus_text,
+};
 
 #[path = "dashboard_support/mod.rs"]
 mod dashboard_support;
@@ -103,11 +104,11 @@ fn store_with(
 /// A metrics instance with every operational family touched at least once.
 fn busy_metrics() -> Arc<Metrics> {
     let m = Arc::new(Metrics::new());
-    m.reconcile_started(Controller::WorkerDeployment)
-        .finish("success");
-    m.reconcile_started(Controller::WorkerDeployment)
-        .finish("error");
-    m.reconcile_error(Controller::WorkerDeployment, "TemporalStateFetchFailed");
+    m.reconcile_started(ControllerKind::WorkerDeployment)
+        .finish(ReconcileOutcome::Success);
+    m.reconcile_started(ControllerKind::WorkerDeployment)
+        .finish(ReconcileOutcome::Error);
+    m.reconcile_error(ControllerKind::WorkerDeployment, "TemporalStateFetchFailed");
     m.temporal_rpc("DescribeWorkerDeployment", "OK", Duration::from_millis(12));
     m.temporal_rpc(
         "SetWorkerDeploymentRampingVersion",
@@ -465,7 +466,7 @@ fn rollout_state_follows_the_store() {
         None
     );
     assert!(text.contains(
-        r#"temporal_worker_controller_rollout_info{namespace="shop",name="orders",strategy="Progressive",phase="Progressing",reason="Ramping",target_build="v2",current_build="v1"} 1"#
+        r#"temporal_worker_controller_rollout_info{namespace="shop",name="orders",strategy="Progressive",phase="Progressing",reason="Ramping",target_build_id="v2",current_build_id="v1"} 1"#
     ), "{text}");
 
     let payments = r#"namespace="shop",name="payments""#;

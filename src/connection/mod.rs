@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::api::{TemporalConnection, TemporalWorkerDeployment};
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::reconciler::{Controller, Streaks, lead};
+use crate::reconciler::{ControllerKind, Streaks, lead};
 
 /// Shared state of the Connection reconciler.
 pub struct ConnectionContext {
@@ -62,7 +62,7 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let (metrics, leads) = (&ctx.metrics, ctx.leads());
     lead(
-        Controller::Connection,
+        ControllerKind::Connection,
         metrics,
         leads,
         &*conn,

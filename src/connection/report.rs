@@ -8,13 +8,13 @@ use crate::api::TemporalConnection;
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::{ConnectionFailure, verdict};
 use crate::connection::plan::{Plan, RECHECK};
-use crate::reconciler::{Controller, Ended, count_failure};
+use crate::reconciler::{ControllerKind, ReconcileOutcome, count_failure};
 
 pub fn report(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,
     attempt: Result<Plan, ConnectionFailure>,
-) -> (Action, Ended) {
+) -> (Action, ReconcileOutcome) {
     let key = ObjectRef::from_obj(conn);
     match attempt {
         Ok(plan) => {
@@ -23,12 +23,15 @@ pub fn report(
                 Plan::Keep => Action::requeue(RECHECK),
                 Plan::Release => Action::await_change(),
             };
-            (action, Ended::Success)
+            (action, ReconcileOutcome::Success)
         }
         Err(failure) => {
             let streak = ctx.streaks.failed(&key);
-            count_failure(&ctx.metrics, Controller::Connection, &failure, streak);
-            (Action::requeue(verdict(&failure, streak)), Ended::Error)
+            count_failure(&ctx.metrics, ControllerKind::Connection, &failure, streak);
+            (
+                Action::requeue(verdict(&failure, streak)),
+                ReconcileOutcome::Error,
+            )
         }
     }
 }

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use crate::api::TemporalWorkerOwnedResource;
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::reconciler::{Controller, Streaks, lead};
+use crate::reconciler::{ControllerKind, Streaks, lead};
 use crate::temporal::ClientPool;
 use apply::Resources;
 
@@ -91,7 +91,7 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let (metrics, leads) = (&ctx.metrics, ctx.leads());
     lead(
-        Controller::OwnedResource,
+        ControllerKind::OwnedResource,
         metrics,
         leads,
         &*twor,

@@ -14,7 +14,7 @@ use crate::api::TemporalWorkerOwnedResource;
 use crate::owned::outcome::{OwnedFailure, verdict};
 use crate::owned::status::{self, Pass};
 use crate::owned::{OwnedContext, apply, plan};
-use crate::reconciler::{Controller, Ended, count_failure};
+use crate::reconciler::{ControllerKind, ReconcileOutcome, count_failure};
 
 /// What the stages before produced: the pass to report and the next scale-down, or why the
 /// pass could not finish.
@@ -24,29 +24,43 @@ pub async fn report(
     ctx: &OwnedContext,
     twor: &TemporalWorkerOwnedResource,
     attempt: Attempt,
-) -> (Action, Ended) {
+) -> (Action, ReconcileOutcome) {
     let key = ObjectRef::from_obj(twor);
     let written = match attempt {
-        Ok(None) => Ok(Action::await_change()),
+        Ok(None) => Ok((Action::await_change(), None)),
         Ok(Some((pass, next_scaledown))) => {
             let again = plan::requeue(&pass, next_scaledown);
+            let blocked = pass.failure_reason();
             write(ctx, twor, pass)
                 .await
-                .map(|()| Action::requeue(again))
+                .map(|()| (Action::requeue(again), blocked))
         }
         Err(failure) => Err(failure),
     };
     match written {
-        Ok(action) => {
+        Ok((action, None)) => {
             ctx.streaks.succeeded(&key);
-            (action, Ended::Success)
+            (action, ReconcileOutcome::Success)
+        }
+        Ok((action, Some(reason))) => {
+            // Reported in status (Ready=False) and counted by that reason; the pass itself
+            // went through, so it is looked at again on the plan's schedule, without backoff.
+            ctx.streaks.succeeded(&key);
+            ctx.metrics
+                .reconcile_error(ControllerKind::OwnedResource, reason);
+            (action, ReconcileOutcome::Error)
         }
         Err(failure) => {
             let streak = ctx.streaks.failed(&key);
-            count_failure(&ctx.metrics, Controller::OwnedResource, &failure, streak);
+            count_failure(
+                &ctx.metrics,
+                ControllerKind::OwnedResource,
+                &failure,
+                streak,
+            );
             (
                 Action::requeue(verdict(&failure, streak).retry),
-                Ended::Error,
+                ReconcileOutcome::Error,
             )
         }
     }

@@ -25,6 +25,21 @@ pub enum Pass {
     Invalid { message: String },
 }
 
+impl Pass {
+    /// The reason of a pass that failed or is blocked (the `Ready=False` reason of
+    /// [`compute`]); `None` when every copy is applied.
+    pub fn failure_reason(&self) -> Option<&'static str> {
+        match self {
+            Pass::WorkerNotFound { .. } => Some(reason::WORKER_DEPLOYMENT_NOT_FOUND),
+            Pass::Invalid { .. } => Some(reason::APPLY_FAILED),
+            Pass::Applied(versions) => versions
+                .iter()
+                .any(|v| !v.applied)
+                .then_some(reason::APPLY_FAILED),
+        }
+    }
+}
+
 /// The status to write for `pass`; `old` keeps `lastTransitionTime` of unchanged conditions.
 pub fn compute(
     old: Option<&TemporalWorkerOwnedResourceStatus>,
@@ -220,5 +235,26 @@ mod tests {
             first, second,
             "an unchanged pass must not change the status"
         );
+    }
+
+    /// The reason counted in `reconcile_errors_total` is the `Ready=False` reason in status.
+    #[test]
+    fn the_counted_failure_reason_is_the_ready_reason() {
+        for pass in [
+            Pass::WorkerNotFound { worker: "w".into() },
+            Pass::Invalid {
+                message: "m".into(),
+            },
+            Pass::Applied(vec![entry("a", true, ""), entry("b", false, "no")]),
+            Pass::Applied(vec![entry("a", true, "")]),
+        ] {
+            let counted = pass.failure_reason();
+            let s = compute(None, 1, pass, Timestamp::UNIX_EPOCH);
+            let want = match cond(&s, "Ready") {
+                ("False", why) => Some(why),
+                _ => None,
+            };
+            assert_eq!(counted, want);
+        }
     }
 }

@@ -35,7 +35,7 @@ pub use outcome::{Failure, Outcome, Verdict, verdict};
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
 use crate::planner::{self, model::Plan, model::PlanInput};
-use crate::reconciler::{Controller, Ended, lead};
+use crate::reconciler::{ControllerKind, ReconcileOutcome, lead};
 use crate::temporal::budget;
 use act::Done;
 
@@ -65,7 +65,7 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     }
     let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
     lead(
-        Controller::WorkerDeployment,
+        ControllerKind::WorkerDeployment,
         metrics,
         leads,
         &*object,
@@ -77,8 +77,8 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
                 attempt(&ctx, twd).await
             };
             let ended = match attempt.outcome {
-                Outcome::Failed(_) => Ended::Error,
-                Outcome::Done | Outcome::Stale => Ended::Success,
+                Outcome::Failed(_) => ReconcileOutcome::Error,
+                Outcome::Done | Outcome::Stale => ReconcileOutcome::Success,
             };
             if !ctx.leads() {
                 // Leadership was lost mid-reconcile: the new leader reports.

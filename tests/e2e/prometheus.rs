@@ -262,7 +262,7 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     eventually("final state scraped", T, || async {
         let current = prom
             .instant(&format!(
-                r#"temporal_worker_controller_rollout_info{{namespace="{}", name="web", current_build="{v2}"}}"#,
+                r#"temporal_worker_controller_rollout_info{{namespace="{}", name="web", current_build_id="{v2}"}}"#,
                 c.ns
             ))
             .await?;

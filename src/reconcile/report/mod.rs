@@ -19,7 +19,7 @@ use crate::planner::model::{PinnedAction, PlanInput, RoutingChange};
 use crate::reconcile::act::Done;
 use crate::reconcile::outcome::{Conditions, Requeue};
 use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned, Verdict, verdict};
-use crate::reconciler::{Controller, backoff, count_failure, jittered};
+use crate::reconciler::{ControllerKind, backoff, count_failure, jittered};
 use crate::status::{self, Blocked, Report};
 
 /// Retry delay after a status write lost a race with the watch cache.
@@ -111,7 +111,7 @@ fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
     let decided = verdict(&attempt.outcome, streak);
     if let Outcome::Failed(f) = &attempt.outcome {
         // Counted once per failed reconcile, quiet retries included, by condition reason.
-        count_failure(&ctx.metrics, Controller::WorkerDeployment, f, streak);
+        count_failure(&ctx.metrics, ControllerKind::WorkerDeployment, f, streak);
     }
     (decided, streak)
 }
