@@ -34,9 +34,9 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::{
 };
 
 use super::budget::{Class, NamespaceBudget};
+use super::connections::{EvictHandle, RpcObserver};
 use super::convert;
 use super::error::{TemporalError, code_label};
-use super::pool::{EvictHandle, RpcObserver};
 use super::state::{GateObservation, VersionDetail, WorkerDeploymentState};
 
 /// Upper bound on one RPC including the SDK's retries. Temporal Server 1.32 stalls a
