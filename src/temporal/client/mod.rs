@@ -35,9 +35,9 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(20);
 /// Upper bound on one write (routing, manager claim, metadata, gate start, deletion). Only the
 /// Lease holder writes, and it checks that before each group of writes; a write that outlasted
 /// the lease could land after another replica took over. A holder renews the Lease when
-/// `run::LEASE_GRACE_SECS` of it remain, so a write started while it held the Lease ends
-/// (or is abandoned) before that Lease expires, even if no renewal succeeds meanwhile;
-/// `run::tests` checks the margin. Reads keep [`RPC_TIMEOUT`].
+/// `run::leadership::LEASE_GRACE_SECS` of it remain, so a write started while it held the
+/// Lease ends (or is abandoned) before that Lease expires, even if no renewal succeeds
+/// meanwhile; a test in `run::leadership` checks the margin. Reads keep [`RPC_TIMEOUT`].
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(8);
 /// Gate workflows that hang must not block a rollout forever.
 const GATE_EXECUTION_TIMEOUT: Duration = Duration::from_secs(3600);
