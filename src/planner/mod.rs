@@ -42,6 +42,8 @@ mod drift_tests;
 #[cfg(test)]
 mod gates_tests;
 #[cfg(test)]
+mod polling_tests;
+#[cfg(test)]
 mod progressive_tests;
 #[cfg(test)]
 mod proptests;
