@@ -125,6 +125,219 @@ fn the_cycle_finder_finds_cycles() {
     assert!(find_cycle(&g(&[("a", "b"), ("b", "c"), ("c", "a")])).is_some());
 }
 
+/// The module path of the file at `rel` (relative to `src/`): `planner/mod.rs` → `[planner]`.
+fn module_path(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod" || p == "lib") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths named by the use tree at the start of `text` (`a::{b, c::d}` → `a::b`, `a::c::d`).
+fn use_tree(text: &str) -> (Vec<Vec<String>>, usize) {
+    let ident_end = |s: &str| {
+        s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len())
+    };
+    let mut prefix = Vec::new();
+    let mut i = 0;
+    loop {
+        let rest = &text[i..];
+        let ws = rest.len() - rest.trim_start().len();
+        i += ws;
+        let rest = &text[i..];
+        if let Some(group) = rest.strip_prefix('{') {
+            i += 1;
+            let mut paths = Vec::new();
+            let mut offset = 0;
+            loop {
+                let (sub, used) = use_tree(&group[offset..]);
+                for s in sub {
+                    let mut p = prefix.clone();
+                    p.extend(s.into_iter().filter(|seg| seg != "self"));
+                    paths.push(p);
+                }
+                offset += used;
+                let tail = group[offset..].trim_start();
+                offset = group.len() - tail.len();
+                if let Some(after) = tail.strip_prefix(',') {
+                    offset = group.len() - after.len();
+                } else {
+                    if tail.starts_with('}') {
+                        offset += 1;
+                    }
+                    break;
+                }
+            }
+            return (paths, i + offset);
+        }
+        let end = ident_end(rest);
+        if end == 0 {
+            return (vec![prefix], i);
+        }
+        prefix.push(rest[..end].to_string());
+        i += end;
+        match text[i..].strip_prefix("::") {
+            Some(_) => i += 2,
+            None => return (vec![prefix], i),
+        }
+    }
+}
+
+/// Folder → (child module → the sibling child modules its non-test code imports), from
+/// `(path relative to src/, source text)` pairs. Only `crate::folder::child` and `super::child`
+/// paths count: an item re-exported by the folder's `mod.rs` is not an edge.
+fn folder_graphs(
+    files: &[(String, String)],
+) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let modules: Vec<Vec<String>> = files.iter().map(|(rel, _)| module_path(rel)).collect();
+    let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let is_child = |folder: &[String], name: &str| {
+        modules
+            .iter()
+            .any(|m| m.len() > folder.len() && m.starts_with(folder) && m[folder.len()] == name)
+    };
+    for ((rel, text), module) in files.iter().zip(&modules) {
+        if rel.ends_with("tests.rs") || rel == "fixtures.rs" {
+            continue;
+        }
+        // `super` in `a/b.rs` and in `a/b/mod.rs` both name `a`.
+        let parent = module[..module.len().saturating_sub(1)].to_vec();
+        // Doc links name a module without importing it.
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut targets = Vec::new();
+        for (start, keyword) in code
+            .match_indices("crate::")
+            .chain(code.match_indices("super::"))
+        {
+            let before = code[..start].chars().next_back();
+            if before.is_some_and(|c| c == ':' || c == '_' || c.is_ascii_alphanumeric()) {
+                continue; // the tail of a longer path, e.g. the second `super` of `super::super`
+            }
+            let (paths, _) = use_tree(&code[start..]);
+            for path in paths {
+                let mut base = if keyword == "crate::" {
+                    Vec::new()
+                } else {
+                    parent.clone()
+                };
+                let mut segs = path.into_iter().skip(1).peekable();
+                while segs.peek().is_some_and(|s| s == "super") {
+                    segs.next();
+                    base.pop();
+                }
+                base.extend(segs);
+                targets.push(base);
+            }
+        }
+        for depth in 1..module.len() {
+            let folder = &module[..depth];
+            let from = &module[depth];
+            for target in &targets {
+                if target.len() > depth && target.starts_with(folder) {
+                    let to = &target[depth];
+                    if to != from && is_child(folder, to) {
+                        graphs
+                            .entry(folder.join("/"))
+                            .or_default()
+                            .entry(from.clone())
+                            .or_default()
+                            .insert(to.clone());
+                    }
+                }
+            }
+        }
+    }
+    graphs
+}
+
+fn source_files() -> Vec<(String, String)> {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).expect("under src");
+            let text = fs::read_to_string(f).expect("read source");
+            (rel.to_string_lossy().replace('\\', "/"), text)
+        })
+        .collect()
+}
+
+#[test]
+fn modules_inside_a_folder_do_not_import_each_other_in_a_cycle() {
+    let graphs = folder_graphs(&source_files());
+    for folder in ["planner", "temporal", "reconcile", "owned", "run"] {
+        assert!(
+            graphs.contains_key(folder),
+            "folder {folder} not found: {graphs:#?}"
+        );
+    }
+    let cycles: Vec<_> = graphs
+        .iter()
+        .filter_map(|(folder, graph)| find_cycle(graph).map(|c| (folder, c)))
+        .collect();
+    assert!(
+        cycles.is_empty(),
+        "import cycles inside folders: {cycles:#?}"
+    );
+}
+
+#[test]
+fn the_folder_graph_sees_cycles_inside_a_folder() {
+    let src = |files: &[(&str, &str)]| -> Vec<(String, String)> {
+        files
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    };
+    let acyclic = folder_graphs(&src(&[
+        ("top/mod.rs", "mod a; mod b; mod c; use crate::top::a::X;"),
+        ("top/a.rs", "use super::{b::Y, c};"),
+        // A doc link and test-only code are no imports (each would close a cycle).
+        (
+            "top/b.rs",
+            "/// Unlike [`crate::top::a`].\nuse crate::other::a;",
+        ),
+        (
+            "top/c/mod.rs",
+            "use crate::top::b;\n#[cfg(test)]\nuse crate::top::a;",
+        ),
+        ("top/c/d.rs", "use super::e;"),
+        ("top/c/e.rs", ""),
+        ("top/tests.rs", "use crate::top::c::d; use super::a;"),
+    ]));
+    assert_eq!(
+        acyclic["top"]["a"],
+        BTreeSet::from(["b".into(), "c".into()])
+    );
+    assert_eq!(acyclic["top/c"]["d"], BTreeSet::from(["e".into()]));
+    for graph in acyclic.values() {
+        assert_eq!(find_cycle(graph), None, "{acyclic:#?}");
+    }
+    // Through `super::super` from a nested file, and through a group.
+    let cyclic = folder_graphs(&src(&[
+        ("top/a.rs", "use super::b::Y;"),
+        ("top/b.rs", "use crate::top::{c::Z, x};"),
+        ("top/c/d.rs", "fn f() { super::super::a::g() }"),
+    ]));
+    let cycle = find_cycle(&cyclic["top"]).expect("a cycle inside `top`");
+    assert_eq!(cycle.len(), 4, "{cycle:?}");
+}
+
 /// Backticked tokens of a Markdown text.
 fn code_spans(text: &str) -> Vec<&str> {
     text.split('`').skip(1).step_by(2).collect()

@@ -24,6 +24,7 @@ pub mod rules;
 pub mod status;
 pub mod task_queue;
 pub mod template;
+pub mod versions;
 
 use std::sync::Arc;
 

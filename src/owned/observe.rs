@@ -11,7 +11,8 @@ use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::owned::outcome::OwnedFailure;
-use crate::owned::{OwnedContext, plan, render, task_queue};
+use crate::owned::versions::{build_of, retiring};
+use crate::owned::{OwnedContext, render, task_queue};
 
 /// What one pass over a TWOR reads.
 pub struct Observed {
@@ -59,10 +60,10 @@ pub async fn observe(
         && render::needs_task_queue(&twor.spec.object)
     {
         for d in &observed.deployments {
-            let Some(build) = plan::build_of(d) else {
+            let Some(build) = build_of(d) else {
                 continue;
             };
-            if plan::retiring(d, Some(twd), observed.now) {
+            if retiring(d, Some(twd), observed.now) {
                 continue;
             }
             let queue = task_queue::lookup(ctx, twd, build).await;
@@ -88,8 +89,8 @@ async fn live_deployments(
         .await?
         .items
         .into_iter()
-        .filter(|d| d.meta().deletion_timestamp.is_none() && plan::build_of(d).is_some())
+        .filter(|d| d.meta().deletion_timestamp.is_none() && build_of(d).is_some())
         .collect();
-    live.sort_by(|a, b| plan::build_of(a).cmp(&plan::build_of(b)));
+    live.sort_by(|a, b| build_of(a).cmp(&build_of(b)));
     Ok(live)
 }

@@ -4,16 +4,16 @@
 
 use std::time::Duration;
 
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Resource, ResourceExt};
 
 use crate::api::twor::OwnedVersionStatus;
-use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::owned::observe::Observed;
 use crate::owned::render::{self, Rendered, Version};
 use crate::owned::rules;
 use crate::owned::status::Pass;
+use crate::owned::versions::{build_of, next_scaledown, retiring};
 
 /// How often an idle TWOR is looked at again (copies are also re-applied on every change of
 /// the TWOR, its worker or its versioned Deployments).
@@ -219,33 +219,6 @@ fn every_copy(twor: &TemporalWorkerOwnedResource, live: &[Deployment]) -> Vec<Ow
     copies
 }
 
-/// True for a version whose copies must go: its Deployment is at 0, or the TWD's status says
-/// its scale-down is due.
-pub fn retiring(d: &Deployment, twd: Option<&TemporalWorkerDeployment>, now: Timestamp) -> bool {
-    if d.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
-        return true;
-    }
-    let Some(build) = build_of(d) else {
-        return false;
-    };
-    twd.and_then(|t| t.status.as_ref())
-        .into_iter()
-        .flat_map(|s| &s.deprecated_versions)
-        .any(|v| v.version.build_id == build && v.scaledown_at.as_ref().is_some_and(|t| t.0 <= now))
-}
-
-/// Time until the earliest scale-down still ahead, to remove that version's copies on time.
-pub fn next_scaledown(twd: Option<&TemporalWorkerDeployment>, now: Timestamp) -> Option<Duration> {
-    twd?.status
-        .as_ref()?
-        .deprecated_versions
-        .iter()
-        .filter_map(|v| v.scaledown_at.as_ref())
-        .filter_map(|t| Duration::try_from(t.0.duration_since(now)).ok())
-        .filter(|d| !d.is_zero())
-        .min()
-}
-
 /// When to look again after a pass that reported `pass`.
 pub fn requeue(pass: &Pass, next_scaledown: Option<Duration>) -> Duration {
     let again = match pass {
@@ -254,10 +227,6 @@ pub fn requeue(pass: &Pass, next_scaledown: Option<Duration>) -> Duration {
         Pass::Invalid { .. } => IDLE,
     };
     next_scaledown.map_or(again, |d| again.min(d))
-}
-
-pub fn build_of(d: &Deployment) -> Option<&str> {
-    d.labels().get(LABEL_BUILD_ID).map(String::as_str)
 }
 
 /// `spec.object`'s apiVersion and kind.
@@ -281,10 +250,10 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
-    use super::{next_scaledown, retiring};
     use crate::api::TemporalWorkerDeployment;
     use crate::api::twd::{DeprecatedVersion, TemporalWorkerDeploymentStatus, VersionStatus};
     use crate::fixtures::{NOW, ago, ts};
+    use crate::owned::versions::{next_scaledown, retiring};
 
     fn deployment(build: &str, replicas: i32) -> Deployment {
         serde_json::from_value(json!({

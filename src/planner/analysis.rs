@@ -16,10 +16,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::api::twd::{AbortRecord, AnalysisRecord, AnalysisVerdict, RolloutControl, StepVerdict};
 use crate::planner::clock::{self, Wake};
 use crate::planner::model::{
-    Analysis, Phase, PlanInput, Progress, RoutingChange, Sample, Strategy,
+    Analysis, Decision, Phase, PlanInput, Progress, RoutingChange, Sample, Strategy,
 };
 use crate::planner::progressive;
-use crate::planner::routing::Decision;
 use crate::planner::view::View;
 
 /// Reason recorded for an abort decided by the analysis (and the Warning event's reason).

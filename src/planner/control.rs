@@ -30,8 +30,9 @@ use crate::api::twd::{PausedStep, ResumedStep, RolloutControl};
 use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
 use crate::planner::analysis;
 use crate::planner::clock::{self, Wake};
-use crate::planner::model::{Phase, Progress, RoutingChange, Step, StepProgress, Strategy};
-use crate::planner::routing::Decision;
+use crate::planner::model::{
+    Decision, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
+};
 use crate::planner::view::View;
 use crate::planner::{progressive, step_gates};
 

@@ -34,12 +34,27 @@ pub mod step_gates;
 pub mod sunset;
 mod view;
 
+// Plan-level tests, one file per rule file, sharing `test_fixtures`.
 #[cfg(test)]
 mod control_tests;
 #[cfg(test)]
+mod drift_tests;
+#[cfg(test)]
+mod gates_tests;
+#[cfg(test)]
+mod polling_tests;
+#[cfg(test)]
+mod progressive_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod tests;
+mod routing_tests;
+#[cfg(test)]
+mod scaling_tests;
+#[cfg(test)]
+mod sunset_tests;
+#[cfg(test)]
+mod test_fixtures;
 
 pub use sunset::{deadlines as sunset_deadlines, eligible_for_deletion};
 

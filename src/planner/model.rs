@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use crate::api::twd::RolloutControl;
 use crate::temporal::state::{GateObservation, WorkerDeploymentState};
 
 /// Everything the planner needs, gathered by the reconciler.
@@ -343,4 +344,19 @@ pub struct StepProgress {
     pub started_at: Option<Timestamp>,
     /// When the next step (or promotion) is due.
     pub next_at: Option<Timestamp>,
+}
+
+/// What routing decides in one reconcile, before [`Plan`] takes it apart; the rules after
+/// routing ([`crate::planner::control`], [`crate::planner::step_gates`],
+/// [`crate::planner::analysis`]) adjust it, so it lives here rather than in any one of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    pub change: Option<RoutingChange>,
+    pub claim_manager: bool,
+    pub start_gates: Vec<String>,
+    pub progress: Progress,
+    /// The rollout-control record to keep ([`crate::planner::control`]).
+    pub control: RolloutControl,
+    /// The step gate to start ([`crate::planner::step_gates`]).
+    pub start_step_gates: Option<StepGateStart>,
 }

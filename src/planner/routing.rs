@@ -22,29 +22,16 @@
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::api::twd::RolloutControl;
 use crate::planner::clock::{self, MANAGER_POLL, Wake};
 use crate::planner::control;
 use crate::planner::gates::{self, GateState};
 use crate::planner::model::{
-    ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
+    Decision, ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
 };
 use crate::planner::polling;
 use crate::planner::progressive::{self, StepDecision};
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Decision {
-    pub change: Option<RoutingChange>,
-    pub claim_manager: bool,
-    pub start_gates: Vec<String>,
-    pub progress: Progress,
-    /// The rollout-control record to keep ([`super::control`]).
-    pub control: RolloutControl,
-    /// The step gate to start ([`super::step_gates`]).
-    pub start_step_gates: Option<crate::planner::model::StepGateStart>,
-}
 
 /// `held_back`: set when the version limit prevents creating the target (the message).
 /// `stalled`: Deployments whose Connection roll stalled ([`super::drift::stalled`]).

@@ -11,9 +11,8 @@ use crate::api::twd::{AbortRecord, RolloutControl};
 use crate::planner::analysis::hold_aborted;
 use crate::planner::clock::Wake;
 use crate::planner::gates::{self, GateState};
-use crate::planner::model::{Gate, PlanInput, RoutingChange, StepGateStart};
+use crate::planner::model::{Decision, Gate, PlanInput, RoutingChange, StepGateStart};
 use crate::planner::progressive;
-use crate::planner::routing::Decision;
 use crate::planner::view::View;
 
 /// Reason recorded for an abort by a failed step gate.

@@ -5,10 +5,9 @@
 //! concurrent reconciles, and are dropped on auth failures, on client-certificate expiry and
 //! after a long idle period.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr as _;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
@@ -20,12 +19,9 @@ use tokio::sync::OnceCell;
 use super::auth::{AuthMaterial, CERT_EXPIRY_MARGIN};
 use super::budget::Budgets;
 use super::client::TemporalClient;
+use super::connections::{Entry, EvictHandle, MapKey, PoolInner, RpcObserver};
 use super::error::{TemporalError, code_label};
 use crate::api::connection::TemporalConnectionSpec;
-
-/// Called once per RPC (and once per connection attempt, as method `Connect`) with the gRPC
-/// code label (see [`super::error::code_label`]) and the latency.
-pub type RpcObserver = Arc<dyn Fn(&'static str, &'static str, Duration) + Send + Sync>;
 
 /// TCP/TLS establishment limit handed to the transport.
 const DIAL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -188,48 +184,6 @@ impl fmt::Debug for ConnectionKey {
             .field("auth", &self.auth)
             .field("cert_not_after", &self.cert_not_after)
             .finish()
-    }
-}
-
-type MapKey = (String, String); // (key fingerprint, Temporal namespace)
-
-struct Entry {
-    id: u64,
-    cell: Arc<OnceCell<Connection>>,
-    last_used: Instant,
-    reuse_deadline: Option<Timestamp>,
-}
-
-#[derive(Default)]
-pub(crate) struct PoolInner {
-    entries: Mutex<HashMap<MapKey, Entry>>,
-    next_id: std::sync::atomic::AtomicU64,
-}
-
-impl PoolInner {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<MapKey, Entry>> {
-        // A poisoned map only means another thread panicked mid-update; the data is still usable.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Lets a [`TemporalClient`] drop its own pooled connection after an auth failure without
-/// keeping the pool alive, and without evicting a newer connection for the same key.
-#[derive(Clone)]
-pub(crate) struct EvictHandle {
-    pool: Weak<PoolInner>,
-    key: MapKey,
-    id: u64,
-}
-
-impl EvictHandle {
-    pub(crate) fn evict(&self) {
-        if let Some(pool) = self.pool.upgrade() {
-            let mut map = pool.lock();
-            if map.get(&self.key).is_some_and(|e| e.id == self.id) {
-                map.remove(&self.key);
-            }
-        }
     }
 }
 
@@ -401,6 +355,7 @@ fn connect_message(e: &temporalio_client::errors::ClientConnectError) -> String 
 mod tests {
     use super::*;
     use crate::api::connection::TlsOptions as SpecTls;
+    use std::sync::Mutex;
 
     fn spec(host_port: &str, server_name: Option<&str>) -> TemporalConnectionSpec {
         TemporalConnectionSpec {

@@ -1,0 +1,193 @@
+//! Process wiring for `temporal-worker-controller run`: leader election, the controller, the
+//! connection janitor and the HTTP server (metrics, health, status API). Also used in-process
+//! by the end-to-end tests and the playground.
+//!
+//! By concept: [`options`] (what `run` is given), [`servers`] (HTTP, webhook, readiness,
+//! backlog poller), [`leadership`] (the Lease); this file starts and stops them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::{broadcast, watch};
+
+use crate::controller;
+use crate::events::EventSink;
+use crate::http::{self, AppState, Readiness};
+use crate::metrics::Metrics;
+use crate::milestones::Milestones;
+use crate::reconcile::Context;
+use crate::temporal::budget::Class;
+use crate::temporal::{Budgets, ClientPool};
+
+mod leadership;
+mod options;
+mod servers;
+
+pub use options::{ApiAuth, RunOptions, defaults};
+
+use leadership::{LeaseHandle, leader_channel};
+use options::settings;
+use servers::{backlog_poller, bind, readiness_inputs, token_auth, webhook};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("binding HTTP address {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("leader election: {0}")]
+    Lease(String),
+    #[error("HTTP server: {0}")]
+    Http(std::io::Error),
+    #[error("admission webhook: {0}")]
+    Webhook(#[from] crate::webhook::WebhookError),
+}
+
+/// How long in-flight reconciles may take to finish after a stop request. A Temporal call is
+/// bounded by 20 s (a write by 8 s), and Kubernetes SIGKILLs 30 s after SIGTERM by default: the lease is
+/// released within what is left.
+pub const DRAIN_BUDGET: Duration = Duration::from_secs(22);
+
+/// A running controller (in-process). Dropping it does not stop it; call [`Running::stop`].
+pub struct Running {
+    pub http_addr: SocketAddr,
+    /// The admission webhook's HTTPS address, when it runs.
+    pub webhook_addr: Option<SocketAddr>,
+    pub metrics: Arc<Metrics>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    lease: LeaseHandle,
+}
+
+impl Running {
+    /// Stops taking work, lets in-flight reconciles finish (at most [`DRAIN_BUDGET`]), then
+    /// releases the lease so that another replica takes over without waiting for it to
+    /// expire. When reconciles are still running at the deadline the lease is not released
+    /// (it expires on its own), so no other replica writes while they might.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        match tokio::time::timeout(DRAIN_BUDGET, self.task).await {
+            Ok(_) => self.lease.release().await,
+            Err(_) => tracing::warn!(
+                budget = ?DRAIN_BUDGET,
+                "in-flight reconciles did not finish in time; leaving the lease to expire"
+            ),
+        }
+    }
+}
+
+/// Waits for SIGTERM (what Kubernetes sends a pod) or SIGINT (Ctrl-C) and names it.
+#[cfg(unix)]
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
+}
+
+/// Waits for Ctrl-C.
+#[cfg(not(unix))]
+pub async fn shutdown_signal() -> std::io::Result<&'static str> {
+    tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
+}
+
+/// Starts everything and returns once the HTTP listener is bound.
+pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shutdown = {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+        .shared()
+    };
+
+    let metrics = Arc::new(Metrics::new());
+    let milestones = Arc::new(Milestones::default());
+    let (feed, _) = broadcast::channel(256);
+    let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
+    let rpc_metrics = metrics.clone();
+    let wait_metrics = metrics.clone();
+    let budgets = Arc::new(Budgets::new(
+        opts.temporal_budget,
+        Some(Arc::new(move |class: Class, waited| {
+            wait_metrics.budget_wait(class.label(), waited)
+        })),
+    ));
+    let pool = Arc::new(
+        ClientPool::with_observer(Arc::new(move |method, code, latency| {
+            rpc_metrics.temporal_rpc(method, code, latency)
+        }))
+        .with_budgets(budgets),
+    );
+    let settings = settings(&opts);
+    let events = EventSink::new(
+        client.clone(),
+        opts.pod_name.clone(),
+        milestones.clone(),
+        metrics.clone(),
+    );
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        pool,
+        settings,
+        events,
+        metrics.clone(),
+        feed.clone(),
+        leader.clone(),
+    ));
+    let backlog_fut = backlog_poller(&opts, &ctx, &metrics, &leader, &stop_rx);
+    let (store, controller_fut) = controller::build(ctx, shutdown.clone());
+
+    let readiness = Readiness::default();
+    let (webhook_addr, webhook_fut) =
+        webhook(&client, &opts, &leader, &stop_rx, &readiness).await?;
+    let (listener, http_addr) = bind(opts.http_addr).await?;
+    let state = AppState {
+        store: store.clone(),
+        metrics: metrics.clone(),
+        milestones,
+        feed,
+        readiness: readiness.clone(),
+        auth: token_auth(&client, &opts.api_auth),
+    };
+    let http_fut = http::serve_listener(listener, state, shutdown.clone());
+
+    let (sync_fut, leader_fut) = readiness_inputs(
+        store.clone(),
+        &readiness,
+        leader,
+        opts.leader_elect,
+        shutdown.clone(),
+    );
+
+    let task = tokio::spawn(async move {
+        let http = async {
+            if let Err(e) = http_fut.await {
+                tracing::error!(error = %e, "HTTP server failed");
+            }
+        };
+        tokio::join!(
+            controller_fut,
+            http,
+            sync_fut,
+            leader_fut.then(|_| async {}),
+            backlog_fut,
+            webhook_fut
+        );
+    });
+    Ok(Running {
+        http_addr,
+        webhook_addr,
+        metrics,
+        stop: stop_tx,
+        task,
+        lease,
+    })
+}

@@ -1,0 +1,217 @@
+//! The typed options of `run` (filled from the command line by `src/main.rs`, or directly by
+//! the end-to-end tests) and the reconciler settings they give.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::reconcile::Settings;
+use crate::reconcile::validate::ControllerSettings;
+use crate::temporal::BudgetConfig;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub http_addr: SocketAddr,
+    pub leader_elect: bool,
+    pub lease_name: String,
+    pub lease_namespace: Option<String>,
+    pub watch_namespaces: Vec<String>,
+    pub identity: String,
+    /// Recorded with every routing write to tell installs apart that share `identity`
+    /// (duplicate-install detection). `None` or empty: [`RunOptions::install_id`] derives it.
+    pub install_id: Option<String>,
+    pub idle_interval: Duration,
+    pub fast_poll: Duration,
+    pub max_versions_ineligible_for_deletion: usize,
+    pub rollback_window: Duration,
+    pub pod_name: Option<String>,
+    /// Bearer-token authentication of the status API (and optionally `/metrics`).
+    pub api_auth: ApiAuth,
+    /// How often the task-queue backlog of every live version is read for the backlog
+    /// metrics; `None` turns it off.
+    pub backlog_poll: Option<Duration>,
+    /// The admission webhook (`crate::webhook`); `None` serves none.
+    pub webhook: Option<crate::webhook::WebhookOptions>,
+    /// Kinds a TemporalWorkerOwnedResource may carry, for the controller's own check and the
+    /// webhook's alike.
+    pub owned_kinds: Vec<String>,
+    /// Client-side Temporal rate limits, per Temporal namespace and per worker deployment.
+    pub temporal_budget: BudgetConfig,
+    /// Reconciles of TemporalWorkerDeployments running at once (0: unbounded).
+    pub max_concurrent_reconciles: u16,
+    /// A rollout whose Temporal calls waited this long in one reconcile for the budget says
+    /// so in its status (`DelayedByTemporalBudget`).
+    pub budget_delay_report: Duration,
+}
+
+/// Who may read the status API.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ApiAuth {
+    /// Anyone who can reach the port (restrict it with a NetworkPolicy).
+    #[default]
+    None,
+    /// Bearer tokens checked with a Kubernetes TokenReview. With `audiences`, only tokens
+    /// minted for one of them pass; with `protect_metrics`, `/metrics` needs a token too.
+    TokenReview {
+        audiences: Vec<String>,
+        protect_metrics: bool,
+    },
+}
+
+/// Defaults of the options; the command line takes its defaults from here too.
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const IDLE_INTERVAL: Duration = Duration::from_secs(60);
+    pub const FAST_POLL: Duration = Duration::from_millis(500);
+    /// One `DescribeWorkerDeploymentVersion` per live version per interval: fresh enough for
+    /// an autoscaler's 15-30 s sync period, modest for Temporal.
+    pub const BACKLOG_POLL: Duration = Duration::from_secs(15);
+    pub const MAX_VERSIONS_INELIGIBLE_FOR_DELETION: usize = 75;
+    pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
+    pub const IDENTITY: &str = "temporal-worker-controller";
+    pub const LEASE_NAME: &str = "temporal-worker-controller";
+    /// Enough to keep 2 cores busy while calls wait on Temporal, few enough that a storm of
+    /// events (a restart with 1,000 TWDs) queues in kube-runtime instead of in the budget
+    /// (measured in `docs/temporal-budget.md`).
+    pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+    /// Long enough that an ordinary burst (a restart reconciling everything) does not show.
+    pub const BUDGET_DELAY_REPORT: Duration = Duration::from_secs(5);
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            leader_elect: false,
+            lease_name: defaults::LEASE_NAME.into(),
+            lease_namespace: None,
+            watch_namespaces: Vec::new(),
+            identity: defaults::IDENTITY.into(),
+            install_id: None,
+            idle_interval: defaults::IDLE_INTERVAL,
+            fast_poll: defaults::FAST_POLL,
+            max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
+            rollback_window: defaults::ROLLBACK_WINDOW,
+            pod_name: None,
+            api_auth: ApiAuth::None,
+            backlog_poll: Some(defaults::BACKLOG_POLL),
+            webhook: None,
+            owned_kinds: crate::owned::rules::DEFAULT_ALLOWED_KINDS
+                .iter()
+                .map(|k| (*k).to_string())
+                .collect(),
+            temporal_budget: BudgetConfig::DEFAULT,
+            max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
+            budget_delay_report: defaults::BUDGET_DELAY_REPORT,
+        }
+    }
+}
+
+impl RunOptions {
+    /// The install ID: `--install-id` if set, else `<lease namespace>/<lease name>`, else the
+    /// controller identity.
+    ///
+    /// The default must survive upgrades of one install (a new ID after `helm upgrade` would
+    /// make the install look like a stranger to its own earlier routing writes and stall it as
+    /// `DuplicateInstall`) and differ between installs: the Lease's namespace and name are
+    /// both. Two installs sharing one Lease would share leadership too, so in one cluster a
+    /// distinct install already has a distinct Lease; the pod name or a random value would
+    /// change on every rollout. Without a namespace (run outside a pod, no `--lease-namespace`)
+    /// nothing install-specific is known and the identity is used; installs in different
+    /// clusters with the same release namespace and Lease name also collide, so they set
+    /// `--install-id` explicitly.
+    pub fn install_id(&self) -> String {
+        if let Some(id) = self
+            .install_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|i| !i.is_empty())
+        {
+            return id.to_string();
+        }
+        match self
+            .lease_namespace
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            Some(ns) => format!("{ns}/{}", self.lease_name),
+            None => self.identity.clone(),
+        }
+    }
+}
+
+/// The reconciler's settings from the typed options.
+pub(super) fn settings(opts: &RunOptions) -> Settings {
+    let install_id = opts.install_id();
+    tracing::info!(identity = %opts.identity, %install_id, "Temporal identity and install ID");
+    Settings {
+        identity: opts.identity.clone(),
+        install_id,
+        controller_version: env!("CARGO_PKG_VERSION").to_string(),
+        idle_interval: opts.idle_interval,
+        fast_poll: opts.fast_poll,
+        watch_namespaces: opts.watch_namespaces.clone(),
+        owned_kinds: opts.owned_kinds.clone(),
+        planner: ControllerSettings {
+            max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
+            rollback_window: opts.rollback_window,
+        },
+        max_concurrent_reconciles: opts.max_concurrent_reconciles,
+        budget_delay_report: opts.budget_delay_report,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_id_defaults_to_the_lease_and_is_overridable() {
+        let in_pod = RunOptions {
+            lease_namespace: Some("temporal-system".into()),
+            lease_name: "twc-east".into(),
+            pod_name: Some("twc-7d9f-abcde".into()),
+            ..RunOptions::default()
+        };
+        assert_eq!(in_pod.install_id(), "temporal-system/twc-east");
+        // Stable across a rollout (new pod name) and the process.
+        let upgraded = RunOptions {
+            pod_name: Some("twc-5c4b-fghij".into()),
+            ..in_pod.clone()
+        };
+        assert_eq!(upgraded.install_id(), in_pod.install_id());
+        assert_eq!(settings(&in_pod).install_id, "temporal-system/twc-east");
+        // Distinct between installs: another namespace or another Lease.
+        let other_ns = RunOptions {
+            lease_namespace: Some("team-a".into()),
+            ..in_pod.clone()
+        };
+        let other_lease = RunOptions {
+            lease_name: "twc-west".into(),
+            ..in_pod.clone()
+        };
+        assert_ne!(other_ns.install_id(), in_pod.install_id());
+        assert_ne!(other_lease.install_id(), in_pod.install_id());
+        // No namespace known: the controller identity.
+        for ns in [None, Some(String::new())] {
+            let outside = RunOptions {
+                lease_namespace: ns,
+                identity: "prod-east".into(),
+                ..RunOptions::default()
+            };
+            assert_eq!(outside.install_id(), "prod-east");
+        }
+        // An explicit ID wins; an empty one means "derive".
+        let explicit = RunOptions {
+            install_id: Some(" cluster-1/twc ".into()),
+            ..in_pod.clone()
+        };
+        assert_eq!(explicit.install_id(), "cluster-1/twc");
+        let empty = RunOptions {
+            install_id: Some(String::new()),
+            ..in_pod.clone()
+        };
+        assert_eq!(empty.install_id(), in_pod.install_id());
+    }
+}

@@ -1,0 +1,92 @@
+//! Finalizer cleanup: everything a deployment has in Temporal removed.
+
+use temporalio_client::grpc::WorkflowService as _;
+use temporalio_client::tonic::Request;
+use temporalio_common::protos::temporal::api::workflowservice::v1::{
+    DeleteWorkerDeploymentRequest, DeleteWorkerDeploymentVersionRequest,
+};
+
+use super::{TemporalClient, legacy_version, version};
+use crate::temporal::error::TemporalError;
+
+impl TemporalClient {
+    /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
+    /// hand new workflows back to unversioned workers, delete every version without waiting
+    /// for drainage, then the deployment. Idempotent: NotFound at any step counts as done.
+    ///
+    /// Temporal refuses to delete a version while it remembers pollers for it
+    /// ([`TemporalError::has_active_pollers`]): the version's workers must be stopped first,
+    /// and stopped pollers are remembered for `matching.PollerHistoryTTL` (5 min by default).
+    pub async fn cleanup_deployment(&self, deployment: &str) -> Result<(), TemporalError> {
+        let state = self.describe_deployment(deployment).await?;
+        if !state.exists {
+            return Ok(());
+        }
+        // NotFound here means someone else already removed the deployment or version.
+        let ok_if_gone = |r: Result<Vec<u8>, TemporalError>, previous: &[u8]| match r {
+            Ok(t) => Ok(t),
+            Err(e) if e.is_not_found() => Ok(previous.to_vec()),
+            Err(e) => Err(e),
+        };
+        let mut token = state.conflict_token.clone();
+        if state.routing.ramping_build_id.is_some() {
+            token = ok_if_gone(
+                self.set_ramping_inner(deployment, "", 0.0, &token).await,
+                &token,
+            )?;
+        }
+        if state.routing.current_build_id.is_some() {
+            // Unversioned: the server must not insist that every queue of a version be polled.
+            ok_if_gone(
+                self.set_current_inner(deployment, "", &token, true).await,
+                &token,
+            )?;
+        }
+        // Try every version even if one is refused (typically: pollers still remembered), so
+        // each retry has less left to do; the deployment itself can only go once all are gone.
+        let mut refused = None;
+        for v in &state.versions {
+            #[allow(deprecated)]
+            let req = DeleteWorkerDeploymentVersionRequest {
+                namespace: self.namespace.clone(),
+                version: legacy_version(deployment, &v.build_id),
+                deployment_version: version(deployment, &v.build_id),
+                skip_drainage: true,
+                identity: self.identity.clone(),
+            };
+            match self
+                .write(Some(deployment), "DeleteWorkerDeploymentVersion", |mut c| async move {
+                    c.delete_worker_deployment_version(Request::new(req)).await
+                })
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) if e.has_active_pollers() => {
+                    refused.get_or_insert(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(e) = refused {
+            return Err(e);
+        }
+        let req = DeleteWorkerDeploymentRequest {
+            namespace: self.namespace.clone(),
+            deployment_name: deployment.to_string(),
+            identity: self.identity.clone(),
+        };
+        match self
+            .write(
+                Some(deployment),
+                "DeleteWorkerDeployment",
+                |mut c| async move { c.delete_worker_deployment(Request::new(req)).await },
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
