@@ -1,6 +1,6 @@
 //! The GitOps contract on live objects: CRDs from `crds/` installed on the real control plane
 //! (etcd + kube-apiserver + kube-controller-manager, `test_harness::control_plane`), objects read
-//! back from the API server, and judged by the real engines (`gitops_support::verdicts`: kstatus
+//! back from the API server, and judged by the real engines (`test_harness::gitops::verdicts`: kstatus
 //! and Flux's CEL `healthCheckExprs` reader in the Go checker, the shipped Argo CD Lua in mlua)
 //! and by the real Helm 4 `install --wait` (helm-python-sdk).
 //!
@@ -8,25 +8,23 @@
 //! read as "in progress" everywhere: the CRD's schema default for `status` (`Ready=Unknown`,
 //! reason `WaitingForController`) is applied by the API server on every read.
 
-mod gitops_support;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use gitops_support::{Status, Verdicts, helm_install, load_yaml, repo_root, verdicts, yaml_files};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::twd::WAITING_FOR_CONTROLLER;
 use test_harness::control_plane::{self, ControlPlane};
+use test_harness::gitops::{
+    Status, Verdicts, helm_install, load_yaml, repo_root, verdicts, yaml_files,
+};
 use test_harness::kubectl::kubectl;
 use test_harness::names::unique;
 use test_harness::wait::eventually;
+use test_harness::{manifests, world};
 
 const ANN: &str = "fixtures.temporal.io/";
 
@@ -45,18 +43,11 @@ async fn cluster(prefix: &str) -> Result<(&'static ControlPlane, kube::Client, S
     Ok((plane, client, ns))
 }
 
-fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("temporal.io", "v1alpha1", kind),
-        plural,
-    )
-}
-
 fn twds(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         client.clone(),
         ns,
-        &resource("TemporalWorkerDeployment", "temporalworkerdeployments"),
+        &world::api_resource("TemporalWorkerDeployment"),
     )
 }
 
@@ -64,7 +55,7 @@ fn connections(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         client.clone(),
         ns,
-        &resource("TemporalConnection", "temporalconnections"),
+        &world::api_resource("TemporalConnection"),
     )
 }
 
@@ -89,12 +80,10 @@ fn manifest(fixture: &Value, name: &str, ns: &str, finalizers: bool) -> Value {
 }
 
 async fn create_connection(client: &kube::Client, ns: &str, name: &str) -> Result<()> {
-    let conn: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalConnection",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"hostPort": "temporal-frontend.temporal.svc:7233"},
-    }))?;
+    let conn: DynamicObject = serde_json::from_value(manifests::in_namespace(
+        manifests::connection(name, "temporal-frontend.temporal.svc:7233"),
+        ns,
+    ))?;
     connections(client, ns)
         .create(&PostParams::default(), &conn)
         .await?;
@@ -550,7 +539,7 @@ async fn helm_install_wait_returns_once_the_status_says_ready() -> Result<()> {
     {
         c["observedGeneration"] = live["metadata"]["generation"].clone();
     }
-    let written_at = gitops_support::unix_now();
+    let written_at = test_harness::gitops::unix_now();
     api.patch_status(
         release,
         &PatchParams::default(),
@@ -584,12 +573,10 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
     let (_plane, client, ns) = cluster("controller").await?;
     let fixture = load_yaml(&repo_root().join("flux/fixtures/fresh.yaml"));
     let name = "orders-worker";
-    let conn: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalConnection",
-        "metadata": {"name": "temporal-prod", "namespace": ns},
-        "spec": {"hostPort": "127.0.0.1:1"},
-    }))?;
+    let conn: DynamicObject = serde_json::from_value(manifests::in_namespace(
+        manifests::connection("temporal-prod", "127.0.0.1:1"),
+        &ns,
+    ))?;
     connections(&client, &ns)
         .create(&PostParams::default(), &conn)
         .await?;

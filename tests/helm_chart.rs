@@ -1,16 +1,14 @@
 //! The Helm chart, linted and rendered by the real Helm 4 engine (helm-python-sdk, driven by
 //! `charts/tests/helm_chart.py`) for several value sets, with assertions on what it renders.
 
-mod gitops_support;
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use gitops_support::repo_root;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use test_harness::gitops::repo_root;
 
 const CHART: &str = "charts/temporal-worker-controller";
 const NS: &str = "temporal-system";
@@ -481,174 +479,203 @@ fn rbac_is_least_privilege_without_wildcards() {
         let objs = objects(name);
         let all = rules(&objs);
         assert!(!all.is_empty(), "{name}: no RBAC rules");
-        for (role, rule) in &all {
-            for field in [
-                "apiGroups",
-                "resources",
-                "verbs",
-                "resourceNames",
-                "nonResourceURLs",
-            ] {
-                assert!(
-                    !strings(&rule[field]).iter().any(|s| s.contains('*')),
-                    "{name}: {} {} has a wildcard in {field}: {rule}",
-                    role["kind"],
-                    role["metadata"]["name"]
-                );
-            }
-            // Nothing escalates: no RBAC, no impersonation, no pods/exec.
-            assert!(
-                !strings(&rule["verbs"])
-                    .iter()
-                    .any(|v| ["escalate", "bind", "impersonate"].contains(v)),
-                "{name}: {rule}"
-            );
-            assert!(
-                !strings(&rule["apiGroups"]).contains(&"rbac.authorization.k8s.io"),
-                "{name}: {rule}"
-            );
-        }
-        // Exactly what the controller uses (tests/rbac_grants.rs proves each from the e2e
-        // suite's audit log).
-        for (group, resource, verbs) in [
-            (
-                "temporal.io",
-                "temporalworkerdeployments",
-                &["list", "watch", "patch"][..],
-            ),
-            (
-                "temporal.io",
-                "temporalconnections",
-                &["get", "list", "watch", "patch"],
-            ),
-            (
-                "temporal.io",
-                "temporalworkerdeployments/status",
-                &["update"],
-            ),
-            (
-                "temporal.io",
-                "temporalworkerdeployments/finalizers",
-                &["update"],
-            ),
-            (
-                "apps",
-                "deployments",
-                &["get", "list", "watch", "create", "update", "delete"],
-            ),
-            ("apps", "deployments/scale", &["patch"]),
-            ("", "secrets", &["get"]),
-            ("", "configmaps", &["get"]),
-            ("events.k8s.io", "events", &["create", "patch"]),
+        assert_no_wildcards_or_escalation(name, &all);
+        assert_grants_exactly_what_the_controller_uses(name, &objs);
+        assert_secret_writes_only_for_the_webhook_certificate(name, &all);
+        assert_no_other_secret_or_twd_writes(name, &objs);
+        assert_leases_only_in_the_release_namespace(name, &objs, &all);
+        assert_bindings_point_at_the_charts_account_and_roles(name, &objs);
+    }
+}
+
+fn assert_no_wildcards_or_escalation(name: &str, all: &[(&Value, &Value)]) {
+    for (role, rule) in all {
+        for field in [
+            "apiGroups",
+            "resources",
+            "verbs",
+            "resourceNames",
+            "nonResourceURLs",
         ] {
-            for verb in verbs {
-                assert!(
-                    grants(&objs, group, resource, verb),
-                    "{name}: missing {verb} on {group}/{resource}"
-                );
-            }
-        }
-        // Secrets and ConfigMaps by name only, and no deletes of its own CRs.
-        for verb in ["list", "watch", "create", "update", "patch", "delete"] {
             assert!(
-                !grants(&objs, "", "configmaps", verb),
-                "{name}: {verb} on configmaps"
+                !strings(&rule[field]).iter().any(|s| s.contains('*')),
+                "{name}: {} {} has a wildcard in {field}: {rule}",
+                role["kind"],
+                role["metadata"]["name"]
             );
         }
-        // The only Secret writes: the webhook's own certificate Secret (self-managed
-        // certificates), in the release namespace, changed by name only.
-        for (role, rule) in &all {
-            if !strings(&rule["resources"]).contains(&"secrets") {
-                continue;
-            }
-            let verbs = strings(&rule["verbs"]);
-            let writes: Vec<&&str> = verbs.iter().filter(|v| **v != "get").collect();
-            if writes.is_empty() {
-                continue;
-            }
-            assert_eq!(name, "webhook", "{name}: {writes:?} on secrets: {rule}");
-            assert_eq!(role["kind"], "Role", "{rule}");
+        // Nothing escalates: no RBAC, no impersonation, no pods/exec.
+        assert!(
+            !strings(&rule["verbs"])
+                .iter()
+                .any(|v| ["escalate", "bind", "impersonate"].contains(v)),
+            "{name}: {rule}"
+        );
+        assert!(
+            !strings(&rule["apiGroups"]).contains(&"rbac.authorization.k8s.io"),
+            "{name}: {rule}"
+        );
+    }
+}
+
+/// Exactly what the controller uses (tests/rbac_grants.rs proves each from the e2e suite's
+/// audit log); Secrets and ConfigMaps by name only.
+fn assert_grants_exactly_what_the_controller_uses(name: &str, objs: &[Value]) {
+    for (group, resource, verbs) in [
+        (
+            "temporal.io",
+            "temporalworkerdeployments",
+            &["list", "watch", "patch"][..],
+        ),
+        (
+            "temporal.io",
+            "temporalconnections",
+            &["get", "list", "watch", "patch"],
+        ),
+        (
+            "temporal.io",
+            "temporalworkerdeployments/status",
+            &["update"],
+        ),
+        (
+            "temporal.io",
+            "temporalworkerdeployments/finalizers",
+            &["update"],
+        ),
+        (
+            "apps",
+            "deployments",
+            &["get", "list", "watch", "create", "update", "delete"],
+        ),
+        ("apps", "deployments/scale", &["patch"]),
+        ("", "secrets", &["get"]),
+        ("", "configmaps", &["get"]),
+        ("events.k8s.io", "events", &["create", "patch"]),
+    ] {
+        for verb in verbs {
+            assert!(
+                grants(objs, group, resource, verb),
+                "{name}: missing {verb} on {group}/{resource}"
+            );
+        }
+    }
+    // Secrets and ConfigMaps by name only, and no deletes of its own CRs.
+    for verb in ["list", "watch", "create", "update", "patch", "delete"] {
+        assert!(
+            !grants(objs, "", "configmaps", verb),
+            "{name}: {verb} on configmaps"
+        );
+    }
+}
+
+/// The only Secret writes: the webhook's own certificate Secret (self-managed certificates),
+/// in the release namespace, changed by name only.
+fn assert_secret_writes_only_for_the_webhook_certificate(name: &str, all: &[(&Value, &Value)]) {
+    for (role, rule) in all {
+        if !strings(&rule["resources"]).contains(&"secrets") {
+            continue;
+        }
+        let verbs = strings(&rule["verbs"]);
+        let writes: Vec<&&str> = verbs.iter().filter(|v| **v != "get").collect();
+        if writes.is_empty() {
+            continue;
+        }
+        assert_eq!(name, "webhook", "{name}: {writes:?} on secrets: {rule}");
+        assert_eq!(role["kind"], "Role", "{rule}");
+        assert_eq!(
+            role["metadata"]["name"],
+            format!("{FULLNAME}-webhook-certs")
+        );
+        assert_eq!(role["metadata"]["namespace"], NS);
+        assert!(
+            writes.iter().all(|v| ["create", "update"].contains(*v)),
+            "{rule}"
+        );
+        if verbs.contains(&"update") {
             assert_eq!(
-                role["metadata"]["name"],
-                format!("{FULLNAME}-webhook-certs")
-            );
-            assert_eq!(role["metadata"]["namespace"], NS);
-            assert!(
-                writes.iter().all(|v| ["create", "update"].contains(*v)),
+                strings(&rule["resourceNames"]),
+                [format!("{FULLNAME}-webhook-tls").as_str()],
                 "{rule}"
             );
-            if verbs.contains(&"update") {
-                assert_eq!(
-                    strings(&rule["resourceNames"]),
-                    [format!("{FULLNAME}-webhook-tls").as_str()],
-                    "{rule}"
-                );
-            }
         }
-        for verb in ["list", "watch", "patch", "delete"] {
-            assert!(
-                !grants(&objs, "", "secrets", verb),
-                "{name}: {verb} on secrets"
-            );
-        }
+    }
+}
+
+/// No listing or changing Secrets, and no deletes or creates of its own CRs.
+fn assert_no_other_secret_or_twd_writes(name: &str, objs: &[Value]) {
+    for verb in ["list", "watch", "patch", "delete"] {
         assert!(
-            !grants(&objs, "temporal.io", "temporalworkerdeployments", "delete"),
-            "{name}"
+            !grants(objs, "", "secrets", verb),
+            "{name}: {verb} on secrets"
+        );
+    }
+    assert!(
+        !grants(objs, "temporal.io", "temporalworkerdeployments", "delete"),
+        "{name}"
+    );
+    assert!(
+        !grants(objs, "temporal.io", "temporalworkerdeployments", "create"),
+        "{name}"
+    );
+}
+
+/// Leases: exactly what the lease manager uses, and only in the release namespace.
+fn assert_leases_only_in_the_release_namespace(
+    name: &str,
+    objs: &[Value],
+    all: &[(&Value, &Value)],
+) {
+    let lease_roles: Vec<&Value> = all
+        .iter()
+        .filter(|(_, r)| strings(&r["resources"]).contains(&"leases"))
+        .map(|(o, _)| *o)
+        .collect();
+    if name == "single-no-lease" {
+        assert!(
+            lease_roles.is_empty(),
+            "{name}: lease RBAC without leader election"
         );
         assert!(
-            !grants(&objs, "temporal.io", "temporalworkerdeployments", "create"),
+            !args(objs)
+                .iter()
+                .any(|a| a.starts_with("--lease") || a == "--leader-elect"),
             "{name}"
         );
-        // Leases: exactly what the lease manager uses, and only in the release namespace.
-        let lease_roles: Vec<&Value> = all
-            .iter()
-            .filter(|(_, r)| strings(&r["resources"]).contains(&"leases"))
-            .map(|(o, _)| *o)
-            .collect();
-        if name == "single-no-lease" {
-            assert!(
-                lease_roles.is_empty(),
-                "{name}: lease RBAC without leader election"
-            );
-            assert!(
-                !args(&objs)
-                    .iter()
-                    .any(|a| a.starts_with("--lease") || a == "--leader-elect"),
-                "{name}"
-            );
-        } else {
-            assert!(
-                grants(&objs, "coordination.k8s.io", "leases", "get")
-                    && grants(&objs, "coordination.k8s.io", "leases", "create")
-            );
-            assert!(
-                grants(&objs, "coordination.k8s.io", "leases", "patch")
-                    && !grants(&objs, "coordination.k8s.io", "leases", "update")
-            );
-            assert!(
-                lease_roles
-                    .iter()
-                    .all(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == NS),
-                "{name}"
-            );
-        }
-        // Every binding points at the chart's ServiceAccount and at a role it renders.
-        let sa = one(&objs, "ServiceAccount")["metadata"]["name"].clone();
-        for b in objs
-            .iter()
-            .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
-        {
-            assert_eq!(b["subjects"][0]["name"], sa, "{name}");
-            assert_eq!(b["subjects"][0]["namespace"], NS, "{name}");
-            let role_kind = b["roleRef"]["kind"].as_str().expect("roleRef.kind");
-            assert!(
-                objs.iter().any(|o| o["kind"] == role_kind
-                    && o["metadata"]["name"] == b["roleRef"]["name"]
-                    && o["metadata"]["namespace"] == b["metadata"]["namespace"]),
-                "{name}: binding {} refers to a role the chart does not render",
-                b["metadata"]["name"]
-            );
-        }
+    } else {
+        assert!(
+            grants(objs, "coordination.k8s.io", "leases", "get")
+                && grants(objs, "coordination.k8s.io", "leases", "create")
+        );
+        assert!(
+            grants(objs, "coordination.k8s.io", "leases", "patch")
+                && !grants(objs, "coordination.k8s.io", "leases", "update")
+        );
+        assert!(
+            lease_roles
+                .iter()
+                .all(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == NS),
+            "{name}"
+        );
+    }
+}
+
+/// Every binding points at the chart's ServiceAccount and at a role it renders.
+fn assert_bindings_point_at_the_charts_account_and_roles(name: &str, objs: &[Value]) {
+    let sa = one(objs, "ServiceAccount")["metadata"]["name"].clone();
+    for b in objs
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+    {
+        assert_eq!(b["subjects"][0]["name"], sa, "{name}");
+        assert_eq!(b["subjects"][0]["namespace"], NS, "{name}");
+        let role_kind = b["roleRef"]["kind"].as_str().expect("roleRef.kind");
+        assert!(
+            objs.iter().any(|o| o["kind"] == role_kind
+                && o["metadata"]["name"] == b["roleRef"]["name"]
+                && o["metadata"]["namespace"] == b["metadata"]["namespace"]),
+            "{name}: binding {} refers to a role the chart does not render",
+            b["metadata"]["name"]
+        );
     }
 }
 

@@ -176,13 +176,10 @@ async fn a_leader_that_cannot_renew_stops_acting_before_its_lease_ends() {
     lost_renewals().await.expect("lost renewals");
 }
 
-#[path = "chart_support/mod.rs"]
-mod chart_support;
-
 async fn lost_renewals() -> Result<()> {
     const RELEASE_NS: &str = "leadership-renew";
     let (plane, admin) = test_harness::control_plane::shared_with_crds().await?;
-    let id = chart_support::install_identity(plane, &json!({}), RELEASE_NS).await?;
+    let id = test_harness::chart::install_identity(plane, &json!({}), RELEASE_NS).await?;
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let controller = temporal_worker_controller::run::start(
         client,

@@ -12,22 +12,40 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::DeprecatedVersion;
 
-#[path = "restart_support/mod.rs"]
-mod restart_support;
-use restart_support::{T, World, wait};
+use temporal_worker_controller::run::{self, RunOptions, Running};
+use test_harness::manifests;
+use test_harness::world::{T, World, wait};
 
 const NAME: &str = "ledger";
 const QUEUE: &str = "nudge";
 const IDENTITY: &str = "twc-nudge-restart-test";
 
 fn twd(tag: &str, temporal_ns: &str) -> Value {
-    restart_support::twd(
-        NAME,
-        tag,
-        QUEUE,
-        temporal_ns,
-        json!({"rollout": {"strategy": "AllAtOnce"}, "sunset": {"upgradeSignal": "upgrade"}}),
+    manifests::twd(NAME)
+        .replicas(1)
+        .tag(tag)
+        .task_queue(QUEUE)
+        .temporal_namespace(temporal_ns)
+        .rollout(json!({"strategy": "AllAtOnce"}))
+        .spec(json!({"sunset": {"upgradeSignal": "upgrade"}}))
+        .build()
+}
+
+/// A controller watching only the world's namespace, acting as [`IDENTITY`].
+async fn controller(world: &World) -> Result<Running> {
+    Ok(run::start(
+        world.client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![world.ns.clone()],
+            identity: IDENTITY.into(),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            backlog_poll: None,
+            ..Default::default()
+        },
     )
+    .await?)
 }
 
 fn current(t: &TemporalWorkerDeployment) -> Option<String> {
@@ -90,8 +108,8 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
         world.address.clone(),
     );
     let ssa = PatchParams::apply("nudge-test").force();
-    let api = world.twds();
-    let first = world.controller(IDENTITY).await?;
+    let api = world.api::<TemporalWorkerDeployment>();
+    let first = controller(&world).await?;
     api.patch(NAME, &ssa, &Patch::Apply(twd("v1", &temporal_ns)))
         .await?;
     let v1 =
@@ -155,7 +173,7 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
 
     // A new controller sees v1 draining, unsignalled: it asks again with the same job ID,
     // Temporal refuses the duplicate, and it records the signal as sent.
-    let second = world.controller(IDENTITY).await?;
+    let second = controller(&world).await?;
     wait(&api, NAME, "the new controller recorded the signal", |t| {
         old(t, &v1).is_some_and(|d| d.upgrade_signalled_at.is_some())
     })

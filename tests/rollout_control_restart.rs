@@ -10,21 +10,40 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
-#[path = "restart_support/mod.rs"]
-mod restart_support;
-use restart_support::{World, wait};
+use temporal_worker_controller::run::{self, RunOptions, Running};
+use test_harness::manifests;
+use test_harness::world::{World, wait};
 
 const NAME: &str = "orders";
 const STEP_SECS: i64 = 12;
 
+const IDENTITY: &str = "twc-restart-test";
+
 fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
-    restart_support::twd(
-        NAME,
-        tag,
-        "restart",
-        temporal_ns,
-        json!({"rollout": rollout}),
+    manifests::twd(NAME)
+        .replicas(1)
+        .tag(tag)
+        .task_queue("restart")
+        .temporal_namespace(temporal_ns)
+        .rollout(rollout)
+        .build()
+}
+
+/// A controller watching only the world's namespace, acting as [`IDENTITY`].
+async fn controller(world: &World) -> Result<Running> {
+    Ok(run::start(
+        world.client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![world.ns.clone()],
+            identity: IDENTITY.into(),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            backlog_poll: None,
+            ..Default::default()
+        },
     )
+    .await?)
 }
 
 fn progressive(paused: bool) -> Value {
@@ -73,8 +92,8 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     let (ns, temporal_ns) = (world.ns.clone(), world.temporal_ns.clone());
     let server_address = world.address.clone();
     let ssa = PatchParams::apply("restart-test").force();
-    let api = world.twds();
-    let first = world.controller("twc-restart-test").await?;
+    let api = world.api::<TemporalWorkerDeployment>();
+    let first = controller(&world).await?;
 
     api.patch(
         NAME,
@@ -132,7 +151,7 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     if left.is_positive() {
         tokio::time::sleep(Duration::try_from(left)?).await;
     }
-    let _second = world.controller("twc-restart-test").await?;
+    let _second = controller(&world).await?;
     let resumed = jiff::Timestamp::now();
     api.patch(
         NAME,

@@ -163,12 +163,12 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
     );
     // GitOps tools see a failure, not a rollout in progress.
     let live = serde_json::to_value(&twd)?;
-    let (k, kmsg) = crate::gitops_support::kstatus(&live);
+    let (k, kmsg) = test_harness::gitops::kstatus(&live);
     ensure!(
-        k == crate::gitops_support::Status::Failed,
+        k == test_harness::gitops::Status::Failed,
         "kstatus {k:?}: {kmsg}"
     );
-    let (health, hmsg) = crate::gitops_support::argocd_health(&live);
+    let (health, hmsg) = test_harness::gitops::argocd_health(&live);
     ensure!(
         health == "Degraded" && hmsg.contains(id.as_str()),
         "ArgoCD {health}: {hmsg}"

@@ -54,7 +54,6 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     .await?;
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("ledger");
-    let v1_dep = deployment_of("ledger", &v1);
     eventually("v1 Draining in Temporal", T, || async {
         let s = describe_soon(&temporal, &dep_name).await?;
         Ok(
@@ -63,22 +62,45 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         )
     })
     .await?;
+    check_drain_visibility(&c, &v1, &wf).await?;
+    watch_v1_kept_over_two_drain_polls(&c, &temporal, &v1, &wf).await?;
+    check_nothing_ended_the_pinned_workflow(&c, &v1).await?;
 
-    // Drain visibility: the status, the CLI and the metrics say since when v1 drains and
-    // which workflow keeps it.
+    // Finish the workflow: v1 drains and goes away.
+    c.temporal_cli(&[
+        "workflow",
+        "signal",
+        "--workflow-id",
+        &wf,
+        "--name",
+        "finish",
+    ])
+    .await?;
+    wait_gone(
+        &c,
+        &deployment_of("ledger", &v1),
+        "v1 Deployment deleted after draining",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Drain visibility: the status, the CLI and the metrics say since when v1 drains and which
+/// workflow keeps it.
+async fn check_drain_visibility(c: &Case, v1: &str, wf: &str) -> Result<()> {
     let twd = c
         .wait_twd("ledger", "v1's pinned workflow in status", T, |t| {
-            old_version(t, &v1).is_some_and(|d| {
+            old_version(t, v1).is_some_and(|d| {
                 d.open_pinned_workflows == Some(1)
                     && d.draining_since.is_some()
                     && d.oldest_pinned_workflows
                         .first()
                         .map(|w| w.workflow_id.as_str())
-                        == Some(wf.as_str())
+                        == Some(wf)
             })
         })
         .await?;
-    let d = old_version(&twd, &v1).context("v1 in status")?;
+    let d = old_version(&twd, v1).context("v1 in status")?;
     ensure!(
         d.waiting_for
             .as_deref()
@@ -89,7 +111,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         d.oldest_pinned_workflows[0].workflow_type == "wait",
         "{d:?}"
     );
-    let cli = status_cli(&c, "ledger").await?;
+    let cli = status_cli(c, "ledger").await?;
     ensure!(
         cli.contains("Old versions (what keeps them):") && cli.contains(&format!("wait/{wf}")),
         "CLI status lacks v1's pinned workflow:\n{cli}"
@@ -99,11 +121,21 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         c.ns
     );
     let (_, metrics) =
-        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
+        test_harness::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
     ensure!(metrics.contains(&gauge), "no {gauge:?} in /metrics");
+    Ok(())
+}
 
-    // Over two drain polls (and many times the sunset delays), v1 keeps its replica, stays
-    // Draining, and its workflow keeps running: without `cancelPinnedAfter` nothing ends it.
+/// Over two drain polls (and many times the sunset delays), v1 keeps its replica, stays
+/// Draining, and its workflow keeps running: without `cancelPinnedAfter` nothing ends it.
+async fn watch_v1_kept_over_two_drain_polls(
+    c: &Case,
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    v1: &str,
+    wf: &str,
+) -> Result<()> {
+    let dep_name = c.temporal_deployment_name("ledger");
+    let v1_dep = deployment_of("ledger", v1);
     let watch_until = std::time::Instant::now()
         + 2 * temporal_worker_controller::planner::clock::DRAIN_POLL
         + Duration::from_secs(5);
@@ -114,10 +146,10 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
             d.spec.and_then(|s| s.replicas) == Some(1),
             "v1 scaled down while a pinned workflow runs"
         );
-        let s = describe_soon(&temporal, &dep_name).await?;
-        ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
+        let s = describe_soon(temporal, &dep_name).await?;
+        ensure!(s.version(v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
         if std::time::Instant::now() >= next_describe {
-            let w = describe_workflow(&c, &wf).await?;
+            let w = describe_workflow(c, wf).await?;
             let status = w["workflowExecutionInfo"]["status"].as_str().unwrap_or("");
             ensure!(
                 status == "WORKFLOW_EXECUTION_STATUS_RUNNING",
@@ -127,13 +159,19 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    Ok(())
+}
+
+/// No event says a pinned workflow was ended, and v1 is neither scheduled for scale-down nor
+/// eligible for deletion.
+async fn check_nothing_ended_the_pinned_workflow(c: &Case, v1: &str) -> Result<()> {
     for reason in [
         "PinnedWorkflowsCancelled",
         "PinnedWorkflowsTerminated",
         "PinnedWorkflowsSignalled",
     ] {
         ensure!(
-            events_with_reason(&c, reason).await?.is_empty(),
+            events_with_reason(c, reason).await?.is_empty(),
             "{reason} without any spec.sunset setting asking for it"
         );
     }
@@ -149,18 +187,6 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         "{:?}",
         twd.status
     );
-
-    // Finish the workflow: v1 drains and goes away.
-    c.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &wf,
-        "--name",
-        "finish",
-    ])
-    .await?;
-    wait_gone(&c, &v1_dep, "v1 Deployment deleted after draining").await?;
     Ok(())
 }
 

@@ -19,12 +19,9 @@ fn twors(c: &Case) -> Api<TemporalWorkerOwnedResource> {
 }
 
 async fn apply_twor(c: &Case, name: &str, worker: &str, object: Value) -> Result<()> {
-    c.apply(
-        "temporal.io/v1alpha1",
-        "TemporalWorkerOwnedResource",
-        name,
-        json!({"spec": {"workerRef": {"name": worker}, "object": object}}),
-    )
+    c.apply(test_harness::manifests::owned_resource(
+        name, worker, object,
+    ))
     .await
 }
 
@@ -441,9 +438,9 @@ async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves
         Ok(want.then_some(()))
     })
     .await?;
-    let log = crate::chart_support::e2e_audit_log();
+    let log = test_harness::chart::e2e_audit_log(env!("CARGO_TARGET_TMPDIR"));
     let (user, _) =
-        crate::chart_support::rendered_grants(&crate::chart_support::e2e_values(), CONTROLLER_NS)?;
+        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
     let seen = test_harness::control_plane::audit::read(&log)?.len();
 
     // A new generation makes the controller reconcile (and report) again; its writes come
@@ -549,11 +546,12 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
 async fn the_api_server_refuses_a_named_object_and_a_new_worker_ref() -> Result<()> {
     let c = case("twor-cel").await?;
     // In progress from the first read: the API server fills the status default.
-    let fresh: TemporalWorkerOwnedResource = serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerOwnedResource",
-        "metadata": {"name": "fresh"},
-        "spec": {"workerRef": {"name": "pay"}, "object": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"}}
-    }))?;
+    let fresh: TemporalWorkerOwnedResource =
+        serde_json::from_value(test_harness::manifests::owned_resource(
+            "fresh",
+            "pay",
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"}),
+        ))?;
     let created = twors(&c)
         .create(
             &PostParams {
@@ -629,9 +627,9 @@ async fn sunset_removes_the_autoscaler_copy_before_scaling_the_version_to_zero()
     .await?;
 
     // The audit log orders the controller's writes: v1's HPA went before v1's scale to 0.
-    let log = crate::chart_support::e2e_audit_log();
+    let log = test_harness::chart::e2e_audit_log(env!("CARGO_TARGET_TMPDIR"));
     let (user, _) =
-        crate::chart_support::rendered_grants(&crate::chart_support::e2e_values(), CONTROLLER_NS)?;
+        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
     let events = test_harness::control_plane::audit::read(&log)?;
     let position = |pred: &dyn Fn(&test_harness::control_plane::AuditEvent) -> bool| {
         events

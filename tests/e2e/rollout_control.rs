@@ -9,9 +9,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
-use crate::gitops_support::{self, Status};
 use crate::rollout::deploy_first;
 use crate::support::*;
+use test_harness::gitops::{self, Status};
 
 const T: Duration = Duration::from_secs(120);
 
@@ -39,7 +39,7 @@ fn ready_reason(t: &TemporalWorkerDeployment) -> String {
 
 /// kstatus and Argo CD on the object as the API server returns it.
 fn gitops(t: &TemporalWorkerDeployment) -> Result<(Status, String)> {
-    let v = gitops_support::verdicts(&serde_json::to_value(t)?);
+    let v = gitops::verdicts(&serde_json::to_value(t)?);
     Ok((v.kstatus.status, v.argocd.0))
 }
 

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, Result, ensure};
@@ -26,16 +25,6 @@ use tokio::sync::OnceCell;
 /// Generous: every test of this binary runs at once on a 2-core machine.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// The stand-in and the TLS proxy live here so that they outlive each `#[tokio::test]` runtime.
-static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("kubelet-test-infra")
-        .build()
-        .expect("infra runtime")
-});
-
 struct World {
     kubelet: Kubelet,
     temporal_ns: String,
@@ -49,9 +38,8 @@ static WORLD: OnceCell<World> = OnceCell::const_new();
 async fn world() -> &'static World {
     WORLD
         .get_or_init(|| async {
-            RT.spawn(start_world())
+            test_harness::runtime::on_infra(start_world())
                 .await
-                .expect("infra task")
                 .expect("start the control plane, dev server and kubelet stand-in")
         })
         .await
