@@ -366,60 +366,12 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
             to_release.push(name.clone());
         }
         checked += 1;
-        // The API server keeps the fixture's status as written (nothing pruned), plus defaults.
-        let mut want_status = fixture
-            .get("status")
-            .cloned()
-            .unwrap_or_else(crd_status_default);
-        if let Some(s) = want_status.as_object_mut() {
-            s.entry("versionCount").or_insert(json!(0));
-        }
-        if live["status"] != want_status {
-            failures.push(format!(
-                "{file}: status read back differs: {}",
-                differences(&live["status"], &want_status)
-            ));
-        }
-        let v = verdicts(&live);
-        if let Some(want) = &recorded.kstatus
-            && v.kstatus.pair() != *want
-        {
-            failures.push(format!(
-                "{file}: kstatus {:?}, recorded {want:?}",
-                v.kstatus
-            ));
-        }
-        if let Some(want) = recorded.flux
-            && v.flux.status != want
-        {
-            failures.push(format!("{file}: flux {:?}, recorded {want}", v.flux));
-        }
-        if v.argocd != recorded.argocd {
-            failures.push(format!(
-                "{file}: argocd {:?}, recorded {:?}",
-                v.argocd, recorded.argocd
-            ));
-        }
-        // Whatever is recorded: Argo CD is Healthy only when kstatus and Flux say Current, and
-        // Degraded only when they say Failed (or the object is a terminal one kstatus cannot
-        // see as such because Stalled is missing).
-        let healthy = v.argocd.0 == "Healthy";
-        if healthy != (v.kstatus.status == Status::Current)
-            || healthy != (v.flux.status == Status::Current)
-        {
-            failures.push(format!(
-                "{file}: argocd {} vs kstatus {} vs flux {}",
-                v.argocd.0, v.kstatus.status, v.flux.status
-            ));
-        }
-        if (v.kstatus.status == Status::Failed) != (v.flux.status == Status::Failed)
-            || (v.kstatus.status == Status::Failed && v.argocd.0 != "Degraded")
-        {
-            failures.push(format!(
-                "{file}: failed verdicts disagree: argocd {} kstatus {} flux {}",
-                v.argocd.0, v.kstatus.status, v.flux.status
-            ));
-        }
+        failures.extend(read_back_failures(
+            &file.to_string(),
+            &fixture,
+            &live,
+            &recorded,
+        ));
     }
     // Let the namespace go: drop the finalizers nobody (no controller) would remove.
     for name in to_release {
@@ -433,6 +385,72 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
     assert!(checked >= 20, "only {checked} fixtures");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())
+}
+
+/// How the object read back (`live`) differs from its fixture and its recorded verdicts, and
+/// where the engines disagree.
+fn read_back_failures(
+    file: &str,
+    fixture: &Value,
+    live: &Value,
+    recorded: &Recorded,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    // The API server keeps the fixture's status as written (nothing pruned), plus defaults.
+    let mut want_status = fixture
+        .get("status")
+        .cloned()
+        .unwrap_or_else(crd_status_default);
+    if let Some(s) = want_status.as_object_mut() {
+        s.entry("versionCount").or_insert(json!(0));
+    }
+    if live["status"] != want_status {
+        failures.push(format!(
+            "{file}: status read back differs: {}",
+            differences(&live["status"], &want_status)
+        ));
+    }
+    let v = verdicts(live);
+    if let Some(want) = &recorded.kstatus
+        && v.kstatus.pair() != *want
+    {
+        failures.push(format!(
+            "{file}: kstatus {:?}, recorded {want:?}",
+            v.kstatus
+        ));
+    }
+    if let Some(want) = recorded.flux
+        && v.flux.status != want
+    {
+        failures.push(format!("{file}: flux {:?}, recorded {want}", v.flux));
+    }
+    if v.argocd != recorded.argocd {
+        failures.push(format!(
+            "{file}: argocd {:?}, recorded {:?}",
+            v.argocd, recorded.argocd
+        ));
+    }
+    // Whatever is recorded: Argo CD is Healthy only when kstatus and Flux say Current, and
+    // Degraded only when they say Failed (or the object is a terminal one kstatus cannot
+    // see as such because Stalled is missing).
+    let healthy = v.argocd.0 == "Healthy";
+    if healthy != (v.kstatus.status == Status::Current)
+        || healthy != (v.flux.status == Status::Current)
+    {
+        failures.push(format!(
+            "{file}: argocd {} vs kstatus {} vs flux {}",
+            v.argocd.0, v.kstatus.status, v.flux.status
+        ));
+    }
+    if (v.kstatus.status == Status::Failed) != (v.flux.status == Status::Failed)
+        || (v.kstatus.status == Status::Failed && v.argocd.0 != "Degraded")
+    {
+        failures.push(format!(
+            "{file}: failed verdicts disagree: argocd {} kstatus {} flux {}",
+            v.argocd.0, v.kstatus.status, v.flux.status
+        ));
+    }
+    failures
 }
 
 /// The status keys whose values differ, with both values.

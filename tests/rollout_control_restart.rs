@@ -109,40 +109,10 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     )
     .await?;
     wait(&api, NAME, "20% step", |t| ramp(t) == Some(20.0)).await?;
-    let observer = temporal_worker_controller::temporal::ClientPool::default()
-        .get_or_connect(
-            temporal_worker_controller::temporal::ConnectionKey::new(
-                &temporal_worker_controller::api::TemporalConnectionSpec {
-                    host_port: server_address.clone(),
-                    tls: None,
-                    mutual_tls_secret_ref: None,
-                    api_key_secret_ref: None,
-                },
-                temporal_worker_controller::temporal::AuthMaterial::Plain,
-            ),
-            &temporal_ns,
-            "restart-observer",
-        )
-        .await?;
+    let observer = connect_observer(&server_address, &temporal_ns).await?;
     let (_, started) = temporal_ramp(&observer, &ns).await?;
 
-    api.patch(
-        NAME,
-        &ssa,
-        &Patch::Apply(twd("v2", &temporal_ns, progressive(true))),
-    )
-    .await?;
-    let paused = wait(&api, NAME, "RolloutPaused", |t| {
-        reason(t) == "RolloutPaused"
-    })
-    .await?;
-    let remaining = paused
-        .status
-        .as_ref()
-        .and_then(|s| s.rollout_control.as_ref())
-        .and_then(|r| r.paused.as_ref())
-        .and_then(|p| p.remaining_seconds)
-        .context("no remaining time recorded")?;
+    let remaining = pause_and_read_the_remaining_time(&api, &temporal_ns).await?;
 
     // The controller goes away; the step's deadline passes while none runs.
     first.stop().await;
@@ -174,4 +144,48 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     );
     ensure!(remaining >= 3, "paused too late to tell: {remaining}s left");
     Ok(())
+}
+
+/// A client of the Temporal namespace, to read the routing the controller writes.
+async fn connect_observer(
+    address: &str,
+    temporal_ns: &str,
+) -> Result<temporal_worker_controller::temporal::TemporalClient> {
+    Ok(temporal_worker_controller::temporal::ClientPool::default()
+        .get_or_connect(
+            temporal_worker_controller::temporal::ConnectionKey::new(
+                &temporal_worker_controller::api::TemporalConnectionSpec {
+                    host_port: address.to_string(),
+                    tls: None,
+                    mutual_tls_secret_ref: None,
+                    api_key_secret_ref: None,
+                },
+                temporal_worker_controller::temporal::AuthMaterial::Plain,
+            ),
+            temporal_ns,
+            "restart-observer",
+        )
+        .await?)
+}
+
+/// Pauses the rollout and returns the remaining time of its step the status records.
+async fn pause_and_read_the_remaining_time(
+    api: &kube::Api<TemporalWorkerDeployment>,
+    temporal_ns: &str,
+) -> Result<i64> {
+    let ssa = PatchParams::apply("restart-test").force();
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(twd("v2", temporal_ns, progressive(true))),
+    )
+    .await?;
+    let paused = wait(api, NAME, "RolloutPaused", |t| reason(t) == "RolloutPaused").await?;
+    paused
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.paused.as_ref())
+        .and_then(|p| p.remaining_seconds)
+        .context("no remaining time recorded")
 }

@@ -436,8 +436,13 @@ async fn watch_streams_initial_state_changes_and_deletion() {
     let first: Value = serde_json::from_str(&data).expect("json");
     assert_eq!(first["status"]["targetVersion"]["rampPercentage"], 10.0);
     assert_no_secrets("watch event", &data);
+    skip_other_objects_and_unchanged_status(&srv, &mut sse).await;
+    never_send_an_older_copy_after_a_newer_one(&srv, &mut sse).await;
+    follow_the_store_to_the_deletion(&srv, &mut sse).await;
+}
 
-    // Another object's change is not ours; an unchanged status is not a change.
+/// Another object's change is not ours; an unchanged status is not a change.
+async fn skip_other_objects_and_unchanged_status(srv: &Server, sse: &mut SseReader) {
     let other = fixtures()
         .into_iter()
         .find(|t| t.metadata.name.as_deref() == Some("carts"))
@@ -462,8 +467,10 @@ async fn watch_streams_initial_state_changes_and_deletion() {
         serde_json::to_value(&next.status).expect("json")
     );
     assert_eq!(second["summary"]["step"], 1);
+}
 
-    // An older copy (the store lags behind the feed) is never sent after a newer one.
+/// An older copy (the store lags behind the feed) is never sent after a newer one.
+async fn never_send_an_older_copy_after_a_newer_one(srv: &Server, sse: &mut SseReader) {
     let stale = with_rv(
         twd("shop", "orders", "Progressive", ramping_status(30.0, 0)),
         101,
@@ -477,8 +484,11 @@ async fn watch_streams_initial_state_changes_and_deletion() {
     let (_, data) = sse.next().await.expect("newer event");
     let third: Value = serde_json::from_str(&data).expect("json");
     assert_eq!(third["status"]["targetVersion"]["rampPercentage"], 60.0);
+}
 
-    // Status written by another replica reaches us only through the store.
+/// Status written by another replica reaches us only through the store, and so does the
+/// deletion, which ends the stream.
+async fn follow_the_store_to_the_deletion(srv: &Server, sse: &mut SseReader) {
     let from_store = with_rv(
         twd("shop", "orders", "Progressive", ramping_status(75.0, 1)),
         104,

@@ -290,50 +290,7 @@ fn twor_rejections_reach_kubectl_naming_the_field() -> Result<()> {
     test_harness::runtime::block_on(async {
         let env = env().await;
         let ns = namespace(&env, "twor-rules")?;
-        let cases = [
-            (
-                "kind not allowed",
-                twor_manifest(
-                    "kind",
-                    json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}}),
-                ),
-                "kind \"Deployment\" is not allowed (allowed: HorizontalPodAutoscaler, PodDisruptionBudget, ScaledObject)",
-            ),
-            (
-                "namespace in the object",
-                twor_manifest(
-                    "ns",
-                    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"namespace": "elsewhere"}, "spec": {"selector": {"matchLabels": {}}}}),
-                ),
-                "spec.object.metadata.namespace must not be set",
-            ),
-            (
-                "minReplicas 0",
-                twor_manifest("zero", hpa(json!({"minReplicas": 0}))),
-                "spec.object.spec.minReplicas must not be 0",
-            ),
-            (
-                "minReplicaCount 0",
-                twor_manifest(
-                    "keda",
-                    json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-                        "spec": {"scaleTargetRef": {}, "minReplicaCount": 0}}),
-                ),
-                "spec.object.spec.minReplicaCount must not be 0",
-            ),
-            (
-                "a user value at an injection point",
-                twor_manifest(
-                    "target",
-                    hpa(
-                        json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine"}}),
-                    ),
-                ),
-                "spec.object.spec.scaleTargetRef is set by the controller to each version's Deployment",
-            ),
-        ];
-        for (case, object, want) in cases {
+        for (case, object, want) in twor_rejection_cases() {
             assert_denied(case, apply(&env.admin, &ns, &object)?, TWOR_WEBHOOK, want);
         }
         // What the CRD schema refuses before the webhook is asked still names the field.
@@ -368,6 +325,53 @@ fn twor_rejections_reach_kubectl_naming_the_field() -> Result<()> {
     })
 }
 
+/// TWORs the webhook refuses: (case, manifest, what kubectl must say).
+fn twor_rejection_cases() -> [(&'static str, Value, &'static str); 5] {
+    [
+        (
+            "kind not allowed",
+            twor_manifest(
+                "kind",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}}),
+            ),
+            "kind \"Deployment\" is not allowed (allowed: HorizontalPodAutoscaler, PodDisruptionBudget, ScaledObject)",
+        ),
+        (
+            "namespace in the object",
+            twor_manifest(
+                "ns",
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"namespace": "elsewhere"}, "spec": {"selector": {"matchLabels": {}}}}),
+            ),
+            "spec.object.metadata.namespace must not be set",
+        ),
+        (
+            "minReplicas 0",
+            twor_manifest("zero", hpa(json!({"minReplicas": 0}))),
+            "spec.object.spec.minReplicas must not be 0",
+        ),
+        (
+            "minReplicaCount 0",
+            twor_manifest(
+                "keda",
+                json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                    "spec": {"scaleTargetRef": {}, "minReplicaCount": 0}}),
+            ),
+            "spec.object.spec.minReplicaCount must not be 0",
+        ),
+        (
+            "a user value at an injection point",
+            twor_manifest(
+                "target",
+                hpa(
+                    json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine"}}),
+                ),
+            ),
+            "spec.object.spec.scaleTargetRef is set by the controller to each version's Deployment",
+        ),
+    ]
+}
+
 #[test]
 fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
     test_harness::runtime::block_on(async {
@@ -386,43 +390,7 @@ fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
             ],
             None,
         )?;
-        let gate = |name: &str, key: &str| {
-            json!({"strategy": "AllAtOnce", "gate": {"workflowType": "check",
-                "inputFrom": {"secretKeyRef": {"name": name, "key": key}}}})
-        };
-        let cases = [
-            (
-                "reserved env var",
-                twd_manifest(
-                    "env",
-                    worker(
-                        json!({"env": [{"name": "TEMPORAL_ADDRESS", "value": "elsewhere:7233"}]}),
-                    ),
-                    all_at_once(),
-                ),
-                "spec.template.spec.containers[0].env[0]: container \"worker\" sets TEMPORAL_ADDRESS",
-            ),
-            (
-                "gate input key missing",
-                twd_manifest("gate-key", worker(json!({})), gate("gate-input", "input")),
-                "spec.rollout.gate.inputFrom.secretKeyRef.key: key \"input\" not found in Secret \"gate-input\"",
-            ),
-            (
-                "gate input Secret missing",
-                twd_manifest("gate-secret", worker(json!({})), gate("absent", "input")),
-                "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" for gate input not found",
-            ),
-            (
-                "a template Kubernetes refuses",
-                twd_manifest(
-                    "template",
-                    worker(json!({"name": "Bad_Name"})),
-                    all_at_once(),
-                ),
-                "spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
-            ),
-        ];
-        for (case, object, want) in cases {
+        for (case, object, want) in twd_rejection_cases() {
             assert_denied(case, apply(&env.admin, &ns, &object)?, TWD_WEBHOOK, want);
         }
         let (_, out) = apply(
@@ -447,11 +415,64 @@ fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
         );
 
         // With the key present, the same gate passes.
-        let ok_gate = twd_manifest("gate-ok", worker(json!({})), gate("gate-input", "other"));
+        let ok_gate = twd_manifest(
+            "gate-ok",
+            worker(json!({})),
+            gate_from_secret("gate-input", "other"),
+        );
         let out = dry_run(&env.admin, &ns, &ok_gate)?;
         assert!(!out.contains("denied"), "{out}");
         Ok(())
     })
+}
+
+/// An AllAtOnce rollout gated by workflow `check` reading its input from Secret `name`, key
+/// `key`.
+fn gate_from_secret(name: &str, key: &str) -> Value {
+    json!({"strategy": "AllAtOnce", "gate": {"workflowType": "check",
+        "inputFrom": {"secretKeyRef": {"name": name, "key": key}}}})
+}
+
+/// TWDs the webhook refuses: (case, manifest, what kubectl must say).
+fn twd_rejection_cases() -> [(&'static str, Value, &'static str); 4] {
+    [
+        (
+            "reserved env var",
+            twd_manifest(
+                "env",
+                worker(json!({"env": [{"name": "TEMPORAL_ADDRESS", "value": "elsewhere:7233"}]})),
+                all_at_once(),
+            ),
+            "spec.template.spec.containers[0].env[0]: container \"worker\" sets TEMPORAL_ADDRESS",
+        ),
+        (
+            "gate input key missing",
+            twd_manifest(
+                "gate-key",
+                worker(json!({})),
+                gate_from_secret("gate-input", "input"),
+            ),
+            "spec.rollout.gate.inputFrom.secretKeyRef.key: key \"input\" not found in Secret \"gate-input\"",
+        ),
+        (
+            "gate input Secret missing",
+            twd_manifest(
+                "gate-secret",
+                worker(json!({})),
+                gate_from_secret("absent", "input"),
+            ),
+            "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" for gate input not found",
+        ),
+        (
+            "a template Kubernetes refuses",
+            twd_manifest(
+                "template",
+                worker(json!({"name": "Bad_Name"})),
+                all_at_once(),
+            ),
+            "spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
+        ),
+    ]
 }
 
 /// RBAC for a test user: TWORs in `ns`, and optionally create/update/delete on HPAs.
@@ -598,72 +619,10 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
     test_harness::runtime::block_on(async {
         let env = env().await;
         let client = test_harness::control_plane::client_from(&env.admin).await?;
-
-        // TWOR: two rule violations at once.
-        let object = hpa(json!({"minReplicas": 0, "scaleTargetRef": {"name": "mine"}}));
-        let bad = twor_manifest("bad-scaler", object.clone());
-        let said = webhook_message(&env, &bad)?;
-        let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
-            .expect_err("the rules refuse it")
-            .to_string();
-        assert_eq!(
-            said, rules_say,
-            "the webhook says what the shared rules say"
-        );
-        let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
-        assert!(ok, "admitted with the webhook off: {out}");
-        let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
-        let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
-        assert_eq!(stalled.reason, "ApplyFailed");
-        assert_eq!(stalled.message, said, "status says what the webhook says");
-
-        // TWD: a reserved env var.
-        let twd = twd_manifest(
-            "bad-env",
-            worker(json!({"env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "mine"}]})),
-            all_at_once(),
-        );
-        let said = webhook_message(&env, &twd)?;
-        let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
-        assert!(ok, "admitted with the webhook off: {out}");
+        off_a_twor_breaking_two_rules_stalls(&env, &client).await?;
         let twds: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), OFF_NS);
-        let stalled = stalled_condition(&twds, "bad-env", Duration::from_secs(60)).await?;
-        assert_eq!(stalled.reason, "InvalidSpec");
-        assert!(
-            stalled.message.contains(&said),
-            "status {:?} does not say what the webhook said: {said:?}",
-            stalled.message
-        );
-
-        // TWD: a pod template Kubernetes refuses, found when the controller creates the
-        // versioned Deployment (it needs its Connection and Temporal to get that far).
-        let connection = manifests::connection("temporal", &env.temporal_address);
-        let (ok, out) = apply(&env.admin, OFF_NS, &connection)?;
-        assert!(ok, "{out}");
-        let twd = twd_manifest(
-            "bad-template",
-            worker(json!({"name": "Bad_Name"})),
-            all_at_once(),
-        );
-        let said = webhook_message(&env, &twd)?;
-        // The API server's field errors, after the (generated) Deployment name.
-        let (_, field_errors) = said
-            .split_once("is invalid: ")
-            .with_context(|| format!("no field errors in {said:?}"))?;
-        assert!(
-            field_errors
-                .starts_with("spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\""),
-            "{field_errors}"
-        );
-        let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
-        assert!(ok, "admitted with the webhook off: {out}");
-        let stalled = stalled_condition(&twds, "bad-template", Duration::from_secs(90)).await?;
-        assert_eq!(stalled.reason, "InvalidSpec");
-        assert!(
-            stalled.message.contains(field_errors),
-            "status {:?} does not carry the webhook's field errors {field_errors:?}",
-            stalled.message
-        );
+        off_a_twd_with_a_reserved_env_var_stalls(&env, &twds).await?;
+        off_a_twd_with_a_refused_pod_template_stalls(&env, &twds).await?;
 
         // Nothing applied: no versioned Deployment, no HPA copy.
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), OFF_NS);
@@ -678,6 +637,86 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         assert!(hpas.list(&ListParams::default()).await?.items.is_empty());
         Ok(())
     })
+}
+
+/// TWOR: two rule violations at once.
+async fn off_a_twor_breaking_two_rules_stalls(env: &Env, client: &kube::Client) -> Result<()> {
+    let object = hpa(json!({"minReplicas": 0, "scaleTargetRef": {"name": "mine"}}));
+    let bad = twor_manifest("bad-scaler", object.clone());
+    let said = webhook_message(env, &bad)?;
+    let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
+        .expect_err("the rules refuse it")
+        .to_string();
+    assert_eq!(
+        said, rules_say,
+        "the webhook says what the shared rules say"
+    );
+    let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
+    assert!(ok, "admitted with the webhook off: {out}");
+    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
+    let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
+    assert_eq!(stalled.reason, "ApplyFailed");
+    assert_eq!(stalled.message, said, "status says what the webhook says");
+    Ok(())
+}
+
+/// TWD: a reserved env var.
+async fn off_a_twd_with_a_reserved_env_var_stalls(
+    env: &Env,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
+    let twd = twd_manifest(
+        "bad-env",
+        worker(json!({"env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "mine"}]})),
+        all_at_once(),
+    );
+    let said = webhook_message(env, &twd)?;
+    let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
+    assert!(ok, "admitted with the webhook off: {out}");
+    let stalled = stalled_condition(twds, "bad-env", Duration::from_secs(60)).await?;
+    assert_eq!(stalled.reason, "InvalidSpec");
+    assert!(
+        stalled.message.contains(&said),
+        "status {:?} does not say what the webhook said: {said:?}",
+        stalled.message
+    );
+    Ok(())
+}
+
+/// TWD: a pod template Kubernetes refuses, found when the controller creates the versioned
+/// Deployment (it needs its Connection and Temporal to get that far).
+async fn off_a_twd_with_a_refused_pod_template_stalls(
+    env: &Env,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
+    let connection = manifests::connection("temporal", &env.temporal_address);
+    let (ok, out) = apply(&env.admin, OFF_NS, &connection)?;
+    assert!(ok, "{out}");
+    let twd = twd_manifest(
+        "bad-template",
+        worker(json!({"name": "Bad_Name"})),
+        all_at_once(),
+    );
+    let said = webhook_message(env, &twd)?;
+    // The API server's field errors, after the (generated) Deployment name.
+    let (_, field_errors) = said
+        .split_once("is invalid: ")
+        .with_context(|| format!("no field errors in {said:?}"))?;
+    assert!(
+        field_errors
+            .starts_with("spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\""),
+        "{field_errors}"
+    );
+    let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
+    assert!(ok, "admitted with the webhook off: {out}");
+    let stalled = stalled_condition(twds, "bad-template", Duration::from_secs(90)).await?;
+    assert_eq!(stalled.reason, "InvalidSpec");
+    assert!(
+        stalled.message.contains(field_errors),
+        "status {:?} does not carry the webhook's field errors {field_errors:?}",
+        stalled.message
+    );
+    Ok(())
 }
 
 /// The caBundle of the configuration's first webhook, and the Secret's serving certificate.

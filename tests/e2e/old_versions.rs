@@ -350,22 +350,7 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
     let v1 = current_build(&c.wait_twd("search", "v1 Ready", T, is_ready).await?)
         .context("v1 current")?;
     let wf = format!("upgradable-{}", c.ns);
-    c.temporal_cli(&[
-        "workflow",
-        "start",
-        "--type",
-        "upgradable",
-        "--task-queue",
-        &c.task_queue,
-        "--workflow-id",
-        &wf,
-    ])
-    .await?;
-    let first_run = eventually("the workflow runs on v1", T, || async {
-        let (build, run) = run_version(&c, &wf).await?;
-        Ok((build.as_deref() == Some(v1.as_str())).then_some(run))
-    })
-    .await?;
+    let first_run = start_an_upgradable_workflow_on(&c, &wf, &v1).await?;
 
     // v1 drains only briefly here (the nudge moves its workflow at once): wait for v2 alone.
     c.apply_twd("search", "v2", json!({"strategy": "AllAtOnce"}), sunset)
@@ -390,15 +375,40 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
         "v1 Deployment deleted after its workflow moved",
     )
     .await?;
-    // The old run got exactly one upgrade signal, however many reconciles saw v1 draining.
+    check_the_first_run_was_signalled_once(&c, &wf, &first_run).await
+}
+
+/// Starts an `upgradable` workflow and waits until it runs on `v1`; returns its run ID.
+async fn start_an_upgradable_workflow_on(c: &Case, wf: &str, v1: &str) -> Result<String> {
+    c.temporal_cli(&[
+        "workflow",
+        "start",
+        "--type",
+        "upgradable",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        wf,
+    ])
+    .await?;
+    eventually("the workflow runs on v1", T, || async {
+        let (build, run) = run_version(c, wf).await?;
+        Ok((build.as_deref() == Some(v1)).then_some(run))
+    })
+    .await
+}
+
+/// The old run got exactly one upgrade signal, however many reconciles saw v1 draining, and
+/// the controller said so in an event.
+async fn check_the_first_run_was_signalled_once(c: &Case, wf: &str, first_run: &str) -> Result<()> {
     let history = c
         .temporal_cli(&[
             "workflow",
             "show",
             "--workflow-id",
-            &wf,
+            wf,
             "--run-id",
-            &first_run,
+            first_run,
             "-o",
             "json",
         ])
@@ -422,7 +432,7 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
         "the first run was signalled {signals} times: {history}"
     );
     ensure!(
-        !events_with_reason(&c, "PinnedWorkflowsSignalled")
+        !events_with_reason(c, "PinnedWorkflowsSignalled")
             .await?
             .is_empty(),
         "no PinnedWorkflowsSignalled event"

@@ -153,7 +153,17 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // `kubectl wait` returned: Temporal must already route to v1, and the status must say so.
+    let (v1, temporal) = check_v1_routed_and_running_with_the_injected_env(&c).await?;
+    second_deploy_makes_v2_current_and_deprecates_v1(&c, &temporal, &v1).await?;
+    check_no_ready_before_temporal_routed(rec).await
+}
+
+/// `kubectl wait` returned: Temporal must already route to v1, and the status must say so;
+/// the versioned Deployment carries the injected env and its workers poll Temporal. Returns v1
+/// and the Temporal client.
+async fn check_v1_routed_and_running_with_the_injected_env(
+    c: &Case,
+) -> Result<(String, temporal_worker_controller::temporal::TemporalClient)> {
     let twd = c.get_twd("orders").await?;
     ensure!(
         condition_is(&twd, "Ready", "True", "RolloutComplete"),
@@ -186,8 +196,15 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     }
     c.check_pods_come_from_kubernetes(&deployment_of("orders", &v1))
         .await?;
+    Ok((v1, temporal))
+}
 
-    // Second deploy, same strategy: v2 becomes Current, v1 drains.
+/// Second deploy, same strategy: v2 becomes Current, v1 drains.
+async fn second_deploy_makes_v2_current_and_deprecates_v1(
+    c: &Case,
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    v1: &str,
+) -> Result<()> {
     c.apply_twd("orders", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
         .await?;
     let twd = c
@@ -196,7 +213,7 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         })
         .await?;
     let v2 = current_build(&twd).context("current")?;
-    let state = describe_soon(&temporal, &c.temporal_deployment_name("orders")).await?;
+    let state = describe_soon(temporal, &c.temporal_deployment_name("orders")).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v2.as_str()));
     c.wait_twd("orders", "v1 listed as deprecated", T, |t| {
         t.status.as_ref().is_some_and(|s| {
@@ -206,7 +223,12 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         })
     })
     .await?;
+    Ok(())
+}
 
+/// The recorded history holds the invariants; before Temporal routed to v1, no sample said
+/// Ready; kstatus ends Current after going through InProgress, never Failed.
+async fn check_no_ready_before_temporal_routed(rec: Recorder) -> Result<()> {
     let (samples, history) = rec.finish().await?;
     check_invariants(&samples, &history)?;
     // Before Temporal routed to v1, no sample said Ready.
