@@ -3,8 +3,6 @@
 //! real versioned workers, and the controller in-process. Started once per test binary on a
 //! background runtime; each test uses its own Kubernetes namespace and Temporal namespace.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
