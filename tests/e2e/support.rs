@@ -89,7 +89,10 @@ async fn start_env() -> Result<Arc<Env>> {
                     id.service_account
                 ),
             ));
-            (kube_client_from(&id.kubeconfig).await?, true)
+            (
+                test_harness::control_plane::client_from(&id.kubeconfig).await?,
+                true,
+            )
         }
         None => (client.clone(), false),
     };
@@ -182,12 +185,6 @@ pub async fn mint_token(
     test_harness::control_plane::mint_token(client, ns, sa, vec![audience.to_string()], 3600).await
 }
 
-pub async fn kube_client_from(path: &std::path::Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// An Event as a user sees it in `kubectl events`.
 #[derive(Clone, Debug)]
 pub struct SeenEvent {
@@ -219,7 +216,7 @@ static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 
 pub async fn case(prefix: &str) -> Result<Case> {
     let env = env().await;
-    let client = kube_client_from(&env.kubeconfig).await?;
+    let client = test_harness::control_plane::client_from(&env.kubeconfig).await?;
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let suffix = format!("{}-{n}", std::process::id() % 10000);
     let ns = format!("{prefix}-{suffix}");
