@@ -224,3 +224,28 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_resources_of_our_kinds_match_the_crds() {
+        for (kind, plural) in [
+            ("TemporalWorkerDeployment", "temporalworkerdeployments"),
+            ("TemporalConnection", "temporalconnections"),
+            (
+                "TemporalWorkerOwnedResource",
+                "temporalworkerownedresources",
+            ),
+        ] {
+            let ar = api_resource(kind);
+            assert_eq!(
+                (ar.group.as_str(), ar.version.as_str(), ar.plural.as_str()),
+                ("temporal.io", "v1alpha1", plural)
+            );
+            let crd = control_plane::repo_crds_dir().join(format!("{plural}.temporal.io.yaml"));
+            assert!(crd.exists(), "no CRD at {}", crd.display());
+        }
+    }
+}
