@@ -2,16 +2,14 @@
 //! `health_test.yaml` case under `argocd/resource_customizations/`, status and message exact,
 //! in a Lua 5.1 sandbox with only base, table and package (the argocd-cm default).
 
-mod gitops_support;
-
 use std::path::{Path, PathBuf};
 
-use gitops_support::{
-    HEALTH_LUA, Sandbox, argocd_health_with, load_yaml, repo_root, run_health_script,
-};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::conditions;
 use temporal_worker_controller::api::twd::WAITING_FOR_CONTROLLER;
+use test_harness::gitops::{
+    HEALTH_LUA, Sandbox, argocd_health_with, load_yaml, repo_root, run_health_script,
+};
 
 const KIND_DIR: &str = "argocd/resource_customizations/temporal.io/TemporalWorkerDeployment";
 const CM_KEY: &str = "resource.customizations.health.temporal.io_TemporalWorkerDeployment";
@@ -111,7 +109,7 @@ fn every_testdata_file_has_a_case_and_every_case_a_file() {
         .map(|c| c["inputPath"].as_str().expect("inputPath").to_string())
         .collect();
     referenced.sort();
-    let mut on_disk: Vec<String> = gitops_support::yaml_files(&dir.join("testdata"))
+    let mut on_disk: Vec<String> = test_harness::gitops::yaml_files(&dir.join("testdata"))
         .iter()
         .map(|p| {
             format!(
@@ -151,7 +149,7 @@ fn ready_reason(obj: &Value) -> Option<&str> {
 fn every_reason_is_checked_by_the_lua_health_check() {
     let dir = repo_root().join(KIND_DIR);
     let mut covered = std::collections::BTreeSet::new();
-    for path in gitops_support::yaml_files(&dir.join("testdata")) {
+    for path in test_harness::gitops::yaml_files(&dir.join("testdata")) {
         if let Some(reason) = ready_reason(&load_yaml(&path)) {
             covered.insert(reason.to_string());
         }
@@ -165,7 +163,7 @@ fn every_reason_is_checked_by_the_lua_health_check() {
         panic!("{KIND_DIR}/testdata uses reason {unknown:?}, which is not in api::conditions::ALL");
     }
     let mut failures = Vec::new();
-    for path in gitops_support::yaml_files(&repo_root().join("flux/fixtures")) {
+    for path in test_harness::gitops::yaml_files(&repo_root().join("flux/fixtures")) {
         let obj = load_yaml(&path);
         let ann = |key: &str| {
             obj["metadata"]["annotations"][format!("fixtures.temporal.io/{key}")]
@@ -370,7 +368,7 @@ fn owned_resource_check_is_canonical_and_covers_every_reason() {
         OWNED_LUA
     );
     let mut covered = std::collections::BTreeSet::new();
-    for path in gitops_support::yaml_files(&repo_root().join(OWNED_DIR).join("testdata")) {
+    for path in test_harness::gitops::yaml_files(&repo_root().join(OWNED_DIR).join("testdata")) {
         if let Some(reason) = ready_reason(&load_yaml(&path)) {
             covered.insert(reason.to_string());
         }

@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use test_harness::manifests;
+
 #[test]
 fn checked_in_crds_match_generated() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
@@ -71,12 +73,14 @@ async fn the_real_api_server_accepts_every_crd() {
 
 /// TWDs in `default` on the shared control plane, and dry-run create parameters.
 async fn twd_api() -> (kube::Api<kube::api::DynamicObject>, kube::api::PostParams) {
-    use kube::core::{ApiResource, GroupVersionKind};
     let (_, client) = test_harness::control_plane::shared_with_crds()
         .await
         .expect("kube-apiserver refused a CRD");
-    let gvk = GroupVersionKind::gvk("temporal.io", "v1alpha1", "TemporalWorkerDeployment");
-    let api = kube::Api::namespaced_with(client, "default", &ApiResource::from_gvk(&gvk));
+    let api = kube::Api::namespaced_with(
+        client,
+        "default",
+        &test_harness::world::api_resource("TemporalWorkerDeployment"),
+    );
     let dry_run = kube::api::PostParams {
         dry_run: true,
         ..Default::default()
@@ -93,21 +97,15 @@ async fn the_real_api_server_refuses_zero_replicas() {
 
     let (api, dry_run) = twd_api().await;
     let twd = |replicas: Option<i32>| -> DynamicObject {
-        let mut spec = serde_json::json!({
-            "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
-            "rollout": {"strategy": "AllAtOnce"},
-            "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
-        });
-        if let Some(r) = replicas {
-            spec["replicas"] = r.into();
-        }
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "temporal.io/v1alpha1",
-            "kind": "TemporalWorkerDeployment",
-            "metadata": {"name": "replicas-check"},
-            "spec": spec,
-        }))
-        .expect("a TWD")
+        let twd = manifests::twd("replicas-check")
+            .image("orders:v1")
+            .rollout(serde_json::json!({"strategy": "AllAtOnce"}))
+            .connection("prod");
+        let twd = match replicas {
+            Some(r) => twd.replicas(r.into()),
+            None => twd,
+        };
+        serde_json::from_value(twd.build()).expect("a TWD")
     };
     match api.create(&dry_run, &twd(Some(0))).await {
         Err(kube::Error::Api(status)) => {
@@ -139,17 +137,11 @@ async fn the_real_api_server_refuses_pause_and_abort_on_manual() {
 
     let (api, dry_run) = twd_api().await;
     let twd = |rollout: serde_json::Value| -> DynamicObject {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "temporal.io/v1alpha1",
-            "kind": "TemporalWorkerDeployment",
-            "metadata": {"name": "control-check"},
-            "spec": {
-                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
-                "rollout": rollout,
-                "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
-            },
-        }))
-        .expect("a TWD")
+        let twd = manifests::twd("control-check")
+            .image("orders:v1")
+            .rollout(rollout)
+            .connection("prod");
+        serde_json::from_value(twd.build()).expect("a TWD")
     };
     for field in ["paused", "abort"] {
         let manual = twd(serde_json::json!({"strategy": "Manual", (field): true}));
@@ -194,18 +186,13 @@ fn zero_replicas_are_refused_by_the_controller_with_the_admission_message() {
     assert_eq!(rules[0]["message"], REPLICAS_ZERO, "{rules}");
 
     let twd = |replicas: i32| -> TemporalWorkerDeployment {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "temporal.io/v1alpha1",
-            "kind": "TemporalWorkerDeployment",
-            "metadata": {"name": "orders", "namespace": "shop"},
-            "spec": {
-                "replicas": replicas,
-                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
-                "rollout": {"strategy": "AllAtOnce"},
-                "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "default"},
-            },
-        }))
-        .expect("a TWD")
+        let twd = manifests::twd("orders")
+            .namespace("shop")
+            .replicas(replicas.into())
+            .image("orders:v1")
+            .rollout(serde_json::json!({"strategy": "AllAtOnce"}))
+            .connection("prod");
+        serde_json::from_value(twd.build()).expect("a TWD")
     };
     let settings = validate::ControllerSettings::default();
     let refused = validate::desired(&twd(0), &settings).expect_err("replicas 0 accepted");

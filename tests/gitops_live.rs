@@ -1,6 +1,6 @@
 //! The GitOps contract on live objects: CRDs from `crds/` installed on the real control plane
 //! (etcd + kube-apiserver + kube-controller-manager, `test_harness::control_plane`), objects read
-//! back from the API server, and judged by the real engines (`gitops_support::verdicts`: kstatus
+//! back from the API server, and judged by the real engines (`test_harness::gitops::verdicts`: kstatus
 //! and Flux's CEL `healthCheckExprs` reader in the Go checker, the shipped Argo CD Lua in mlua)
 //! and by the real Helm 4 `install --wait` (helm-python-sdk).
 //!
@@ -8,25 +8,23 @@
 //! read as "in progress" everywhere: the CRD's schema default for `status` (`Ready=Unknown`,
 //! reason `WaitingForController`) is applied by the API server on every read.
 
-mod gitops_support;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use gitops_support::{Status, Verdicts, helm_install, load_yaml, repo_root, verdicts, yaml_files};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::twd::WAITING_FOR_CONTROLLER;
 use test_harness::control_plane::{self, ControlPlane};
+use test_harness::gitops::{
+    Status, Verdicts, helm_install, load_yaml, repo_root, verdicts, yaml_files,
+};
 use test_harness::kubectl::kubectl;
 use test_harness::names::unique;
 use test_harness::wait::eventually;
+use test_harness::{manifests, world};
 
 const ANN: &str = "fixtures.temporal.io/";
 
@@ -45,18 +43,11 @@ async fn cluster(prefix: &str) -> Result<(&'static ControlPlane, kube::Client, S
     Ok((plane, client, ns))
 }
 
-fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("temporal.io", "v1alpha1", kind),
-        plural,
-    )
-}
-
 fn twds(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         client.clone(),
         ns,
-        &resource("TemporalWorkerDeployment", "temporalworkerdeployments"),
+        &world::api_resource("TemporalWorkerDeployment"),
     )
 }
 
@@ -64,7 +55,7 @@ fn connections(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(
         client.clone(),
         ns,
-        &resource("TemporalConnection", "temporalconnections"),
+        &world::api_resource("TemporalConnection"),
     )
 }
 
@@ -89,12 +80,10 @@ fn manifest(fixture: &Value, name: &str, ns: &str, finalizers: bool) -> Value {
 }
 
 async fn create_connection(client: &kube::Client, ns: &str, name: &str) -> Result<()> {
-    let conn: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalConnection",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"hostPort": "temporal-frontend.temporal.svc:7233"},
-    }))?;
+    let conn: DynamicObject = serde_json::from_value(manifests::in_namespace(
+        manifests::connection(name, "temporal-frontend.temporal.svc:7233"),
+        ns,
+    ))?;
     connections(client, ns)
         .create(&PostParams::default(), &conn)
         .await?;
@@ -377,60 +366,12 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
             to_release.push(name.clone());
         }
         checked += 1;
-        // The API server keeps the fixture's status as written (nothing pruned), plus defaults.
-        let mut want_status = fixture
-            .get("status")
-            .cloned()
-            .unwrap_or_else(crd_status_default);
-        if let Some(s) = want_status.as_object_mut() {
-            s.entry("versionCount").or_insert(json!(0));
-        }
-        if live["status"] != want_status {
-            failures.push(format!(
-                "{file}: status read back differs: {}",
-                differences(&live["status"], &want_status)
-            ));
-        }
-        let v = verdicts(&live);
-        if let Some(want) = &recorded.kstatus
-            && v.kstatus.pair() != *want
-        {
-            failures.push(format!(
-                "{file}: kstatus {:?}, recorded {want:?}",
-                v.kstatus
-            ));
-        }
-        if let Some(want) = recorded.flux
-            && v.flux.status != want
-        {
-            failures.push(format!("{file}: flux {:?}, recorded {want}", v.flux));
-        }
-        if v.argocd != recorded.argocd {
-            failures.push(format!(
-                "{file}: argocd {:?}, recorded {:?}",
-                v.argocd, recorded.argocd
-            ));
-        }
-        // Whatever is recorded: Argo CD is Healthy only when kstatus and Flux say Current, and
-        // Degraded only when they say Failed (or the object is a terminal one kstatus cannot
-        // see as such because Stalled is missing).
-        let healthy = v.argocd.0 == "Healthy";
-        if healthy != (v.kstatus.status == Status::Current)
-            || healthy != (v.flux.status == Status::Current)
-        {
-            failures.push(format!(
-                "{file}: argocd {} vs kstatus {} vs flux {}",
-                v.argocd.0, v.kstatus.status, v.flux.status
-            ));
-        }
-        if (v.kstatus.status == Status::Failed) != (v.flux.status == Status::Failed)
-            || (v.kstatus.status == Status::Failed && v.argocd.0 != "Degraded")
-        {
-            failures.push(format!(
-                "{file}: failed verdicts disagree: argocd {} kstatus {} flux {}",
-                v.argocd.0, v.kstatus.status, v.flux.status
-            ));
-        }
+        failures.extend(read_back_failures(
+            &file.to_string(),
+            &fixture,
+            &live,
+            &recorded,
+        ));
     }
     // Let the namespace go: drop the finalizers nobody (no controller) would remove.
     for name in to_release {
@@ -444,6 +385,72 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
     assert!(checked >= 20, "only {checked} fixtures");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     Ok(())
+}
+
+/// How the object read back (`live`) differs from its fixture and its recorded verdicts, and
+/// where the engines disagree.
+fn read_back_failures(
+    file: &str,
+    fixture: &Value,
+    live: &Value,
+    recorded: &Recorded,
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    // The API server keeps the fixture's status as written (nothing pruned), plus defaults.
+    let mut want_status = fixture
+        .get("status")
+        .cloned()
+        .unwrap_or_else(crd_status_default);
+    if let Some(s) = want_status.as_object_mut() {
+        s.entry("versionCount").or_insert(json!(0));
+    }
+    if live["status"] != want_status {
+        failures.push(format!(
+            "{file}: status read back differs: {}",
+            differences(&live["status"], &want_status)
+        ));
+    }
+    let v = verdicts(live);
+    if let Some(want) = &recorded.kstatus
+        && v.kstatus.pair() != *want
+    {
+        failures.push(format!(
+            "{file}: kstatus {:?}, recorded {want:?}",
+            v.kstatus
+        ));
+    }
+    if let Some(want) = recorded.flux
+        && v.flux.status != want
+    {
+        failures.push(format!("{file}: flux {:?}, recorded {want}", v.flux));
+    }
+    if v.argocd != recorded.argocd {
+        failures.push(format!(
+            "{file}: argocd {:?}, recorded {:?}",
+            v.argocd, recorded.argocd
+        ));
+    }
+    // Whatever is recorded: Argo CD is Healthy only when kstatus and Flux say Current, and
+    // Degraded only when they say Failed (or the object is a terminal one kstatus cannot
+    // see as such because Stalled is missing).
+    let healthy = v.argocd.0 == "Healthy";
+    if healthy != (v.kstatus.status == Status::Current)
+        || healthy != (v.flux.status == Status::Current)
+    {
+        failures.push(format!(
+            "{file}: argocd {} vs kstatus {} vs flux {}",
+            v.argocd.0, v.kstatus.status, v.flux.status
+        ));
+    }
+    if (v.kstatus.status == Status::Failed) != (v.flux.status == Status::Failed)
+        || (v.kstatus.status == Status::Failed && v.argocd.0 != "Degraded")
+    {
+        failures.push(format!(
+            "{file}: failed verdicts disagree: argocd {} kstatus {} flux {}",
+            v.argocd.0, v.kstatus.status, v.flux.status
+        ));
+    }
+    failures
 }
 
 /// The status keys whose values differ, with both values.
@@ -550,7 +557,7 @@ async fn helm_install_wait_returns_once_the_status_says_ready() -> Result<()> {
     {
         c["observedGeneration"] = live["metadata"]["generation"].clone();
     }
-    let written_at = gitops_support::unix_now();
+    let written_at = test_harness::gitops::unix_now();
     api.patch_status(
         release,
         &PatchParams::default(),
@@ -584,12 +591,10 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
     let (_plane, client, ns) = cluster("controller").await?;
     let fixture = load_yaml(&repo_root().join("flux/fixtures/fresh.yaml"));
     let name = "orders-worker";
-    let conn: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalConnection",
-        "metadata": {"name": "temporal-prod", "namespace": ns},
-        "spec": {"hostPort": "127.0.0.1:1"},
-    }))?;
+    let conn: DynamicObject = serde_json::from_value(manifests::in_namespace(
+        manifests::connection("temporal-prod", "127.0.0.1:1"),
+        &ns,
+    ))?;
     connections(&client, &ns)
         .create(&PostParams::default(), &conn)
         .await?;

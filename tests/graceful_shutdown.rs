@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use test_harness::{manifests, world};
 
 const NS: &str = "graceful-shutdown";
 const LEASE: &str = "twc-graceful-shutdown";
@@ -73,44 +73,12 @@ async fn wait_for_holder(leases: &Api<Lease>, want: &str, within: Duration) -> D
     );
 }
 
-fn dynamic(kind: &str) -> ApiResource {
-    ApiResource::from_gvk(&GroupVersionKind::gvk("temporal.io", "v1alpha1", kind))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_finishes_releases_the_lease_and_exits_zero() {
     let (plane, client) = test_harness::control_plane::shared_with_crds()
         .await
         .expect("control plane with CRDs");
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
-    let _ = namespaces.create(&PostParams::default(), &ns).await;
-
-    // Work to be in the middle of: a rollout whose Temporal is unreachable.
-    let conns: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), NS, &dynamic("TemporalConnection"));
-    let twds: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), NS, &dynamic("TemporalWorkerDeployment"));
-    let conn: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalConnection",
-        "metadata": {"name": "closed-port"},
-        "spec": {"hostPort": "127.0.0.1:1"},
-    }))
-    .expect("connection");
-    let twd: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
-        "metadata": {"name": "orders"},
-        "spec": {
-            "replicas": 1,
-            "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
-            "rollout": {"strategy": "AllAtOnce"},
-            "workerOptions": {"connectionRef": {"name": "closed-port"}, "temporalNamespace": "default"},
-        },
-    }))
-    .expect("twd");
-    let _ = conns.create(&PostParams::default(), &conn).await;
-    let _ = twds.create(&PostParams::default(), &twd).await;
+    create_a_rollout_whose_temporal_is_unreachable(&client).await;
 
     let kubeconfig = plane.kubeconfig_path().to_path_buf();
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
@@ -160,4 +128,36 @@ async fn sigterm_finishes_releases_the_lease_and_exits_zero() {
         "hand-over took {after_release:?} after replica-a exited ({handover:?} after the signal)"
     );
     drop(second);
+}
+
+/// Work to be in the middle of: a rollout whose Temporal is unreachable.
+async fn create_a_rollout_whose_temporal_is_unreachable(client: &kube::Client) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
+    let _ = namespaces.create(&PostParams::default(), &ns).await;
+    let conns: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NS,
+        &world::api_resource("TemporalConnection"),
+    );
+    let twds: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NS,
+        &world::api_resource("TemporalWorkerDeployment"),
+    );
+    let conn: DynamicObject =
+        serde_json::from_value(manifests::connection("closed-port", "127.0.0.1:1"))
+            .expect("connection");
+    let twd: DynamicObject = serde_json::from_value(
+        manifests::twd("orders")
+            .replicas(1)
+            .image("orders:v1")
+            .rollout(serde_json::json!({"strategy": "AllAtOnce"}))
+            .connection("closed-port")
+            .build(),
+    )
+    .expect("twd");
+    let _ = conns.create(&PostParams::default(), &conn).await;
+    let _ = twds.create(&PostParams::default(), &twd).await;
 }

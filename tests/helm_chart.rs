@@ -1,16 +1,14 @@
 //! The Helm chart, linted and rendered by the real Helm 4 engine (helm-python-sdk, driven by
 //! `charts/tests/helm_chart.py`) for several value sets, with assertions on what it renders.
 
-mod gitops_support;
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use gitops_support::repo_root;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use test_harness::gitops::repo_root;
 
 const CHART: &str = "charts/temporal-worker-controller";
 const NS: &str = "temporal-system";
@@ -282,80 +280,11 @@ fn bad_values_are_refused_by_schema_or_template() {
 #[test]
 fn default_install_renders_the_expected_objects_and_args() {
     let objs = objects("default");
-    for kind in [
-        "Deployment",
-        "ServiceAccount",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Role",
-        "RoleBinding",
-        "Service",
-    ] {
-        assert!(
-            !of_kind(&objs, kind).is_empty(),
-            "default install lacks a {kind}"
-        );
-    }
-    for kind in ["ServiceMonitor", "Certificate", "Issuer"] {
-        assert!(
-            of_kind(&objs, kind).is_empty(),
-            "default install renders a {kind}"
-        );
-    }
-    for o in &objs {
-        if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
-            assert_eq!(
-                o["metadata"]["namespace"], NS,
-                "{} {}",
-                o["kind"], o["metadata"]["name"]
-            );
-        }
-        assert_eq!(
-            o["metadata"]["labels"]["app.kubernetes.io/instance"],
-            RELEASE
-        );
-    }
+    assert_default_kinds_namespace_and_labels(&objs);
     let deploy = one(&objs, "Deployment");
     assert_eq!(deploy["metadata"]["name"], FULLNAME);
     assert_eq!(deploy["spec"]["replicas"], 1);
-    assert_eq!(
-        args(&objs),
-        [
-            "run",
-            "--http-addr=0.0.0.0:8080",
-            "--leader-elect",
-            "--lease-name=temporal-worker-controller",
-            &format!("--lease-namespace={NS}"),
-            &format!("--identity={FULLNAME}"),
-            "--idle-interval=60s",
-            "--max-versions-ineligible-for-deletion=75",
-            "--log-format=json",
-            "--temporal-qps=50",
-            "--temporal-visibility-qps=8",
-            "--temporal-routing-qps=20",
-            "--temporal-deployment-qps=10",
-            "--max-concurrent-reconciles=16",
-            "--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject",
-        ]
-    );
-    // The chart installs the binary's own defaults (docs/temporal-budget.md).
-    let budget = temporal_worker_controller::temporal::BudgetConfig::DEFAULT;
-    let rendered = args(&objs);
-    for (flag, value) in [
-        ("--temporal-qps", budget.shared),
-        ("--temporal-visibility-qps", budget.visibility),
-        ("--temporal-routing-qps", budget.routing),
-        ("--temporal-deployment-qps", budget.per_deployment),
-    ] {
-        assert!(
-            rendered.contains(&format!("{flag}={value}")),
-            "{flag} is not the binary's default {value}: {rendered:?}"
-        );
-    }
-    assert!(rendered.contains(&format!(
-        "--max-concurrent-reconciles={}",
-        temporal_worker_controller::run::defaults::MAX_CONCURRENT_RECONCILES
-    )));
+    assert_default_args_are_the_binarys_defaults(&objs);
     let m = manager(&objs);
     assert_eq!(m["image"], "temporal-worker-controller:0.1.0");
     let env: BTreeMap<&str, &str> = m["env"]
@@ -393,6 +322,86 @@ fn default_install_renders_the_expected_objects_and_args() {
     }
     assert_eq!(svc["spec"]["ports"][0]["targetPort"], "http");
     assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+}
+
+/// The default install renders the controller's kinds and no optional ones, all in the
+/// release namespace (but cluster-wide RBAC) and labelled with the release.
+fn assert_default_kinds_namespace_and_labels(objs: &[Value]) {
+    for kind in [
+        "Deployment",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+    ] {
+        assert!(
+            !of_kind(objs, kind).is_empty(),
+            "default install lacks a {kind}"
+        );
+    }
+    for kind in ["ServiceMonitor", "Certificate", "Issuer"] {
+        assert!(
+            of_kind(objs, kind).is_empty(),
+            "default install renders a {kind}"
+        );
+    }
+    for o in objs {
+        if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
+            assert_eq!(
+                o["metadata"]["namespace"], NS,
+                "{} {}",
+                o["kind"], o["metadata"]["name"]
+            );
+        }
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/instance"],
+            RELEASE
+        );
+    }
+}
+
+/// The default arguments, and among them the binary's own defaults (docs/temporal-budget.md).
+fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
+    assert_eq!(
+        args(objs),
+        [
+            "run",
+            "--http-addr=0.0.0.0:8080",
+            "--leader-elect",
+            "--lease-name=temporal-worker-controller",
+            &format!("--lease-namespace={NS}"),
+            &format!("--identity={FULLNAME}"),
+            "--idle-interval=60s",
+            "--max-versions-ineligible-for-deletion=75",
+            "--log-format=json",
+            "--temporal-qps=50",
+            "--temporal-visibility-qps=8",
+            "--temporal-routing-qps=20",
+            "--temporal-deployment-qps=10",
+            "--max-concurrent-reconciles=16",
+            "--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject",
+        ]
+    );
+    // The chart installs the binary's own defaults (docs/temporal-budget.md).
+    let budget = temporal_worker_controller::temporal::BudgetConfig::DEFAULT;
+    let rendered = args(objs);
+    for (flag, value) in [
+        ("--temporal-qps", budget.shared),
+        ("--temporal-visibility-qps", budget.visibility),
+        ("--temporal-routing-qps", budget.routing),
+        ("--temporal-deployment-qps", budget.per_deployment),
+    ] {
+        assert!(
+            rendered.contains(&format!("{flag}={value}")),
+            "{flag} is not the binary's default {value}: {rendered:?}"
+        );
+    }
+    assert!(rendered.contains(&format!(
+        "--max-concurrent-reconciles={}",
+        temporal_worker_controller::run::defaults::MAX_CONCURRENT_RECONCILES
+    )));
 }
 
 #[test]
@@ -481,174 +490,203 @@ fn rbac_is_least_privilege_without_wildcards() {
         let objs = objects(name);
         let all = rules(&objs);
         assert!(!all.is_empty(), "{name}: no RBAC rules");
-        for (role, rule) in &all {
-            for field in [
-                "apiGroups",
-                "resources",
-                "verbs",
-                "resourceNames",
-                "nonResourceURLs",
-            ] {
-                assert!(
-                    !strings(&rule[field]).iter().any(|s| s.contains('*')),
-                    "{name}: {} {} has a wildcard in {field}: {rule}",
-                    role["kind"],
-                    role["metadata"]["name"]
-                );
-            }
-            // Nothing escalates: no RBAC, no impersonation, no pods/exec.
-            assert!(
-                !strings(&rule["verbs"])
-                    .iter()
-                    .any(|v| ["escalate", "bind", "impersonate"].contains(v)),
-                "{name}: {rule}"
-            );
-            assert!(
-                !strings(&rule["apiGroups"]).contains(&"rbac.authorization.k8s.io"),
-                "{name}: {rule}"
-            );
-        }
-        // Exactly what the controller uses (tests/rbac_grants.rs proves each from the e2e
-        // suite's audit log).
-        for (group, resource, verbs) in [
-            (
-                "temporal.io",
-                "temporalworkerdeployments",
-                &["list", "watch", "patch"][..],
-            ),
-            (
-                "temporal.io",
-                "temporalconnections",
-                &["get", "list", "watch", "patch"],
-            ),
-            (
-                "temporal.io",
-                "temporalworkerdeployments/status",
-                &["update"],
-            ),
-            (
-                "temporal.io",
-                "temporalworkerdeployments/finalizers",
-                &["update"],
-            ),
-            (
-                "apps",
-                "deployments",
-                &["get", "list", "watch", "create", "update", "delete"],
-            ),
-            ("apps", "deployments/scale", &["patch"]),
-            ("", "secrets", &["get"]),
-            ("", "configmaps", &["get"]),
-            ("events.k8s.io", "events", &["create", "patch"]),
+        assert_no_wildcards_or_escalation(name, &all);
+        assert_grants_exactly_what_the_controller_uses(name, &objs);
+        assert_secret_writes_only_for_the_webhook_certificate(name, &all);
+        assert_no_other_secret_or_twd_writes(name, &objs);
+        assert_leases_only_in_the_release_namespace(name, &objs, &all);
+        assert_bindings_point_at_the_charts_account_and_roles(name, &objs);
+    }
+}
+
+fn assert_no_wildcards_or_escalation(name: &str, all: &[(&Value, &Value)]) {
+    for (role, rule) in all {
+        for field in [
+            "apiGroups",
+            "resources",
+            "verbs",
+            "resourceNames",
+            "nonResourceURLs",
         ] {
-            for verb in verbs {
-                assert!(
-                    grants(&objs, group, resource, verb),
-                    "{name}: missing {verb} on {group}/{resource}"
-                );
-            }
-        }
-        // Secrets and ConfigMaps by name only, and no deletes of its own CRs.
-        for verb in ["list", "watch", "create", "update", "patch", "delete"] {
             assert!(
-                !grants(&objs, "", "configmaps", verb),
-                "{name}: {verb} on configmaps"
+                !strings(&rule[field]).iter().any(|s| s.contains('*')),
+                "{name}: {} {} has a wildcard in {field}: {rule}",
+                role["kind"],
+                role["metadata"]["name"]
             );
         }
-        // The only Secret writes: the webhook's own certificate Secret (self-managed
-        // certificates), in the release namespace, changed by name only.
-        for (role, rule) in &all {
-            if !strings(&rule["resources"]).contains(&"secrets") {
-                continue;
-            }
-            let verbs = strings(&rule["verbs"]);
-            let writes: Vec<&&str> = verbs.iter().filter(|v| **v != "get").collect();
-            if writes.is_empty() {
-                continue;
-            }
-            assert_eq!(name, "webhook", "{name}: {writes:?} on secrets: {rule}");
-            assert_eq!(role["kind"], "Role", "{rule}");
+        // Nothing escalates: no RBAC, no impersonation, no pods/exec.
+        assert!(
+            !strings(&rule["verbs"])
+                .iter()
+                .any(|v| ["escalate", "bind", "impersonate"].contains(v)),
+            "{name}: {rule}"
+        );
+        assert!(
+            !strings(&rule["apiGroups"]).contains(&"rbac.authorization.k8s.io"),
+            "{name}: {rule}"
+        );
+    }
+}
+
+/// Exactly what the controller uses (tests/rbac_grants.rs proves each from the e2e suite's
+/// audit log); Secrets and ConfigMaps by name only.
+fn assert_grants_exactly_what_the_controller_uses(name: &str, objs: &[Value]) {
+    for (group, resource, verbs) in [
+        (
+            "temporal.io",
+            "temporalworkerdeployments",
+            &["list", "watch", "patch"][..],
+        ),
+        (
+            "temporal.io",
+            "temporalconnections",
+            &["get", "list", "watch", "patch"],
+        ),
+        (
+            "temporal.io",
+            "temporalworkerdeployments/status",
+            &["update"],
+        ),
+        (
+            "temporal.io",
+            "temporalworkerdeployments/finalizers",
+            &["update"],
+        ),
+        (
+            "apps",
+            "deployments",
+            &["get", "list", "watch", "create", "update", "delete"],
+        ),
+        ("apps", "deployments/scale", &["patch"]),
+        ("", "secrets", &["get"]),
+        ("", "configmaps", &["get"]),
+        ("events.k8s.io", "events", &["create", "patch"]),
+    ] {
+        for verb in verbs {
+            assert!(
+                grants(objs, group, resource, verb),
+                "{name}: missing {verb} on {group}/{resource}"
+            );
+        }
+    }
+    // Secrets and ConfigMaps by name only, and no deletes of its own CRs.
+    for verb in ["list", "watch", "create", "update", "patch", "delete"] {
+        assert!(
+            !grants(objs, "", "configmaps", verb),
+            "{name}: {verb} on configmaps"
+        );
+    }
+}
+
+/// The only Secret writes: the webhook's own certificate Secret (self-managed certificates),
+/// in the release namespace, changed by name only.
+fn assert_secret_writes_only_for_the_webhook_certificate(name: &str, all: &[(&Value, &Value)]) {
+    for (role, rule) in all {
+        if !strings(&rule["resources"]).contains(&"secrets") {
+            continue;
+        }
+        let verbs = strings(&rule["verbs"]);
+        let writes: Vec<&&str> = verbs.iter().filter(|v| **v != "get").collect();
+        if writes.is_empty() {
+            continue;
+        }
+        assert_eq!(name, "webhook", "{name}: {writes:?} on secrets: {rule}");
+        assert_eq!(role["kind"], "Role", "{rule}");
+        assert_eq!(
+            role["metadata"]["name"],
+            format!("{FULLNAME}-webhook-certs")
+        );
+        assert_eq!(role["metadata"]["namespace"], NS);
+        assert!(
+            writes.iter().all(|v| ["create", "update"].contains(*v)),
+            "{rule}"
+        );
+        if verbs.contains(&"update") {
             assert_eq!(
-                role["metadata"]["name"],
-                format!("{FULLNAME}-webhook-certs")
-            );
-            assert_eq!(role["metadata"]["namespace"], NS);
-            assert!(
-                writes.iter().all(|v| ["create", "update"].contains(*v)),
+                strings(&rule["resourceNames"]),
+                [format!("{FULLNAME}-webhook-tls").as_str()],
                 "{rule}"
             );
-            if verbs.contains(&"update") {
-                assert_eq!(
-                    strings(&rule["resourceNames"]),
-                    [format!("{FULLNAME}-webhook-tls").as_str()],
-                    "{rule}"
-                );
-            }
         }
-        for verb in ["list", "watch", "patch", "delete"] {
-            assert!(
-                !grants(&objs, "", "secrets", verb),
-                "{name}: {verb} on secrets"
-            );
-        }
+    }
+}
+
+/// No listing or changing Secrets, and no deletes or creates of its own CRs.
+fn assert_no_other_secret_or_twd_writes(name: &str, objs: &[Value]) {
+    for verb in ["list", "watch", "patch", "delete"] {
         assert!(
-            !grants(&objs, "temporal.io", "temporalworkerdeployments", "delete"),
-            "{name}"
+            !grants(objs, "", "secrets", verb),
+            "{name}: {verb} on secrets"
+        );
+    }
+    assert!(
+        !grants(objs, "temporal.io", "temporalworkerdeployments", "delete"),
+        "{name}"
+    );
+    assert!(
+        !grants(objs, "temporal.io", "temporalworkerdeployments", "create"),
+        "{name}"
+    );
+}
+
+/// Leases: exactly what the lease manager uses, and only in the release namespace.
+fn assert_leases_only_in_the_release_namespace(
+    name: &str,
+    objs: &[Value],
+    all: &[(&Value, &Value)],
+) {
+    let lease_roles: Vec<&Value> = all
+        .iter()
+        .filter(|(_, r)| strings(&r["resources"]).contains(&"leases"))
+        .map(|(o, _)| *o)
+        .collect();
+    if name == "single-no-lease" {
+        assert!(
+            lease_roles.is_empty(),
+            "{name}: lease RBAC without leader election"
         );
         assert!(
-            !grants(&objs, "temporal.io", "temporalworkerdeployments", "create"),
+            !args(objs)
+                .iter()
+                .any(|a| a.starts_with("--lease") || a == "--leader-elect"),
             "{name}"
         );
-        // Leases: exactly what the lease manager uses, and only in the release namespace.
-        let lease_roles: Vec<&Value> = all
-            .iter()
-            .filter(|(_, r)| strings(&r["resources"]).contains(&"leases"))
-            .map(|(o, _)| *o)
-            .collect();
-        if name == "single-no-lease" {
-            assert!(
-                lease_roles.is_empty(),
-                "{name}: lease RBAC without leader election"
-            );
-            assert!(
-                !args(&objs)
-                    .iter()
-                    .any(|a| a.starts_with("--lease") || a == "--leader-elect"),
-                "{name}"
-            );
-        } else {
-            assert!(
-                grants(&objs, "coordination.k8s.io", "leases", "get")
-                    && grants(&objs, "coordination.k8s.io", "leases", "create")
-            );
-            assert!(
-                grants(&objs, "coordination.k8s.io", "leases", "patch")
-                    && !grants(&objs, "coordination.k8s.io", "leases", "update")
-            );
-            assert!(
-                lease_roles
-                    .iter()
-                    .all(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == NS),
-                "{name}"
-            );
-        }
-        // Every binding points at the chart's ServiceAccount and at a role it renders.
-        let sa = one(&objs, "ServiceAccount")["metadata"]["name"].clone();
-        for b in objs
-            .iter()
-            .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
-        {
-            assert_eq!(b["subjects"][0]["name"], sa, "{name}");
-            assert_eq!(b["subjects"][0]["namespace"], NS, "{name}");
-            let role_kind = b["roleRef"]["kind"].as_str().expect("roleRef.kind");
-            assert!(
-                objs.iter().any(|o| o["kind"] == role_kind
-                    && o["metadata"]["name"] == b["roleRef"]["name"]
-                    && o["metadata"]["namespace"] == b["metadata"]["namespace"]),
-                "{name}: binding {} refers to a role the chart does not render",
-                b["metadata"]["name"]
-            );
-        }
+    } else {
+        assert!(
+            grants(objs, "coordination.k8s.io", "leases", "get")
+                && grants(objs, "coordination.k8s.io", "leases", "create")
+        );
+        assert!(
+            grants(objs, "coordination.k8s.io", "leases", "patch")
+                && !grants(objs, "coordination.k8s.io", "leases", "update")
+        );
+        assert!(
+            lease_roles
+                .iter()
+                .all(|o| o["kind"] == "Role" && o["metadata"]["namespace"] == NS),
+            "{name}"
+        );
+    }
+}
+
+/// Every binding points at the chart's ServiceAccount and at a role it renders.
+fn assert_bindings_point_at_the_charts_account_and_roles(name: &str, objs: &[Value]) {
+    let sa = one(objs, "ServiceAccount")["metadata"]["name"].clone();
+    for b in objs
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+    {
+        assert_eq!(b["subjects"][0]["name"], sa, "{name}");
+        assert_eq!(b["subjects"][0]["namespace"], NS, "{name}");
+        let role_kind = b["roleRef"]["kind"].as_str().expect("roleRef.kind");
+        assert!(
+            objs.iter().any(|o| o["kind"] == role_kind
+                && o["metadata"]["name"] == b["roleRef"]["name"]
+                && o["metadata"]["namespace"] == b["metadata"]["namespace"]),
+            "{name}: binding {} refers to a role the chart does not render",
+            b["metadata"]["name"]
+        );
     }
 }
 
@@ -851,10 +889,18 @@ fn webhook_is_off_by_default() {
 
 #[test]
 fn webhook_manages_its_own_certificates_by_default() {
-    use temporal_worker_controller::webhook::{PATH_TWD, PATH_TWOR};
     let objs = objects("webhook");
     let svc_name = format!("{FULLNAME}-webhook");
-    let svc = of_kind(&objs, "Service")
+    let vwc_name = format!("{FULLNAME}-{NS}");
+    assert_webhook_service_and_no_mounted_certificate(&objs, &svc_name);
+    assert_webhook_configuration(&objs, &svc_name, &vwc_name);
+    assert_webhook_args_and_grants(&objs, &svc_name, &vwc_name);
+}
+
+/// The webhook's Service; no cert-manager objects, nothing mounted: the controller reads its
+/// Secret via the API, so a missing Secret never keeps the pod from starting.
+fn assert_webhook_service_and_no_mounted_certificate(objs: &[Value], svc_name: &str) {
+    let svc = of_kind(objs, "Service")
         .into_iter()
         .find(|s| s["metadata"]["name"] == svc_name)
         .expect("webhook service");
@@ -862,25 +908,29 @@ fn webhook_manages_its_own_certificates_by_default() {
     assert_eq!(svc["spec"]["ports"][0]["targetPort"], "webhook");
     // No cert-manager objects, nothing mounted: the controller reads its Secret via the API,
     // so a missing Secret never keeps the pod from starting.
-    assert!(of_kind(&objs, "Certificate").is_empty());
-    assert!(of_kind(&objs, "Issuer").is_empty());
+    assert!(of_kind(objs, "Certificate").is_empty());
+    assert!(of_kind(objs, "Issuer").is_empty());
     assert!(
-        manager(&objs)["volumeMounts"]
+        manager(objs)["volumeMounts"]
             .as_array()
             .expect("mounts")
             .iter()
             .all(|m| m["name"] != "webhook-cert")
     );
     assert!(
-        manager(&objs)["ports"]
+        manager(objs)["ports"]
             .as_array()
             .expect("ports")
             .iter()
             .any(|p| p["name"] == "webhook" && p["containerPort"] == 9443)
     );
+}
 
-    let (vwc, twor, twd) = webhooks(&objs);
-    let vwc_name = format!("{FULLNAME}-{NS}");
+/// One configuration, named after the release namespace, its webhooks calling the Service
+/// with a caBundle the controller sets.
+fn assert_webhook_configuration(objs: &[Value], svc_name: &str, vwc_name: &str) {
+    use temporal_worker_controller::webhook::{PATH_TWD, PATH_TWOR};
+    let (vwc, twor, twd) = webhooks(objs);
     assert_eq!(vwc["metadata"]["name"], vwc_name);
     assert!(vwc["metadata"]["annotations"].is_null(), "{vwc}");
     for (w, path, policy) in [(&twor, PATH_TWOR, "Fail"), (&twd, PATH_TWD, "Ignore")] {
@@ -891,7 +941,7 @@ fn webhook_manages_its_own_certificates_by_default() {
         assert_eq!(strings(&w["rules"][0]["operations"]), ["CREATE", "UPDATE"]);
         assert_eq!(strings(&w["rules"][0]["apiGroups"]), ["temporal.io"]);
         let client = &w["clientConfig"]["service"];
-        assert_eq!(client["name"], svc_name.as_str());
+        assert_eq!(client["name"], svc_name);
         assert_eq!(client["namespace"], NS);
         assert_eq!(client["path"], path);
         assert!(
@@ -903,8 +953,12 @@ fn webhook_manages_its_own_certificates_by_default() {
         assert_eq!(sel["operator"], "NotIn");
         assert_eq!(strings(&sel["values"]), ["kube-system"]);
     }
+}
 
-    let a = args(&objs);
+/// The webhook's flags; RBAC for the caBundle of this configuration only, and the
+/// SubjectAccessReviews of the TWOR webhook.
+fn assert_webhook_args_and_grants(objs: &[Value], svc_name: &str, vwc_name: &str) {
+    let a = args(objs);
     for flag in [
         "--webhook-port=9443".to_string(),
         "--webhook-cert-mode=self-managed".to_string(),
@@ -917,22 +971,22 @@ fn webhook_manages_its_own_certificates_by_default() {
         assert!(a.contains(&flag), "{flag} missing from {a:?}");
     }
     // caBundle of this configuration only, and the SubjectAccessReviews of the TWOR webhook.
-    let vwc_rules: Vec<&Value> = rules(&objs)
+    let vwc_rules: Vec<&Value> = rules(objs)
         .into_iter()
         .filter(|(_, r)| strings(&r["resources"]).contains(&"validatingwebhookconfigurations"))
         .map(|(_, r)| r)
         .collect();
     assert_eq!(vwc_rules.len(), 1);
     assert_eq!(strings(&vwc_rules[0]["verbs"]), ["get", "patch"]);
-    assert_eq!(strings(&vwc_rules[0]["resourceNames"]), [vwc_name.as_str()]);
+    assert_eq!(strings(&vwc_rules[0]["resourceNames"]), [vwc_name]);
     assert!(grants(
-        &objs,
+        objs,
         "authorization.k8s.io",
         "localsubjectaccessreviews",
         "create"
     ));
     assert!(!grants(
-        &objs,
+        objs,
         "authorization.k8s.io",
         "subjectaccessreviews",
         "create"

@@ -6,18 +6,16 @@
 //! check is the shipped Lua; `tests/gitops_live.rs` repeats the fixture checks on objects read
 //! back from a real API server.
 
-mod gitops_support;
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use gitops_support::{
-    EXPR_CURRENT, EXPR_FAILED, Status, argocd_health, health_check_exprs, kstatus, load_yaml,
-    repo_root, verdicts, yaml_files,
-};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::conditions as c;
 use temporal_worker_controller::api::twd::{TemporalWorkerDeployment, WAITING_FOR_CONTROLLER};
+use test_harness::gitops::{
+    EXPR_CURRENT, EXPR_FAILED, Status, argocd_health, health_check_exprs, kstatus, load_yaml,
+    repo_root, verdicts, yaml_files,
+};
 
 const ANN: &str = "fixtures.temporal.io/";
 
@@ -50,18 +48,42 @@ fn annotation<'a>(obj: &'a Value, key: &str) -> &'a str {
 /// contract and `docs/cd-rollouts.md` rely on.
 #[test]
 fn kstatus_follows_the_documented_generic_rules() {
-    let cr = |generation: Option<i64>, status: Option<Value>| {
-        let mut o = json!({"apiVersion": "something/v1", "kind": "MyCR", "metadata": {"name": "x", "namespace": "y"}});
-        if let Some(g) = generation {
-            o["metadata"]["generation"] = json!(g);
-        }
-        if let Some(s) = status {
-            o["status"] = s;
-        }
-        o
-    };
-    let cond = |t: &str, s: &str, reason: &str, message: &str| json!({"type": t, "status": s, "reason": reason, "message": message});
-    let cases: Vec<(&str, Value, Status, &str)> = vec![
+    for (name, obj, want, want_message) in generic_rule_cases() {
+        assert_eq!(kstatus(&obj), (want, want_message.to_string()), "{name}");
+    }
+    // Wrong types are a Compute error, which the pollers report as Unknown.
+    assert_eq!(
+        kstatus(&cr(Some(1), Some(json!({"observedGeneration": "1"})))).0,
+        Status::Unknown
+    );
+    assert_eq!(
+        kstatus(&cr(Some(1), Some(json!({"conditions": "x"})))).0,
+        Status::Unknown
+    );
+    let mut deleting = cr(Some(1), None);
+    deleting["metadata"]["deletionTimestamp"] = json!(42);
+    assert_eq!(kstatus(&deleting).0, Status::Unknown);
+}
+
+/// A custom resource of a kind kstatus knows nothing about.
+fn cr(generation: Option<i64>, status: Option<Value>) -> Value {
+    let mut o = json!({"apiVersion": "something/v1", "kind": "MyCR", "metadata": {"name": "x", "namespace": "y"}});
+    if let Some(g) = generation {
+        o["metadata"]["generation"] = json!(g);
+    }
+    if let Some(s) = status {
+        o["status"] = s;
+    }
+    o
+}
+
+fn cond(t: &str, s: &str, reason: &str, message: &str) -> Value {
+    json!({"type": t, "status": s, "reason": reason, "message": message})
+}
+
+/// kstatus's generic rules: (case, object, status, message).
+fn generic_rule_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
+    vec![
         (
             "no status",
             cr(Some(1), None),
@@ -195,22 +217,7 @@ fn kstatus_follows_the_documented_generic_rules() {
             Status::Current,
             "Resource is Ready",
         ),
-    ];
-    for (name, obj, want, want_message) in cases {
-        assert_eq!(kstatus(&obj), (want, want_message.to_string()), "{name}");
-    }
-    // Wrong types are a Compute error, which the pollers report as Unknown.
-    assert_eq!(
-        kstatus(&cr(Some(1), Some(json!({"observedGeneration": "1"})))).0,
-        Status::Unknown
-    );
-    assert_eq!(
-        kstatus(&cr(Some(1), Some(json!({"conditions": "x"})))).0,
-        Status::Unknown
-    );
-    let mut deleting = cr(Some(1), None);
-    deleting["metadata"]["deletionTimestamp"] = json!(42);
-    assert_eq!(kstatus(&deleting).0, Status::Unknown);
+    ]
 }
 
 #[test]
@@ -606,11 +613,11 @@ fn health_check_exprs_snippet_is_the_evaluated_one() {
     assert_eq!(e["apiVersion"], "temporal.io/v1alpha1");
     assert_eq!(
         e["current"], EXPR_CURRENT,
-        "flux/health-check-exprs.yaml `current` drifted from gitops_support"
+        "flux/health-check-exprs.yaml `current` drifted from test_harness::gitops"
     );
     assert_eq!(
         e["failed"], EXPR_FAILED,
-        "flux/health-check-exprs.yaml `failed` drifted from gitops_support"
+        "flux/health-check-exprs.yaml `failed` drifted from test_harness::gitops"
     );
     assert!(
         e.get("inProgress").is_none(),
@@ -870,7 +877,11 @@ fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() 
         let got = (
             kstatus(&obj),
             health_check_exprs(&obj).0,
-            gitops_support::argocd_health_with(gitops_support::Sandbox::OpenLibs, &script, &obj),
+            test_harness::gitops::argocd_health_with(
+                test_harness::gitops::Sandbox::OpenLibs,
+                &script,
+                &obj,
+            ),
         );
         let want_kstatus = (
             Status::parse(annotation(&obj, "kstatus")).expect("kstatus value"),

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use temporal_worker_controller::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
+use test_harness::manifests;
 
 const NS: &str = "leadership";
 const LEASE: &str = "twc-leadership";
@@ -49,34 +50,31 @@ async fn run() -> Result<()> {
     conns
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "unused", "finalizers": [FINALIZER]},
-                "spec": {"hostPort": "127.0.0.1:1"},
-            }))?,
+            &serde_json::from_value({
+                let mut unused = manifests::connection("unused", "127.0.0.1:1");
+                unused["metadata"]["finalizers"] = json!([FINALIZER]);
+                unused
+            })?,
         )
         .await?;
     conns.delete("unused", &DeleteParams::default()).await?;
     conns
         .create(
             &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "closed-port"},
-                "spec": {"hostPort": "127.0.0.1:1"},
-            }))?,
+            &serde_json::from_value(manifests::connection("closed-port", "127.0.0.1:1"))?,
         )
         .await?;
     let twds: Api<TemporalWorkerDeployment> = Api::namespaced(admin.clone(), NS);
     twds.create(
         &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": "orders"},
-            "spec": {
-                "replicas": 1,
-                "template": {"spec": {"containers": [{"name": "worker", "image": "orders:v1"}]}},
-                "rollout": {"strategy": "AllAtOnce"},
-                "workerOptions": {"connectionRef": {"name": "closed-port"}, "temporalNamespace": "default"},
-            },
-        }))?,
+        &serde_json::from_value(
+            manifests::twd("orders")
+                .replicas(1)
+                .image("orders:v1")
+                .rollout(json!({"strategy": "AllAtOnce"}))
+                .connection("closed-port")
+                .build(),
+        )?,
     )
     .await?;
 
@@ -176,13 +174,10 @@ async fn a_leader_that_cannot_renew_stops_acting_before_its_lease_ends() {
     lost_renewals().await.expect("lost renewals");
 }
 
-#[path = "chart_support/mod.rs"]
-mod chart_support;
-
 async fn lost_renewals() -> Result<()> {
     const RELEASE_NS: &str = "leadership-renew";
     let (plane, admin) = test_harness::control_plane::shared_with_crds().await?;
-    let id = chart_support::install_identity(plane, &json!({}), RELEASE_NS).await?;
+    let id = test_harness::chart::install_identity(plane, &json!({}), RELEASE_NS).await?;
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let controller = temporal_worker_controller::run::start(
         client,

@@ -12,23 +12,23 @@ use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::metrics::{
     ControllerKind, Metrics, ReconcileOutcome, openmetrics_to_prometheus_text,
 };
-
-#[path = "dashboard_support/mod.rs"]
-mod dashboard_support;
+use test_harness::{dashboards, manifests};
 
 fn twd(ns: &str, name: &str, strategy: &str, status: Value) -> TemporalWorkerDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
-        "metadata": {"name": name, "namespace": ns, "generation": 2, "uid": format!("uid-{name}"),
-                     "creationTimestamp": "2024-05-01T10:00:00Z"},
-        "spec": {"template": {"spec": {"containers": [{"name": "w", "image": "img:1"}]}},
-                 "rollout": {"strategy": strategy, "steps": if strategy == "Progressive" {
-                     json!([{"rampPercentage": 10, "pauseDuration": "1m"}, {"rampPercentage": 50, "pauseDuration": "1m"}])
-                 } else { json!([]) }},
-                 "workerOptions": {"connectionRef": {"name": "conn"}, "temporalNamespace": "default"}},
-        "status": status,
-    }))
-    .expect("fixture must deserialize")
+    let steps = if strategy == "Progressive" {
+        json!([{"rampPercentage": 10, "pauseDuration": "1m"}, {"rampPercentage": 50, "pauseDuration": "1m"}])
+    } else {
+        json!([])
+    };
+    let twd = manifests::twd(name)
+        .namespace(ns)
+        .metadata(json!({"generation": 2, "uid": format!("uid-{name}"),
+                         "creationTimestamp": "2024-05-01T10:00:00Z"}))
+        .container(json!({"name": "w", "image": "img:1"}))
+        .rollout(json!({"strategy": strategy, "steps": steps}))
+        .connection("conn")
+        .status(status);
+    serde_json::from_value(twd.build()).expect("fixture must deserialize")
 }
 
 fn cond(type_: &str, status: &str, reason: &str) -> Value {
@@ -306,7 +306,7 @@ fn promtool_check_exprs(file: &str, exprs: &[String]) {
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let e = dashboard_support::substitute(e, "default", "example", "5m");
+            let e = dashboards::substitute(e, "default", "example", "5m");
             json!({"record": format!("dashboard:expr_{i}"), "expr": e})
         })
         .collect();
@@ -354,7 +354,7 @@ fn promql_syntax_check_rejects_garbage() {
 
 #[test]
 fn detail_dashboard_is_parameterised() {
-    let board = dashboard_support::load("rollout-detail.json");
+    let board = dashboards::load("rollout-detail.json");
     let names: Vec<&str> = board["templating"]["list"]
         .as_array()
         .into_iter()
@@ -365,8 +365,8 @@ fn detail_dashboard_is_parameterised() {
         names.contains(&"namespace") && names.contains(&"name"),
         "{names:?}"
     );
-    assert_eq!(dashboard_support::label_values_queries(&board).len(), 2);
-    for e in dashboard_support::exprs(&board) {
+    assert_eq!(dashboards::label_values_queries(&board).len(), 2);
+    for e in dashboards::exprs(&board) {
         assert!(
             e.contains(r#"namespace="$namespace""#) && e.contains(r#"name="$name""#),
             "unscoped query {e:?}"
@@ -379,18 +379,18 @@ fn every_dashboard_metric_is_exported() {
     let (_w, store) = store_with(&fixtures());
     let text = busy_metrics().encode(&store);
     let exported: BTreeSet<String> = samples(&text).into_iter().map(|(n, _, _)| n).collect();
-    let files = dashboard_support::files();
+    let files = dashboards::files();
     assert!(files.len() >= 2, "dashboards: {files:?}");
     for file in &files {
         let file = file.as_str();
-        let board = dashboard_support::load(file);
-        let exprs = dashboard_support::exprs(&board);
+        let board = dashboards::load(file);
+        let exprs = dashboards::exprs(&board);
         assert!(
             exprs.len() >= 5,
             "{file}: expected several queries, found {}",
             exprs.len()
         );
-        for q in dashboard_support::label_values_queries(&board) {
+        for q in dashboards::label_values_queries(&board) {
             let names = metric_names(&q.selector);
             assert_eq!(names.len(), 1, "{file}: {q:?}");
             let name = names.into_iter().next().unwrap_or_default();

@@ -8,37 +8,18 @@
 //! Real control plane, real Temporal dev server, real workers run by the kubelet stand-in (one
 //! per test binary, shared by both cases).
 
-#[path = "chart_support/mod.rs"]
-mod chart_support;
-
 use std::io::Write as _;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use kube::api::{Api, ListParams};
+use serde_json::json;
 use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
+use test_harness::manifests;
+use test_harness::world::{self, Infra};
 use tokio::sync::OnceCell;
-
-/// Infra lives on its own runtime so that it outlives each `#[tokio::test]` runtime (kube
-/// clients are tied to the runtime that built them).
-static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("namespaced-infra")
-        .build()
-        .expect("infra runtime")
-});
-
-struct Infra {
-    plane: &'static test_harness::control_plane::ControlPlane,
-    temporal_address: String,
-    _kubelet: test_harness::kubelet::Kubelet,
-}
 
 static INFRA: OnceCell<Arc<Infra>> = OnceCell::const_new();
 
@@ -76,46 +57,10 @@ async fn infra() -> Result<Arc<Infra>> {
                 .with_ansi(false)
                 .with_writer(|| Tee)
                 .try_init();
-            let (plane, client) = test_harness::control_plane::shared_with_crds().await?;
-            let temporal = test_harness::temporal_server::shared().await?;
-            let kubelet = test_harness::kubelet::Kubelet::start(client).await?;
-            Ok(Arc::new(Infra {
-                plane,
-                temporal_address: temporal.address(),
-                _kubelet: kubelet,
-            }))
+            Ok(Arc::new(Infra::shared().await?))
         })
         .await
         .cloned()
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
-    let nss: Api<Namespace> = Api::all(client.clone());
-    match nss
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": name}}))?,
-        )
-        .await
-    {
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        other => other.map(|_| ()).map_err(Into::into),
-    }
-}
-
-async fn apply(client: &kube::Client, ns: &str, ar: &ApiResource, obj: Value) -> Result<()> {
-    let name = obj["metadata"]["name"]
-        .as_str()
-        .context("object without a name")?
-        .to_string();
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, ar);
-    api.patch(
-        &name,
-        &PatchParams::apply("namespaced-install-test").force(),
-        &Patch::Apply(&obj),
-    )
-    .await?;
-    Ok(())
 }
 
 /// A Connection `temporal` and a TWD `name` (AllAtOnce, one replica, image tag `v1`) in `ns`.
@@ -126,39 +71,18 @@ async fn apply_rollout(
     name: &str,
     temporal_ns: &str,
 ) -> Result<()> {
+    let apply = |manifest| world::apply(client, ns, "namespaced-install-test", manifest);
+    apply(manifests::connection("temporal", &infra.temporal_address)).await?;
     apply(
-        client,
-        ns,
-        &ApiResource::erase::<TemporalConnection>(&()),
-        json!({
-            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalConnection",
-            "metadata": {"name": "temporal", "namespace": ns},
-            "spec": {"hostPort": infra.temporal_address},
-        }),
-    )
-    .await?;
-    apply(
-        client,
-        ns,
-        &ApiResource::erase::<TemporalWorkerDeployment>(&()),
-        json!({
-            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "replicas": 1,
-                "template": {
-                    "metadata": {"labels": {"app": name}},
-                    "spec": {"containers": [{
-                        "name": "worker",
-                        "image": "registry.example/worker:v1",
-                        "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": format!("tq-{ns}")}]
-                    }]}
-                },
-                "rollout": {"strategy": "AllAtOnce"},
-                "sunset": {"scaledownDelay": "2s", "deleteDelay": "2s"},
-                "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": temporal_ns}
-            }
-        }),
+        manifests::twd(name)
+            .replicas(1)
+            .pod_labels(json!({"app": name}))
+            .tag("v1")
+            .task_queue(&format!("tq-{ns}"))
+            .rollout(json!({"strategy": "AllAtOnce"}))
+            .sunset("2s", "2s")
+            .temporal_namespace(temporal_ns)
+            .build(),
     )
     .await
 }
@@ -233,13 +157,13 @@ fn a_refusal_is_found_and_a_timestamp_is_not() {
 /// One namespaced install: `tag` names its release namespace and watched namespaces.
 async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
     let infra = infra().await?;
-    let plane = infra.plane;
+    let plane = infra.plane.context("no local control plane")?;
     let admin = plane.client().await?;
     let release_ns = format!("twc-{tag}");
     let watched: Vec<String> = (0..watched).map(|i| format!("{tag}-team-{i}")).collect();
     let outside = format!("{tag}-unwatched");
     for ns in watched.iter().chain([&outside]) {
-        create_namespace(&admin, ns).await?;
+        world::ensure_namespace(&admin, ns).await?;
     }
 
     // The chart's identity for this install; its Roles live in the watched namespaces.
@@ -247,7 +171,7 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
         "controller": {"identity": format!("twc-{tag}")},
         "watchNamespaces": watched,
     });
-    let id = chart_support::install_identity(plane, &values, &release_ns).await?;
+    let id = test_harness::chart::install_identity(plane, &values, &release_ns).await?;
     let kinds: Vec<&str> = id.grants.iter().map(|(k, _)| k.as_str()).collect();
     ensure!(
         kinds
@@ -403,14 +327,16 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
 
 #[test]
 fn one_watched_namespace_runs_with_the_charts_roles() {
-    RT.block_on(async { RT.spawn(namespaced_install("nsone", 1)).await })
-        .expect("task")
-        .expect("namespaced install with one namespace");
+    test_harness::runtime::block_on(test_harness::runtime::on_infra(namespaced_install(
+        "nsone", 1,
+    )))
+    .expect("namespaced install with one namespace");
 }
 
 #[test]
 fn two_watched_namespaces_run_with_the_charts_roles() {
-    RT.block_on(async { RT.spawn(namespaced_install("nstwo", 2)).await })
-        .expect("task")
-        .expect("namespaced install with two namespaces");
+    test_harness::runtime::block_on(test_harness::runtime::on_infra(namespaced_install(
+        "nstwo", 2,
+    )))
+    .expect("namespaced install with two namespaces");
 }

@@ -12,22 +12,40 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::DeprecatedVersion;
 
-#[path = "restart_support/mod.rs"]
-mod restart_support;
-use restart_support::{T, World, wait};
+use temporal_worker_controller::run::{self, RunOptions, Running};
+use test_harness::manifests;
+use test_harness::world::{T, World, wait};
 
 const NAME: &str = "ledger";
 const QUEUE: &str = "nudge";
 const IDENTITY: &str = "twc-nudge-restart-test";
 
 fn twd(tag: &str, temporal_ns: &str) -> Value {
-    restart_support::twd(
-        NAME,
-        tag,
-        QUEUE,
-        temporal_ns,
-        json!({"rollout": {"strategy": "AllAtOnce"}, "sunset": {"upgradeSignal": "upgrade"}}),
+    manifests::twd(NAME)
+        .replicas(1)
+        .tag(tag)
+        .task_queue(QUEUE)
+        .temporal_namespace(temporal_ns)
+        .rollout(json!({"strategy": "AllAtOnce"}))
+        .spec(json!({"sunset": {"upgradeSignal": "upgrade"}}))
+        .build()
+}
+
+/// A controller watching only the world's namespace, acting as [`IDENTITY`].
+async fn controller(world: &World) -> Result<Running> {
+    Ok(run::start(
+        world.client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![world.ns.clone()],
+            identity: IDENTITY.into(),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            backlog_poll: None,
+            ..Default::default()
+        },
     )
+    .await?)
 }
 
 fn current(t: &TemporalWorkerDeployment) -> Option<String> {
@@ -90,8 +108,8 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
         world.address.clone(),
     );
     let ssa = PatchParams::apply("nudge-test").force();
-    let api = world.twds();
-    let first = world.controller(IDENTITY).await?;
+    let api = world.api::<TemporalWorkerDeployment>();
+    let first = controller(&world).await?;
     api.patch(NAME, &ssa, &Patch::Apply(twd("v1", &temporal_ns)))
         .await?;
     let v1 =
@@ -99,40 +117,7 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
 
     // A `wait` workflow ignores the nudge, so v1 keeps draining across the restart.
     let wf = format!("nudged-{ns}");
-    cli(
-        &address,
-        &temporal_ns,
-        &[
-            "workflow",
-            "start",
-            "--type",
-            "wait",
-            "--task-queue",
-            QUEUE,
-            "--workflow-id",
-            &wf,
-        ],
-    )
-    .await?;
-    let deadline = Instant::now() + T;
-    loop {
-        let out = cli(
-            &address,
-            &temporal_ns,
-            &["workflow", "describe", "--workflow-id", &wf, "-o", "json"],
-        )
-        .await?;
-        let d: Value = serde_json::from_str(&out)?;
-        let build = d.pointer("/workflowExecutionInfo/versioningInfo/deploymentVersion/buildId");
-        if build.and_then(Value::as_str) == Some(v1.as_str()) {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the workflow never ran on v1: {d}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    start_a_wait_workflow_on(&address, &temporal_ns, &wf, &v1).await?;
     api.patch(NAME, &ssa, &Patch::Apply(twd("v2", &temporal_ns)))
         .await?;
     let signalled = wait(&api, NAME, "v1's pinned workflows signalled", |t| {
@@ -144,18 +129,11 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
     // The controller goes away, and the record of the signal with it (as if the status write
     // after the batch had failed).
     first.stop().await;
-    let mut lost = signalled;
-    if let Some(status) = lost.status.as_mut() {
-        for d in &mut status.deprecated_versions {
-            d.upgrade_signalled_at = None;
-        }
-    }
-    api.replace_status(NAME, &PostParams::default(), &lost)
-        .await?;
+    lose_the_signal_record(&api, signalled).await?;
 
     // A new controller sees v1 draining, unsignalled: it asks again with the same job ID,
     // Temporal refuses the duplicate, and it records the signal as sent.
-    let second = world.controller(IDENTITY).await?;
+    let second = controller(&world).await?;
     wait(&api, NAME, "the new controller recorded the signal", |t| {
         old(t, &v1).is_some_and(|d| d.upgrade_signalled_at.is_some())
     })
@@ -164,5 +142,65 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
     println!("signals in the pinned workflow's history after the restart: {n}");
     ensure!(n == 1, "the pinned workflow was signalled {n} times");
     second.stop().await;
+    Ok(())
+}
+
+/// Starts `wait` workflow `wf` and waits until it runs on build `v1`.
+async fn start_a_wait_workflow_on(
+    address: &str,
+    temporal_ns: &str,
+    wf: &str,
+    v1: &str,
+) -> Result<()> {
+    cli(
+        address,
+        temporal_ns,
+        &[
+            "workflow",
+            "start",
+            "--type",
+            "wait",
+            "--task-queue",
+            QUEUE,
+            "--workflow-id",
+            wf,
+        ],
+    )
+    .await?;
+    let deadline = Instant::now() + T;
+    loop {
+        let out = cli(
+            address,
+            temporal_ns,
+            &["workflow", "describe", "--workflow-id", wf, "-o", "json"],
+        )
+        .await?;
+        let d: Value = serde_json::from_str(&out)?;
+        let build = d.pointer("/workflowExecutionInfo/versioningInfo/deploymentVersion/buildId");
+        if build.and_then(Value::as_str) == Some(v1) {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the workflow never ran on v1: {d}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+/// Clears the controller's record that it signalled v1's pinned workflows.
+async fn lose_the_signal_record(
+    api: &kube::Api<TemporalWorkerDeployment>,
+    signalled: TemporalWorkerDeployment,
+) -> Result<()> {
+    let mut lost = signalled;
+    if let Some(status) = lost.status.as_mut() {
+        for d in &mut status.deprecated_versions {
+            d.upgrade_signalled_at = None;
+        }
+    }
+    api.replace_status(NAME, &PostParams::default(), &lost)
+        .await?;
     Ok(())
 }

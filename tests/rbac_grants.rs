@@ -1,18 +1,15 @@
 //! Least privilege, proven from the API server's audit log: every grant the Helm chart gives the
 //! controller was used by the controller during the e2e suite (which runs it as the chart's
-//! ServiceAccount). Cargo runs this binary after `tests/e2e.rs` (targets run in name order);
+//! ServiceAccount). Cargo runs this binary after `tests/e2e/main.rs` (targets run in name order);
 //! run `cargo test --test e2e` first when running it alone.
 
-#[path = "chart_support/mod.rs"]
-mod chart_support;
-
-use chart_support::{
+use test_harness::chart::{
     E2E_NAMESPACE, e2e_audit_log, e2e_values, expand, rendered_grants, unused_grants,
 };
 
 #[test]
 fn every_grant_of_the_chart_is_used_by_the_controller() {
-    let log = e2e_audit_log();
+    let log = e2e_audit_log(env!("CARGO_TARGET_TMPDIR"));
     let events = test_harness::control_plane::audit::read(&log).unwrap_or_else(|e| {
         panic!(
             "no e2e audit log at {} ({e:#}): run `cargo test --test e2e` first",
@@ -32,7 +29,7 @@ fn every_grant_of_the_chart_is_used_by_the_controller() {
     // owner of a TemporalWorkerOwnedResource.
     // Likewise, a server-side apply that creates an object is authorized as `create` but
     // audited as `patch` (every copy of a TemporalWorkerOwnedResource starts that way).
-    let by_admission = |g: &chart_support::Grant| {
+    let by_admission = |g: &test_harness::chart::Grant| {
         (g.resource == "temporalworkerdeployments/finalizers" && g.verb == "update")
             || (g.resource == "temporalworkerownedresources" && g.verb == "delete")
             || (g.verb == "create"

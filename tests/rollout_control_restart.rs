@@ -10,21 +10,40 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
-#[path = "restart_support/mod.rs"]
-mod restart_support;
-use restart_support::{World, wait};
+use temporal_worker_controller::run::{self, RunOptions, Running};
+use test_harness::manifests;
+use test_harness::world::{World, wait};
 
 const NAME: &str = "orders";
 const STEP_SECS: i64 = 12;
 
+const IDENTITY: &str = "twc-restart-test";
+
 fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
-    restart_support::twd(
-        NAME,
-        tag,
-        "restart",
-        temporal_ns,
-        json!({"rollout": rollout}),
+    manifests::twd(NAME)
+        .replicas(1)
+        .tag(tag)
+        .task_queue("restart")
+        .temporal_namespace(temporal_ns)
+        .rollout(rollout)
+        .build()
+}
+
+/// A controller watching only the world's namespace, acting as [`IDENTITY`].
+async fn controller(world: &World) -> Result<Running> {
+    Ok(run::start(
+        world.client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![world.ns.clone()],
+            identity: IDENTITY.into(),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            backlog_poll: None,
+            ..Default::default()
+        },
     )
+    .await?)
 }
 
 fn progressive(paused: bool) -> Value {
@@ -73,8 +92,8 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     let (ns, temporal_ns) = (world.ns.clone(), world.temporal_ns.clone());
     let server_address = world.address.clone();
     let ssa = PatchParams::apply("restart-test").force();
-    let api = world.twds();
-    let first = world.controller("twc-restart-test").await?;
+    let api = world.api::<TemporalWorkerDeployment>();
+    let first = controller(&world).await?;
 
     api.patch(
         NAME,
@@ -90,40 +109,10 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     )
     .await?;
     wait(&api, NAME, "20% step", |t| ramp(t) == Some(20.0)).await?;
-    let observer = temporal_worker_controller::temporal::ClientPool::default()
-        .get_or_connect(
-            temporal_worker_controller::temporal::ConnectionKey::new(
-                &temporal_worker_controller::api::TemporalConnectionSpec {
-                    host_port: server_address.clone(),
-                    tls: None,
-                    mutual_tls_secret_ref: None,
-                    api_key_secret_ref: None,
-                },
-                temporal_worker_controller::temporal::AuthMaterial::Plain,
-            ),
-            &temporal_ns,
-            "restart-observer",
-        )
-        .await?;
+    let observer = connect_observer(&server_address, &temporal_ns).await?;
     let (_, started) = temporal_ramp(&observer, &ns).await?;
 
-    api.patch(
-        NAME,
-        &ssa,
-        &Patch::Apply(twd("v2", &temporal_ns, progressive(true))),
-    )
-    .await?;
-    let paused = wait(&api, NAME, "RolloutPaused", |t| {
-        reason(t) == "RolloutPaused"
-    })
-    .await?;
-    let remaining = paused
-        .status
-        .as_ref()
-        .and_then(|s| s.rollout_control.as_ref())
-        .and_then(|r| r.paused.as_ref())
-        .and_then(|p| p.remaining_seconds)
-        .context("no remaining time recorded")?;
+    let remaining = pause_and_read_the_remaining_time(&api, &temporal_ns).await?;
 
     // The controller goes away; the step's deadline passes while none runs.
     first.stop().await;
@@ -132,7 +121,7 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     if left.is_positive() {
         tokio::time::sleep(Duration::try_from(left)?).await;
     }
-    let _second = world.controller("twc-restart-test").await?;
+    let _second = controller(&world).await?;
     let resumed = jiff::Timestamp::now();
     api.patch(
         NAME,
@@ -155,4 +144,48 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     );
     ensure!(remaining >= 3, "paused too late to tell: {remaining}s left");
     Ok(())
+}
+
+/// A client of the Temporal namespace, to read the routing the controller writes.
+async fn connect_observer(
+    address: &str,
+    temporal_ns: &str,
+) -> Result<temporal_worker_controller::temporal::TemporalClient> {
+    Ok(temporal_worker_controller::temporal::ClientPool::default()
+        .get_or_connect(
+            temporal_worker_controller::temporal::ConnectionKey::new(
+                &temporal_worker_controller::api::TemporalConnectionSpec {
+                    host_port: address.to_string(),
+                    tls: None,
+                    mutual_tls_secret_ref: None,
+                    api_key_secret_ref: None,
+                },
+                temporal_worker_controller::temporal::AuthMaterial::Plain,
+            ),
+            temporal_ns,
+            "restart-observer",
+        )
+        .await?)
+}
+
+/// Pauses the rollout and returns the remaining time of its step the status records.
+async fn pause_and_read_the_remaining_time(
+    api: &kube::Api<TemporalWorkerDeployment>,
+    temporal_ns: &str,
+) -> Result<i64> {
+    let ssa = PatchParams::apply("restart-test").force();
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(twd("v2", temporal_ns, progressive(true))),
+    )
+    .await?;
+    let paused = wait(api, NAME, "RolloutPaused", |t| reason(t) == "RolloutPaused").await?;
+    paused
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.paused.as_ref())
+        .and_then(|p| p.remaining_seconds)
+        .context("no remaining time recorded")
 }

@@ -22,18 +22,16 @@ use anyhow::{Context as _, Result, bail, ensure};
 use base64::Engine as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
 use test_harness::kubelet::{Kubelet, KubeletOptions};
+use test_harness::manifests;
 use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-
-#[path = "loopback_http/mod.rs"]
-mod loopback_http;
 
 const T: Duration = Duration::from_secs(120);
 const NS: &str = "hygiene";
@@ -300,22 +298,19 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
             }))?,
         )
         .await?;
-    apply(
-        &client,
-        "TemporalConnection",
-        "mtls",
-        json!({"spec": {"hostPort": mtls_proxy.host_port(), "tls": {"serverName": "localhost"},
-                        "mutualTLSSecretRef": {"name": "temporal-mtls"}}}),
-    )
-    .await?;
-    apply(
-        &client,
-        "TemporalConnection",
-        "apikey",
-        json!({"spec": {"hostPort": key_proxy.host_port(), "tls": {"serverName": "localhost"},
-                        "apiKeySecretRef": {"name": "temporal-api-key", "key": "key"}}}),
-    )
-    .await?;
+    let mut mtls = manifests::connection("mtls", &mtls_proxy.host_port());
+    manifests::merge(
+        &mut mtls["spec"],
+        json!({"tls": {"serverName": "localhost"}, "mutualTLSSecretRef": {"name": "temporal-mtls"}}),
+    );
+    apply(&client, mtls).await?;
+    let mut apikey = manifests::connection("apikey", &key_proxy.host_port());
+    manifests::merge(
+        &mut apikey["spec"],
+        json!({"tls": {"serverName": "localhost"},
+               "apiKeySecretRef": {"name": "temporal-api-key", "key": "key"}}),
+    );
+    apply(&client, apikey).await?;
 
     for (name, conn) in [("on-mtls", "mtls"), ("on-apikey", "apikey")] {
         apply_twd(&client, name, conn, "v1", json!({"strategy": "AllAtOnce"})).await?;
@@ -328,7 +323,7 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     let sse: Vec<_> = ["on-mtls", "on-apikey"]
         .iter()
         .map(|name| {
-            loopback_http::stream_into_buffer(
+            test_harness::loopback_http::stream_into_buffer(
                 http,
                 format!("/api/v1/namespaces/{NS}/rollouts/{name}/watch"),
                 None,
@@ -377,12 +372,13 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         "/healthz".into(),
         "/readyz".into(),
     ] {
-        let (code, body) = loopback_http::get(http, &path, "application/json", None).await?;
+        let (code, body) =
+            test_harness::loopback_http::get(http, &path, "application/json", None).await?;
         ensure!(code == 200, "{path} answered {code}: {body}");
         haystacks.push((format!("GET {path}"), body));
     }
     for accept in ["application/openmetrics-text; version=1.0.0", "text/plain"] {
-        let (code, body) = loopback_http::get(http, "/metrics", accept, None).await?;
+        let (code, body) = test_harness::loopback_http::get(http, "/metrics", accept, None).await?;
         ensure!(code == 200, "/metrics answered {code}");
         haystacks.push((format!("GET /metrics ({accept})"), body));
     }
@@ -535,23 +531,8 @@ fn random_hex() -> String {
     hex::encode(&h.finalize()[..16])
 }
 
-async fn apply(client: &kube::Client, kind: &str, name: &str, body: Value) -> Result<()> {
-    let mut obj = body;
-    obj["apiVersion"] = json!("temporal.io/v1alpha1");
-    obj["kind"] = json!(kind);
-    obj["metadata"] = json!({"name": name, "namespace": NS});
-    let ar = match kind {
-        "TemporalWorkerDeployment" => ApiResource::erase::<TemporalWorkerDeployment>(&()),
-        _ => ApiResource::erase::<TemporalConnection>(&()),
-    };
-    Api::<DynamicObject>::namespaced_with(client.clone(), NS, &ar)
-        .patch(
-            name,
-            &PatchParams::apply("hygiene-test").force(),
-            &Patch::Apply(&obj),
-        )
-        .await?;
-    Ok(())
+async fn apply(client: &kube::Client, manifest: Value) -> Result<()> {
+    test_harness::world::apply(client, NS, "hygiene-test", manifest).await
 }
 
 async fn apply_twd(
@@ -561,26 +542,17 @@ async fn apply_twd(
     tag: &str,
     rollout: Value,
 ) -> Result<()> {
-    apply(
-        client,
-        "TemporalWorkerDeployment",
-        name,
-        json!({"spec": {
-            "replicas": 1,
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{
-                    "name": "worker",
-                    "image": format!("registry.example/worker:{tag}"),
-                    "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": format!("{name}-queue")}]
-                }]}
-            },
-            "rollout": rollout,
-            "sunset": {"scaledownDelay": "1s", "deleteDelay": "1s"},
-            "workerOptions": {"connectionRef": {"name": connection}, "temporalNamespace": TEMPORAL_NS}
-        }}),
-    )
-    .await
+    let twd = manifests::twd(name)
+        .replicas(1)
+        .pod_labels(json!({"app": name}))
+        .tag(tag)
+        .task_queue(&format!("{name}-queue"))
+        .rollout(rollout)
+        .sunset("1s", "1s")
+        .connection(connection)
+        .temporal_namespace(TEMPORAL_NS)
+        .build();
+    apply(client, twd).await
 }
 
 fn ready(t: &TemporalWorkerDeployment) -> bool {

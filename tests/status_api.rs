@@ -19,6 +19,7 @@ use temporal_worker_controller::http::{
 };
 use temporal_worker_controller::metrics::Metrics;
 use temporal_worker_controller::milestones::{Milestone, MilestoneKind, Milestones};
+use test_harness::manifests;
 use tokio::sync::{broadcast, oneshot};
 
 const ENV_SECRET: &str = "s3cr3t-env-literal-7f1c";
@@ -27,26 +28,24 @@ const ANNOTATION_SECRET: &str = "annotation-secret-55de";
 const DEADLINE: Duration = Duration::from_secs(10);
 
 fn twd(ns: &str, name: &str, strategy: &str, status: Value) -> TemporalWorkerDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerDeployment",
-        "metadata": {"name": name, "namespace": ns, "generation": 3, "resourceVersion": "100", "uid": format!("uid-{ns}-{name}"),
-                     "creationTimestamp": "2024-05-01T10:00:00Z",
-                     "annotations": {"example.com/token": ANNOTATION_SECRET}},
-        "spec": {
-            "replicas": 2,
-            "template": {"spec": {"containers": [{
-                "name": "worker", "image": "registry.example/orders:v2",
-                "env": [{"name": "DB_PASSWORD", "value": ENV_SECRET},
-                        {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}]
-            }]}},
-            "rollout": {"strategy": strategy,
+    let twd = manifests::twd(name)
+        .namespace(ns)
+        .metadata(json!({"generation": 3, "resourceVersion": "100", "uid": format!("uid-{ns}-{name}"),
+                         "creationTimestamp": "2024-05-01T10:00:00Z",
+                         "annotations": {"example.com/token": ANNOTATION_SECRET}}))
+        .replicas(2)
+        .container(json!({
+            "name": "worker", "image": "registry.example/orders:v2",
+            "env": [{"name": "DB_PASSWORD", "value": ENV_SECRET},
+                    {"name": "FROM_SECRET", "valueFrom": {"secretKeyRef": {"name": "db", "key": "pw"}}}]
+        }))
+        .rollout(json!({"strategy": strategy,
                         "steps": [{"rampPercentage": 10, "pauseDuration": "30s"}, {"rampPercentage": 50, "pauseDuration": "1m"}],
-                        "gate": {"workflowType": "SmokeTest", "input": {"token": GATE_SECRET}}},
-            "workerOptions": {"connectionRef": {"name": "prod"}, "temporalNamespace": "orders"}
-        },
-        "status": status,
-    }))
-    .expect("fixture")
+                        "gate": {"workflowType": "SmokeTest", "input": {"token": GATE_SECRET}}}))
+        .connection("prod")
+        .temporal_namespace("orders")
+        .status(status);
+    serde_json::from_value(twd.build()).expect("fixture")
 }
 
 fn with_rv(mut twd: TemporalWorkerDeployment, rv: u64) -> TemporalWorkerDeployment {
@@ -290,7 +289,14 @@ async fn list_get_and_errors() {
         (StatusCode::OK, "ok")
     );
     assert_eq!(get(b, "/readyz").await.status, StatusCode::OK);
+    check_list(b).await;
+    check_get_one(b).await;
+    check_errors(b).await;
+    check_readiness_follows_sync_leader_and_webhook(&srv).await;
+}
 
+/// Every rollout, sorted, with its summary; and per namespace.
+async fn check_list(b: &str) {
     let list = get(b, "/api/v1/rollouts").await;
     assert_eq!(list.status, StatusCode::OK);
     assert!(list.content_type.starts_with("application/json"));
@@ -321,7 +327,10 @@ async fn list_get_and_errors() {
     assert_eq!(shop["items"].as_array().expect("items").len(), 2);
     let empty = get(b, "/api/v1/namespaces/nobody/rollouts").await.json();
     assert_eq!(empty["items"].as_array().expect("items").len(), 0);
+}
 
+/// One rollout: its status verbatim and its spec summarised.
+async fn check_get_one(b: &str) {
     let one = get(b, "/api/v1/namespaces/shop/rollouts/orders").await;
     assert_eq!(one.status, StatusCode::OK);
     let one = one.json();
@@ -352,7 +361,10 @@ async fn list_get_and_errors() {
     assert_eq!(one["summary"]["observedGeneration"], 3);
     assert_eq!(one["milestones"][0]["reason"], "RampStepStarted");
     assert_eq!(one["milestones"][0]["type"], "Normal");
+}
 
+/// A missing rollout, invalid names and unknown paths answer JSON errors.
+async fn check_errors(b: &str) {
     let missing = get(b, "/api/v1/namespaces/shop/rollouts/nope").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     let err = missing.json();
@@ -376,8 +388,12 @@ async fn list_get_and_errors() {
     let unknown = get(b, "/api/v2/whatever").await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
     assert_eq!(unknown.json()["error"]["code"], 404);
+}
 
-    // Not synced yet: refuse rather than answer "no rollouts".
+/// Not synced yet: refuse rather than answer "no rollouts"; not ready without a known leader
+/// or while the admission webhook waits for its certificate.
+async fn check_readiness_follows_sync_leader_and_webhook(srv: &Server) {
+    let b = &srv.base;
     srv.readiness.set_caches_synced(false);
     let r = get(b, "/api/v1/rollouts").await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -420,8 +436,13 @@ async fn watch_streams_initial_state_changes_and_deletion() {
     let first: Value = serde_json::from_str(&data).expect("json");
     assert_eq!(first["status"]["targetVersion"]["rampPercentage"], 10.0);
     assert_no_secrets("watch event", &data);
+    skip_other_objects_and_unchanged_status(&srv, &mut sse).await;
+    never_send_an_older_copy_after_a_newer_one(&srv, &mut sse).await;
+    follow_the_store_to_the_deletion(&srv, &mut sse).await;
+}
 
-    // Another object's change is not ours; an unchanged status is not a change.
+/// Another object's change is not ours; an unchanged status is not a change.
+async fn skip_other_objects_and_unchanged_status(srv: &Server, sse: &mut SseReader) {
     let other = fixtures()
         .into_iter()
         .find(|t| t.metadata.name.as_deref() == Some("carts"))
@@ -446,8 +467,10 @@ async fn watch_streams_initial_state_changes_and_deletion() {
         serde_json::to_value(&next.status).expect("json")
     );
     assert_eq!(second["summary"]["step"], 1);
+}
 
-    // An older copy (the store lags behind the feed) is never sent after a newer one.
+/// An older copy (the store lags behind the feed) is never sent after a newer one.
+async fn never_send_an_older_copy_after_a_newer_one(srv: &Server, sse: &mut SseReader) {
     let stale = with_rv(
         twd("shop", "orders", "Progressive", ramping_status(30.0, 0)),
         101,
@@ -461,8 +484,11 @@ async fn watch_streams_initial_state_changes_and_deletion() {
     let (_, data) = sse.next().await.expect("newer event");
     let third: Value = serde_json::from_str(&data).expect("json");
     assert_eq!(third["status"]["targetVersion"]["rampPercentage"], 60.0);
+}
 
-    // Status written by another replica reaches us only through the store.
+/// Status written by another replica reaches us only through the store, and so does the
+/// deletion, which ends the stream.
+async fn follow_the_store_to_the_deletion(srv: &Server, sse: &mut SseReader) {
     let from_store = with_rv(
         twd("shop", "orders", "Progressive", ramping_status(75.0, 1)),
         104,

@@ -13,13 +13,6 @@
 //! It prints the Temporal requests per minute of both phases. One test: the 300 waiting
 //! rollouts are the load the 10 run under.
 
-#[path = "restart_support/mod.rs"]
-#[allow(dead_code)]
-mod restart_support;
-
-#[path = "loopback_http/mod.rs"]
-mod loopback_http;
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -36,7 +29,8 @@ use temporalio_common::protos::temporal::api::deployment::v1::{
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
 
-use restart_support::{World, twd};
+use test_harness::manifests;
+use test_harness::world::World;
 
 const WAITING: usize = 300;
 const REQUESTS: &str = "temporal_worker_controller_temporal_requests_total";
@@ -52,13 +46,43 @@ const STEP_TOLERANCE: Duration = Duration::from_secs(1);
 async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines() -> Result<()> {
     let world = World::new("budget").await?;
     let plane = test_harness::control_plane::shared().await?;
-    let server = test_harness::temporal_server::shared().await?;
+    let controller = start_controller(&world, plane).await?;
+
+    // 1. 300 rollouts that wait for Pods that never become Ready.
+    apply_waiting_rollouts_and_wait_for_pollers(&world).await?;
+    wait_for_the_controllers_writes_to_settle(plane).await?;
+    check_a_quiet_minute_costs_nothing(plane, controller.http_addr).await?;
+
+    // 2. 10 Progressive rollouts on the same Temporal namespace, under that load.
+    let names: Vec<String> = (0..PROGRESSING).map(|i| format!("prog-{i}")).collect();
+    apply_all(&world, progressing_twds(&world, &names, "v1")).await?;
+    wait_all_ready(&world, &names, "v1").await?;
+    let (timelines, exhausted, ours) =
+        roll_out_v2_under_load(&world, &names, controller.http_addr).await?;
+    check_every_step_started_on_time(&timelines)?;
+    ensure!(
+        exhausted == 0.0,
+        "Temporal refused {exhausted} requests with ResourceExhausted"
+    );
+    ensure!(
+        ours == 0.0,
+        "the controller saw {ours} ResourceExhausted answers"
+    );
+    controller.stop().await;
+    Ok(())
+}
+
+/// The controller as installed by default, except that it watches this test's namespace and
+/// authenticates as [`CONTROLLER_USER`].
+async fn start_controller(
+    world: &World,
+    plane: &test_harness::control_plane::ControlPlane,
+) -> Result<run::Running> {
     let controller_client = test_harness::control_plane::client_from(
         &plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?,
     )
     .await?;
-    // Everything as installed by default, except that it watches this test's namespace.
-    let controller = run::start(
+    Ok(run::start(
         controller_client,
         RunOptions {
             http_addr: "127.0.0.1:0".parse()?,
@@ -68,16 +92,20 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
             ..Default::default()
         },
     )
-    .await?;
+    .await?)
+}
 
-    // 1. 300 rollouts that wait for Pods that never become Ready.
+async fn apply_waiting_rollouts_and_wait_for_pollers(world: &World) -> Result<()> {
     let started = Instant::now();
-    apply_all(&world, (0..WAITING).map(|i| waiting_twd(&world, i))).await?;
+    apply_all(world, (0..WAITING).map(|i| waiting_twd(world, i))).await?;
     wait_until(
         "every waiting rollout reports WaitingForPollers",
         Duration::from_secs(600),
         || async {
-            let twds = world.twds().list(&ListParams::default()).await?;
+            let twds = world
+                .api::<TemporalWorkerDeployment>()
+                .list(&ListParams::default())
+                .await?;
             Ok(twds
                 .items
                 .iter()
@@ -92,7 +120,13 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
         started.elapsed().as_secs_f64(),
         concurrency()?
     );
-    // Our own first writes may still be reaching the audit log: wait until it is still.
+    Ok(())
+}
+
+/// Our own first writes may still be reaching the audit log: wait until it is still.
+async fn wait_for_the_controllers_writes_to_settle(
+    plane: &test_harness::control_plane::ControlPlane,
+) -> Result<()> {
     let mut last = controller_writes(plane)?.len();
     wait_until(
         "the controller's writes settle",
@@ -106,12 +140,19 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
             async move { Ok(settled) }
         },
     )
-    .await?;
+    .await
+}
 
+/// For a minute in which nothing changes, the controller makes no Kubernetes write and next
+/// to no Temporal request.
+async fn check_a_quiet_minute_costs_nothing(
+    plane: &test_harness::control_plane::ControlPlane,
+    controller: SocketAddr,
+) -> Result<()> {
     let writes_before = controller_writes(plane)?;
-    let requests_before = scrape_sum(controller.http_addr, REQUESTS).await?;
+    let requests_before = scrape_sum(controller, REQUESTS).await?;
     tokio::time::sleep(QUIET_WINDOW).await;
-    let requests_quiet = scrape_sum(controller.http_addr, REQUESTS).await? - requests_before;
+    let requests_quiet = scrape_sum(controller, REQUESTS).await? - requests_before;
     let writes_after = controller_writes(plane)?;
     let new_writes: Vec<&String> = writes_after.iter().skip(writes_before.len()).collect();
     println!(
@@ -127,35 +168,43 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
         requests_quiet <= (WAITING / 5) as f64,
         "{requests_quiet} Temporal requests in a quiet minute for {WAITING} waiting rollouts"
     );
+    Ok(())
+}
 
-    // 2. 10 Progressive rollouts on the same Temporal namespace, under that load.
+/// The Progressive TWDs `names` at `tag`: two 8 s steps each, each on its own task queue.
+fn progressing_twds(world: &World, names: &[String], tag: &str) -> Vec<Value> {
     let steps = json!({"rollout": {"strategy": "Progressive", "steps": [
         {"rampPercentage": 25, "pauseDuration": "8s"},
         {"rampPercentage": 50, "pauseDuration": "8s"},
     ]}});
-    let names: Vec<String> = (0..PROGRESSING).map(|i| format!("prog-{i}")).collect();
-    let specs = |tag: &str| {
-        names
-            .iter()
-            .map(|n| twd(n, tag, &format!("q-{n}"), &world.temporal_ns, steps.clone()))
-            .collect::<Vec<_>>()
-    };
-    apply_all(&world, specs("v1")).await?;
-    wait_all_ready(&world, &names, "v1").await?;
+    names
+        .iter()
+        .map(|n| twd(n, tag, &format!("q-{n}"), &world.temporal_ns, steps.clone()))
+        .collect()
+}
 
+/// Rolls `names` out to v2 and records their routing; prints the Temporal requests per
+/// minute. Returns the timelines, the ResourceExhausted answers Temporal's frontend counted,
+/// and those the controller saw.
+async fn roll_out_v2_under_load(
+    world: &World,
+    names: &[String],
+    controller: SocketAddr,
+) -> Result<(BTreeMap<String, Timeline>, f64, f64)> {
+    let server = test_harness::temporal_server::shared().await?;
     let temporal_metrics: SocketAddr = server.metrics_address().parse()?;
     let exhausted_before = scrape(temporal_metrics, "service_errors_resource_exhausted").await?;
-    let methods_before = scrape(controller.http_addr, REQUESTS).await?;
+    let methods_before = scrape(controller, REQUESTS).await?;
     ensure!(
         scrape_sum(temporal_metrics, "service_requests").await? > 0.0,
         "Temporal's metrics endpoint counts no requests: not the endpoint we think"
     );
-    let requests_before = scrape_sum(controller.http_addr, REQUESTS).await?;
+    let requests_before = scrape_sum(controller, REQUESTS).await?;
     let rollout_started = Instant::now();
-    apply_all(&world, specs("v2")).await?;
-    let timelines = record_routing(&world, &names).await?;
+    apply_all(world, progressing_twds(world, names, "v2")).await?;
+    let timelines = record_routing(world, names).await?;
     let minutes = rollout_started.elapsed().as_secs_f64() / 60.0;
-    let requests = scrape_sum(controller.http_addr, REQUESTS).await? - requests_before;
+    let requests = scrape_sum(controller, REQUESTS).await? - requests_before;
     let exhausted_after = scrape(temporal_metrics, "service_errors_resource_exhausted").await?;
     // What clients were told: each refusal is counted again by the history service behind it.
     let frontend = |m: &BTreeMap<String, f64>| {
@@ -165,17 +214,14 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
             .sum::<f64>()
     };
     let exhausted = frontend(&exhausted_after) - frontend(&exhausted_before);
-    for line in grown(
-        &methods_before,
-        &scrape(controller.http_addr, REQUESTS).await?,
-    ) {
+    for line in grown(&methods_before, &scrape(controller, REQUESTS).await?) {
         println!("  controller: {line}");
     }
     for line in grown(&exhausted_before, &exhausted_after) {
         println!("  refused by Temporal: {line}");
     }
     let ours = scrape_sum(
-        controller.http_addr,
+        controller,
         "temporal_worker_controller_temporal_resource_exhausted_total",
     )
     .await?;
@@ -184,9 +230,13 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
         requests / minutes,
         minutes * 60.0
     );
+    Ok((timelines, exhausted, ours))
+}
 
+/// Every step started within [`STEP_TOLERANCE`] of its deadline, and none before it.
+fn check_every_step_started_on_time(timelines: &BTreeMap<String, Timeline>) -> Result<()> {
     let mut worst = SignedDuration::ZERO;
-    for (name, t) in &timelines {
+    for (name, t) in timelines {
         for (what, late) in t.lateness()? {
             println!(
                 "{name}: {what} started {:.3} s after its deadline",
@@ -207,15 +257,6 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
         worst <= SignedDuration::try_from(STEP_TOLERANCE)?,
         "a step started {worst:?} after its deadline"
     );
-    ensure!(
-        exhausted == 0.0,
-        "Temporal refused {exhausted} requests with ResourceExhausted"
-    );
-    ensure!(
-        ours == 0.0,
-        "the controller saw {ours} ResourceExhausted answers"
-    );
-    controller.stop().await;
     Ok(())
 }
 
@@ -231,20 +272,30 @@ fn concurrency() -> Result<u16> {
 
 /// TWD `wait-<i>`: its Pods name a scheduler nobody runs, so they stay Pending.
 fn waiting_twd(world: &World, i: usize) -> Value {
-    let mut t = twd(
+    twd(
         &format!("wait-{i:03}"),
         "v1",
         "waiting",
         &world.temporal_ns,
-        json!({"rollout": {"strategy": "AllAtOnce"}}),
-    );
-    t["spec"]["template"]["spec"]["schedulerName"] = json!("nobody");
-    t
+        json!({"rollout": {"strategy": "AllAtOnce"}, "template": {"spec": {"schedulerName": "nobody"}}}),
+    )
+}
+
+/// A one-replica TWD `name` running `image:<tag>` polling `queue`, with `extra` merged into
+/// its spec.
+fn twd(name: &str, tag: &str, queue: &str, temporal_ns: &str, extra: Value) -> Value {
+    manifests::twd(name)
+        .replicas(1)
+        .tag(tag)
+        .task_queue(queue)
+        .temporal_namespace(temporal_ns)
+        .spec(extra)
+        .build()
 }
 
 /// Server-side applies every object, 16 at a time.
 async fn apply_all(world: &World, objs: impl IntoIterator<Item = Value>) -> Result<()> {
-    let api = world.twds();
+    let api = world.api::<TemporalWorkerDeployment>();
     futures::stream::iter(objs)
         .map(|obj| {
             let api = api.clone();
@@ -282,7 +333,10 @@ async fn wait_all_ready(world: &World, names: &[String], tag: &str) -> Result<()
         &format!("{tag} Current everywhere"),
         Duration::from_secs(300),
         || async {
-            let twds = world.twds().list(&ListParams::default()).await?;
+            let twds = world
+                .api::<TemporalWorkerDeployment>()
+                .list(&ListParams::default())
+                .await?;
             Ok(twds
                 .items
                 .iter()
@@ -329,7 +383,8 @@ async fn scrape_sum(addr: SocketAddr, name: &str) -> Result<f64> {
 
 /// Every sample of metric family `name` (with or without `_total`), by series.
 async fn scrape(addr: SocketAddr, name: &str) -> Result<BTreeMap<String, f64>> {
-    let (code, body) = loopback_http::get(addr, "/metrics", "text/plain", None).await?;
+    let (code, body) =
+        test_harness::loopback_http::get(addr, "/metrics", "text/plain", None).await?;
     ensure!(code == 200, "GET /metrics on {addr}: {code}");
     Ok(body
         .lines()
@@ -443,7 +498,7 @@ async fn record_routing(world: &World, names: &[String]) -> Result<BTreeMap<Stri
 
 /// The target build ID of TWD `name` once it is v2's, and its routing as the status shows it.
 async fn v2_routing(world: &World, name: &str) -> Result<Option<(String, String)>> {
-    let t = world.twds().get(name).await?;
+    let t = world.api::<TemporalWorkerDeployment>().get(name).await?;
     let Some(status) = t.status else {
         return Ok(None);
     };

@@ -18,11 +18,8 @@
 //! A Temporal dev server backs the one case that gets that far: with the webhook off, a pod
 //! template Kubernetes refuses is only found when the controller creates its Deployment.
 
-#[path = "chart_support/mod.rs"]
-mod chart_support;
-
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -35,16 +32,8 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use temporal_worker_controller::owned::rules;
+use test_harness::manifests;
 use tokio::sync::OnceCell;
-
-static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("webhook-infra")
-        .build()
-        .expect("infra runtime")
-});
 
 /// Where the chart is "installed".
 const CONTROLLER_NS: &str = "twc-webhook-system";
@@ -74,9 +63,8 @@ static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
 
 async fn env() -> Arc<Env> {
     ENV.get_or_init(|| async {
-        RT.spawn(start_env())
+        test_harness::runtime::on_infra(start_env())
             .await
-            .expect("infra task")
             .expect("start the webhook environment")
     })
     .await
@@ -126,8 +114,8 @@ async fn start_env() -> Result<Arc<Env>> {
     // The port is known only once the controller listens; the identity (RBAC) and the names
     // do not depend on it.
     let placeholder = values("https://127.0.0.1:1");
-    let id = chart_support::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
-    let objects = chart_support::render(&placeholder, CONTROLLER_NS)?;
+    let id = test_harness::chart::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
+    let objects = test_harness::chart::render(&placeholder, CONTROLLER_NS)?;
     let secret_name = chart_arg(&objects, "webhook-secret-name")?;
     let configuration_name = chart_arg(&objects, "webhook-configuration-name")?;
     kubectl_ok(&admin, &["create", "namespace", OFF_NS], None).ok();
@@ -169,7 +157,8 @@ async fn start_env() -> Result<Arc<Env>> {
     // From here on the controller runs on this runtime: anything that blocks (Helm, kubectl)
     // goes to the blocking pool, or the webhook's accept loop would wait behind it.
     let url = format!("https://{addr}");
-    let objects = blocking(move || chart_support::render(&values(&url), CONTROLLER_NS)).await?;
+    let objects =
+        blocking(move || test_harness::chart::render(&values(&url), CONTROLLER_NS)).await?;
     let vwc = objects
         .iter()
         .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
@@ -262,39 +251,21 @@ fn hpa(spec: Value) -> Value {
 }
 
 fn twor_manifest(name: &str, object: Value) -> Value {
-    twor_for(name, "worker", object)
-}
-
-fn twor_for(name: &str, worker: &str, object: Value) -> Value {
-    json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalWorkerOwnedResource",
-        "metadata": {"name": name},
-        "spec": {"workerRef": {"name": worker}, "object": object}
-    })
+    manifests::owned_resource(name, "worker", object)
 }
 
 fn twd_manifest(name: &str, container: Value, rollout: Value) -> Value {
-    json!({
-        "apiVersion": "temporal.io/v1alpha1",
-        "kind": "TemporalWorkerDeployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": 1,
-            "template": {"spec": {"containers": [container]}},
-            "rollout": rollout,
-            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": "default"}
-        }
-    })
+    manifests::twd(name)
+        .replicas(1)
+        .container(container)
+        .rollout(rollout)
+        .build()
 }
 
+/// The `worker` container of [`manifests::twd`] with the fields of `extra`.
 fn worker(extra: Value) -> Value {
-    let mut c = json!({"name": "worker", "image": "registry.example/worker:v1"});
-    if let (Some(c), Some(extra)) = (c.as_object_mut(), extra.as_object()) {
-        for (k, v) in extra {
-            c.insert(k.clone(), v.clone());
-        }
-    }
+    let mut c = json!({"name": "worker", "image": manifests::worker_image("v1")});
+    manifests::merge(&mut c, extra);
     c
 }
 
@@ -316,48 +287,10 @@ fn assert_denied(case: &str, (ok, out): (bool, String), webhook: &str, want: &st
 
 #[test]
 fn twor_rejections_reach_kubectl_naming_the_field() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         let ns = namespace(&env, "twor-rules")?;
-        let cases = [
-            (
-                "kind not allowed",
-                twor_manifest("kind", json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}})),
-                "kind \"Deployment\" is not allowed (allowed: HorizontalPodAutoscaler, PodDisruptionBudget, ScaledObject)",
-            ),
-            (
-                "namespace in the object",
-                twor_manifest(
-                    "ns",
-                    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                        "metadata": {"namespace": "elsewhere"}, "spec": {"selector": {"matchLabels": {}}}}),
-                ),
-                "spec.object.metadata.namespace must not be set",
-            ),
-            (
-                "minReplicas 0",
-                twor_manifest("zero", hpa(json!({"minReplicas": 0}))),
-                "spec.object.spec.minReplicas must not be 0",
-            ),
-            (
-                "minReplicaCount 0",
-                twor_manifest(
-                    "keda",
-                    json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-                        "spec": {"scaleTargetRef": {}, "minReplicaCount": 0}}),
-                ),
-                "spec.object.spec.minReplicaCount must not be 0",
-            ),
-            (
-                "a user value at an injection point",
-                twor_manifest(
-                    "target",
-                    hpa(json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine"}})),
-                ),
-                "spec.object.spec.scaleTargetRef is set by the controller to each version's Deployment",
-            ),
-        ];
-        for (case, object, want) in cases {
+        for (case, object, want) in twor_rejection_cases() {
             assert_denied(case, apply(&env.admin, &ns, &object)?, TWOR_WEBHOOK, want);
         }
         // What the CRD schema refuses before the webhook is asked still names the field.
@@ -381,73 +314,165 @@ fn twor_rejections_reach_kubectl_naming_the_field() -> Result<()> {
         let good = twor_manifest("good", hpa(json!({})));
         let (ok, out) = apply(&env.admin, &ns, &good)?;
         assert!(ok, "{out}");
-        let (ok, out) = apply(&env.admin, &ns, &twor_for("good", "other", hpa(json!({}))))?;
+        let (ok, out) = apply(
+            &env.admin,
+            &ns,
+            &manifests::owned_resource("good", "other", hpa(json!({}))),
+        )?;
         assert!(!ok && out.contains("spec.workerRef"), "{out}");
         assert!(out.contains("workerRef.name is immutable"), "{out}");
         Ok(())
     })
 }
 
+/// TWORs the webhook refuses: (case, manifest, what kubectl must say).
+fn twor_rejection_cases() -> [(&'static str, Value, &'static str); 5] {
+    [
+        (
+            "kind not allowed",
+            twor_manifest(
+                "kind",
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}}),
+            ),
+            "kind \"Deployment\" is not allowed (allowed: HorizontalPodAutoscaler, PodDisruptionBudget, ScaledObject)",
+        ),
+        (
+            "namespace in the object",
+            twor_manifest(
+                "ns",
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"namespace": "elsewhere"}, "spec": {"selector": {"matchLabels": {}}}}),
+            ),
+            "spec.object.metadata.namespace must not be set",
+        ),
+        (
+            "minReplicas 0",
+            twor_manifest("zero", hpa(json!({"minReplicas": 0}))),
+            "spec.object.spec.minReplicas must not be 0",
+        ),
+        (
+            "minReplicaCount 0",
+            twor_manifest(
+                "keda",
+                json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                    "spec": {"scaleTargetRef": {}, "minReplicaCount": 0}}),
+            ),
+            "spec.object.spec.minReplicaCount must not be 0",
+        ),
+        (
+            "a user value at an injection point",
+            twor_manifest(
+                "target",
+                hpa(
+                    json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine"}}),
+                ),
+            ),
+            "spec.object.spec.scaleTargetRef is set by the controller to each version's Deployment",
+        ),
+    ]
+}
+
 #[test]
 fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         let ns = namespace(&env, "twd-rules")?;
         kubectl_ok(
             &env.admin,
-            &["create", "secret", "generic", "gate-input", "-n", &ns, "--from-literal=other={}"],
+            &[
+                "create",
+                "secret",
+                "generic",
+                "gate-input",
+                "-n",
+                &ns,
+                "--from-literal=other={}",
+            ],
             None,
         )?;
-        let gate = |name: &str, key: &str| {
-            json!({"strategy": "AllAtOnce", "gate": {"workflowType": "check",
-                "inputFrom": {"secretKeyRef": {"name": name, "key": key}}}})
-        };
-        let cases = [
-            (
-                "reserved env var",
-                twd_manifest(
-                    "env",
-                    worker(json!({"env": [{"name": "TEMPORAL_ADDRESS", "value": "elsewhere:7233"}]})),
-                    all_at_once(),
-                ),
-                "spec.template.spec.containers[0].env[0]: container \"worker\" sets TEMPORAL_ADDRESS",
-            ),
-            (
-                "gate input key missing",
-                twd_manifest("gate-key", worker(json!({})), gate("gate-input", "input")),
-                "spec.rollout.gate.inputFrom.secretKeyRef.key: key \"input\" not found in Secret \"gate-input\"",
-            ),
-            (
-                "gate input Secret missing",
-                twd_manifest("gate-secret", worker(json!({})), gate("absent", "input")),
-                "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" for gate input not found",
-            ),
-            (
-                "a template Kubernetes refuses",
-                twd_manifest("template", worker(json!({"name": "Bad_Name"})), all_at_once()),
-                "spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
-            ),
-        ];
-        for (case, object, want) in cases {
+        for (case, object, want) in twd_rejection_cases() {
             assert_denied(case, apply(&env.admin, &ns, &object)?, TWD_WEBHOOK, want);
         }
         let (_, out) = apply(
             &env.admin,
             &ns,
-            &twd_manifest("template", worker(json!({"name": "Bad_Name"})), all_at_once()),
+            &twd_manifest(
+                "template",
+                worker(json!({"name": "Bad_Name"})),
+                all_at_once(),
+            ),
         )?;
         assert!(out.contains("server-side dry run"), "{out}");
         // The dry run created nothing.
         let client = test_harness::control_plane::client_from(&env.admin).await?;
         let deployments: Api<Deployment> = Api::namespaced(client, &ns);
-        assert!(deployments.list(&ListParams::default()).await?.items.is_empty());
+        assert!(
+            deployments
+                .list(&ListParams::default())
+                .await?
+                .items
+                .is_empty()
+        );
 
         // With the key present, the same gate passes.
-        let ok_gate = twd_manifest("gate-ok", worker(json!({})), gate("gate-input", "other"));
+        let ok_gate = twd_manifest(
+            "gate-ok",
+            worker(json!({})),
+            gate_from_secret("gate-input", "other"),
+        );
         let out = dry_run(&env.admin, &ns, &ok_gate)?;
         assert!(!out.contains("denied"), "{out}");
         Ok(())
     })
+}
+
+/// An AllAtOnce rollout gated by workflow `check` reading its input from Secret `name`, key
+/// `key`.
+fn gate_from_secret(name: &str, key: &str) -> Value {
+    json!({"strategy": "AllAtOnce", "gate": {"workflowType": "check",
+        "inputFrom": {"secretKeyRef": {"name": name, "key": key}}}})
+}
+
+/// TWDs the webhook refuses: (case, manifest, what kubectl must say).
+fn twd_rejection_cases() -> [(&'static str, Value, &'static str); 4] {
+    [
+        (
+            "reserved env var",
+            twd_manifest(
+                "env",
+                worker(json!({"env": [{"name": "TEMPORAL_ADDRESS", "value": "elsewhere:7233"}]})),
+                all_at_once(),
+            ),
+            "spec.template.spec.containers[0].env[0]: container \"worker\" sets TEMPORAL_ADDRESS",
+        ),
+        (
+            "gate input key missing",
+            twd_manifest(
+                "gate-key",
+                worker(json!({})),
+                gate_from_secret("gate-input", "input"),
+            ),
+            "spec.rollout.gate.inputFrom.secretKeyRef.key: key \"input\" not found in Secret \"gate-input\"",
+        ),
+        (
+            "gate input Secret missing",
+            twd_manifest(
+                "gate-secret",
+                worker(json!({})),
+                gate_from_secret("absent", "input"),
+            ),
+            "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" for gate input not found",
+        ),
+        (
+            "a template Kubernetes refuses",
+            twd_manifest(
+                "template",
+                worker(json!({"name": "Bad_Name"})),
+                all_at_once(),
+            ),
+            "spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
+        ),
+    ]
 }
 
 /// RBAC for a test user: TWORs in `ns`, and optionally create/update/delete on HPAs.
@@ -480,7 +505,7 @@ fn grant(env: &Env, ns: &str, user: &str, hpas: bool) -> Result<()> {
 
 #[test]
 fn only_a_user_with_rbac_on_the_kind_can_create_a_twor_holding_it() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         let ns = namespace(&env, "twor-access")?;
         grant(&env, &ns, "alice", false)?;
@@ -500,7 +525,9 @@ fn only_a_user_with_rbac_on_the_kind_can_create_a_twor_holding_it() -> Result<()
         );
         for verb in ["update", "delete"] {
             assert!(
-                out.contains(&format!("user \"alice\" may not {verb} autoscaling/horizontalpodautoscalers")),
+                out.contains(&format!(
+                    "user \"alice\" may not {verb} autoscaling/horizontalpodautoscalers"
+                )),
                 "{verb}: {out}"
             );
         }
@@ -589,76 +616,13 @@ where
 
 #[test]
 fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         let client = test_harness::control_plane::client_from(&env.admin).await?;
-
-        // TWOR: two rule violations at once.
-        let object = hpa(json!({"minReplicas": 0, "scaleTargetRef": {"name": "mine"}}));
-        let bad = twor_manifest("bad-scaler", object.clone());
-        let said = webhook_message(&env, &bad)?;
-        let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
-            .expect_err("the rules refuse it")
-            .to_string();
-        assert_eq!(
-            said, rules_say,
-            "the webhook says what the shared rules say"
-        );
-        let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
-        assert!(ok, "admitted with the webhook off: {out}");
-        let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
-        let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
-        assert_eq!(stalled.reason, "ApplyFailed");
-        assert_eq!(stalled.message, said, "status says what the webhook says");
-
-        // TWD: a reserved env var.
-        let twd = twd_manifest(
-            "bad-env",
-            worker(json!({"env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "mine"}]})),
-            all_at_once(),
-        );
-        let said = webhook_message(&env, &twd)?;
-        let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
-        assert!(ok, "admitted with the webhook off: {out}");
+        off_a_twor_breaking_two_rules_stalls(&env, &client).await?;
         let twds: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), OFF_NS);
-        let stalled = stalled_condition(&twds, "bad-env", Duration::from_secs(60)).await?;
-        assert_eq!(stalled.reason, "InvalidSpec");
-        assert!(
-            stalled.message.contains(&said),
-            "status {:?} does not say what the webhook said: {said:?}",
-            stalled.message
-        );
-
-        // TWD: a pod template Kubernetes refuses, found when the controller creates the
-        // versioned Deployment (it needs its Connection and Temporal to get that far).
-        let connection = json!({"apiVersion": "temporal.io/v1alpha1", "kind": "TemporalConnection",
-            "metadata": {"name": "temporal"}, "spec": {"hostPort": env.temporal_address}});
-        let (ok, out) = apply(&env.admin, OFF_NS, &connection)?;
-        assert!(ok, "{out}");
-        let twd = twd_manifest(
-            "bad-template",
-            worker(json!({"name": "Bad_Name"})),
-            all_at_once(),
-        );
-        let said = webhook_message(&env, &twd)?;
-        // The API server's field errors, after the (generated) Deployment name.
-        let (_, field_errors) = said
-            .split_once("is invalid: ")
-            .with_context(|| format!("no field errors in {said:?}"))?;
-        assert!(
-            field_errors
-                .starts_with("spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\""),
-            "{field_errors}"
-        );
-        let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
-        assert!(ok, "admitted with the webhook off: {out}");
-        let stalled = stalled_condition(&twds, "bad-template", Duration::from_secs(90)).await?;
-        assert_eq!(stalled.reason, "InvalidSpec");
-        assert!(
-            stalled.message.contains(field_errors),
-            "status {:?} does not carry the webhook's field errors {field_errors:?}",
-            stalled.message
-        );
+        off_a_twd_with_a_reserved_env_var_stalls(&env, &twds).await?;
+        off_a_twd_with_a_refused_pod_template_stalls(&env, &twds).await?;
 
         // Nothing applied: no versioned Deployment, no HPA copy.
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), OFF_NS);
@@ -673,6 +637,86 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         assert!(hpas.list(&ListParams::default()).await?.items.is_empty());
         Ok(())
     })
+}
+
+/// TWOR: two rule violations at once.
+async fn off_a_twor_breaking_two_rules_stalls(env: &Env, client: &kube::Client) -> Result<()> {
+    let object = hpa(json!({"minReplicas": 0, "scaleTargetRef": {"name": "mine"}}));
+    let bad = twor_manifest("bad-scaler", object.clone());
+    let said = webhook_message(env, &bad)?;
+    let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
+        .expect_err("the rules refuse it")
+        .to_string();
+    assert_eq!(
+        said, rules_say,
+        "the webhook says what the shared rules say"
+    );
+    let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
+    assert!(ok, "admitted with the webhook off: {out}");
+    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
+    let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
+    assert_eq!(stalled.reason, "ApplyFailed");
+    assert_eq!(stalled.message, said, "status says what the webhook says");
+    Ok(())
+}
+
+/// TWD: a reserved env var.
+async fn off_a_twd_with_a_reserved_env_var_stalls(
+    env: &Env,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
+    let twd = twd_manifest(
+        "bad-env",
+        worker(json!({"env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "mine"}]})),
+        all_at_once(),
+    );
+    let said = webhook_message(env, &twd)?;
+    let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
+    assert!(ok, "admitted with the webhook off: {out}");
+    let stalled = stalled_condition(twds, "bad-env", Duration::from_secs(60)).await?;
+    assert_eq!(stalled.reason, "InvalidSpec");
+    assert!(
+        stalled.message.contains(&said),
+        "status {:?} does not say what the webhook said: {said:?}",
+        stalled.message
+    );
+    Ok(())
+}
+
+/// TWD: a pod template Kubernetes refuses, found when the controller creates the versioned
+/// Deployment (it needs its Connection and Temporal to get that far).
+async fn off_a_twd_with_a_refused_pod_template_stalls(
+    env: &Env,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
+    let connection = manifests::connection("temporal", &env.temporal_address);
+    let (ok, out) = apply(&env.admin, OFF_NS, &connection)?;
+    assert!(ok, "{out}");
+    let twd = twd_manifest(
+        "bad-template",
+        worker(json!({"name": "Bad_Name"})),
+        all_at_once(),
+    );
+    let said = webhook_message(env, &twd)?;
+    // The API server's field errors, after the (generated) Deployment name.
+    let (_, field_errors) = said
+        .split_once("is invalid: ")
+        .with_context(|| format!("no field errors in {said:?}"))?;
+    assert!(
+        field_errors
+            .starts_with("spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\""),
+        "{field_errors}"
+    );
+    let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
+    assert!(ok, "admitted with the webhook off: {out}");
+    let stalled = stalled_condition(twds, "bad-template", Duration::from_secs(90)).await?;
+    assert_eq!(stalled.reason, "InvalidSpec");
+    assert!(
+        stalled.message.contains(field_errors),
+        "status {:?} does not carry the webhook's field errors {field_errors:?}",
+        stalled.message
+    );
+    Ok(())
 }
 
 /// The caBundle of the configuration's first webhook, and the Secret's serving certificate.
@@ -748,7 +792,7 @@ fn call_replica(addr: std::net::SocketAddr, ca_bundle: &[u8]) -> Result<()> {
 
 #[test]
 fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         let client = test_harness::control_plane::client_from(&env.admin).await?;
         let probe = twor_manifest("probe", hpa(json!({"minReplicas": 0})));
@@ -824,11 +868,11 @@ fn the_certificate_rotates_and_the_ca_bundle_follows_while_admission_answers() -
 /// refused, so the chart grants the webhook exactly what it needs.
 #[test]
 fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         let values = values("https://127.0.0.1:1");
-        let objects = chart_support::render(&values, CONTROLLER_NS)?;
-        let (user, _) = chart_support::rendered_grants(&values, CONTROLLER_NS)?;
+        let objects = test_harness::chart::render(&values, CONTROLLER_NS)?;
+        let (user, _) = test_harness::chart::rendered_grants(&values, CONTROLLER_NS)?;
         let mut rules = Vec::new();
         for o in objects
             .iter()
@@ -844,7 +888,7 @@ fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> 
                 }
             }
         }
-        let grants = chart_support::expand(&Value::Array(rules));
+        let grants = test_harness::chart::expand(&Value::Array(rules));
         ensure!(
             grants.len() >= 6,
             "too few webhook grants found: {grants:?}"
@@ -859,7 +903,7 @@ fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> 
             let grants = grants.clone();
             let user = user.clone();
             async move {
-                let unused = chart_support::unused_grants(&grants, &events?, &user);
+                let unused = test_harness::chart::unused_grants(&grants, &events?, &user);
                 Ok(unused.is_empty().then_some(unused))
             }
         })
@@ -868,7 +912,7 @@ fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> 
             let events = env.plane.audit_events()?;
             bail!(
                 "{e}: unused {:?}",
-                chart_support::unused_grants(&grants, &events, &user)
+                test_harness::chart::unused_grants(&grants, &events, &user)
             );
         }
         let refused: Vec<String> = env
@@ -890,14 +934,14 @@ fn every_webhook_grant_of_the_chart_is_used_and_none_is_refused() -> Result<()> 
 /// objects for the real API server (a server-side dry run; nothing calls them here).
 #[test]
 fn the_in_cluster_webhook_objects_of_the_chart_are_accepted_by_the_api_server() -> Result<()> {
-    RT.block_on(async {
+    test_harness::runtime::block_on(async {
         let env = env().await;
         // Another release namespace, so that the configuration is not this binary's own.
         let ns = namespace(&env, "twc-in-cluster")?;
         for cert_manager in [false, true] {
             let values =
                 json!({"webhook": {"enabled": true, "certManager": {"enabled": cert_manager}}});
-            let objects = chart_support::render(&values, &ns)?;
+            let objects = test_harness::chart::render(&values, &ns)?;
             let wanted: Vec<&Value> = objects
                 .iter()
                 .filter(|o| {

@@ -14,7 +14,7 @@ const T: Duration = Duration::from_secs(120);
 /// The value of the workflow-queue backlog gauge of `build` on `/metrics`, if exported.
 async fn backlog(c: &Case, name: &str, build: &str) -> Result<Option<i64>> {
     let (_, text) =
-        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
+        test_harness::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
     let prefix = format!(
         "temporal_worker_controller_version_backlog_tasks{{namespace=\"{}\",name=\"{name}\",build_id=\"{build}\",task_queue=\"{}\",task_queue_type=\"workflow\",",
         c.ns, c.task_queue

@@ -134,7 +134,26 @@ async fn decreasing_steps_are_refused_at_admission() -> Result<()> {
 async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invalid_spec()
 -> Result<()> {
     let c = case("invalid").await?;
-    // An env var the controller owns: the schema cannot say it, the controller refuses it.
+    stall_on_an_env_var_the_controller_owns(&c).await?;
+    stall_on_gate_input_inline_and_from_a_secret(&c).await?;
+    refuse_a_malformed_duration_at_admission(&c).await?;
+
+    // Fixing the spec (a new generation) clears the stall and completes the rollout.
+    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    let twd = c
+        .wait_twd("api", "Ready after the fix", T, is_ready)
+        .await?;
+    ensure!(
+        condition(&twd, "Stalled").is_some_and(|c| c.status == "False"),
+        "{:?}",
+        twd.status
+    );
+    Ok(())
+}
+
+/// An env var the controller owns: the schema cannot say it, the controller refuses it.
+async fn stall_on_an_env_var_the_controller_owns(c: &Case) -> Result<()> {
     c.apply_twd(
         "api",
         "v1",
@@ -169,9 +188,12 @@ async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invali
             .is_empty(),
         "acted on an invalid spec"
     );
+    Ok(())
+}
 
-    // Gate input inline and from a Secret at once: the CRD cannot say it (kube-apiserver hides
-    // schema-less `input` from CEL), so the controller does, naming the field.
+/// Gate input inline and from a Secret at once: the CRD cannot say it (kube-apiserver hides
+/// schema-less `input` from CEL), so the controller does, naming the field.
+async fn stall_on_gate_input_inline_and_from_a_secret(c: &Case) -> Result<()> {
     c.apply_twd(
         "api",
         "v1",
@@ -192,8 +214,11 @@ async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invali
         msg.contains("spec.rollout.gate") && msg.contains("only one of input or inputFrom"),
         "message must name the field: {msg}"
     );
+    Ok(())
+}
 
-    // A duration the schema can check is refused at admission, naming the field.
+/// A duration the schema can check is refused at admission, naming the field.
+async fn refuse_a_malformed_duration_at_admission(c: &Case) -> Result<()> {
     let err = c
         .apply_twd(
             "api",
@@ -207,18 +232,6 @@ async fn specs_the_schema_admits_but_the_controller_cannot_use_stall_with_invali
     ensure!(
         format!("{err:#}").contains("spec.sunset.scaledownDelay"),
         "{err:#}"
-    );
-
-    // Fixing the spec (a new generation) clears the stall and completes the rollout.
-    c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
-        .await?;
-    let twd = c
-        .wait_twd("api", "Ready after the fix", T, is_ready)
-        .await?;
-    ensure!(
-        condition(&twd, "Stalled").is_some_and(|c| c.status == "False"),
-        "{:?}",
-        twd.status
     );
     Ok(())
 }

@@ -124,6 +124,29 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
     let c = case("gatefail").await?;
     let v1 = deploy_first(&c, "pay", json!({})).await?;
     let gate = |outcome: &str| json!({"workflowType": "gate", "input": {"outcome": outcome}});
+    apply_v2_with_a_failing_gate_and_wait_for_stalled(&c).await?;
+    check_no_promotion_and_one_warning(&c, &v1).await?;
+
+    // A new build (spec change) starts over with a new gate that passes.
+    c.apply_twd(
+        "pay",
+        "v3",
+        json!({"strategy": "AllAtOnce", "gate": gate("succeed")}),
+        json!({}),
+    )
+    .await?;
+    let twd = c
+        .wait_twd("pay", "v3 Current", T, |t| {
+            is_ready(t) && current_build(t).is_some_and(|b| b != v1)
+        })
+        .await?;
+    ensure!(condition(&twd, "Stalled").is_some_and(|c| c.status == "False"));
+    Ok(())
+}
+
+/// v2's gate fails: the rollout is Stalled with a message naming the gate workflow, and GitOps
+/// tools see a failure, not a rollout in progress.
+async fn apply_v2_with_a_failing_gate_and_wait_for_stalled(c: &Case) -> Result<()> {
     // The failing gate reads its input from a ConfigMap (the other gate tests use a Secret and
     // inline input), so every input source runs under the chart's RBAC.
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
@@ -163,25 +186,28 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
     );
     // GitOps tools see a failure, not a rollout in progress.
     let live = serde_json::to_value(&twd)?;
-    let (k, kmsg) = crate::gitops_support::kstatus(&live);
+    let (k, kmsg) = test_harness::gitops::kstatus(&live);
     ensure!(
-        k == crate::gitops_support::Status::Failed,
+        k == test_harness::gitops::Status::Failed,
         "kstatus {k:?}: {kmsg}"
     );
-    let (health, hmsg) = crate::gitops_support::argocd_health(&live);
+    let (health, hmsg) = test_harness::gitops::argocd_health(&live);
     ensure!(
         health == "Degraded" && hmsg.contains(id.as_str()),
         "ArgoCD {health}: {hmsg}"
     );
+    Ok(())
+}
+
+/// Exactly one Warning event, and no promotion, over several reconciles.
+async fn check_no_promotion_and_one_warning(c: &Case, v1: &str) -> Result<()> {
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("pay");
-
-    // Exactly one Warning event, and no promotion, over several reconciles.
     let until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < until {
         let state = describe_soon(&temporal, &dep_name).await?;
         ensure!(
-            state.routing.current_build_id.as_deref() == Some(v1.as_str()),
+            state.routing.current_build_id.as_deref() == Some(v1),
             "a failed gate was promoted"
         );
         ensure!(
@@ -191,7 +217,7 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let warnings = eventually("GateWorkflowFailed event", T, || async {
-        let e = events_with_reason(&c, "GateWorkflowFailed").await?;
+        let e = events_with_reason(c, "GateWorkflowFailed").await?;
         Ok((!e.is_empty()).then_some(e))
     })
     .await?;
@@ -201,21 +227,6 @@ async fn a_failed_gate_stalls_the_rollout_and_a_new_build_starts_over() -> Resul
         warnings.len()
     );
     ensure!(warnings[0]["type"] == "Warning");
-
-    // A new build (spec change) starts over with a new gate that passes.
-    c.apply_twd(
-        "pay",
-        "v3",
-        json!({"strategy": "AllAtOnce", "gate": gate("succeed")}),
-        json!({}),
-    )
-    .await?;
-    let twd = c
-        .wait_twd("pay", "v3 Current", T, |t| {
-            is_ready(t) && current_build(t).is_some_and(|b| b != v1)
-        })
-        .await?;
-    ensure!(condition(&twd, "Stalled").is_some_and(|c| c.status == "False"));
     Ok(())
 }
 

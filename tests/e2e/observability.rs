@@ -16,7 +16,7 @@ const T: Duration = Duration::from_secs(120);
 
 /// `GET path` on the status API with the environment's reader token.
 async fn get_json(env: &Env, path: &str) -> Result<(u16, Value)> {
-    let (code, body) = crate::loopback_http::get(
+    let (code, body) = test_harness::loopback_http::get(
         env.http_addr,
         path,
         "application/json",
@@ -73,7 +73,7 @@ async fn status_api_and_its_event_stream_follow_the_rollout() -> Result<()> {
     let view = api_matches_cr(&c, "web").await?;
     ensure!(view["summary"]["ready"] == true, "{view:#}");
 
-    let (events, sse) = crate::loopback_http::stream_into_buffer(
+    let (events, sse) = test_harness::loopback_http::stream_into_buffer(
         c.env.http_addr,
         format!("/api/v1/namespaces/{}/rollouts/web/watch", c.ns),
         Some(c.env.api_token.clone()),
@@ -153,7 +153,7 @@ async fn status_api_accepts_only_tokens_the_api_server_vouches_for() -> Result<(
         let path = path.clone();
         async move {
             let (code, body) =
-                crate::loopback_http::get(addr, &path, "application/json", token.as_deref())
+                test_harness::loopback_http::get(addr, &path, "application/json", token.as_deref())
                     .await?;
             anyhow::Ok((code, body))
         }
@@ -205,7 +205,7 @@ async fn status_api_accepts_only_tokens_the_api_server_vouches_for() -> Result<(
 
     // Probes and /metrics stay open (no --api-auth-metrics here).
     for open in ["/healthz", "/readyz", "/metrics"] {
-        let (code, _) = crate::loopback_http::get(addr, open, "text/plain", None).await?;
+        let (code, _) = test_harness::loopback_http::get(addr, open, "text/plain", None).await?;
         ensure!(code == 200, "{open} answered {code} without a token");
     }
     Ok(())
@@ -319,7 +319,7 @@ async fn helm_install_wait_returns_only_once_the_rollout_is_ready() -> Result<()
     let ns = c.ns.clone();
     let rec = c.record("orders").await?;
     let install = tokio::task::spawn_blocking(move || {
-        crate::gitops_support::helm_install(&kubeconfig, "orders", &ns, &values, 150)
+        test_harness::gitops::helm_install(&kubeconfig, "orders", &ns, &values, 150)
     })
     .await??;
     ensure!(install.ok, "helm install --wait failed: {install:?}");

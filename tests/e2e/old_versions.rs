@@ -54,7 +54,6 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     .await?;
     let temporal = c.temporal().await?;
     let dep_name = c.temporal_deployment_name("ledger");
-    let v1_dep = deployment_of("ledger", &v1);
     eventually("v1 Draining in Temporal", T, || async {
         let s = describe_soon(&temporal, &dep_name).await?;
         Ok(
@@ -63,22 +62,45 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         )
     })
     .await?;
+    check_drain_visibility(&c, &v1, &wf).await?;
+    watch_v1_kept_over_two_drain_polls(&c, &temporal, &v1, &wf).await?;
+    check_nothing_ended_the_pinned_workflow(&c, &v1).await?;
 
-    // Drain visibility: the status, the CLI and the metrics say since when v1 drains and
-    // which workflow keeps it.
+    // Finish the workflow: v1 drains and goes away.
+    c.temporal_cli(&[
+        "workflow",
+        "signal",
+        "--workflow-id",
+        &wf,
+        "--name",
+        "finish",
+    ])
+    .await?;
+    wait_gone(
+        &c,
+        &deployment_of("ledger", &v1),
+        "v1 Deployment deleted after draining",
+    )
+    .await?;
+    Ok(())
+}
+
+/// Drain visibility: the status, the CLI and the metrics say since when v1 drains and which
+/// workflow keeps it.
+async fn check_drain_visibility(c: &Case, v1: &str, wf: &str) -> Result<()> {
     let twd = c
         .wait_twd("ledger", "v1's pinned workflow in status", T, |t| {
-            old_version(t, &v1).is_some_and(|d| {
+            old_version(t, v1).is_some_and(|d| {
                 d.open_pinned_workflows == Some(1)
                     && d.draining_since.is_some()
                     && d.oldest_pinned_workflows
                         .first()
                         .map(|w| w.workflow_id.as_str())
-                        == Some(wf.as_str())
+                        == Some(wf)
             })
         })
         .await?;
-    let d = old_version(&twd, &v1).context("v1 in status")?;
+    let d = old_version(&twd, v1).context("v1 in status")?;
     ensure!(
         d.waiting_for
             .as_deref()
@@ -89,7 +111,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         d.oldest_pinned_workflows[0].workflow_type == "wait",
         "{d:?}"
     );
-    let cli = status_cli(&c, "ledger").await?;
+    let cli = status_cli(c, "ledger").await?;
     ensure!(
         cli.contains("Old versions (what keeps them):") && cli.contains(&format!("wait/{wf}")),
         "CLI status lacks v1's pinned workflow:\n{cli}"
@@ -99,11 +121,21 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         c.ns
     );
     let (_, metrics) =
-        crate::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
+        test_harness::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
     ensure!(metrics.contains(&gauge), "no {gauge:?} in /metrics");
+    Ok(())
+}
 
-    // Over two drain polls (and many times the sunset delays), v1 keeps its replica, stays
-    // Draining, and its workflow keeps running: without `cancelPinnedAfter` nothing ends it.
+/// Over two drain polls (and many times the sunset delays), v1 keeps its replica, stays
+/// Draining, and its workflow keeps running: without `cancelPinnedAfter` nothing ends it.
+async fn watch_v1_kept_over_two_drain_polls(
+    c: &Case,
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    v1: &str,
+    wf: &str,
+) -> Result<()> {
+    let dep_name = c.temporal_deployment_name("ledger");
+    let v1_dep = deployment_of("ledger", v1);
     let watch_until = std::time::Instant::now()
         + 2 * temporal_worker_controller::planner::clock::DRAIN_POLL
         + Duration::from_secs(5);
@@ -114,10 +146,10 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
             d.spec.and_then(|s| s.replicas) == Some(1),
             "v1 scaled down while a pinned workflow runs"
         );
-        let s = describe_soon(&temporal, &dep_name).await?;
-        ensure!(s.version(&v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
+        let s = describe_soon(temporal, &dep_name).await?;
+        ensure!(s.version(v1).map(|v| v.status) == Some(TemporalVersionStatus::Draining));
         if std::time::Instant::now() >= next_describe {
-            let w = describe_workflow(&c, &wf).await?;
+            let w = describe_workflow(c, wf).await?;
             let status = w["workflowExecutionInfo"]["status"].as_str().unwrap_or("");
             ensure!(
                 status == "WORKFLOW_EXECUTION_STATUS_RUNNING",
@@ -127,13 +159,19 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    Ok(())
+}
+
+/// No event says a pinned workflow was ended, and v1 is neither scheduled for scale-down nor
+/// eligible for deletion.
+async fn check_nothing_ended_the_pinned_workflow(c: &Case, v1: &str) -> Result<()> {
     for reason in [
         "PinnedWorkflowsCancelled",
         "PinnedWorkflowsTerminated",
         "PinnedWorkflowsSignalled",
     ] {
         ensure!(
-            events_with_reason(&c, reason).await?.is_empty(),
+            events_with_reason(c, reason).await?.is_empty(),
             "{reason} without any spec.sunset setting asking for it"
         );
     }
@@ -149,18 +187,6 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
         "{:?}",
         twd.status
     );
-
-    // Finish the workflow: v1 drains and goes away.
-    c.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &wf,
-        "--name",
-        "finish",
-    ])
-    .await?;
-    wait_gone(&c, &v1_dep, "v1 Deployment deleted after draining").await?;
     Ok(())
 }
 
@@ -324,22 +350,7 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
     let v1 = current_build(&c.wait_twd("search", "v1 Ready", T, is_ready).await?)
         .context("v1 current")?;
     let wf = format!("upgradable-{}", c.ns);
-    c.temporal_cli(&[
-        "workflow",
-        "start",
-        "--type",
-        "upgradable",
-        "--task-queue",
-        &c.task_queue,
-        "--workflow-id",
-        &wf,
-    ])
-    .await?;
-    let first_run = eventually("the workflow runs on v1", T, || async {
-        let (build, run) = run_version(&c, &wf).await?;
-        Ok((build.as_deref() == Some(v1.as_str())).then_some(run))
-    })
-    .await?;
+    let first_run = start_an_upgradable_workflow_on(&c, &wf, &v1).await?;
 
     // v1 drains only briefly here (the nudge moves its workflow at once): wait for v2 alone.
     c.apply_twd("search", "v2", json!({"strategy": "AllAtOnce"}), sunset)
@@ -364,15 +375,40 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
         "v1 Deployment deleted after its workflow moved",
     )
     .await?;
-    // The old run got exactly one upgrade signal, however many reconciles saw v1 draining.
+    check_the_first_run_was_signalled_once(&c, &wf, &first_run).await
+}
+
+/// Starts an `upgradable` workflow and waits until it runs on `v1`; returns its run ID.
+async fn start_an_upgradable_workflow_on(c: &Case, wf: &str, v1: &str) -> Result<String> {
+    c.temporal_cli(&[
+        "workflow",
+        "start",
+        "--type",
+        "upgradable",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        wf,
+    ])
+    .await?;
+    eventually("the workflow runs on v1", T, || async {
+        let (build, run) = run_version(c, wf).await?;
+        Ok((build.as_deref() == Some(v1)).then_some(run))
+    })
+    .await
+}
+
+/// The old run got exactly one upgrade signal, however many reconciles saw v1 draining, and
+/// the controller said so in an event.
+async fn check_the_first_run_was_signalled_once(c: &Case, wf: &str, first_run: &str) -> Result<()> {
     let history = c
         .temporal_cli(&[
             "workflow",
             "show",
             "--workflow-id",
-            &wf,
+            wf,
             "--run-id",
-            &first_run,
+            first_run,
             "-o",
             "json",
         ])
@@ -396,7 +432,7 @@ async fn an_upgrade_signal_moves_pinned_workflows_to_the_current_version() -> Re
         "the first run was signalled {signals} times: {history}"
     );
     ensure!(
-        !events_with_reason(&c, "PinnedWorkflowsSignalled")
+        !events_with_reason(c, "PinnedWorkflowsSignalled")
             .await?
             .is_empty(),
         "no PinnedWorkflowsSignalled event"

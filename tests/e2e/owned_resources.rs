@@ -19,12 +19,9 @@ fn twors(c: &Case) -> Api<TemporalWorkerOwnedResource> {
 }
 
 async fn apply_twor(c: &Case, name: &str, worker: &str, object: Value) -> Result<()> {
-    c.apply(
-        "temporal.io/v1alpha1",
-        "TemporalWorkerOwnedResource",
-        name,
-        json!({"spec": {"workerRef": {"name": worker}, "object": object}}),
-    )
+    c.apply(test_harness::manifests::owned_resource(
+        name, worker, object,
+    ))
     .await
 }
 
@@ -159,11 +156,29 @@ async fn an_hpa_per_live_version_collected_with_its_deployment_and_removed_with_
 -> Result<()> {
     let c = case("twor-hpa").await?;
     let v1 = roll_to(&c, "pay", "v1").await?;
+    attach_an_hpa_to_v1(&c, &v1).await?;
+    let v2 = a_new_version_gets_its_own_hpa(&c, &v1).await?;
+    the_garbage_collector_takes_v1s_hpa_with_its_deployment(&c, &v1, &v2).await?;
+    a_rollback_to_v1_gets_its_hpa_again(&c, &v1).await?;
+
+    // Deleting the TWOR removes every copy, then the TWOR itself.
+    twors(&c).delete("scaler", &DeleteParams::default()).await?;
+    eventually("TWOR and its HPAs gone", T, || async {
+        let left = copies_of(&hpas(&c), "scaler").await?;
+        let gone = twors(&c).get_opt("scaler").await?.is_none();
+        Ok((left.is_empty() && gone).then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// The TWOR applies one HPA for v1, targeting v1's Deployment, and the TWD controls the TWOR.
+async fn attach_an_hpa_to_v1(c: &Case, v1: &str) -> Result<()> {
     let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "spec": {"scaleTargetRef": null, "minReplicas": 1, "maxReplicas": 3}});
-    apply_twor(&c, "scaler", "pay", hpa).await?;
-    let t = wait_twor(&c, "scaler", "v1 applied", |t| {
-        applied(t) == [v1.clone()]
+    apply_twor(c, "scaler", "pay", hpa).await?;
+    let t = wait_twor(c, "scaler", "v1 applied", |t| {
+        applied(t) == [v1.to_string()]
             && twor_condition(t, "Ready")
                 .is_some_and(|(s, r, _)| s == "True" && r == "AllVersionsApplied")
     })
@@ -178,22 +193,25 @@ async fn an_hpa_per_live_version_collected_with_its_deployment_and_removed_with_
         "the TWD is the TWOR's controller: {:?}",
         t.metadata.owner_references
     );
-    let copies = copies_of(&hpas(&c), "scaler").await?;
+    let copies = copies_of(&hpas(c), "scaler").await?;
     ensure!(copies.len() == 1, "one HPA for one version: {copies:?}");
     ensure!(
         copies[0].1["spec"]["scaleTargetRef"]
-            == json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment_of("pay", &v1)})
+            == json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment_of("pay", v1)})
     );
     ensure!(copies[0].1["metadata"]["name"] == json!(versions(&t)[0].resource_name));
+    Ok(())
+}
 
-    // A new version gets its own copy; the old one keeps its own.
-    let v2 = roll_to(&c, "pay", "v2").await?;
-    let t = wait_twor(&c, "scaler", "both versions applied", |t| {
+/// A new version gets its own copy; the old one keeps its own. Returns v2.
+async fn a_new_version_gets_its_own_hpa(c: &Case, v1: &str) -> Result<String> {
+    let v2 = roll_to(c, "pay", "v2").await?;
+    let t = wait_twor(c, "scaler", "both versions applied", |t| {
         applied(t).len() == 2
     })
     .await?;
     let copies = eventually("two HPAs", T, || async {
-        let copies = copies_of(&hpas(&c), "scaler").await?;
+        let copies = copies_of(&hpas(c), "scaler").await?;
         Ok((copies.len() == 2).then_some(copies))
     })
     .await?;
@@ -206,43 +224,44 @@ async fn an_hpa_per_live_version_collected_with_its_deployment_and_removed_with_
     }
     let mut builds: Vec<&String> = copies.iter().map(|(b, _)| b).collect();
     builds.sort();
-    let mut want = vec![&v1, &v2];
+    let mut want = vec![v1, v2.as_str()];
     want.sort();
     ensure!(builds == want && applied(&t).len() == 2);
+    Ok(v2)
+}
 
-    // The version's Deployment goes: kube-controller-manager's garbage collector takes its HPA.
+/// The version's Deployment goes: kube-controller-manager's garbage collector takes its HPA.
+async fn the_garbage_collector_takes_v1s_hpa_with_its_deployment(
+    c: &Case,
+    v1: &str,
+    v2: &str,
+) -> Result<()> {
     let _ = c
         .deployments()
-        .delete(&deployment_of("pay", &v1), &DeleteParams::background())
+        .delete(&deployment_of("pay", v1), &DeleteParams::background())
         .await;
     eventually("v1's HPA collected", T, || async {
-        let copies = copies_of(&hpas(&c), "scaler").await?;
+        let copies = copies_of(&hpas(c), "scaler").await?;
         Ok((copies.len() == 1 && copies[0].0 == v2).then_some(()))
     })
     .await?;
-    wait_twor(&c, "scaler", "status lists only v2", |t| {
-        applied(t) == [v2.clone()]
+    wait_twor(c, "scaler", "status lists only v2", |t| {
+        applied(t) == [v2.to_string()]
     })
     .await?;
+    Ok(())
+}
 
-    // Rolled back to v1: its new Deployment gets a copy again.
+/// Rolled back to v1: its new Deployment gets a copy again.
+async fn a_rollback_to_v1_gets_its_hpa_again(c: &Case, v1: &str) -> Result<()> {
     ensure!(
-        roll_to(&c, "pay", "v1").await? == v1,
+        roll_to(c, "pay", "v1").await? == v1,
         "rolled back to another build"
     );
     eventually("v1's HPA back", T, || async {
-        let copies = copies_of(&hpas(&c), "scaler").await?;
+        let copies = copies_of(&hpas(c), "scaler").await?;
         let builds: Vec<&str> = copies.iter().map(|(b, _)| b.as_str()).collect();
-        Ok((builds.len() == 2 && builds.contains(&v1.as_str())).then_some(()))
-    })
-    .await?;
-
-    // Deleting the TWOR removes every copy, then the TWOR itself.
-    twors(&c).delete("scaler", &DeleteParams::default()).await?;
-    eventually("TWOR and its HPAs gone", T, || async {
-        let left = copies_of(&hpas(&c), "scaler").await?;
-        let gone = twors(&c).get_opt("scaler").await?.is_none();
-        Ok((left.is_empty() && gone).then_some(()))
+        Ok((builds.len() == 2 && builds.contains(&v1)).then_some(()))
     })
     .await?;
     Ok(())
@@ -329,11 +348,26 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
             "metadata": {"workerDeploymentName": "", "workerDeploymentBuildId": "", "namespace": "",
                 "taskQueue": "", "endpoint": "temporal:7233", "targetQueueSize": "5"}}]}});
     apply_twor(&c, "keda", "pay", so).await?;
+    check_v2s_pdb_is_refused_and_named(&c, &v1, &v2).await?;
+    let pdbs = pdbs(&c);
+    check_v1s_pdb_selects_its_pods(&c, &pdbs, &v1).await?;
+    let sos = copies_api(&c, "keda.sh", "v1alpha1", "ScaledObject", "scaledobjects");
+    check_scaled_objects_get_version_values(&c, &sos).await?;
+    for (name, api) in [("budget", &pdbs), ("keda", &sos)] {
+        twors(&c).delete(name, &DeleteParams::default()).await?;
+        eventually("copies removed with their TWOR", T, || async {
+            Ok(copies_of(api, name).await?.is_empty().then_some(()))
+        })
+        .await?;
+    }
+    Ok(())
+}
 
-    // v2's PDB is refused by the API server; v1's is applied; Ready=False/ApplyFailed names v2.
-    let t = wait_twor(&c, "budget", "v1 applied, v2 refused", |t| {
+/// v2's PDB is refused by the API server; v1's is applied; Ready=False/ApplyFailed names v2.
+async fn check_v2s_pdb_is_refused_and_named(c: &Case, v1: &str, v2: &str) -> Result<()> {
+    let t = wait_twor(c, "budget", "v1 applied, v2 refused", |t| {
         let v = versions(t);
-        v.len() == 2 && applied(t) == [v1.clone()]
+        v.len() == 2 && applied(t) == [v1.to_string()]
     })
     .await?;
     let refused = versions(&t)
@@ -350,16 +384,23 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
     ensure!(
         status == "False"
             && reason == "ApplyFailed"
-            && message.contains(&v2)
+            && message.contains(v2)
             && !message.contains(&format!("{v1}:")),
         "{message}"
     );
     ensure!(twor_condition(&t, "Stalled").is_some_and(|(s, _, _)| s == "True"));
+    Ok(())
+}
 
-    let pdbs = pdbs(&c);
-    let copies = copies_of(&pdbs, "budget").await?;
+/// Only v1's PDB exists, selecting v1's Pods.
+async fn check_v1s_pdb_selects_its_pods(
+    c: &Case,
+    pdbs: &Api<DynamicObject>,
+    v1: &str,
+) -> Result<()> {
+    let copies = copies_of(pdbs, "budget").await?;
     ensure!(copies.len() == 1 && copies[0].0 == v1, "{copies:?}");
-    let dep = c.deployments().get(&deployment_of("pay", &v1)).await?;
+    let dep = c.deployments().get(&deployment_of("pay", v1)).await?;
     let selector = dep
         .spec
         .context("spec")?
@@ -371,14 +412,16 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
         "{}",
         copies[0].1
     );
+    Ok(())
+}
 
-    // The real API server stores the ScaledObjects with the trigger metadata filled per version.
-    wait_twor(&c, "keda", "both ScaledObjects applied", |t| {
+/// The real API server stores the ScaledObjects with the trigger metadata filled per version.
+async fn check_scaled_objects_get_version_values(c: &Case, sos: &Api<DynamicObject>) -> Result<()> {
+    wait_twor(c, "keda", "both ScaledObjects applied", |t| {
         applied(t).len() == 2
     })
     .await?;
-    let sos = copies_api(&c, "keda.sh", "v1alpha1", "ScaledObject", "scaledobjects");
-    let copies = copies_of(&sos, "keda").await?;
+    let copies = copies_of(sos, "keda").await?;
     ensure!(copies.len() == 2, "{copies:?}");
     for (build, so) in &copies {
         let meta = &so["spec"]["triggers"][0]["metadata"];
@@ -393,14 +436,6 @@ async fn pdb_and_keda_copies_get_version_values_and_a_refused_version_is_reporte
         );
         ensure!(meta["taskQueue"] == json!(c.task_queue) && meta["targetQueueSize"] == "5");
         ensure!(so["spec"]["scaleTargetRef"]["name"] == json!(deployment_of("pay", build)));
-    }
-
-    for (name, api) in [("budget", &pdbs), ("keda", &sos)] {
-        twors(&c).delete(name, &DeleteParams::default()).await?;
-        eventually("copies removed with their TWOR", T, || async {
-            Ok(copies_of(api, name).await?.is_empty().then_some(()))
-        })
-        .await?;
     }
     Ok(())
 }
@@ -441,9 +476,9 @@ async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves
         Ok(want.then_some(()))
     })
     .await?;
-    let log = crate::chart_support::e2e_audit_log();
+    let log = test_harness::chart::e2e_audit_log(env!("CARGO_TARGET_TMPDIR"));
     let (user, _) =
-        crate::chart_support::rendered_grants(&crate::chart_support::e2e_values(), CONTROLLER_NS)?;
+        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
     let seen = test_harness::control_plane::audit::read(&log)?.len();
 
     // A new generation makes the controller reconcile (and report) again; its writes come
@@ -549,11 +584,12 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
 async fn the_api_server_refuses_a_named_object_and_a_new_worker_ref() -> Result<()> {
     let c = case("twor-cel").await?;
     // In progress from the first read: the API server fills the status default.
-    let fresh: TemporalWorkerOwnedResource = serde_json::from_value(json!({
-        "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerOwnedResource",
-        "metadata": {"name": "fresh"},
-        "spec": {"workerRef": {"name": "pay"}, "object": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"}}
-    }))?;
+    let fresh: TemporalWorkerOwnedResource =
+        serde_json::from_value(test_harness::manifests::owned_resource(
+            "fresh",
+            "pay",
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget"}),
+        ))?;
     let created = twors(&c)
         .create(
             &PostParams {
@@ -629,9 +665,9 @@ async fn sunset_removes_the_autoscaler_copy_before_scaling_the_version_to_zero()
     .await?;
 
     // The audit log orders the controller's writes: v1's HPA went before v1's scale to 0.
-    let log = crate::chart_support::e2e_audit_log();
+    let log = test_harness::chart::e2e_audit_log(env!("CARGO_TARGET_TMPDIR"));
     let (user, _) =
-        crate::chart_support::rendered_grants(&crate::chart_support::e2e_values(), CONTROLLER_NS)?;
+        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
     let events = test_harness::control_plane::audit::read(&log)?;
     let position = |pred: &dyn Fn(&test_harness::control_plane::AuditEvent) -> bool| {
         events

@@ -12,9 +12,9 @@ use anyhow::{Context as _, Result, bail, ensure};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
 
-use crate::dashboard_support;
-use crate::gitops_support::unix_now;
 use crate::support::*;
+use test_harness::dashboards;
+use test_harness::gitops::unix_now;
 
 const T: Duration = Duration::from_secs(120);
 /// Grafana's `$__rate_interval` is at least four scrape intervals; 1 s scrapes here.
@@ -88,7 +88,7 @@ impl Prometheus {
         };
         eventually("Prometheus ready", Duration::from_secs(60), || async {
             let (code, _) =
-                crate::loopback_http::get(prom.addr, "/-/ready", "text/plain", None).await?;
+                test_harness::loopback_http::get(prom.addr, "/-/ready", "text/plain", None).await?;
             ensure!(code == 200, "not ready: {code}");
             Ok(Some(()))
         })
@@ -108,7 +108,7 @@ impl Prometheus {
         )?;
         let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
         let (code, body) =
-            crate::loopback_http::get(self.addr, &target, "application/json", None).await?;
+            test_harness::loopback_http::get(self.addr, &target, "application/json", None).await?;
         let v: Value = serde_json::from_str(&body)
             .with_context(|| format!("{path} answered {code}: {body}"))?;
         ensure!(
@@ -154,8 +154,18 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     let c = case("prom").await?;
     let prom = Prometheus::start(c.env.http_addr).await?;
     let start = unix_now() - 1.0;
+    wait_for_target_up(&prom).await?;
+    let v2 = run_gated_progressive_rollout(&c, &prom).await?;
+    block_a_rollout_on_a_missing_connection(&c).await?;
+    stall_a_rollout_on_a_refused_pod_template(&c).await?;
+    wait_for_final_state_scraped(&c, &prom, &v2).await?;
+    check_every_dashboard_query_has_data(&c, &prom, start).await?;
+    check_gate_outcomes_counted(&prom).await?;
+    lint_a_live_scrape_with_promtool(&c).await
+}
 
-    // Prometheus parses the exposition it scrapes: the target must be up.
+/// Prometheus parses the exposition it scrapes: the target must be up.
+async fn wait_for_target_up(prom: &Prometheus) -> Result<()> {
     eventually("controller target up", T, || async {
         let up = prom.instant("up").await?;
         ensure!(
@@ -165,9 +175,12 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         );
         Ok(Some(()))
     })
-    .await?;
+    .await
+}
 
-    // A gated rollout: v1 at once, then v2 through one 50 % step.
+/// A gated rollout: v1 at once, then v2 through one 50 % step, whose next-step time
+/// Prometheus must scrape while it lasts. Returns v2's build.
+async fn run_gated_progressive_rollout(c: &Case, prom: &Prometheus) -> Result<String> {
     let gate = json!({"workflowType": "gate"});
     c.apply_twd(
         "web",
@@ -213,9 +226,12 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     })
     .await?;
     ensure!(v1 != v2);
+    Ok(v2)
+}
 
-    // A rollout that cannot proceed (its Connection does not exist): Blocked, with
-    // reconcile errors.
+/// A rollout that cannot proceed (its Connection does not exist): Blocked, with reconcile
+/// errors.
+async fn block_a_rollout_on_a_missing_connection(c: &Case) -> Result<()> {
     c.apply_twd(
         "orphan",
         "v1",
@@ -227,9 +243,12 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         condition_is(t, "Progressing", "False", "TemporalConnectionNotFound")
     })
     .await?;
+    Ok(())
+}
 
-    // A pod template the API server refuses (container names must be DNS labels): the
-    // Deployment write fails, which is what the Kubernetes write-error panel shows.
+/// A pod template the API server refuses (container names must be DNS labels): the
+/// Deployment write fails, which is what the Kubernetes write-error panel shows.
+async fn stall_a_rollout_on_a_refused_pod_template(c: &Case) -> Result<()> {
     c.apply_twd(
         "badpod",
         "v1",
@@ -253,12 +272,15 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         "the refusal should say what is wrong: {p:?}"
     );
     ensure!(
-        crate::gitops_support::kstatus(&serde_json::to_value(&refused)?).0
-            == crate::gitops_support::Status::Failed,
+        test_harness::gitops::kstatus(&serde_json::to_value(&refused)?).0
+            == test_harness::gitops::Status::Failed,
         "kstatus should report Failed"
     );
+    Ok(())
+}
 
-    // Everything above has reached Prometheus.
+/// Everything above has reached Prometheus.
+async fn wait_for_final_state_scraped(c: &Case, prom: &Prometheus, v2: &str) -> Result<()> {
     eventually("final state scraped", T, || async {
         let current = prom
             .instant(&format!(
@@ -278,53 +300,21 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         );
         Ok(Some(()))
     })
-    .await?;
+    .await
+}
 
-    // Every dashboard expression returns data over the run. Counters need two scrapes after
-    // their first increment before `rate` has a value, so retry for a while.
-    let files = dashboard_support::files();
+/// Every dashboard expression returns data over the run. Counters need two scrapes after
+/// their first increment before `rate` has a value, so retry for a while.
+async fn check_every_dashboard_query_has_data(
+    c: &Case,
+    prom: &Prometheus,
+    start: f64,
+) -> Result<()> {
+    let files = dashboards::files();
     ensure!(files.len() >= 2, "dashboards: {files:?}");
     let deadline = Instant::now() + Duration::from_secs(60);
     let checked = loop {
-        let mut missing = Vec::new();
-        let mut checked = 0;
-        for file in &files {
-            let board = dashboard_support::load(file);
-            for expr in dashboard_support::exprs(&board) {
-                if UNPRODUCIBLE.iter().any(|(e, _)| *e == expr) {
-                    continue;
-                }
-                let q = dashboard_support::substitute(&expr, &c.ns, "web", RATE_INTERVAL);
-                checked += 1;
-                if prom.range(&q, start).await?.is_empty() {
-                    missing.push(format!("{file}: {q}"));
-                }
-            }
-            for var in dashboard_support::label_values_queries(&board) {
-                let selector = dashboard_support::substitute(&var.selector, &c.ns, "web", "");
-                let series = prom
-                    .api(
-                        "/api/v1/series",
-                        &[
-                            ("match[]", selector.as_str()),
-                            ("start", &format!("{start:.3}")),
-                        ],
-                    )
-                    .await?;
-                let values = label_values(series.as_array().map_or(&[][..], |v| v), &var.label);
-                let want = if var.label == "namespace" {
-                    c.ns.as_str()
-                } else {
-                    "web"
-                };
-                if !values.iter().any(|v| v == want) {
-                    missing.push(format!(
-                        "{file}: variable ${} ({selector}) does not offer {want:?}: {values:?}",
-                        var.variable
-                    ));
-                }
-            }
-        }
+        let (checked, missing) = dashboard_queries_without_data(c, prom, start, &files).await?;
         if missing.is_empty() {
             break checked;
         }
@@ -338,8 +328,61 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         tokio::time::sleep(Duration::from_secs(1)).await;
     };
     ensure!(checked >= 20, "only {checked} dashboard queries found");
+    Ok(())
+}
 
-    // The gate ran twice (v1 and v2) and both completed: the outcome counter says so.
+/// How many dashboard queries were checked, and those of them (and the template variables)
+/// with no data since `start`.
+async fn dashboard_queries_without_data(
+    c: &Case,
+    prom: &Prometheus,
+    start: f64,
+    files: &[String],
+) -> Result<(usize, Vec<String>)> {
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for file in files {
+        let board = dashboards::load(file);
+        for expr in dashboards::exprs(&board) {
+            if UNPRODUCIBLE.iter().any(|(e, _)| *e == expr) {
+                continue;
+            }
+            let q = dashboards::substitute(&expr, &c.ns, "web", RATE_INTERVAL);
+            checked += 1;
+            if prom.range(&q, start).await?.is_empty() {
+                missing.push(format!("{file}: {q}"));
+            }
+        }
+        for var in dashboards::label_values_queries(&board) {
+            let selector = dashboards::substitute(&var.selector, &c.ns, "web", "");
+            let series = prom
+                .api(
+                    "/api/v1/series",
+                    &[
+                        ("match[]", selector.as_str()),
+                        ("start", &format!("{start:.3}")),
+                    ],
+                )
+                .await?;
+            let values = label_values(series.as_array().map_or(&[][..], |v| v), &var.label);
+            let want = if var.label == "namespace" {
+                c.ns.as_str()
+            } else {
+                "web"
+            };
+            if !values.iter().any(|v| v == want) {
+                missing.push(format!(
+                    "{file}: variable ${} ({selector}) does not offer {want:?}: {values:?}",
+                    var.variable
+                ));
+            }
+        }
+    }
+    Ok((checked, missing))
+}
+
+/// The gate ran twice (v1 and v2) and both completed: the outcome counter says so.
+async fn check_gate_outcomes_counted(prom: &Prometheus) -> Result<()> {
     let gates = prom
         .instant(r#"sum(temporal_worker_controller_gate_workflows_total{outcome="completed"})"#)
         .await?;
@@ -349,9 +392,12 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
         .context("no gate outcome series")?
         .parse()?;
     ensure!(n >= 2.0, "gate completions counted: {n}");
+    Ok(())
+}
 
-    // promtool lints a live scrape in the Prometheus text format.
-    let (code, text) = crate::loopback_http::get(
+/// promtool lints a live scrape in the Prometheus text format.
+async fn lint_a_live_scrape_with_promtool(c: &Case) -> Result<()> {
+    let (code, text) = test_harness::loopback_http::get(
         c.env.http_addr,
         "/metrics",
         "text/plain;version=0.0.4",

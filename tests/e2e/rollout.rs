@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::temporal::state::TemporalVersionStatus;
 
-use crate::gitops_support::{self, Status};
 use crate::support::*;
+use test_harness::gitops::{self, Status};
 
 const T: Duration = Duration::from_secs(120);
 
@@ -60,7 +60,7 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
         // Every GitOps engine reads every version of the object the same way: real kstatus
         // (kubectl-style waits, Helm 4 --wait through Flux's fork), Flux's CEL health checks and
         // the ArgoCD Lua.
-        let g = gitops_support::verdicts(v);
+        let g = gitops::verdicts(v);
         ensure!(
             g.flux.status == g.kstatus.status && g.flux.error.is_empty(),
             "Flux {:?} ({}) but kstatus {:?} ({}) at resourceVersion {}",
@@ -102,12 +102,12 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
                 build_of_spec(&twd)
             );
         } else if twd.status.is_some() {
-            let (k, msg) = gitops_support::kstatus(v);
+            let (k, msg) = gitops::kstatus(v);
             ensure!(
                 k != Status::Current,
                 "kstatus Current for an unobserved generation: {msg}"
             );
-            let (health, msg) = gitops_support::argocd_health(v);
+            let (health, msg) = gitops::argocd_health(v);
             ensure!(
                 health != "Healthy",
                 "ArgoCD Healthy for an unobserved generation: {msg}"
@@ -123,7 +123,7 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
 fn kstatus_walk(history: &[Value]) -> Vec<Status> {
     let mut walk: Vec<Status> = Vec::new();
     for v in history.iter().filter(|v| !v["status"].is_null()) {
-        let (k, _) = gitops_support::kstatus(v);
+        let (k, _) = gitops::kstatus(v);
         if walk.last() != Some(&k) {
             walk.push(k);
         }
@@ -153,7 +153,17 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    // `kubectl wait` returned: Temporal must already route to v1, and the status must say so.
+    let (v1, temporal) = check_v1_routed_and_running_with_the_injected_env(&c).await?;
+    second_deploy_makes_v2_current_and_deprecates_v1(&c, &temporal, &v1).await?;
+    check_no_ready_before_temporal_routed(rec).await
+}
+
+/// `kubectl wait` returned: Temporal must already route to v1, and the status must say so;
+/// the versioned Deployment carries the injected env and its workers poll Temporal. Returns v1
+/// and the Temporal client.
+async fn check_v1_routed_and_running_with_the_injected_env(
+    c: &Case,
+) -> Result<(String, temporal_worker_controller::temporal::TemporalClient)> {
     let twd = c.get_twd("orders").await?;
     ensure!(
         condition_is(&twd, "Ready", "True", "RolloutComplete"),
@@ -186,8 +196,15 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
     }
     c.check_pods_come_from_kubernetes(&deployment_of("orders", &v1))
         .await?;
+    Ok((v1, temporal))
+}
 
-    // Second deploy, same strategy: v2 becomes Current, v1 drains.
+/// Second deploy, same strategy: v2 becomes Current, v1 drains.
+async fn second_deploy_makes_v2_current_and_deprecates_v1(
+    c: &Case,
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    v1: &str,
+) -> Result<()> {
     c.apply_twd("orders", "v2", json!({"strategy": "AllAtOnce"}), json!({}))
         .await?;
     let twd = c
@@ -196,7 +213,7 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         })
         .await?;
     let v2 = current_build(&twd).context("current")?;
-    let state = describe_soon(&temporal, &c.temporal_deployment_name("orders")).await?;
+    let state = describe_soon(temporal, &c.temporal_deployment_name("orders")).await?;
     assert_eq!(state.routing.current_build_id.as_deref(), Some(v2.as_str()));
     c.wait_twd("orders", "v1 listed as deprecated", T, |t| {
         t.status.as_ref().is_some_and(|s| {
@@ -206,7 +223,12 @@ async fn all_at_once_first_and_second_deploy_with_kubectl_wait() -> Result<()> {
         })
     })
     .await?;
+    Ok(())
+}
 
+/// The recorded history holds the invariants; before Temporal routed to v1, no sample said
+/// Ready; kstatus ends Current after going through InProgress, never Failed.
+async fn check_no_ready_before_temporal_routed(rec: Recorder) -> Result<()> {
     let (samples, history) = rec.finish().await?;
     check_invariants(&samples, &history)?;
     // Before Temporal routed to v1, no sample said Ready.
@@ -242,8 +264,38 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     )
     .await?;
     let temporal = c.temporal().await?;
+    let (v2, step_started) = wait_for_each_ramp_step(&c, &rec, &temporal).await?;
+    let promoted = wait_for_v2_current(&c, &temporal, &v1, &v2).await?;
+    check_step_timing(&step_started, promoted)?;
+    check_steps_in_status(&rec).await?;
+    check_sunset_timing(&c, &rec, &v1).await?;
+    check_gitops_walks(rec).await?;
+    check_milestone_events(&c, &v1, &v2).await?;
+    check_status_api_milestones(&c).await
+}
+
+/// The milestone events of a Progressive rollout of v2 over v1 that sunsets v1, in order.
+const PROGRESSIVE_MILESTONES: [&str; 10] = [
+    "VersionCreated",
+    "VersionRegistered",
+    "Promoted",
+    "VersionCreated",
+    "VersionRegistered",
+    "RampStepStarted",
+    "RampStepStarted",
+    "Promoted",
+    "ScaledDown",
+    "VersionDeleted",
+];
+
+/// Waits for the 25% and 50% steps in the status; while each runs, Temporal itself routes that
+/// share of new workflows to v2. Returns v2 and each step's start by Temporal's clock.
+async fn wait_for_each_ramp_step(
+    c: &Case,
+    rec: &Recorder,
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+) -> Result<(String, Vec<jiff::Timestamp>)> {
     let dep_name = c.temporal_deployment_name("billing");
-    // While each step runs, Temporal itself routes that share of new workflows to v2.
     let mut v2 = String::new();
     let mut step_started = Vec::new();
     for pct in [25.0, 50.0] {
@@ -257,7 +309,7 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
             })
             .await?;
         v2 = target_build(&twd).context("target")?;
-        let state = describe_soon(&temporal, &dep_name).await?;
+        let state = describe_soon(temporal, &dep_name).await?;
         let routing = &state.routing;
         let in_step = routing.ramping_build_id.as_deref() == Some(v2.as_str())
             && routing.ramp_percentage == pct;
@@ -292,19 +344,31 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         };
         step_started.push(started.with_context(|| format!("no start time for the {pct}% step"))?);
     }
+    Ok((v2, step_started))
+}
+
+/// Waits until v2 is Current in the status and in Temporal; returns Temporal's promotion time.
+async fn wait_for_v2_current(
+    c: &Case,
+    temporal: &temporal_worker_controller::temporal::TemporalClient,
+    v1: &str,
+    v2: &str,
+) -> Result<jiff::Timestamp> {
     c.wait_twd("billing", "v2 Current", T, |t| {
-        is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())
+        is_ready(t) && current_build(t).as_deref() == Some(v2)
     })
     .await?;
-    let state = describe_soon(&temporal, &dep_name).await?;
-    ensure!(state.routing.current_build_id.as_deref() == Some(v2.as_str()));
+    let state = describe_soon(temporal, &c.temporal_deployment_name("billing")).await?;
+    ensure!(state.routing.current_build_id.as_deref() == Some(v2));
     ensure!(v2 != v1);
-
-    // Step timing, by Temporal's own clock: each step lasts its pause and ends within 1 s.
-    let promoted = state
+    state
         .routing
         .current_changed_at
-        .context("no promotion time")?;
+        .context("no promotion time")
+}
+
+/// Step timing, by Temporal's own clock: each step lasts its pause and ends within 1 s.
+fn check_step_timing(step_started: &[jiff::Timestamp], promoted: jiff::Timestamp) -> Result<()> {
     let step1 = step_started[1]
         .duration_since(step_started[0])
         .as_secs_f64();
@@ -317,10 +381,14 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         (4.0..=5.0).contains(&step2),
         "50% lasted {step2:.3}s, want 4s (+1s)"
     );
+    Ok(())
+}
+
+/// The status reported each step while it ran.
+async fn check_steps_in_status(rec: &Recorder) -> Result<()> {
     rec.catch_up().await?;
-    let history = rec.history();
-    // The status reported each step while it ran.
-    let steps_in_status: Vec<i32> = history
+    let steps_in_status: Vec<i32> = rec
+        .history()
         .iter()
         .filter_map(|v| {
             v.pointer("/status/targetVersion/currentStep")
@@ -332,13 +400,16 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         steps_in_status.contains(&0) && steps_in_status.contains(&1),
         "steps seen {steps_in_status:?}"
     );
+    Ok(())
+}
 
-    // Sunset: v1 drains, is scaled to 0 two seconds after it drained, deleted two more later.
-    // The scaled-down state can be short-lived (if the controller notices the drain late,
-    // both deadlines have passed and it deletes right after scaling), so the times come from
-    // the controller's Events (microseconds) and Temporal's drained-since, not from catching
-    // the state in passing.
-    let v1_dep = deployment_of("billing", &v1);
+/// Sunset: v1 drains, is scaled to 0 two seconds after it drained, deleted two more later.
+/// The scaled-down state can be short-lived (if the controller notices the drain late, both
+/// deadlines have passed and it deletes right after scaling), so the times come from the
+/// controller's Events (microseconds) and Temporal's drained-since, not from catching the
+/// state in passing.
+async fn check_sunset_timing(c: &Case, rec: &Recorder, v1: &str) -> Result<()> {
+    let v1_dep = deployment_of("billing", v1);
     eventually("v1 Deployment deleted", T, || async {
         Ok(c.deployments()
             .get_opt(&v1_dep)
@@ -350,7 +421,7 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     let event_time = |events: &[SeenEvent], reason: &str| {
         events
             .iter()
-            .find(|e| e.reason == reason && e.note.contains(v1.as_str()))
+            .find(|e| e.reason == reason && e.note.contains(v1))
             .and_then(|e| e.time)
     };
     let (scaled_at, deleted_at) =
@@ -365,7 +436,7 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     let samples = rec.samples();
     let drained_since = samples
         .iter()
-        .filter_map(|s| s.temporal.version(&v1))
+        .filter_map(|s| s.temporal.version(v1))
         .find(|v| v.status == TemporalVersionStatus::Drained)
         .and_then(|v| v.drainage_changed_at)
         .context("the recorder never saw v1 Drained")?;
@@ -380,7 +451,12 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         "deleted {waited:.3}s after draining, before scaledown+delete delays (4s)"
     );
     ensure!(deleted_at >= scaled_at, "deleted before it was scaled down");
+    Ok(())
+}
 
+/// The recorded history holds the invariants; kstatus and ArgoCD both walk from healthy
+/// through progressing back to healthy.
+async fn check_gitops_walks(rec: Recorder) -> Result<()> {
     let (samples, history) = rec.finish().await?;
     check_invariants(&samples, &history)?;
     let walk = kstatus_walk(&history);
@@ -391,7 +467,7 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     // ArgoCD walks Healthy → Progressing → Healthy too.
     let mut health_walk: Vec<String> = Vec::new();
     for v in history.iter().filter(|v| !v["status"].is_null()) {
-        let (h, _) = gitops_support::argocd_health(v);
+        let (h, _) = gitops::argocd_health(v);
         if health_walk.last() != Some(&h) {
             health_walk.push(h);
         }
@@ -400,8 +476,11 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         health_walk == ["Healthy", "Progressing", "Healthy"],
         "ArgoCD health walk {health_walk:?}"
     );
+    Ok(())
+}
 
-    // Milestone events: every transition once, in order, nothing to warn about.
+/// Milestone events: every transition once, in order, nothing to warn about.
+async fn check_milestone_events(c: &Case, v1: &str, v2: &str) -> Result<()> {
     let events = eventually("VersionDeleted event", T, || async {
         let ev = c.events_of("billing").await?;
         Ok(ev
@@ -411,18 +490,7 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
     })
     .await?;
     let reasons: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
-    let expected = [
-        "VersionCreated",
-        "VersionRegistered",
-        "Promoted",
-        "VersionCreated",
-        "VersionRegistered",
-        "RampStepStarted",
-        "RampStepStarted",
-        "Promoted",
-        "ScaledDown",
-        "VersionDeleted",
-    ];
+    let expected = PROGRESSIVE_MILESTONES;
     ensure!(
         is_subsequence(&reasons, &expected),
         "events {reasons:?} do not contain {expected:?} in order"
@@ -436,19 +504,23 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         "an event repeated (storm): {events:#?}"
     );
     for (reason, build) in [
-        ("RampStepStarted", &v2),
-        ("ScaledDown", &v1),
-        ("VersionDeleted", &v1),
+        ("RampStepStarted", v2),
+        ("ScaledDown", v1),
+        ("VersionDeleted", v1),
     ] {
         ensure!(
             events
                 .iter()
-                .any(|e| e.reason == reason && e.note.contains(build.as_str())),
+                .any(|e| e.reason == reason && e.note.contains(build)),
             "no {reason} event naming {build}: {events:#?}"
         );
     }
-    // The status API's recent milestones are those events.
-    let (code, body) = crate::loopback_http::get(
+    Ok(())
+}
+
+/// The status API's recent milestones are the milestone events of v2's rollout.
+async fn check_status_api_milestones(c: &Case) -> Result<()> {
+    let (code, body) = test_harness::loopback_http::get(
         c.env.http_addr,
         &format!("/api/v1/namespaces/{}/rollouts/billing", c.ns),
         "application/json",
@@ -463,10 +535,10 @@ async fn progressive_ramps_on_schedule_then_sunsets_the_old_version() -> Result<
         .flatten()
         .filter_map(|m| m["reason"].as_str())
         .collect();
+    let expected = &PROGRESSIVE_MILESTONES[3..];
     ensure!(
-        is_subsequence(&milestones, &expected[3..]),
-        "status API milestones {milestones:?} lack {:?}",
-        &expected[3..]
+        is_subsequence(&milestones, expected),
+        "status API milestones {milestones:?} lack {expected:?}",
     );
     Ok(())
 }
@@ -510,7 +582,7 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
         assert_eq!(state.routing.ramping_build_id, None, "Manual must not ramp");
         assert_eq!(state.manager_identity, "", "Manual must not claim routing");
         // ArgoCD reports a rollout waiting for a human as Suspended.
-        let (health, _) = gitops_support::argocd_health(&serde_json::to_value(&twd)?);
+        let (health, _) = gitops::argocd_health(&serde_json::to_value(&twd)?);
         assert_eq!(health, "Suspended");
 
         // A human promotes with the Temporal CLI; the status follows.

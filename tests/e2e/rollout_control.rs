@@ -9,9 +9,9 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
-use crate::gitops_support::{self, Status};
 use crate::rollout::deploy_first;
 use crate::support::*;
+use test_harness::gitops::{self, Status};
 
 const T: Duration = Duration::from_secs(120);
 
@@ -39,7 +39,7 @@ fn ready_reason(t: &TemporalWorkerDeployment) -> String {
 
 /// kstatus and Argo CD on the object as the API server returns it.
 fn gitops(t: &TemporalWorkerDeployment) -> Result<(Status, String)> {
-    let v = gitops_support::verdicts(&serde_json::to_value(t)?);
+    let v = gitops::verdicts(&serde_json::to_value(t)?);
     Ok((v.kstatus.status, v.argocd.0))
 }
 
@@ -91,22 +91,38 @@ async fn cli(c: &Case, args: &[&str]) -> Result<(String, String)> {
 /// annotation edits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_holds_past_the_deadline_resume_continues_and_promote_skips() -> Result<()> {
-    const STEP: i64 = 12;
     let c = case("pause").await?;
     let v1 = deploy_first(&c, "orders").await?;
-    let steps = [(20, "12s"), (60, "600s")];
-    c.apply_twd("orders", "v2", progressive(&steps, json!({})), json!({}))
-        .await?;
+    c.apply_twd(
+        "orders",
+        "v2",
+        progressive(&PAUSE_STEPS, json!({})),
+        json!({}),
+    )
+    .await?;
     let twd = c
         .wait_twd("orders", "20% step", T, |t| ramp(t) == Some(20.0))
         .await?;
     let v2 = target_build(&twd).context("target")?;
     let started = routing(&c, "orders").await?.2.context("no step start")?;
+    let remaining = pause_and_check_it_reads_suspended(&c).await?;
+    check_the_paused_step_holds_past_its_deadline(&c, started, &v1, &v2).await?;
+    resume_and_check_the_step_keeps_its_remaining_time(&c, remaining).await?;
+    promote_by_annotation(&c, &v2).await
+}
 
+/// The 20% step of [`pause_holds_past_the_deadline_resume_continues_and_promote_skips`].
+const PAUSE_STEP: i64 = 12;
+const PAUSE_STEPS: [(i32, &str); 2] = [(20, "12s"), (60, "600s")];
+
+/// Pauses the rollout: Reconciling and not Ready, suspended to GitOps tools, with the step's
+/// remaining time recorded (returned).
+async fn pause_and_check_it_reads_suspended(c: &Case) -> Result<i64> {
+    const STEP: i64 = PAUSE_STEP;
     c.apply_twd(
         "orders",
         "v2",
-        progressive(&steps, json!({"paused": true})),
+        progressive(&PAUSE_STEPS, json!({"paused": true})),
         json!({}),
     )
     .await?;
@@ -134,29 +150,49 @@ async fn pause_holds_past_the_deadline_resume_continues_and_promote_skips() -> R
         .and_then(|p| p.remaining_seconds)
         .context("no remaining time recorded")?;
     ensure!((0..=STEP).contains(&remaining), "remaining {remaining}s");
+    Ok(remaining)
+}
 
-    // Past the step's deadline by Temporal's clock, the step still holds.
-    let deadline = started + jiff::SignedDuration::from_secs(STEP + 3);
+/// Past the step's deadline by Temporal's clock, the step still holds.
+async fn check_the_paused_step_holds_past_its_deadline(
+    c: &Case,
+    started: jiff::Timestamp,
+    v1: &str,
+    v2: &str,
+) -> Result<()> {
+    let deadline = started + jiff::SignedDuration::from_secs(PAUSE_STEP + 3);
     let wait = deadline.duration_since(jiff::Timestamp::now());
     if wait.is_positive() {
         tokio::time::sleep(Duration::try_from(wait)?).await;
     }
-    let (ramping, pct, changed, current) = routing(&c, "orders").await?;
+    let (ramping, pct, changed, current) = routing(c, "orders").await?;
     ensure!(
-        ramping.as_deref() == Some(v2.as_str()) && pct == 20.0 && changed == Some(started),
+        ramping.as_deref() == Some(v2) && pct == 20.0 && changed == Some(started),
         "paused step moved: {ramping:?} at {pct}% since {changed:?}"
     );
-    ensure!(current.as_deref() == Some(v1.as_str()));
+    ensure!(current.as_deref() == Some(v1));
     ensure!(ready_reason(&c.get_twd("orders").await?) == "RolloutPaused");
+    Ok(())
+}
 
+/// Resumed, the step runs out its remaining time, not a new one and not none.
+async fn resume_and_check_the_step_keeps_its_remaining_time(
+    c: &Case,
+    remaining: i64,
+) -> Result<()> {
     let resumed = jiff::Timestamp::now();
-    c.apply_twd("orders", "v2", progressive(&steps, json!({})), json!({}))
-        .await?;
+    c.apply_twd(
+        "orders",
+        "v2",
+        progressive(&PAUSE_STEPS, json!({})),
+        json!({}),
+    )
+    .await?;
     c.wait_twd("orders", "60% step after resume", T, |t| {
         ramp(t) == Some(60.0)
     })
     .await?;
-    let (_, pct, next_started, _) = routing(&c, "orders").await?;
+    let (_, pct, next_started, _) = routing(c, "orders").await?;
     ensure!(pct == 60.0);
     let next_started = next_started.context("no step start")?;
     let took = next_started.duration_since(resumed).as_secs_f64();
@@ -165,15 +201,18 @@ async fn pause_holds_past_the_deadline_resume_continues_and_promote_skips() -> R
         took >= remaining as f64 - 1.0 && took <= remaining as f64 + 6.0,
         "resume with {remaining}s left moved on after {took:.1}s"
     );
+    Ok(())
+}
 
-    // The 60% step lasts 10 minutes; the annotation promotes now.
-    annotate(&c, "orders", "temporal.io/promote", &v2).await?;
+/// The 60% step lasts 10 minutes; the annotation promotes now, and stays.
+async fn promote_by_annotation(c: &Case, v2: &str) -> Result<()> {
+    annotate(c, "orders", "temporal.io/promote", v2).await?;
     let twd = c
         .wait_twd(
             "orders",
             "promoted by annotation",
             Duration::from_secs(60),
-            |t| is_ready(t) && current_build(t).as_deref() == Some(v2.as_str()),
+            |t| is_ready(t) && current_build(t).as_deref() == Some(v2),
         )
         .await?;
     let recorded = twd
@@ -181,10 +220,10 @@ async fn pause_holds_past_the_deadline_resume_continues_and_promote_skips() -> R
         .as_ref()
         .and_then(|s| s.rollout_control.as_ref())
         .and_then(|r| r.promoted.clone());
-    ensure!(recorded.as_deref() == Some(v2.as_str()), "{recorded:?}");
+    ensure!(recorded.as_deref() == Some(v2), "{recorded:?}");
     let annotations = twd.metadata.annotations.unwrap_or_default();
     ensure!(
-        annotations.get("temporal.io/promote") == Some(&v2),
+        annotations.get("temporal.io/promote").map(String::as_str) == Some(v2),
         "the controller must leave the annotation in place"
     );
     Ok(())

@@ -3,17 +3,14 @@
 //! real versioned workers, and the controller in-process. Started once per test binary on a
 //! background runtime; each test uses its own Kubernetes namespace and Temporal namespace.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use tokio::sync::OnceCell;
@@ -31,34 +28,23 @@ pub struct Env {
     _controller: temporal_worker_controller::run::Running,
 }
 
-/// Infra lives on its own runtime so that it outlives each `#[tokio::test]` runtime.
-static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("e2e-infra")
-        .build()
-        .expect("infra runtime")
-});
 static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
-static PLANE: OnceCell<test_harness::control_plane::ControlPlane> = OnceCell::const_new();
 
-pub const IDENTITY: &str = crate::chart_support::E2E_IDENTITY;
+pub const IDENTITY: &str = test_harness::chart::E2E_IDENTITY;
 /// How long an audit event may trail the response the test has seen.
 const T_AUDIT: Duration = Duration::from_secs(10);
 /// The namespace the chart is "installed" in (its ServiceAccount, RBAC and Lease).
-pub const CONTROLLER_NS: &str = crate::chart_support::E2E_NAMESPACE;
+pub const CONTROLLER_NS: &str = test_harness::chart::E2E_NAMESPACE;
 /// The only token audience the status API accepts.
-pub const API_AUDIENCE: &str = crate::chart_support::E2E_API_AUDIENCE;
+pub const API_AUDIENCE: &str = test_harness::chart::E2E_API_AUDIENCE;
 /// Where the status-API reader ServiceAccount lives.
 pub const READER_NS: &str = "twc-e2e-readers";
 pub const READER_SA: &str = "status-reader";
 
 pub async fn env() -> Arc<Env> {
     ENV.get_or_init(|| async {
-        RT.spawn(start_env())
+        test_harness::runtime::on_infra(start_env())
             .await
-            .expect("infra task")
             .expect("start e2e environment")
     })
     .await
@@ -73,48 +59,40 @@ async fn start_env() -> Result<Arc<Env>> {
         )
         .with_test_writer()
         .try_init();
-    let crd_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
-    let (plane, kubeconfig) = match std::env::var_os("TWC_E2E_KUBECONFIG") {
-        Some(path) => (None, PathBuf::from(path)),
-        None => {
-            let plane = PLANE
-                .get_or_try_init(|| {
-                    test_harness::control_plane::ControlPlane::start_with(
-                        test_harness::control_plane::StartOptions {
-                            audit_log: Some(crate::chart_support::e2e_audit_log()),
-                        },
-                    )
-                })
-                .await?;
-            (Some(plane), plane.kubeconfig_path().to_path_buf())
-        }
-    };
-    let temporal = test_harness::temporal_server::shared().await?;
-    let client = kube_client_from(&kubeconfig).await?;
-    test_harness::control_plane::install_crds(&client, &crd_dir).await?;
-    // KEDA's ScaledObject kind (no KEDA controller), for TemporalWorkerOwnedResource tests.
-    let keda_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keda");
-    test_harness::control_plane::install_crds(&client, &keda_dir).await?;
-    // On a user's cluster real pods run the workers; here the pod-level stand-in runs them.
-    let kubelet = match plane {
-        Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
-        None => None,
-    };
+    let infra = test_harness::world::Infra::start(test_harness::world::InfraOptions {
+        audit_log: Some(test_harness::chart::e2e_audit_log(env!(
+            "CARGO_TARGET_TMPDIR"
+        ))),
+        // KEDA's ScaledObject kind (no KEDA controller), for TemporalWorkerOwnedResource tests.
+        extra_crds: vec![test_harness::repo_root().join("tests/fixtures/keda")],
+        kubeconfig: std::env::var_os("TWC_E2E_KUBECONFIG").map(PathBuf::from),
+    })
+    .await?;
+    let test_harness::world::Infra {
+        plane,
+        kubeconfig,
+        client,
+        temporal_address,
+        kubelet,
+    } = infra;
     // On the local control plane the controller runs as the chart's ServiceAccount with exactly
     // the chart's RBAC (a verb the code needs and the chart forgets fails the suite), with
     // leader election on, as installed by default.
     let (controller_client, leader_elect) = match plane {
         Some(plane) => {
-            let values = crate::chart_support::e2e_values();
-            let id = crate::chart_support::install_identity(plane, &values, CONTROLLER_NS).await?;
+            let values = test_harness::chart::e2e_values();
+            let id = test_harness::chart::install_identity(plane, &values, CONTROLLER_NS).await?;
             tokio::spawn(watch_denials(
-                crate::chart_support::e2e_audit_log(),
+                test_harness::chart::e2e_audit_log(env!("CARGO_TARGET_TMPDIR")),
                 format!(
                     "system:serviceaccount:{CONTROLLER_NS}:{}",
                     id.service_account
                 ),
             ));
-            (kube_client_from(&id.kubeconfig).await?, true)
+            (
+                test_harness::control_plane::client_from(&id.kubeconfig).await?,
+                true,
+            )
         }
         None => (client.clone(), false),
     };
@@ -138,7 +116,7 @@ async fn start_env() -> Result<Arc<Env>> {
     let controller = temporal_worker_controller::run::start(controller_client, opts).await?;
     Ok(Arc::new(Env {
         kubeconfig,
-        temporal_address: temporal.address(),
+        temporal_address,
         http_addr: controller.http_addr,
         api_token,
         plane,
@@ -207,12 +185,6 @@ pub async fn mint_token(
     test_harness::control_plane::mint_token(client, ns, sa, vec![audience.to_string()], 3600).await
 }
 
-pub async fn kube_client_from(path: &std::path::Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// An Event as a user sees it in `kubectl events`.
 #[derive(Clone, Debug)]
 pub struct SeenEvent {
@@ -244,16 +216,11 @@ static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 
 pub async fn case(prefix: &str) -> Result<Case> {
     let env = env().await;
-    let client = kube_client_from(&env.kubeconfig).await?;
+    let client = test_harness::control_plane::client_from(&env.kubeconfig).await?;
     let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let suffix = format!("{}-{n}", std::process::id() % 10000);
     let ns = format!("{prefix}-{suffix}");
-    let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-    )
-    .await?;
+    test_harness::world::create_namespace(&client, &ns).await?;
     let temporal_ns = format!("e2e-{prefix}-{suffix}");
     let server = test_harness::temporal_server::shared().await?;
     server.create_namespace(&temporal_ns).await?;
@@ -282,52 +249,19 @@ impl Case {
         format!("{}/{twd}", self.ns)
     }
 
-    pub async fn apply(
-        &self,
-        api_version: &str,
-        kind: &str,
-        name: &str,
-        body: Value,
-    ) -> Result<()> {
-        let mut obj = body;
-        obj["apiVersion"] = json!(api_version);
-        obj["kind"] = json!(kind);
-        obj["metadata"]["name"] = json!(name);
-        obj["metadata"]["namespace"] = json!(self.ns);
-        let ar = match kind {
-            "TemporalWorkerDeployment" => {
-                kube::api::ApiResource::erase::<TemporalWorkerDeployment>(&())
-            }
-            "TemporalConnection" => kube::api::ApiResource::erase::<
-                temporal_worker_controller::api::TemporalConnection,
-            >(&()),
-            "TemporalWorkerOwnedResource" => kube::api::ApiResource::erase::<
-                temporal_worker_controller::api::TemporalWorkerOwnedResource,
-            >(&()),
-            other => bail!("unsupported kind {other}"),
-        };
-        let api: Api<kube::api::DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &self.ns, &ar);
-        api.patch(
-            name,
-            &PatchParams::apply("e2e-test").force(),
-            &Patch::Apply(&obj),
-        )
-        .await?;
-        Ok(())
+    /// Server-side applies `manifest` (one of the controller's kinds, from
+    /// [`test_harness::manifests`]) in this case's namespace.
+    pub async fn apply(&self, manifest: Value) -> Result<()> {
+        test_harness::world::apply(&self.client, &self.ns, "e2e-test", manifest).await
     }
 
     pub async fn apply_connection(&self, name: &str, host_port: &str) -> Result<()> {
-        self.apply(
-            "temporal.io/v1alpha1",
-            "TemporalConnection",
-            name,
-            json!({"spec": {"hostPort": host_port}}),
-        )
-        .await
+        self.apply(test_harness::manifests::connection(name, host_port))
+            .await
     }
 
-    /// Applies a TWD whose pod template runs image `worker:<tag>` polling this case's task queue.
+    /// Applies a TWD whose pod template runs image `worker:<tag>` polling this case's task
+    /// queue, with a 2 s sunset, and `extra_spec` merged into its spec.
     pub async fn apply_twd(
         &self,
         name: &str,
@@ -335,28 +269,17 @@ impl Case {
         rollout: Value,
         extra_spec: Value,
     ) -> Result<()> {
-        let mut spec = json!({
-            "replicas": 1,
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{
-                    "name": "worker",
-                    "image": format!("registry.example/worker:{tag}"),
-                    "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": self.task_queue}]
-                }]}
-            },
-            "rollout": rollout,
-            "sunset": {"scaledownDelay": "2s", "deleteDelay": "2s"},
-            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": self.temporal_ns}
-        });
-        merge(&mut spec, extra_spec);
-        self.apply(
-            "temporal.io/v1alpha1",
-            "TemporalWorkerDeployment",
-            name,
-            json!({"spec": spec}),
-        )
-        .await
+        let twd = test_harness::manifests::twd(name)
+            .replicas(1)
+            .pod_labels(json!({"app": name}))
+            .tag(tag)
+            .task_queue(&self.task_queue)
+            .rollout(rollout)
+            .sunset("2s", "2s")
+            .temporal_namespace(&self.temporal_ns)
+            .spec(extra_spec)
+            .build();
+        self.apply(twd).await
     }
 
     /// The versioned Deployment's Pods come from Kubernetes, not from the test: a ReplicaSet
@@ -610,17 +533,6 @@ pub fn env_of(d: &Deployment) -> BTreeMap<String, String> {
         .into_iter()
         .filter_map(|e| e.value.map(|v| (e.name, v)))
         .collect()
-}
-
-fn merge(base: &mut Value, patch: Value) {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            for (k, v) in p {
-                merge(b.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (b, p) => *b = p,
-    }
 }
 
 /// One sample of everything a rollout test asserts on.

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context as _, Result, ensure};
@@ -26,16 +25,6 @@ use tokio::sync::OnceCell;
 /// Generous: every test of this binary runs at once on a 2-core machine.
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// The stand-in and the TLS proxy live here so that they outlive each `#[tokio::test]` runtime.
-static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .thread_name("kubelet-test-infra")
-        .build()
-        .expect("infra runtime")
-});
-
 struct World {
     kubelet: Kubelet,
     temporal_ns: String,
@@ -49,9 +38,8 @@ static WORLD: OnceCell<World> = OnceCell::const_new();
 async fn world() -> &'static World {
     WORLD
         .get_or_init(|| async {
-            RT.spawn(start_world())
+            test_harness::runtime::on_infra(start_world())
                 .await
-                .expect("infra task")
                 .expect("start the control plane, dev server and kubelet stand-in")
         })
         .await
@@ -298,7 +286,29 @@ async fn deployment_pods_are_bound_and_ready_only_once_their_workers_poll() -> R
     eprintln!("2 pods Ready, Deployment available after {:?}", t.elapsed());
     wait_available(&deployments, "alpha", 2).await?;
 
-    let rs: Vec<ReplicaSet> = Api::<ReplicaSet>::namespaced(client.clone(), &ns)
+    check_pods_bound_owned_and_running(w, &client, &ns, &ready).await?;
+    let identities: Vec<String> = w
+        .kubelet
+        .worker_configs(&ns, "alpha")
+        .into_iter()
+        .map(|c| c.identity)
+        .collect();
+    let expected: Vec<String> = ready.iter().map(|p| format!("1@{}", name(p))).collect();
+    assert_eq!(identities, expected);
+    assert_eq!(w.kubelet.running_workers(&ns, "alpha"), 2);
+    assert_eq!(checked.lock().await.len(), 2);
+    check_the_node_is_ready_untainted_and_leased(w, &client).await
+}
+
+/// Every Ready Pod is bound to the stand-in's Node, owned by the one ReplicaSet, Running with
+/// every condition True and its container started once.
+async fn check_pods_bound_owned_and_running(
+    w: &World,
+    client: &kube::Client,
+    ns: &str,
+    ready: &[Pod],
+) -> Result<()> {
+    let rs: Vec<ReplicaSet> = Api::<ReplicaSet>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await?
         .items;
@@ -307,7 +317,7 @@ async fn deployment_pods_are_bound_and_ready_only_once_their_workers_poll() -> R
         "one ReplicaSet from kube-controller-manager: {rs:?}"
     );
     let rs_name = rs[0].metadata.name.clone().unwrap_or_default();
-    for p in &ready {
+    for p in ready {
         let spec = p.spec.as_ref().context("spec")?;
         assert_eq!(spec.node_name.as_deref(), Some(w.kubelet.node_name()));
         let owner = p
@@ -341,18 +351,14 @@ async fn deployment_pods_are_bound_and_ready_only_once_their_workers_poll() -> R
         );
         assert_eq!(cs.restart_count, 0);
     }
-    let identities: Vec<String> = w
-        .kubelet
-        .worker_configs(&ns, "alpha")
-        .into_iter()
-        .map(|c| c.identity)
-        .collect();
-    let expected: Vec<String> = ready.iter().map(|p| format!("1@{}", name(p))).collect();
-    assert_eq!(identities, expected);
-    assert_eq!(w.kubelet.running_workers(&ns, "alpha"), 2);
-    assert_eq!(checked.lock().await.len(), 2);
+    Ok(())
+}
 
-    // The Node is registered, Ready, untainted, and holds its Lease.
+/// The Node is registered, Ready, untainted, and holds its Lease.
+async fn check_the_node_is_ready_untainted_and_leased(
+    w: &World,
+    client: &kube::Client,
+) -> Result<()> {
     let node = Api::<Node>::all(client.clone())
         .get(w.kubelet.node_name())
         .await?;
@@ -406,6 +412,51 @@ async fn pods_whose_worker_cannot_poll_stay_not_ready() -> Result<()> {
     let (client, ns) = namespace("kubelet-broken").await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    create_healthy_unreachable_and_ghost_workers(w, &deployments, &ns).await?;
+
+    wait_available(&deployments, "healthy", 1).await?;
+    let t = Instant::now();
+    // The unreachable worker crashes: restarted with a back-off, never Ready.
+    let crashed = eventually("the unreachable pod to crash and restart", || async {
+        let list = pods_of(&pods, "unreachable").await?;
+        ensure!(
+            !list.iter().any(is_ready),
+            "unreachable pod Ready: {list:?}"
+        );
+        Ok(list.into_iter().find(|p| {
+            main_status(p).is_some_and(|s| {
+                s.restart_count >= 1
+                    && s.last_state
+                        .as_ref()
+                        .and_then(|l| l.terminated.as_ref())
+                        .is_some_and(|t| t.exit_code == 1)
+            })
+        }))
+    })
+    .await?;
+    eprintln!(
+        "unreachable pod restarted after {:?}: {:?}",
+        t.elapsed(),
+        main_status(&crashed)
+    );
+    assert_eq!(phase(&crashed), "Running");
+    watch_the_broken_pods_stay_not_ready(&pods, t).await?;
+    for app in ["unreachable", "ghost"] {
+        let d = deployments.get(app).await?;
+        assert_eq!(available(&d), 0, "{app}: {:?}", d.status);
+    }
+    assert_eq!(w.kubelet.running_workers(&ns, "unreachable"), 0);
+    Ok(())
+}
+
+/// Three one-replica Deployments: `healthy`; `unreachable`, whose worker dials a loopback
+/// port nobody listens on; and `ghost`, which reaches Temporal but polls a namespace Temporal
+/// does not know.
+async fn create_healthy_unreachable_and_ghost_workers(
+    w: &World,
+    deployments: &Api<Deployment>,
+    ns: &str,
+) -> Result<()> {
     // A loopback port nobody listens on.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -437,56 +488,28 @@ async fn pods_whose_worker_cannot_poll_stay_not_ready() -> Result<()> {
         }
     }
     deployments.create(&pp, &ghost).await?;
+    Ok(())
+}
 
-    wait_available(&deployments, "healthy", 1).await?;
-    let t = Instant::now();
-    // The unreachable worker crashes: restarted with a back-off, never Ready.
-    let crashed = eventually("the unreachable pod to crash and restart", || async {
-        let list = pods_of(&pods, "unreachable").await?;
-        ensure!(
-            !list.iter().any(is_ready),
-            "unreachable pod Ready: {list:?}"
-        );
-        Ok(list.into_iter().find(|p| {
-            main_status(p).is_some_and(|s| {
-                s.restart_count >= 1
-                    && s.last_state
-                        .as_ref()
-                        .and_then(|l| l.terminated.as_ref())
-                        .is_some_and(|t| t.exit_code == 1)
-            })
-        }))
-    })
-    .await?;
-    eprintln!(
-        "unreachable pod restarted after {:?}: {:?}",
-        t.elapsed(),
-        main_status(&crashed)
-    );
-    assert_eq!(phase(&crashed), "Running");
-    // Several seconds more: neither broken pod becomes Ready, the healthy one stays Ready, and
-    // at some point the crash loop shows.
+/// Several seconds more: neither broken pod becomes Ready, the healthy one stays Ready, and at
+/// some point the crash loop shows.
+async fn watch_the_broken_pods_stay_not_ready(pods: &Api<Pod>, t: Instant) -> Result<()> {
     let watch_until = Instant::now() + Duration::from_secs(6);
     let mut saw_backoff = false;
     while Instant::now() < watch_until || !saw_backoff {
         for app in ["unreachable", "ghost"] {
-            let list = pods_of(&pods, app).await?;
+            let list = pods_of(pods, app).await?;
             ensure!(list.len() == 1, "{app}: {list:?}");
             ensure!(!is_ready(&list[0]), "{app} Ready: {:?}", list[0].status);
             if app == "unreachable" {
                 saw_backoff |= waiting_reason(&list[0]).as_deref() == Some("CrashLoopBackOff");
             }
         }
-        let healthy = pods_of(&pods, "healthy").await?;
+        let healthy = pods_of(pods, "healthy").await?;
         ensure!(healthy.iter().all(is_ready), "healthy pod lost Ready");
         ensure!(t.elapsed() < DEADLINE, "no CrashLoopBackOff seen");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for app in ["unreachable", "ghost"] {
-        let d = deployments.get(app).await?;
-        assert_eq!(available(&d), 0, "{app}: {:?}", d.status);
-    }
-    assert_eq!(w.kubelet.running_workers(&ns, "unreachable"), 0);
     Ok(())
 }
 
@@ -587,46 +610,7 @@ async fn rolling_update_replaces_pods_with_workers_of_the_new_config() -> Result
     deployments
         .patch("roll", &PatchParams::default(), &Patch::Strategic(&patch))
         .await?;
-    // maxUnavailable 25% of 2 rounds down to 0: kube-controller-manager keeps 2 available, which
-    // only holds if new pods become Ready (their workers poll) before old ones go.
-    let checked = tokio::sync::Mutex::new(BTreeSet::new());
-    let new = eventually("2 new pods with v2 workers, old pods gone", || {
-        let (deployments, pods, old, checked, tq, td, ns) = (
-            &deployments,
-            &pods,
-            &old,
-            &checked,
-            &tq,
-            &temporal_deployment,
-            &ns,
-        );
-        async move {
-            let d = deployments.get("roll").await?;
-            let s = d.status.clone().unwrap_or_default();
-            ensure!(
-                available(&d) >= 2,
-                "availability dropped during the rollout: {s:?}"
-            );
-            let list = pods_of(pods, "roll").await?;
-            let fresh_owned: Vec<Pod> = list
-                .iter()
-                .filter(|p| !old.contains(&name(p)))
-                .cloned()
-                .collect();
-            check_ready_pods_poll(w, &fresh_owned, &mut *checked.lock().await, tq, td, "v2")
-                .await?;
-            let configs = w.kubelet.worker_configs(ns, "roll");
-            let done = s.observed_generation == d.metadata.generation
-                && s.updated_replicas == Some(2)
-                && s.replicas == Some(2)
-                && list.len() == 2
-                && fresh_owned.len() == 2
-                && configs.len() == 2
-                && configs.iter().all(|c| c.build_id == "v2");
-            Ok(done.then_some(fresh_owned))
-        }
-    })
-    .await?;
+    let new = wait_for_two_new_pods_with_v2_workers(w, &deployments, &pods, &old, &tq, &ns).await?;
     eprintln!("rolled 2 pods to v2 in {:?}", t.elapsed());
     let identities: Vec<String> = w
         .kubelet
@@ -653,6 +637,50 @@ async fn rolling_update_replaces_pods_with_workers_of_the_new_config() -> Result
         .items;
     assert_eq!(rs.len(), 2, "old and new ReplicaSet");
     Ok(())
+}
+
+/// maxUnavailable 25% of 2 rounds down to 0: kube-controller-manager keeps 2 available, which
+/// only holds if new pods become Ready (their workers poll) before old ones go. Returns the new
+/// Pods.
+async fn wait_for_two_new_pods_with_v2_workers(
+    w: &World,
+    deployments: &Api<Deployment>,
+    pods: &Api<Pod>,
+    old: &BTreeSet<String>,
+    tq: &str,
+    ns: &str,
+) -> Result<Vec<Pod>> {
+    let temporal_deployment = format!("{ns}/roll");
+    let checked = tokio::sync::Mutex::new(BTreeSet::new());
+    eventually("2 new pods with v2 workers, old pods gone", || {
+        let (checked, td) = (&checked, &temporal_deployment);
+        async move {
+            let d = deployments.get("roll").await?;
+            let s = d.status.clone().unwrap_or_default();
+            ensure!(
+                available(&d) >= 2,
+                "availability dropped during the rollout: {s:?}"
+            );
+            let list = pods_of(pods, "roll").await?;
+            let fresh_owned: Vec<Pod> = list
+                .iter()
+                .filter(|p| !old.contains(&name(p)))
+                .cloned()
+                .collect();
+            check_ready_pods_poll(w, &fresh_owned, &mut *checked.lock().await, tq, td, "v2")
+                .await?;
+            let configs = w.kubelet.worker_configs(ns, "roll");
+            let done = s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(2)
+                && s.replicas == Some(2)
+                && list.len() == 2
+                && fresh_owned.len() == 2
+                && configs.len() == 2
+                && configs.iter().all(|c| c.build_id == "v2");
+            Ok(done.then_some(fresh_owned))
+        }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -694,19 +722,7 @@ async fn secret_volumes_and_key_refs_resolve_and_missing_secrets_block_the_start
     deployments
         .create(&pp, &deployment("mtls", 1, container, volumes)?)
         .await?;
-
-    // No volume Secret: the sandbox cannot be set up.
-    let pending = eventually("the pod waiting in ContainerCreating", || async {
-        let list = pods_of(&pods, "mtls").await?;
-        Ok(list
-            .into_iter()
-            .find(|p| waiting_reason(p).as_deref() == Some("ContainerCreating")))
-    })
-    .await?;
-    assert_eq!(phase(&pending), "Pending");
-    assert!(!is_ready(&pending));
-    assert_eq!(w.kubelet.running_workers(&ns, "mtls"), 0);
-    let forwarded = w.mtls.forwarded();
+    let forwarded = check_a_missing_volume_secret_blocks_the_sandbox(w, &pods, &ns).await?;
 
     secrets
         .create(
@@ -718,24 +734,7 @@ async fn secret_volumes_and_key_refs_resolve_and_missing_secrets_block_the_start
             }))?,
         )
         .await?;
-    // The volume mounts; the env's secretKeyRef still names a missing Secret.
-    let config_error = eventually("CreateContainerConfigError", || async {
-        let list = pods_of(&pods, "mtls").await?;
-        Ok(list
-            .into_iter()
-            .find(|p| waiting_reason(p).as_deref() == Some("CreateContainerConfigError")))
-    })
-    .await?;
-    let message = main_status(&config_error)
-        .and_then(|s| s.state.as_ref()?.waiting.as_ref()?.message.clone())
-        .unwrap_or_default();
-    assert!(
-        message.contains("secret \"worker-settings\" not found"),
-        "{message}"
-    );
-    assert_eq!(phase(&config_error), "Pending");
-    assert_eq!(w.kubelet.running_workers(&ns, "mtls"), 0);
-    assert_eq!(w.mtls.forwarded(), forwarded, "no worker dialled yet");
+    check_a_missing_key_ref_secret_blocks_the_container(w, &pods, &ns, forwarded).await?;
 
     let t = Instant::now();
     secrets
@@ -752,7 +751,65 @@ async fn secret_volumes_and_key_refs_resolve_and_missing_secrets_block_the_start
         "mTLS pod Ready {:?} after its last Secret appeared",
         t.elapsed()
     );
-    let configs = w.kubelet.worker_configs(&ns, "mtls");
+    check_the_worker_got_every_source_and_polls(w, &ns, &tq, forwarded).await
+}
+
+/// No volume Secret: the sandbox cannot be set up. Returns what the mTLS proxy forwarded so
+/// far.
+async fn check_a_missing_volume_secret_blocks_the_sandbox(
+    w: &World,
+    pods: &Api<Pod>,
+    ns: &str,
+) -> Result<u64> {
+    let pending = eventually("the pod waiting in ContainerCreating", || async {
+        let list = pods_of(pods, "mtls").await?;
+        Ok(list
+            .into_iter()
+            .find(|p| waiting_reason(p).as_deref() == Some("ContainerCreating")))
+    })
+    .await?;
+    assert_eq!(phase(&pending), "Pending");
+    assert!(!is_ready(&pending));
+    assert_eq!(w.kubelet.running_workers(ns, "mtls"), 0);
+    Ok(w.mtls.forwarded())
+}
+
+/// The volume mounts; the env's secretKeyRef still names a missing Secret.
+async fn check_a_missing_key_ref_secret_blocks_the_container(
+    w: &World,
+    pods: &Api<Pod>,
+    ns: &str,
+    forwarded: u64,
+) -> Result<()> {
+    let config_error = eventually("CreateContainerConfigError", || async {
+        let list = pods_of(pods, "mtls").await?;
+        Ok(list
+            .into_iter()
+            .find(|p| waiting_reason(p).as_deref() == Some("CreateContainerConfigError")))
+    })
+    .await?;
+    let message = main_status(&config_error)
+        .and_then(|s| s.state.as_ref()?.waiting.as_ref()?.message.clone())
+        .unwrap_or_default();
+    assert!(
+        message.contains("secret \"worker-settings\" not found"),
+        "{message}"
+    );
+    assert_eq!(phase(&config_error), "Pending");
+    assert_eq!(w.kubelet.running_workers(ns, "mtls"), 0);
+    assert_eq!(w.mtls.forwarded(), forwarded, "no worker dialled yet");
+    Ok(())
+}
+
+/// The worker got its namespace from the ConfigMap, its task queue from the Secret key and its
+/// client certificate from the Secret volume, dialled through the mTLS proxy, and polls.
+async fn check_the_worker_got_every_source_and_polls(
+    w: &World,
+    ns: &str,
+    tq: &str,
+    forwarded: u64,
+) -> Result<()> {
+    let configs = w.kubelet.worker_configs(ns, "mtls");
     let cfg = configs.first().context("a running worker")?;
     assert_eq!(cfg.task_queue, tq);
     assert_eq!(cfg.namespace, w.temporal_ns);
@@ -770,7 +827,7 @@ async fn secret_volumes_and_key_refs_resolve_and_missing_secrets_block_the_start
     observe::wait_poller(
         &conn,
         &w.temporal_ns,
-        &tq,
+        tq,
         &format!("{ns}/mtls"),
         "v1",
         Some(&cfg.identity),

@@ -9,13 +9,14 @@ use serde_json::json;
 use temporalio_client::errors::WorkflowGetResultError;
 use temporalio_client::grpc::WorkflowService as _;
 use temporalio_client::tonic::Request;
+use temporalio_client::{Client, Connection};
 use temporalio_client::{WorkflowGetResultOptions, WorkflowSignalOptions, WorkflowStartOptions};
 use temporalio_common::data_converters::{PayloadConverter, RawValue};
 use temporalio_common::protos::temporal::api::common::v1::WorkflowExecution;
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkflowExecutionRequest;
 use test_harness::names::unique;
 use test_harness::worker::{
-    self, GateWorkflow, HelloWorkflow, WaitWorkflow, WorkerConfig, WorkerState,
+    self, GateWorkflow, HelloWorkflow, WaitWorkflow, WorkerConfig, WorkerHandle, WorkerState,
 };
 use test_harness::{observe, temporal_server};
 
@@ -72,15 +73,41 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
         server.address()
     );
     let ns = unique("harness-worker");
+    let (handle, w) = start_a_worker_and_wait_until_it_polls(server, &ns).await?;
+    observe::set_current(&w.conn, &ns, &w.deployment, "v1", "harness-test").await?;
+    let client = server.client(&ns, "harness-test").await?;
+    check_hello_round_trip_pinned_to_v1(&client, &w, &ns).await?;
+    check_gates_apply_their_outcome(&client, &w.task_queue).await?;
+    check_a_held_gate_waits_for_its_signal(&client, &w.task_queue).await?;
+    check_wait_finishes_on_its_signal(&client, &w.task_queue).await?;
     let t = Instant::now();
-    server.create_namespace(&ns).await?;
+    handle.stop().await?;
+    eprintln!("worker stopped in {:?}", t.elapsed());
+    Ok(())
+}
+
+/// Where a started worker polls, and a connection to its server.
+struct Polling {
+    deployment: String,
+    task_queue: String,
+    conn: Connection,
+}
+
+/// Starts worker `v1` from the env the controller injects and waits until Temporal lists its
+/// version and sees it poll.
+async fn start_a_worker_and_wait_until_it_polls(
+    server: &temporal_server::DevServer,
+    ns: &str,
+) -> Result<(WorkerHandle, Polling)> {
+    let t = Instant::now();
+    server.create_namespace(ns).await?;
     eprintln!("namespace usable after {:?}", t.elapsed());
 
     let deployment = format!("{}/hello", unique("k8s-ns"));
     let task_queue = unique("tq");
     let cfg = WorkerConfig::from_env(&env(&[
         ("TEMPORAL_ADDRESS", &server.address()),
-        ("TEMPORAL_NAMESPACE", &ns),
+        ("TEMPORAL_NAMESPACE", ns),
         ("TEMPORAL_DEPLOYMENT_NAME", &deployment),
         ("TEMPORAL_WORKER_BUILD_ID", "v1"),
         ("TEMPORAL_TASK_QUEUE", &task_queue),
@@ -94,12 +121,11 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
 
     let conn = server.connect("harness-test").await?;
     let listed =
-        observe::wait_version_listed(&conn, &ns, &deployment, "v1", Duration::from_secs(30))
-            .await?;
+        observe::wait_version_listed(&conn, ns, &deployment, "v1", Duration::from_secs(30)).await?;
     eprintln!("version listed {listed:?} after running");
     let polled = observe::wait_poller(
         &conn,
-        &ns,
+        ns,
         &task_queue,
         &deployment,
         "v1",
@@ -108,18 +134,32 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
     )
     .await?;
     eprintln!("poller visible {polled:?} after that");
+    Ok((
+        handle,
+        Polling {
+            deployment,
+            task_queue,
+            conn,
+        },
+    ))
+}
 
-    observe::set_current(&conn, &ns, &deployment, "v1", "harness-test").await?;
-    let client = server.client(&ns, "harness-test").await?;
-    let opts = |id: &str| WorkflowStartOptions::new(task_queue.clone(), id.to_string()).build();
-    let result_opts = WorkflowGetResultOptions::default;
+fn opts(task_queue: &str, id: &str) -> WorkflowStartOptions {
+    WorkflowStartOptions::new(task_queue.to_string(), id.to_string()).build()
+}
 
+fn result_opts() -> WorkflowGetResultOptions {
+    WorkflowGetResultOptions::default()
+}
+
+/// Hello answers, and the worker's default behaviour is Pinned, so the run is pinned to v1.
+async fn check_hello_round_trip_pinned_to_v1(client: &Client, w: &Polling, ns: &str) -> Result<()> {
     let t = Instant::now();
     let hello = client
         .start_workflow(
             HelloWorkflow::run,
             input(json!("tester")),
-            opts(&unique("hello")),
+            opts(&w.task_queue, &unique("hello")),
         )
         .await?;
     let greeting =
@@ -127,11 +167,10 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
     assert_eq!(greeting, "hello tester");
     eprintln!("hello round trip {:?}", t.elapsed());
 
-    // The worker's default behaviour is Pinned, so the run is pinned to v1.
-    let mut svc = conn.clone();
+    let mut svc = w.conn.clone();
     let described = svc
         .describe_workflow_execution(Request::new(DescribeWorkflowExecutionRequest {
-            namespace: ns.clone(),
+            namespace: ns.to_string(),
             execution: Some(WorkflowExecution {
                 workflow_id: hello.info().workflow_id.clone(),
                 run_id: String::new(),
@@ -151,7 +190,13 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
         versioning.behavior,
         temporalio_common::protos::temporal::api::enums::v1::VersioningBehavior::Pinned as i32
     );
+    Ok(())
+}
 
+/// A gate fails or passes as its input says; with no input at all (the controller may start
+/// a gate without one) it passes.
+async fn check_gates_apply_their_outcome(client: &Client, task_queue: &str) -> Result<()> {
+    let opts = |id: &str| opts(task_queue, id);
     let fail = client
         .start_workflow(
             GateWorkflow::run,
@@ -190,8 +235,12 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
         tokio::time::timeout(Duration::from_secs(30), bare.get_result(result_opts())).await??,
         "gate passed"
     );
+    Ok(())
+}
 
-    // A gate told to wait stays open until signalled, then applies its outcome.
+/// A gate told to wait stays open until signalled, then applies its outcome.
+async fn check_a_held_gate_waits_for_its_signal(client: &Client, task_queue: &str) -> Result<()> {
+    let opts = |id: &str| opts(task_queue, id);
     let held = client
         .start_workflow(
             GateWorkflow::run,
@@ -217,7 +266,11 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
         matches!(held_result, Err(WorkflowGetResultError::Failed(_))),
         "{held_result:?}"
     );
+    Ok(())
+}
 
+async fn check_wait_finishes_on_its_signal(client: &Client, task_queue: &str) -> Result<()> {
+    let opts = |id: &str| opts(task_queue, id);
     let wait = client
         .start_workflow(
             WaitWorkflow::run,
@@ -238,10 +291,6 @@ async fn versioned_worker_registers_and_runs_workflows() -> Result<()> {
         tokio::time::timeout(Duration::from_secs(30), wait.get_result(result_opts())).await??,
         "finished"
     );
-
-    let t = Instant::now();
-    handle.stop().await?;
-    eprintln!("worker stopped in {:?}", t.elapsed());
     Ok(())
 }
 

@@ -124,7 +124,18 @@ fn worker_config_from_pod_reads_tls_env_and_mounted_files() -> Result<()> {
     .map(|(p, v)| (p.to_string(), v.as_bytes().to_vec()))
     .collect();
 
-    let cfg = WorkerConfig::from_pod(&env, &files)?;
+    assert_mtls_config_from_the_mounted_files(&pki, &env, &files)?;
+    assert_missing_tls_material_is_a_clear_error(&env, &files);
+    assert_an_api_key_alone_implies_tls()?;
+    assert_plain_env_stays_plaintext()
+}
+
+fn assert_mtls_config_from_the_mounted_files(
+    pki: &TestPki,
+    env: &BTreeMap<String, String>,
+    files: &BTreeMap<String, Vec<u8>>,
+) -> Result<()> {
+    let cfg = WorkerConfig::from_pod(env, files)?;
     assert!(cfg.tls && cfg.uses_tls());
     assert_eq!(cfg.tls_server_name.as_deref(), Some("localhost"));
     assert_eq!(
@@ -148,31 +159,40 @@ fn worker_config_from_pod_reads_tls_env_and_mounted_files() -> Result<()> {
     let tls = opts.tls_options.context("TLS options")?;
     assert_eq!(tls.domain.as_deref(), Some("localhost"));
     assert!(tls.client_tls_options.is_some());
+    Ok(())
+}
 
-    // The key file is not mounted: a clear error naming the path and the variable.
+/// The key file is not mounted: a clear error naming the path and the variable; and other
+/// incomplete or malformed TLS settings are errors too.
+fn assert_missing_tls_material_is_a_clear_error(
+    env: &BTreeMap<String, String>,
+    files: &BTreeMap<String, Vec<u8>>,
+) {
     let mut only_cert = files.clone();
     only_cert.remove(KEY_PATH);
-    let err = WorkerConfig::from_pod(&env, &only_cert).expect_err("key file missing");
+    let err = WorkerConfig::from_pod(env, &only_cert).expect_err("key file missing");
     let text = format!("{err:#}");
     assert!(
         text.contains(KEY_PATH) && text.contains("TEMPORAL_TLS_CLIENT_KEY_PATH"),
         "{text}"
     );
     // from_env is from_pod without files.
-    assert!(WorkerConfig::from_env(&env).is_err());
+    assert!(WorkerConfig::from_env(env).is_err());
     // A certificate without a key is a configuration error.
     let mut half = env.clone();
     half.remove("TEMPORAL_TLS_CLIENT_KEY_PATH");
-    let err = WorkerConfig::from_pod(&half, &files).expect_err("key path missing");
+    let err = WorkerConfig::from_pod(&half, files).expect_err("key path missing");
     assert!(
         format!("{err:#}").contains("TEMPORAL_TLS_CLIENT_KEY_PATH"),
         "{err:#}"
     );
     let mut bad = env.clone();
     bad.insert("TEMPORAL_TLS".into(), "sometimes".into());
-    assert!(WorkerConfig::from_pod(&bad, &files).is_err());
+    assert!(WorkerConfig::from_pod(&bad, files).is_err());
+}
 
-    // API key only: TLS is implied, the key never shows.
+/// API key only: TLS is implied, the key never shows.
+fn assert_an_api_key_alone_implies_tls() -> Result<()> {
     let mut api = base_env("127.0.0.1:7233", "ns", "k8s-ns/twd", "tq");
     api.insert("TEMPORAL_API_KEY".into(), " s3cr3t-api-key\n".into());
     let cfg = WorkerConfig::from_env(&api)?;
@@ -181,8 +201,11 @@ fn worker_config_from_pod_reads_tls_env_and_mounted_files() -> Result<()> {
     assert_eq!(cfg.connection_options()?.target.scheme(), "https");
     let shown = format!("{cfg:?}");
     assert!(!shown.contains("s3cr3t"), "{shown}");
+    Ok(())
+}
 
-    // Plain env stays plaintext, as the dev server needs.
+/// Plain env stays plaintext, as the dev server needs.
+fn assert_plain_env_stays_plaintext() -> Result<()> {
     let mut plain = base_env("127.0.0.1:7233", "ns", "k8s-ns/twd", "tq");
     plain.insert("TEMPORAL_TLS".into(), "false".into());
     let cfg = WorkerConfig::from_env(&plain)?;

@@ -2,11 +2,6 @@
 //! (Flux `healthChecks`, Helm 4 `--wait`) and Flux's CEL `healthCheckExprs` reader with our
 //! snippet, both in the Go checker built by `tools/gitops-checker/build.sh`, and the Argo CD Lua
 //! health check run (mlua) in a sandbox like Argo CD's default argocd-cm one.
-//!
-//! Self-contained (paths are relative to this file) so other test crates can pull it in with
-//! `#[path = ".../tests/gitops_support/mod.rs"] mod gitops_support;`.
-
-#![allow(dead_code)]
 
 use std::fmt;
 use std::io::{BufRead, BufReader, Write};
@@ -19,12 +14,9 @@ use mlua::{HookTriggers, Lua, LuaOptions, StdLib, VmState};
 use serde_json::Value;
 
 /// The canonical Argo CD health script; `argocd/` holds a byte-identical copy.
-pub const HEALTH_LUA: &str = include_str!("../../lua/temporalworkerdeployment-health.lua");
+pub const HEALTH_LUA: &str = include_str!("../../../lua/temporalworkerdeployment-health.lua");
 
-/// Root of the crate that owns the GitOps files (`lua/`, `argocd/`, `flux/`, `charts/`).
-pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+pub use crate::repo_root;
 
 /// kstatus result values (`status.Status` in cli-utils). `NotFound` only comes from reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -426,7 +418,7 @@ pub fn helm_install(
     timeout_s: u64,
 ) -> anyhow::Result<HelmInstall> {
     use anyhow::Context as _;
-    let script = repo_root().join("tests/gitops_support/helm_install.py");
+    let script = repo_root().join("tests/harness/src/gitops/helm_install.py");
     let request = serde_json::json!({
         "kubeconfig": kubeconfig,
         "chart": repo_root().join("tests/fixtures/gitops-chart"),

@@ -2,14 +2,12 @@
 //! variable queries, and Grafana's variable substitution. Shared by the offline metrics checks
 //! (`tests/metrics.rs`) and the live Prometheus run in the end-to-end suite.
 
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 
 use serde_json::Value;
 
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dashboards")
+    crate::repo_root().join("dashboards")
 }
 
 /// Every dashboard file, sorted, so that a new dashboard is checked without touching tests.

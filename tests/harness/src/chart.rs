@@ -3,8 +3,6 @@
 //! `kubectl apply --server-side`, and hand back a kubeconfig for that ServiceAccount, so tests
 //! run the controller with exactly the rights the chart grants.
 
-#![allow(dead_code)]
-
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -37,9 +35,10 @@ pub fn e2e_values() -> Value {
 
 /// The audit log of the whole e2e suite. It outlives the test process so that
 /// `tests/rbac_grants.rs` (run after the suite) can compare the chart's grants with what the
-/// controller used.
-pub fn e2e_audit_log() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("e2e-audit.log")
+/// controller used. `target_tmpdir` is the caller's `CARGO_TARGET_TMPDIR`, which Cargo sets
+/// only for integration tests, not for this library.
+pub fn e2e_audit_log(target_tmpdir: &str) -> PathBuf {
+    Path::new(target_tmpdir).join("e2e-audit.log")
 }
 
 /// The chart's RBAC rules for `values` (every Role and ClusterRole) and its ServiceAccount.
@@ -71,7 +70,7 @@ const IDENTITY_KINDS: [&str; 5] = [
 
 /// Every Kubernetes object the chart renders for `values`, in release `RELEASE` of `namespace`.
 pub fn render(values: &Value, namespace: &str) -> Result<Vec<Value>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::repo_root();
     let request = json!({
         "chart": root.join(CHART),
         "cases": [{"name": "e2e", "values": values, "release": RELEASE, "namespace": namespace}],
@@ -127,7 +126,7 @@ pub struct ChartIdentity {
 /// Renders the chart for `values`, creates `namespace`, applies the chart's ServiceAccount and
 /// RBAC objects as the admin and returns a kubeconfig for the ServiceAccount.
 pub async fn install_identity(
-    plane: &test_harness::control_plane::ControlPlane,
+    plane: &crate::control_plane::ControlPlane,
     values: &Value,
     namespace: &str,
 ) -> Result<ChartIdentity> {
@@ -186,7 +185,7 @@ pub async fn install_identity(
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> Result<String> {
-    let out = test_harness::kubectl::run(kubeconfig, args, stdin)?;
+    let out = crate::kubectl::run(kubeconfig, args, stdin)?;
     ensure!(out.success, "kubectl {args:?} failed: {}", out.text);
     Ok(out.stdout)
 }
@@ -231,7 +230,7 @@ pub fn expand(rules: &Value) -> Vec<Grant> {
 /// The grants no audit event of `user` used.
 pub fn unused_grants(
     grants: &[Grant],
-    events: &[test_harness::control_plane::AuditEvent],
+    events: &[crate::control_plane::AuditEvent],
     user: &str,
 ) -> Vec<Grant> {
     grants

@@ -2,8 +2,6 @@
 //! server, Prometheus). HTTP/1.0 keeps bodies raw (no chunked framing): a body ends when the
 //! server closes the connection, which also suits server-sent-event streams.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,0 +1,16 @@
+//! End-to-end suite: the controller in-process against a real control plane (etcd +
+//! kube-apiserver + kube-controller-manager started by the test harness, or a user's cluster
+//! given `TWC_E2E_KUBECONFIG`), a real Temporal dev server and real versioned workers run by the
+//! pod-level kubelet stand-in. Each test owns a Kubernetes namespace and a Temporal
+//! namespace, so tests run in parallel against one shared environment.
+
+mod backlog;
+mod inputs;
+mod lifecycle;
+mod observability;
+mod old_versions;
+mod owned_resources;
+mod prometheus;
+mod rollout;
+mod rollout_control;
+mod support;

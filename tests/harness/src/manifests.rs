@@ -1,0 +1,213 @@
+//! The manifests of the controller's kinds (TemporalWorkerDeployment, TemporalConnection,
+//! TemporalWorkerOwnedResource) as JSON, for every test. JSON rather than the controller's
+//! types because this crate does not depend on the controller (its tests also send objects the
+//! types would refuse); a test that needs a typed object deserializes the result.
+
+use serde_json::{Value, json};
+
+/// The API version of every kind of the controller.
+pub const API_VERSION: &str = "temporal.io/v1alpha1";
+
+/// The image of a worker at `tag`, as the kubelet stand-in runs it.
+pub fn worker_image(tag: &str) -> String {
+    format!("registry.example/worker:{tag}")
+}
+
+/// A TemporalWorkerDeployment under construction; [`Twd::build`] gives the manifest.
+///
+/// Starts as the smallest valid one: a single `worker` container running
+/// [`worker_image`]`("v1")`, polling through Connection `temporal` in Temporal namespace
+/// `default`, with no `replicas`, `rollout` or `sunset` (the CRD defaults apply).
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct Twd {
+    metadata: Value,
+    spec: Value,
+    status: Option<Value>,
+}
+
+/// A [`Twd`] named `name`.
+pub fn twd(name: &str) -> Twd {
+    Twd {
+        metadata: json!({"name": name}),
+        spec: json!({
+            "template": {"spec": {"containers": [
+                {"name": "worker", "image": worker_image("v1")}
+            ]}},
+            "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": "default"},
+        }),
+        status: None,
+    }
+}
+
+impl Twd {
+    pub fn namespace(mut self, ns: &str) -> Twd {
+        self.metadata["namespace"] = json!(ns);
+        self
+    }
+
+    /// Merges `extra` into `metadata` (labels, annotations, generation, …).
+    pub fn metadata(mut self, extra: Value) -> Twd {
+        merge(&mut self.metadata, extra);
+        self
+    }
+
+    pub fn replicas(mut self, replicas: i64) -> Twd {
+        self.spec["replicas"] = json!(replicas);
+        self
+    }
+
+    /// The worker container runs [`worker_image`]`(tag)`.
+    pub fn tag(self, tag: &str) -> Twd {
+        self.image(&worker_image(tag))
+    }
+
+    pub fn image(mut self, image: &str) -> Twd {
+        self.spec["template"]["spec"]["containers"][0]["image"] = json!(image);
+        self
+    }
+
+    /// The workers poll `queue` (the kubelet stand-in reads `TEMPORAL_TASK_QUEUE`).
+    pub fn task_queue(mut self, queue: &str) -> Twd {
+        self.spec["template"]["spec"]["containers"][0]["env"] =
+            json!([{"name": "TEMPORAL_TASK_QUEUE", "value": queue}]);
+        self
+    }
+
+    /// Replaces the pod template's only container.
+    pub fn container(mut self, container: Value) -> Twd {
+        self.spec["template"]["spec"]["containers"] = json!([container]);
+        self
+    }
+
+    pub fn pod_labels(mut self, labels: Value) -> Twd {
+        self.spec["template"]["metadata"]["labels"] = labels;
+        self
+    }
+
+    pub fn rollout(mut self, rollout: Value) -> Twd {
+        self.spec["rollout"] = rollout;
+        self
+    }
+
+    pub fn sunset(mut self, scaledown_delay: &str, delete_delay: &str) -> Twd {
+        self.spec["sunset"] =
+            json!({"scaledownDelay": scaledown_delay, "deleteDelay": delete_delay});
+        self
+    }
+
+    /// The workers connect through TemporalConnection `name`.
+    pub fn connection(mut self, name: &str) -> Twd {
+        self.spec["workerOptions"]["connectionRef"]["name"] = json!(name);
+        self
+    }
+
+    pub fn temporal_namespace(mut self, ns: &str) -> Twd {
+        self.spec["workerOptions"]["temporalNamespace"] = json!(ns);
+        self
+    }
+
+    /// Merges `extra` into `spec`: objects key by key, anything else replaced.
+    pub fn spec(mut self, extra: Value) -> Twd {
+        merge(&mut self.spec, extra);
+        self
+    }
+
+    pub fn status(mut self, status: Value) -> Twd {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn build(self) -> Value {
+        let mut twd = json!({
+            "apiVersion": API_VERSION,
+            "kind": "TemporalWorkerDeployment",
+            "metadata": self.metadata,
+            "spec": self.spec,
+        });
+        if let Some(status) = self.status {
+            twd["status"] = status;
+        }
+        twd
+    }
+}
+
+/// A TemporalConnection `name` to the Temporal frontend at `host_port`, without TLS.
+pub fn connection(name: &str, host_port: &str) -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "TemporalConnection",
+        "metadata": {"name": name},
+        "spec": {"hostPort": host_port},
+    })
+}
+
+/// A TemporalWorkerOwnedResource `name` attaching `object` to every version of TWD `worker`.
+pub fn owned_resource(name: &str, worker: &str, object: Value) -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "TemporalWorkerOwnedResource",
+        "metadata": {"name": name},
+        "spec": {"workerRef": {"name": worker}, "object": object},
+    })
+}
+
+/// Sets `metadata.namespace` of `manifest`.
+pub fn in_namespace(mut manifest: Value, ns: &str) -> Value {
+    manifest["metadata"]["namespace"] = json!(ns);
+    manifest
+}
+
+/// Merges `patch` into `base`: objects key by key (recursively), anything else replaced.
+pub fn merge(base: &mut Value, patch: Value) {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, p) => *b = p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_twd_has_the_fields_asked_for_and_nothing_else() {
+        let twd = twd("orders")
+            .namespace("shop")
+            .replicas(2)
+            .tag("v2")
+            .task_queue("q")
+            .rollout(json!({"strategy": "AllAtOnce"}))
+            .spec(json!({"workerOptions": {"temporalNamespace": "orders"}}))
+            .build();
+        assert_eq!(
+            twd,
+            json!({
+                "apiVersion": "temporal.io/v1alpha1",
+                "kind": "TemporalWorkerDeployment",
+                "metadata": {"name": "orders", "namespace": "shop"},
+                "spec": {
+                    "replicas": 2,
+                    "template": {"spec": {"containers": [{
+                        "name": "worker",
+                        "image": "registry.example/worker:v2",
+                        "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": "q"}],
+                    }]}},
+                    "rollout": {"strategy": "AllAtOnce"},
+                    "workerOptions": {"connectionRef": {"name": "temporal"}, "temporalNamespace": "orders"},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn merge_replaces_non_objects_and_keeps_other_keys() {
+        let mut base = json!({"a": {"b": 1, "c": [1]}, "d": 1});
+        merge(&mut base, json!({"a": {"c": [2]}, "e": null}));
+        assert_eq!(base, json!({"a": {"b": 1, "c": [2]}, "d": 1, "e": null}));
+    }
+}
