@@ -1092,9 +1092,35 @@ impl PodActor {
             self.ready = main_ready;
             self.ready_changed = now();
         }
-        let started = self.started_once;
-        let sandbox = self.ip.is_some();
-        let (main_state, main_started) = match &self.run {
+        let done = matches!(self.run, Run::Done { .. });
+        let phase = match &self.run {
+            Run::Done { exit_code: 0, .. } => "Succeeded",
+            Run::Done { .. } => "Failed",
+            _ if self.started_once => "Running",
+            _ => "Pending",
+        };
+        let mut status = json!({
+            "phase": phase,
+            "conditions": self.conditions(main_ready, done),
+            "hostIP": "127.0.0.1",
+            "hostIPs": [{"ip": "127.0.0.1"}],
+            "startTime": time(self.start_time),
+            "containerStatuses": self.container_statuses(&spec, main_ready, done),
+        });
+        let init_statuses = self.init_statuses(&spec);
+        if !init_statuses.is_empty() {
+            status["initContainerStatuses"] = json!(init_statuses);
+        }
+        if let Some(ip) = &self.ip {
+            status["podIP"] = json!(ip);
+            status["podIPs"] = json!([{"ip": ip}]);
+        }
+        status
+    }
+
+    /// The main container's state, and whether it has started.
+    fn main_state(&self) -> (Value, bool) {
+        match &self.run {
             Run::Waiting { reason, message } => {
                 let mut w = json!({"reason": reason});
                 if let Some(m) = message {
@@ -1113,8 +1139,18 @@ impl PodActor {
                 (json!({"waiting": {"reason": "ContainerCreating"}}), false)
             }
             Run::Done { terminated, .. } => (json!({"terminated": terminated}), false),
-        };
-        let done = matches!(self.run, Run::Done { .. });
+        }
+    }
+
+    /// One status per container: the first is the worker this stand-in runs; sidecars are not
+    /// run, and are reported as running since the first start.
+    fn container_statuses(
+        &self,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        main_ready: bool,
+        done: bool,
+    ) -> Vec<Value> {
+        let (main_state, main_started) = self.main_state();
         let mut statuses = Vec::new();
         for (i, c) in spec.containers.iter().enumerate() {
             let mut s = json!({
@@ -1136,8 +1172,7 @@ impl PodActor {
                     s["containerID"] = json!(self.container_id());
                     s["imageID"] = json!(c.image.clone().unwrap_or_default());
                 }
-            } else if started && !done {
-                // Sidecars are not run; they are reported as running since the first start.
+            } else if self.started_once && !done {
                 s["state"] = json!({"running": {"startedAt": time(self.start_time)}});
                 s["ready"] = json!(true);
                 s["started"] = json!(true);
@@ -1148,8 +1183,12 @@ impl PodActor {
             }
             statuses.push(s);
         }
-        let init_statuses: Vec<Value> = spec
-            .init_containers
+        statuses
+    }
+
+    /// Init containers are not run; they are reported as completed at the start.
+    fn init_statuses(&self, spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<Value> {
+        spec.init_containers
             .iter()
             .flatten()
             .map(|c| {
@@ -1160,13 +1199,10 @@ impl PodActor {
                               "startedAt": time(self.start_time), "finishedAt": time(self.start_time)}},
                 })
             })
-            .collect();
-        let phase = match &self.run {
-            Run::Done { exit_code: 0, .. } => "Succeeded",
-            Run::Done { .. } => "Failed",
-            _ if started => "Running",
-            _ => "Pending",
-        };
+            .collect()
+    }
+
+    fn conditions(&self, main_ready: bool, done: bool) -> Vec<Value> {
         let unready = format!(
             "containers with unready status: [{}]",
             self.container_name()
@@ -1194,27 +1230,12 @@ impl PodActor {
             ready_cond("Ready"),
             ready_cond("ContainersReady"),
         ];
-        if sandbox {
+        if self.ip.is_some() {
             conditions.push(json!({"type": "PodReadyToStartContainers",
                 "status": if done { "False" } else { "True" }, "lastProbeTime": null,
                 "lastTransitionTime": time(self.start_time)}));
         }
-        let mut status = json!({
-            "phase": phase,
-            "conditions": conditions,
-            "hostIP": "127.0.0.1",
-            "hostIPs": [{"ip": "127.0.0.1"}],
-            "startTime": time(self.start_time),
-            "containerStatuses": statuses,
-        });
-        if !init_statuses.is_empty() {
-            status["initContainerStatuses"] = json!(init_statuses);
-        }
-        if let Some(ip) = &self.ip {
-            status["podIP"] = json!(ip);
-            status["podIPs"] = json!([{"ip": ip}]);
-        }
-        status
+        conditions
     }
 
     /// `PATCH pods/<name>/status` (strategic merge) when the rendered status changed.
