@@ -393,10 +393,20 @@ mod tests {
         Outcome::Failed(f)
     }
 
-    #[test]
-    fn verdict_table() {
+    type Row = (&'static str, Outcome, u32, Conditions, Requeue);
+
+    /// One row per way a reconcile ends: name, outcome, streak, conditions, requeue.
+    /// One row per way a reconcile ends: name, outcome, streak, conditions, requeue.
+    fn verdict_rows() -> Vec<Row> {
+        let mut rows = settled_rows();
+        rows.extend(retried_rows());
+        rows
+    }
+
+    /// Rows that end, stall or block at once.
+    fn settled_rows() -> Vec<Row> {
         use Conditions::*;
-        let rows: Vec<(&str, Outcome, u32, Conditions, Requeue)> = vec![
+        vec![
             (
                 "done: conditions from the plan, next deadline",
                 Outcome::Done,
@@ -474,6 +484,13 @@ mod tests {
                 Unchanged,
                 Requeue::Throttled(1),
             ),
+        ]
+    }
+
+    /// The rest: retried quietly first, or with their own requeue.
+    fn retried_rows() -> Vec<Row> {
+        use Conditions::*;
+        vec![
             (
                 "describe throttled 4x: still quiet",
                 failed(sample("StateFetchThrottled")),
@@ -558,7 +575,12 @@ mod tests {
                 Blocked,
                 Requeue::Cleanup,
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn verdict_table() {
+        let rows = verdict_rows();
         for (name, outcome, streak, conditions, requeue) in &rows {
             assert_eq!(
                 verdict(outcome, *streak),
