@@ -109,9 +109,12 @@ async fn attempt(
     twor: &TemporalWorkerOwnedResource,
     ns: String,
 ) -> report::Attempt {
-    let observed = observe::observe(ctx, twor, ns).await?;
     let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
-    let plan = plan::plan(twor, &observed, &allowed);
+    // Validate: the webhook's rules, checked before anything else, so with the webhook off a
+    // refused object is reported in status with the webhook's words and nothing is applied.
+    let valid = rules::check(&twor.spec.object, &allowed);
+    let observed = observe::observe(ctx, twor, ns, valid.is_ok()).await?;
+    let plan = plan::plan(twor, &observed, valid, &allowed);
     let next_scaledown = match &plan {
         plan::Plan::Sync(s) => s.next_scaledown,
         plan::Plan::Delete { .. } => None,

@@ -28,10 +28,13 @@ pub struct Observed {
     pub now: Timestamp,
 }
 
+/// `valid`: `spec.object` passed the rules; only then are task queues looked up (a refused
+/// object renders nothing).
 pub async fn observe(
     ctx: &OwnedContext,
     twor: &TemporalWorkerOwnedResource,
     namespace: String,
+    valid: bool,
 ) -> Result<Observed, OwnedFailure> {
     let worker_name = &twor.spec.worker_ref.name;
     let deployments = live_deployments(&ctx.client, &namespace, worker_name)
@@ -57,6 +60,7 @@ pub async fn observe(
                 source,
             })?;
     if let Some(twd) = &observed.worker
+        && valid
         && render::needs_task_queue(&twor.spec.object)
     {
         for d in &observed.deployments {

@@ -11,7 +11,7 @@ use crate::api::twor::OwnedVersionStatus;
 use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::owned::observe::Observed;
 use crate::owned::render::{self, Rendered, Version};
-use crate::owned::rules;
+use crate::owned::rules::Invalid;
 use crate::owned::status::Pass;
 use crate::owned::versions::{build_of, next_scaledown, retiring};
 
@@ -64,7 +64,13 @@ pub struct VersionWork {
     pub replaced: Option<OwnedVersionStatus>,
 }
 
-pub fn plan(twor: &TemporalWorkerOwnedResource, observed: &Observed, allowed: &[&str]) -> Plan {
+/// `valid`: the result of [`rules::check`] on `spec.object` (the validate stage).
+pub fn plan(
+    twor: &TemporalWorkerOwnedResource,
+    observed: &Observed,
+    valid: Result<(), Invalid>,
+    allowed: &[&str],
+) -> Plan {
     if twor.meta().deletion_timestamp.is_some() {
         return Plan::Delete {
             copies: every_copy(twor, &observed.deployments),
@@ -80,9 +86,7 @@ pub fn plan(twor: &TemporalWorkerOwnedResource, observed: &Observed, allowed: &[
         .filter(|e| asleep.iter().any(|d| build_of(d) == Some(&e.build_id)))
         .cloned()
         .collect();
-    // The webhook's rules, checked before anything else: with the webhook off a refused
-    // object is reported in status with the webhook's words, and no copy is applied.
-    let work = match (twd, rules::check(&twor.spec.object, allowed)) {
+    let work = match (twd, valid) {
         (_, Err(invalid)) => Work::Report(Pass::Invalid {
             message: invalid.to_string(),
         }),
