@@ -88,11 +88,13 @@ async fn roll_out(rig: &GoRig) -> Result<()> {
         "Temporal lists {:?}, expected only {build_id}",
         routing.build_ids
     );
-    let workers = rig.kubelet.running_workers(
-        &case.namespace,
-        &format!("hello-{build_id}"),
+    let workers = rig
+        .kubelet
+        .running_workers(&case.namespace, &format!("hello-{build_id}"));
+    ensure!(
+        workers == 1,
+        "{workers} workers run hello-{build_id}, expected 1"
     );
-    ensure!(workers == 1, "{workers} workers run hello-{build_id}, expected 1");
     let rss = rss_kib(rig).context("reading the Go controller's RSS")?;
 
     eprintln!(

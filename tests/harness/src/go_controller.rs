@@ -21,8 +21,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
@@ -530,23 +530,36 @@ pub async fn wait_current_in_status(
     build_id: Option<&str>,
     timeout: Duration,
 ) -> Result<String> {
-    let mut last = Value::Null;
+    // What was last seen, for the timeout's message.
+    let last = &Mutex::new(Value::Null);
     let found = crate::wait::eventually(
         &format!("WorkerDeployment {namespace}/{name} status.currentVersion"),
         timeout,
-        || async {
+        || async move {
             let wd = get_worker_deployment(client, namespace, name).await?;
-            last = wd.map(|w| w["status"].clone()).unwrap_or(Value::Null);
-            let current = &last["currentVersion"];
-            let id = current["buildID"].as_str().filter(|b| !b.is_empty());
-            Ok(id
+            let status = wd.map(|w| w["status"].clone()).unwrap_or(Value::Null);
+            let current = &status["currentVersion"];
+            let id = current["buildID"]
+                .as_str()
+                .filter(|b| !b.is_empty())
                 .filter(|id| build_id.is_none_or(|want| want == *id))
                 .filter(|_| current["status"] == "Current")
-                .map(str::to_string))
+                .map(str::to_string);
+            if let Ok(mut l) = last.lock() {
+                *l = status;
+            }
+            Ok(id)
         },
     )
     .await;
-    found.with_context(|| format!("last status: {last}"))
+    found.with_context(|| format!("last status: {}", lock_text(last)))
+}
+
+/// `Debug` of what a mutex holds, for error messages.
+fn lock_text<T: std::fmt::Debug>(m: &Mutex<T>) -> String {
+    m.lock()
+        .map(|v| format!("{:?}", *v))
+        .unwrap_or_else(|_| "(poisoned)".into())
 }
 
 /// Temporal's routing for a worker deployment, as `DescribeWorkerDeployment` reports it.
@@ -615,13 +628,15 @@ pub async fn wait_current_in_temporal(
     build_id: &str,
     timeout: Duration,
 ) -> Result<TemporalRouting> {
-    let mut last = None;
+    let last = &Mutex::new(None::<TemporalRouting>);
     let found = crate::wait::eventually(
         &format!("Temporal to route {deployment} to {build_id} as Current"),
         timeout,
-        || async {
+        || async move {
             let routing = temporal_routing(conn, namespace, deployment).await?;
-            last = routing.clone();
+            if let Ok(mut l) = last.lock() {
+                l.clone_from(&routing);
+            }
             Ok(routing.filter(|r| {
                 r.current_build_id.as_deref() == Some(build_id)
                     && r.current_status.as_deref() == Some("CURRENT")
@@ -629,7 +644,7 @@ pub async fn wait_current_in_temporal(
         },
     )
     .await;
-    found.with_context(|| format!("last routing: {last:?}"))
+    found.with_context(|| format!("last routing: {}", lock_text(last)))
 }
 
 /// The identity the Go controller uses in Temporal: `CONTROLLER_IDENTITY/<UID of POD_NAMESPACE>`.
@@ -786,5 +801,31 @@ pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_build_id_shape() {
+        assert!(is_go_build_id_for_tag("v1-f645", "v1"));
+        assert!(is_go_build_id_for_tag("v1.2.3-4b9z", "v1.2.3"));
+        // Ours (tag + 10 hex), a wrong tag, a wrong length, characters outside the alphabet.
+        assert!(!is_go_build_id_for_tag("v1-0123456789", "v1"));
+        assert!(!is_go_build_id_for_tag("v2-f645", "v1"));
+        assert!(!is_go_build_id_for_tag("v1-f64", "v1"));
+        assert!(!is_go_build_id_for_tag("v1-f6a5", "v1"));
+    }
+
+    #[test]
+    fn plurals_of_its_kinds() {
+        assert_eq!(api_resource("WorkerDeployment").plural, "workerdeployments");
+        assert_eq!(api_resource("Connection").plural, "connections");
+        assert_eq!(
+            api_resource("WorkerResourceTemplate").plural,
+            "workerresourcetemplates"
+        );
     }
 }
