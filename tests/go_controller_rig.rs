@@ -22,7 +22,7 @@ async fn go_controller_rolls_out_all_at_once_until_current() -> Result<()> {
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
         .try_init();
-    let rig = GoRig::start().await?;
+    let mut rig = GoRig::start().await?;
     eprintln!(
         "rig: Go controller {} ({}), timings {:?}",
         rig.build.version,
@@ -33,7 +33,23 @@ async fn go_controller_rolls_out_all_at_once_until_current() -> Result<()> {
     if result.is_err() {
         eprintln!("Go controller log tail:\n{}", rig.controller_log_tail());
     }
-    result
+    result?;
+    stop(&mut rig)
+}
+
+/// The take-over test stops it this way before ours starts: gracefully, and the process is gone.
+fn stop(rig: &mut GoRig) -> Result<()> {
+    let mut controller = rig.controller.take().context("controller already taken")?;
+    let pid = controller.pid();
+    let t = Instant::now();
+    controller.stop();
+    let stopped = t.elapsed();
+    ensure!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "the Go controller (pid {pid}) still runs after stop()"
+    );
+    eprintln!("go-rig: stopped (SIGTERM) in {stopped:?}");
+    Ok(())
 }
 
 async fn roll_out(rig: &GoRig) -> Result<()> {
