@@ -12,6 +12,7 @@ pub mod chart;
 pub mod control_plane;
 pub mod dashboards;
 pub mod gitops;
+pub mod go_controller;
 pub mod kubectl;
 pub mod kubelet;
 pub mod loopback_http;
