@@ -64,30 +64,27 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
         return Ok(Action::await_change());
     }
     let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
-    lead(
-        ControllerKind::WorkerDeployment,
-        metrics,
-        leads,
-        &*object,
-        |_ns| async {
-            let attempt = if twd.meta().deletion_timestamp.is_some() {
-                ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
-                finalize::run(&ctx, twd).await
-            } else {
-                attempt(&ctx, twd).await
-            };
-            let ended = match attempt.outcome {
-                Outcome::Failed(_) => ReconcileOutcome::Error,
-                Outcome::Done | Outcome::Stale => ReconcileOutcome::Success,
-            };
-            if !ctx.leads() {
-                // Leadership was lost mid-reconcile: the new leader reports.
-                return (Action::await_change(), ended);
-            }
-            (report::report(&ctx, attempt).await, ended)
-        },
-    )
-    .await
+    let kind = ControllerKind::WorkerDeployment;
+    lead(kind, metrics, leads, &*object, |_ns| stages(&ctx, twd)).await
+}
+
+/// One pass: the deletion path, or validate → observe → plan → act; then report.
+async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
+    let attempt = if twd.meta().deletion_timestamp.is_some() {
+        ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
+        finalize::run(ctx, twd).await
+    } else {
+        attempt(ctx, twd).await
+    };
+    let ended = match attempt.outcome {
+        Outcome::Failed(_) => ReconcileOutcome::Error,
+        Outcome::Done | Outcome::Stale => ReconcileOutcome::Success,
+    };
+    if !ctx.leads() {
+        // Leadership was lost mid-reconcile: the new leader reports.
+        return (Action::await_change(), ended);
+    }
+    (report::report(ctx, attempt).await, ended)
 }
 
 /// validate → observe → plan → act, with the time its Temporal calls waited for the budget.
