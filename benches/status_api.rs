@@ -5,6 +5,7 @@
 //! Run: `cargo bench --bench status_api` (add `--profile dev` to skip the optimised build;
 //! numbers are then an upper bound).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,9 @@ use axum::body::Bytes;
 use axum::http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::json;
@@ -71,8 +74,10 @@ fn report(what: &str, mut samples: Vec<Duration>) {
     );
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+type BoxError = Box<dyn std::error::Error>;
+
+/// The store filled with `OBJECTS` TWDs (five milestones each) and the HTTP state serving it.
+fn filled_state() -> Result<(AppState, Store<TemporalWorkerDeployment>, Arc<Metrics>), BoxError> {
     let mut writer = Writer::<TemporalWorkerDeployment>::default();
     let store = writer.as_reader();
     let milestones = Arc::new(Milestones::new());
@@ -105,39 +110,43 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         readiness,
         auth: None,
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(http::serve_listener(listener, state, async move {
-        let _ = stop_rx.await;
-    }));
-    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    Ok((state, store, metrics))
+}
 
-    let fetch = |path: String| {
-        let client = client.clone();
-        async move {
-            let started = Instant::now();
-            let resp = client
-                .request(Request::get(format!("http://{addr}{path}")).body(Empty::new())?)
-                .await?;
-            let status = resp.status();
-            let body = resp.into_body().collect().await?.to_bytes();
-            if status != StatusCode::OK {
-                return Err(format!("{path}: HTTP {status}").into());
-            }
-            Ok::<(Duration, usize), Box<dyn std::error::Error>>((started.elapsed(), body.len()))
+/// A keep-alive HTTP/1.1 client of the server at `addr`.
+struct Fetcher {
+    client: Client<HttpConnector, Empty<Bytes>>,
+    addr: SocketAddr,
+}
+
+impl Fetcher {
+    /// GETs `path`: the time it took and the size of the body; an error unless 200.
+    async fn get(&self, path: String) -> Result<(Duration, usize), BoxError> {
+        let addr = self.addr;
+        let started = Instant::now();
+        let resp = self
+            .client
+            .request(Request::get(format!("http://{addr}{path}")).body(Empty::new())?)
+            .await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        if status != StatusCode::OK {
+            return Err(format!("{path}: HTTP {status}").into());
         }
-    };
+        Ok((started.elapsed(), body.len()))
+    }
+}
 
-    println!("status API with {OBJECTS} TemporalWorkerDeployments in {NAMESPACES} namespaces");
+/// Times each endpoint of the status API and /metrics over HTTP.
+async fn bench_endpoints(fetch: &Fetcher) -> Result<(), BoxError> {
     // Warm up the connection pool and allocator.
     for _ in 0..5 {
-        fetch("/api/v1/rollouts".into()).await?;
+        fetch.get("/api/v1/rollouts".into()).await?;
     }
     let mut list = Vec::new();
     let mut list_bytes = 0;
     for _ in 0..200 {
-        let (d, n) = fetch("/api/v1/rollouts".into()).await?;
+        let (d, n) = fetch.get("/api/v1/rollouts".into()).await?;
         list.push(d);
         list_bytes = n;
     }
@@ -148,45 +157,59 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut ns_list = Vec::new();
     for i in 0..500 {
-        ns_list.push(
-            fetch(format!(
-                "/api/v1/namespaces/team-{}/rollouts",
-                i % NAMESPACES
-            ))
-            .await?
-            .0,
-        );
+        let path = format!("/api/v1/namespaces/team-{}/rollouts", i % NAMESPACES);
+        ns_list.push(fetch.get(path).await?.0);
     }
     report("GET namespaces/{ns}/rollouts (50)", ns_list);
 
     let mut one = Vec::new();
     for i in 0..2_000 {
         let n = (i * 7919) % OBJECTS;
-        one.push(
-            fetch(format!(
-                "/api/v1/namespaces/team-{}/rollouts/worker-{n}",
-                n % NAMESPACES
-            ))
-            .await?
-            .0,
+        let path = format!(
+            "/api/v1/namespaces/team-{}/rollouts/worker-{n}",
+            n % NAMESPACES
         );
+        one.push(fetch.get(path).await?.0);
     }
     report("GET namespaces/{ns}/rollouts/{name}", one);
 
     let mut scrape = Vec::new();
     for _ in 0..100 {
-        scrape.push(fetch("/metrics".into()).await?.0);
+        scrape.push(fetch.get("/metrics".into()).await?.0);
     }
     report("GET /metrics (HTTP)", scrape);
+    Ok(())
+}
 
+/// Times `Metrics::encode` alone, without HTTP.
+fn bench_encode(metrics: &Metrics, store: &Store<TemporalWorkerDeployment>) {
     let mut encode = Vec::new();
     let mut size = 0;
     for _ in 0..50 {
         let started = Instant::now();
-        size = metrics.encode(&store).len();
+        size = metrics.encode(store).len();
         encode.push(started.elapsed());
     }
     report(&format!("Metrics::encode ({} KiB)", size / 1024), encode);
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), BoxError> {
+    let (state, store, metrics) = filled_state()?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve_listener(listener, state, async move {
+        let _ = stop_rx.await;
+    }));
+    let fetch = Fetcher {
+        client: Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>(),
+        addr,
+    };
+
+    println!("status API with {OBJECTS} TemporalWorkerDeployments in {NAMESPACES} namespaces");
+    bench_endpoints(&fetch).await?;
+    bench_encode(&metrics, &store);
 
     let _ = stop_tx.send(());
     server.await??;

@@ -9,7 +9,7 @@
 //! cargo run --example playground` (the worker image in the manifests must exist; set
 //! `PLAYGROUND_EXTERNAL_CONTROLLER=1` when the Helm chart already runs the controller).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
@@ -24,6 +24,13 @@ const NAMESPACE: &str = "default";
 const NAME: &str = "hello-worker";
 const DEADLINE: Duration = Duration::from_secs(300);
 
+/// What the playground started locally; dropping it stops them (Temporal first).
+#[derive(Default)]
+struct Local {
+    _temporal: Option<test_harness::temporal_server::DevServer>,
+    _plane: Option<test_harness::control_plane::ControlPlane>,
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -32,123 +39,168 @@ async fn main() -> Result<()> {
     let started = Instant::now();
     let manifests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/manifests");
 
-    // Kubernetes: the local control plane, or a real cluster.
-    let mut _plane = None;
-    let mut _temporal = None;
-    let (client, temporal_address) = match std::env::var_os("PLAYGROUND_KUBECONFIG") {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(PathBuf::from(path))?;
-            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-            let address = std::env::var("TEMPORAL_ADDRESS")
-                .context("set TEMPORAL_ADDRESS (host:port) for a real cluster")?;
-            (kube::Client::try_from(config)?, address)
-        }
-        None => {
-            step(
-                started,
-                "starting Kubernetes (etcd, kube-apiserver, kube-controller-manager) and a Temporal dev server",
-            );
-            let (plane, temporal) = tokio::try_join!(
-                test_harness::control_plane::ControlPlane::start(),
-                test_harness::temporal_server::DevServer::start()
-            )?;
-            let client = plane.client().await?;
-            let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
-            test_harness::control_plane::install_crds(&client, &crds).await?;
-            println!(
-                "  kubeconfig: {} (Kubernetes ready in {:.1?})",
-                plane.kubeconfig_path().display(),
-                plane.started_in()
-            );
-            println!("  Temporal:   {}", temporal.address());
-            let address = temporal.address();
-            _plane = Some(plane);
-            _temporal = Some(temporal);
-            (client, address)
-        }
-    };
+    let (local, client, temporal_address) = kubernetes_and_temporal(started).await?;
     // The pod-level kubelet stand-in runs one real worker per Pod (local control plane only).
-    let kubelet = match _plane {
+    let kubelet = match local._plane {
         Some(_) => Some(test_harness::kubelet::Kubelet::start(client.clone()).await?),
         None => None,
     };
-    let controller = if std::env::var_os("PLAYGROUND_EXTERNAL_CONTROLLER").is_some() {
-        None
-    } else {
-        let opts = temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            fast_poll: Duration::from_millis(300),
-            idle_interval: Duration::from_secs(10),
-            ..Default::default()
-        };
-        let running = temporal_worker_controller::run::start(client.clone(), opts).await?;
-        println!(
-            "  controller: metrics and status API on http://{}",
-            running.http_addr
-        );
-        Some(running)
-    };
+    let controller = start_controller(&client).await?;
 
     let watcher = tokio::spawn(print_transitions(client.clone(), started));
-
-    step(
+    let rollout = Rollout {
+        client: &client,
+        manifests: &manifests,
+        temporal_address: &temporal_address,
         started,
-        "applying the TemporalConnection and v1 (AllAtOnce)",
-    );
-    apply_file(
-        &client,
-        &manifests.join("temporalconnection.yaml"),
-        &temporal_address,
-    )
-    .await?;
-    apply_file(
-        &client,
-        &manifests.join("worker-v1.yaml"),
-        &temporal_address,
-    )
-    .await?;
-    let twd = wait(&client, "v1 Ready", |t| {
-        ready(t)
-            && t.status
-                .as_ref()
-                .and_then(|s| s.current_version.as_ref())
-                .is_some()
-    })
-    .await?;
-    let v1 = twd
-        .status
-        .and_then(|s| s.current_version)
-        .map(|v| v.build_id)
-        .context("no current version")?;
-    step(started, &format!("v1 ({v1}) is Current"));
-
-    step(started, "applying v2 (Progressive: 25% for 5s, 50% for 5s)");
-    apply_file(
-        &client,
-        &manifests.join("worker-v2.yaml"),
-        &temporal_address,
-    )
-    .await?;
-    let twd = wait(&client, "v2 Current", |t| {
-        ready(t)
-            && t.status
-                .as_ref()
-                .and_then(|s| s.current_version.as_ref())
-                .is_some_and(|c| c.build_id != v1)
-    })
-    .await?;
-    let v2 = twd
-        .status
-        .and_then(|s| s.current_version)
-        .map(|v| v.build_id)
-        .context("no current version")?;
+    };
+    let v1 = rollout.v1_current().await?;
+    let v2 = rollout.v2_current(&v1).await?;
     step(
         started,
         &format!("v2 ({v2}) is Current; waiting for v1 to drain and go away"),
     );
+    wait_retired(&client, &v1).await?;
+    step(
+        started,
+        &format!("v1 drained, scaled to 0 and deleted; rollout of {v2} complete"),
+    );
 
+    watcher.abort();
+    if let Some(c) = controller {
+        print_status_command(&c).await?;
+        c.stop().await;
+    }
+    if let Some(k) = kubelet {
+        k.shutdown().await;
+    }
+    Ok(())
+}
+
+/// Kubernetes and Temporal: the local control plane and a dev server, or a real cluster.
+async fn kubernetes_and_temporal(started: Instant) -> Result<(Local, kube::Client, String)> {
+    if let Some(path) = std::env::var_os("PLAYGROUND_KUBECONFIG") {
+        let kc = kube::config::Kubeconfig::read_from(PathBuf::from(path))?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+        let address = std::env::var("TEMPORAL_ADDRESS")
+            .context("set TEMPORAL_ADDRESS (host:port) for a real cluster")?;
+        return Ok((Local::default(), kube::Client::try_from(config)?, address));
+    }
+    step(
+        started,
+        "starting Kubernetes (etcd, kube-apiserver, kube-controller-manager) and a Temporal dev server",
+    );
+    let (plane, temporal) = tokio::try_join!(
+        test_harness::control_plane::ControlPlane::start(),
+        test_harness::temporal_server::DevServer::start()
+    )?;
+    let client = plane.client().await?;
+    let crds = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
+    test_harness::control_plane::install_crds(&client, &crds).await?;
+    println!(
+        "  kubeconfig: {} (Kubernetes ready in {:.1?})",
+        plane.kubeconfig_path().display(),
+        plane.started_in()
+    );
+    println!("  Temporal:   {}", temporal.address());
+    let address = temporal.address();
+    let local = Local {
+        _temporal: Some(temporal),
+        _plane: Some(plane),
+    };
+    Ok((local, client, address))
+}
+
+/// The controller in-process, unless `PLAYGROUND_EXTERNAL_CONTROLLER` says one already runs.
+async fn start_controller(
+    client: &kube::Client,
+) -> Result<Option<temporal_worker_controller::run::Running>> {
+    if std::env::var_os("PLAYGROUND_EXTERNAL_CONTROLLER").is_some() {
+        return Ok(None);
+    }
+    let opts = temporal_worker_controller::run::RunOptions {
+        http_addr: "127.0.0.1:0".parse()?,
+        fast_poll: Duration::from_millis(300),
+        idle_interval: Duration::from_secs(10),
+        ..Default::default()
+    };
+    let running = temporal_worker_controller::run::start(client.clone(), opts).await?;
+    println!(
+        "  controller: metrics and status API on http://{}",
+        running.http_addr
+    );
+    Ok(Some(running))
+}
+
+/// Applies the example manifests and waits for each version to become Current.
+struct Rollout<'a> {
+    client: &'a kube::Client,
+    manifests: &'a Path,
+    temporal_address: &'a str,
+    started: Instant,
+}
+
+impl Rollout<'_> {
+    async fn apply(&self, file: &str) -> Result<()> {
+        apply_file(
+            self.client,
+            &self.manifests.join(file),
+            self.temporal_address,
+        )
+        .await
+    }
+
+    /// The TemporalConnection and v1 (AllAtOnce); returns v1's build ID once it is Current.
+    async fn v1_current(&self) -> Result<String> {
+        step(
+            self.started,
+            "applying the TemporalConnection and v1 (AllAtOnce)",
+        );
+        self.apply("temporalconnection.yaml").await?;
+        self.apply("worker-v1.yaml").await?;
+        let twd = wait(self.client, "v1 Ready", |t| {
+            ready(t)
+                && t.status
+                    .as_ref()
+                    .and_then(|s| s.current_version.as_ref())
+                    .is_some()
+        })
+        .await?;
+        let v1 = twd
+            .status
+            .and_then(|s| s.current_version)
+            .map(|v| v.build_id)
+            .context("no current version")?;
+        step(self.started, &format!("v1 ({v1}) is Current"));
+        Ok(v1)
+    }
+
+    /// v2 (Progressive); returns its build ID once it replaced `v1` as Current.
+    async fn v2_current(&self, v1: &str) -> Result<String> {
+        step(
+            self.started,
+            "applying v2 (Progressive: 25% for 5s, 50% for 5s)",
+        );
+        self.apply("worker-v2.yaml").await?;
+        let twd = wait(self.client, "v2 Current", |t| {
+            ready(t)
+                && t.status
+                    .as_ref()
+                    .and_then(|s| s.current_version.as_ref())
+                    .is_some_and(|c| c.build_id != v1)
+        })
+        .await?;
+        twd.status
+            .and_then(|s| s.current_version)
+            .map(|v| v.build_id)
+            .context("no current version")
+    }
+}
+
+/// Waits until `v1`'s Deployment is gone and the TWD no longer lists it.
+async fn wait_retired(client: &kube::Client, v1: &str) -> Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
-    let v1_deployment = temporal_worker_controller::build_id::deployment_name(NAME, &v1);
+    let v1_deployment = temporal_worker_controller::build_id::deployment_name(NAME, v1);
     let deadline = Instant::now() + DEADLINE;
     loop {
         let twd: TemporalWorkerDeployment =
@@ -159,40 +211,31 @@ async fn main() -> Result<()> {
             .flat_map(|s| s.deprecated_versions.iter())
             .any(|d| d.version.build_id == v1);
         if deployments.get_opt(&v1_deployment).await?.is_none() && !still_listed {
-            break;
+            return Ok(());
         }
         if Instant::now() > deadline {
             bail!("v1 was not retired within {DEADLINE:?}");
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    step(
-        started,
-        &format!("v1 drained, scaled to 0 and deleted; rollout of {v2} complete"),
-    );
+}
 
-    watcher.abort();
-    if let Some(c) = controller {
-        // What an operator sees: the `status` command over the status API.
-        let api_url = format!("http://{}", c.http_addr);
-        let view = temporal_worker_controller::cli_status::fetch(
-            &temporal_worker_controller::cli_status::StatusArgs {
-                namespace: Some(NAMESPACE.into()),
-                name: Some(NAME.into()),
-                api_url: Some(api_url.clone()),
-            },
-        )
-        .await?;
-        println!("\n$ temporal-worker-controller status -n {NAMESPACE} {NAME} --api-url {api_url}");
-        print!(
-            "{}",
-            temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now())
-        );
-        c.stop().await;
-    }
-    if let Some(k) = kubelet {
-        k.shutdown().await;
-    }
+/// What an operator sees: the `status` command over the status API.
+async fn print_status_command(c: &temporal_worker_controller::run::Running) -> Result<()> {
+    let api_url = format!("http://{}", c.http_addr);
+    let view = temporal_worker_controller::cli_status::fetch(
+        &temporal_worker_controller::cli_status::StatusArgs {
+            namespace: Some(NAMESPACE.into()),
+            name: Some(NAME.into()),
+            api_url: Some(api_url.clone()),
+        },
+    )
+    .await?;
+    println!("\n$ temporal-worker-controller status -n {NAMESPACE} {NAME} --api-url {api_url}");
+    print!(
+        "{}",
+        temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now())
+    );
     Ok(())
 }
 

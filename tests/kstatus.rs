@@ -83,6 +83,14 @@ fn cond(t: &str, s: &str, reason: &str, message: &str) -> Value {
 
 /// kstatus's generic rules: (case, object, status, message).
 fn generic_rule_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
+    let mut cases = ready_condition_cases();
+    cases.extend(generation_and_deletion_cases());
+    cases.extend(abnormal_condition_cases());
+    cases
+}
+
+/// The Ready condition, its absence, and a condition kstatus does not know.
+fn ready_condition_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
     vec![
         (
             "no status",
@@ -128,6 +136,12 @@ fn generic_rule_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
             Status::Current,
             "Resource is current",
         ),
+    ]
+}
+
+/// Generation against observedGeneration, and deletion.
+fn generation_and_deletion_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
+    vec![
         (
             "generation not observed",
             cr(Some(2), Some(json!({"observedGeneration": 1}))),
@@ -162,6 +176,12 @@ fn generic_rule_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
             Status::Terminating,
             "Resource scheduled for deletion",
         ),
+    ]
+}
+
+/// Reconciling and Stalled, the abnormal-true conditions.
+fn abnormal_condition_cases() -> Vec<(&'static str, Value, Status, &'static str)> {
+    vec![
         (
             "reconciling true",
             cr(

@@ -21,13 +21,46 @@ const LEASE: &str = "twc-leadership";
 
 async fn run() -> Result<()> {
     let (_, admin) = test_harness::control_plane::shared_with_crds().await?;
+    let leases = foreign_lease(&admin).await?;
+    let conns: Api<TemporalConnection> = Api::namespaced(admin.clone(), NS);
+    let twds: Api<TemporalWorkerDeployment> = Api::namespaced(admin.clone(), NS);
+    work_for_a_leader(&conns, &twds).await?;
+
+    let controller = temporal_worker_controller::run::start(
+        admin.clone(),
+        temporal_worker_controller::run::RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            leader_elect: true,
+            lease_name: LEASE.into(),
+            lease_namespace: Some(NS.into()),
+            watch_namespaces: vec![NS.into()],
+            ..Default::default()
+        },
+    )
+    .await?;
+
+    follower_writes_nothing(&conns, &twds).await?;
+    // The other replica releases the Lease: this one takes over and does both jobs at once.
+    leases
+        .patch(
+            LEASE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"holderIdentity": null, "renewTime": null}})),
+        )
+        .await?;
+    leader_catches_up(&conns, &twds).await?;
+    controller.stop().await;
+    Ok(())
+}
+
+/// The namespace, and a Lease another replica holds for an hour.
+async fn foreign_lease(admin: &kube::Client) -> Result<Api<Lease>> {
     Api::<Namespace>::all(admin.clone())
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
         )
         .await?;
-    // Another replica leads, for an hour.
     let leases: Api<Lease> = Api::namespaced(admin.clone(), NS);
     leases
         .create(
@@ -43,10 +76,15 @@ async fn run() -> Result<()> {
             }))?,
         )
         .await?;
+    Ok(leases)
+}
 
-    // Work for a leader: a Connection nobody uses any more, being deleted (the janitor's job),
-    // and a TWD with no status yet (the reconciler's).
-    let conns: Api<TemporalConnection> = Api::namespaced(admin.clone(), NS);
+/// Work for a leader: a Connection nobody uses any more, being deleted (the janitor's job),
+/// and a TWD with no status yet (the reconciler's).
+async fn work_for_a_leader(
+    conns: &Api<TemporalConnection>,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
     conns
         .create(
             &PostParams::default(),
@@ -64,7 +102,6 @@ async fn run() -> Result<()> {
             &serde_json::from_value(manifests::connection("closed-port", "127.0.0.1:1"))?,
         )
         .await?;
-    let twds: Api<TemporalWorkerDeployment> = Api::namespaced(admin.clone(), NS);
     twds.create(
         &PostParams::default(),
         &serde_json::from_value(
@@ -77,21 +114,14 @@ async fn run() -> Result<()> {
         )?,
     )
     .await?;
+    Ok(())
+}
 
-    let controller = temporal_worker_controller::run::start(
-        admin.clone(),
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            leader_elect: true,
-            lease_name: LEASE.into(),
-            lease_namespace: Some(NS.into()),
-            watch_namespaces: vec![NS.into()],
-            ..Default::default()
-        },
-    )
-    .await?;
-
-    // A follower writes nothing.
+/// For 6 s, a follower writes nothing: neither the janitor nor the reconciler.
+async fn follower_writes_nothing(
+    conns: &Api<TemporalConnection>,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
         let unused = conns.get_opt("unused").await?;
@@ -115,15 +145,15 @@ async fn run() -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    Ok(())
+}
 
-    // The other replica releases the Lease: this one takes over and does both jobs at once.
-    leases
-        .patch(
-            LEASE,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"holderIdentity": null, "renewTime": null}})),
-        )
-        .await?;
+/// Right after the Lease was released, the janitor and the reconciler both catch up within
+/// 5 s (polled for at most 20 s).
+async fn leader_catches_up(
+    conns: &Api<TemporalConnection>,
+    twds: &Api<TemporalWorkerDeployment>,
+) -> Result<()> {
     let released = Instant::now();
     let mut janitor_done = None;
     let mut twd_done = None;
@@ -155,7 +185,6 @@ async fn run() -> Result<()> {
             "the {what} caught up {took:?} after the Lease was released"
         );
     }
-    controller.stop().await;
     Ok(())
 }
 

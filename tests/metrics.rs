@@ -413,6 +413,52 @@ fn every_dashboard_metric_is_exported() {
     }
 }
 
+/// The series `rollout_state_follows_the_store` expects from the fixtures at 12:00: metric
+/// name (without the `temporal_worker_controller_` prefix), a fragment of its labels, and its
+/// value (`None`: no such series).
+fn expected_rollout_series() -> Vec<(&'static str, &'static str, Option<f64>)> {
+    let orders = r#"namespace="shop",name="orders""#;
+    let payments = r#"namespace="shop",name="payments""#;
+    let invoices = r#"namespace="billing",name="invoices""#;
+    vec![
+        ("rollout_ramp_ratio", orders, Some(0.1)),
+        ("rollout_step", orders, Some(0.0)),
+        ("rollout_configured_steps", orders, Some(2.0)),
+        (
+            "rollout_next_step_timestamp_seconds",
+            orders,
+            Some(1_714_564_860.0),
+        ),
+        ("rollout_time_in_phase_seconds", orders, Some(3600.0)),
+        ("rollout_ready", orders, Some(0.0)),
+        (
+            "rollout_versions",
+            r#"namespace="shop",name="orders",status="Drained""#,
+            Some(1.0),
+        ),
+        // Statuses without versions are left out rather than reported as 0.
+        (
+            "rollout_versions",
+            r#"namespace="shop",name="orders",status="Inactive""#,
+            None,
+        ),
+        ("rollout_ramp_ratio", payments, Some(1.0)),
+        ("rollout_ready", payments, Some(1.0)),
+        // Target and current are the same version: counted once.
+        (
+            "rollout_versions",
+            r#"namespace="shop",name="payments",status="Current""#,
+            Some(1.0),
+        ),
+        ("rollout_stalled", invoices, Some(1.0)),
+        ("rollout_observed_generation_lag", invoices, Some(1.0)),
+        ("rollouts", r#"phase="Blocked""#, Some(1.0)),
+        ("rollouts", r#"phase="Stalled""#, Some(1.0)),
+        ("rollouts", r#"phase="Completed""#, Some(1.0)),
+        ("rollouts", r#"phase="Progressing""#, Some(1.0)),
+    ]
+}
+
 #[test]
 fn rollout_state_follows_the_store() {
     let objs = fixtures();
@@ -422,101 +468,16 @@ fn rollout_state_follows_the_store() {
     let text = m.encode_at(&store, now);
     let p = "temporal_worker_controller_";
 
-    let orders = r#"namespace="shop",name="orders""#;
-    assert_eq!(
-        value(&text, &format!("{p}rollout_ramp_ratio"), orders),
-        Some(0.1)
-    );
-    assert_eq!(value(&text, &format!("{p}rollout_step"), orders), Some(0.0));
-    assert_eq!(
-        value(&text, &format!("{p}rollout_configured_steps"), orders),
-        Some(2.0)
-    );
-    assert_eq!(
-        value(
-            &text,
-            &format!("{p}rollout_next_step_timestamp_seconds"),
-            orders
-        ),
-        Some(1_714_564_860.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollout_time_in_phase_seconds"), orders),
-        Some(3600.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollout_ready"), orders),
-        Some(0.0)
-    );
-    assert_eq!(
-        value(
-            &text,
-            &format!("{p}rollout_versions"),
-            r#"namespace="shop",name="orders",status="Drained""#
-        ),
-        Some(1.0)
-    );
-    // Statuses without versions are left out rather than reported as 0.
-    assert_eq!(
-        value(
-            &text,
-            &format!("{p}rollout_versions"),
-            r#"namespace="shop",name="orders",status="Inactive""#
-        ),
-        None
-    );
+    for (name, labels, want) in expected_rollout_series() {
+        assert_eq!(
+            value(&text, &format!("{p}{name}"), labels),
+            want,
+            "{p}{name}{{{labels}}}"
+        );
+    }
     assert!(text.contains(
         r#"temporal_worker_controller_rollout_info{namespace="shop",name="orders",strategy="Progressive",phase="Progressing",reason="Ramping",target_build_id="v2",current_build_id="v1"} 1"#
     ), "{text}");
-
-    let payments = r#"namespace="shop",name="payments""#;
-    assert_eq!(
-        value(&text, &format!("{p}rollout_ramp_ratio"), payments),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollout_ready"), payments),
-        Some(1.0)
-    );
-    // Target and current are the same version: counted once.
-    assert_eq!(
-        value(
-            &text,
-            &format!("{p}rollout_versions"),
-            r#"namespace="shop",name="payments",status="Current""#
-        ),
-        Some(1.0)
-    );
-
-    let invoices = r#"namespace="billing",name="invoices""#;
-    assert_eq!(
-        value(&text, &format!("{p}rollout_stalled"), invoices),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(
-            &text,
-            &format!("{p}rollout_observed_generation_lag"),
-            invoices
-        ),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollouts"), r#"phase="Blocked""#),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollouts"), r#"phase="Stalled""#),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollouts"), r#"phase="Completed""#),
-        Some(1.0)
-    );
-    assert_eq!(
-        value(&text, &format!("{p}rollouts"), r#"phase="Progressing""#),
-        Some(1.0)
-    );
     // Histograms never carry object identity or build IDs.
     for (name, labels, _) in samples(&text) {
         if name.ends_with("_bucket") || name.ends_with("_sum") || name.ends_with("_count") {

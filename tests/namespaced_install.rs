@@ -154,24 +154,58 @@ fn a_refusal_is_found_and_a_timestamp_is_not() {
     assert!(!found.iter().any(|l| l.contains("leader lease")));
 }
 
+/// The names of one namespaced install, shared by its steps.
+struct Install<'a> {
+    tag: &'a str,
+    plane: &'static test_harness::control_plane::ControlPlane,
+    admin: kube::Client,
+    release_ns: String,
+    watched: Vec<String>,
+    outside: String,
+    /// The controller's ServiceAccount, as the API server's audit log names it.
+    user: String,
+}
+
 /// One namespaced install: `tag` names its release namespace and watched namespaces.
 async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
     let infra = infra().await?;
     let plane = infra.plane.context("no local control plane")?;
     let admin = plane.client().await?;
-    let release_ns = format!("twc-{tag}");
     let watched: Vec<String> = (0..watched).map(|i| format!("{tag}-team-{i}")).collect();
     let outside = format!("{tag}-unwatched");
     for ns in watched.iter().chain([&outside]) {
         world::ensure_namespace(&admin, ns).await?;
     }
+    let mut install = Install {
+        tag,
+        plane,
+        admin,
+        release_ns: format!("twc-{tag}"),
+        watched,
+        outside,
+        user: String::new(),
+    };
+    let controller = start_with_charts_roles(&mut install).await?;
+    apply_rollouts(&install, &infra).await?;
+    wait_for_rollouts(&install).await?;
+    check_unwatched_left_alone(&install).await?;
+    check_lease_held(&install).await?;
+    controller.stop().await;
+    check_no_refusal_nor_trespass(&install).await
+}
 
-    // The chart's identity for this install; its Roles live in the watched namespaces.
+/// Renders the chart's identity for this install (its Roles live in the watched namespaces) and
+/// starts the controller as its ServiceAccount; sets `install.user`.
+async fn start_with_charts_roles(
+    install: &mut Install<'_>,
+) -> Result<temporal_worker_controller::run::Running> {
+    let tag = install.tag;
     let values = json!({
         "controller": {"identity": format!("twc-{tag}")},
-        "watchNamespaces": watched,
+        "watchNamespaces": install.watched,
     });
-    let id = test_harness::chart::install_identity(plane, &values, &release_ns).await?;
+    let id =
+        test_harness::chart::install_identity(install.plane, &values, &install.release_ns).await?;
     let kinds: Vec<&str> = id.grants.iter().map(|(k, _)| k.as_str()).collect();
     ensure!(
         kinds
@@ -179,15 +213,18 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
             .all(|k| !k.contains("-manager") || k.starts_with("Role/")),
         "a namespaced install must grant its manager rules with Roles only: {kinds:?}"
     );
-    let user = format!("system:serviceaccount:{release_ns}:{}", id.service_account);
+    install.user = format!(
+        "system:serviceaccount:{}:{}",
+        install.release_ns, id.service_account
+    );
     let controller_client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let controller = temporal_worker_controller::run::start(
         controller_client,
         temporal_worker_controller::run::RunOptions {
             http_addr: "127.0.0.1:0".parse()?,
             leader_elect: true,
-            lease_namespace: Some(release_ns.clone()),
-            watch_namespaces: watched.clone(),
+            lease_namespace: Some(install.release_ns.clone()),
+            watch_namespaces: install.watched.clone(),
             identity: format!("twc-{tag}"),
             idle_interval: Duration::from_secs(10),
             fast_poll: Duration::from_millis(300),
@@ -195,28 +232,43 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
         },
     )
     .await?;
+    Ok(controller)
+}
 
-    // A rollout in every watched namespace, and one TWD nobody should touch.
+/// A rollout in every watched namespace, and one TWD nobody should touch.
+async fn apply_rollouts(install: &Install<'_>, infra: &Infra) -> Result<()> {
     let server = test_harness::temporal_server::shared().await?;
-    for ns in &watched {
+    for ns in &install.watched {
         let temporal_ns = format!("ns-install-{ns}");
         server.create_namespace(&temporal_ns).await?;
-        apply_rollout(&admin, &infra, ns, "orders", &temporal_ns).await?;
+        apply_rollout(&install.admin, infra, ns, "orders", &temporal_ns).await?;
     }
-    apply_rollout(&admin, &infra, &outside, "orders", "ns-install-unwatched").await?;
+    apply_rollout(
+        &install.admin,
+        infra,
+        &install.outside,
+        "orders",
+        "ns-install-unwatched",
+    )
+    .await
+}
 
+/// Every watched rollout reaches Ready=True/RolloutComplete within 120 s, and the API server
+/// refuses the controller nothing meanwhile.
+async fn wait_for_rollouts(install: &Install<'_>) -> Result<()> {
+    let user = &install.user;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
-    let mut pending: Vec<String> = watched.clone();
+    let mut pending: Vec<String> = install.watched.clone();
     while !pending.is_empty() {
-        let (denied, _) = audit_findings(plane, &user, &[])?;
+        let (denied, _) = audit_findings(install.plane, user, &[])?;
         ensure!(
             denied.is_empty(),
             "the API server refused {user}: {denied:#?}"
         );
         let mut still = Vec::new();
         for ns in &pending {
-            let twd = Api::<TemporalWorkerDeployment>::namespaced(admin.clone(), ns)
+            let twd = Api::<TemporalWorkerDeployment>::namespaced(install.admin.clone(), ns)
                 .get("orders")
                 .await?;
             if !ready(&twd) {
@@ -234,13 +286,20 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     eprintln!(
-        "[{tag}] rollouts complete in {watched:?} after {:?}",
+        "[{}] rollouts complete in {:?} after {:?}",
+        install.tag,
+        install.watched,
         started.elapsed()
     );
+    Ok(())
+}
 
-    // The unwatched TWD stays as the admin applied it, for a while after the others finished.
-    let outside_twds = Api::<TemporalWorkerDeployment>::namespaced(admin.clone(), &outside);
-    let outside_deps = Api::<Deployment>::namespaced(admin.clone(), &outside);
+/// The unwatched TWD stays as the admin applied it, for a while after the others finished, and
+/// its Connection gets no finalizer.
+async fn check_unwatched_left_alone(install: &Install<'_>) -> Result<()> {
+    let outside = &install.outside;
+    let outside_twds = Api::<TemporalWorkerDeployment>::namespaced(install.admin.clone(), outside);
+    let outside_deps = Api::<Deployment>::namespaced(install.admin.clone(), outside);
     let watch_until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < watch_until {
         let twd = outside_twds.get("orders").await?;
@@ -271,7 +330,7 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let conn = Api::<TemporalConnection>::namespaced(admin.clone(), &outside)
+    let conn = Api::<TemporalConnection>::namespaced(install.admin.clone(), outside)
         .get("temporal")
         .await?;
     ensure!(
@@ -282,24 +341,35 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
         "unwatched Connection got finalizers {:?}",
         conn.metadata.finalizers
     );
+    Ok(())
+}
 
-    // The lease of this install is held by it, in its release namespace.
-    let lease =
-        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(admin.clone(), &release_ns)
-            .get(temporal_worker_controller::run::defaults::LEASE_NAME)
-            .await?;
+/// The lease of this install is held by it, in its release namespace.
+async fn check_lease_held(install: &Install<'_>) -> Result<()> {
+    let release_ns = &install.release_ns;
+    let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        install.admin.clone(),
+        release_ns,
+    )
+    .get(temporal_worker_controller::run::defaults::LEASE_NAME)
+    .await?;
     ensure!(
         lease
             .spec
             .and_then(|s| s.holder_identity)
-            .is_some_and(|h| h.starts_with(&format!("twc-{tag}"))),
+            .is_some_and(|h| h.starts_with(&format!("twc-{}", install.tag))),
         "the Lease in {release_ns} is not held by this install"
     );
+    Ok(())
+}
 
-    controller.stop().await;
+/// After the controller stopped: no request of it was refused or went into the unwatched
+/// namespace, and its log mentions no refusal.
+async fn check_no_refusal_nor_trespass(install: &Install<'_>) -> Result<()> {
+    let (tag, user, outside) = (install.tag, &install.user, &install.outside);
     // The audit event of a request is written as it completes: give the last ones a moment.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (denied, touched) = audit_findings(plane, &user, &[outside.as_str()])?;
+    let (denied, touched) = audit_findings(install.plane, user, &[outside.as_str()])?;
     ensure!(
         denied.is_empty(),
         "the API server refused {user}: {denied:#?}"
@@ -315,7 +385,8 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
         "the controller's log mentions a refusal:\n{}",
         forbidden.join("\n")
     );
-    let mine = plane
+    let mine = install
+        .plane
         .audit_events()?
         .iter()
         .filter(|e| e.acting_user() == user)

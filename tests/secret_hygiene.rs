@@ -237,6 +237,12 @@ impl Needles {
     }
 }
 
+/// An open event stream: what it received so far, and the task reading it.
+type EventStream = (Arc<Mutex<Vec<u8>>>, tokio::task::JoinHandle<()>);
+
+/// Everything a reader can see, by description.
+type Haystacks = Vec<(String, String)>;
+
 async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     let crd_dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
     let plane = test_harness::control_plane::ControlPlane::start().await?;
@@ -271,6 +277,43 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     let http = controller.http_addr;
 
     // The world: two Secrets, two Connections, one rollout on each.
+    create_secrets(&client, pki, &api_key).await?;
+    create_connections(&client, &mtls_proxy, &key_proxy).await?;
+    let sse = roll_out_two_versions(&client, http).await?;
+    check_front_ends(&mtls_proxy, &key_proxy)?;
+
+    let mut haystacks = served_haystacks(http, sse).await?;
+    let deployments = stored_haystacks(&client, &mut haystacks).await?;
+    let log_text = logs.text();
+    ensure!(
+        log_text.contains("on-mtls") && log_text.contains("on-apikey"),
+        "the captured logs do not mention the rollouts; capture is broken"
+    );
+    haystacks.push(("controller and harness logs (trace)".into(), log_text));
+
+    let needles = Needles::new(&api_key, pki);
+    check_needles_match_secrets(&client, &needles).await?;
+    let scanned = scan_for_leaks(&haystacks, &needles)?;
+    check_api_key_by_reference(&deployments)?;
+
+    let mut report = String::new();
+    for (what, text) in &haystacks {
+        report.push_str(&format!("  searched {what}: {} bytes\n", text.len()));
+    }
+    report.push_str(&format!(
+        "  {} needles, {scanned} bytes, no secret found; gRPC calls through the mTLS front end: {}, through the API-key front end: {}\n",
+        needles.0.len(),
+        mtls_proxy.forwarded(),
+        key_proxy.forwarded()
+    ));
+    controller.stop().await;
+    kubelet.shutdown().await;
+    drop(plane);
+    Ok(report)
+}
+
+/// The namespace, the mTLS Secret and the API-key Secret.
+async fn create_secrets(client: &kube::Client, pki: &TestPki, api_key: &str) -> Result<()> {
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
@@ -298,26 +341,43 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
             }))?,
         )
         .await?;
+    Ok(())
+}
+
+/// Connection `mtls` through the client-certificate front end, `apikey` through the API-key one.
+async fn create_connections(
+    client: &kube::Client,
+    mtls_proxy: &GrpcTlsProxy,
+    key_proxy: &GrpcTlsProxy,
+) -> Result<()> {
     let mut mtls = manifests::connection("mtls", &mtls_proxy.host_port());
     manifests::merge(
         &mut mtls["spec"],
         json!({"tls": {"serverName": "localhost"}, "mutualTLSSecretRef": {"name": "temporal-mtls"}}),
     );
-    apply(&client, mtls).await?;
+    apply(client, mtls).await?;
     let mut apikey = manifests::connection("apikey", &key_proxy.host_port());
     manifests::merge(
         &mut apikey["spec"],
         json!({"tls": {"serverName": "localhost"},
                "apiKeySecretRef": {"name": "temporal-api-key", "key": "key"}}),
     );
-    apply(&client, apikey).await?;
+    apply(client, apikey).await
+}
 
+/// v1 on each Connection, then (with an event stream open on each rollout) a second version
+/// through one ramp step, so routing writes, ramping and sunset all go through the secured
+/// connections. Returns the event streams.
+async fn roll_out_two_versions(
+    client: &kube::Client,
+    http: SocketAddr,
+) -> Result<Vec<EventStream>> {
     for (name, conn) in [("on-mtls", "mtls"), ("on-apikey", "apikey")] {
-        apply_twd(&client, name, conn, "v1", json!({"strategy": "AllAtOnce"})).await?;
+        apply_twd(client, name, conn, "v1", json!({"strategy": "AllAtOnce"})).await?;
     }
     let mut v1 = BTreeMap::new();
     for name in ["on-mtls", "on-apikey"] {
-        let twd = wait_twd(&client, name, "v1 Ready", ready).await?;
+        let twd = wait_twd(client, name, "v1 Ready", ready).await?;
         v1.insert(name, current_build(&twd).context("v1 build")?);
     }
     let sse: Vec<_> = ["on-mtls", "on-apikey"]
@@ -330,11 +390,9 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
             )
         })
         .collect();
-    // A second version through one ramp step, so routing writes, ramping and sunset all go
-    // through the secured connections.
     for (name, conn) in [("on-mtls", "mtls"), ("on-apikey", "apikey")] {
         apply_twd(
-            &client,
+            client,
             name,
             conn,
             "v2",
@@ -344,12 +402,16 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     }
     for name in ["on-mtls", "on-apikey"] {
         let old = v1.get(name).cloned().unwrap_or_default();
-        wait_twd(&client, name, "v2 Current", |t| {
+        wait_twd(client, name, "v2 Current", |t| {
             ready(t) && current_build(t).is_some_and(|b| b != old)
         })
         .await?;
     }
+    Ok(sse)
+}
 
+/// Both front ends carried traffic, and neither saw an unauthenticated call.
+fn check_front_ends(mtls_proxy: &GrpcTlsProxy, key_proxy: &GrpcTlsProxy) -> Result<()> {
     ensure!(
         mtls_proxy.forwarded() > 0 && key_proxy.forwarded() > 0,
         "traffic did not go through the TLS front ends (mTLS {}, API key {})",
@@ -362,9 +424,13 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         key_proxy.rejected(),
         mtls_proxy.rejected()
     );
+    Ok(())
+}
 
-    // Everything a reader can see.
-    let mut haystacks: Vec<(String, String)> = Vec::new();
+/// What the controller serves: status API, probes, /metrics, the event streams (closed here)
+/// and the status CLI's rendering.
+async fn served_haystacks(http: SocketAddr, sse: Vec<EventStream>) -> Result<Haystacks> {
+    let mut haystacks: Haystacks = Vec::new();
     for path in [
         "/api/v1/rollouts".to_string(),
         format!("/api/v1/namespaces/{NS}/rollouts/on-mtls"),
@@ -401,6 +467,15 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         "status CLI".into(),
         temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now()),
     ));
+    Ok(haystacks)
+}
+
+/// What the API server stores: both kinds of Events, TWDs, Connections and Deployments (at
+/// least one). Returns the Deployments.
+async fn stored_haystacks(
+    client: &kube::Client,
+    haystacks: &mut Haystacks,
+) -> Result<Vec<Deployment>> {
     for (what, ar) in [
         (
             "core/v1 Events",
@@ -445,15 +520,12 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         "Deployments".into(),
         serde_json::to_string(&deployments.items)?,
     ));
-    let log_text = logs.text();
-    ensure!(
-        log_text.contains("on-mtls") && log_text.contains("on-apikey"),
-        "the captured logs do not mention the rollouts; capture is broken"
-    );
-    haystacks.push(("controller and harness logs (trace)".into(), log_text));
+    Ok(deployments.items)
+}
 
-    let needles = Needles::new(&api_key, pki);
-    // The search can fail: the Secrets themselves contain every needle family.
+/// The search can fail: the Secrets themselves contain every needle family.
+async fn check_needles_match_secrets(client: &kube::Client, needles: &Needles) -> Result<()> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
     let stored = serde_json::to_string(&secrets.list(&ListParams::default()).await?.items)?;
     let in_secrets = needles.found_in(&stored);
     ensure!(
@@ -463,10 +535,14 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
                 .any(|d| d.starts_with("client key as stored")),
         "needles do not match the Secrets as Kubernetes serves them: {in_secrets:?}"
     );
+    Ok(())
+}
 
+/// Fails listing every haystack holding a needle; else the number of bytes searched.
+fn scan_for_leaks(haystacks: &Haystacks, needles: &Needles) -> Result<usize> {
     let mut leaks = Vec::new();
     let mut scanned = 0usize;
-    for (what, text) in &haystacks {
+    for (what, text) in haystacks {
         scanned += text.len();
         let found = needles.found_in(text);
         if !found.is_empty() {
@@ -476,9 +552,12 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     if !leaks.is_empty() {
         bail!("secret values found:\n{}", leaks.join("\n"));
     }
+    Ok(scanned)
+}
 
-    // The API key reaches pods only by reference.
-    for d in &deployments.items {
+/// The API key reaches pods only by reference.
+fn check_api_key_by_reference(deployments: &[Deployment]) -> Result<()> {
+    for d in deployments {
         let containers = d
             .spec
             .as_ref()
@@ -500,21 +579,7 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
             }
         }
     }
-
-    let mut report = String::new();
-    for (what, text) in &haystacks {
-        report.push_str(&format!("  searched {what}: {} bytes\n", text.len()));
-    }
-    report.push_str(&format!(
-        "  {} needles, {scanned} bytes, no secret found; gRPC calls through the mTLS front end: {}, through the API-key front end: {}\n",
-        needles.0.len(),
-        mtls_proxy.forwarded(),
-        key_proxy.forwarded()
-    ));
-    controller.stop().await;
-    kubelet.shutdown().await;
-    drop(plane);
-    Ok(report)
+    Ok(())
 }
 
 fn random_hex() -> String {

@@ -264,8 +264,31 @@ async fn routing_tokens_manager_and_cleanup(
     let deployment = "it-routing/app";
     let queue = "it-routing-tq";
     assert_eq!(client.identity(), CONTROLLER);
+    let w1 = first_version_is_listed_inactive(server, client, deployment, queue).await?;
+    let w2 = start_worker(server, deployment, "v2", queue).await?;
+    let state = wait_listed(client, deployment, "v2").await?;
+    // v2 must be able to take traffic before it can ramp.
+    wait_queue(client, deployment, "v2", queue).await?;
+    let last_token = chain_routing_tokens(client, deployment, &state.conflict_token).await?;
+    client
+        .update_version_metadata(deployment, "v2", "0.0.0-it")
+        .await?;
+    let state = described_after_writes(client, deployment, &last_token).await?;
+    claim_manager_and_promote(server, pool, client, deployment, &state.conflict_token).await?;
+    let took = cleanup(client, deployment, vec![w1, w2]).await?;
+    eprintln!("[timing] cleanup_deployment: {took:?}");
+    report_and_check_calls(calls);
+    Ok(())
+}
 
-    // Before any worker polls, the deployment does not exist.
+/// Before any worker polls the deployment does not exist; once v1 polls, it is listed as
+/// Inactive with its task queue, and only versioned pollers are seen.
+async fn first_version_is_listed_inactive(
+    server: &DevServer,
+    client: &TemporalClient,
+    deployment: &str,
+    queue: &str,
+) -> Result<WorkerHandle> {
     let empty = client.describe_deployment(deployment).await?;
     assert_eq!(empty, WorkerDeploymentState::default());
     assert!(client.describe_version(deployment, "v1").await?.is_none());
@@ -297,20 +320,21 @@ async fn routing_tokens_manager_and_cleanup(
             .unversioned_pollers_on_all_queues(&VersionDetail::default())
             .await?
     );
+    Ok(w1)
+}
 
-    let w2 = start_worker(server, deployment, "v2", queue).await?;
-    let state = wait_listed(client, deployment, "v2").await?;
-    // v2 must be able to take traffic before it can ramp.
-    wait_queue(client, deployment, "v2", queue).await?;
-
-    // Chain tokens straight from the Set responses, never re-describing in between.
+/// Chains tokens straight from the Set responses, never re-describing in between; each is new,
+/// and a stale one is refused as a conflict. Returns the last token.
+async fn chain_routing_tokens(
+    client: &TemporalClient,
+    deployment: &str,
+    described: &[u8],
+) -> Result<Vec<u8>> {
     let t = Instant::now();
     let t1 = timed(
         "SetCurrent(v1)",
         t,
-        client
-            .set_current(deployment, "v1", &state.conflict_token)
-            .await?,
+        client.set_current(deployment, "v1", described).await?,
     );
     let t = Instant::now();
     let t2 = timed(
@@ -321,7 +345,7 @@ async fn routing_tokens_manager_and_cleanup(
     let t3 = client.set_ramping(deployment, "v2", 50.0, &t2).await?;
     let t4 = client.clear_ramp(deployment, &t3).await?;
     let t5 = client.set_ramping(deployment, "v2", 10.0, &t4).await?;
-    let tokens = [&state.conflict_token, &t1, &t2, &t3, &t4, &t5];
+    let tokens: [&[u8]; 6] = [described, &t1, &t2, &t3, &t4, &t5];
     for (i, a) in tokens.iter().enumerate() {
         for b in &tokens[i + 1..] {
             assert_ne!(a, b, "every routing change yields a new token");
@@ -336,11 +360,16 @@ async fn routing_tokens_manager_and_cleanup(
     assert!(stale.is_conflict(), "{stale:?}");
     assert_eq!(stale.manager_conflict(), None);
     assert!(!stale.is_not_found());
+    Ok(t5)
+}
 
-    client
-        .update_version_metadata(deployment, "v2", "0.0.0-it")
-        .await?;
-
+/// Describe after the writes: the last Set response's token is current, v1 Current, v2
+/// Ramping at 10 %.
+async fn described_after_writes(
+    client: &TemporalClient,
+    deployment: &str,
+    last_token: &[u8],
+) -> Result<WorkerDeploymentState> {
     let t = Instant::now();
     let state = timed(
         "Describe after writes",
@@ -348,7 +377,7 @@ async fn routing_tokens_manager_and_cleanup(
         client.describe_deployment(deployment).await?,
     );
     assert_eq!(
-        state.conflict_token, t5,
+        state.conflict_token, last_token,
         "the last Set response's token is the current one"
     );
     assert_eq!(state.routing.current_build_id.as_deref(), Some("v1"));
@@ -365,11 +394,19 @@ async fn routing_tokens_manager_and_cleanup(
         Some(TemporalVersionStatus::Ramping)
     );
     assert_eq!(state.last_modifier_identity, CONTROLLER);
+    Ok(state)
+}
 
-    // Claim the manager role; another identity is then refused and told who the owner is.
-    let t6 = client
-        .claim_manager(deployment, &state.conflict_token)
-        .await?;
+/// Claims the manager role; another identity is then refused and told who the owner is. The
+/// owner promotes v2: the ramp ends and v1 starts draining.
+async fn claim_manager_and_promote(
+    server: &DevServer,
+    pool: &ClientPool,
+    client: &TemporalClient,
+    deployment: &str,
+    token: &[u8],
+) -> Result<()> {
+    let t6 = client.claim_manager(deployment, token).await?;
     let intruder = pool
         .get_or_connect(key(server), NAMESPACE, "it-intruder")
         .await?;
@@ -389,7 +426,6 @@ async fn routing_tokens_manager_and_cleanup(
     );
     assert!(!refused.is_conflict());
 
-    // The owner promotes v2: the ramp ends and v1 starts draining.
     let t = Instant::now();
     timed(
         "SetCurrent(v2)",
@@ -409,10 +445,12 @@ async fn routing_tokens_manager_and_cleanup(
         state.version("v2").map(|v| v.status),
         Some(TemporalVersionStatus::Current)
     );
+    Ok(())
+}
 
-    let took = cleanup(client, deployment, vec![w1, w2]).await?;
-    eprintln!("[timing] cleanup_deployment: {took:?}");
-
+/// Prints the latencies of the routing calls and checks every outcome the scenario provoked
+/// reached the wire.
+fn report_and_check_calls(calls: &Calls) {
     let calls = calls.lock().unwrap_or_else(|p| p.into_inner()).clone();
     for method in [
         "DescribeWorkerDeployment",
@@ -447,7 +485,6 @@ async fn routing_tokens_manager_and_cleanup(
     ));
     assert!(seen("SetWorkerDeploymentManager", "OK"));
     assert!(seen("DeleteWorkerDeployment", "OK"));
-    Ok(())
 }
 
 async fn gate_workflows_start_pinned_and_are_described(
