@@ -85,21 +85,9 @@ pub fn checker_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("TWC_GITOPS_CHECKER") {
         return PathBuf::from(path);
     }
-    let script = repo_root().join("tools/gitops-checker/build.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "{} failed (Go and the Go module proxy are needed; `.ci/setup` runs it)",
-        script.display()
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let last = text.lines().last().unwrap_or_default().trim();
-    assert!(!last.is_empty(), "{} printed no path", script.display());
-    PathBuf::from(last)
+    crate::cached_build("gitops-checker").unwrap_or_else(|e| {
+        panic!("{e:#}\n(Go and the Go module proxy are needed; `.ci/setup` runs it)")
+    })
 }
 
 fn checker() -> &'static Mutex<Checker> {

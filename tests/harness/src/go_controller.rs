@@ -77,33 +77,8 @@ impl GoControllerBuild {
     }
 }
 
-/// `tools/go-controller/build.sh` of this repository.
-pub fn build_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/go-controller/build.sh")
-}
-
 fn build_or_reuse() -> Result<GoControllerBuild> {
-    let script = build_script();
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let binary = stdout
-        .lines()
-        .last()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(PathBuf::from)
-        .context("the build script printed no binary path")?;
+    let binary = crate::cached_build("go-controller")?;
     // <cache>/<version>/bin/temporal-worker-controller
     let root = binary
         .parent()

@@ -32,3 +32,30 @@ pub mod world;
 pub fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// Runs `tools/<tool>/build.sh`: each builds into a cache outside the repository once (then
+/// answers at once) and prints the path of what it built on its last line.
+pub fn cached_build(tool: &str) -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    let script = repo_root().join("tools").join(tool).join("build.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} failed ({}):\n{}",
+            script.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .last()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(std::path::PathBuf::from)
+        .with_context(|| format!("{} printed no path", script.display()))
+}

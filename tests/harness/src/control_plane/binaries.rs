@@ -3,10 +3,9 @@
 //! which builds them from the Go module proxy once and caches them by version outside the
 //! repository (`.ci/setup` runs it, so tests normally find them cached).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 
 pub struct Binaries {
     pub etcd: PathBuf,
@@ -38,31 +37,6 @@ impl Binaries {
     }
 }
 
-/// The build script of this repository.
-pub fn build_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/control-plane/build.sh")
-}
-
 fn build_or_reuse() -> Result<PathBuf> {
-    let script = build_script();
-    let out = Command::new("bash")
-        .arg(&script)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{} failed ({}):\n{}",
-            script.display(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let dir = stdout
-        .lines()
-        .last()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .context("the build script printed no bin directory")?;
-    Ok(PathBuf::from(dir))
+    crate::cached_build("control-plane")
 }

@@ -33,7 +33,7 @@ use serde_json::json;
 use tokio::sync::OnceCell;
 
 pub use audit::AuditEvent;
-pub use binaries::{Binaries, build_script};
+pub use binaries::Binaries;
 pub use kubeconfig::Credentials;
 pub use pki::{CertPair, ClusterPki};
 
