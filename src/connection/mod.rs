@@ -2,7 +2,7 @@
 //! delete-protection finalizer once no TemporalWorkerDeployment uses it any more (for example
 //! after a TWD switched to another Connection; a TWD's own deletion releases it too). It
 //! follows the skeleton of every reconciler ([`crate::reconciler`]), one file per stage:
-//! [`observe`] which TWDs use it (from the TWD cache, once that cache has listed) → [`plan`]
+//! [`observe`] which TWDs use it (from the TWD cache, only once that cache has listed) → [`plan`]
 //! (pure) → [`act`] → [`report`] (failures counted, retried with backoff). A Connection has
 //! no status of its own yet.
 

@@ -1,7 +1,10 @@
 //! Observe stage of the Connection reconciler: whether any TWD uses the Connection, from the
-//! TWD reconciler's cache. The cache is waited for until it has listed: read before that it
-//! would look empty, and every Connection would look unused.
+//! TWD reconciler's cache. A cache that has not listed yet is never read: it would look empty,
+//! and every Connection would look unused. The pass fails instead and is retried with backoff;
+//! it does not wait inside the reconcile (a reconcile waiting on a cache would hold up a
+//! graceful shutdown, which waits for in-flight reconciles).
 
+use futures::FutureExt as _;
 use kube::ResourceExt;
 
 use crate::api::TemporalConnection;
@@ -18,10 +21,11 @@ pub async fn observe(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,
 ) -> Result<Observed, ConnectionFailure> {
-    ctx.twds
-        .wait_until_ready()
-        .await
-        .map_err(ConnectionFailure::CacheUnavailable)?;
+    match ctx.twds.wait_until_ready().now_or_never() {
+        Some(Ok(())) => {}
+        Some(Err(dropped)) => return Err(ConnectionFailure::CacheUnavailable(dropped)),
+        None => return Err(ConnectionFailure::CacheNotReady),
+    }
     let ns = conn.namespace();
     let name = conn.name_any();
     let used = ctx

@@ -12,6 +12,9 @@ pub enum ConnectionFailure {
     /// Observe: the TWD cache will never be ready (its watch ended, at shutdown).
     #[error("the TemporalWorkerDeployment cache is unavailable: {0}")]
     CacheUnavailable(#[source] WriterDropped),
+    /// Observe: the TWD cache has not listed yet.
+    #[error("the TemporalWorkerDeployment cache has not listed yet")]
+    CacheNotReady,
     /// Act: dropping our finalizer failed.
     #[error("releasing the TemporalConnection's finalizer: {0}")]
     ReleaseFailed(#[source] kube::Error),
@@ -21,6 +24,7 @@ impl ReconcileFailure for ConnectionFailure {
     fn reason(&self) -> &'static str {
         match self {
             ConnectionFailure::CacheUnavailable(_) => "CacheUnavailable",
+            ConnectionFailure::CacheNotReady => "CacheNotReady",
             ConnectionFailure::ReleaseFailed(_) => "ReleaseFailed",
         }
     }
@@ -29,9 +33,9 @@ impl ReconcileFailure for ConnectionFailure {
 /// Pure: when to look again after `streak` failures in a row (this one included).
 pub fn verdict(failure: &ConnectionFailure, streak: u32) -> Duration {
     match failure {
-        ConnectionFailure::CacheUnavailable(_) | ConnectionFailure::ReleaseFailed(_) => {
-            backoff(streak)
-        }
+        ConnectionFailure::CacheUnavailable(_)
+        | ConnectionFailure::CacheNotReady
+        | ConnectionFailure::ReleaseFailed(_) => backoff(streak),
     }
 }
 
