@@ -48,8 +48,8 @@ const REQUIRED_KINDS: &[&str] = &["WorkerDeployment", "Connection", "WorkerResou
 const MANAGER: &str = "go-yaml-acceptance";
 const GROUP_PREFIX: &str = "temporal.io/";
 
-/// A difference from the Go controller's schema that we refuse on purpose (decisions 1 and 10
-/// of `../shared/README.md`), on both kind sets, with a message that says why.
+/// A difference from the Go controller's schema that we refuse on purpose, on both kind sets,
+/// with a message that says why: each one saves a user from an object that could never work.
 struct DeliberateRefusal {
     what: &'static str,
     why: &'static str,
