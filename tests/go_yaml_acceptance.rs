@@ -921,6 +921,266 @@ async fn the_go_docs_pair_and_the_seed_kind_pair_roll_out_with_our_controller() 
     Ok(())
 }
 
+// --- The migration guide's CRD hand-over ------------------------------------------------------
+
+/// The Go CRD chart's release, as the Go docs install it.
+const CRD_RELEASE: &str = "temporal-worker-controller-crds";
+const RELEASE_NS: &str = "temporal-system";
+const GUIDE: &str = "docs/migrating-from-go-controller.md";
+const HANDOVER_HEADING: &str = "### 2. Hand the CRDs over";
+
+/// The first `sh` block after the hand-over heading of the migration guide, run as written.
+fn handover_script() -> Result<String> {
+    let guide = std::fs::read_to_string(test_harness::repo_root().join(GUIDE))?;
+    let section = guide
+        .split(HANDOVER_HEADING)
+        .nth(1)
+        .with_context(|| format!("{GUIDE} has no heading {HANDOVER_HEADING:?}"))?;
+    let body = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .with_context(|| format!("no sh block after {HANDOVER_HEADING:?} in {GUIDE}"))?;
+    Ok(body.to_string())
+}
+
+/// `helm install` of the Go module's CRD chart with the Helm 4 engine (helm-python-sdk).
+fn helm_install_go_crds(kubeconfig: &Path, chart: &Path) -> Result<()> {
+    use std::io::Write as _;
+    let script = test_harness::repo_root().join("tests/harness/src/gitops/helm_install.py");
+    let request = json!({
+        "kubeconfig": kubeconfig, "chart": chart, "release": CRD_RELEASE,
+        "namespace": RELEASE_NS, "timeout": 120,
+    });
+    let mut child = std::process::Command::new("python3")
+        .arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running python3")?;
+    child
+        .stdin
+        .take()
+        .context("python stdin")?
+        .write_all(request.to_string().as_bytes())?;
+    let out = child.wait_with_output()?;
+    ensure!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout)?;
+    ensure!(
+        result["ok"] == true,
+        "helm install of {CRD_RELEASE}: {result}"
+    );
+    Ok(())
+}
+
+/// Creates the Go docs' manifests its CRDs accept (skipping any they refuse) in `ns`;
+/// returns `(kind, name, uid)` of each object.
+async fn create_go_objects(
+    client: &kube::Client,
+    ns: &str,
+    found: &[Found],
+) -> Result<Vec<(String, String, String)>> {
+    let mut made = Vec::new();
+    for f in found {
+        let kind = kind_of(&f.manifest).to_string();
+        let name = name_of(&f.manifest).to_string();
+        if made.iter().any(|(k, n, _)| *k == kind && *n == name) {
+            continue;
+        }
+        let mut obj = f.manifest.clone();
+        obj["metadata"]["namespace"] = json!(ns);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &api_resource(&kind));
+        let data: DynamicObject = serde_json::from_value(obj)?;
+        match api.create(&PostParams::default(), &data).await {
+            Ok(created) => made.push((kind, name, created.metadata.uid.unwrap_or_default())),
+            Err(kube::Error::Api(e)) if (400..500).contains(&e.code) => {}
+            Err(e) => return Err(e).context(format!("creating {kind} {name}")),
+        }
+    }
+    Ok(made)
+}
+
+/// The CRDs of `dir`, by name.
+fn crds_in(dir: &Path) -> Result<std::collections::BTreeMap<String, Value>> {
+    let mut out = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let crd: Value = serde_yaml::from_str(&std::fs::read_to_string(&path)?)?;
+            out.insert(name_of(&crd).to_string(), crd);
+        }
+    }
+    Ok(out)
+}
+
+/// What must be true of a live CRD once ours took it over: our CEL rules, our printer columns,
+/// no deprecation, and no claim of Helm ownership.
+fn check_taken_over(live: &Value, ours: &Value) -> Vec<String> {
+    let name = name_of(live);
+    let mut problems = Vec::new();
+    let rules = |crd: &Value| -> Vec<Value> {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
+            .as_array()
+            .map(|a| a.iter().map(|r| r["rule"].clone()).collect())
+            .unwrap_or_default()
+    };
+    let columns = |crd: &Value| -> Vec<Value> {
+        crd["spec"]["versions"][0]["additionalPrinterColumns"]
+            .as_array()
+            .map(|a| a.iter().map(|c| c["name"].clone()).collect())
+            .unwrap_or_default()
+    };
+    if rules(live) != rules(ours) {
+        problems.push(format!(
+            "{name}: CEL rules {:?}, ours {:?}",
+            rules(live),
+            rules(ours)
+        ));
+    }
+    if columns(live) != columns(ours) {
+        problems.push(format!(
+            "{name}: printer columns {:?}, ours {:?}",
+            columns(live),
+            columns(ours)
+        ));
+    }
+    if live["spec"]["versions"][0]["deprecated"] == true {
+        problems.push(format!("{name}: still deprecated"));
+    }
+    let helm_marks = !live["metadata"]["annotations"]["meta.helm.sh/release-name"].is_null()
+        || !live["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null();
+    if helm_marks {
+        problems.push(format!("{name}: still marked as Helm's"));
+    }
+    problems
+}
+
+/// After the guide's commands: every object kept its UID, Helm has no record of the CRD
+/// release, and every CRD of the Go chart is ours.
+async fn check_handover(
+    client: &kube::Client,
+    ns: &str,
+    objects: &[(String, String, String)],
+    go_crds: &[String],
+) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for (kind, name, uid) in objects {
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &api_resource(kind));
+        match api.get_opt(name).await? {
+            Some(o) if o.metadata.uid.as_deref() == Some(uid.as_str()) => {}
+            Some(_) => problems.push(format!("{kind} {name} was re-created (new UID)")),
+            None => problems.push(format!("{kind} {name} is gone")),
+        }
+    }
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), RELEASE_NS);
+    let lp = kube::api::ListParams::default().labels(&format!("owner=helm,name={CRD_RELEASE}"));
+    let records = secrets.list(&lp).await?.items.len();
+    if records > 0 {
+        problems.push(format!("Helm still has {records} records of {CRD_RELEASE}"));
+    }
+    let ours = crds_in(&control_plane::repo_crds_dir())?;
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>(&()),
+    );
+    for name in go_crds {
+        let Some(our) = ours.get(name) else {
+            problems.push(format!(
+                "{name} (a Go CRD) is not in crds/: the Go CRD would stay"
+            ));
+            continue;
+        };
+        let live = serde_json::to_value(crds.get(name).await?)?;
+        problems.extend(check_taken_over(&live, our));
+    }
+    Ok(problems)
+}
+
+/// Waits until Helm's CRDs are Established (objects of their kinds can be created).
+async fn wait_established(client: &kube::Client, names: &[String]) -> Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in names {
+        wait::eventually(
+            &format!("CRD {name} Established"),
+            Duration::from_secs(60),
+            || async {
+                let crd = api.get_opt(name).await?;
+                let established = crd
+                    .and_then(|c| c.status)
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                Ok(established.then_some(()))
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guides_crd_handover_keeps_every_object_and_leaves_only_our_crds() -> Result<()> {
+    let build = GoControllerBuild::locate_async().await?;
+    let script = handover_script()?;
+    let plane = ControlPlane::start().await?;
+    let client = plane.client().await?;
+    world::create_namespace(&client, RELEASE_NS).await?;
+    let chart = build.module_dir.join("helm").join(CRD_RELEASE);
+    let kubeconfig = plane.kubeconfig_path().to_path_buf();
+    tokio::task::spawn_blocking(move || helm_install_go_crds(&kubeconfig, &chart)).await??;
+    let go_crds: Vec<String> = crds_in(&build.crds_dir)?.into_keys().collect();
+    wait_established(&client, &go_crds).await?;
+    let ns = names::unique("handover");
+    world::create_namespace(&client, &ns).await?;
+    let objects = create_go_objects(&client, &ns, &extract(&build.module_dir)?.found).await?;
+    ensure!(
+        objects.len() >= 5,
+        "only {} objects created from the Go docs: {objects:?}",
+        objects.len()
+    );
+
+    let out = tokio::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .env("KUBECONFIG", plane.kubeconfig_path())
+        .current_dir(test_harness::repo_root())
+        .output()
+        .await?;
+    ensure!(
+        out.status.success(),
+        "the guide's hand-over commands failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let problems = check_handover(&client, &ns, &objects, &go_crds).await?;
+    println!(
+        "hand-over: {} objects of the Go docs kept their UIDs; {} Go CRDs checked; problems: {}",
+        objects.len()
+            - problems
+                .iter()
+                .filter(|p| p.contains("UID") || p.contains("gone"))
+                .count(),
+        go_crds.len(),
+        problems.len()
+    );
+    plane.stop();
+    ensure!(
+        problems.is_empty(),
+        "after the guide's hand-over:\n{}",
+        problems.join("\n")
+    );
+    Ok(())
+}
+
 #[test]
 fn yaml_blocks_and_documents_are_split_as_written() {
     let md = "text\n```yaml\na: 1\n---\nb: 2\n```\n```bash\nkubectl x\n```\n```yml\nc: 3\n```\n";
