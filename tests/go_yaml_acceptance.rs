@@ -1020,11 +1020,30 @@ fn crds_in(dir: &Path) -> Result<std::collections::BTreeMap<String, Value>> {
     Ok(out)
 }
 
-/// What must be true of a live CRD once ours took it over: our CEL rules, our printer columns,
-/// no deprecation, and no claim of Helm ownership.
+/// `v` with every whole float written as an integer, as the API server returns YAML's `0.0`.
+fn normalized(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 1e15 => json!(f as i64),
+            _ => v.clone(),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), normalized(v))).collect())
+        }
+        _ => v.clone(),
+    }
+}
+
+/// What must be true of a live CRD once ours took it over: our schema, CEL rules and printer
+/// columns, no deprecation, and no claim of Helm ownership.
 fn check_taken_over(live: &Value, ours: &Value) -> Vec<String> {
     let name = name_of(live);
     let mut problems = Vec::new();
+    let schema = |crd: &Value| normalized(&crd["spec"]["versions"][0]["schema"]);
+    if schema(live) != schema(ours) {
+        problems.push(format!("{name}: the served schema is not ours"));
+    }
     let rules = |crd: &Value| -> Vec<Value> {
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"]
             .as_array()
