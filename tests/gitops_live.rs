@@ -228,9 +228,11 @@ fn flux_fixtures() -> Vec<(PathBuf, Value, Recorded)> {
         .collect()
 }
 
+/// The Argo CD test data (written as `WorkerDeployment`, the canonical kind), as objects of the
+/// alias kind `TemporalWorkerDeployment`: the check answers alike for both kinds, and this test
+/// creates every object as one kind.
 fn argocd_testdata() -> Vec<(PathBuf, Value, Recorded)> {
-    let dir =
-        repo_root().join("argocd/resource_customizations/temporal.io/TemporalWorkerDeployment");
+    let dir = repo_root().join("argocd/resource_customizations/temporal.io/WorkerDeployment");
     let tests = load_yaml(&dir.join("health_test.yaml"));
     let by_input: BTreeMap<String, (String, String)> = tests["tests"]
         .as_array()
@@ -263,7 +265,8 @@ fn argocd_testdata() -> Vec<(PathBuf, Value, Recorded)> {
                 .get(&input)
                 .unwrap_or_else(|| panic!("{input} is not in health_test.yaml"))
                 .clone();
-            let obj = load_yaml(&p);
+            let mut obj = load_yaml(&p);
+            obj["kind"] = json!("TemporalWorkerDeployment");
             (
                 p,
                 obj,
@@ -661,5 +664,76 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
     assert_eq!(v.kstatus.status, Status::InProgress, "{v:?}");
     assert_eq!(v.flux.status, Status::InProgress, "{v:?}");
     assert_eq!(v.argocd.0, "Progressing", "{v:?}");
+    Ok(())
+}
+
+/// The documented install of the Argo CD checks: `kubectl patch --type merge --patch-file
+/// argocd/argocd-cm.yaml` into an existing `argocd-cm` keeps its other keys and installs each
+/// script under both of its kinds (the alias kinds' keys are YAML aliases in the file, which
+/// kubectl must resolve to the script's text).
+#[tokio::test]
+async fn argocd_cm_patch_installs_every_script_under_both_kinds() -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (plane, client) = control_plane::shared_with_crds().await?;
+    world::ensure_namespace(&client, "argocd").await?;
+    let kc = plane.kubeconfig_path();
+    let (ok, out) = kubectl(
+        kc,
+        &[
+            "-n",
+            "argocd",
+            "create",
+            "configmap",
+            "argocd-cm",
+            "--from-literal=url=https://argocd.example.com",
+        ],
+    )?;
+    ensure!(ok, "{out}");
+    let patch = repo_root().join("argocd/argocd-cm.yaml");
+    let (ok, out) = kubectl(
+        kc,
+        &[
+            "-n",
+            "argocd",
+            "patch",
+            "configmap",
+            "argocd-cm",
+            "--type",
+            "merge",
+            "--patch-file",
+            &patch.display().to_string(),
+        ],
+    )?;
+    ensure!(ok, "{out}");
+    let cm = Api::<ConfigMap>::namespaced(client, "argocd")
+        .get("argocd-cm")
+        .await?;
+    let data = cm.data.unwrap_or_default();
+    ensure!(
+        data.get("url").map(String::as_str) == Some("https://argocd.example.com"),
+        "the patch dropped an existing key: {:?}",
+        data.keys()
+    );
+    for (script, kinds) in [
+        (
+            "temporalworkerdeployment",
+            ["WorkerDeployment", "TemporalWorkerDeployment"],
+        ),
+        (
+            "temporalworkerownedresource",
+            ["WorkerResourceTemplate", "TemporalWorkerOwnedResource"],
+        ),
+        ("temporalconnection", ["Connection", "TemporalConnection"]),
+    ] {
+        let want = std::fs::read_to_string(repo_root().join(format!("lua/{script}-health.lua")))?;
+        for kind in kinds {
+            let key = format!("resource.customizations.health.temporal.io_{kind}");
+            ensure!(
+                data.get(&key) == Some(&want),
+                "{key} in the live argocd-cm is not lua/{script}-health.lua"
+            );
+        }
+    }
+    ensure!(data.len() == 7, "unexpected keys: {:?}", data.keys());
     Ok(())
 }
