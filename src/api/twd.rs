@@ -2,7 +2,7 @@
 //! versioned Kubernetes Deployments.
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,6 +16,7 @@ pub const MAX_NAME_LEN: usize = 63;
     group = "temporal.io",
     version = "v1alpha1",
     kind = "TemporalWorkerDeployment",
+    root = "TemporalWorkerDeploymentCrd",
     plural = "temporalworkerdeployments",
     shortname = "twd",
     category = "temporal",
@@ -32,6 +33,9 @@ pub const MAX_NAME_LEN: usize = 63;
     validation = Rule::new("self.metadata.name.size() <= 63").message("name cannot be more than 63 characters")
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.workerOptions.customBuildID) || !has(self.workerOptions.unsafeCustomBuildID)", "message": "set workerOptions.customBuildID or its alias unsafeCustomBuildID, not both"}
+]))]
 pub struct TemporalWorkerDeploymentSpec {
     /// Desired pods per active version (at least 1). Leave unset to let an autoscaler own
     /// replicas. 0 is refused: Temporal keeps routing new workflows to the Current version.
@@ -45,6 +49,11 @@ pub struct TemporalWorkerDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
+    /// Accepted for compatibility with the Go controller's manifests, which accept it and do
+    /// not use it either: a versioned Deployment's progress is judged by its pollers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub progress_deadline_seconds: Option<i32>,
     /// How a new version becomes current.
     pub rollout: RolloutSpec,
     /// When drained versions are scaled down and deleted.
@@ -286,6 +295,26 @@ pub struct WorkerOptions {
         regex(pattern = r"^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$")
     )]
     pub custom_build_id: Option<String>,
+    /// The Go controller's name for `customBuildID`, with the same meaning.
+    #[serde(
+        default,
+        rename = "unsafeCustomBuildID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$")
+    )]
+    pub unsafe_custom_build_id: Option<String>,
+}
+
+impl WorkerOptions {
+    /// The pinned build ID, under either of its names.
+    pub fn build_id_pin(&self) -> Option<&str> {
+        self.custom_build_id
+            .as_deref()
+            .or(self.unsafe_custom_build_id.as_deref())
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
@@ -574,6 +603,29 @@ pub struct PinnedWorkflow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
 }
+
+/// A worker deployment, served as `WorkerDeployment` and as `TemporalWorkerDeployment` (see
+/// [`crate::api::kinds`]); `TemporalWorkerDeploymentCrd` exists only to generate the schema.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporalWorkerDeployment {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: TemporalWorkerDeploymentSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TemporalWorkerDeploymentStatus>,
+}
+
+crate::api::kinds::served_model!(
+    TemporalWorkerDeployment,
+    TemporalWorkerDeploymentSpec,
+    TemporalWorkerDeploymentStatus,
+    crate::api::kinds::Model::Worker
+);
 
 impl TemporalWorkerDeployment {
     /// The Temporal worker deployment name: `<k8s-namespace>/<twd-name>`.
