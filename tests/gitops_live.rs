@@ -92,10 +92,16 @@ async fn create_connection(client: &kube::Client, ns: &str, name: &str) -> Resul
 
 /// The `status` default the checked-in CRD declares.
 fn crd_status_default() -> Value {
-    let crd = load_yaml(&repo_root().join("crds/temporalworkerdeployments.temporal.io.yaml"));
+    crd_status_default_of("TemporalWorkerDeployment")
+}
+
+/// The status default of `kind`'s CRD (its message names the kind).
+fn crd_status_default_of(kind: &str) -> Value {
+    let file = format!("crds/{}s.temporal.io.yaml", kind.to_lowercase());
+    let crd = load_yaml(&repo_root().join(&file));
     crd.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/status/default")
         .cloned()
-        .expect("the TWD CRD declares a default for status")
+        .unwrap_or_else(|| panic!("{file} declares no default for status"))
 }
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -228,9 +234,8 @@ fn flux_fixtures() -> Vec<(PathBuf, Value, Recorded)> {
         .collect()
 }
 
-/// The Argo CD test data (written as `WorkerDeployment`, the canonical kind), as objects of the
-/// alias kind `TemporalWorkerDeployment`: the check answers alike for both kinds, and this test
-/// creates every object as one kind.
+/// The Argo CD test data, written as `WorkerDeployment` (the canonical kind); the Flux fixtures
+/// are `TemporalWorkerDeployment` (the alias kind), so the read-back covers both kinds.
 fn argocd_testdata() -> Vec<(PathBuf, Value, Recorded)> {
     let dir = repo_root().join("argocd/resource_customizations/temporal.io/WorkerDeployment");
     let tests = load_yaml(&dir.join("health_test.yaml"));
@@ -265,8 +270,7 @@ fn argocd_testdata() -> Vec<(PathBuf, Value, Recorded)> {
                 .get(&input)
                 .unwrap_or_else(|| panic!("{input} is not in health_test.yaml"))
                 .clone();
-            let mut obj = load_yaml(&p);
-            obj["kind"] = json!("TemporalWorkerDeployment");
+            let obj = load_yaml(&p);
             (
                 p,
                 obj,
@@ -347,7 +351,6 @@ async fn recreate(
 #[tokio::test]
 async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts() -> Result<()> {
     let (_plane, client, ns) = cluster("fixtures").await?;
-    let api = twds(&client, &ns);
     let mut failures = Vec::new();
     let mut checked = 0;
     let mut to_release = Vec::new();
@@ -362,11 +365,14 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
             .unwrap_or_default();
         let name = format!("{source}-{stem}");
         let file = path.display();
+        let kind = fixture["kind"].as_str().context("fixture kind")?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &world::api_resource(kind));
         let live = recreate(&api, &fixture, &name, &ns)
             .await
             .with_context(|| format!("recreating {file}"))?;
         if fixture.pointer("/metadata/finalizers").is_some() {
-            to_release.push(name.clone());
+            to_release.push((api.clone(), name.clone()));
         }
         checked += 1;
         failures.extend(read_back_failures(
@@ -377,7 +383,7 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
         ));
     }
     // Let the namespace go: drop the finalizers nobody (no controller) would remove.
-    for name in to_release {
+    for (api, name) in to_release {
         api.patch(
             &name,
             &PatchParams::default(),
@@ -403,7 +409,7 @@ fn read_back_failures(
     let mut want_status = fixture
         .get("status")
         .cloned()
-        .unwrap_or_else(crd_status_default);
+        .unwrap_or_else(|| crd_status_default_of(fixture["kind"].as_str().unwrap_or_default()));
     if let Some(s) = want_status.as_object_mut() {
         s.entry("versionCount").or_insert(json!(0));
     }

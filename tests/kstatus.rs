@@ -496,10 +496,39 @@ fn argocd_kstatus_and_exprs_agree_on_controller_written_status() {
 /// The TWD CRD's schema default for `status`, which the API server returns until the
 /// controller writes status.
 fn crd_status_default() -> Value {
-    load_yaml(&repo_root().join("crds/temporalworkerdeployments.temporal.io.yaml"))
+    crd_status_default_of("TemporalWorkerDeployment")
+}
+
+/// The schema default for `status` of `kind`'s CRD.
+fn crd_status_default_of(kind: &str) -> Value {
+    let file = format!("crds/{}s.temporal.io.yaml", kind.to_lowercase());
+    load_yaml(&repo_root().join(&file))
         .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/status/default")
         .cloned()
-        .expect("the TWD CRD declares a default for status")
+        .unwrap_or_else(|| panic!("{file} declares no default for status"))
+}
+
+/// Both worker kinds' CRDs and both owned-resource kinds' CRDs default `status` to the same
+/// placeholder, naming their own kind, so a fresh object of either kind reads as in progress.
+#[test]
+fn both_kinds_of_a_model_get_the_same_status_default() {
+    let fresh = load_yaml(&repo_root().join("flux/fixtures/fresh.yaml"));
+    for kinds in [WORKER_KINDS, OWNED_KINDS] {
+        let [canonical, alias] = kinds;
+        let mut renamed = crd_status_default_of(alias);
+        let message = &mut renamed["conditions"][0]["message"];
+        let text = message.as_str().expect("placeholder message").to_string();
+        assert!(text.ends_with(&format!(" {alias}")), "{alias}: {text}");
+        *message = json!(text.replace(alias, canonical));
+        assert_eq!(crd_status_default_of(canonical), renamed, "{canonical}");
+    }
+    let [canonical, _] = WORKER_KINDS;
+    let mut obj = as_kind(&fresh, canonical);
+    obj["status"] = crd_status_default_of(canonical);
+    let v = verdicts(&obj);
+    assert_eq!(v.kstatus.status, Status::InProgress, "{v:?}");
+    assert_eq!(v.flux.status, Status::InProgress, "{v:?}");
+    assert_eq!(v.argocd.0, "Progressing", "{v:?}");
 }
 
 #[test]

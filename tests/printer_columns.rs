@@ -100,10 +100,19 @@ fn hpa_template() -> Value {
     })
 }
 
+/// Both kind sets: the Go controller's kinds (its field names) and the seed kinds.
 fn cases() -> Vec<Case> {
     vec![
+        worker_deployment_case("WorkerDeployment", "wd"),
         worker_deployment_case("TemporalWorkerDeployment", "twd"),
+        // The Go controller's Connection has no short name.
+        connection_case("Connection", "connections"),
         connection_case("TemporalConnection", "tconn"),
+        owned_resource_case(
+            "WorkerResourceTemplate",
+            "wrt",
+            json!({"workerDeploymentRef": {"name": "orders-worker"}, "template": hpa_template()}),
+        ),
         owned_resource_case(
             "TemporalWorkerOwnedResource",
             "twor",
@@ -312,6 +321,28 @@ async fn kubectl_get_shows_every_printer_column_with_its_value() -> Result<()> {
         }
     }
     ensure!(failures.is_empty(), "{}", failures.join("\n\n"));
+
+    // Every short name the Go controller's v1.8.1 CRDs declare (its deprecated TWD's included),
+    // and ours, names its kind.
+    for (short, kind) in [
+        ("wd", "WorkerDeployment"),
+        ("wdeployment", "WorkerDeployment"),
+        ("wrt", "WorkerResourceTemplate"),
+        ("twd", "TemporalWorkerDeployment"),
+        ("twdeployment", "TemporalWorkerDeployment"),
+        ("tworkerdeployment", "TemporalWorkerDeployment"),
+        ("tconn", "TemporalConnection"),
+        ("twor", "TemporalWorkerOwnedResource"),
+    ] {
+        let listed =
+            kubectl_ok(kubeconfig, &cache, &["-n", &ns, "get", short, "-o", "name"]).await?;
+        let lower = kind.to_lowercase();
+        let want = format!("{lower}.temporal.io/orders-{lower}");
+        ensure!(
+            listed.lines().collect::<Vec<_>>() == [want.as_str()],
+            "`kubectl get {short}` should list {want} only:\n{listed}"
+        );
+    }
 
     // `kubectl get temporal` (the CRDs' category) lists every kind's object.
     let listed = kubectl_ok(
