@@ -183,6 +183,9 @@ pub struct ObservedDeployment {
     /// Sunset scales a version to 0 only once this is false, so the two never fight.
     pub autoscaler_present: bool,
     pub created_at: Option<Timestamp>,
+    /// When sunset scaled it to zero, as recorded on the Deployment
+    /// ([`crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT`]).
+    pub scaled_down_at: Option<Timestamp>,
 }
 
 /// What to do this reconcile. The executor applies it in field order and stops at the first
@@ -256,6 +259,9 @@ pub struct ScaleDeployment {
     pub build_id: String,
     pub replicas: i32,
     pub reason: ScaleReason,
+    /// Record this instant on the Deployment as its scale-down time
+    /// ([`crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT`]), in the same write.
+    pub record_scaled_down_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

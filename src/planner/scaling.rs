@@ -42,6 +42,7 @@ pub fn active(view: &View) -> Vec<ScaleDeployment> {
             build_id: d.build_id.clone(),
             replicas: want,
             reason: ScaleReason::Desired,
+            record_scaled_down_at: None,
         });
     }
     out

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange};
+use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment};
+use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
 use crate::render::{self, VersionedDeploymentInput};
@@ -98,6 +99,48 @@ impl Executed {
 
 const FIELD_MANAGER: &str = "temporal-worker-controller";
 
+/// Sets `spec.replicas`. A sunset scale-down records when it happened on the Deployment in
+/// the same write (a replace, so both land or neither), since deletion counts from it; other
+/// scalings go through the scale subresource.
+async fn scale_deployment(
+    ctx: &ExecContext<'_>,
+    deployments: &Api<Deployment>,
+    scale: &ScaleDeployment,
+) -> Result<(), Failure> {
+    let Some(at) = scale.record_scaled_down_at else {
+        let patch = json!({ "spec": { "replicas": scale.replicas } });
+        let res = deployments
+            .patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        ctx.metrics
+            .kube_write("patch", "deployments/scale", res.is_ok());
+        return res.map(|_| ()).map_err(|e| fail("scale Deployment", e));
+    };
+    let mut existing = deployments
+        .get(&scale.name)
+        .await
+        .map_err(|e| fail("get Deployment", e))?;
+    existing
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_SCALED_DOWN_AT.to_string(), at.to_string());
+    existing.spec.get_or_insert_with(Default::default).replicas = Some(scale.replicas);
+    // A 409 (someone wrote in between) fails this pass; the next one plans it again.
+    let res = deployments
+        .replace(
+            &scale.name,
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &existing,
+        )
+        .await;
+    ctx.metrics.kube_write("update", "deployments", res.is_ok());
+    res.map(|_| ()).map_err(|e| fail("scale Deployment", e))
+}
+
 pub async fn execute(ctx: &ExecContext<'_>, plan: &Plan) -> Executed {
     let mut out = Executed::default();
     if let Err(f) = run(ctx, plan, &mut out).await {
@@ -146,13 +189,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     }
 
     for scale in &plan.scale {
-        let patch = json!({ "spec": { "replicas": scale.replicas } });
-        let res = deployments
-            .patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
-        ctx.metrics
-            .kube_write("patch", "deployments/scale", res.is_ok());
-        res.map_err(|e| fail("scale Deployment", e))?;
+        scale_deployment(ctx, &deployments, scale).await?;
         out.done.push(Done::Scaled {
             name: scale.name.clone(),
             build_id: scale.build_id.clone(),
