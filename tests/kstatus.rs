@@ -5,6 +5,11 @@
 //! (`tools/gitops-checker`: cli-utils, Flux's fork, Flux's CEL reader on cel-go), the Argo CD
 //! check is the shipped Lua; `tests/gitops_live.rs` repeats the fixture checks on objects read
 //! back from a real API server.
+//!
+//! Both kinds of a model share one status shape, so each fixture is written once: the Flux
+//! fixtures as the seed kinds (`TemporalWorkerDeployment`, `TemporalWorkerOwnedResource`), the
+//! Argo CD test data as the Go controller's kinds (`WorkerDeployment`, `WorkerResourceTemplate`,
+//! `Connection`), and every check runs each object under both kind names (`as_kind`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -55,6 +55,8 @@ fn worker_deployment_case(kind: &'static str, resource: &'static str) -> Case {
             ("TARGET", Expect::Is("1.5.0-7c41d2a9")),
             ("CURRENT", Expect::Is("1.4.2-e03b5f18")),
             ("RAMP %", Expect::Is("10")),
+            // `status.targetVersion.currentStep`: the 0-based index of the fixture's first step
+            // (its message says "step 1 of 2").
             ("STEP", Expect::Is("0")),
             ("READY", Expect::Is("False")),
             ("AGE", Expect::Age),
@@ -121,7 +123,8 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// The Go controller's columns for its kinds and their deprecated aliases, in its order.
+/// The Go controller's columns for its kinds and their deprecated aliases. Only their presence
+/// is checked, not their order (ours shows Target before Current).
 fn go_controller_columns(kind: &str) -> &'static [&'static str] {
     match kind {
         "WorkerDeployment" | "TemporalWorkerDeployment" => &["CURRENT", "TARGET", "RAMP %", "AGE"],
