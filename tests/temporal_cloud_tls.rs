@@ -27,6 +27,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use test_harness::certs::{Authority, Usage};
 use test_harness::manifests;
@@ -294,7 +295,7 @@ async fn wait_twd(
     what: &str,
     pred: impl Fn(&TemporalWorkerDeployment) -> bool,
 ) -> Result<TemporalWorkerDeployment> {
-    let api = Api::<TemporalWorkerDeployment>::namespaced(client.clone(), NS);
+    let api = TemporalWorkerDeployment::api(client.clone(), NS, KindSet::Seed);
     let deadline = Instant::now() + T;
     loop {
         let twd = api.get(name).await?;
@@ -314,7 +315,7 @@ async fn wait_twd(
 /// The name of the first versioned Deployment of TWD `name`.
 async fn wait_deployment(client: &kube::Client, name: &str) -> Result<String> {
     let api = Api::<Deployment>::namespaced(client.clone(), NS);
-    let twds = Api::<TemporalWorkerDeployment>::namespaced(client.clone(), NS);
+    let twds = TemporalWorkerDeployment::api(client.clone(), NS, KindSet::Seed);
     let deadline = Instant::now() + T;
     loop {
         let list = api.list(&ListParams::default()).await?;

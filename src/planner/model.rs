@@ -216,6 +216,17 @@ pub struct Plan {
     pub control: crate::api::twd::RolloutControl,
     /// Start the step gate of this step on these task queues.
     pub start_step_gates: Option<StepGateStart>,
+    /// Draining versions with open pinned workflows that an autoscaler holds at 0 replicas:
+    /// reported, never scaled by the controller.
+    pub held_at_zero: Vec<HeldAtZero>,
+}
+
+/// A Draining version at 0 replicas, with open pinned workflows, owned by an autoscaler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldAtZero {
+    pub build_id: String,
+    /// Open pinned workflows (the last visibility count).
+    pub open: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -270,6 +281,9 @@ pub enum ScaleReason {
     Desired,
     /// Drained for longer than `scaledownDelay`, or inactive and not the target.
     Sunset,
+    /// Draining with open pinned workflows at 0 replicas and no autoscaler: brought back so
+    /// that they can finish.
+    DrainingAtZero,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -6,7 +6,7 @@
 //! | unknown to Temporal (NotRegistered), Temporal lists other versions | delete now |
 //! | Inactive (never activated, or superseded before promotion) | once no open workflow is pinned to it: scale to 0, delete once its pods are gone |
 //! | Current or Ramping (Temporal's own status, even when routing lags) | never touched |
-//! | Draining | never touched |
+//! | Draining | never scaled down or deleted (found at 0 with open pinned workflows: woken or reported, `scaling.rs`) |
 //! | Drained | once no open workflow is pinned to it: scale to 0 at `drainedSince + scaledownDelay`, delete `deleteDelay` after the scale-down actually happened (once at 0) |
 //!
 //! The status is the server's own per-version status. "No open workflow pinned" is a visibility

@@ -370,7 +370,7 @@ async fn block_a_rollout_on_a_missing_connection(c: &Case) -> Result<()> {
     )
     .await?;
     c.wait_twd("orphan", "orphan blocked", T, |t| {
-        condition_is(t, "Progressing", "False", "TemporalConnectionNotFound")
+        condition_is(t, "Progressing", "False", "ConnectionNotFound")
     })
     .await?;
     Ok(())

@@ -401,8 +401,19 @@ fn fail(step: &'static str, source: impl Into<WriteError>) -> Failure {
 fn render_write_fail(step: &'static str, e: kube::Error) -> Failure {
     match &e {
         kube::Error::Api(s) if s.code == 422 => Failure::RenderedInvalid { step, source: e },
+        _ if namespace_terminating(&e) => Failure::NamespaceTerminating { step, source: e },
         _ => fail(step, e),
     }
+}
+
+/// The API server's NamespaceLifecycle refusal (403 with cause `NamespaceTerminating`): no
+/// new object may be created in a namespace being deleted.
+fn namespace_terminating(e: &kube::Error) -> bool {
+    let kube::Error::Api(s) = e else { return false };
+    s.code == 403
+        && s.details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
 }
 
 /// Which retry a refused Temporal write deserves is decided by [`super::super::verdict`].
@@ -473,6 +484,18 @@ mod tests {
         let message = f.to_string();
         assert!(message.contains("fix the TWD's pod template"), "{message}");
         assert!(message.contains("Bad_Name"), "{message}");
+        // The namespace is being deleted: not a plan failure (the TWD's deletion follows).
+        let mut refused = kube::core::Status::failure(
+            "unable to create new content in namespace shop because it is being terminated",
+            "Forbidden",
+        )
+        .with_code(403);
+        refused.details = serde_json::from_value(serde_json::json!({
+            "causes": [{"reason": "NamespaceTerminating", "message": "namespace is terminating"}]
+        }))
+        .ok();
+        let f = render_write_fail("create Deployment", kube::Error::Api(refused.boxed()));
+        assert!(matches!(f, Failure::NamespaceTerminating { .. }), "{f:?}");
         // Anything else (forbidden by a policy webhook, server trouble) may pass on retry.
         for code in [403, 409, 500] {
             let f = render_write_fail("create Deployment", api_error(code, "nope"));
