@@ -852,19 +852,20 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
 /// The one ValidatingWebhookConfiguration of a case, and its webhooks by resource.
 fn webhooks(objs: &[Value]) -> (&Value, Value, Value) {
     let vwc = one(objs, "ValidatingWebhookConfiguration");
-    let by = |resource: &str| {
+    // Each webhook covers the canonical kind and its seed alias.
+    let by = |resources: [&str; 2]| {
         vwc["webhooks"]
             .as_array()
             .expect("webhooks")
             .iter()
-            .find(|w| strings(&w["rules"][0]["resources"]) == [resource])
-            .unwrap_or_else(|| panic!("no webhook for {resource}"))
+            .find(|w| strings(&w["rules"][0]["resources"]) == resources)
+            .unwrap_or_else(|| panic!("no webhook for {resources:?}"))
             .clone()
     };
     (
         vwc,
-        by("temporalworkerownedresources"),
-        by("temporalworkerdeployments"),
+        by(["workerresourcetemplates", "temporalworkerownedresources"]),
+        by(["workerdeployments", "temporalworkerdeployments"]),
     )
 }
 
