@@ -31,6 +31,7 @@ pub const PROMOTED: &str = "Promoted";
 pub const ROLLED_BACK: &str = "RolledBack";
 pub const SCALED_DOWN: &str = "ScaledDown";
 pub const VERSION_DELETED: &str = "VersionDeleted";
+pub const VERSION_RECORD_DELETED: &str = "VersionRecordDeleted";
 pub const VERSION_UPDATED: &str = "VersionUpdated";
 pub const GATE_STARTED: &str = "GateWorkflowStarted";
 pub const RAMP_CLEARED: &str = "RampCleared";

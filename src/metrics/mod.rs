@@ -126,6 +126,12 @@ impl Metrics {
         self.ops.draining_at_zero(action);
     }
 
+    /// One attempt to delete an old version's record in Temporal: `deleted`, `already_gone`,
+    /// `has_pollers` (refused, retried later) or `error`.
+    pub fn version_record_deletion(&self, outcome: &'static str) {
+        self.ops.version_record_deletion(outcome);
+    }
+
     /// A canary analysis verdict, counted under `outcome`: `pass`, `fail` or `inconclusive`.
     pub fn analysis_verdict(&self, outcome: &'static str) {
         self.ops.analysis_verdict(outcome);

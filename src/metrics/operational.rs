@@ -89,6 +89,7 @@ pub(super) struct Operational {
     gates: Family<OutcomeLabels, Counter>,
     pinned_ended: Family<ActionLabels, Counter>,
     draining_at_zero: Family<ActionLabels, Counter>,
+    version_records: Family<OutcomeLabels, Counter>,
     analysis: Family<OutcomeLabels, Counter>,
     budget_wait: BudgetWait,
     exhausted: Family<MethodLabels, Counter>,
@@ -142,6 +143,13 @@ impl Operational {
             "Draining versions found at 0 replicas with open pinned workflows: scaled back up (no autoscaler) or held there by an autoscaler (reported once per episode), by action",
             ["scaled_up", "held_by_autoscaler"].map(|action| ActionLabels { action }),
         );
+        let version_records = counters(
+            registry,
+            "version_record_deletions",
+            "Deletions of old versions' records in Temporal once their Deployments are gone, by outcome (deleted, already_gone, has_pollers: refused while Temporal remembers pollers, retried; error)",
+            ["deleted", "already_gone", "has_pollers", "error"]
+                .map(|outcome| OutcomeLabels { outcome }),
+        );
         let analysis = counters(
             registry,
             "analysis_verdicts",
@@ -161,6 +169,7 @@ impl Operational {
             gates,
             pinned_ended,
             draining_at_zero,
+            version_records,
             analysis,
             budget_wait,
             exhausted,
@@ -382,6 +391,13 @@ impl Operational {
     pub(super) fn draining_at_zero(&self, action: &'static str) {
         self.draining_at_zero
             .get_or_create(&ActionLabels { action })
+            .inc();
+    }
+
+    /// One attempt to delete an old version's record in Temporal, by outcome.
+    pub(super) fn version_record_deletion(&self, outcome: &'static str) {
+        self.version_records
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
 

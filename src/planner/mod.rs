@@ -7,7 +7,8 @@
 //! Where each rule lives:
 //! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`, waking a
 //!   Draining version left at 0 replicas;
-//! - [`sunset`]: scaling down and deleting old versions, the version-limit guard;
+//! - [`sunset`]: scaling down and deleting old versions (and their Temporal records), the
+//!   version-limit guard;
 //! - [`drift`]: in-place updates (custom build ID template drift, connection drift), and
 //!   which of those rolls stalled;
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
@@ -104,6 +105,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         );
     }
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
+    let forget_versions = sunset::forget(&view, &mut wake);
     Plan {
         create,
         update: drift::updates(&view, &retirement.delete),
@@ -118,5 +120,6 @@ pub fn plan(input: &PlanInput) -> Plan {
         control: decision.control,
         start_step_gates: decision.start_step_gates,
         held_at_zero,
+        forget_versions,
     }
 }

@@ -219,6 +219,9 @@ pub struct Plan {
     /// Draining versions with open pinned workflows that an autoscaler holds at 0 replicas:
     /// reported, never scaled by the controller.
     pub held_at_zero: Vec<HeldAtZero>,
+    /// Delete the Temporal records of these old versions (build IDs): their Deployments are
+    /// gone ([`crate::planner::sunset::forget`]).
+    pub forget_versions: Vec<String>,
 }
 
 /// A Draining version at 0 replicas, with open pinned workflows, owned by an autoscaler.

@@ -15,6 +15,11 @@
 //!
 //! Nothing is scaled down or deleted while Temporal does not know the worker deployment at
 //! all: that can be a first rollout or a transient read, and guessing wrong deletes workers.
+//!
+//! Once an old version's Deployment is gone, its record in Temporal is deleted too
+//! ([`forget`]), a few per reconcile: Temporal caps versions per worker deployment
+//! (`matching.maxVersionsInDeployment`, 100 by default), and records nobody deletes would
+//! eventually refuse every new version.
 
 use jiff::Timestamp;
 
@@ -25,6 +30,10 @@ use crate::planner::model::{
 };
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
+
+/// At most this many version records are deleted in Temporal per reconcile (the Temporal
+/// budget is shared; the rest follow on the next passes).
+pub const MAX_FORGET_PER_RECONCILE: usize = 3;
 
 /// How soon to look again while a version due for scale-down waits for its autoscaler copy to
 /// be removed.
@@ -184,6 +193,46 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
         }
     }
     out
+}
+
+/// Old versions whose Kubernetes Deployment is gone, that Temporal reports Drained or Inactive
+/// (nothing pinned can need them) and that were not Current within the rollback window: their
+/// records are deleted in Temporal, at most
+/// [`MAX_FORGET_PER_RECONCILE`] per reconcile. Temporal itself refuses while it still
+/// remembers pollers; the next pass asks again.
+pub fn forget(view: &View, wake: &mut Wake) -> Vec<String> {
+    let input = view.input;
+    if !input.temporal.exists {
+        return Vec::new();
+    }
+    let gone = input
+        .temporal
+        .versions
+        .iter()
+        .filter(|v| {
+            matches!(
+                view.role(&v.build_id),
+                Role::Old(Some(
+                    TemporalVersionStatus::Drained | TemporalVersionStatus::Inactive
+                ))
+            ) && !input.deployments.iter().any(|d| d.build_id == v.build_id)
+                && !rollback_candidate(input, v.last_current_at)
+        })
+        .map(|v| v.build_id.clone());
+    let out: Vec<String> = gone.take(MAX_FORGET_PER_RECONCILE).collect();
+    if !out.is_empty() {
+        // Refused while Temporal remembers pollers, or more than one pass's worth: look again.
+        wake.after(DRAIN_POLL);
+    }
+    out
+}
+
+/// Current within the rollback window: its record is what makes going back to it a rollback
+/// (promoted at once), so it stays until the window has passed.
+fn rollback_candidate(input: &PlanInput, last_current_at: Option<Timestamp>) -> bool {
+    last_current_at
+        .and_then(|t| clock::add(t, input.desired.rollback_window))
+        .is_some_and(|until| until > input.now)
 }
 
 fn scale_to_zero(d: &ObservedDeployment, now: Timestamp) -> ScaleDeployment {

@@ -311,3 +311,63 @@ fn idle_when_nothing_is_pending() {
     assert_eq!(p.progress.message, "Rollout complete for build ID v2");
     assert_eq!(p.requeue_after, None);
 }
+
+// ---------------------------------------------------------------------------------------
+// Temporal version records of versions whose Deployment is gone (issue 26 item 4)
+// ---------------------------------------------------------------------------------------
+
+/// v2 is Current (its Deployment exists); Temporal also lists these old versions, none of
+/// which has a Deployment any more.
+fn settled_with_records(old: Vec<VersionState>) -> PlanInput {
+    let mut i = settled();
+    i.temporal.versions.extend(old);
+    i
+}
+
+#[test]
+fn records_of_drained_or_inactive_versions_without_a_deployment_are_deleted() {
+    let p = plan(&settled_with_records(vec![
+        VersionState::drained("v0", ago(3600)),
+        VersionState::test("vi", T::Inactive),
+        VersionState::test("vd", T::Draining),
+    ]));
+    assert_eq!(p.forget_versions, ["v0", "vi"], "never a Draining one");
+    assert!(p.requeue_after.is_some(), "looks again if Temporal refuses");
+
+    // A version whose Deployment is still there (even at 0 or being deleted) keeps its record.
+    let mut i = settled_with_records(vec![VersionState::drained("v0", ago(60))]);
+    i.deployments.push(ObservedDeployment::test("v0", 0));
+    i.deployments[1].deleting = true;
+    assert!(plan(&i).forget_versions.is_empty());
+
+    // Nothing Current, Ramping or the target, whatever Temporal's per-version status says.
+    let mut i = settled();
+    i.deployments.clear();
+    assert!(plan(&i).forget_versions.is_empty(), "the target");
+}
+
+#[test]
+fn version_records_are_deleted_a_few_per_reconcile() {
+    let old = (0..10)
+        .map(|k| VersionState::drained(&format!("old{k}"), ago(3600)))
+        .collect();
+    let p = plan(&settled_with_records(old));
+    assert_eq!(
+        p.forget_versions.len(),
+        crate::planner::sunset::MAX_FORGET_PER_RECONCILE
+    );
+    let mut i = settled_with_records(vec![VersionState::drained("v0", ago(60))]);
+    i.temporal.exists = false;
+    assert!(plan(&i).forget_versions.is_empty(), "Temporal unknown");
+}
+
+#[test]
+fn a_version_current_within_the_rollback_window_keeps_its_record() {
+    let mut v0 = VersionState::drained("v0", ago(60));
+    v0.last_current_at = Some(ago(120));
+    let mut i = settled_with_records(vec![v0]);
+    i.desired.rollback_window = Duration::from_secs(3600);
+    assert!(plan(&i).forget_versions.is_empty(), "a rollback target");
+    i.desired.rollback_window = Duration::from_secs(60);
+    assert_eq!(plan(&i).forget_versions, ["v0"]);
+}

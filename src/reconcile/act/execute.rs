@@ -14,6 +14,7 @@ use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
 use crate::render::{self, VersionedDeploymentInput};
+use crate::temporal::client::VersionDeletion;
 use crate::temporal::{TemporalClient, TemporalError};
 
 /// Everything an execution needs besides the plan.
@@ -63,6 +64,10 @@ pub enum Done {
         name: String,
         build_id: String,
     },
+    /// The Temporal record of an old version whose Deployment is gone was deleted.
+    VersionForgotten {
+        build_id: String,
+    },
     /// Deletion of the TWD: a versioned Deployment was deleted to stop its workers.
     Stopped {
         name: String,
@@ -78,7 +83,10 @@ impl Done {
     /// True for writes to the worker deployment in Temporal (routing, the manager): they
     /// change what it reports and keep its system workflow busy for a moment.
     pub fn wrote_temporal_deployment(&self) -> bool {
-        matches!(self, Done::ManagerClaimed | Done::Routed(_))
+        matches!(
+            self,
+            Done::ManagerClaimed | Done::Routed(_) | Done::VersionForgotten { .. }
+        )
     }
 }
 
@@ -217,7 +225,34 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             build_id: delete.build_id.clone(),
         });
     }
+    forget_versions(ctx, plan, out).await;
     Ok(())
+}
+
+/// Deletes the Temporal records of old versions whose Deployments are gone. Never fails the
+/// reconcile: a refusal (pollers still remembered) or an error leaves the record for the next
+/// pass, and only a deletion made now is announced.
+async fn forget_versions(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) {
+    for build_id in &plan.forget_versions {
+        let res = ctx
+            .temporal
+            .delete_version(ctx.deployment_name, build_id)
+            .await;
+        let outcome = match &res {
+            Ok(VersionDeletion::Deleted) => "deleted",
+            Ok(VersionDeletion::AlreadyGone) => "already_gone",
+            Ok(VersionDeletion::HasPollers) => "has_pollers",
+            Err(_) => "error",
+        };
+        ctx.metrics.version_record_deletion(outcome);
+        match res {
+            Ok(VersionDeletion::Deleted) => out.done.push(Done::VersionForgotten {
+                build_id: build_id.clone(),
+            }),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, build_id, "deleting a version record in Temporal"),
+        }
+    }
 }
 
 /// Creates the target's Deployment; a 409 means an earlier reconcile already did.

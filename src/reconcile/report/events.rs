@@ -157,6 +157,12 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
         Done::Routed(RoutingChange::ClearRamp) => {
             (events::RAMP_CLEARED, "Cleared a stale ramp".to_string())
         }
+        Done::VersionForgotten { build_id } => (
+            events::VERSION_RECORD_DELETED,
+            format!(
+                "Deleted the record of build ID {build_id} in Temporal (its Deployment is gone)"
+            ),
+        ),
         Done::Deleted { name, build_id } => (
             events::VERSION_DELETED,
             format!("Deleted Deployment {name} of build ID {build_id}"),

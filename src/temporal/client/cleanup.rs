@@ -9,7 +9,47 @@ use temporalio_common::protos::temporal::api::workflowservice::v1::{
 use super::{TemporalClient, legacy_version, version};
 use crate::temporal::error::TemporalError;
 
+/// How a [`TemporalClient::delete_version`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionDeletion {
+    Deleted,
+    /// Someone (or an earlier pass) deleted it already.
+    AlreadyGone,
+    /// Temporal still remembers pollers for it: try again later.
+    HasPollers,
+}
+
 impl TemporalClient {
+    /// Deletes one version's record (its Kubernetes Deployment is gone), waiting for drainage:
+    /// Temporal refuses a version that is not drained or still has pollers.
+    pub async fn delete_version(
+        &self,
+        deployment: &str,
+        build_id: &str,
+    ) -> Result<VersionDeletion, TemporalError> {
+        #[allow(deprecated)]
+        let req = DeleteWorkerDeploymentVersionRequest {
+            namespace: self.namespace.clone(),
+            version: legacy_version(deployment, build_id),
+            deployment_version: version(deployment, build_id),
+            skip_drainage: false,
+            identity: self.identity.clone(),
+        };
+        let res = self
+            .write(
+                Some(deployment),
+                "DeleteWorkerDeploymentVersion",
+                |mut c| async move { c.delete_worker_deployment_version(Request::new(req)).await },
+            )
+            .await;
+        match res {
+            Ok(_) => Ok(VersionDeletion::Deleted),
+            Err(e) if e.is_not_found() => Ok(VersionDeletion::AlreadyGone),
+            Err(e) if e.has_active_pollers() => Ok(VersionDeletion::HasPollers),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
     /// hand new workflows back to unversioned workers, delete every version without waiting
     /// for drainage, then the deployment. Idempotent: NotFound at any step counts as done.

@@ -27,6 +27,7 @@ mod gates;
 mod routing;
 mod visibility;
 
+pub use cleanup::VersionDeletion;
 pub(super) use visibility::open_workflows_query;
 
 /// Upper bound on one RPC including the SDK's retries. Temporal Server 1.32 stalls a

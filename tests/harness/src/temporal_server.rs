@@ -66,9 +66,15 @@ impl DevServer {
     /// Starts a dev server on a free loopback port (fast drainage, in-memory SQLite, no UI)
     /// and waits until it answers `GetSystemInfo`.
     pub async fn start() -> Result<DevServer> {
+        Self::start_with(&[]).await
+    }
+
+    /// [`DevServer::start`] with more `--dynamic-config-value`s (`key=value`, the value in
+    /// YAML), e.g. a lowered `matching.maxVersionsInDeployment`.
+    pub async fn start_with(extra_dynamic_config: &[&str]) -> Result<DevServer> {
         let mut last_err = None;
         for _ in 0..START_ATTEMPTS {
-            match Self::start_once().await {
+            match Self::start_once(extra_dynamic_config).await {
                 Ok(server) => return Ok(server),
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "temporal dev server did not start; retrying");
@@ -79,7 +85,7 @@ impl DevServer {
         Err(last_err.unwrap_or_else(|| anyhow::anyhow!("temporal dev server did not start")))
     }
 
-    async fn start_once() -> Result<DevServer> {
+    async fn start_once(extra_dynamic_config: &[&str]) -> Result<DevServer> {
         let port = free_port()?;
         let metrics_port = free_port()?;
         let log_path =
@@ -96,7 +102,7 @@ impl DevServer {
             "--metrics-port".into(),
             metrics_port.to_string(),
         ]);
-        for value in FAST_DRAINAGE {
+        for value in FAST_DRAINAGE.iter().chain(extra_dynamic_config) {
             args.extend(["--dynamic-config-value".into(), value.to_string()]);
         }
         let child = Supervised::spawn(
@@ -292,4 +298,14 @@ static SHARED: OnceCell<DevServer> = OnceCell::const_new();
 /// started it.
 pub async fn shared() -> Result<&'static DevServer> {
     SHARED.get_or_try_init(DevServer::start).await
+}
+
+/// [`shared`], started with more dynamic config when this is the binary's first use of it (a
+/// binary whose tests need e.g. a lowered version cap calls this before anything else).
+pub async fn shared_with(
+    extra_dynamic_config: &'static [&'static str],
+) -> Result<&'static DevServer> {
+    SHARED
+        .get_or_try_init(|| DevServer::start_with(extra_dynamic_config))
+        .await
 }
