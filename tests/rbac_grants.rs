@@ -30,8 +30,13 @@ fn every_grant_of_the_chart_is_used_by_the_controller() {
     // Likewise, a server-side apply that creates an object is authorized as `create` but
     // audited as `patch` (every copy of a TemporalWorkerOwnedResource starts that way).
     let by_admission = |g: &test_harness::chart::Grant| {
-        (g.resource == "temporalworkerdeployments/finalizers" && g.verb == "update")
-            || (g.resource == "temporalworkerownedresources" && g.verb == "delete")
+        // Both kind sets (the e2e suite runs both: tests/e2e/kind_sets.rs).
+        (["workerdeployments/finalizers", "temporalworkerdeployments/finalizers"]
+            .contains(&g.resource.as_str())
+            && g.verb == "update")
+            || (["workerresourcetemplates", "temporalworkerownedresources"]
+                .contains(&g.resource.as_str())
+                && g.verb == "delete")
             || (g.verb == "create"
                 && [
                     "horizontalpodautoscalers",
