@@ -8,7 +8,10 @@
 //! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`;
 //! - [`sunset`]: scaling down and deleting old versions, the version-limit guard;
 //! - [`drift`]: in-place updates (custom build ID template drift, connection drift), and
-//!   which of those rolls stalled;
+//!   which of those rolls stalled; Pods carrying a predecessor's hash of the current
+//!   Connection are adopted instead;
+//! - [`takeover`]: starting where a predecessor controller ran (adopted build IDs and spec
+//!   hashes, predecessor identities);
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
 //! - [`drain`]: what the status shows about old versions' pinned workflows, when they are
@@ -32,6 +35,7 @@ mod routing;
 mod scaling;
 pub mod step_gates;
 pub mod sunset;
+pub mod takeover;
 mod view;
 
 // Plan-level tests, one file per rule file, sharing `test_fixtures`.
@@ -93,9 +97,11 @@ pub fn plan(input: &PlanInput) -> Plan {
     let mut scale = scaling::active(&view);
     scale.extend(retirement.scale);
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
+    let (adopt, update) = drift::updates(&view, &retirement.delete);
     Plan {
+        adopt,
         create,
-        update: drift::updates(&view, &retirement.delete),
+        update,
         scale,
         start_gates: decision.start_gates,
         claim_manager: decision.claim_manager,

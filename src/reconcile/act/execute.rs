@@ -1,15 +1,18 @@
-//! Applies a [`Plan`] in a fixed, safe order — create → update → scale → gates → manager
+//! Applies a [`Plan`] in a fixed, safe order — take-over records → create → update → scale → gates → manager
 //! claim → routing → end pinned workflows of old versions → delete — and stops at the first failure. Together with
 //! [`super::finalizers`] this is every Kubernetes and Temporal write a reconcile makes, so
 //! metrics wrap each one once.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
 use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange};
+use crate::planner::takeover::{
+    ANNOTATION_ADOPTED_CONNECTION_HASH, ANNOTATION_ADOPTED_POD_TEMPLATE_HASH, Adoption,
+};
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
 use crate::render::{self, VersionedDeploymentInput};
@@ -62,6 +65,11 @@ pub enum Done {
         name: String,
         build_id: String,
     },
+    /// A take-over record was written on a versioned Deployment (`planner::takeover`).
+    Adopted {
+        name: String,
+        build_id: String,
+    },
     /// Deletion of the TWD: a versioned Deployment was deleted to stop its workers.
     Stopped {
         name: String,
@@ -109,6 +117,14 @@ pub async fn execute(ctx: &ExecContext<'_>, plan: &Plan) -> Executed {
 async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(), Failure> {
     let ns = ctx.twd.metadata.namespace.clone().unwrap_or_default();
     let deployments: Api<Deployment> = Api::namespaced(ctx.kube.clone(), &ns);
+
+    for adoption in &plan.adopt {
+        adopt(ctx.kube, &ns, adoption, ctx.metrics).await?;
+        out.done.push(Done::Adopted {
+            name: adoption.name.clone(),
+            build_id: adoption.build_id.clone(),
+        });
+    }
 
     if let Some(create) = &plan.create {
         create_target(ctx, &deployments, create, out).await?;
@@ -180,6 +196,58 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             build_id: delete.build_id.clone(),
         });
     }
+    Ok(())
+}
+
+/// Writes a take-over record ([`Adoption`]) on a versioned Deployment: annotations in its
+/// metadata only, so its generation and Pods stay as they are. Read and replaced as untyped
+/// JSON, so that no field this client's Deployment type does not know is dropped (which could
+/// change the pod template), with `get` and `update`, the verbs the chart already grants; a
+/// 409 (changed since the read) is retried by the next reconcile.
+pub async fn adopt(
+    kube: &kube::Client,
+    namespace: &str,
+    adoption: &Adoption,
+    metrics: &Metrics,
+) -> Result<(), Failure> {
+    let resource = ApiResource::erase::<Deployment>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(kube.clone(), namespace, &resource);
+    let mut obj = api
+        .get(&adoption.name)
+        .await
+        .map_err(|e| fail("get Deployment", e))?;
+    let annotations = obj
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    for (key, record) in [
+        (ANNOTATION_ADOPTED_POD_TEMPLATE_HASH, &adoption.template),
+        (ANNOTATION_ADOPTED_CONNECTION_HASH, &adoption.connection),
+    ] {
+        if let Some(record) = record {
+            annotations.insert(key.to_string(), record.annotation_value());
+        }
+    }
+    obj.metadata.managed_fields = None;
+    let res = api
+        .replace(
+            &adoption.name,
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &obj,
+        )
+        .await;
+    metrics.kube_write("update", "deployments", res.is_ok());
+    res.map_err(|e| fail("record take-over on Deployment", e))?;
+    tracing::info!(
+        deployment = %adoption.name,
+        build_id = %adoption.build_id,
+        template = adoption.template.is_some(),
+        connection = adoption.connection.is_some(),
+        "took over a versioned Deployment: recorded our hashes beside the predecessor's"
+    );
     Ok(())
 }
 

@@ -10,6 +10,7 @@ use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
 use crate::planner::model::ObservedDeployment;
+use crate::planner::takeover;
 
 /// Versioned Deployments controlled by this TWD, oldest first.
 pub async fn owned_deployments(
@@ -87,6 +88,24 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
+    // A take-over record on the Deployment stands for the predecessor's pod-template hashes.
+    let annotations = d.annotations();
+    let (pod_template_hash, template_adopted) = takeover::effective(
+        pod_annotations
+            .get(ANNOTATION_POD_TEMPLATE_HASH)
+            .map(String::as_str),
+        annotations
+            .get(takeover::ANNOTATION_ADOPTED_POD_TEMPLATE_HASH)
+            .map(String::as_str),
+    );
+    let (connection_hash, _) = takeover::effective(
+        pod_annotations
+            .get(ANNOTATION_CONNECTION_HASH)
+            .map(String::as_str),
+        annotations
+            .get(takeover::ANNOTATION_ADOPTED_CONNECTION_HASH)
+            .map(String::as_str),
+    );
     Some(ObservedDeployment {
         name: d.name_any(),
         build_id,
@@ -94,8 +113,9 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         status_replicas: status.replicas.unwrap_or(0),
         ready_replicas: status.ready_replicas.unwrap_or(0),
         healthy_since,
-        pod_template_hash: pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned(),
-        connection_hash: pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned(),
+        pod_template_hash,
+        connection_hash,
+        template_adopted,
         rolled_in_place,
         progress_deadline_exceeded,
         deleting: d.meta().deletion_timestamp.is_some(),

@@ -191,6 +191,12 @@ fn new_status(
             routed: routed(&p.done),
             outcome,
         },
+        (None, Err(b))
+            if !b.stalled && crate::reconcile::takeover::keeps_predecessor_status(&attempt.twd) =>
+        {
+            tracing::warn!(reason = b.reason, message = %b.message, "not planned yet; the predecessor controller's status is kept until the take-over is recorded");
+            return None;
+        }
         (None, Err(b)) => Report::Blocked(b),
         (None, Ok(())) => return None,
     };
