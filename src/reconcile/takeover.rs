@@ -42,6 +42,8 @@ pub async fn record(
 /// for a reason that may pass (Temporal or the Connection not reachable yet) leaves that status
 /// alone: overwriting it would lose which build the spec produced before the take-over record
 /// is written. A terminal reason (an invalid spec) is reported: the record would not help.
+/// Deletion is always reported: nothing is left to take over.
 pub fn keeps_predecessor_status(twd: &TemporalWorkerDeployment) -> bool {
-    takeover::predecessor_target(twd.metadata.generation, twd.status.as_ref()).is_some()
+    twd.metadata.deletion_timestamp.is_none()
+        && takeover::predecessor_target(twd.metadata.generation, twd.status.as_ref()).is_some()
 }
