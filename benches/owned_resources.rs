@@ -14,6 +14,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use temporal_worker_controller::owned::{self, OwnedContext, render, rules};
 use test_harness::control_plane::{self, AuditEvent, ControlPlane};
@@ -43,7 +44,8 @@ async fn setup(client: &kube::Client) -> Res<()> {
         &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
     )
     .await?;
-    let twds: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), NS);
+    let twds: Api<TemporalWorkerDeployment> =
+        TemporalWorkerDeployment::api(client.clone(), NS, KindSet::Seed);
     twds.create(&PostParams::default(), &serde_json::from_value(json!({
         "metadata": {"name": WORKER},
         "spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "w", "image": "img"}]}},
@@ -62,7 +64,8 @@ async fn setup(client: &kube::Client) -> Res<()> {
         }))?)
         .await?;
     }
-    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), NS);
+    let twors: Api<TemporalWorkerOwnedResource> =
+        TemporalWorkerOwnedResource::api(client.clone(), NS, KindSet::Seed);
     for i in 0..TWORS {
         twors
             .create(
@@ -79,7 +82,8 @@ async fn setup(client: &kube::Client) -> Res<()> {
 
 /// One pass of the TWOR controller over every TWOR, as fresh from the API server.
 async fn pass(client: &kube::Client, ctx: &Arc<OwnedContext>) -> Res<Duration> {
-    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), NS);
+    let twors: Api<TemporalWorkerOwnedResource> =
+        TemporalWorkerOwnedResource::api(client.clone(), NS, KindSet::Seed);
     let list = twors.list(&Default::default()).await?.items;
     let start = Instant::now();
     for t in list {
@@ -166,7 +170,8 @@ async fn main() -> Res<()> {
         "first pass (render + apply of {} copies, metadata + status writes): {first:?}",
         TWORS * VERSIONS
     );
-    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), NS);
+    let twors: Api<TemporalWorkerOwnedResource> =
+        TemporalWorkerOwnedResource::api(client.clone(), NS, KindSet::Seed);
     let ready = twors
         .list(&Default::default())
         .await?

@@ -15,14 +15,15 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::json;
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::http::{self, AppState, Readiness};
 use temporal_worker_controller::metrics::Metrics;
 use temporal_worker_controller::milestones::{Milestone, MilestoneKind, Milestones};
+use temporal_worker_controller::workers::Workers;
 use tokio::sync::broadcast;
 
 const OBJECTS: usize = 1_000;
@@ -77,9 +78,9 @@ fn report(what: &str, mut samples: Vec<Duration>) {
 type BoxError = Box<dyn std::error::Error>;
 
 /// The store filled with `OBJECTS` TWDs (five milestones each) and the HTTP state serving it.
-fn filled_state() -> Result<(AppState, Store<TemporalWorkerDeployment>, Arc<Metrics>), BoxError> {
-    let mut writer = Writer::<TemporalWorkerDeployment>::default();
-    let store = writer.as_reader();
+fn filled_state() -> Result<(AppState, Workers, Arc<Metrics>), BoxError> {
+    let mut writer = Writer::<TemporalWorkerDeployment>::new(KindSet::Seed);
+    let store = Workers::new(vec![(KindSet::Seed, writer.as_reader())]);
     let milestones = Arc::new(Milestones::new());
     for i in 0..OBJECTS {
         let obj = twd(i)?;
@@ -182,7 +183,7 @@ async fn bench_endpoints(fetch: &Fetcher) -> Result<(), BoxError> {
 }
 
 /// Times `Metrics::encode` alone, without HTTP.
-fn bench_encode(metrics: &Metrics, store: &Store<TemporalWorkerDeployment>) {
+fn bench_encode(metrics: &Metrics, store: &Workers) {
     let mut encode = Vec::new();
     let mut size = 0;
     for _ in 0..50 {

@@ -17,6 +17,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::VersionStatus;
 
@@ -204,7 +205,9 @@ async fn wait_retired(client: &kube::Client, v1: &str) -> Result<()> {
     let deadline = Instant::now() + DEADLINE;
     loop {
         let twd: TemporalWorkerDeployment =
-            Api::namespaced(client.clone(), NAMESPACE).get(NAME).await?;
+            TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Seed)
+                .get(NAME)
+                .await?;
         let still_listed = twd
             .status
             .iter()
@@ -256,7 +259,8 @@ async fn wait(
     what: &str,
     pred: impl Fn(&TemporalWorkerDeployment) -> bool,
 ) -> Result<TemporalWorkerDeployment> {
-    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let api: Api<TemporalWorkerDeployment> =
+        TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Seed);
     let deadline = Instant::now() + DEADLINE;
     loop {
         if let Some(t) = api.get_opt(NAME).await?
@@ -302,7 +306,8 @@ async fn apply_file(
 
 /// Prints one line whenever what a human would care about changes.
 async fn print_transitions(client: kube::Client, started: Instant) {
-    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client, NAMESPACE);
+    let api: Api<TemporalWorkerDeployment> =
+        TemporalWorkerDeployment::api(client, NAMESPACE, KindSet::Seed);
     let stream = kube::runtime::watcher::watch_object(api, NAME);
     let mut stream = std::pin::pin!(stream);
     let mut last = String::new();

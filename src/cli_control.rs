@@ -5,7 +5,6 @@
 //! [`decide`] is pure (what to patch and what to tell the user), so every action is
 //! unit-tested; [`run`] only reads the object and sends the patch.
 
-use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -148,11 +147,10 @@ fn target_is_current(twd: &TemporalWorkerDeployment) -> bool {
 pub async fn run(action: Action, name: &str, namespace: Option<&str>) -> Result<(), ControlError> {
     let client = kube::Client::try_default().await?;
     let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
-    let api: Api<TemporalWorkerDeployment> = Api::namespaced(client, &ns);
-    let twd = api
-        .get_opt(name)
+    let twd = crate::workers::fetch(&client, &ns, name)
         .await?
         .ok_or_else(|| ControlError::NotFound(format!("{ns}/{name}")))?;
+    let api = twd.own_api(client);
     let change = decide(action, &twd)?;
     println!("{}", change.explanation);
     if change.spec_patch {

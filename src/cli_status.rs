@@ -11,11 +11,8 @@ use axum::http::{Request, Uri, header};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
-use kube::Api;
-use kube::api::ListParams;
 use serde::de::DeserializeOwned;
 
-use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus};
 use crate::summary::{self as view, RolloutList, RolloutSummary, RolloutView};
 
@@ -87,9 +84,7 @@ async fn fetch_kube(args: &StatusArgs) -> Result<StatusView, CliError> {
                 .namespace
                 .clone()
                 .unwrap_or_else(|| client.default_namespace().to_string());
-            let api: Api<TemporalWorkerDeployment> = Api::namespaced(client, &ns);
-            let twd = api
-                .get_opt(name)
+            let twd = crate::workers::fetch(&client, &ns, name)
                 .await?
                 .ok_or_else(|| CliError::NotFound(format!("{ns}/{name}")))?;
             // Milestones live in the controller's memory; `kubectl get events` has them too.
@@ -99,13 +94,9 @@ async fn fetch_kube(args: &StatusArgs) -> Result<StatusView, CliError> {
             ))))
         }
         None => {
-            let api: Api<TemporalWorkerDeployment> = match &args.namespace {
-                Some(ns) => Api::namespaced(client, ns),
-                None => Api::all(client),
-            };
-            let list = api.list(&ListParams::default()).await?;
+            let list = crate::workers::list(&client, args.namespace.as_deref()).await?;
             let mut items: Vec<RolloutSummary> =
-                list.items.iter().map(RolloutSummary::from_twd).collect();
+                list.iter().map(RolloutSummary::from_twd).collect();
             items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
             Ok(StatusView::List(items))
         }
@@ -595,6 +586,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::TemporalWorkerDeployment;
     use crate::fixtures::ts;
     use crate::milestones::{Milestone, MilestoneKind};
 

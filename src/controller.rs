@@ -16,15 +16,19 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::warn;
 
+use crate::api::KindSet;
 use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
     TemporalWorkerOwnedResource,
 };
 use crate::error::Error;
 use crate::reconcile::{self, Context};
+use crate::workers::Workers;
 
-/// Builds the controller and its connection janitor. Returns the TWD reflector store (for the
-/// status API) and a future that runs both until `shutdown` resolves.
+/// Builds the controllers: for each kind set (see [`crate::api::kinds`]) a worker-deployment
+/// controller, a Connection reconciler and an owned-resource controller, all running the same
+/// reconcile code. Returns the worker-deployment caches (for the status API and metrics) and a
+/// future that runs everything until `shutdown` resolves.
 ///
 /// With `watch_namespaces` set, every kind is watched with one watch per namespace, so a
 /// namespaced install needs only the Roles the chart renders in those namespaces (a
@@ -32,25 +36,35 @@ use crate::reconcile::{self, Context};
 pub fn build(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> (
-    Store<TemporalWorkerDeployment>,
-    impl std::future::Future<Output = ()>,
-) {
+) -> (Workers, impl std::future::Future<Output = ()>) {
     let client = ctx.client.clone();
     let scopes = scopes(&ctx.settings.watch_namespaces);
-    let (store, twds) =
-        reflect_scopes::<TemporalWorkerDeployment>(&client, &scopes, watcher::Config::default());
-    let deployments = versioned_deployments(&client, &scopes);
-    let connections = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in::<TemporalConnection>(&client, scope),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .boxed()
-    }));
-    let mapper_store = store.clone();
     let shutdown = shutdown.shared();
+    let mut stores = Vec::new();
+    let mut running = Vec::new();
+    for set in KindSet::ALL {
+        let (store, twds) = reflect_scopes::<TemporalWorkerDeployment>(
+            &client,
+            &scopes,
+            set,
+            watcher::Config::default(),
+        );
+        stores.push((set, store.clone()));
+        running.push(
+            worker_controller(
+                set,
+                store,
+                twds,
+                scopes.clone(),
+                ctx.clone(),
+                shutdown.clone(),
+            )
+            .boxed(),
+        );
+    }
+    let workers = Workers::new(stores);
+    // Set once per process: a second build (never done) would keep the first caches.
+    let _ = ctx.workers.set(workers.clone());
     let mut owned_ctx = crate::owned::OwnedContext::new(
         client.clone(),
         ctx.leader.clone(),
@@ -61,32 +75,81 @@ pub fn build(
     if !ctx.settings.owned_kinds.is_empty() {
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
     }
-    let owned = build_owned_controller(client.clone(), scopes.clone(), owned_ctx, shutdown.clone());
-    let connection_ctx = crate::connection::ConnectionContext::new(
-        client,
-        store.clone(),
+    let owned_ctx = Arc::new(owned_ctx);
+    let connection_ctx = Arc::new(crate::connection::ConnectionContext::new(
+        client.clone(),
+        workers.clone(),
         ctx.leader.clone(),
         ctx.metrics.clone(),
-    );
-    let janitor = build_connection_janitor(scopes, connection_ctx, shutdown.clone());
+    ));
+    for set in KindSet::ALL {
+        running.push(
+            build_owned_controller(
+                client.clone(),
+                scopes.clone(),
+                set,
+                owned_ctx.clone(),
+                shutdown.clone(),
+            )
+            .boxed(),
+        );
+        running.push(
+            build_connection_janitor(
+                scopes.clone(),
+                set,
+                connection_ctx.clone(),
+                shutdown.clone(),
+            )
+            .boxed(),
+        );
+    }
+    (workers, async move {
+        futures::future::join_all(running).await;
+    })
+}
+
+/// The worker-deployment controller of one kind set.
+fn worker_controller(
+    set: KindSet,
+    store: Store<TemporalWorkerDeployment>,
+    twds: impl Stream<Item = Result<TemporalWorkerDeployment, watcher::Error>> + Send + 'static,
+    scopes: Vec<Option<String>>,
+    ctx: Arc<Context>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let client = ctx.client.clone();
+    let deployments = versioned_deployments(&client, &scopes);
+    let connections = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in_set::<TemporalConnection>(&client, scope, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .boxed()
+    }));
+    let mapper_store = store.clone();
     let won = leadership_won(ctx.leader.clone());
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
-    let controller = Controller::for_stream(twds, store.clone())
+    Controller::for_stream_with(twds, store, set)
         .with_config(config)
-        .owns_stream(deployments)
-        // A Connection change requeues every TWD that references it.
-        .watches_stream(connections, move |conn: TemporalConnection| {
-            let ns = conn.namespace();
-            let name = conn.name_any();
-            mapper_store
-                .state()
-                .into_iter()
-                .filter(|t| {
-                    t.namespace() == ns && t.spec.worker_options.connection_ref.name == name
-                })
-                .map(|t| ObjectRef::from_obj(&*t))
-                .collect::<Vec<_>>()
-        })
+        .owns_stream_with(deployments, ())
+        // A Connection change requeues every worker deployment (of its kind set) naming it.
+        .watches_stream_with(
+            connections,
+            move |conn: TemporalConnection| {
+                let ns = conn.namespace();
+                let name = conn.name_any();
+                mapper_store
+                    .state()
+                    .into_iter()
+                    .filter(|t| {
+                        t.namespace() == ns && t.spec.worker_options.connection_ref.name == name
+                    })
+                    .map(|t| ObjectRef::from_obj_with(&*t, set))
+                    .collect::<Vec<_>>()
+            },
+            set,
+        )
         // Followers do nothing and wait; the replica that wins the Lease looks at everything.
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
@@ -95,10 +158,7 @@ pub fn build(
             if let Err(e) = res {
                 tracing::debug!(error = %e, "reconcile stream error");
             }
-        });
-    (store, async move {
-        futures::join!(controller, janitor, owned);
-    })
+        })
 }
 
 /// Changes of versioned Deployments (labelled with their TWD) in every scope.
@@ -170,18 +230,31 @@ where
     }
 }
 
+/// `K`'s API in `scope` under `set`'s kind name.
+fn api_in_set<K>(client: &kube::Client, scope: &Option<String>, set: KindSet) -> Api<K>
+where
+    K: Resource<Scope = kube::core::DynamicResourceScope, DynamicType = KindSet>,
+{
+    match scope {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &set),
+        None => Api::all_with(client.clone(), &set),
+    }
+}
+
 /// Watches `K` in every scope into one reflector store. Returns the store and the stream of
 /// applied objects (the controller's trigger).
 fn reflect_scopes<K>(
     client: &kube::Client,
     scopes: &[Option<String>],
+    set: KindSet,
     config: watcher::Config,
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    K: Resource<Scope = kube::core::DynamicResourceScope, DynamicType = KindSet>
+        + crate::api::kinds::Stamped
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
@@ -189,11 +262,12 @@ where
         + Sync
         + 'static,
 {
-    let mut writer = ScopedWriter::new(scopes.to_vec());
+    let mut writer = ScopedWriter::new(scopes.to_vec(), set);
     let reader = writer.reader();
     let events = stream::select_all(scopes.iter().enumerate().map(|(i, scope)| {
-        watcher(api_in::<K>(client, scope), config.clone())
-            .map(move |event| (i, event))
+        watcher(api_in_set::<K>(client, scope, set), config.clone())
+            // Every object carries its kind set from here on, whatever the answer carried.
+            .map(move |event| (i, event.map(|e| e.modify(|o| o.stamp(set)))))
             .boxed()
     }));
     let applied = events.filter_map(move |(i, event)| {
@@ -215,8 +289,12 @@ where
 /// One reflector store fed by one watch per scope. A watch's (re)list only replaces the
 /// objects of its own scope (a plain `Writer` would replace the whole store), and the store
 /// reads as ready once every scope has listed.
-struct ScopedWriter<K: Resource<DynamicType = ()> + Clone + 'static> {
+struct ScopedWriter<K: Resource + Clone + 'static>
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
     writer: Writer<K>,
+    dyntype: K::DynamicType,
     scopes: Vec<Option<String>>,
     /// The objects of a (re)list in progress, per scope.
     buffers: Vec<Option<Vec<K>>>,
@@ -224,11 +302,15 @@ struct ScopedWriter<K: Resource<DynamicType = ()> + Clone + 'static> {
     ready: bool,
 }
 
-impl<K: Resource<DynamicType = ()> + Clone + 'static> ScopedWriter<K> {
-    fn new(scopes: Vec<Option<String>>) -> Self {
+impl<K: Resource + Clone + 'static> ScopedWriter<K>
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    fn new(scopes: Vec<Option<String>>, dyntype: K::DynamicType) -> Self {
         let n = scopes.len();
         Self {
-            writer: Writer::default(),
+            dyntype: dyntype.clone(),
+            writer: Writer::new(dyntype),
             scopes,
             buffers: vec![None; n],
             listed: vec![false; n],
@@ -238,6 +320,10 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> ScopedWriter<K> {
 
     fn reader(&self) -> Store<K> {
         self.writer.as_reader()
+    }
+
+    fn key(&self, obj: &K) -> ObjectRef<K> {
+        ObjectRef::from_obj_with(obj, self.dyntype.clone())
     }
 
     fn apply(&mut self, scope: usize, event: &watcher::Event<K>) {
@@ -252,17 +338,22 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> ScopedWriter<K> {
             watcher::Event::InitDone => {
                 let fresh = self.buffers[scope].take().unwrap_or_default();
                 let keep: std::collections::HashSet<ObjectRef<K>> =
-                    fresh.iter().map(ObjectRef::from_obj).collect();
+                    fresh.iter().map(|o| self.key(o)).collect();
                 let reader = self.writer.as_reader();
                 let within = self.scopes[scope].clone();
-                for gone in reader.state().iter().filter(|o| {
-                    within
-                        .as_ref()
-                        .is_none_or(|ns| o.namespace().as_ref() == Some(ns))
-                        && !keep.contains(&ObjectRef::from_obj(&***o))
-                }) {
+                let gone: Vec<_> = reader
+                    .state()
+                    .into_iter()
+                    .filter(|o| {
+                        within
+                            .as_ref()
+                            .is_none_or(|ns| o.namespace().as_ref() == Some(ns))
+                            && !keep.contains(&self.key(o))
+                    })
+                    .collect();
+                for gone in gone {
                     self.writer
-                        .apply_watcher_event(&watcher::Event::Delete((**gone).clone()));
+                        .apply_watcher_event(&watcher::Event::Delete((*gone).clone()));
                 }
                 for obj in fresh {
                     self.writer.apply_watcher_event(&watcher::Event::Apply(obj));
@@ -291,55 +382,69 @@ fn error_policy<K: ResourceExt, C>(obj: Arc<K>, err: &Error, _ctx: Arc<C>) -> Ac
     Action::await_change()
 }
 
-/// The Connection reconciler (`crate::connection`) over the same namespaces.
+/// The Connection reconciler (`crate::connection`) of one kind set, over the same namespaces.
 fn build_connection_janitor(
     scopes: Vec<Option<String>>,
-    ctx: crate::connection::ConnectionContext,
+    set: KindSet,
+    ctx: Arc<crate::connection::ConnectionContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let (store, connections) =
-        reflect_scopes::<TemporalConnection>(&ctx.client, &scopes, watcher::Config::default());
+        reflect_scopes::<TemporalConnection>(&ctx.client, &scopes, set, watcher::Config::default());
     let won = leadership_won(ctx.leader.clone());
-    Controller::for_stream(connections, store)
+    Controller::for_stream_with(connections, store, set)
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
-        .run(crate::connection::reconcile, error_policy, Arc::new(ctx))
+        .run(crate::connection::reconcile, error_policy, ctx)
         .for_each(|_| async {})
 }
 
-/// The TemporalWorkerOwnedResource controller (`crate::owned`): a change of a TWOR, of the
-/// TWD it names or of that TWD's versioned Deployments looks at the TWOR again.
+/// The owned-resource controller (`crate::owned`) of one kind set: a change of a template, of
+/// the worker deployment it names or of that worker's versioned Deployments looks at the
+/// template again.
 fn build_owned_controller(
     client: kube::Client,
     scopes: Vec<Option<String>>,
-    ctx: crate::owned::OwnedContext,
+    set: KindSet,
+    ctx: Arc<crate::owned::OwnedContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let (store, twors) =
-        reflect_scopes::<TemporalWorkerOwnedResource>(&client, &scopes, watcher::Config::default());
-    let deployments = versioned_deployments(&client, &scopes);
-    let twds = metadata_in_scopes::<TemporalWorkerDeployment>(
+    let (store, twors) = reflect_scopes::<TemporalWorkerOwnedResource>(
         &client,
         &scopes,
+        set,
         watcher::Config::default(),
     );
+    let deployments = versioned_deployments(&client, &scopes);
+    let twds = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in_set::<PartialObjectMeta<TemporalWorkerDeployment>>(&client, scope, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .boxed()
+    }));
     let by_deployment = store.clone();
     let by_twd = store.clone();
     let won = leadership_won(ctx.leader.clone());
-    let ctx = Arc::new(ctx);
-    Controller::for_stream(twors, store)
-        .watches_stream(deployments, move |d: PartialObjectMeta<Deployment>| {
-            let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
-            referring(&by_deployment, d.namespace(), |twd| {
-                worker.as_deref() == Some(crate::render::label_value(twd).as_str())
-            })
-        })
-        .watches_stream(
+    Controller::for_stream_with(twors, store, set)
+        .watches_stream_with(
+            deployments,
+            move |d: PartialObjectMeta<Deployment>| {
+                let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
+                referring(&by_deployment, set, d.namespace(), |twd| {
+                    worker.as_deref() == Some(crate::render::label_value(twd).as_str())
+                })
+            },
+            (),
+        )
+        .watches_stream_with(
             twds,
             move |t: PartialObjectMeta<TemporalWorkerDeployment>| {
                 let name = t.name_any();
-                referring(&by_twd, t.namespace(), |twd| twd == name)
+                referring(&by_twd, set, t.namespace(), |twd| twd == name)
             },
+            set,
         )
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
@@ -347,17 +452,18 @@ fn build_owned_controller(
         .for_each(|_| async {})
 }
 
-/// TWORs in `ns` whose `spec.workerRef.name` satisfies `names`.
+/// Templates in `ns` whose worker name satisfies `names`.
 fn referring(
     store: &Store<TemporalWorkerOwnedResource>,
+    set: KindSet,
     ns: Option<String>,
     names: impl Fn(&str) -> bool,
 ) -> Vec<ObjectRef<TemporalWorkerOwnedResource>> {
     store
         .state()
         .into_iter()
-        .filter(|t| t.namespace() == ns && names(&t.spec.worker_ref.name))
-        .map(|t| ObjectRef::from_obj(&*t))
+        .filter(|t| t.namespace() == ns && names(t.spec.worker_name()))
+        .map(|t| ObjectRef::from_obj_with(&*t, set))
         .collect()
 }
 
@@ -402,7 +508,7 @@ mod tests {
 
     #[test]
     fn a_relist_of_one_namespace_keeps_the_others_and_ready_waits_for_all() {
-        let mut w = ScopedWriter::<ConfigMap>::new(vec![Some("a".into()), Some("b".into())]);
+        let mut w = ScopedWriter::<ConfigMap>::new(vec![Some("a".into()), Some("b".into())], ());
         let store = w.reader();
         list(&mut w, 0, &[cm("a", "x")]);
         assert_eq!(names(&store), ["a/x"]);

@@ -3,15 +3,26 @@
 
 use kube::CustomResourceExt;
 
-use crate::api::{TemporalConnection, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::api::connection::TemporalConnectionCrd;
+use crate::api::kinds::{KindSet, Model, crd_for};
+use crate::api::twd::TemporalWorkerDeploymentCrd;
+use crate::api::twor::TemporalWorkerOwnedResourceCrd;
 
-/// `(file name, YAML)` for every CRD we serve, in a stable order.
+/// `(file name, YAML)` for every CRD we serve (both kind sets), in a stable order.
 pub fn files() -> Vec<(String, String)> {
-    let crds = [
-        TemporalWorkerDeployment::crd(),
-        TemporalConnection::crd(),
-        TemporalWorkerOwnedResource::crd(),
+    let seeds = [
+        (Model::Worker, TemporalWorkerDeploymentCrd::crd()),
+        (Model::Connection, TemporalConnectionCrd::crd()),
+        (Model::Template, TemporalWorkerOwnedResourceCrd::crd()),
     ];
+    let crds: Vec<_> = KindSet::ALL
+        .into_iter()
+        .flat_map(|set| {
+            seeds
+                .iter()
+                .map(move |(model, seed)| crd_for(seed, set, *model))
+        })
+        .collect();
     crds.into_iter()
         .map(|crd| {
             let name = crd.metadata.name.clone().unwrap_or_default();

@@ -17,7 +17,6 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::{Event, EventSeries};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 
 use crate::api::TemporalWorkerDeployment;
@@ -184,7 +183,7 @@ impl EventSink {
         reason: &str,
         message: String,
     ) {
-        let reference: ObjectReference = twd.object_ref(&());
+        let reference: ObjectReference = twd.reference();
         let namespace = reference.namespace.clone().unwrap_or_default();
         let name = reference.name.clone().unwrap_or_default();
         let note = truncate_note(message);

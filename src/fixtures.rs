@@ -103,7 +103,9 @@ impl TemporalWorkerDeployment {
                     },
                     temporal_namespace: "orders-ns".into(),
                     custom_build_id: None,
+                    unsafe_custom_build_id: None,
                 },
+                progress_deadline_seconds: None,
             },
         );
         twd.metadata.namespace = Some("shop".into());

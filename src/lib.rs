@@ -36,6 +36,7 @@ pub mod status;
 pub mod summary;
 pub mod temporal;
 pub mod webhook;
+pub mod workers;
 
 #[cfg(test)]
 mod structure_tests;

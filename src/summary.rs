@@ -432,7 +432,7 @@ impl SpecView {
             sunset: spec.sunset.clone(),
             connection_ref: spec.worker_options.connection_ref.name.clone(),
             temporal_namespace: spec.worker_options.temporal_namespace.clone(),
-            custom_build_id: spec.worker_options.custom_build_id.clone(),
+            custom_build_id: spec.worker_options.build_id_pin().map(str::to_string),
             containers,
         }
     }

@@ -38,12 +38,15 @@ fn crds_declare_status_subresource_and_short_names() {
             version["subresources"]["status"].is_object(),
             "{file} lacks status subresource"
         );
-        assert!(
-            crd["spec"]["names"]["shortNames"]
-                .as_array()
-                .is_some_and(|a| !a.is_empty()),
-            "{file}"
-        );
+        // The Go controller's `Connection` has no short name; ours matches it.
+        if file != "connections.temporal.io.yaml" {
+            assert!(
+                crd["spec"]["names"]["shortNames"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty()),
+                "{file}"
+            );
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use serde_json::json;
-use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
 use temporal_worker_controller::run::{self, RunOptions, Running};
 use test_harness::control_plane::{self, ControlPlane};
 use test_harness::kubelet::Kubelet;
@@ -101,7 +101,8 @@ impl Cluster {
             .sunset("2s", "2s")
             .build();
         apply(&self.client, &self.ns, "identity-test", twd).await?;
-        let api: Api<TemporalWorkerDeployment> = Api::namespaced(self.client.clone(), &self.ns);
+        let api: Api<TemporalWorkerDeployment> =
+            Api::namespaced_with(self.client.clone(), &self.ns, &KindSet::Seed);
         let done = wait(&api, NAME, &format!("{tag} Current"), |t| {
             let Some(s) = t.status.as_ref() else {
                 return false;

@@ -13,6 +13,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
 use test_harness::manifests;
 
@@ -22,8 +23,9 @@ const LEASE: &str = "twc-leadership";
 async fn run() -> Result<()> {
     let (_, admin) = test_harness::control_plane::shared_with_crds().await?;
     let leases = foreign_lease(&admin).await?;
-    let conns: Api<TemporalConnection> = Api::namespaced(admin.clone(), NS);
-    let twds: Api<TemporalWorkerDeployment> = Api::namespaced(admin.clone(), NS);
+    let conns: Api<TemporalConnection> = TemporalConnection::api(admin.clone(), NS, KindSet::Seed);
+    let twds: Api<TemporalWorkerDeployment> =
+        TemporalWorkerDeployment::api(admin.clone(), NS, KindSet::Seed);
     work_for_a_leader(&conns, &twds).await?;
 
     let controller = temporal_worker_controller::run::start(

@@ -8,10 +8,12 @@ use std::time::Duration;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::metrics::{
     ControllerKind, Metrics, ReconcileOutcome, openmetrics_to_prometheus_text,
 };
+use temporal_worker_controller::workers::Workers;
 use test_harness::{dashboards, manifests};
 
 fn twd(ns: &str, name: &str, strategy: &str, status: Value) -> TemporalWorkerDeployment {
@@ -87,14 +89,9 @@ fn fixtures() -> Vec<TemporalWorkerDeployment> {
     ]
 }
 
-fn store_with(
-    objs: &[TemporalWorkerDeployment],
-) -> (
-    Writer<TemporalWorkerDeployment>,
-    kube::runtime::reflector::Store<TemporalWorkerDeployment>,
-) {
-    let mut writer = Writer::<TemporalWorkerDeployment>::default();
-    let store = writer.as_reader();
+fn store_with(objs: &[TemporalWorkerDeployment]) -> (Writer<TemporalWorkerDeployment>, Workers) {
+    let mut writer = Writer::<TemporalWorkerDeployment>::new(KindSet::Seed);
+    let store = Workers::new(vec![(KindSet::Seed, writer.as_reader())]);
     for o in objs {
         writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
     }

@@ -16,6 +16,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
 use serde_json::json;
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
 use test_harness::manifests;
 use test_harness::world::{self, Infra};
@@ -268,7 +269,7 @@ async fn wait_for_rollouts(install: &Install<'_>) -> Result<()> {
         );
         let mut still = Vec::new();
         for ns in &pending {
-            let twd = Api::<TemporalWorkerDeployment>::namespaced(install.admin.clone(), ns)
+            let twd = TemporalWorkerDeployment::api(install.admin.clone(), ns, KindSet::Seed)
                 .get("orders")
                 .await?;
             if !ready(&twd) {
@@ -298,7 +299,7 @@ async fn wait_for_rollouts(install: &Install<'_>) -> Result<()> {
 /// its Connection gets no finalizer.
 async fn check_unwatched_left_alone(install: &Install<'_>) -> Result<()> {
     let outside = &install.outside;
-    let outside_twds = Api::<TemporalWorkerDeployment>::namespaced(install.admin.clone(), outside);
+    let outside_twds = TemporalWorkerDeployment::api(install.admin.clone(), outside, KindSet::Seed);
     let outside_deps = Api::<Deployment>::namespaced(install.admin.clone(), outside);
     let watch_until = Instant::now() + Duration::from_secs(5);
     while Instant::now() < watch_until {
@@ -330,7 +331,7 @@ async fn check_unwatched_left_alone(install: &Install<'_>) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let conn = Api::<TemporalConnection>::namespaced(install.admin.clone(), outside)
+    let conn = TemporalConnection::api(install.admin.clone(), outside, KindSet::Seed)
         .get("temporal")
         .await?;
     ensure!(

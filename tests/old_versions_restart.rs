@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, ensure};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::DeprecatedVersion;
 
@@ -108,7 +109,7 @@ async fn the_upgrade_nudge_is_sent_once_across_a_restart_that_lost_its_record() 
         world.address.clone(),
     );
     let ssa = PatchParams::apply("nudge-test").force();
-    let api = world.api::<TemporalWorkerDeployment>();
+    let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);
     let first = controller(&world).await?;
     api.patch(NAME, &ssa, &Patch::Apply(twd("v1", &temporal_ns)))
         .await?;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, ensure};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
 use temporal_worker_controller::run::{self, RunOptions, Running};
@@ -92,7 +93,7 @@ async fn a_paused_step_keeps_its_remaining_time_across_a_controller_restart() ->
     let (ns, temporal_ns) = (world.ns.clone(), world.temporal_ns.clone());
     let server_address = world.address.clone();
     let ssa = PatchParams::apply("restart-test").force();
-    let api = world.api::<TemporalWorkerDeployment>();
+    let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);
     let first = controller(&world).await?;
 
     api.patch(

@@ -25,6 +25,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
 use test_harness::kubelet::{Kubelet, KubeletOptions};
 use test_harness::manifests;
@@ -498,14 +499,14 @@ async fn stored_haystacks(
             serde_json::to_string(&list.items)?,
         ));
     }
-    let twds = Api::<TemporalWorkerDeployment>::namespaced(client.clone(), NS)
+    let twds = TemporalWorkerDeployment::api(client.clone(), NS, KindSet::Seed)
         .list(&ListParams::default())
         .await?;
     haystacks.push((
         "TemporalWorkerDeployments".into(),
         serde_json::to_string(&twds.items)?,
     ));
-    let conns = Api::<TemporalConnection>::namespaced(client.clone(), NS)
+    let conns = TemporalConnection::api(client.clone(), NS, KindSet::Seed)
         .list(&ListParams::default())
         .await?;
     haystacks.push((
@@ -642,7 +643,7 @@ async fn wait_twd(
     what: &str,
     pred: impl Fn(&TemporalWorkerDeployment) -> bool,
 ) -> Result<TemporalWorkerDeployment> {
-    let api = Api::<TemporalWorkerDeployment>::namespaced(client.clone(), NS);
+    let api = TemporalWorkerDeployment::api(client.clone(), NS, KindSet::Seed);
     let deadline = Instant::now() + T;
     loop {
         let twd = api.get(name).await?;

@@ -13,12 +13,14 @@ use hyper_util::rt::TokioExecutor;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::http::{
     self, AppState, Readiness, ReviewFuture, ReviewOutcome, TokenAuth, TokenReviewer,
 };
 use temporal_worker_controller::metrics::Metrics;
 use temporal_worker_controller::milestones::{Milestone, MilestoneKind, Milestones};
+use temporal_worker_controller::workers::Workers;
 use test_harness::manifests;
 use tokio::sync::{broadcast, oneshot};
 
@@ -101,8 +103,8 @@ struct Server {
 }
 
 async fn start(auth: Option<TokenAuth>) -> Server {
-    let mut writer = Writer::<TemporalWorkerDeployment>::default();
-    let store = writer.as_reader();
+    let mut writer = Writer::<TemporalWorkerDeployment>::new(KindSet::Seed);
+    let store = Workers::new(vec![(KindSet::Seed, writer.as_reader())]);
     for o in fixtures() {
         writer.apply_watcher_event(&watcher::Event::Apply(o));
     }

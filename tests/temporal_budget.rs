@@ -22,6 +22,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::run::{self, RunOptions};
 use temporalio_common::protos::temporal::api::deployment::v1::{
@@ -102,10 +103,10 @@ async fn apply_waiting_rollouts_and_wait_for_pollers(world: &World) -> Result<()
         "every waiting rollout reports WaitingForPollers",
         Duration::from_secs(600),
         || async {
-            let twds = world
-                .api::<TemporalWorkerDeployment>()
-                .list(&ListParams::default())
-                .await?;
+            let twds =
+                TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed)
+                    .list(&ListParams::default())
+                    .await?;
             Ok(twds
                 .items
                 .iter()
@@ -295,7 +296,7 @@ fn twd(name: &str, tag: &str, queue: &str, temporal_ns: &str, extra: Value) -> V
 
 /// Server-side applies every object, 16 at a time.
 async fn apply_all(world: &World, objs: impl IntoIterator<Item = Value>) -> Result<()> {
-    let api = world.api::<TemporalWorkerDeployment>();
+    let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);
     futures::stream::iter(objs)
         .map(|obj| {
             let api = api.clone();
@@ -333,10 +334,10 @@ async fn wait_all_ready(world: &World, names: &[String], tag: &str) -> Result<()
         &format!("{tag} Current everywhere"),
         Duration::from_secs(300),
         || async {
-            let twds = world
-                .api::<TemporalWorkerDeployment>()
-                .list(&ListParams::default())
-                .await?;
+            let twds =
+                TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed)
+                    .list(&ListParams::default())
+                    .await?;
             Ok(twds
                 .items
                 .iter()
@@ -498,7 +499,9 @@ async fn record_routing(world: &World, names: &[String]) -> Result<BTreeMap<Stri
 
 /// The target build ID of TWD `name` once it is v2's, and its routing as the status shows it.
 async fn v2_routing(world: &World, name: &str) -> Result<Option<(String, String)>> {
-    let t = world.api::<TemporalWorkerDeployment>().get(name).await?;
+    let t = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed)
+        .get(name)
+        .await?;
     let Some(status) = t.status else {
         return Ok(None);
     };

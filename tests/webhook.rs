@@ -30,6 +30,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use temporal_worker_controller::owned::rules;
 use test_harness::manifests;
@@ -548,7 +549,8 @@ fn only_a_user_with_rbac_on_the_kind_can_create_a_twor_holding_it() -> Result<()
         let (ok, out) = apply(&bob, &ns, &scaler)?;
         assert!(ok, "bob holds the rights: {out}");
         let client = test_harness::control_plane::client_from(&env.admin).await?;
-        let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client, &ns);
+        let twors: Api<TemporalWorkerOwnedResource> =
+            TemporalWorkerOwnedResource::api(client, &ns, KindSet::Seed);
         assert!(twors.get_opt("scaler").await?.is_some());
         Ok(())
     })
@@ -620,7 +622,8 @@ fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied()
         let env = env().await;
         let client = test_harness::control_plane::client_from(&env.admin).await?;
         off_a_twor_breaking_two_rules_stalls(&env, &client).await?;
-        let twds: Api<TemporalWorkerDeployment> = Api::namespaced(client.clone(), OFF_NS);
+        let twds: Api<TemporalWorkerDeployment> =
+            TemporalWorkerDeployment::api(client.clone(), OFF_NS, KindSet::Seed);
         off_a_twd_with_a_reserved_env_var_stalls(&env, &twds).await?;
         off_a_twd_with_a_refused_pod_template_stalls(&env, &twds).await?;
 
@@ -653,7 +656,8 @@ async fn off_a_twor_breaking_two_rules_stalls(env: &Env, client: &kube::Client) 
     );
     let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
     assert!(ok, "admitted with the webhook off: {out}");
-    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), OFF_NS);
+    let twors: Api<TemporalWorkerOwnedResource> =
+        TemporalWorkerOwnedResource::api(client.clone(), OFF_NS, KindSet::Seed);
     let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
     assert_eq!(stalled.reason, "ApplyFailed");
     assert_eq!(stalled.message, said, "status says what the webhook says");

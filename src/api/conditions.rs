@@ -21,7 +21,7 @@ pub const MANAGED_ELSEWHERE: &str = "RoutingManagedElsewhere";
 pub const DELETING: &str = "Deleting";
 
 // Blocking reasons (Progressing=False, Ready=False).
-pub const CONNECTION_NOT_FOUND: &str = "TemporalConnectionNotFound";
+pub const CONNECTION_NOT_FOUND: &str = "ConnectionNotFound";
 pub const AUTH_SECRET_INVALID: &str = "AuthSecretInvalid";
 pub const CLIENT_CREATION_FAILED: &str = "TemporalClientCreationFailed";
 pub const STATE_FETCH_FAILED: &str = "TemporalStateFetchFailed";

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
     group = "temporal.io",
     version = "v1alpha1",
     kind = "TemporalConnection",
+    root = "TemporalConnectionCrd",
     plural = "temporalconnections",
     shortname = "tconn",
     category = "temporal",
@@ -64,6 +65,29 @@ pub struct SecretKeyRef {
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub struct TemporalConnectionStatus {}
+
+/// A connection, served as `Connection` and as `TemporalConnection` (see
+/// [`crate::api::kinds`]); `TemporalConnectionCrd` exists only to generate the schema.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporalConnection {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub spec: TemporalConnectionSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TemporalConnectionStatus>,
+}
+
+crate::api::kinds::served_model!(
+    TemporalConnection,
+    TemporalConnectionSpec,
+    TemporalConnectionStatus,
+    crate::api::kinds::Model::Connection
+);
 
 /// How workers and the controller authenticate to Temporal.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,10 +6,12 @@
 pub mod conditions;
 pub mod connection;
 pub mod duration;
+pub mod kinds;
 pub mod twd;
 pub mod twor;
 
 pub use connection::{TemporalConnection, TemporalConnectionSpec};
+pub use kinds::{KindSet, Model};
 pub use twd::{
     TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus,
 };

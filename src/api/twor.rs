@@ -14,6 +14,7 @@ use crate::api::twd::WAITING_FOR_CONTROLLER;
     group = "temporal.io",
     version = "v1alpha1",
     kind = "TemporalWorkerOwnedResource",
+    root = "TemporalWorkerOwnedResourceCrd",
     plural = "temporalworkerownedresources",
     shortname = "twor",
     category = "temporal",
@@ -27,21 +28,38 @@ use crate::api::twd::WAITING_FOR_CONTROLLER;
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.workerDeploymentRef) || has(self.workerRef) || has(self.temporalWorkerDeploymentRef)", "message": "workerDeploymentRef must be set (or workerRef, or temporalWorkerDeploymentRef for migration compatibility)"},
+    {"rule": "[has(self.workerDeploymentRef), has(self.workerRef), has(self.temporalWorkerDeploymentRef)].filter(x, x).size() <= 1", "message": "only one of workerDeploymentRef, workerRef or temporalWorkerDeploymentRef may be set"},
+    {"rule": "has(self.template) != has(self.object)", "message": "set exactly one of template or its alias object"},
+    {"rule": "(has(self.workerDeploymentRef) ? self.workerDeploymentRef.name : has(self.workerRef) ? self.workerRef.name : has(self.temporalWorkerDeploymentRef) ? self.temporalWorkerDeploymentRef.name : '') == (has(oldSelf.workerDeploymentRef) ? oldSelf.workerDeploymentRef.name : has(oldSelf.workerRef) ? oldSelf.workerRef.name : has(oldSelf.temporalWorkerDeploymentRef) ? oldSelf.temporalWorkerDeploymentRef.name : '')", "message": "the worker reference is immutable: create a new TemporalWorkerOwnedResource for another worker"}
+]))]
 pub struct TemporalWorkerOwnedResourceSpec {
-    /// The `TemporalWorkerDeployment` in this namespace whose versions get a copy. Immutable.
-    pub worker_ref: WorkerRef,
+    /// The worker deployment in this namespace whose versions get a copy (a
+    /// `WorkerDeployment` for a `WorkerResourceTemplate`, a `TemporalWorkerDeployment` for a
+    /// `TemporalWorkerOwnedResource`). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_deployment_ref: Option<WorkerRef>,
+    /// The seed name of `workerDeploymentRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_ref: Option<WorkerRef>,
+    /// Deprecated name of `workerDeploymentRef`, accepted as the Go controller accepts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporal_worker_deployment_ref: Option<WorkerRef>,
     /// The object copied per version: `apiVersion`, `kind` and the kind's fields, without
     /// `metadata.name` or `metadata.namespace` (the controller names each copy). `null` or
     /// `{}` at an injection point (`scaleTargetRef`, `selector.matchLabels`, …) asks the
     /// controller to fill it for each version; see docs/owned-resources.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "embedded_template")]
+    pub template: Option<serde_json::Value>,
+    /// The seed name of `template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "embedded_object")]
-    pub object: serde_json::Value,
+    pub object: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-#[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "self.name == oldSelf.name", "message": "workerRef.name is immutable: create a new TemporalWorkerOwnedResource for another worker"}
-]))]
 pub struct WorkerRef {
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 63))]
     pub name: String,
@@ -49,7 +67,7 @@ pub struct WorkerRef {
 
 /// Any Kubernetes object; the API server checks `apiVersion`, `kind` and `metadata` and keeps
 /// every other field as written.
-fn embedded_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+fn embedded(field: &str) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
         "x-kubernetes-embedded-resource": true,
@@ -59,9 +77,17 @@ fn embedded_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         // controller's own rules refuse).
         "x-kubernetes-validations": [{
             "rule": "!has(self.metadata) || !has(self.metadata.name) || self.metadata.name == ''",
-            "message": "spec.object.metadata.name must not be set: the controller names each version's copy"
+            "message": format!("spec.{field}.metadata.name must not be set: the controller names each version's copy")
         }]
     })
+}
+
+fn embedded_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    embedded("object")
+}
+
+fn embedded_template(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    embedded("template")
 }
 
 /// Status: rewritten after every pass. Until the controller first writes it, it reads as
@@ -109,13 +135,91 @@ pub struct OwnedVersionStatus {
     pub applied_hash: String,
 }
 
+/// An owned-resource template, served as `WorkerResourceTemplate` and as
+/// `TemporalWorkerOwnedResource` (see [`crate::api::kinds`]);
+/// `TemporalWorkerOwnedResourceCrd` exists only to generate the schema.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporalWorkerOwnedResource {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub spec: TemporalWorkerOwnedResourceSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TemporalWorkerOwnedResourceStatus>,
+}
+
+crate::api::kinds::served_model!(
+    TemporalWorkerOwnedResource,
+    TemporalWorkerOwnedResourceSpec,
+    TemporalWorkerOwnedResourceStatus,
+    crate::api::kinds::Model::Template
+);
+
+/// Stands in for a missing `template`/`object` (the CRD requires one; the controller's rules
+/// then report "must be an object").
+static NO_OBJECT: serde_json::Value = serde_json::Value::Null;
+
 impl TemporalWorkerOwnedResourceSpec {
+    /// A spec naming `worker` and copying `object`, under the given kind set's field names.
+    pub fn of(set: crate::api::kinds::KindSet, worker: &str, object: serde_json::Value) -> Self {
+        let worker = Some(WorkerRef {
+            name: worker.to_string(),
+        });
+        match set {
+            crate::api::kinds::KindSet::Canonical => Self {
+                worker_deployment_ref: worker,
+                worker_ref: None,
+                temporal_worker_deployment_ref: None,
+                template: Some(object),
+                object: None,
+            },
+            crate::api::kinds::KindSet::Seed => Self {
+                worker_deployment_ref: None,
+                worker_ref: worker,
+                temporal_worker_deployment_ref: None,
+                template: None,
+                object: Some(object),
+            },
+        }
+    }
+
+    /// The worker deployment's name, under whichever of its three field names was used.
+    pub fn worker_name(&self) -> &str {
+        self.worker_deployment_ref
+            .as_ref()
+            .or(self.worker_ref.as_ref())
+            .or(self.temporal_worker_deployment_ref.as_ref())
+            .map(|r| r.name.as_str())
+            .unwrap_or_default()
+    }
+
+    /// The object copied per version (`template`, or its seed name `object`).
+    pub fn object(&self) -> &serde_json::Value {
+        self.template
+            .as_ref()
+            .or(self.object.as_ref())
+            .unwrap_or(&NO_OBJECT)
+    }
+
+    /// The field path of [`Self::object`], for messages.
+    pub fn object_path(&self) -> &'static str {
+        if self.template.is_some() {
+            "spec.template"
+        } else {
+            "spec.object"
+        }
+    }
+
     /// True when the object is an autoscaler that will target each version's Deployment (an
     /// HPA or a KEDA ScaledObject with `spec.scaleTargetRef` `null` or `{}`): the controller
     /// then leaves every version's replicas to it.
     pub fn is_autoscaler(&self) -> bool {
         let kind = self
-            .object
+            .object()
             .get("kind")
             .and_then(|k| k.as_str())
             .unwrap_or_default();
@@ -123,7 +227,7 @@ impl TemporalWorkerOwnedResourceSpec {
             .iter()
             .any(|k| k.eq_ignore_ascii_case(kind));
         let opted_in = match self
-            .object
+            .object()
             .get("spec")
             .and_then(|s| s.get("scaleTargetRef"))
         {
@@ -141,10 +245,7 @@ mod tests {
     use serde_json::json;
 
     fn spec(object: serde_json::Value) -> TemporalWorkerOwnedResourceSpec {
-        TemporalWorkerOwnedResourceSpec {
-            worker_ref: WorkerRef { name: "w".into() },
-            object,
-        }
+        TemporalWorkerOwnedResourceSpec::of(crate::api::kinds::KindSet::Seed, "w", object)
     }
 
     #[test]

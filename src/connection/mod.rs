@@ -15,19 +15,20 @@ pub mod report;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 
-use crate::api::{TemporalConnection, TemporalWorkerDeployment};
+use crate::api::TemporalConnection;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::reconciler::{ControllerKind, Streaks, lead};
+use crate::workers::Workers;
 
 /// Shared state of the Connection reconciler.
 pub struct ConnectionContext {
     pub client: kube::Client,
-    /// The TWD reconciler's cache: who uses which Connection.
-    pub twds: Store<TemporalWorkerDeployment>,
+    /// The worker-deployment reconciler's cache: who uses which Connection.
+    pub workers: Workers,
     /// True while this replica may write.
     pub leader: watch::Receiver<bool>,
     pub metrics: Arc<Metrics>,
@@ -37,13 +38,13 @@ pub struct ConnectionContext {
 impl ConnectionContext {
     pub fn new(
         client: kube::Client,
-        twds: Store<TemporalWorkerDeployment>,
+        workers: Workers,
         leader: watch::Receiver<bool>,
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             client,
-            twds,
+            workers,
             leader,
             metrics,
             streaks: Streaks::default(),

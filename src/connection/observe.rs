@@ -21,17 +21,20 @@ pub async fn observe(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,
 ) -> Result<Observed, ConnectionFailure> {
-    match ctx.twds.wait_until_ready().now_or_never() {
+    match ctx.workers.wait_until_ready().now_or_never() {
         Some(Ok(())) => {}
         Some(Err(dropped)) => return Err(ConnectionFailure::CacheUnavailable(dropped)),
         None => return Err(ConnectionFailure::CacheNotReady),
     }
     let ns = conn.namespace();
     let name = conn.name_any();
-    let used = ctx
-        .twds
-        .state()
-        .iter()
-        .any(|t| t.namespace() == ns && t.spec.worker_options.connection_ref.name == name);
+    // References resolve within a kind set: a Connection is used by WorkerDeployments, a
+    // TemporalConnection by TemporalWorkerDeployments.
+    let set = conn.kind_set();
+    let used = ctx.workers.state().iter().any(|t| {
+        t.kind_set() == set
+            && t.namespace() == ns
+            && t.spec.worker_options.connection_ref.name == name
+    });
     Ok(Observed { used })
 }

@@ -2,7 +2,6 @@
 //! (a Connection has no status of its own yet).
 
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 
 use crate::api::TemporalConnection;
 use crate::connection::ConnectionContext;
@@ -15,7 +14,7 @@ pub fn report(
     conn: &TemporalConnection,
     attempt: Result<Plan, ConnectionFailure>,
 ) -> (Action, ReconcileOutcome) {
-    let key = ObjectRef::from_obj(conn);
+    let key = conn.key();
     match attempt {
         Ok(plan) => {
             ctx.streaks.succeeded(&key);

@@ -18,7 +18,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use kube::runtime::reflector::Store;
 use tokio::sync::{broadcast, watch};
 
 pub use crate::summary::{Phase, RolloutList, RolloutSummary, RolloutView};
@@ -76,7 +75,7 @@ impl Readiness {
 /// Shared state of every handler.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Store<TemporalWorkerDeployment>,
+    pub store: crate::workers::Workers,
     pub metrics: Arc<Metrics>,
     pub milestones: Arc<Milestones>,
     /// Every status the controller writes is published here (drives `/watch`).

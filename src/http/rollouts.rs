@@ -11,7 +11,6 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::{ApiError, AppState, StreamShutdown};
@@ -99,15 +98,12 @@ fn lookup(
 ) -> Result<Arc<TemporalWorkerDeployment>, ApiError> {
     check_names(namespace, Some(name))?;
     require_synced(state)?;
-    state
-        .store
-        .get(&ObjectRef::new(name).within(namespace))
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                format!("TemporalWorkerDeployment {namespace}/{name} not found"),
-            )
-        })
+    state.store.find(namespace, name).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("worker deployment {namespace}/{name} not found"),
+        )
+    })
 }
 
 fn full_view(state: &AppState, twd: &TemporalWorkerDeployment) -> RolloutView {
@@ -179,11 +175,7 @@ impl WatchState {
     }
 
     fn reread_store(&mut self) -> Step {
-        match self
-            .state
-            .store
-            .get(&ObjectRef::new(&self.name).within(&self.namespace))
-        {
+        match self.state.store.find(&self.namespace, &self.name) {
             Some(twd) => self.consider(twd),
             None => Step::Deleted,
         }

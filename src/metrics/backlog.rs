@@ -58,9 +58,7 @@ pub(super) fn register(reg: &mut Registry, queues: &[crate::backlog::VersionQueu
 
 #[cfg(test)]
 mod tests {
-    use kube::runtime::reflector::store::Writer;
 
-    use crate::api::TemporalWorkerDeployment;
     use crate::metrics::Metrics;
 
     #[test]
@@ -68,7 +66,7 @@ mod tests {
         use crate::backlog::VersionQueue;
         use crate::temporal::task_queue_stats::QueueStats;
         let m = Metrics::new();
-        let store = Writer::<TemporalWorkerDeployment>::default().as_reader();
+        let store = crate::workers::Workers::of(vec![]);
         assert!(
             !m.encode(&store).contains("version_backlog_tasks{"),
             "no poll yet"

@@ -33,11 +33,9 @@ mod text;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::reflector::Store;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::registry::Registry;
 
-use crate::api::TemporalWorkerDeployment;
 pub use operational::{ControllerKind, ReconcileOutcome, ReconcileTimer};
 pub use text::openmetrics_to_prometheus_text;
 
@@ -128,21 +126,17 @@ impl Metrics {
     }
 
     /// The full exposition: operational metrics, rollout state from `store`, process metrics.
-    pub fn encode(&self, store: &Store<TemporalWorkerDeployment>) -> String {
+    pub fn encode(&self, store: &crate::workers::Workers) -> String {
         self.encode_at(store, jiff::Timestamp::now())
     }
 
     /// The same exposition in Prometheus text format 0.0.4.
-    pub fn encode_prometheus_text(&self, store: &Store<TemporalWorkerDeployment>) -> String {
+    pub fn encode_prometheus_text(&self, store: &crate::workers::Workers) -> String {
         openmetrics_to_prometheus_text(&self.encode(store))
     }
 
     /// [`Metrics::encode`] with an explicit clock (tests).
-    pub fn encode_at(
-        &self,
-        store: &Store<TemporalWorkerDeployment>,
-        now: jiff::Timestamp,
-    ) -> String {
+    pub fn encode_at(&self, store: &crate::workers::Workers, now: jiff::Timestamp) -> String {
         let scrape = self.scrape_registry(store, now);
         let mut out = String::with_capacity(16 * 1024);
         // Writing into a String cannot fail; an Err here would only come from a broken
@@ -155,11 +149,7 @@ impl Metrics {
 
     /// A fresh registry per scrape for the families derived from the store, the last backlog
     /// poll and the process.
-    fn scrape_registry(
-        &self,
-        store: &Store<TemporalWorkerDeployment>,
-        now: jiff::Timestamp,
-    ) -> Registry {
+    fn scrape_registry(&self, store: &crate::workers::Workers, now: jiff::Timestamp) -> Registry {
         let mut root = Registry::default();
         process::register(&mut root, self.start_time);
         let reg = root.sub_registry_with_prefix(PREFIX);

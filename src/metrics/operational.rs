@@ -380,13 +380,11 @@ impl Operational {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::runtime::reflector::store::Writer;
 
-    use crate::api::TemporalWorkerDeployment;
     use crate::metrics::Metrics;
 
     fn encoded(m: &Metrics) -> String {
-        m.encode(&Writer::<TemporalWorkerDeployment>::default().as_reader())
+        m.encode(&crate::workers::Workers::of(vec![]))
     }
 
     #[test]

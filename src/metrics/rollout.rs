@@ -3,13 +3,11 @@
 
 use std::sync::atomic::AtomicU64;
 
-use kube::runtime::reflector::Store;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{InfoLabels, ObjBuildLabels, ObjLabels, ObjStatusLabels, PhaseLabels};
-use crate::api::TemporalWorkerDeployment;
 use crate::summary::{self as view, Phase, RolloutSummary};
 
 /// A gauge of a fractional value.
@@ -112,11 +110,7 @@ impl RolloutFamilies {
 }
 
 /// Registers the rollout families of every TWD in `store` into `reg` (already prefixed).
-pub(super) fn register(
-    reg: &mut Registry,
-    store: &Store<TemporalWorkerDeployment>,
-    now: jiff::Timestamp,
-) {
+pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now: jiff::Timestamp) {
     let f = RolloutFamilies::default();
     for phase in Phase::ALL {
         let _ = f.by_phase.get_or_create(&PhaseLabels {
@@ -214,7 +208,6 @@ fn register_timing(
 
 #[cfg(test)]
 mod tests {
-    use kube::runtime::reflector::store::Writer;
 
     use crate::api::TemporalWorkerDeployment;
     use crate::metrics::Metrics;
@@ -229,9 +222,8 @@ mod tests {
             }))
             .expect("status"),
         );
-        let mut writer = Writer::<TemporalWorkerDeployment>::default();
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(twd));
-        let text = Metrics::new().encode(&writer.as_reader());
+        let workers = crate::workers::Workers::of(vec![twd]);
+        let text = Metrics::new().encode(&workers);
         let info = text
             .lines()
             .find(|l| l.starts_with("temporal_worker_controller_rollout_info{"))
@@ -267,9 +259,8 @@ mod tests {
             ],
             ..Default::default()
         });
-        let mut writer = Writer::<TemporalWorkerDeployment>::default();
-        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(twd));
-        let text = Metrics::new().encode(&writer.as_reader());
+        let workers = crate::workers::Workers::of(vec![twd]);
+        let text = Metrics::new().encode(&workers);
         for line in [
             "temporal_worker_controller_version_open_pinned_workflows{namespace=\"shop\",name=\"orders\",build_id=\"v1\"} 3",
             "temporal_worker_controller_version_open_pinned_workflows{namespace=\"shop\",name=\"orders\",build_id=\"v0\"} 0",

@@ -4,10 +4,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kube::runtime::reflector::store::Writer;
 use serde_json::Value;
 
 use super::*;
+use crate::api::TemporalWorkerDeployment;
 
 /// An exposition in which every family has at least one sample.
 fn busy_exposition() -> String {
@@ -21,8 +21,7 @@ fn busy_exposition() -> String {
         }))
         .expect("status"),
     );
-    let mut writer = Writer::<TemporalWorkerDeployment>::default();
-    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(twd));
+    let workers = crate::workers::Workers::of(vec![twd]);
     let m = Metrics::new();
     m.reconcile_error(ControllerKind::WorkerDeployment, "InvalidSpec");
     m.temporal_rpc(
@@ -45,7 +44,7 @@ fn busy_exposition() -> String {
             dispatch_rate: 1.0,
         },
     }]);
-    m.encode(&writer.as_reader())
+    m.encode(&workers)
 }
 
 /// `(sample name, label names)` of every sample line.

@@ -144,5 +144,5 @@ pub(super) fn api_of(
     client: &kube::Client,
     twor: &TemporalWorkerOwnedResource,
 ) -> Api<TemporalWorkerOwnedResource> {
-    Api::namespaced(client.clone(), &twor.namespace().unwrap_or_default())
+    twor.own_api(client.clone())
 }

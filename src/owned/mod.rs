@@ -112,7 +112,7 @@ async fn attempt(
     let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
     // Validate: the webhook's rules, checked before anything else, so with the webhook off a
     // refused object is reported in status with the webhook's words and nothing is applied.
-    let valid = rules::check(&twor.spec.object, &allowed);
+    let valid = rules::check_template_spec(&twor.spec, &allowed);
     let observed = observe::observe(ctx, twor, ns, valid.is_ok()).await?;
     let plan = plan::plan(twor, &observed, valid, &allowed);
     let next_scaledown = match &plan {

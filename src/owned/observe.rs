@@ -36,7 +36,7 @@ pub async fn observe(
     namespace: String,
     valid: bool,
 ) -> Result<Observed, OwnedFailure> {
-    let worker_name = &twor.spec.worker_ref.name;
+    let worker_name = twor.spec.worker_name();
     let deployments = live_deployments(&ctx.client, &namespace, worker_name)
         .await
         .map_err(OwnedFailure::DeploymentsUnreadable)?;
@@ -50,18 +50,20 @@ pub async fn observe(
     if twor.meta().deletion_timestamp.is_some() {
         return Ok(observed);
     }
-    let twds: Api<TemporalWorkerDeployment> =
-        Api::namespaced(ctx.client.clone(), &observed.namespace);
+    // A WorkerResourceTemplate names a WorkerDeployment, a TemporalWorkerOwnedResource a
+    // TemporalWorkerDeployment.
+    let twds =
+        TemporalWorkerDeployment::api(ctx.client.clone(), &observed.namespace, twor.kind_set());
     observed.worker =
         twds.get_opt(worker_name)
             .await
             .map_err(|source| OwnedFailure::WorkerUnreadable {
-                name: worker_name.clone(),
+                name: worker_name.to_string(),
                 source,
             })?;
     if let Some(twd) = &observed.worker
         && valid
-        && render::needs_task_queue(&twor.spec.object)
+        && render::needs_task_queue(twor.spec.object())
     {
         for d in &observed.deployments {
             let Some(build) = build_of(d) else {

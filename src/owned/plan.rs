@@ -91,7 +91,7 @@ pub fn plan(
             message: invalid.to_string(),
         }),
         (None, Ok(())) => Work::Report(Pass::WorkerNotFound {
-            worker: twor.spec.worker_ref.name.clone(),
+            worker: twor.spec.worker_name().to_string(),
         }),
         (Some(twd), Ok(())) => Work::Versions(
             live.iter()
@@ -137,7 +137,7 @@ fn version(
     };
     let rendered = match &queue {
         Err(message) => Err(message.clone()),
-        Ok(_) => render::render(&twor.name_any(), &twor.spec.object, &version, allowed)
+        Ok(_) => render::render(&twor.name_any(), twor.spec.object(), &version, allowed)
             .map_err(|e| e.to_string()),
     };
     let previous = recorded(twor).find(|v| v.build_id == build);
@@ -177,7 +177,7 @@ pub fn metadata_patch(
     twd: Option<&TemporalWorkerDeployment>,
 ) -> Option<serde_json::Value> {
     let has_finalizer = twor.finalizers().iter().any(|f| f == crate::api::FINALIZER);
-    let owner = twd.and_then(|t| t.controller_owner_ref(&()));
+    let owner = twd.and_then(|t| t.controller_owner_ref(&t.kind_set()));
     let refs = twor.owner_references();
     let has_owner = owner
         .as_ref()
@@ -191,7 +191,7 @@ pub fn metadata_patch(
     }
     let mut owners: Vec<_> = refs
         .iter()
-        .filter(|r| r.kind != "TemporalWorkerDeployment")
+        .filter(|r| crate::api::KindSet::of_kind(&r.kind).is_none())
         .cloned()
         .collect();
     owners.extend(owner);
@@ -210,7 +210,7 @@ fn every_copy(twor: &TemporalWorkerOwnedResource, live: &[Deployment]) -> Vec<Ow
     for d in live {
         copies.push(OwnedVersionStatus {
             resource_name: render::resource_name(
-                &twor.spec.worker_ref.name,
+                twor.spec.worker_name(),
                 &twor.name_any(),
                 build_of(d).unwrap_or_default(),
             ),
@@ -237,7 +237,7 @@ pub fn requeue(pass: &Pass, next_scaledown: Option<Duration>) -> Duration {
 pub fn spec_kind(twor: &TemporalWorkerOwnedResource) -> (String, String) {
     let field = |k: &str| {
         twor.spec
-            .object
+            .object()
             .get(k)
             .and_then(|v| v.as_str())
             .unwrap_or_default()
@@ -338,7 +338,9 @@ mod tests {
             super::metadata_patch(&twor, Some(&worker)).is_some(),
             "owner missing"
         );
-        twor.metadata.owner_references = worker.controller_owner_ref(&()).map(|o| vec![o]);
+        twor.metadata.owner_references = worker
+            .controller_owner_ref(&worker.kind_set())
+            .map(|o| vec![o]);
         assert!(super::metadata_patch(&twor, Some(&worker)).is_none());
     }
 }

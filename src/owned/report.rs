@@ -7,7 +7,6 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 
 use crate::api::TemporalWorkerOwnedResource;
@@ -25,7 +24,7 @@ pub async fn report(
     twor: &TemporalWorkerOwnedResource,
     attempt: Attempt,
 ) -> (Action, ReconcileOutcome) {
-    let key = ObjectRef::from_obj(twor);
+    let key = twor.key();
     let written = match attempt {
         Ok(None) => Ok((Action::await_change(), None)),
         Ok(Some((pass, next_scaledown))) => {

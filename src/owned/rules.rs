@@ -85,6 +85,23 @@ fn array(v: Option<&Value>) -> &[Value] {
 }
 
 /// Checks `object` against every rule; `allowed_kinds` is matched case-insensitively.
+/// [`check`] of a spec's object, its messages naming the field the user wrote:
+/// `spec.template` (WorkerResourceTemplate) or `spec.object` (TemporalWorkerOwnedResource).
+pub fn check_template_spec(
+    spec: &crate::api::TemporalWorkerOwnedResourceSpec,
+    allowed_kinds: &[&str],
+) -> Result<(), Invalid> {
+    check(spec.object(), allowed_kinds).map_err(|Invalid(problems)| {
+        let path = spec.object_path();
+        Invalid(
+            problems
+                .into_iter()
+                .map(|m| m.replacen("spec.object", path, 1))
+                .collect(),
+        )
+    })
+}
+
 pub fn check(object: &Value, allowed_kinds: &[&str]) -> Result<(), Invalid> {
     let mut problems = Vec::new();
     let Some(map) = object.as_object() else {
@@ -388,5 +405,22 @@ mod tests {
             ),
             "{p:?}"
         );
+    }
+
+    #[test]
+    fn messages_name_the_field_of_the_kind_set_in_use() {
+        use crate::api::{KindSet, TemporalWorkerOwnedResourceSpec};
+        let object =
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "status": {}});
+        for (set, path) in [
+            (KindSet::Canonical, "spec.template.status"),
+            (KindSet::Seed, "spec.object.status"),
+        ] {
+            let spec = TemporalWorkerOwnedResourceSpec::of(set, "w", object.clone());
+            let Err(Invalid(p)) = check_template_spec(&spec, &[]) else {
+                panic!("status must be refused")
+            };
+            assert!(p.iter().any(|m| m.starts_with(path)), "{set:?}: {p:?}");
+        }
     }
 }

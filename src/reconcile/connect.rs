@@ -8,24 +8,29 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::api::connection::AuthMode;
-use crate::api::{TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{Model, TemporalConnection, TemporalWorkerDeployment};
 use crate::temporal::{self, AuthError, ClientPool, ConnectionKey, TemporalClient, TemporalError};
 
 /// Why no client could be had. Messages are user-facing (they land in conditions) and never
 /// include secret material.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("TemporalConnection {name:?} not found in namespace {namespace:?}")]
-    ConnectionNotFound { name: String, namespace: String },
-    #[error("reading TemporalConnection {name:?}: {source}")]
+    /// `kind`: `Connection` for a WorkerDeployment, `TemporalConnection` for a
+    /// TemporalWorkerDeployment.
+    #[error("{kind} {name:?} not found in namespace {namespace:?}")]
+    ConnectionNotFound {
+        kind: &'static str,
+        name: String,
+        namespace: String,
+    },
+    #[error("reading {kind} {name:?}: {source}")]
     ConnectionUnreadable {
+        kind: &'static str,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error(
-        "Secret {name:?} referenced by the TemporalConnection not found in namespace {namespace:?}"
-    )]
+    #[error("Secret {name:?} referenced by the Connection not found in namespace {namespace:?}")]
     SecretNotFound { name: String, namespace: String },
     #[error("reading Secret {name:?}: {source}")]
     SecretUnreadable {
@@ -117,7 +122,8 @@ pub async fn connection_opt(
     twd: &TemporalWorkerDeployment,
 ) -> Result<Option<TemporalConnection>, kube::Error> {
     let name = &twd.spec.worker_options.connection_ref.name;
-    Api::<TemporalConnection>::namespaced(client.clone(), ns)
+    // A WorkerDeployment names a Connection, a TemporalWorkerDeployment a TemporalConnection.
+    TemporalConnection::api(client.clone(), ns, twd.kind_set())
         .get_opt(name)
         .await
 }
@@ -129,13 +135,16 @@ pub async fn connection(
     twd: &TemporalWorkerDeployment,
 ) -> Result<TemporalConnection, ConnectError> {
     let name = &twd.spec.worker_options.connection_ref.name;
+    let kind = twd.kind_set().kind(Model::Connection);
     match connection_opt(client, ns, twd).await {
         Ok(Some(c)) => Ok(c),
         Ok(None) => Err(ConnectError::ConnectionNotFound {
+            kind,
             name: name.clone(),
             namespace: ns.to_string(),
         }),
         Err(source) => Err(ConnectError::ConnectionUnreadable {
+            kind,
             name: name.clone(),
             source,
         }),

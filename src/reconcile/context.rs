@@ -62,6 +62,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Every status written is published here (SSE watch of the status API).
     pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
+    /// The worker-deployment caches of both kinds, set once the controllers are built.
+    pub workers: std::sync::OnceLock<crate::workers::Workers>,
     /// True while this replica holds the leader lease (always true without leader election).
     pub leader: watch::Receiver<bool>,
     /// What the backlog poller watches; each reconcile publishes its live versions.
@@ -87,6 +89,21 @@ pub struct Written {
 }
 
 impl Context {
+    /// The cached WorkerDeployment of `twd`'s namespace and name (see
+    /// [`crate::reconcile::superseded`]).
+    pub fn canonical_of(
+        &self,
+        twd: &TemporalWorkerDeployment,
+    ) -> Option<Arc<TemporalWorkerDeployment>> {
+        use kube::ResourceExt;
+        let workers = self.workers.get()?;
+        workers.get(
+            crate::api::KindSet::Canonical,
+            &twd.namespace().unwrap_or_default(),
+            &twd.name_any(),
+        )
+    }
+
     pub fn new(
         client: kube::Client,
         pool: Arc<ClientPool>,
@@ -104,6 +121,7 @@ impl Context {
             metrics,
             feed,
             leader,
+            workers: std::sync::OnceLock::new(),
             backlog: Arc::default(),
             pinned: PinnedCounts::default(),
             remembered: RememberedViews::default(),
@@ -132,7 +150,7 @@ impl Context {
     pub(super) fn remember_write(&self, twd: &TemporalWorkerDeployment) {
         let mut m = self.written.lock().unwrap_or_else(|p| p.into_inner());
         m.insert(
-            ObjectRef::from_obj(twd),
+            twd.key(),
             Written {
                 uid: twd.metadata.uid.clone(),
                 generation: twd.metadata.generation,
@@ -145,13 +163,13 @@ impl Context {
     /// Forgets an object being deleted.
     pub(super) fn forget_write(&self, twd: &TemporalWorkerDeployment) {
         let mut m = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        m.remove(&ObjectRef::from_obj(twd));
+        m.remove(&twd.key());
     }
 
     /// Our last successful status write to `twd`, if any.
     pub(super) fn last_write(&self, twd: &TemporalWorkerDeployment) -> Option<Written> {
         let m = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(&ObjectRef::from_obj(twd)).cloned()
+        m.get(&twd.key()).cloned()
     }
 
     /// Records `outcome` and returns the failure streak including it (0 after a success).

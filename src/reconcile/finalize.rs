@@ -62,6 +62,12 @@ async fn finalize(
         return Ok(());
     }
     leads(ctx)?;
+    if crate::reconcile::superseded::superseded(twd, ctx.canonical_of(twd).as_deref()).is_some() {
+        // Temporal and the workers belong to the WorkerDeployment of this name.
+        return finalizers::remove(ctx, twd)
+            .await
+            .map_err(|e| step_failed("removing the finalizer", e));
+    }
     let deployments = observe::owned_deployments(&ctx.client, twd)
         .await
         .map_err(|e| step_failed("listing versioned Deployments", e))?;

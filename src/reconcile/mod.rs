@@ -23,13 +23,13 @@ pub mod observe;
 pub mod outcome;
 mod remembered;
 mod report;
+pub mod superseded;
 mod takeover;
 pub mod validate;
 
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 pub use context::{Context, Settings};
@@ -74,7 +74,7 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
 /// One pass: the deletion path, or validate → observe → plan → act; then report.
 async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
     let attempt = if twd.meta().deletion_timestamp.is_some() {
-        ctx.remembered.forget(&ObjectRef::from_obj(&*twd));
+        ctx.remembered.forget(&twd.key());
         finalize::run(ctx, twd).await
     } else {
         attempt(ctx, twd).await
@@ -115,6 +115,9 @@ async fn plan_and_act(
     ctx: &Context,
     twd: &Arc<TemporalWorkerDeployment>,
 ) -> Result<Attempt, Failure> {
+    if let Some(why) = superseded::superseded(twd, ctx.canonical_of(twd).as_deref()) {
+        return Err(Failure::InvalidSpec(why));
+    }
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
     takeover::record(ctx, twd, &desired).await?;

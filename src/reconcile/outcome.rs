@@ -282,6 +282,7 @@ mod tests {
         let name = || "m".to_string();
         Failure::Connect(match which {
             "connection" => ConnectError::ConnectionNotFound {
+                kind: "Connection",
                 name: name(),
                 namespace: name(),
             },

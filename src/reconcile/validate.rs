@@ -76,7 +76,7 @@ pub fn desired(
             message: REPLICAS_ZERO.to_string(),
         });
     }
-    let custom = spec.worker_options.custom_build_id.as_deref();
+    let custom = spec.worker_options.build_id_pin();
     let build_id = build_id::compute(&spec.template, custom).map_err(|e| InvalidSpec {
         message: e.to_string(),
     })?;
@@ -338,13 +338,19 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     if opts.connection_ref.name.is_empty() {
         p.add(
             "spec.workerOptions.connectionRef.name",
-            "must name a TemporalConnection",
+            "must name a Connection",
         );
     }
     if opts.temporal_namespace.trim().is_empty() {
         p.add("spec.workerOptions.temporalNamespace", "must not be empty");
     }
-    if let Some(custom) = &opts.custom_build_id
+    if opts.custom_build_id.is_some() && opts.unsafe_custom_build_id.is_some() {
+        p.add(
+            "spec.workerOptions.unsafeCustomBuildID",
+            "is an alias of customBuildID: set one of them",
+        );
+    }
+    if let Some(custom) = opts.build_id_pin()
         && let Err(e) = build_id::compute(&spec.template, Some(custom))
     {
         // The error text already carries the field path.
@@ -1038,10 +1044,7 @@ mod tests {
         t.spec.worker_options.connection_ref.name = String::new();
         let message = error_of(&t);
         assert!(message.contains("spec.workerOptions.temporalNamespace: must not be empty"));
-        assert!(
-            message
-                .contains("spec.workerOptions.connectionRef.name: must name a TemporalConnection")
-        );
+        assert!(message.contains("spec.workerOptions.connectionRef.name: must name a Connection"));
     }
 
     #[test]

@@ -144,7 +144,7 @@ pub fn refresh_template(
     };
     let spec_build_id = build_id::compute(
         &input.twd.spec.template,
-        input.twd.spec.worker_options.custom_build_id.as_deref(),
+        input.twd.spec.worker_options.build_id_pin(),
     );
     let is_target = spec_build_id.as_deref() == Ok(input.build_id);
     let template = if is_target {
@@ -176,6 +176,8 @@ pub fn refresh_template(
 
 /// The TWD facts every render needs, checked once.
 struct Identity<'a> {
+    /// The owner's kind: `WorkerDeployment` or `TemporalWorkerDeployment`.
+    kind: &'static str,
     namespace: &'a str,
     name: &'a str,
     uid: &'a str,
@@ -204,6 +206,7 @@ impl<'a> Identity<'a> {
             return Err(RenderError::InvalidBuildId(input.build_id.to_string()));
         }
         Ok(Self {
+            kind: input.twd.kind_name(),
             namespace,
             name,
             uid,
@@ -226,7 +229,7 @@ impl<'a> Identity<'a> {
 fn owner_reference(id: &Identity) -> OwnerReference {
     OwnerReference {
         api_version: format!("{GROUP}/{VERSION}"),
-        kind: "TemporalWorkerDeployment".to_string(),
+        kind: id.kind.to_string(),
         name: id.name.to_string(),
         uid: id.uid.to_string(),
         controller: Some(true),

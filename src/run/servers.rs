@@ -16,7 +16,7 @@ use super::options::{ApiAuth, RunOptions};
 /// The futures that flip the readiness inputs: caches synced, and the leader-election state
 /// known.
 pub(super) fn readiness_inputs<S: std::future::Future<Output = ()>>(
-    store: kube::runtime::reflector::Store<crate::api::TemporalWorkerDeployment>,
+    store: crate::workers::Workers,
     readiness: &Readiness,
     mut leader_rx: watch::Receiver<bool>,
     leader_elect: bool,

@@ -133,10 +133,10 @@ mod tests {
             decode(review("CREATE", twor()), "TemporalWorkerOwnedResource").expect("decoded");
         assert_eq!(d.request.uid, "req-1");
         assert_eq!(d.request.user_info.username.as_deref(), Some("alice"));
-        assert_eq!(d.object.expect("object").spec.worker_ref.name, "w");
+        assert_eq!(d.object.expect("object").spec.worker_name(), "w");
         assert!(d.old.is_none());
         let bad = json!({"apiVersion": "temporal.io/v1alpha1", "kind": "TemporalWorkerOwnedResource",
-            "metadata": {"name": "x"}, "spec": {"object": {}}});
+            "metadata": {"name": "x"}, "spec": {"workerRef": 5}});
         let e = decode::<TemporalWorkerOwnedResource>(
             review("CREATE", bad),
             "TemporalWorkerOwnedResource",

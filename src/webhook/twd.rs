@@ -224,7 +224,7 @@ pub fn dry_run_deployment(
     if twd.metadata.uid.is_none() {
         twd.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
     }
-    let custom = twd.spec.worker_options.custom_build_id.as_deref();
+    let custom = twd.spec.worker_options.build_id_pin();
     let build_id =
         crate::build_id::compute(&twd.spec.template, custom).map_err(|e| e.to_string())?;
     let input = crate::render::VersionedDeploymentInput {
@@ -247,7 +247,7 @@ async fn dry_run(
     ns: &str,
     twd: &TemporalWorkerDeployment,
 ) -> Result<Option<String>, String> {
-    let connections: Api<TemporalConnection> = Api::namespaced(client.clone(), ns);
+    let connections = TemporalConnection::api(client.clone(), ns, twd.kind_set());
     let name = &twd.spec.worker_options.connection_ref.name;
     // A Connection created after the TWD is normal: render with a stand-in (the env vars it
     // adds are the controller's, not the user's, so they cannot make the template invalid).

@@ -30,14 +30,14 @@ pub fn problems(
 ) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(old) = old
-        && old.spec.worker_ref.name != new.spec.worker_ref.name
+        && old.spec.worker_name() != new.spec.worker_name()
     {
         out.push(worker_ref_changed(
-            &old.spec.worker_ref.name,
-            &new.spec.worker_ref.name,
+            old.spec.worker_name(),
+            new.spec.worker_name(),
         ));
     }
-    if let Err(rules::Invalid(p)) = rules::check(&new.spec.object, allowed_kinds) {
+    if let Err(rules::Invalid(p)) = rules::check_template_spec(&new.spec, allowed_kinds) {
         out.extend(p);
     }
     out
@@ -80,11 +80,11 @@ pub async fn admit(
     }
     let kind = new
         .spec
-        .object
+        .object()
         .get("kind")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let resource = match resolve(&state.client, &new.spec.object, kind).await {
+    let resource = match resolve(&state.client, new.spec.object(), kind).await {
         Ok(r) => r,
         Err(message) => return Verdict::Invalid(vec![message]),
     };
@@ -129,18 +129,13 @@ async fn resolve(client: &kube::Client, object: &Value, kind: &str) -> Result<Ap
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::twor::{TemporalWorkerOwnedResourceSpec, WorkerRef};
+    use crate::api::twor::TemporalWorkerOwnedResourceSpec;
     use serde_json::json;
 
     fn twor(worker: &str, object: Value) -> TemporalWorkerOwnedResource {
         TemporalWorkerOwnedResource::new(
             "scaler",
-            TemporalWorkerOwnedResourceSpec {
-                worker_ref: WorkerRef {
-                    name: worker.into(),
-                },
-                object,
-            },
+            TemporalWorkerOwnedResourceSpec::of(crate::api::KindSet::Seed, worker, object),
         )
     }
 

@@ -7,6 +7,7 @@ use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
 
 use crate::support::*;
@@ -472,7 +473,8 @@ async fn a_human_routing_manager_pauses_the_rollout_until_released() -> Result<(
 async fn deleting_cleans_temporal_and_the_connection_waits_for_its_users() -> Result<()> {
     let c = case("delete").await?;
     deploy_first(&c, "gone", json!({})).await?;
-    let conns: Api<TemporalConnection> = Api::namespaced(c.client.clone(), &c.ns);
+    let conns: Api<TemporalConnection> =
+        TemporalConnection::api(c.client.clone(), &c.ns, KindSet::Seed);
     let conn = conns.get("temporal").await?;
     ensure!(
         conn.metadata

@@ -6,6 +6,7 @@
 
 mod backlog;
 mod inputs;
+mod kind_sets;
 mod lifecycle;
 mod observability;
 mod old_versions;

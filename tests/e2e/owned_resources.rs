@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, ensure};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, PostParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerOwnedResource;
 use temporal_worker_controller::api::twor::OwnedVersionStatus;
 
@@ -15,7 +16,7 @@ use crate::support::*;
 const T: Duration = Duration::from_secs(120);
 
 fn twors(c: &Case) -> Api<TemporalWorkerOwnedResource> {
-    Api::namespaced(c.client.clone(), &c.ns)
+    TemporalWorkerOwnedResource::api(c.client.clone(), &c.ns, KindSet::Seed)
 }
 
 async fn apply_twor(c: &Case, name: &str, worker: &str, object: Value) -> Result<()> {

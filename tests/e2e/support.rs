@@ -12,6 +12,7 @@ use anyhow::{Context as _, Result, anyhow, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use serde_json::{Value, json};
+use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use tokio::sync::OnceCell;
 
@@ -238,7 +239,7 @@ pub async fn case(prefix: &str) -> Result<Case> {
 
 impl Case {
     pub fn twds(&self) -> Api<TemporalWorkerDeployment> {
-        Api::namespaced(self.client.clone(), &self.ns)
+        TemporalWorkerDeployment::api(self.client.clone(), &self.ns, KindSet::Seed)
     }
 
     pub fn deployments(&self) -> Api<Deployment> {

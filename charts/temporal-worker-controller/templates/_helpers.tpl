@@ -71,24 +71,27 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 {{- define "twc.managerRules" -}}
 # Every grant below is used by the controller in the e2e suite (tests/rbac_grants.rs compares
 # these rules with the API server's audit log); the comment names the code path.
-# Reflectors over TWDs and Connections (src/controller.rs); finalizers are added and removed
-# with merge patches (src/reconcile/act/finalizers.rs).
+# Every grant on our kinds covers both kind sets (src/api/kinds.rs): the canonical
+# WorkerDeployment/Connection/WorkerResourceTemplate and the seed Temporal* kinds.
+# Reflectors over worker deployments and Connections (src/controller.rs); finalizers are added
+# and removed with merge patches (src/reconcile/act/finalizers.rs).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerdeployments", "temporalconnections"]
+  resources: ["workerdeployments", "connections", "temporalworkerdeployments", "temporalconnections"]
   verbs: ["list", "watch", "patch"]
-# The observe stage reads a TWD's Connection fresh by name (src/reconcile/observe.rs).
+# The observe stage reads a worker deployment's Connection fresh by name
+# (src/reconcile/connect.rs).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalconnections"]
+  resources: ["connections", "temporalconnections"]
   verbs: ["get"]
 # The one status write per reconcile (src/reconcile/report.rs, replace_status).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerdeployments/status"]
+  resources: ["workerdeployments/status", "temporalworkerdeployments/status"]
   verbs: ["update"]
 # Versioned Deployments carry an owner reference with blockOwnerDeletion to their TWD; API
 # servers with the OwnerReferencesPermissionEnforcement admission plugin (the test control plane
 # enables it) require this to create them (src/render/mod.rs).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerdeployments/finalizers"]
+  resources: ["workerdeployments/finalizers", "temporalworkerdeployments/finalizers"]
   verbs: ["update"]
 # Versioned Deployments: watched (src/controller.rs), created and updated in place for
 # customBuildID/connection drift (src/reconcile/act/execute.rs), read back after a 409, deleted
@@ -115,13 +118,13 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 # requires it to set an owner reference. The TWOR controller reads the TWD it names by name
 # (src/owned/mod.rs).
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerownedresources"]
+  resources: ["workerresourcetemplates", "temporalworkerownedresources"]
   verbs: ["list", "watch", "patch", "delete"]
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerownedresources/status"]
+  resources: ["workerresourcetemplates/status", "temporalworkerownedresources/status"]
   verbs: ["patch"]
 - apiGroups: ["temporal.io"]
-  resources: ["temporalworkerdeployments"]
+  resources: ["workerdeployments", "temporalworkerdeployments"]
   verbs: ["get"]
 # Every reconcile lists the namespace's HPAs: a version an HPA targets keeps the replicas the
 # HPA chose (src/reconcile/autoscalers.rs).

@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{FINALIZER, Model, TemporalConnection, TemporalWorkerDeployment};
 use crate::planner::model::ObservedDeployment;
 use crate::reconcile::act::Done;
 use crate::reconcile::{Context, Failure, Outcome};
@@ -33,9 +33,9 @@ pub async fn ensure(
     let api = twd_api(ctx, twd);
     let res = set_finalizers(&api, &**twd, with_finalizer(&**twd)).await;
     ctx.metrics
-        .kube_write("patch", "temporalworkerdeployments", res.is_ok());
+        .kube_write("patch", twd.kind_set().plural(Model::Worker), res.is_ok());
     match res {
-        Ok(updated) => Ok(Arc::new(updated)),
+        Ok(updated) => Ok(Arc::new(updated.stamped(twd.kind_set()))),
         // Our cached copy is older than the object: look again with the fresh one.
         Err(e) if is_status(&e, 409) => Err(Outcome::Stale),
         Err(e) => Err(Outcome::Failed(Failure::FinalizerFailed(e))),
@@ -46,7 +46,7 @@ pub async fn ensure(
 pub async fn remove(ctx: &Context, twd: &TemporalWorkerDeployment) -> Result<(), kube::Error> {
     let res = set_finalizers(&twd_api(ctx, twd), twd, without_finalizer(twd)).await;
     ctx.metrics
-        .kube_write("patch", "temporalworkerdeployments", res.is_ok());
+        .kube_write("patch", twd.kind_set().plural(Model::Worker), res.is_ok());
     match res {
         Err(e) if !is_status(&e, 404) => Err(e),
         _ => Ok(()),
@@ -59,11 +59,13 @@ pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
     if conn.meta().deletion_timestamp.is_some() || has_ours(conn) {
         return;
     }
-    let api: Api<TemporalConnection> =
-        Api::namespaced(ctx.client.clone(), &conn.namespace().unwrap_or_default());
+    let api = conn.own_api(ctx.client.clone());
     let res = set_finalizers(&api, conn, with_finalizer(conn)).await;
-    ctx.metrics
-        .kube_write("patch", "temporalconnections", res.is_ok());
+    ctx.metrics.kube_write(
+        "patch",
+        conn.kind_set().plural(Model::Connection),
+        res.is_ok(),
+    );
     if let Err(e) = res {
         tracing::debug!(error = %e, "could not add finalizer to TemporalConnection; will retry next reconcile");
     }
@@ -84,11 +86,13 @@ pub async fn release_connection(
     if still_used || !has_ours(conn) {
         return Ok(());
     }
-    let api: Api<TemporalConnection> =
-        Api::namespaced(ctx.client.clone(), &conn.namespace().unwrap_or_default());
+    let api = conn.own_api(ctx.client.clone());
     let res = set_finalizers(&api, conn, without_finalizer(conn)).await;
-    ctx.metrics
-        .kube_write("patch", "temporalconnections", res.is_ok());
+    ctx.metrics.kube_write(
+        "patch",
+        conn.kind_set().plural(Model::Connection),
+        res.is_ok(),
+    );
     match res {
         Err(e) if !is_status(&e, 404) => Err(e),
         _ => Ok(()),
@@ -100,8 +104,7 @@ pub async fn release_unused_connection(
     client: &kube::Client,
     conn: &TemporalConnection,
 ) -> Result<(), kube::Error> {
-    let api: Api<TemporalConnection> =
-        Api::namespaced(client.clone(), &conn.namespace().unwrap_or_default());
+    let api = conn.own_api(client.clone());
     set_finalizers(&api, conn, without_finalizer(conn))
         .await
         .map(|_| ())
@@ -144,7 +147,7 @@ pub async fn cleanup_temporal(
 }
 
 fn twd_api(ctx: &Context, twd: &TemporalWorkerDeployment) -> Api<TemporalWorkerDeployment> {
-    Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default())
+    twd.own_api(ctx.client.clone())
 }
 
 /// The object's finalizers plus ours.

@@ -12,7 +12,6 @@ use std::sync::Arc;
 pub use execute::Done;
 
 use crate::api::TemporalWorkerDeployment;
-use kube::runtime::reflector::ObjectRef;
 
 use crate::planner::model::{Phase, Plan, PlanInput};
 use crate::reconcile::observe::Observed;
@@ -101,7 +100,7 @@ fn remember(
     plan: &Plan,
     done: &[Done],
 ) {
-    let object = ObjectRef::from_obj(twd);
+    let object = twd.key();
     let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
     ctx.remembered.note_gate(
         &object,

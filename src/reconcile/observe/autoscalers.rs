@@ -30,13 +30,14 @@ pub async fn mark(
             None
         }
     };
-    let twors: Api<TemporalWorkerOwnedResource> = Api::namespaced(client.clone(), &ns);
+    // Templates of the worker's own kind set name it.
+    let twors = TemporalWorkerOwnedResource::api(client.clone(), &ns, twd.kind_set());
     let (every_version, copied) = match twors.list(&ListParams::default()).await {
         Ok(list) => {
             let mine: Vec<&TemporalWorkerOwnedResource> = list
                 .items
                 .iter()
-                .filter(|t| t.spec.worker_ref.name == twd.name_any() && t.spec.is_autoscaler())
+                .filter(|t| t.spec.worker_name() == twd.name_any() && t.spec.is_autoscaler())
                 .collect();
             (!mine.is_empty(), copied_builds(&mine))
         }

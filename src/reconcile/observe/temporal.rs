@@ -3,7 +3,6 @@
 //! workflows pinned to versions the sunset rules are about to retire.
 
 use jiff::Timestamp;
-use kube::runtime::reflector::ObjectRef;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::planner;
@@ -27,7 +26,7 @@ pub async fn state(
     desired: &Desired,
     deployments: &[ObservedDeployment],
 ) -> Result<(WorkerDeploymentState, Option<Vec<String>>), Failure> {
-    let object = ObjectRef::from_obj(twd);
+    let object = twd.key();
     let generation = twd.metadata.generation.unwrap_or_default();
     let now = Timestamp::now();
     let remembered = ctx.remembered.get(&object);

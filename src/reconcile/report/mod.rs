@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
@@ -107,7 +106,7 @@ fn after_own_write(ctx: &Context, attempt: &Attempt) -> Option<Arc<TemporalWorke
 
 /// Updates the failure streak, counts a failure once, and asks for the verdict.
 fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
-    let streak = ctx.streak(&ObjectRef::from_obj(&*attempt.twd), &attempt.outcome);
+    let streak = ctx.streak(&attempt.twd.key(), &attempt.outcome);
     let decided = verdict(&attempt.outcome, streak);
     if let Outcome::Failed(f) = &attempt.outcome {
         // Counted once per failed reconcile, quiet retries included, by condition reason.
@@ -265,15 +264,18 @@ async fn write(
     }
     let mut obj = (**twd).clone();
     obj.status = Some(status);
-    let api: Api<TemporalWorkerDeployment> =
-        Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default());
+    let api = twd.own_api(ctx.client.clone());
     let res = api
         .replace_status(&twd.name_any(), &PostParams::default(), &obj)
         .await;
-    ctx.metrics
-        .kube_write("update", "temporalworkerdeployments/status", res.is_ok());
+    ctx.metrics.kube_write(
+        "update",
+        twd.kind_set().worker_status_resource(),
+        res.is_ok(),
+    );
     match res {
         Ok(updated) => {
+            let updated = updated.stamped(twd.kind_set());
             ctx.remember_write(&updated);
             let _ = ctx.feed.send(Arc::new(updated));
             if let Some(p) = &attempt.planned {

@@ -1,0 +1,151 @@
+//! The Go controller's kinds (`WorkerDeployment`, `Connection`, `WorkerResourceTemplate`) run
+//! through the same reconcile path as the seed kinds, and a seed object that shares a
+//! WorkerDeployment's name stands down.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, ensure};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::{
+    KindSet, TemporalWorkerDeployment, TemporalWorkerOwnedResource,
+};
+
+use crate::support::*;
+
+const T: Duration = Duration::from_secs(120);
+
+/// A WorkerDeployment as the Go controller's users write it: `sunset` present, the custom
+/// build ID under its Go name.
+fn worker_deployment(c: &Case, name: &str, build_id: &str) -> Value {
+    let mut wd = test_harness::manifests::twd(name)
+        .replicas(1)
+        .pod_labels(json!({"app": name}))
+        .tag("v1")
+        .task_queue(&c.task_queue)
+        .rollout(json!({"strategy": "AllAtOnce"}))
+        .sunset("2s", "2s")
+        .temporal_namespace(&c.temporal_ns)
+        .connection("temporal-go")
+        .spec(json!({"workerOptions": {"unsafeCustomBuildID": build_id}}))
+        .build();
+    wd["kind"] = json!("WorkerDeployment");
+    wd
+}
+
+fn wds(c: &Case) -> Api<TemporalWorkerDeployment> {
+    TemporalWorkerDeployment::api(c.client.clone(), &c.ns, KindSet::Canonical)
+}
+
+async fn wait_wd(
+    c: &Case,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+) -> Result<TemporalWorkerDeployment> {
+    eventually(what, T, || async {
+        let wd = wds(c).get(name).await?;
+        Ok(pred(&wd).then_some(wd))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
+    let c = case("kinds").await?;
+    c.apply(
+        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": "temporal-go"},
+        "spec": {"hostPort": c.env.temporal_address.clone()}}),
+    )
+    .await?;
+    c.apply(worker_deployment(&c, "orders", "release-1"))
+        .await?;
+    let wd = wait_wd(&c, "orders", "WorkerDeployment Ready", is_ready).await?;
+    ensure!(
+        current_build(&wd).as_deref() == Some("release-1"),
+        "{:?}",
+        wd.status
+    );
+
+    // The versioned Deployment is owned by the WorkerDeployment (what Kubernetes' garbage
+    // collector and the Go controller's take-over both rely on).
+    let deployment = c
+        .deployments()
+        .get(&deployment_of("orders", "release-1"))
+        .await?;
+    let owner = deployment
+        .metadata
+        .owner_references
+        .unwrap_or_default()
+        .into_iter()
+        .find(|o| o.controller == Some(true))
+        .context("no controller owner")?;
+    ensure!(owner.kind == "WorkerDeployment", "owner {owner:?}");
+    ensure!(Some(owner.uid) == wd.metadata.uid);
+
+    // A WorkerResourceTemplate in the Go controller's field names gets a copy per version.
+    c.apply(
+        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "WorkerResourceTemplate",
+        "metadata": {"name": "pdb"},
+        "spec": {"workerDeploymentRef": {"name": "orders"},
+            "template": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {}}}}}}),
+    )
+    .await?;
+    let pdbs: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        &c.ns,
+        &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+        )),
+    );
+    eventually("a PodDisruptionBudget copy of release-1", T, || async {
+        let list = pdbs
+            .list(&ListParams::default().labels("temporal.io/owned-resource=pdb"))
+            .await?;
+        Ok((list.items.len() == 1).then_some(()))
+    })
+    .await?;
+    let wrt = TemporalWorkerOwnedResource::api(c.client.clone(), &c.ns, KindSet::Canonical)
+        .get("pdb")
+        .await?;
+    let ready = wrt
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.clone());
+    ensure!(ready.as_deref() == Some("True"), "{:?}", wrt.status);
+
+    // A TemporalWorkerDeployment of the same name would drive the same Temporal worker
+    // deployment: it is refused and does nothing, and the WorkerDeployment stays Ready.
+    let mut seed = worker_deployment(&c, "orders", "release-2");
+    seed["kind"] = json!("TemporalWorkerDeployment");
+    seed["spec"]["workerOptions"]["connectionRef"]["name"] = json!("temporal");
+    c.apply(seed).await?;
+    let refused = c
+        .wait_twd("orders", "the seed object refused", T, |t| {
+            condition_is(t, "Stalled", "True", "InvalidSpec")
+        })
+        .await?;
+    let message = condition(&refused, "Stalled")
+        .map(|c| c.message.clone())
+        .unwrap_or_default();
+    ensure!(message.contains("WorkerDeployment"), "{message}");
+    ensure!(
+        c.deployments()
+            .get_opt(&deployment_of("orders", "release-2"))
+            .await?
+            .is_none(),
+        "the refused object created a Deployment"
+    );
+    ensure!(
+        refused.metadata.finalizers.unwrap_or_default().is_empty(),
+        "the refused object got our finalizer"
+    );
+    let wd = wds(&c).get("orders").await?;
+    ensure!(is_ready(&wd), "{:?}", wd.status);
+    Ok(())
+}
