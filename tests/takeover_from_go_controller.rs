@@ -379,6 +379,20 @@ impl Observer {
         Ok(out)
     }
 
+    /// Who wrote a build's Deployment, and when (its managed fields), for failure messages.
+    async fn writers_of(&self, build: &str) -> Result<String> {
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = api
+            .list(&ListParams::default().labels(&format!("temporal.io/build-id={build}")))
+            .await?;
+        let d = list.items.first().context("no Deployment")?;
+        Ok(serde_json::to_string(&json!({
+            "managedFields": d.metadata.managed_fields,
+            "annotations": d.metadata.annotations,
+            "podAnnotations": d.spec.as_ref().and_then(|s| s.template.metadata.as_ref()).and_then(|m| m.annotations.clone()),
+        }))?)
+    }
+
     async fn deployment_of(&self, build: &str) -> Result<Option<DeploymentFacts>> {
         Ok(self.deployments().await?.remove(build))
     }
@@ -419,10 +433,12 @@ impl Observer {
             let is = now
                 .get(*build)
                 .with_context(|| format!("the Deployment of {build} is gone"))?;
-            ensure!(
-                is == was,
-                "the Deployment of {build} changed: was {was:?}, is {is:?}"
-            );
+            if is != was {
+                bail!(
+                    "the Deployment of {build} changed: was {was:?}, is {is:?}; written by {}",
+                    self.writers_of(build).await?
+                );
+            }
             let pods = self.pods_of(build).await?;
             ensure!(
                 pods == before.pods[*build],

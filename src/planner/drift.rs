@@ -32,7 +32,7 @@ pub fn stalled<'a>(view: &View<'a>) -> Vec<&'a ObservedDeployment> {
             !d.deleting
                 && d.rolled_in_place
                 && d.progress_deadline_exceeded
-                && (wanted.is_empty() || d.connection_hash.as_deref() == Some(wanted))
+                && (wanted.is_empty() || d.connection_reads_as(wanted))
         })
         .collect()
 }
@@ -54,10 +54,10 @@ pub fn updates(
             && d.build_id == view.target
             && d.pod_template_hash
                 .as_deref()
-                .is_some_and(|h| !h.is_empty() && h != desired.pod_template_hash);
+                .is_some_and(|h| !h.is_empty())
+            && !d.template_reads_as(&desired.pod_template_hash);
         let wanted = view.input.connection_hash.as_str();
-        let mut connection_drift =
-            !wanted.is_empty() && d.connection_hash.as_deref() != Some(wanted);
+        let mut connection_drift = !wanted.is_empty() && !d.connection_reads_as(wanted);
         if connection_drift
             && let Some(record) =
                 takeover::connection_adoption(d, wanted, &view.input.predecessor_connection_hash)

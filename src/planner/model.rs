@@ -170,15 +170,17 @@ pub struct ObservedDeployment {
     pub ready_replicas: i32,
     /// When `Available=True` last transitioned; `None` when not Available.
     pub healthy_since: Option<Timestamp>,
-    /// The pod-template hash the drift rules compare: the pod template's
-    /// `temporal.io/pod-template-spec-hash`, or the take-over record standing for it
-    /// ([`crate::planner::takeover::effective`]).
+    /// The pod template's `temporal.io/pod-template-spec-hash`. Compare through
+    /// `template_reads_as()`, which also reads a take-over record.
     pub pod_template_hash: Option<String>,
-    /// The same for `temporal.io/connection-spec-hash`.
+    /// The pod template's `temporal.io/connection-spec-hash` (`connection_reads_as()`).
     pub connection_hash: Option<String>,
-    /// `pod_template_hash` comes from a take-over record: this version was adopted from a
-    /// predecessor controller for the pod template with that hash.
-    pub template_adopted: bool,
+    /// Our (cut) pod-template hash from a take-over record standing for `pod_template_hash`
+    /// ([`crate::planner::takeover::record_for`]): this version was adopted from a predecessor
+    /// controller for the pod template with that hash.
+    pub template_record: Option<String>,
+    /// The same for the Connection.
+    pub connection_record: Option<String>,
     /// The pod template changed since the Deployment was created (its revision is above 1):
     /// it was rolled in place, for a Connection change (or pod-template drift under a custom
     /// build ID).
@@ -379,7 +381,8 @@ pub struct Decision {
 
 // --- Take-over (rules in `crate::planner::takeover`) ---
 
-/// `<our hash>;replaces=<the pod-template annotation it stands for>`.
+/// Our hash and the pod-template annotation it stands for (a take-over record; written as a
+/// Deployment label by `crate::planner::takeover::HashRecord::label_value`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HashRecord {
     pub ours: String,

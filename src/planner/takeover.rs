@@ -17,12 +17,14 @@
 //! 2. **Spec hashes.** Both controllers annotate the pod template with
 //!    `temporal.io/pod-template-spec-hash` and `temporal.io/connection-spec-hash`, hashed
 //!    differently, and our drift rules compare them. Rather than rewrite the annotation (which
-//!    rolls every Pod), a Deployment-level annotation records our hash and the pod-template
-//!    value it stands for ([`HashRecord`]); [`effective`] reads the pair, and the record lapses
-//!    by itself once anything re-renders the pod template. The predecessor's connection hash
-//!    is simple enough to compute exactly ([`crate::build_id::go_connection_hash`]), so a
-//!    Deployment whose Pods carry the current Connection the predecessor's way is adopted by the
-//!    drift rules at any time, and one whose Connection changed is rolled as usual.
+//!    rolls every Pod), a Deployment *label* records our hash and the pod-template value it
+//!    stands for ([`HashRecord`]; a label, because a Deployment's annotations are copied to its
+//!    ReplicaSets and changing them bumps its generation, while labels do neither).
+//!    [`record_for`] reads the pair, and the record lapses by itself once anything re-renders
+//!    the pod template. The predecessor's connection hash is simple enough to compute exactly
+//!    ([`crate::build_id::go_connection_hash`]), so a Deployment whose Pods carry the current
+//!    Connection the predecessor's way is adopted by the drift rules at any time, and one whose
+//!    Connection changed is rolled as usual.
 //! 3. **Identity.** Temporal's routing manager is the predecessor's identity. [`manager_role`]
 //!    tells a predecessor (taken over: the manager identity is claimed) from a human or another
 //!    live install of this controller (yielded to).
@@ -32,11 +34,11 @@ pub use crate::planner::model::{Adoption, HashRecord, Succession};
 use crate::planner::model::{Desired, ObservedDeployment};
 use crate::temporal::state::RoutingInstall;
 
-/// Deployment annotation: our hash of the user's pod template, standing for the pod-template
+/// Deployment label: our hash of the user's pod template, standing for the pod-template
 /// annotation written by the controller we took over from (see [`HashRecord`]).
-pub const ANNOTATION_ADOPTED_POD_TEMPLATE_HASH: &str = "temporal.io/adopted-pod-template-spec-hash";
-/// Deployment annotation: our hash of the Connection, standing for the predecessor's.
-pub const ANNOTATION_ADOPTED_CONNECTION_HASH: &str = "temporal.io/adopted-connection-spec-hash";
+pub const LABEL_ADOPTED_POD_TEMPLATE_HASH: &str = "temporal.io/adopted-pod-template-spec-hash";
+/// Deployment label: our hash of the Connection, standing for the predecessor's.
+pub const LABEL_ADOPTED_CONNECTION_HASH: &str = "temporal.io/adopted-connection-spec-hash";
 
 /// Reasons of the Go controller's `Ready` condition that it writes only after computing
 /// `status.targetVersion` from the spec of the generation in `observedGeneration`. Its other
@@ -60,29 +62,82 @@ pub const LEGACY_IDENTITY: &str = "temporal-worker-controller";
 /// `$CONTROLLER_IDENTITY/<UID of its namespace>`.
 pub const DEFAULT_PREDECESSORS: &[&str] = &[LEGACY_IDENTITY, "*/<uuid>"];
 
-const REPLACES: &str = ";replaces=";
+/// Hex characters of each hash kept in a record: two fit in a label value (63 characters),
+/// and 112 bits tell templates apart as well as the full hash does here.
+pub const RECORD_HEX: usize = 28;
+/// Stands for a pod-template annotation that was not there.
+const ABSENT: &str = "none";
 
 impl HashRecord {
+    /// `<ours>.<replaced>`, each cut to [`RECORD_HEX`] characters (`none` for no annotation).
+    pub fn label_value(&self) -> String {
+        let cut = |h: &str| h.get(..RECORD_HEX).unwrap_or(h).to_string();
+        let replaces = if self.replaces.is_empty() {
+            ABSENT.to_string()
+        } else {
+            cut(&self.replaces)
+        };
+        format!("{}.{replaces}", cut(&self.ours))
+    }
+
+    /// A label value back into its (cut) hashes.
     pub fn parse(value: &str) -> Option<HashRecord> {
-        let (ours, replaces) = value.split_once(REPLACES)?;
-        (!ours.is_empty()).then(|| HashRecord {
+        let (ours, replaces) = value.split_once('.')?;
+        let hex = |h: &str| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit());
+        (hex(ours) && (hex(replaces) || replaces == ABSENT)).then(|| HashRecord {
             ours: ours.to_string(),
-            replaces: replaces.to_string(),
+            replaces: if replaces == ABSENT {
+                String::new()
+            } else {
+                replaces.to_string()
+            },
         })
     }
 
-    pub fn annotation_value(&self) -> String {
-        format!("{}{REPLACES}{}", self.ours, self.replaces)
+    /// Whether the record still stands for `annotation`: it is what the record replaced.
+    fn stands_for(&self, annotation: Option<&str>) -> bool {
+        match annotation.filter(|a| !a.is_empty()) {
+            None => self.replaces.is_empty(),
+            Some(a) => !self.replaces.is_empty() && a.starts_with(&self.replaces),
+        }
     }
 }
 
-/// The hash the drift rules compare, and whether it comes from a record: the record's own
-/// hash while the pod template still carries the value it replaced (a missing annotation
-/// counts as empty), else the pod template's annotation.
-pub fn effective(pod_annotation: Option<&str>, record: Option<&str>) -> (Option<String>, bool) {
-    match record.and_then(HashRecord::parse) {
-        Some(r) if r.replaces == pod_annotation.unwrap_or("") => (Some(r.ours), true),
-        _ => (pod_annotation.map(str::to_string), false),
+/// Our (cut) hash from a record label, while the pod template still carries the annotation
+/// the record replaced; `None` without a record, or once it lapsed.
+pub fn record_for(pod_annotation: Option<&str>, label: Option<&str>) -> Option<String> {
+    label
+        .and_then(HashRecord::parse)
+        .filter(|r| r.stands_for(pod_annotation))
+        .map(|r| r.ours)
+}
+
+/// Whether a Deployment's Pods carry the hash `wanted` (ours, in full): by their pod-template
+/// annotation, or by a take-over record (a cut hash) standing for it.
+fn reads_as(annotation: Option<&str>, record: Option<&str>, wanted: &str) -> bool {
+    match record {
+        Some(ours) => !ours.is_empty() && wanted.starts_with(ours),
+        None => annotation == Some(wanted),
+    }
+}
+
+impl ObservedDeployment {
+    /// The Pods run the user's pod template that hashes to `hash`.
+    pub fn template_reads_as(&self, hash: &str) -> bool {
+        reads_as(
+            self.pod_template_hash.as_deref(),
+            self.template_record.as_deref(),
+            hash,
+        )
+    }
+
+    /// The Pods carry the Connection settings that hash to `hash`.
+    pub fn connection_reads_as(&self, hash: &str) -> bool {
+        reads_as(
+            self.connection_hash.as_deref(),
+            self.connection_record.as_deref(),
+            hash,
+        )
     }
 }
 
@@ -118,10 +173,7 @@ pub fn adopted_target(desired: &Desired, deployments: &[ObservedDeployment]) -> 
         return None;
     }
     live(deployments)
-        .filter(|d| {
-            d.template_adopted
-                && d.pod_template_hash.as_deref() == Some(desired.pod_template_hash.as_str())
-        })
+        .filter(|d| d.template_record.is_some() && d.template_reads_as(&desired.pod_template_hash))
         .max_by(|a, b| a.created_at.cmp(&b.created_at))
         .map(|d| d.build_id.clone())
 }
@@ -144,7 +196,7 @@ pub fn template_adoption(
     let d = live(deployments)
         .filter(|d| d.build_id == predecessor)
         .max_by(|a, b| a.created_at.cmp(&b.created_at))?;
-    if d.pod_template_hash.as_deref() == Some(desired.pod_template_hash.as_str()) {
+    if d.template_reads_as(&desired.pod_template_hash) {
         return None;
     }
     Some(Adoption {
@@ -166,10 +218,10 @@ pub fn connection_adoption(
     wanted: &str,
     predecessor_hash: &str,
 ) -> Option<HashRecord> {
-    let current = d.connection_hash.as_deref()?;
-    if wanted.is_empty() || predecessor_hash.is_empty() || current == wanted {
+    if wanted.is_empty() || predecessor_hash.is_empty() || d.connection_reads_as(wanted) {
         return None;
     }
+    let current = d.connection_hash.as_deref()?;
     (current == predecessor_hash).then(|| HashRecord {
         ours: wanted.to_string(),
         replaces: current.to_string(),

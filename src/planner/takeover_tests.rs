@@ -47,42 +47,99 @@ fn go_status(build: &str, reason: &str, observed: Option<i64>) -> TemporalWorker
     }
 }
 
+const OURS: &str = "536fd32289b71d95f4ed7c4e68ca84c0503088132aa85ef8874c6b173b9950ad";
+const GO: &str = "d89c40533e9f98534c6dc6ef1572d487bac7b27d0f9fc3fdf22d6d189db23bd7";
+
 #[test]
-fn a_record_reads_back_and_rejects_other_values() {
+fn a_record_fits_a_label_and_reads_back_cut() {
     let r = HashRecord {
-        ours: "abc".into(),
-        replaces: "def".into(),
+        ours: OURS.into(),
+        replaces: GO.into(),
     };
-    assert_eq!(r.annotation_value(), "abc;replaces=def");
-    assert_eq!(HashRecord::parse("abc;replaces=def"), Some(r));
+    let label = r.label_value();
     assert_eq!(
-        HashRecord::parse("abc;replaces="),
+        label,
+        format!("{}.{}", &OURS[..RECORD_HEX], &GO[..RECORD_HEX])
+    );
+    assert!(
+        label.len() <= 63 && crate::build_id::is_label_safe(&label),
+        "{label}"
+    );
+    assert_eq!(
+        HashRecord::parse(&label),
         Some(HashRecord {
-            ours: "abc".into(),
-            replaces: String::new()
+            ours: OURS[..RECORD_HEX].into(),
+            replaces: GO[..RECORD_HEX].into(),
         })
     );
-    for bad in ["", "abc", ";replaces=def", "abc;was=def"] {
+    // A Deployment without the annotation, adopted as such.
+    let absent = HashRecord {
+        ours: OURS.into(),
+        replaces: String::new(),
+    };
+    assert_eq!(
+        absent.label_value(),
+        format!("{}.none", &OURS[..RECORD_HEX])
+    );
+    assert_eq!(
+        HashRecord::parse(&absent.label_value()).map(|r| r.replaces),
+        Some(String::new())
+    );
+    for bad in [
+        "",
+        "abc",
+        ".abc",
+        "abc.",
+        "xyz.abc",
+        "abc.xyz",
+        "abc;replaces=def",
+    ] {
         assert_eq!(HashRecord::parse(bad), None, "{bad:?}");
     }
 }
 
 #[test]
 fn a_record_stands_for_the_annotation_it_replaced_and_lapses_with_it() {
-    let rec = Some("ours;replaces=go");
-    assert_eq!(effective(Some("go"), rec), (Some("ours".into()), true));
+    let label = HashRecord {
+        ours: OURS.into(),
+        replaces: GO.into(),
+    }
+    .label_value();
+    let cut = Some(OURS[..RECORD_HEX].to_string());
+    assert_eq!(record_for(Some(GO), Some(&label)), cut);
     // Re-rendered since (by us or by the predecessor): the pod template speaks for itself.
-    assert_eq!(effective(Some("new"), rec), (Some("new".into()), false));
-    assert_eq!(effective(Some("go"), None), (Some("go".into()), false));
-    assert_eq!(effective(None, None), (None, false));
-    // A Deployment without the annotation, adopted as such.
-    assert_eq!(
-        effective(None, Some("ours;replaces=")),
-        (Some("ours".into()), true)
+    assert_eq!(record_for(Some(OURS), Some(&label)), None);
+    assert_eq!(record_for(None, Some(&label)), None);
+    assert_eq!(record_for(Some(GO), None), None);
+    assert_eq!(record_for(Some(GO), Some("garbage")), None);
+    let absent = HashRecord {
+        ours: OURS.into(),
+        replaces: String::new(),
+    }
+    .label_value();
+    assert_eq!(record_for(None, Some(&absent)), cut);
+    assert_eq!(record_for(Some(GO), Some(&absent)), None);
+
+    // What the drift rules then see.
+    let d = ObservedDeployment {
+        pod_template_hash: Some(GO.into()),
+        template_record: record_for(Some(GO), Some(&label)),
+        ..ObservedDeployment::test("v1-f645", 1)
+    };
+    assert!(d.template_reads_as(OURS));
+    assert!(
+        !d.template_reads_as(GO),
+        "the record speaks for the annotation"
     );
-    assert_eq!(
-        effective(Some("go"), Some("garbage")),
-        (Some("go".into()), false)
+    assert!(!d.template_reads_as(&OURS.replace('5', "6")));
+    let plain = ObservedDeployment {
+        pod_template_hash: Some(OURS.into()),
+        ..ObservedDeployment::test("v1", 1)
+    };
+    assert!(plain.template_reads_as(OURS));
+    assert!(
+        !plain.template_reads_as(&OURS[..RECORD_HEX]),
+        "full hashes compare whole"
     );
 }
 
@@ -145,8 +202,7 @@ fn taken_over() -> PlanInput {
 }
 
 fn adopted(mut d: ObservedDeployment) -> ObservedDeployment {
-    d.pod_template_hash = Some("tpl".into());
-    d.template_adopted = true;
+    d.template_record = Some("tpl".into());
     d
 }
 
@@ -219,8 +275,9 @@ fn an_adopted_version_stays_the_target_until_the_template_changes() {
         Some("v2-b4c5")
     );
     // A spec change: our hash differs, our computed build ID wins (a new version our way).
+    // (Records keep the first 28 hex characters of a 64-character hash: "other" shares none.)
     let mut changed = i.clone();
-    changed.desired.pod_template_hash = "tpl-2".into();
+    changed.desired.pod_template_hash = "other".into();
     assert_eq!(adopted_target(&changed.desired, &changed.deployments), None);
     // Our computed build has a Deployment (a rollout under us already started): ours.
     let mut ours = i.clone();
@@ -240,7 +297,8 @@ fn an_adopted_version_stays_the_target_until_the_template_changes() {
     );
     // The same hash without a record (a Deployment of ours): rule 1 is about adoptions only.
     let mut unrecorded = i;
-    unrecorded.deployments[1].template_adopted = false;
+    unrecorded.deployments[1].template_record = None;
+    unrecorded.deployments[1].pod_template_hash = Some("tpl".into());
     assert_eq!(
         adopted_target(&unrecorded.desired, &unrecorded.deployments),
         None
@@ -297,7 +355,7 @@ fn pods_with_the_predecessors_hash_of_this_connection_are_adopted_not_rolled() {
     // Once recorded, the Deployments read as ours: nothing more to write.
     let mut recorded = i;
     for d in &mut recorded.deployments {
-        d.connection_hash = Some("conn".into());
+        d.connection_record = Some("conn".into());
     }
     let p = plan(&recorded);
     assert_eq!((p.adopt, p.update), (vec![], vec![]));

@@ -11,7 +11,7 @@ use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
 use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange};
 use crate::planner::takeover::{
-    ANNOTATION_ADOPTED_CONNECTION_HASH, ANNOTATION_ADOPTED_POD_TEMPLATE_HASH, Adoption,
+    Adoption, LABEL_ADOPTED_CONNECTION_HASH, LABEL_ADOPTED_POD_TEMPLATE_HASH,
 };
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
@@ -199,8 +199,9 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     Ok(())
 }
 
-/// Writes a take-over record ([`Adoption`]) on a versioned Deployment: annotations in its
-/// metadata only, so its generation and Pods stay as they are. Read and replaced as untyped
+/// Writes a take-over record ([`Adoption`]) on a versioned Deployment: labels in its metadata
+/// only, so its generation and Pods stay as they are (an annotation would bump the generation:
+/// a Deployment's annotations are copied to its ReplicaSets). Read and replaced as untyped
 /// JSON, so that no field this client's Deployment type does not know is dropped (which could
 /// change the pod template), with `get` and `update`, the verbs the chart already grants; a
 /// 409 (changed since the read) is retried by the next reconcile.
@@ -216,16 +217,13 @@ pub async fn adopt(
         .get(&adoption.name)
         .await
         .map_err(|e| fail("get Deployment", e))?;
-    let annotations = obj
-        .metadata
-        .annotations
-        .get_or_insert_with(Default::default);
+    let labels = obj.metadata.labels.get_or_insert_with(Default::default);
     for (key, record) in [
-        (ANNOTATION_ADOPTED_POD_TEMPLATE_HASH, &adoption.template),
-        (ANNOTATION_ADOPTED_CONNECTION_HASH, &adoption.connection),
+        (LABEL_ADOPTED_POD_TEMPLATE_HASH, &adoption.template),
+        (LABEL_ADOPTED_CONNECTION_HASH, &adoption.connection),
     ] {
         if let Some(record) = record {
-            annotations.insert(key.to_string(), record.annotation_value());
+            labels.insert(key.to_string(), record.label_value());
         }
     }
     obj.metadata.managed_fields = None;

@@ -88,22 +88,20 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
-    // A take-over record on the Deployment stands for the predecessor's pod-template hashes.
-    let annotations = d.annotations();
-    let (pod_template_hash, template_adopted) = takeover::effective(
-        pod_annotations
-            .get(ANNOTATION_POD_TEMPLATE_HASH)
-            .map(String::as_str),
-        annotations
-            .get(takeover::ANNOTATION_ADOPTED_POD_TEMPLATE_HASH)
+    // A take-over record (a Deployment label) stands for the predecessor's pod-template hashes.
+    let labels = d.labels();
+    let pod_template_hash = pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned();
+    let connection_hash = pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned();
+    let template_record = takeover::record_for(
+        pod_template_hash.as_deref(),
+        labels
+            .get(takeover::LABEL_ADOPTED_POD_TEMPLATE_HASH)
             .map(String::as_str),
     );
-    let (connection_hash, _) = takeover::effective(
-        pod_annotations
-            .get(ANNOTATION_CONNECTION_HASH)
-            .map(String::as_str),
-        annotations
-            .get(takeover::ANNOTATION_ADOPTED_CONNECTION_HASH)
+    let connection_record = takeover::record_for(
+        connection_hash.as_deref(),
+        labels
+            .get(takeover::LABEL_ADOPTED_CONNECTION_HASH)
             .map(String::as_str),
     );
     Some(ObservedDeployment {
@@ -115,7 +113,8 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         healthy_since,
         pod_template_hash,
         connection_hash,
-        template_adopted,
+        template_record,
+        connection_record,
         rolled_in_place,
         progress_deadline_exceeded,
         deleting: d.meta().deletion_timestamp.is_some(),
