@@ -151,13 +151,10 @@ impl Rollout<'_> {
         .await
     }
 
-    /// The TemporalConnection and v1 (AllAtOnce); returns v1's build ID once it is Current.
+    /// The Connection and v1 (AllAtOnce); returns v1's build ID once it is Current.
     async fn v1_current(&self) -> Result<String> {
-        step(
-            self.started,
-            "applying the TemporalConnection and v1 (AllAtOnce)",
-        );
-        self.apply("temporalconnection.yaml").await?;
+        step(self.started, "applying the Connection and v1 (AllAtOnce)");
+        self.apply("connection.yaml").await?;
         self.apply("worker-v1.yaml").await?;
         let twd = wait(self.client, "v1 Ready", |t| {
             ready(t)
@@ -205,7 +202,7 @@ async fn wait_retired(client: &kube::Client, v1: &str) -> Result<()> {
     let deadline = Instant::now() + DEADLINE;
     loop {
         let twd: TemporalWorkerDeployment =
-            TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Seed)
+            TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Canonical)
                 .get(NAME)
                 .await?;
         let still_listed = twd
@@ -260,7 +257,7 @@ async fn wait(
     pred: impl Fn(&TemporalWorkerDeployment) -> bool,
 ) -> Result<TemporalWorkerDeployment> {
     let api: Api<TemporalWorkerDeployment> =
-        TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Seed);
+        TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Canonical);
     let deadline = Instant::now() + DEADLINE;
     loop {
         if let Some(t) = api.get_opt(NAME).await?
@@ -307,7 +304,7 @@ async fn apply_file(
 /// Prints one line whenever what a human would care about changes.
 async fn print_transitions(client: kube::Client, started: Instant) {
     let api: Api<TemporalWorkerDeployment> =
-        TemporalWorkerDeployment::api(client, NAMESPACE, KindSet::Seed);
+        TemporalWorkerDeployment::api(client, NAMESPACE, KindSet::Canonical);
     let stream = kube::runtime::watcher::watch_object(api, NAME);
     let mut stream = std::pin::pin!(stream);
     let mut last = String::new();

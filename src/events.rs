@@ -37,8 +37,10 @@ pub const RAMP_CLEARED: &str = "RampCleared";
 pub const PINNED_SIGNALLED: &str = "PinnedWorkflowsSignalled";
 pub const PINNED_CANCELLED: &str = "PinnedWorkflowsCancelled";
 pub const PINNED_TERMINATED: &str = "PinnedWorkflowsTerminated";
+pub const DRAINING_SCALED_UP: &str = "DrainingVersionScaledUp";
 // Warning reasons that are not condition reasons.
 pub const CLEANUP_ABANDONED: &str = "TemporalCleanupAbandoned";
+pub const DRAINING_AT_ZERO: &str = "DrainingVersionAtZero";
 
 const CONTROLLER: &str = "temporal-worker-controller";
 /// An identical event repeated within this window updates the first one's series.

@@ -246,6 +246,7 @@ impl ObservedDeployment {
             autoscaled: false,
             autoscaler_present: false,
             created_at: Some(ago(86_400)),
+            scaled_down_at: None,
         }
     }
 }

@@ -439,7 +439,11 @@ fn deprecated_version(
         .filter(|_| status == VersionStatus::Drained)
         .and_then(|v| v.drainage_changed_at);
     let (scaledown_at, delete_at) = match drained_since {
-        Some(since) => sunset_deadlines(&input.desired, since),
+        Some(since) => sunset_deadlines(
+            &input.desired,
+            since,
+            d.scaled_down_at.filter(|_| d.replicas == Some(0)),
+        ),
         None => (None, None),
     };
     let eligible = eligible_for_deletion(

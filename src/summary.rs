@@ -95,6 +95,9 @@ pub fn version_status_str(s: VersionStatus) -> &'static str {
 pub struct RolloutSummary {
     pub namespace: String,
     pub name: String,
+    /// `WorkerDeployment` or `TemporalWorkerDeployment`.
+    #[serde(default)]
+    pub kind: String,
     #[serde(default)]
     pub generation: Option<i64>,
     #[serde(default)]
@@ -357,6 +360,7 @@ impl RolloutSummary {
         RolloutSummary {
             namespace: twd.namespace().unwrap_or_default(),
             name: twd.name_any(),
+            kind: twd.kind_name().to_string(),
             generation: twd.metadata.generation,
             observed_generation: status.and_then(|s| s.observed_generation),
             strategy: twd.spec.rollout.strategy,

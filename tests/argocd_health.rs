@@ -1,6 +1,11 @@
-//! The Argo CD health check, run the way Argo CD's own `util/lua` health tests run it: every
+//! The Argo CD health checks, run the way Argo CD's own `util/lua` health tests run them: every
 //! `health_test.yaml` case under `argocd/resource_customizations/`, status and message exact,
 //! in a Lua 5.1 sandbox with only base, table and package (the argocd-cm default).
+//!
+//! One script per status shape (`lua/`), installed under both kinds of that shape: the kind
+//! users write today (the Go controller's) and its alias kind. The canonical kind's directory
+//! holds the test data; the alias kind's `health_test.yaml` runs the same cases, and every case
+//! runs with `kind` set to the directory's kind, so both names are exercised.
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +16,47 @@ use test_harness::gitops::{
     HEALTH_LUA, Sandbox, argocd_health_with, load_yaml, repo_root, run_health_script,
 };
 
-const KIND_DIR: &str = "argocd/resource_customizations/temporal.io/TemporalWorkerDeployment";
-const CM_KEY: &str = "resource.customizations.health.temporal.io_TemporalWorkerDeployment";
+const CUSTOMIZATIONS: &str = "argocd/resource_customizations/temporal.io";
+const KIND_DIR: &str = "argocd/resource_customizations/temporal.io/WorkerDeployment";
+const OWNED_LUA: &str = include_str!("../lua/temporalworkerownedresource-health.lua");
+const CONNECTION_LUA: &str = include_str!("../lua/temporalconnection-health.lua");
+
+/// One status shape: its script in `lua/`, the kind users write today, and its alias kind.
+struct Model {
+    lua: &'static str,
+    script: &'static str,
+    canonical: &'static str,
+    alias: &'static str,
+}
+
+const MODELS: [Model; 3] = [
+    Model {
+        lua: "lua/temporalworkerdeployment-health.lua",
+        script: HEALTH_LUA,
+        canonical: "WorkerDeployment",
+        alias: "TemporalWorkerDeployment",
+    },
+    Model {
+        lua: "lua/temporalworkerownedresource-health.lua",
+        script: OWNED_LUA,
+        canonical: "WorkerResourceTemplate",
+        alias: "TemporalWorkerOwnedResource",
+    },
+    Model {
+        lua: "lua/temporalconnection-health.lua",
+        script: CONNECTION_LUA,
+        canonical: "Connection",
+        alias: "TemporalConnection",
+    },
+];
+
+/// The model a kind belongs to.
+fn model_of(kind: &str) -> &'static Model {
+    MODELS
+        .iter()
+        .find(|m| m.canonical == kind || m.alias == kind)
+        .unwrap_or_else(|| panic!("{CUSTOMIZATIONS}/{kind}: not one of our kinds"))
+}
 
 /// Every directory under `argocd/resource_customizations` holding a `health.lua`.
 fn health_dirs() -> Vec<PathBuf> {
@@ -38,7 +82,40 @@ fn health_dirs() -> Vec<PathBuf> {
     out
 }
 
-/// Runs every case of every `health_test.yaml`; returns (cases run, failures).
+/// `(inputPath, status, message)` of every case of a `health_test.yaml`.
+fn cases_of(dir: &Path) -> Vec<(String, String, String)> {
+    let tests = load_yaml(&dir.join("health_test.yaml"));
+    let cases = tests["tests"]
+        .as_array()
+        .expect("health_test.yaml: `tests` list");
+    assert!(!cases.is_empty(), "{}: no test cases", dir.display());
+    cases
+        .iter()
+        .map(|case| {
+            let text = |p: &str| case.pointer(p).and_then(Value::as_str).unwrap_or_default();
+            assert!(
+                !text("/inputPath").is_empty(),
+                "{}: case without inputPath",
+                dir.display()
+            );
+            (
+                text("/inputPath").to_string(),
+                text("/healthStatus/status").to_string(),
+                text("/healthStatus/message").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The directory's kind (its name).
+fn kind_of_dir(dir: &Path) -> &str {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .expect("kind directory name")
+}
+
+/// Runs every case of every `health_test.yaml`, each with `kind` set to its directory's kind;
+/// returns (cases run, failures).
 fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
     let dirs = health_dirs();
     assert!(
@@ -48,19 +125,20 @@ fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
     let mut ran = 0;
     let mut failures = Vec::new();
     for dir in dirs {
+        let kind = kind_of_dir(&dir);
+        let model = model_of(kind);
         let script = std::fs::read_to_string(dir.join("health.lua")).expect("read health.lua");
-        let tests = load_yaml(&dir.join("health_test.yaml"));
-        let cases = tests["tests"]
-            .as_array()
-            .expect("health_test.yaml: `tests` list");
-        assert!(!cases.is_empty(), "{}: no test cases", dir.display());
-        for case in cases {
-            let input = case["inputPath"].as_str().expect("inputPath");
-            let want_status = case["healthStatus"]["status"]
-                .as_str()
-                .expect("healthStatus.status");
-            let want_message = case["healthStatus"]["message"].as_str().unwrap_or_default();
-            let obj = load_yaml(&dir.join(input));
+        for (input, want_status, want_message) in cases_of(&dir) {
+            let mut obj = load_yaml(&dir.join(&input));
+            let written = obj["kind"].as_str().unwrap_or_default();
+            assert!(
+                written == model.canonical || written == model.alias,
+                "{}/{input}: kind {written:?} is not {} or {}",
+                dir.display(),
+                model.canonical,
+                model.alias
+            );
+            obj["kind"] = json!(kind);
             let (status, message) = argocd_health_with(sandbox, &script, &obj);
             ran += 1;
             if status != want_status || message != want_message {
@@ -77,7 +155,11 @@ fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
 #[test]
 fn health_test_yaml_cases_pass_in_the_argocd_cm_sandbox() {
     let (ran, failures) = run_health_tests(Sandbox::ArgoCmDefault);
-    assert!(ran >= 15, "expected at least 15 cases, ran {ran}");
+    // Each model's cases run twice, once under each kind.
+    assert!(
+        ran >= 2 * (20 + 7 + 7),
+        "expected at least 68 cases, ran {ran}"
+    );
     assert!(
         failures.is_empty(),
         "{} of {ran} cases failed:\n{}",
@@ -100,35 +182,80 @@ fn health_test_yaml_cases_pass_with_open_libs() {
 
 #[test]
 fn every_testdata_file_has_a_case_and_every_case_a_file() {
-    let dir = repo_root().join(KIND_DIR);
-    let tests = load_yaml(&dir.join("health_test.yaml"));
-    let mut referenced: Vec<String> = tests["tests"]
-        .as_array()
-        .expect("tests")
-        .iter()
-        .map(|c| c["inputPath"].as_str().expect("inputPath").to_string())
-        .collect();
-    referenced.sort();
-    let mut on_disk: Vec<String> = test_harness::gitops::yaml_files(&dir.join("testdata"))
-        .iter()
-        .map(|p| {
-            format!(
-                "testdata/{}",
-                p.file_name().and_then(|n| n.to_str()).expect("name")
-            )
-        })
-        .collect();
-    on_disk.sort();
-    assert_eq!(referenced, on_disk);
-    // Every health status the script can give for a live object is exercised.
-    let statuses: std::collections::BTreeSet<&str> = tests["tests"]
-        .as_array()
-        .expect("tests")
-        .iter()
-        .filter_map(|c| c["healthStatus"]["status"].as_str())
+    for model in &MODELS {
+        let dir = repo_root().join(CUSTOMIZATIONS).join(model.canonical);
+        let mut referenced: Vec<String> = cases_of(&dir)
+            .into_iter()
+            .map(|(input, _, _)| input)
+            .collect();
+        referenced.sort();
+        let mut on_disk: Vec<String> = test_harness::gitops::yaml_files(&dir.join("testdata"))
+            .iter()
+            .map(|p| {
+                format!(
+                    "testdata/{}",
+                    p.file_name().and_then(|n| n.to_str()).expect("name")
+                )
+            })
+            .collect();
+        on_disk.sort();
+        assert_eq!(referenced, on_disk, "{}", model.canonical);
+    }
+    // Every health status the worker-deployment script can give for a live object is exercised.
+    let statuses: std::collections::BTreeSet<String> = cases_of(&repo_root().join(KIND_DIR))
+        .into_iter()
+        .map(|(_, status, _)| status)
         .collect();
     for want in ["Healthy", "Progressing", "Degraded", "Suspended"] {
         assert!(statuses.contains(want), "no case expects {want}");
+    }
+}
+
+/// Both kinds of every model are installed in Argo CD's layout with the model's one script,
+/// and the alias kind's `health_test.yaml` runs exactly the canonical kind's cases (read from
+/// the canonical kind's `testdata/`), so the two answer alike by construction.
+#[test]
+fn each_script_is_installed_under_both_kinds_with_the_same_cases() {
+    let root = repo_root().join(CUSTOMIZATIONS);
+    let mut installed: Vec<String> = health_dirs()
+        .iter()
+        .map(|d| kind_of_dir(d).to_string())
+        .collect();
+    installed.sort();
+    let mut want: Vec<String> = MODELS
+        .iter()
+        .flat_map(|m| [m.canonical.to_string(), m.alias.to_string()])
+        .collect();
+    want.sort();
+    assert_eq!(installed, want, "kind directories under {CUSTOMIZATIONS}");
+    for model in &MODELS {
+        let on_disk = std::fs::read_to_string(repo_root().join(model.lua)).expect("lua/ script");
+        assert_eq!(on_disk, model.script, "{}", model.lua);
+        for kind in [model.canonical, model.alias] {
+            let copy = std::fs::read_to_string(root.join(kind).join("health.lua"))
+                .unwrap_or_else(|e| panic!("{kind}/health.lua: {e}"));
+            assert!(
+                copy == model.script,
+                "{CUSTOMIZATIONS}/{kind}/health.lua differs from {}; copy the canonical file over",
+                model.lua
+            );
+        }
+        let canonical = cases_of(&root.join(model.canonical));
+        let through_alias: Vec<(String, String, String)> = cases_of(&root.join(model.alias))
+            .into_iter()
+            .map(|(input, status, message)| {
+                let prefix = format!("../{}/", model.canonical);
+                let local = input
+                    .strip_prefix(&prefix)
+                    .unwrap_or_else(|| panic!("{}: {input} is not under {prefix}", model.alias));
+                (local.to_string(), status, message)
+            })
+            .collect();
+        assert_eq!(
+            through_alias, canonical,
+            "{}/health_test.yaml must list {}'s cases",
+            model.alias, model.canonical
+        );
     }
 }
 
@@ -199,37 +326,37 @@ fn every_reason_is_checked_by_the_lua_health_check() {
     assert!(missing.is_empty(), "no Lua case shows {missing:?}");
 }
 
+/// `argocd/argocd-cm.yaml` installs every model's script under both its kinds (the alias
+/// kinds' keys are YAML aliases of the canonical kinds' scripts), and nothing else.
 #[test]
-fn canonical_script_and_argocd_layout_copy_are_identical() {
-    let copy =
-        std::fs::read(repo_root().join(KIND_DIR).join("health.lua")).expect("argocd health.lua");
-    assert!(
-        copy == HEALTH_LUA.as_bytes(),
-        "{KIND_DIR}/health.lua differs from lua/temporalworkerdeployment-health.lua; copy the canonical file over"
-    );
-}
-
-#[test]
-fn argocd_cm_snippet_embeds_exactly_the_script() {
+fn argocd_cm_snippet_embeds_exactly_the_scripts() {
     let cm = load_yaml(&repo_root().join("argocd/argocd-cm.yaml"));
     assert_eq!(cm["kind"], "ConfigMap");
     assert_eq!(cm["metadata"]["name"], "argocd-cm");
     let data = cm["data"].as_object().expect("data");
-    let embedded = data
-        .get(CM_KEY)
-        .and_then(Value::as_str)
-        .expect("health key in argocd-cm.yaml");
-    assert!(
-        embedded == HEALTH_LUA,
-        "argocd-cm.yaml embeds a different script than lua/"
-    );
-    // The point of writing for the restricted sandbox is not needing open libs.
-    assert!(
-        !data
-            .keys()
-            .any(|k| k.starts_with("resource.customizations.useOpenLibs")),
-        "{data:?}"
-    );
+    let mut want_keys = Vec::new();
+    for model in &MODELS {
+        for kind in [model.canonical, model.alias] {
+            let key = format!("resource.customizations.health.temporal.io_{kind}");
+            let embedded = data
+                .get(&key)
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("no {key} in argocd-cm.yaml"));
+            assert!(
+                embedded == model.script,
+                "argocd-cm.yaml {key} differs from {}",
+                model.lua
+            );
+            want_keys.push(key);
+        }
+    }
+    let mut keys: Vec<&String> = data.keys().collect();
+    keys.sort();
+    want_keys.sort();
+    assert_eq!(keys, want_keys.iter().collect::<Vec<_>>());
+    // Each script is written out once; the alias kinds point at it.
+    let text = std::fs::read_to_string(repo_root().join("argocd/argocd-cm.yaml")).expect("cm");
+    assert_eq!(text.matches("return health(obj)").count(), MODELS.len());
 }
 
 #[test]
@@ -267,8 +394,14 @@ fn string_library_is_missing_in_the_argocd_cm_sandbox() {
 
 #[test]
 fn script_source_avoids_libraries_outside_the_sandbox() {
+    for model in &MODELS {
+        assert_sandbox_safe(model.lua, model.script);
+    }
+}
+
+fn assert_sandbox_safe(name: &str, script: &str) {
     // Executing the test cases covers the branches they reach; this covers the rest.
-    let code: String = HEALTH_LUA
+    let code: String = script
         .lines()
         .map(|l| l.split("--").next().unwrap_or_default())
         .collect::<Vec<_>>()
@@ -283,10 +416,10 @@ fn script_source_avoids_libraries_outside_the_sandbox() {
         "goto ",
         "require",
     ] {
-        assert!(!code.contains(forbidden), "health.lua uses `{forbidden}`");
+        assert!(!code.contains(forbidden), "{name} uses `{forbidden}`");
     }
     // `s:method()` on a string needs the string metatable; the script only calls tables' fields.
-    assert!(!code.contains(':'), "health.lua uses a method call");
+    assert!(!code.contains(':'), "{name} uses a method call");
 }
 
 #[test]
@@ -299,13 +432,16 @@ fn odd_objects_give_a_health_status_not_a_script_error() {
         json!({"metadata": {"generation": 2}, "spec": {"rollout": "Manual"}, "status": {"observedGeneration": 2}}),
         json!({"metadata": {}, "status": {"observedGeneration": 7, "conditions": [{"type": "Ready", "status": "True"}]}}),
     ];
-    for obj in cases {
-        let (status, message) = argocd_health_with(Sandbox::ArgoCmDefault, HEALTH_LUA, &obj);
-        assert!(
-            ["Healthy", "Progressing", "Degraded", "Suspended"].contains(&status.as_str()),
-            "{obj}: {status} {message}"
-        );
-        assert!(!message.is_empty(), "{obj}: empty message");
+    for model in &MODELS {
+        for obj in &cases {
+            let (status, message) = argocd_health_with(Sandbox::ArgoCmDefault, model.script, obj);
+            assert!(
+                ["Healthy", "Progressing", "Degraded", "Suspended"].contains(&status.as_str()),
+                "{}: {obj}: {status} {message}",
+                model.lua
+            );
+            assert!(!message.is_empty(), "{}: {obj}: empty message", model.lua);
+        }
     }
     // Fallback messages when the controller left a condition's message empty.
     let bare = json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "conditions": [
@@ -352,21 +488,11 @@ fn invalid_statuses_are_reported_like_argocd_does() {
     );
 }
 
-const OWNED_DIR: &str = "argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource";
-const OWNED_LUA: &str = include_str!("../lua/temporalworkerownedresource-health.lua");
+const OWNED_DIR: &str = "argocd/resource_customizations/temporal.io/WorkerResourceTemplate";
 
-/// The TemporalWorkerOwnedResource check: its Argo CD copy and argocd-cm entry are the
-/// canonical script, and its test data shows every reason of `api::conditions::OWNED_ALL`.
+/// The owned-resource check's test data shows every reason of `api::conditions::OWNED_ALL`.
 #[test]
-fn owned_resource_check_is_canonical_and_covers_every_reason() {
-    let copy = std::fs::read_to_string(repo_root().join(OWNED_DIR).join("health.lua"))
-        .expect("argocd health.lua");
-    assert_eq!(copy, OWNED_LUA, "{OWNED_DIR}/health.lua differs from lua/");
-    let cm = load_yaml(&repo_root().join("argocd/argocd-cm.yaml"));
-    assert_eq!(
-        cm["data"]["resource.customizations.health.temporal.io_TemporalWorkerOwnedResource"],
-        OWNED_LUA
-    );
+fn owned_resource_check_covers_every_reason() {
     let mut covered = std::collections::BTreeSet::new();
     for path in test_harness::gitops::yaml_files(&repo_root().join(OWNED_DIR).join("testdata")) {
         if let Some(reason) = ready_reason(&load_yaml(&path)) {
@@ -378,5 +504,8 @@ fn owned_resource_check_is_canonical_and_covers_every_reason() {
         .map(|r| r.reason)
         .filter(|r| !covered.contains(*r))
         .collect();
-    assert!(missing.is_empty(), "no TWOR Lua case shows {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "no owned-resource Lua case shows {missing:?}"
+    );
 }

@@ -92,10 +92,16 @@ async fn create_connection(client: &kube::Client, ns: &str, name: &str) -> Resul
 
 /// The `status` default the checked-in CRD declares.
 fn crd_status_default() -> Value {
-    let crd = load_yaml(&repo_root().join("crds/temporalworkerdeployments.temporal.io.yaml"));
+    crd_status_default_of("TemporalWorkerDeployment")
+}
+
+/// The status default of `kind`'s CRD (its message names the kind).
+fn crd_status_default_of(kind: &str) -> Value {
+    let file = format!("crds/{}s.temporal.io.yaml", kind.to_lowercase());
+    let crd = load_yaml(&repo_root().join(&file));
     crd.pointer("/spec/versions/0/schema/openAPIV3Schema/properties/status/default")
         .cloned()
-        .expect("the TWD CRD declares a default for status")
+        .unwrap_or_else(|| panic!("{file} declares no default for status"))
 }
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -228,9 +234,10 @@ fn flux_fixtures() -> Vec<(PathBuf, Value, Recorded)> {
         .collect()
 }
 
+/// The Argo CD test data, written as `WorkerDeployment` (the canonical kind); the Flux fixtures
+/// are `TemporalWorkerDeployment` (the alias kind), so the read-back covers both kinds.
 fn argocd_testdata() -> Vec<(PathBuf, Value, Recorded)> {
-    let dir =
-        repo_root().join("argocd/resource_customizations/temporal.io/TemporalWorkerDeployment");
+    let dir = repo_root().join("argocd/resource_customizations/temporal.io/WorkerDeployment");
     let tests = load_yaml(&dir.join("health_test.yaml"));
     let by_input: BTreeMap<String, (String, String)> = tests["tests"]
         .as_array()
@@ -344,7 +351,6 @@ async fn recreate(
 #[tokio::test]
 async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts() -> Result<()> {
     let (_plane, client, ns) = cluster("fixtures").await?;
-    let api = twds(&client, &ns);
     let mut failures = Vec::new();
     let mut checked = 0;
     let mut to_release = Vec::new();
@@ -359,11 +365,14 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
             .unwrap_or_default();
         let name = format!("{source}-{stem}");
         let file = path.display();
+        let kind = fixture["kind"].as_str().context("fixture kind")?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &world::api_resource(kind));
         let live = recreate(&api, &fixture, &name, &ns)
             .await
             .with_context(|| format!("recreating {file}"))?;
         if fixture.pointer("/metadata/finalizers").is_some() {
-            to_release.push(name.clone());
+            to_release.push((api.clone(), name.clone()));
         }
         checked += 1;
         failures.extend(read_back_failures(
@@ -374,7 +383,7 @@ async fn every_fixture_read_back_from_the_api_server_gets_its_recorded_verdicts(
         ));
     }
     // Let the namespace go: drop the finalizers nobody (no controller) would remove.
-    for name in to_release {
+    for (api, name) in to_release {
         api.patch(
             &name,
             &PatchParams::default(),
@@ -400,7 +409,7 @@ fn read_back_failures(
     let mut want_status = fixture
         .get("status")
         .cloned()
-        .unwrap_or_else(crd_status_default);
+        .unwrap_or_else(|| crd_status_default_of(fixture["kind"].as_str().unwrap_or_default()));
     if let Some(s) = want_status.as_object_mut() {
         s.entry("versionCount").or_insert(json!(0));
     }
@@ -662,4 +671,279 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
     assert_eq!(v.flux.status, Status::InProgress, "{v:?}");
     assert_eq!(v.argocd.0, "Progressing", "{v:?}");
     Ok(())
+}
+
+/// The documented install of the Argo CD checks: `kubectl patch --type merge --patch-file
+/// argocd/argocd-cm.yaml` into an existing `argocd-cm` keeps its other keys and installs each
+/// script under both of its kinds (the alias kinds' keys are YAML aliases in the file, which
+/// kubectl must resolve to the script's text).
+#[tokio::test]
+async fn argocd_cm_patch_installs_every_script_under_both_kinds() -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (plane, client) = control_plane::shared_with_crds().await?;
+    world::ensure_namespace(&client, "argocd").await?;
+    let kc = plane.kubeconfig_path();
+    let (ok, out) = kubectl(
+        kc,
+        &[
+            "-n",
+            "argocd",
+            "create",
+            "configmap",
+            "argocd-cm",
+            "--from-literal=url=https://argocd.example.com",
+        ],
+    )?;
+    ensure!(ok, "{out}");
+    let patch = repo_root().join("argocd/argocd-cm.yaml");
+    let (ok, out) = kubectl(
+        kc,
+        &[
+            "-n",
+            "argocd",
+            "patch",
+            "configmap",
+            "argocd-cm",
+            "--type",
+            "merge",
+            "--patch-file",
+            &patch.display().to_string(),
+        ],
+    )?;
+    ensure!(ok, "{out}");
+    let cm = Api::<ConfigMap>::namespaced(client, "argocd")
+        .get("argocd-cm")
+        .await?;
+    let data = cm.data.unwrap_or_default();
+    ensure!(
+        data.get("url").map(String::as_str) == Some("https://argocd.example.com"),
+        "the patch dropped an existing key: {:?}",
+        data.keys()
+    );
+    for (script, kinds) in [
+        (
+            "temporalworkerdeployment",
+            ["WorkerDeployment", "TemporalWorkerDeployment"],
+        ),
+        (
+            "temporalworkerownedresource",
+            ["WorkerResourceTemplate", "TemporalWorkerOwnedResource"],
+        ),
+        ("temporalconnection", ["Connection", "TemporalConnection"]),
+    ] {
+        let want = std::fs::read_to_string(repo_root().join(format!("lua/{script}-health.lua")))?;
+        for kind in kinds {
+            let key = format!("resource.customizations.health.temporal.io_{kind}");
+            ensure!(
+                data.get(&key) == Some(&want),
+                "{key} in the live argocd-cm is not lua/{script}-health.lua"
+            );
+        }
+    }
+    ensure!(data.len() == 7, "unexpected keys: {:?}", data.keys());
+    Ok(())
+}
+
+/// The owned-resource states read back from the real API server: the Argo CD test data as
+/// `WorkerResourceTemplate` and the Flux fixtures as `TemporalWorkerOwnedResource`, each created
+/// from its spec, brought to its generation, given its status through the status subresource
+/// (deleted when it is being deleted). Nothing is pruned, and kstatus, the Flux expressions and
+/// the owned-resource Argo CD check answer as recorded.
+#[tokio::test]
+async fn owned_resource_states_read_back_from_the_api_server_get_their_recorded_verdicts()
+-> Result<()> {
+    let (_plane, client, ns) = cluster("owned").await?;
+    let script =
+        std::fs::read_to_string(repo_root().join("lua/temporalworkerownedresource-health.lua"))?;
+    let argo_dir =
+        repo_root().join("argocd/resource_customizations/temporal.io/WorkerResourceTemplate");
+    let argo_cases = argocd_cases(&argo_dir)?;
+    let mut failures = Vec::new();
+    let mut to_release = Vec::new();
+    let flux = yaml_files(&repo_root().join("flux/fixtures/owned"));
+    let argo = yaml_files(&argo_dir.join("testdata"));
+    for path in flux.iter().chain(&argo) {
+        let fixture = load_yaml(path);
+        let kind = fixture["kind"].as_str().context("kind")?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &world::api_resource(kind));
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let name = format!("{}-{stem}", kind.to_lowercase());
+        let live = recreate_owned(&api, &fixture, &name, &ns).await?;
+        if fixture.pointer("/metadata/finalizers").is_some() {
+            to_release.push((api.clone(), name.clone()));
+        }
+        let file = path.display();
+        let want_status = fixture
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| crd_status_default_of(kind));
+        if live["status"] != want_status {
+            failures.push(format!(
+                "{file}: status read back differs: {}",
+                differences(&live["status"], &want_status)
+            ));
+        }
+        let argocd = test_harness::gitops::argocd_health_with(
+            test_harness::gitops::Sandbox::ArgoCmDefault,
+            &script,
+            &live,
+        );
+        let (ks, exprs) = (
+            test_harness::gitops::kstatus(&live),
+            health_check_exprs_status(&live),
+        );
+        let recorded = recorded_owned(path, &fixture, &argo_cases)?;
+        if argocd != recorded.1 {
+            failures.push(format!(
+                "{file}: argocd {argocd:?}, recorded {:?}",
+                recorded.1
+            ));
+        }
+        if let Some((want_ks, want_exprs)) = recorded.0
+            && (ks != want_ks || exprs != want_exprs)
+        {
+            failures.push(format!(
+                "{file}: kstatus {ks:?} exprs {exprs}, recorded {want_ks:?} {want_exprs}"
+            ));
+        }
+    }
+    for (api, name) in to_release {
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await?;
+    }
+    ensure!(failures.is_empty(), "{}", failures.join("\n"));
+    Ok(())
+}
+
+/// `inputPath -> (health, message)` of the `health_test.yaml` in `dir`.
+fn argocd_cases(dir: &std::path::Path) -> Result<BTreeMap<String, (String, String)>> {
+    let tests = load_yaml(&dir.join("health_test.yaml"));
+    let cases = tests["tests"].as_array().context("tests")?;
+    Ok(cases
+        .iter()
+        .map(|t| {
+            let text = |p: &str| {
+                t.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (
+                text("/inputPath"),
+                (text("/healthStatus/status"), text("/healthStatus/message")),
+            )
+        })
+        .collect())
+}
+
+/// What an owned-resource object records: kstatus and Flux verdicts (Flux fixtures only) and
+/// the Argo CD health (from the annotations, or the `health_test.yaml` case of Argo test data).
+type OwnedRecord = (Option<((Status, String), Status)>, (String, String));
+
+fn recorded_owned(
+    path: &std::path::Path,
+    fixture: &Value,
+    argo_cases: &BTreeMap<String, (String, String)>,
+) -> Result<OwnedRecord> {
+    let input = format!(
+        "testdata/{}",
+        path.file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default()
+    );
+    if path.starts_with(repo_root().join("argocd")) {
+        let argo = argo_cases
+            .get(&input)
+            .with_context(|| format!("{input} is not in health_test.yaml"))?;
+        return Ok((None, argo.clone()));
+    }
+    let ann = |k: &str| {
+        fixture["metadata"]["annotations"][format!("{ANN}{k}")]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let status = |k: &str| Status::parse(&ann(k)).context("recorded status");
+    Ok((
+        Some((
+            (status("kstatus")?, ann("kstatus-message")),
+            status("health-check-exprs")?,
+        )),
+        (ann("argocd-health"), ann("argocd-message")),
+    ))
+}
+
+fn health_check_exprs_status(obj: &Value) -> Status {
+    test_harness::gitops::health_check_exprs(obj).0
+}
+
+/// [`recreate`] for an owned resource: its generation is reached by changing the copied
+/// object's `spec.maxReplicas` (under `template` or, for the seed kind, `object`), ending on
+/// the fixture's own value.
+async fn recreate_owned(
+    api: &Api<DynamicObject>,
+    fixture: &Value,
+    name: &str,
+    ns: &str,
+) -> Result<Value> {
+    let deleting = fixture.pointer("/metadata/deletionTimestamp").is_some();
+    let generation = fixture["metadata"]["generation"]
+        .as_i64()
+        .context("fixture generation")?;
+    let before_delete = if deleting { generation - 1 } else { generation };
+    let field = if fixture["spec"].get("template").is_some() {
+        "template"
+    } else {
+        "object"
+    };
+    // Created with another value when the fixture's generation needs a change back to its own.
+    let mut first = manifest(fixture, name, ns, true);
+    if before_delete > 1 {
+        first["spec"][field]["spec"]["maxReplicas"] = json!(1001);
+    }
+    api.create(&PostParams::default(), &serde_json::from_value(first)?)
+        .await?;
+    let original = fixture["spec"][field]["spec"]["maxReplicas"].clone();
+    for step in 2..=before_delete {
+        let value = if step == before_delete {
+            original.clone()
+        } else {
+            json!(1000 + step)
+        };
+        let patch = json!({"spec": {field: {"spec": {"maxReplicas": value}}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+    }
+    if let Some(status) = fixture.get("status") {
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await?;
+    }
+    if deleting {
+        api.delete(name, &DeleteParams::default()).await?;
+    }
+    let live = read(api, name).await?;
+    ensure!(
+        live["metadata"]["generation"] == json!(generation),
+        "{name}: reached generation {}, fixture has {generation}",
+        live["metadata"]["generation"]
+    );
+    ensure!(
+        live["spec"] == fixture["spec"],
+        "{name}: spec read back differs:\n{}\n{}",
+        live["spec"],
+        fixture["spec"]
+    );
+    Ok(live)
 }

@@ -5,6 +5,11 @@
 //! (`tools/gitops-checker`: cli-utils, Flux's fork, Flux's CEL reader on cel-go), the Argo CD
 //! check is the shipped Lua; `tests/gitops_live.rs` repeats the fixture checks on objects read
 //! back from a real API server.
+//!
+//! Both kinds of a model share one status shape, so each fixture is written once: the Flux
+//! fixtures as the seed kinds (`TemporalWorkerDeployment`, `TemporalWorkerOwnedResource`), the
+//! Argo CD test data as the Go controller's kinds (`WorkerDeployment`, `WorkerResourceTemplate`,
+//! `Connection`), and every check runs each object under both kind names (`as_kind`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -29,11 +34,43 @@ fn flux_fixtures() -> Vec<(PathBuf, Value)> {
 }
 
 fn argocd_testdata() -> Vec<(PathBuf, Value)> {
-    let dir = repo_root()
-        .join("argocd/resource_customizations/temporal.io/TemporalWorkerDeployment/testdata");
+    let dir =
+        repo_root().join("argocd/resource_customizations/temporal.io/WorkerDeployment/testdata");
     yaml_files(&dir)
         .into_iter()
         .map(|p| (p.clone(), load_yaml(&p)))
+        .collect()
+}
+
+/// The worker kinds: the one users write today (the Go controller's), then its alias.
+const WORKER_KINDS: [&str; 2] = ["WorkerDeployment", "TemporalWorkerDeployment"];
+/// The owned-resource kinds, in the same order.
+const OWNED_KINDS: [&str; 2] = ["WorkerResourceTemplate", "TemporalWorkerOwnedResource"];
+
+/// `obj` as an object of `kind`: every engine must answer alike for both kinds of a model, except
+/// that kstatus names the kind in its message for an unobserved generation (recorded in the
+/// `kstatus-message` annotation).
+fn as_kind(obj: &Value, kind: &str) -> Value {
+    let mut out = obj.clone();
+    let old = obj["kind"].as_str().unwrap_or_default().to_string();
+    out["kind"] = json!(kind);
+    let key = format!("{ANN}kstatus-message");
+    if let Some(message) = obj["metadata"]["annotations"][&key].as_str() {
+        let prefix = format!("{old} generation is ");
+        if let Some(rest) = message.strip_prefix(&prefix) {
+            out["metadata"]["annotations"][&key] = json!(format!("{kind} generation is {rest}"));
+        }
+    }
+    out
+}
+
+/// Every fixture once under each of the `kinds`.
+fn under_each_kind(fixtures: Vec<(PathBuf, Value)>, kinds: [&str; 2]) -> Vec<(String, Value)> {
+    fixtures
+        .into_iter()
+        .flat_map(|(path, obj)| {
+            kinds.map(|kind| (format!("{} as {kind}", path.display()), as_kind(&obj, kind)))
+        })
         .collect()
 }
 
@@ -273,14 +310,16 @@ fn there_is_a_fixture_for_every_rollout_state() {
 #[test]
 fn every_fixture_gets_its_recorded_kstatus_exprs_and_argocd_results() {
     let mut failures = Vec::new();
-    for (path, obj) in flux_fixtures() {
+    let mut checked = 0;
+    for (path, obj) in under_each_kind(flux_fixtures(), WORKER_KINDS) {
+        checked += 1;
         let want_kstatus = Status::parse(annotation(&obj, "kstatus")).expect("known kstatus value");
         let want_message = annotation(&obj, "kstatus-message");
         let got = kstatus(&obj);
         if got != (want_kstatus, want_message.to_string()) {
             failures.push(format!(
                 "{}: kstatus {got:?}, want {want_kstatus} {want_message:?}",
-                path.display()
+                path
             ));
         }
         let want_exprs =
@@ -289,7 +328,7 @@ fn every_fixture_gets_its_recorded_kstatus_exprs_and_argocd_results() {
         if got_exprs != want_exprs {
             failures.push(format!(
                 "{}: healthCheckExprs {got_exprs}, want {want_exprs}",
-                path.display()
+                path
             ));
         }
         let want_argo = (
@@ -298,13 +337,11 @@ fn every_fixture_gets_its_recorded_kstatus_exprs_and_argocd_results() {
         );
         let got_argo = argocd_health(&obj);
         if got_argo != want_argo {
-            failures.push(format!(
-                "{}: argocd {got_argo:?}, want {want_argo:?}",
-                path.display()
-            ));
+            failures.push(format!("{}: argocd {got_argo:?}, want {want_argo:?}", path));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(checked, 2 * flux_fixtures().len());
 }
 
 /// Reasons of `api::conditions::ALL` that need no Flux fixture, each with why. Empty: every
@@ -408,7 +445,11 @@ fn follows_status_contract(obj: &Value) -> bool {
 #[test]
 fn argocd_kstatus_and_exprs_agree_on_controller_written_status() {
     let mut checked = 0;
-    for (path, obj) in flux_fixtures().into_iter().chain(argocd_testdata()) {
+    let all = flux_fixtures()
+        .into_iter()
+        .chain(argocd_testdata())
+        .collect();
+    for (name, obj) in under_each_kind(all, WORKER_KINDS) {
         if !follows_status_contract(&obj) {
             continue;
         }
@@ -416,7 +457,6 @@ fn argocd_kstatus_and_exprs_agree_on_controller_written_status() {
         let (health, _) = argocd_health(&obj);
         let (ks, _) = kstatus(&obj);
         let (exprs, _) = health_check_exprs(&obj);
-        let name = path.display();
         assert_eq!(
             health == "Healthy",
             ks == Status::Current,
@@ -453,18 +493,47 @@ fn argocd_kstatus_and_exprs_agree_on_controller_written_status() {
         }
     }
     assert!(
-        checked >= 12,
-        "only {checked} fixtures follow the status contract"
+        checked >= 2 * 12,
+        "only {checked} fixtures (under both kinds) follow the status contract"
     );
 }
 
 /// The TWD CRD's schema default for `status`, which the API server returns until the
 /// controller writes status.
 fn crd_status_default() -> Value {
-    load_yaml(&repo_root().join("crds/temporalworkerdeployments.temporal.io.yaml"))
+    crd_status_default_of("TemporalWorkerDeployment")
+}
+
+/// The schema default for `status` of `kind`'s CRD.
+fn crd_status_default_of(kind: &str) -> Value {
+    let file = format!("crds/{}s.temporal.io.yaml", kind.to_lowercase());
+    load_yaml(&repo_root().join(&file))
         .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/status/default")
         .cloned()
-        .expect("the TWD CRD declares a default for status")
+        .unwrap_or_else(|| panic!("{file} declares no default for status"))
+}
+
+/// Both worker kinds' CRDs and both owned-resource kinds' CRDs default `status` to the same
+/// placeholder, naming their own kind, so a fresh object of either kind reads as in progress.
+#[test]
+fn both_kinds_of_a_model_get_the_same_status_default() {
+    let fresh = load_yaml(&repo_root().join("flux/fixtures/fresh.yaml"));
+    for kinds in [WORKER_KINDS, OWNED_KINDS] {
+        let [canonical, alias] = kinds;
+        let mut renamed = crd_status_default_of(alias);
+        let message = &mut renamed["conditions"][0]["message"];
+        let text = message.as_str().expect("placeholder message").to_string();
+        assert!(text.ends_with(&format!(" {alias}")), "{alias}: {text}");
+        *message = json!(text.replace(alias, canonical));
+        assert_eq!(crd_status_default_of(canonical), renamed, "{canonical}");
+    }
+    let [canonical, _] = WORKER_KINDS;
+    let mut obj = as_kind(&fresh, canonical);
+    obj["status"] = crd_status_default_of(canonical);
+    let v = verdicts(&obj);
+    assert_eq!(v.kstatus.status, Status::InProgress, "{v:?}");
+    assert_eq!(v.flux.status, Status::InProgress, "{v:?}");
+    assert_eq!(v.argocd.0, "Progressing", "{v:?}");
 }
 
 #[test]
@@ -618,31 +687,39 @@ fn fixture_conditions_follow_the_controller_contract() {
     }
 }
 
+/// A `healthCheckExprs` list has exactly one entry per worker and owned-resource kind, each
+/// with the evaluated expressions and no `inProgress`, and none for other kinds.
+fn assert_exprs_cover_every_kind(exprs: &[Value], file: &str) {
+    let mut kinds: Vec<&str> = exprs.iter().filter_map(|e| e["kind"].as_str()).collect();
+    kinds.sort();
+    let mut want: Vec<&str> = WORKER_KINDS.iter().chain(&OWNED_KINDS).copied().collect();
+    want.sort();
+    assert_eq!(kinds, want, "{file}: one entry per kind");
+    for e in exprs {
+        let kind = &e["kind"];
+        assert_eq!(e["apiVersion"], "temporal.io/v1alpha1", "{file} {kind}");
+        assert_eq!(
+            e["current"], EXPR_CURRENT,
+            "{file} {kind}: `current` drifted from test_harness::gitops"
+        );
+        assert_eq!(
+            e["failed"], EXPR_FAILED,
+            "{file} {kind}: `failed` drifted from test_harness::gitops"
+        );
+        assert!(
+            e.get("inProgress").is_none(),
+            "{file} {kind}: inProgress would be evaluated first and shadow `failed`"
+        );
+    }
+}
+
 #[test]
 fn health_check_exprs_snippet_is_the_evaluated_one() {
     let snippet = load_yaml(&repo_root().join("flux/health-check-exprs.yaml"));
     let exprs = snippet["healthCheckExprs"]
         .as_array()
         .expect("healthCheckExprs list");
-    let ours: Vec<&Value> = exprs
-        .iter()
-        .filter(|e| e["kind"] == "TemporalWorkerDeployment")
-        .collect();
-    assert_eq!(ours.len(), 1, "{exprs:?}");
-    let e = ours[0];
-    assert_eq!(e["apiVersion"], "temporal.io/v1alpha1");
-    assert_eq!(
-        e["current"], EXPR_CURRENT,
-        "flux/health-check-exprs.yaml `current` drifted from test_harness::gitops"
-    );
-    assert_eq!(
-        e["failed"], EXPR_FAILED,
-        "flux/health-check-exprs.yaml `failed` drifted from test_harness::gitops"
-    );
-    assert!(
-        e.get("inProgress").is_none(),
-        "inProgress would be evaluated first and shadow `failed`"
-    );
+    assert_exprs_cover_every_kind(exprs, "flux/health-check-exprs.yaml");
 }
 
 #[test]
@@ -657,11 +734,12 @@ fn kustomization_health_checks_our_kind() {
         "set a timeout that covers a whole rollout"
     );
     let checks = k["spec"]["healthChecks"].as_array().expect("healthChecks");
+    // The example uses the kind users write today.
     assert!(
         checks
             .iter()
             .any(|h| h["apiVersion"] == "temporal.io/v1alpha1"
-                && h["kind"] == "TemporalWorkerDeployment"
+                && h["kind"] == WORKER_KINDS[0]
                 && h["name"].is_string()
                 && h["namespace"].is_string()),
         "{checks:?}"
@@ -685,13 +763,7 @@ fn helmrelease_waits_with_the_same_expressions() {
     let exprs = hr["spec"]["healthCheckExprs"]
         .as_array()
         .expect("healthCheckExprs");
-    let ours = exprs
-        .iter()
-        .find(|e| e["kind"] == "TemporalWorkerDeployment")
-        .expect("entry for our kind");
-    assert_eq!(ours["apiVersion"], "temporal.io/v1alpha1");
-    assert_eq!(ours["current"], EXPR_CURRENT);
-    assert_eq!(ours["failed"], EXPR_FAILED);
+    assert_exprs_cover_every_kind(exprs, "flux/helmrelease.yaml");
 }
 
 #[test]
@@ -709,8 +781,8 @@ fn argocd_sync_wave_example_orders_the_rollout_first() {
     };
     let twd = docs
         .iter()
-        .find(|d| d["kind"] == "TemporalWorkerDeployment")
-        .expect("TWD");
+        .find(|d| d["kind"] == WORKER_KINDS[0])
+        .expect("a WorkerDeployment");
     let parsed: Result<TemporalWorkerDeployment, _> = serde_json::from_value(twd.clone());
     assert!(
         parsed.is_ok(),
@@ -719,7 +791,7 @@ fn argocd_sync_wave_example_orders_the_rollout_first() {
     );
     let later: Vec<&Value> = docs
         .iter()
-        .filter(|d| d["kind"] != "TemporalWorkerDeployment")
+        .filter(|d| d["kind"] != WORKER_KINDS[0])
         .collect();
     assert!(!later.is_empty());
     assert!(
@@ -840,60 +912,77 @@ fn cd_rollouts_status_table_matches_the_fixtures() {
     }
 }
 
-/// TemporalWorkerOwnedResource states (the Argo CD test data of its own health check): kstatus,
-/// as Flux and `helm --wait` compute it, agrees with the Lua check on every one the controller
-/// or the CRD default can produce.
+/// Owned-resource states (the Argo CD test data of its own health check): kstatus, as Flux and
+/// `helm --wait` compute it, agrees with the Lua check on every one the controller or the CRD
+/// default can produce (no status at all is never served: the CRD's status default fills it).
 #[test]
 fn owned_resource_states_agree_between_kstatus_and_the_argocd_check() {
-    let dir =
-        repo_root().join("argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource");
+    let dir = repo_root().join("argocd/resource_customizations/temporal.io/WorkerResourceTemplate");
+    let checked = argocd_cases_agree_with_kstatus(&dir, OWNED_KINDS, &["testdata/no-status.yaml"]);
+    assert!(
+        checked >= 2 * 5,
+        "only {checked} owned-resource states checked"
+    );
+}
+
+/// Connection states (the Argo CD test data of its check): kstatus agrees with the Lua check on
+/// every one, including no status at all, which kstatus reads as Current and the check as
+/// Healthy (a Connection has nothing to roll out).
+#[test]
+fn connection_states_agree_between_kstatus_and_the_argocd_check() {
+    let dir = repo_root().join("argocd/resource_customizations/temporal.io/Connection");
+    let checked = argocd_cases_agree_with_kstatus(&dir, ["Connection", "TemporalConnection"], &[]);
+    assert!(checked >= 2 * 7, "only {checked} Connection states checked");
+}
+
+/// Runs kstatus on every case of the `health_test.yaml` in `dir` (but `skip`), under both
+/// `kinds`: Healthy must be Current, Degraded Failed, the rest InProgress (Terminating when
+/// deleted). Returns how many objects were checked.
+fn argocd_cases_agree_with_kstatus(
+    dir: &std::path::Path,
+    kinds: [&str; 2],
+    skip: &[&str],
+) -> usize {
     let tests = load_yaml(&dir.join("health_test.yaml"));
     let mut checked = 0;
     for case in tests["tests"].as_array().expect("tests") {
         let input = case["inputPath"].as_str().expect("inputPath");
-        if input == "testdata/no-status.yaml" {
-            // Never served: the CRD's status default fills it (kstatus alone reads it Current).
+        if skip.contains(&input) {
             continue;
         }
-        let obj = load_yaml(&dir.join(input));
-        let want = match case["healthStatus"]["status"].as_str() {
-            Some("Healthy") => Status::Current,
-            Some("Degraded") => Status::Failed,
-            _ if obj["metadata"]["deletionTimestamp"].is_string() => Status::Terminating,
-            _ => Status::InProgress,
-        };
-        let (got, message) = kstatus(&obj);
-        assert_eq!(got, want, "{input}: kstatus {message:?}");
-        checked += 1;
+        let want_health = case["healthStatus"]["status"].as_str();
+        for kind in kinds {
+            let obj = as_kind(&load_yaml(&dir.join(input)), kind);
+            let want = match want_health {
+                Some("Healthy") => Status::Current,
+                Some("Degraded") => Status::Failed,
+                _ if obj["metadata"]["deletionTimestamp"].is_string() => Status::Terminating,
+                _ => Status::InProgress,
+            };
+            let (got, message) = kstatus(&obj);
+            assert_eq!(got, want, "{input} as {kind}: kstatus {message:?}");
+            checked += 1;
+        }
     }
-    assert!(checked >= 5, "only {checked} TWOR states checked");
+    checked
 }
 
-/// TemporalWorkerOwnedResource states (`flux/fixtures/owned/`), each recording what kstatus, the
-/// Flux `healthCheckExprs` entry for the kind and the kind's Argo CD check answer, one per
-/// condition reason of `api::conditions::OWNED_ALL`.
+/// Owned-resource states (`flux/fixtures/owned/`), each recording what kstatus, the Flux
+/// `healthCheckExprs` entry for the kind and the kind's Argo CD check answer, one per condition
+/// reason of `api::conditions::OWNED_ALL`; each checked under both owned-resource kinds.
 #[test]
 fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() {
     use temporal_worker_controller::api::conditions::OWNED_ALL;
     let script =
-        std::fs::read_to_string(repo_root().join(
-            "argocd/resource_customizations/temporal.io/TemporalWorkerOwnedResource/health.lua",
-        ))
-        .expect("TWOR health.lua");
-    let snippet = load_yaml(&repo_root().join("flux/health-check-exprs.yaml"));
-    let entry = snippet["healthCheckExprs"]
-        .as_array()
-        .and_then(|l| {
-            l.iter()
-                .find(|e| e["kind"] == "TemporalWorkerOwnedResource")
-        })
-        .expect("a healthCheckExprs entry for TemporalWorkerOwnedResource");
-    assert_eq!(entry["current"], EXPR_CURRENT);
-    assert_eq!(entry["failed"], EXPR_FAILED);
+        std::fs::read_to_string(repo_root().join("lua/temporalworkerownedresource-health.lua"))
+            .expect("owned-resource health script");
     let mut covered = BTreeSet::new();
     let mut failures = Vec::new();
-    for path in yaml_files(&repo_root().join("flux/fixtures/owned")) {
-        let obj = load_yaml(&path);
+    let fixtures = yaml_files(&repo_root().join("flux/fixtures/owned"))
+        .into_iter()
+        .map(|p| (p.clone(), load_yaml(&p)))
+        .collect();
+    for (name, obj) in under_each_kind(fixtures, OWNED_KINDS) {
         let got = (
             kstatus(&obj),
             health_check_exprs(&obj).0,
@@ -914,7 +1003,7 @@ fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() 
             annotation(&obj, "argocd-message").to_string(),
         );
         if got != (want_kstatus.clone(), want_exprs, want_argo.clone()) {
-            failures.push(format!("{}: got {got:?}", path.display()));
+            failures.push(format!("{name}: got {got:?}"));
         }
         if let Some(reason) = obj
             .pointer("/status/conditions")

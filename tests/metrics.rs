@@ -473,7 +473,7 @@ fn rollout_state_follows_the_store() {
         );
     }
     assert!(text.contains(
-        r#"temporal_worker_controller_rollout_info{namespace="shop",name="orders",strategy="Progressive",phase="Progressing",reason="Ramping",target_build_id="v2",current_build_id="v1"} 1"#
+        r#"temporal_worker_controller_rollout_info{namespace="shop",name="orders",kind="TemporalWorkerDeployment",strategy="Progressive",phase="Progressing",reason="Ramping",target_build_id="v2",current_build_id="v1"} 1"#
     ), "{text}");
     // Histograms never carry object identity or build IDs.
     for (name, labels, _) in samples(&text) {

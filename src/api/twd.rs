@@ -23,8 +23,9 @@ pub const MAX_NAME_LEN: usize = 63;
     namespaced,
     status = "TemporalWorkerDeploymentStatus",
     derive = "PartialEq",
-    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetVersion.buildID"}"#,
+    // The Go controller's columns first, in its order (scripts read columns by position).
     printcolumn = r#"{"name":"Current","type":"string","jsonPath":".status.currentVersion.buildID"}"#,
+    printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetVersion.buildID"}"#,
     printcolumn = r#"{"name":"Ramp %","type":"number","jsonPath":".status.targetVersion.rampPercentage"}"#,
     printcolumn = r#"{"name":"Step","type":"integer","jsonPath":".status.targetVersion.currentStep"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,

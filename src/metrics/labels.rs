@@ -74,6 +74,7 @@ pub(super) struct ObjLabels {
 pub(super) struct InfoLabels {
     pub namespace: String,
     pub name: String,
+    pub kind: String,
     pub strategy: &'static str,
     pub phase: &'static str,
     pub reason: String,

@@ -120,6 +120,12 @@ impl Metrics {
         self.ops.pinned_workflows_ended(action);
     }
 
+    /// A Draining version at 0 replicas with open pinned workflows: `scaled_up` (no
+    /// autoscaler) or `held_by_autoscaler` (reported).
+    pub fn draining_at_zero(&self, action: &'static str) {
+        self.ops.draining_at_zero(action);
+    }
+
     /// A canary analysis verdict, counted under `outcome`: `pass`, `fail` or `inconclusive`.
     pub fn analysis_verdict(&self, outcome: &'static str) {
         self.ops.analysis_verdict(outcome);

@@ -88,6 +88,7 @@ pub(super) struct Operational {
     leader: Gauge,
     gates: Family<OutcomeLabels, Counter>,
     pinned_ended: Family<ActionLabels, Counter>,
+    draining_at_zero: Family<ActionLabels, Counter>,
     analysis: Family<OutcomeLabels, Counter>,
     budget_wait: BudgetWait,
     exhausted: Family<MethodLabels, Counter>,
@@ -135,6 +136,12 @@ impl Operational {
             "Batch operations that signalled, cancelled or terminated the workflows pinned to an old version (spec.sunset.upgradeSignal / cancelPinnedAfter / terminatePinnedAfter), by action",
             ["signal", "cancel", "terminate"].map(|action| ActionLabels { action }),
         );
+        let draining_at_zero = counters(
+            registry,
+            "draining_versions_at_zero",
+            "Draining versions found at 0 replicas with open pinned workflows: scaled back up (no autoscaler) or held there by an autoscaler (reported once per episode), by action",
+            ["scaled_up", "held_by_autoscaler"].map(|action| ActionLabels { action }),
+        );
         let analysis = counters(
             registry,
             "analysis_verdicts",
@@ -153,6 +160,7 @@ impl Operational {
             leader,
             gates,
             pinned_ended,
+            draining_at_zero,
             analysis,
             budget_wait,
             exhausted,
@@ -365,6 +373,14 @@ impl Operational {
     /// version.
     pub(super) fn pinned_workflows_ended(&self, action: &'static str) {
         self.pinned_ended
+            .get_or_create(&ActionLabels { action })
+            .inc();
+    }
+
+    /// A Draining version at 0 replicas with open pinned workflows: `scaled_up` or
+    /// `held_by_autoscaler`.
+    pub(super) fn draining_at_zero(&self, action: &'static str) {
+        self.draining_at_zero
             .get_or_create(&ActionLabels { action })
             .inc();
     }

@@ -9,6 +9,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::labels::{InfoLabels, ObjBuildLabels, ObjLabels, ObjStatusLabels, PhaseLabels};
 use crate::summary::{self as view, Phase, RolloutSummary};
+use kube::ResourceExt;
 
 /// A gauge of a fractional value.
 type GaugeF = Gauge<f64, AtomicU64>;
@@ -47,6 +48,7 @@ impl RolloutFamilies {
             .get_or_create(&InfoLabels {
                 namespace: s.namespace.clone(),
                 name: s.name.clone(),
+                kind: s.kind.clone(),
                 strategy: view::strategy_str(s.strategy),
                 phase: s.phase.as_str(),
                 reason: s.reason.clone().unwrap_or_default(),
@@ -118,15 +120,26 @@ pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now:
         });
     }
     let now_s = unix_seconds(now);
-    for twd in store.state() {
-        f.record(&RolloutSummary::from_twd(&twd), now_s);
+    let all = store.state();
+    // A seed object standing down for a WorkerDeployment of its name would repeat that
+    // WorkerDeployment's series (same namespace and name): only the one that acts is exported.
+    let canonical: std::collections::HashSet<(Option<String>, String)> = all
+        .iter()
+        .filter(|t| t.kind_set() == crate::api::KindSet::Canonical)
+        .map(|t| (t.metadata.namespace.clone(), t.name_any()))
+        .collect();
+    for twd in all.iter().filter(|t| {
+        t.kind_set() == crate::api::KindSet::Canonical
+            || !canonical.contains(&(t.metadata.namespace.clone(), t.name_any()))
+    }) {
+        f.record(&RolloutSummary::from_twd(twd), now_s);
     }
     reg.register(
         "rollout_info",
-        "One series per TemporalWorkerDeployment (value 1) carrying strategy, phase, reason and the target and current build IDs",
+        "One series per worker deployment (value 1) carrying its kind, strategy, phase, reason and the target and current build IDs",
         f.info,
     );
-    reg.register("rollouts", "TemporalWorkerDeployments by phase", f.by_phase);
+    reg.register("rollouts", "Worker deployments by phase", f.by_phase);
     reg.register_with_unit(
         "rollout_ramp",
         "Share of new workflows routed to the target version (1 once it is Current)",
@@ -209,8 +222,24 @@ fn register_timing(
 #[cfg(test)]
 mod tests {
 
-    use crate::api::TemporalWorkerDeployment;
+    use crate::api::{KindSet, TemporalWorkerDeployment};
     use crate::metrics::Metrics;
+
+    #[test]
+    fn one_series_per_name_the_acting_kind_and_its_kind_label() {
+        let seed = TemporalWorkerDeployment::test();
+        let canonical = seed.clone().stamped(KindSet::Canonical);
+        let text = Metrics::new().encode(&crate::workers::Workers::of(vec![seed.clone()]));
+        assert!(text.contains("kind=\"TemporalWorkerDeployment\""), "{text}");
+        // With a WorkerDeployment of the same name, only it is exported.
+        let text = Metrics::new().encode(&crate::workers::Workers::of(vec![seed, canonical]));
+        let infos: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("temporal_worker_controller_rollout_info{"))
+            .collect();
+        assert_eq!(infos.len(), 1, "{infos:?}");
+        assert!(infos[0].contains("kind=\"WorkerDeployment\""), "{infos:?}");
+    }
 
     #[test]
     fn the_info_gauge_names_its_two_build_ids_target_build_id_and_current_build_id() {

@@ -5,7 +5,8 @@
 //! a restarted controller picks up exactly where the rollout is.
 //!
 //! Where each rule lives:
-//! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`;
+//! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`, waking a
+//!   Draining version left at 0 replicas;
 //! - [`sunset`]: scaling down and deleting old versions, the version-limit guard;
 //! - [`drift`]: in-place updates (custom build ID template drift, connection drift), and
 //!   which of those rolls stalled; Pods carrying a predecessor's hash of the current
@@ -32,7 +33,7 @@ pub mod model;
 pub mod polling;
 pub mod progressive;
 mod routing;
-mod scaling;
+pub mod scaling;
 pub mod step_gates;
 pub mod sunset;
 pub mod takeover;
@@ -96,6 +97,16 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     let mut scale = scaling::active(&view);
     scale.extend(retirement.scale);
+    let (rewoken, held_at_zero) = scaling::draining_at_zero(&view);
+    scale.extend(rewoken);
+    let mut progress = decision.progress;
+    if !held_at_zero.is_empty() {
+        progress.message = format!(
+            "{}; {}",
+            progress.message,
+            scaling::held_message(&held_at_zero)
+        );
+    }
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
     let (adopt, update) = drift::updates(&view, &retirement.delete);
     Plan {
@@ -108,9 +119,10 @@ pub fn plan(input: &PlanInput) -> Plan {
         routing: decision.change,
         delete: retirement.delete,
         pinned_batches,
-        progress: decision.progress,
+        progress,
         requeue_after: wake.get(),
         control: decision.control,
         start_step_gates: decision.start_step_gates,
+        held_at_zero,
     }
 }

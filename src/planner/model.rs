@@ -197,6 +197,9 @@ pub struct ObservedDeployment {
     /// Sunset scales a version to 0 only once this is false, so the two never fight.
     pub autoscaler_present: bool,
     pub created_at: Option<Timestamp>,
+    /// When sunset scaled it to zero, as recorded on the Deployment
+    /// ([`crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT`]).
+    pub scaled_down_at: Option<Timestamp>,
 }
 
 /// What to do this reconcile. The executor applies it in field order and stops at the first
@@ -231,6 +234,17 @@ pub struct Plan {
     pub control: crate::api::twd::RolloutControl,
     /// Start the step gate of this step on these task queues.
     pub start_step_gates: Option<StepGateStart>,
+    /// Draining versions with open pinned workflows that an autoscaler holds at 0 replicas:
+    /// reported, never scaled by the controller.
+    pub held_at_zero: Vec<HeldAtZero>,
+}
+
+/// A Draining version at 0 replicas, with open pinned workflows, owned by an autoscaler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldAtZero {
+    pub build_id: String,
+    /// Open pinned workflows (the last visibility count).
+    pub open: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -274,6 +288,9 @@ pub struct ScaleDeployment {
     pub build_id: String,
     pub replicas: i32,
     pub reason: ScaleReason,
+    /// Record this instant on the Deployment as its scale-down time
+    /// ([`crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT`]), in the same write.
+    pub record_scaled_down_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -282,6 +299,9 @@ pub enum ScaleReason {
     Desired,
     /// Drained for longer than `scaledownDelay`, or inactive and not the target.
     Sunset,
+    /// Draining with open pinned workflows at 0 replicas and no autoscaler: brought back so
+    /// that they can finish.
+    DrainingAtZero,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -111,6 +111,7 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     autoscaled: false,
                     autoscaler_present: false,
                     created_at: Some(ago(86_400)),
+                    scaled_down_at: None,
                 }
             },
         )

@@ -7,9 +7,16 @@
 //! A version an HPA or KEDA ScaledObject targets (`ObservedDeployment::autoscaled`) is never
 //! re-scaled here whatever `spec.replicas` says, with the same wake-from-zero exception: the
 //! only other replicas write it ever gets is the scale to 0 at sunset (`sunset.rs`).
+//!
+//! A Draining version with open pinned workflows at 0 replicas can never drain (inherited
+//! from the Go controller v1.8.x, which scales versions to 0 while Temporal's drainage status
+//! is still unspecified, or scaled by hand): without an autoscaler it goes back to
+//! `spec.replicas` (1 when unset); with one, the controller does not fight it and reports it
+//! ([`draining_at_zero`]).
 
-use crate::planner::model::{CreateDeployment, ScaleDeployment, ScaleReason};
+use crate::planner::model::{CreateDeployment, HeldAtZero, ScaleDeployment, ScaleReason};
 use crate::planner::view::{Role, View};
+use crate::temporal::state::TemporalVersionStatus;
 
 /// The target's Deployment, when it has to be created. The version-limit guard is applied by
 /// the caller.
@@ -42,7 +49,68 @@ pub fn active(view: &View) -> Vec<ScaleDeployment> {
             build_id: d.build_id.clone(),
             replicas: want,
             reason: ScaleReason::Desired,
+            record_scaled_down_at: None,
         });
     }
     out
+}
+
+/// Draining versions with open pinned workflows and no replicas: scaled back up when no
+/// autoscaler owns them, reported when one does. A version whose open workflows were not
+/// counted yet is left alone (nothing is guessed).
+pub fn draining_at_zero(view: &View) -> (Vec<ScaleDeployment>, Vec<HeldAtZero>) {
+    let (mut scale, mut held) = (Vec::new(), Vec::new());
+    for d in view.input.deployments.iter().filter(|d| !d.deleting) {
+        let Role::Old(Some(TemporalVersionStatus::Draining)) = view.role(&d.build_id) else {
+            continue;
+        };
+        let open = view.input.temporal.version(&d.build_id).and_then(|v| {
+            v.pinned
+                .as_ref()
+                .map(|p| p.count)
+                .or(v.open_pinned_workflows)
+        });
+        let Some(open) = open.filter(|n| *n > 0) else {
+            continue;
+        };
+        if d.replicas != Some(0) {
+            continue;
+        }
+        if d.autoscaled {
+            held.push(HeldAtZero {
+                build_id: d.build_id.clone(),
+                open,
+            });
+        } else {
+            scale.push(ScaleDeployment {
+                name: d.name.clone(),
+                build_id: d.build_id.clone(),
+                replicas: view.input.desired.replicas.unwrap_or(1),
+                reason: ScaleReason::DrainingAtZero,
+                record_scaled_down_at: None,
+            });
+        }
+    }
+    (scale, held)
+}
+
+/// The condition message part for versions an autoscaler holds at zero while they drain.
+pub fn held_message(held: &[HeldAtZero]) -> String {
+    held.iter()
+        .map(|h| {
+            format!(
+                "{} with {} open pinned workflow(s); its autoscaler keeps it there, so they cannot finish: \
+                 scale it up or let the autoscaler wake it",
+                held_marker(&h.build_id),
+                h.open
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The start of a version's part of [`held_message`] (the report stage finds it in the last
+/// status to warn once per episode).
+pub fn held_marker(build_id: &str) -> String {
+    format!("build ID {build_id} is Draining at 0 replicas")
 }

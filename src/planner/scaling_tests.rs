@@ -260,3 +260,66 @@ fn current_and_ramping_versions_are_never_scaled_down_or_deleted() {
         "{p:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Draining versions left at 0 replicas (issue 26 item 5)
+// ---------------------------------------------------------------------------------------
+
+/// v2 is Current; v1 is Draining with `open` pinned workflows counted and its Deployment at 0.
+fn draining_at_zero(open: Option<u64>, autoscaled: bool) -> PlanInput {
+    let mut v1 = VersionState::test("v1", T::Draining);
+    v1.drainage_changed_at = Some(ago(600));
+    v1.pinned = open.map(|count| crate::temporal::state::PinnedView {
+        count,
+        counted_at: ago(5),
+        oldest: Vec::new(),
+    });
+    let mut i = with_old(v1, 0);
+    i.deployments[1].autoscaled = autoscaled;
+    i.deployments[1].autoscaler_present = autoscaled;
+    i
+}
+
+#[test]
+fn a_draining_version_with_open_workflows_at_zero_goes_back_to_its_replicas() {
+    let p = plan(&draining_at_zero(Some(2), false));
+    assert_eq!(scaled(&p), [("v1", 3)], "{p:?}");
+    assert_eq!(p.scale[0].reason, ScaleReason::DrainingAtZero);
+    assert!(p.held_at_zero.is_empty());
+
+    // Autoscaler mode without an autoscaler on this version: one worker lets them finish.
+    let mut i = draining_at_zero(Some(2), false);
+    i.desired.replicas = None;
+    assert_eq!(scaled(&plan(&i)), [("v1", 1)]);
+}
+
+#[test]
+fn a_draining_version_an_autoscaler_holds_at_zero_is_reported_not_scaled() {
+    let p = plan(&draining_at_zero(Some(4), true));
+    assert!(scaled(&p).is_empty(), "{p:?}");
+    assert_eq!(
+        p.held_at_zero,
+        [HeldAtZero {
+            build_id: "v1".into(),
+            open: 4
+        }]
+    );
+    let m = &p.progress.message;
+    assert!(
+        m.contains("build ID v1 is Draining at 0 replicas with 4 open pinned workflow(s)"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_draining_version_at_zero_is_left_alone_without_open_workflows_or_a_count() {
+    for open in [None, Some(0)] {
+        let p = plan(&draining_at_zero(open, false));
+        assert!(scaled(&p).is_empty(), "{open:?}: {p:?}");
+        assert!(p.held_at_zero.is_empty(), "{open:?}");
+    }
+    // Drained (not Draining) at 0 is the sunset's business: never woken.
+    let mut i = draining_at_zero(Some(2), false);
+    i.temporal.versions[1].status = T::Drained;
+    assert!(!scaled(&plan(&i)).contains(&("v1", 3)));
+}

@@ -6,8 +6,8 @@
 //! | unknown to Temporal (NotRegistered), Temporal lists other versions | delete now |
 //! | Inactive (never activated, or superseded before promotion) | once no open workflow is pinned to it: scale to 0, delete once its pods are gone |
 //! | Current or Ramping (Temporal's own status, even when routing lags) | never touched |
-//! | Draining | never touched |
-//! | Drained | once no open workflow is pinned to it: scale to 0 at `drainedSince + scaledownDelay`, delete at `+ deleteDelay` (once at 0) |
+//! | Draining | never scaled down or deleted (found at 0 with open pinned workflows: woken or reported, `scaling.rs`) |
+//! | Drained | once no open workflow is pinned to it: scale to 0 at `drainedSince + scaledownDelay`, delete `deleteDelay` after the scale-down actually happened (once at 0) |
 //!
 //! The status is the server's own per-version status. "No open workflow pinned" is a visibility
 //! count (gate workflows included) that the observe stage makes only for the versions
@@ -30,14 +30,28 @@ use crate::temporal::state::TemporalVersionStatus;
 /// be removed.
 pub const AUTOSCALER_HANDOFF_POLL: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Annotation on a versioned Deployment: when sunset scaled it to zero (RFC 3339). Deletion
+/// counts `deleteDelay` from it, so a drainage noticed late (a controller outage, a slow
+/// drainage report) still leaves the documented warm window before the Deployment goes.
+pub const ANNOTATION_SCALED_DOWN_AT: &str = "temporal.io/scaled-down-at";
+
 /// When a drained version is scaled to zero and when its Deployment is deleted.
-/// Deletion counts from the scale-down deadline (scaledown + delete delays from `drainedSince`).
+/// Deletion counts from the later of the scale-down deadline and the recorded scale-down
+/// (`scaled_down_at`, the Deployment's [`ANNOTATION_SCALED_DOWN_AT`]); without a record (a
+/// version scaled to zero by hand or by an older controller) from the deadline.
 pub fn deadlines(
     desired: &Desired,
     drained_since: Timestamp,
+    scaled_down_at: Option<Timestamp>,
 ) -> (Option<Timestamp>, Option<Timestamp>) {
     let scaledown_at = clock::add(drained_since, desired.scaledown_delay);
-    let delete_at = scaledown_at.and_then(|t| clock::add(t, desired.delete_delay));
+    // A record older than the deadline is stale (a version scaled up again after an earlier
+    // sunset, then scaled to zero by someone else): the deadline wins.
+    let base = match (scaledown_at, scaled_down_at) {
+        (Some(due), Some(done)) => Some(due.max(done)),
+        (due, _) => due,
+    };
+    let delete_at = base.and_then(|t| clock::add(t, desired.delete_delay));
     (scaledown_at, delete_at)
 }
 
@@ -127,7 +141,7 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
             }
             Some(TemporalVersionStatus::Inactive) => {
                 if d.replicas != Some(0) {
-                    out.scale.push(scale_to_zero(d));
+                    out.scale.push(scale_to_zero(d, now));
                 } else if d.status_replicas == 0 {
                     // Never received work: nothing to drain. Keeping it would count against the
                     // version limit forever (Inactive versions never drain).
@@ -142,7 +156,8 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                     .version(&d.build_id)
                     .and_then(|v| v.drainage_changed_at);
                 if let Some(since) = since {
-                    let (scaledown_at, delete_at) = deadlines(&input.desired, since);
+                    let recorded = d.scaled_down_at.filter(|_| d.replicas == Some(0));
+                    let (scaledown_at, delete_at) = deadlines(&input.desired, since, recorded);
                     let due = |t: Option<Timestamp>| t.is_some_and(|t| t <= now);
                     if d.replicas == Some(0) && due(delete_at) {
                         out.delete.push(delete(d, DeleteReason::Sunset));
@@ -153,7 +168,7 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                             // once status shows the scale-down due), so the two never fight.
                             wake.after(AUTOSCALER_HANDOFF_POLL);
                         } else {
-                            out.scale.push(scale_to_zero(d));
+                            out.scale.push(scale_to_zero(d, now));
                         }
                     }
                     for t in [scaledown_at, delete_at].into_iter().flatten() {
@@ -171,12 +186,13 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
     out
 }
 
-fn scale_to_zero(d: &ObservedDeployment) -> ScaleDeployment {
+fn scale_to_zero(d: &ObservedDeployment, now: Timestamp) -> ScaleDeployment {
     ScaleDeployment {
         name: d.name.clone(),
         build_id: d.build_id.clone(),
         replicas: 0,
         reason: ScaleReason::Sunset,
+        record_scaled_down_at: Some(now),
     }
 }
 

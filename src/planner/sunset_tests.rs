@@ -37,6 +37,68 @@ fn case_22_drained_past_both_delays_and_at_zero_is_deleted() {
 }
 
 #[test]
+fn a_late_look_keeps_delete_delay_after_the_actual_scale_down() {
+    // Issue 26 item 9. Drained 10 h ago, noticed only now (a controller outage): both the
+    // scale-down (1 h) and the deletion (+4 h) deadlines are long past.
+    let mut i = with_old(VersionState::drained("v1", ago(10 * 3600)), 2);
+    i.desired.scaledown_delay = hours(1);
+    i.desired.delete_delay = hours(4);
+    let p = plan(&i);
+    assert_eq!(scaled(&p), vec![("v1", 0)]);
+    assert_eq!(p.scale[0].record_scaled_down_at, Some(i.now), "{p:?}");
+    assert!(p.delete.is_empty(), "{p:?}");
+
+    // The next pass sees it at zero with the scale-down recorded: the Deployment stays warm
+    // for the whole deleteDelay (a rollback can still scale it up), and the controller comes
+    // back exactly when it is due.
+    let scaled_at = i.now;
+    i.deployments[1].replicas = Some(0);
+    i.deployments[1].scaled_down_at = Some(scaled_at);
+    i.now = scaled_at + jiff::SignedDuration::from_secs(5);
+    let p = plan(&i);
+    assert!(
+        p.delete.is_empty(),
+        "deleted in the pass after the scale-down: {p:?}"
+    );
+    assert_eq!(p.requeue_after, Some(hours(4) - Duration::from_secs(5)));
+    let report = crate::status::Report::Planned {
+        input: &i,
+        plan: &p,
+        routed: None,
+        outcome: Ok(()),
+    };
+    let status = crate::status::compute(None, 1, &report, i.now);
+    let old = status.deprecated_versions.first().expect("v1 listed");
+    assert_eq!(
+        old.delete_at.as_ref().map(|t| t.0),
+        Some(scaled_at + jiff::SignedDuration::from_hours(4)),
+        "status says when it will really go"
+    );
+
+    // deleteDelay after the scale-down: now it goes.
+    i.now = scaled_at + jiff::SignedDuration::from_hours(4);
+    assert_eq!(deleted(&plan(&i)), vec![("v1", DeleteReason::Sunset)]);
+}
+
+#[test]
+fn a_stale_scale_down_record_does_not_postpone_past_the_deadline_or_bring_it_forward() {
+    // Recorded before the deadline (an earlier sunset, since scaled up again and then scaled
+    // to zero by someone else): the deadline formula holds.
+    let mut i = with_old(VersionState::drained("v1", ago(3 * 3600)), 0);
+    i.desired.scaledown_delay = hours(1);
+    i.desired.delete_delay = hours(1);
+    i.deployments[1].scaled_down_at = Some(ago(30 * 86_400));
+    assert_eq!(deleted(&plan(&i)), vec![("v1", DeleteReason::Sunset)]);
+    // A record on a Deployment that is not at zero is ignored (scaled up again since).
+    let mut i = with_old(VersionState::drained("v1", ago(3 * 3600)), 2);
+    i.desired.scaledown_delay = hours(1);
+    i.deployments[1].scaled_down_at = Some(ago(60));
+    let p = plan(&i);
+    assert_eq!(scaled(&p), vec![("v1", 0)]);
+    assert!(p.delete.is_empty(), "{p:?}");
+}
+
+#[test]
 fn case_23_drained_past_scaledown_is_scaled_to_zero_not_deleted() {
     let mut i = with_old(VersionState::drained("v1", ago(2 * 3600)), 1);
     i.desired.delete_delay = Duration::ZERO; // even when deletion is due, it waits for 0 replicas

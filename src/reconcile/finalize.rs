@@ -78,22 +78,20 @@ async fn finalize(
     let connection = connect::connection_opt(&ctx.client, &ns, twd)
         .await
         .map_err(|e| step_failed("reading the TemporalConnection", e))?;
-    match connection {
-        Some(connection) => {
-            leads(ctx)?;
-            clean_temporal(ctx, twd, &ns, connection.clone(), done).await?;
-            leads(ctx)?;
-            finalizers::release_connection(ctx, twd, &connection)
-                .await
-                .map_err(|e| step_failed("releasing the TemporalConnection", e))?;
-        }
-        // Without a Connection there is no way to reach Temporal; don't hang deletion forever.
-        // Only logged: the object is going away, so no status would show it.
-        None => tracing::warn!(
-            connection = %twd.spec.worker_options.connection_ref.name,
-            "TemporalConnection gone; skipping Temporal cleanup"
-        ),
-    }
+    // Without a Connection Temporal cannot be reached: keep the finalizer and say so (status
+    // and Warning event) rather than leave the worker deployment in Temporal for good. A
+    // person who accepts that loss removes the finalizer (docs/architecture.md).
+    let Some(connection) = connection else {
+        return Err(Outcome::Failed(Failure::CleanupNeedsConnection {
+            name: twd.spec.worker_options.connection_ref.name.clone(),
+        }));
+    };
+    leads(ctx)?;
+    clean_temporal(ctx, twd, &ns, connection.clone(), done).await?;
+    leads(ctx)?;
+    finalizers::release_connection(ctx, twd, &connection)
+        .await
+        .map_err(|e| step_failed("releasing the TemporalConnection", e))?;
     leads(ctx)?;
     finalizers::remove(ctx, twd)
         .await

@@ -100,6 +100,21 @@ pub enum Failure {
         "cleaning up Temporal state (workers stopped; Temporal forgets their pollers after matching.PollerHistoryTTL, 5m by default): {0}"
     )]
     CleanupPending(#[source] CleanupError),
+    /// Deletion: the Connection is gone, so Temporal cannot be reached; the finalizer stays
+    /// until the Connection is back or a person removes the finalizer on purpose.
+    #[error(
+        "Temporal cleanup waits for TemporalConnection {name:?}, which is gone: recreate it, or remove finalizer {finalizer} from this object to leave its worker deployment in Temporal",
+        finalizer = crate::api::FINALIZER
+    )]
+    CleanupNeedsConnection { name: String },
+    /// Act: the API server refuses new objects in a namespace being deleted; the TWD's own
+    /// deletion follows, so this is neither a plan failure nor worth a retry.
+    #[error("{step}: the namespace is being deleted: {}", api_message(source))]
+    NamespaceTerminating {
+        step: &'static str,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// A failed write of the act stage.
@@ -152,7 +167,10 @@ impl Failure {
             | Failure::WriteThrottled { .. }
             | Failure::StatusWriteFailed(_) => reason::PLAN_EXECUTION_FAILED,
             Failure::ManagedElsewhere { .. } => reason::MANAGED_ELSEWHERE,
-            Failure::CleanupStepFailed { .. } | Failure::CleanupPending(_) => reason::DELETING,
+            Failure::CleanupStepFailed { .. }
+            | Failure::CleanupPending(_)
+            | Failure::NamespaceTerminating { .. } => reason::DELETING,
+            Failure::CleanupNeedsConnection { .. } => reason::CONNECTION_NOT_FOUND,
         }
     }
 }
@@ -255,6 +273,9 @@ pub fn verdict(outcome: &Outcome, streak: u32) -> Verdict {
         Failure::CleanupStepFailed { .. } | Failure::CleanupPending(_) => {
             v(Conditions::Blocked, Requeue::Cleanup)
         }
+        // A recreated Connection requeues the TWD through the Connection watch.
+        Failure::CleanupNeedsConnection { .. } => v(Conditions::Blocked, Requeue::Backoff(streak)),
+        Failure::NamespaceTerminating { .. } => v(Conditions::Unchanged, Requeue::AwaitChange),
     }
 }
 
@@ -339,6 +360,11 @@ mod tests {
                 source: kube(),
             },
             "CleanupPending" => Failure::CleanupPending(CleanupError::Temporal(temporal())),
+            "CleanupNeedsConnection" => Failure::CleanupNeedsConnection { name: m() },
+            "NamespaceTerminating" => Failure::NamespaceTerminating {
+                step: "create Deployment",
+                source: kube(),
+            },
             other => panic!("no sample failure {other}"),
         }
     }
@@ -362,6 +388,8 @@ mod tests {
             "StatusWriteFailed",
             "CleanupStepFailed",
             "CleanupPending",
+            "CleanupNeedsConnection",
+            "NamespaceTerminating",
         ]
         .into_iter()
         .map(sample)
@@ -386,7 +414,9 @@ mod tests {
             | Failure::ManagedElsewhere { .. }
             | Failure::StatusWriteFailed(_)
             | Failure::CleanupStepFailed { .. }
-            | Failure::CleanupPending(_) => true,
+            | Failure::CleanupPending(_)
+            | Failure::CleanupNeedsConnection { .. }
+            | Failure::NamespaceTerminating { .. } => true,
         }
     }
 
@@ -397,10 +427,10 @@ mod tests {
     type Row = (&'static str, Outcome, u32, Conditions, Requeue);
 
     /// One row per way a reconcile ends: name, outcome, streak, conditions, requeue.
-    /// One row per way a reconcile ends: name, outcome, streak, conditions, requeue.
     fn verdict_rows() -> Vec<Row> {
         let mut rows = settled_rows();
         rows.extend(retried_rows());
+        rows.extend(deletion_rows());
         rows
     }
 
@@ -579,6 +609,27 @@ mod tests {
         ]
     }
 
+    /// Deletion and a namespace being deleted.
+    fn deletion_rows() -> Vec<Row> {
+        use Conditions::*;
+        vec![
+            (
+                "deletion without its Connection: reported, finalizer kept",
+                failed(sample("CleanupNeedsConnection")),
+                2,
+                Blocked,
+                Requeue::Backoff(2),
+            ),
+            (
+                "namespace being deleted: quiet, the TWD's deletion follows",
+                failed(sample("NamespaceTerminating")),
+                1,
+                Unchanged,
+                Requeue::AwaitChange,
+            ),
+        ]
+    }
+
     #[test]
     fn verdict_table() {
         let rows = verdict_rows();
@@ -632,6 +683,7 @@ mod tests {
             "ManagedElsewhere",
             "Connect(ConnectionNotFound",
             "Connect(SecretNotFound",
+            "CleanupNeedsConnection",
         ];
         for f in all_failures() {
             let name = format!("{f:?}");

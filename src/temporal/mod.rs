@@ -1,7 +1,7 @@
 //! Temporal access: the calls we make and the observed-state types.
 //!
 //! `state` holds plain observed data (the shared contract), `convert` turns protos into it,
-//! `auth` reads credentials from Secrets, `pool` owns connections (the map it shares with
+//! `auth` reads credentials from Secrets, `tls` says which servers they trust, `pool` owns connections (the map it shares with
 //! each client is `connections`) and `client` makes the calls through `budget`, the
 //! client-side rate limits shared per Temporal namespace
 //! (`old_versions` those about the workflows that keep old versions alive,
@@ -17,6 +17,7 @@ pub mod old_versions;
 pub mod pool;
 pub mod state;
 pub mod task_queue_stats;
+pub mod tls;
 
 pub use auth::{AuthError, AuthMaterial, auth_from_secret};
 pub use budget::{BudgetConfig, Budgets};

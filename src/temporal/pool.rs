@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
+use temporalio_client::danger::ServerCertVerifier;
 use temporalio_client::{
     ClientTlsOptions, Connection, ConnectionOptions, RetryOptions, TlsOptions, Url,
 };
@@ -110,6 +111,22 @@ impl ConnectionKey {
         self.cert_not_after.map(|t| t - CERT_EXPIRY_MARGIN)
     }
 
+    /// The verifier for an mTLS connection whose Secret has a `ca.crt`.
+    fn server_trust(
+        &self,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<Option<Arc<dyn ServerCertVerifier>>, TemporalError> {
+        ca_pem
+            .map(|ca| {
+                super::tls::system_roots_plus(ca).map_err(|e| TemporalError::Connect {
+                    target: self.target(),
+                    code: None,
+                    message: e.to_string(),
+                })
+            })
+            .transpose()
+    }
+
     fn options(&self) -> Result<ConnectionOptions, TemporalError> {
         let target = self.target();
         let url = Url::from_str(&target).map_err(|e| TemporalError::InvalidAddress {
@@ -123,7 +140,9 @@ impl ConnectionKey {
                 ca_pem,
             } => Some(
                 TlsOptions::builder()
-                    .maybe_server_root_ca_cert(ca_pem.clone())
+                    // ca.crt adds to the system roots (see `super::tls`); without it the SDK
+                    // uses the system roots alone.
+                    .maybe_server_cert_verifier(self.server_trust(ca_pem.as_deref())?)
                     .maybe_domain(self.server_name.clone())
                     .client_tls_options(
                         ClientTlsOptions::builder()

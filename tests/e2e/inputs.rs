@@ -32,8 +32,8 @@ async fn missing_connection_is_reported_then_the_rollout_completes() -> Result<(
     )
     .await?;
     let twd = c
-        .wait_twd("api", "TemporalConnectionNotFound", T, |t| {
-            observed(t) && condition_is(t, "Progressing", "False", "TemporalConnectionNotFound")
+        .wait_twd("api", "ConnectionNotFound", T, |t| {
+            observed(t) && condition_is(t, "Progressing", "False", "ConnectionNotFound")
         })
         .await?;
     ensure!(
@@ -42,7 +42,7 @@ async fn missing_connection_is_reported_then_the_rollout_completes() -> Result<(
         message(&twd, "Progressing")
     );
     ensure!(
-        condition_is(&twd, "Ready", "False", "TemporalConnectionNotFound"),
+        condition_is(&twd, "Ready", "False", "ConnectionNotFound"),
         "{:?}",
         twd.status
     );

@@ -205,7 +205,7 @@ async fn wait_deleted(c: &Case, twd: &str, build: &str, what: &str) -> Result<()
 
 /// Starts a `wait` workflow (it runs until signalled) on the case's task queue: the worker's
 /// default versioning behaviour pins it to the Current version.
-async fn start_waiting_workflow(c: &Case, id: &str) -> Result<()> {
+pub(crate) async fn start_waiting_workflow(c: &Case, id: &str) -> Result<()> {
     c.temporal_cli(&[
         "workflow",
         "start",
@@ -230,7 +230,7 @@ async fn describe_workflow(c: &Case, id: &str) -> Result<Value> {
 
 /// Rolls `name` from its first version to a second one and waits until Temporal reports the
 /// first Draining; returns v1, v2 and when v1 began to drain (Temporal's clock).
-async fn roll_and_wait_draining(
+pub(crate) async fn roll_and_wait_draining(
     c: &Case,
     name: &str,
     extra: Value,

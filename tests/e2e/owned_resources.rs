@@ -623,7 +623,7 @@ async fn the_api_server_refuses_a_named_object_and_a_new_worker_ref() -> Result<
         .err()
         .context("workerRef.name changed")?;
     ensure!(
-        format!("{err:#}").contains("workerRef.name is immutable"),
+        format!("{err:#}").contains("the worker reference is immutable"),
         "{err:#}"
     );
     // The TWOR without its worker reads as waiting, not failed.
@@ -684,8 +684,10 @@ async fn sunset_removes_the_autoscaler_copy_before_scaling_the_version_to_zero()
     .context("no delete of v1's HPA copy by the controller")?;
     let scaled_down = position(&|e| {
         e.object_ref.as_ref().is_some_and(|o| {
+            // A sunset scale-down is a replace of the Deployment (it records when it
+            // happened, see planner/sunset.rs); other scalings use the scale subresource.
             o.resource == "deployments"
-                && o.subresource == "scale"
+                && (o.subresource == "scale" || e.verb == "update")
                 && o.namespace == c.ns
                 && o.name == dep
         })

@@ -1,7 +1,9 @@
 //! The real Prometheus (Debian's `prometheus`) scrapes the controller every second during a
 //! live rollout (issue 6). Every PromQL expression of every dashboard in `dashboards/` is then
 //! evaluated against it over the run and must return data; the template variables must offer
-//! this rollout; `promtool check metrics` must accept a live scrape.
+//! this rollout; `promtool check metrics` must accept a live scrape. The example alerts of
+//! `docs/status-api.md`, read from the page, are loaded as Prometheus rules (thresholds
+//! lowered to seconds) and must fire for the rollouts made to trigger them (issue 26 item 10).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +21,10 @@ use test_harness::gitops::unix_now;
 const T: Duration = Duration::from_secs(120);
 /// Grafana's `$__rate_interval` is at least four scrape intervals; 1 s scrapes here.
 const RATE_INTERVAL: &str = "5s";
+
+/// What the documented alert thresholds are lowered to, in seconds (the rules as written wait
+/// 5 and 15 minutes).
+const ALERT_THRESHOLD: &str = "3";
 
 /// Dashboard expressions the run is not able to make return data, with the reason. Every
 /// entry must name a series that only a failure outside our control would create.
@@ -44,15 +50,18 @@ fn free_port() -> Result<u16> {
 }
 
 impl Prometheus {
-    async fn start(target: SocketAddr) -> Result<Prometheus> {
+    /// Scrapes `target` every second and evaluates `rules` (a rule file) every second.
+    async fn start(target: SocketAddr, rules: &str) -> Result<Prometheus> {
         let dir = std::env::temp_dir().join(format!(
             "twc-e2e-prometheus-{}-{}",
             std::process::id(),
             free_port()?
         ));
         std::fs::create_dir_all(dir.join("data"))?;
+        std::fs::write(dir.join("rules.yml"), rules)?;
         let config = json!({
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
+            "rule_files": [dir.join("rules.yml")],
             "scrape_configs": [{
                 "job_name": "temporal-worker-controller",
                 "static_configs": [{"targets": [target.to_string()]}]
@@ -152,16 +161,137 @@ fn label_values(series: &[Value], label: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Result<()> {
     let c = case("prom").await?;
-    let prom = Prometheus::start(c.env.http_addr).await?;
+    let documented = dashboards::documented_alert_rules();
+    check_rules_with_promtool(&documented).await?;
+    let prom = Prometheus::start(
+        c.env.http_addr,
+        &dashboards::with_thresholds(&documented, ALERT_THRESHOLD),
+    )
+    .await?;
     let start = unix_now() - 1.0;
     wait_for_target_up(&prom).await?;
     let v2 = run_gated_progressive_rollout(&c, &prom).await?;
     block_a_rollout_on_a_missing_connection(&c).await?;
     stall_a_rollout_on_a_refused_pod_template(&c).await?;
+    let late = case("promlate").await?;
+    block_a_rollout_in_the_middle_of_a_step(&late).await?;
     wait_for_final_state_scraped(&c, &prom, &v2).await?;
     check_every_dashboard_query_has_data(&c, &prom, start).await?;
     check_gate_outcomes_counted(&prom).await?;
+    check_documented_alerts_fire(&prom, &documented, &c, &late).await?;
     lint_a_live_scrape_with_promtool(&c).await
+}
+
+/// The documented rules as written are a valid rule file.
+async fn check_rules_with_promtool(rules: &str) -> Result<()> {
+    let path = std::env::temp_dir().join(format!("twc-e2e-alerts-{}.yml", std::process::id()));
+    std::fs::write(&path, rules)?;
+    let out = tokio::process::Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .await
+        .context("running promtool")?;
+    let _ = std::fs::remove_file(&path);
+    ensure!(
+        out.status.success(),
+        "promtool check rules on the documented alerts: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// v1, then v2 through a long step; at 50 % its Connection is switched to one that does not
+/// exist, so it is Blocked with the step's due time passing: the step becomes overdue.
+async fn block_a_rollout_in_the_middle_of_a_step(c: &Case) -> Result<()> {
+    c.apply_twd("late", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
+        .await?;
+    c.wait_twd("late", "v1 Ready", T, is_ready).await?;
+    let steps = json!({"strategy": "Progressive",
+                       "steps": [{"rampPercentage": 50, "pauseDuration": "20s"}]});
+    c.apply_twd("late", "v2", steps.clone(), json!({})).await?;
+    c.wait_twd("late", "v2 at 50% with a next step", T, |t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.target_version.as_ref())
+            .is_some_and(|tv| tv.ramp_percentage == Some(50.0) && tv.next_step_at.is_some())
+    })
+    .await?;
+    c.apply_twd(
+        "late",
+        "v2",
+        steps,
+        json!({"workerOptions": {"connectionRef": {"name": "missing"}}}),
+    )
+    .await?;
+    c.wait_twd("late", "late blocked", T, |t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Progressing"))
+            .is_some_and(|p| p.status == "False" && p.reason.contains("NotFound"))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Every documented alert reaches `firing` for the rollouts made to trigger it, and none
+/// fires for the healthy rollout.
+async fn check_documented_alerts_fire(
+    prom: &Prometheus,
+    documented: &str,
+    c: &Case,
+    late: &Case,
+) -> Result<()> {
+    let names = dashboards::alert_names(documented);
+    let want: Vec<(String, &str, &str)> = names
+        .iter()
+        .flat_map(|alert| {
+            let on: Vec<(&str, &str)> = if alert.contains("Overdue") {
+                vec![(late.ns.as_str(), "late")]
+            } else {
+                vec![
+                    (c.ns.as_str(), "orphan"),
+                    (c.ns.as_str(), "badpod"),
+                    (late.ns.as_str(), "late"),
+                ]
+            };
+            on.into_iter()
+                .map(move |(ns, name)| (alert.clone(), ns, name))
+        })
+        .collect();
+    ensure!(want.len() >= 4, "documented alerts: {names:?}");
+    eventually("documented alerts firing", T, || async {
+        let data = prom.api("/api/v1/alerts", &[]).await?;
+        let alerts = data["alerts"].as_array().cloned().unwrap_or_default();
+        let firing = |alert: &str, ns: &str, name: &str| {
+            alerts.iter().any(|a| {
+                a["state"] == "firing"
+                    && a["labels"]["alertname"] == alert
+                    && a["labels"]["namespace"] == ns
+                    && a["labels"]["name"] == name
+            })
+        };
+        let healthy: Vec<&Value> = alerts
+            .iter()
+            .filter(|a| a["labels"]["namespace"] == c.ns.as_str() && a["labels"]["name"] == "web")
+            .collect();
+        ensure!(
+            healthy.is_empty(),
+            "alerts on the healthy rollout: {healthy:?}"
+        );
+        let missing: Vec<String> = want
+            .iter()
+            .filter(|(alert, ns, name)| !firing(alert, ns, name))
+            .map(|(alert, ns, name)| format!("{alert} on {ns}/{name}"))
+            .collect();
+        ensure!(
+            missing.is_empty(),
+            "not firing: {missing:?}; alerts: {alerts:?}"
+        );
+        Ok(Some(()))
+    })
+    .await
 }
 
 /// Prometheus parses the exposition it scrapes: the target must be up.
@@ -240,7 +370,7 @@ async fn block_a_rollout_on_a_missing_connection(c: &Case) -> Result<()> {
     )
     .await?;
     c.wait_twd("orphan", "orphan blocked", T, |t| {
-        condition_is(t, "Progressing", "False", "TemporalConnectionNotFound")
+        condition_is(t, "Progressing", "False", "ConnectionNotFound")
     })
     .await?;
     Ok(())

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange};
+use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment};
+use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover::{
     Adoption, LABEL_ADOPTED_CONNECTION_HASH, LABEL_ADOPTED_POD_TEMPLATE_HASH,
 };
@@ -106,6 +107,48 @@ impl Executed {
 
 const FIELD_MANAGER: &str = "temporal-worker-controller";
 
+/// Sets `spec.replicas`. A sunset scale-down records when it happened on the Deployment in
+/// the same write (a replace, so both land or neither), since deletion counts from it; other
+/// scalings go through the scale subresource.
+async fn scale_deployment(
+    ctx: &ExecContext<'_>,
+    deployments: &Api<Deployment>,
+    scale: &ScaleDeployment,
+) -> Result<(), Failure> {
+    let Some(at) = scale.record_scaled_down_at else {
+        let patch = json!({ "spec": { "replicas": scale.replicas } });
+        let res = deployments
+            .patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        ctx.metrics
+            .kube_write("patch", "deployments/scale", res.is_ok());
+        return res.map(|_| ()).map_err(|e| fail("scale Deployment", e));
+    };
+    let mut existing = deployments
+        .get(&scale.name)
+        .await
+        .map_err(|e| fail("get Deployment", e))?;
+    existing
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_SCALED_DOWN_AT.to_string(), at.to_string());
+    existing.spec.get_or_insert_with(Default::default).replicas = Some(scale.replicas);
+    // A 409 (someone wrote in between) fails this pass; the next one plans it again.
+    let res = deployments
+        .replace(
+            &scale.name,
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &existing,
+        )
+        .await;
+    ctx.metrics.kube_write("update", "deployments", res.is_ok());
+    res.map(|_| ()).map_err(|e| fail("scale Deployment", e))
+}
+
 pub async fn execute(ctx: &ExecContext<'_>, plan: &Plan) -> Executed {
     let mut out = Executed::default();
     if let Err(f) = run(ctx, plan, &mut out).await {
@@ -162,13 +205,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     }
 
     for scale in &plan.scale {
-        let patch = json!({ "spec": { "replicas": scale.replicas } });
-        let res = deployments
-            .patch_scale(&scale.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
-        ctx.metrics
-            .kube_write("patch", "deployments/scale", res.is_ok());
-        res.map_err(|e| fail("scale Deployment", e))?;
+        scale_deployment(ctx, &deployments, scale).await?;
         out.done.push(Done::Scaled {
             name: scale.name.clone(),
             build_id: scale.build_id.clone(),
@@ -430,8 +467,19 @@ fn fail(step: &'static str, source: impl Into<WriteError>) -> Failure {
 fn render_write_fail(step: &'static str, e: kube::Error) -> Failure {
     match &e {
         kube::Error::Api(s) if s.code == 422 => Failure::RenderedInvalid { step, source: e },
+        _ if namespace_terminating(&e) => Failure::NamespaceTerminating { step, source: e },
         _ => fail(step, e),
     }
+}
+
+/// The API server's NamespaceLifecycle refusal (403 with cause `NamespaceTerminating`): no
+/// new object may be created in a namespace being deleted.
+fn namespace_terminating(e: &kube::Error) -> bool {
+    let kube::Error::Api(s) = e else { return false };
+    s.code == 403
+        && s.details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
 }
 
 /// Which retry a refused Temporal write deserves is decided by [`super::super::verdict`].
@@ -502,6 +550,18 @@ mod tests {
         let message = f.to_string();
         assert!(message.contains("fix the TWD's pod template"), "{message}");
         assert!(message.contains("Bad_Name"), "{message}");
+        // The namespace is being deleted: not a plan failure (the TWD's deletion follows).
+        let mut refused = kube::core::Status::failure(
+            "unable to create new content in namespace shop because it is being terminated",
+            "Forbidden",
+        )
+        .with_code(403);
+        refused.details = serde_json::from_value(serde_json::json!({
+            "causes": [{"reason": "NamespaceTerminating", "message": "namespace is terminating"}]
+        }))
+        .ok();
+        let f = render_write_fail("create Deployment", kube::Error::Api(refused.boxed()));
+        assert!(matches!(f, Failure::NamespaceTerminating { .. }), "{f:?}");
         // Anything else (forbidden by a policy webhook, server trouble) may pass on retry.
         for code in [403, 409, 500] {
             let f = render_write_fail("create Deployment", api_error(code, "nope"));

@@ -71,18 +71,17 @@ pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
     }
 }
 
-/// Releases the Connection once no other live TWD uses it.
+/// Releases the Connection once no other TWD needs it.
 pub async fn release_connection(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
     conn: &TemporalConnection,
 ) -> Result<(), kube::Error> {
     let twds = twd_api(ctx, twd).list(&ListParams::default()).await?;
-    let still_used = twds.items.iter().any(|t| {
-        t.uid() != twd.uid()
-            && t.meta().deletion_timestamp.is_none()
-            && t.spec.worker_options.connection_ref.name == conn.name_any()
-    });
+    let still_used = twds
+        .items
+        .iter()
+        .any(|t| t.uid() != twd.uid() && needs_connection(t, conn));
     if still_used || !has_ours(conn) {
         return Ok(());
     }
@@ -97,6 +96,14 @@ pub async fn release_connection(
         Err(e) if !is_status(&e, 404) => Err(e),
         _ => Ok(()),
     }
+}
+
+/// A TWD needs its Connection while it lives and, being deleted, until its own cleanup of
+/// Temporal is done (our finalizer still on it): when a namespace is deleted, every TWD is
+/// deleted at once, and the first to finish must not take the Connection from the others.
+fn needs_connection(t: &TemporalWorkerDeployment, conn: &TemporalConnection) -> bool {
+    t.spec.worker_options.connection_ref.name == conn.name_any()
+        && (t.meta().deletion_timestamp.is_none() || has_ours(t))
 }
 
 /// The connection janitor's write: drops our finalizer from a Connection being deleted.
@@ -179,4 +186,37 @@ where
         &Patch::Merge(&patch),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::fixtures::{NOW, ts};
+
+    fn conn() -> TemporalConnection {
+        let spec = serde_json::json!({"hostPort": "temporal:7233"});
+        TemporalConnection::new("temporal", serde_json::from_value(spec).expect("spec"))
+    }
+
+    fn twd(deleting: bool, ours: bool) -> TemporalWorkerDeployment {
+        let mut t = TemporalWorkerDeployment::test();
+        t.spec.worker_options.connection_ref.name = "temporal".into();
+        if deleting {
+            t.metadata.deletion_timestamp = Some(Time(ts(NOW)));
+        }
+        t.metadata.finalizers = ours.then(|| vec![FINALIZER.to_string()]);
+        t
+    }
+
+    #[test]
+    fn a_twd_being_deleted_needs_its_connection_until_its_own_cleanup_is_done() {
+        assert!(needs_connection(&twd(false, false), &conn()), "alive");
+        assert!(needs_connection(&twd(true, true), &conn()), "cleaning up");
+        assert!(!needs_connection(&twd(true, false), &conn()), "done");
+        let mut other = twd(false, true);
+        other.spec.worker_options.connection_ref.name = "other".into();
+        assert!(!needs_connection(&other, &conn()), "another Connection");
+    }
 }

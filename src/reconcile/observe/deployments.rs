@@ -10,6 +10,7 @@ use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
 use crate::planner::model::ObservedDeployment;
+use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover;
 
 /// Versioned Deployments controlled by this TWD, oldest first.
@@ -122,5 +123,10 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         autoscaled: false,
         autoscaler_present: false,
         created_at: d.meta().creation_timestamp.as_ref().map(|t| t.0),
+        // Unreadable counts as absent: deletion then falls back to the deadline.
+        scaled_down_at: d
+            .annotations()
+            .get(ANNOTATION_SCALED_DOWN_AT)
+            .and_then(|t| t.parse::<Timestamp>().ok()),
     })
 }

@@ -7,7 +7,10 @@ use crate::api::conditions as reason;
 use crate::api::twd::{AnalysisVerdict, TemporalWorkerDeploymentStatus, VersionStatus};
 use crate::events;
 use crate::planner::analysis::ANALYSIS_FAILED;
-use crate::planner::model::{PinnedAction, PinnedBatch, Plan, PlanInput, RoutingChange};
+use crate::planner::model::{
+    PinnedAction, PinnedBatch, Plan, PlanInput, RoutingChange, ScaleReason,
+};
+use crate::planner::scaling;
 use crate::reconcile::act::Done;
 use crate::reconcile::{Context, Planned};
 
@@ -59,6 +62,49 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
     for done in &planned.done {
         if let Some((reason, note)) = milestone(done, planned.plan.progress.rollback) {
             ctx.events.normal(twd, reason, note).await;
+        }
+    }
+    draining_at_zero(ctx, twd, planned).await;
+}
+
+/// Draining versions at 0 replicas with open pinned workflows: a Normal event for each one
+/// scaled back up, and one Warning per episode for each one an autoscaler holds there (the
+/// last status's Ready message already naming it means it was reported).
+async fn draining_at_zero(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
+    let woken = planned
+        .plan
+        .scale
+        .iter()
+        .filter(|s| s.reason == ScaleReason::DrainingAtZero);
+    for s in woken {
+        let scaled = planned
+            .done
+            .iter()
+            .any(|d| matches!(d, Done::Scaled { name, .. } if *name == s.name));
+        if scaled {
+            ctx.metrics.draining_at_zero("scaled_up");
+            let note = format!(
+                "Scaled Deployment {} of Draining build ID {} from 0 to {} replicas: workflows pinned to it were left without workers",
+                s.name, s.build_id, s.replicas
+            );
+            ctx.events
+                .normal(twd, events::DRAINING_SCALED_UP, note)
+                .await;
+        }
+    }
+    let reported = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::READY))
+        .map(|c| c.message.as_str())
+        .unwrap_or_default();
+    for h in &planned.plan.held_at_zero {
+        if !reported.contains(&scaling::held_marker(&h.build_id)) {
+            ctx.metrics.draining_at_zero("held_by_autoscaler");
+            let note = scaling::held_message(std::slice::from_ref(h));
+            ctx.events
+                .warning(twd, events::DRAINING_AT_ZERO, note)
+                .await;
         }
     }
 }

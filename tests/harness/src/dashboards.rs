@@ -96,3 +96,77 @@ pub fn substitute(expr: &str, namespace: &str, name: &str, rate_interval: &str) 
         .replace("$namespace", namespace)
         .replace("$name", name)
 }
+
+/// The example alerting rules of `docs/status-api.md`: the `yaml` block after "Example
+/// alerts", a Prometheus rule file, read at test time so the tested rules are the documented
+/// ones.
+pub fn documented_alert_rules() -> String {
+    let path = crate::repo_root().join("docs/status-api.md");
+    let doc = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let (_, after) = doc
+        .split_once("Example alerts")
+        .expect("docs/status-api.md has an \"Example alerts\" section");
+    let (_, block) = after
+        .split_once("```yaml\n")
+        .expect("the example alerts are a ```yaml block");
+    let (rules, _) = block
+        .split_once("\n```")
+        .expect("the ```yaml block of the example alerts ends");
+    format!("{rules}\n")
+}
+
+/// The alert names of a rule file, in order.
+pub fn alert_names(rules: &str) -> Vec<String> {
+    let file: serde_yaml::Value = serde_yaml::from_str(rules).expect("the rule file is YAML");
+    file["groups"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_sequence().cloned().unwrap_or_default())
+        .filter_map(|r| r["alert"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The rule file with the threshold of every alert (the number after the expression's last
+/// `>`) replaced by `threshold`, so that a test need not wait for a production threshold.
+/// Panics on an alert whose expression does not end in `> <number>`: the test must then be
+/// taught its shape instead of silently testing something else.
+pub fn with_thresholds(rules: &str, threshold: &str) -> String {
+    let mut file: serde_yaml::Value = serde_yaml::from_str(rules).expect("the rule file is YAML");
+    let groups = file["groups"]
+        .as_sequence_mut()
+        .expect("the rule file has groups");
+    for group in groups {
+        let rules = group["rules"].as_sequence_mut().expect("a group has rules");
+        for rule in rules.iter_mut().filter(|r| r.get("alert").is_some()) {
+            let expr = rule["expr"].as_str().expect("an alert has an expr").trim();
+            let (head, number) = expr
+                .rsplit_once('>')
+                .unwrap_or_else(|| panic!("alert expression without a final `>`: {expr}"));
+            assert!(
+                number.trim().parse::<f64>().is_ok(),
+                "alert expression does not end in `> <number>`: {expr}"
+            );
+            rule["expr"] = serde_yaml::Value::String(format!("{}> {threshold}", head));
+        }
+    }
+    serde_yaml::to_string(&file).expect("serialising the rule file")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_documented_alerts_are_found_and_their_thresholds_lowered() {
+        let rules = documented_alert_rules();
+        let names = alert_names(&rules);
+        assert!(names.len() >= 2, "{names:?}");
+        let lowered = with_thresholds(&rules, "3");
+        assert_eq!(alert_names(&lowered), names);
+        assert!(lowered.contains("> 3"), "{lowered}");
+        assert!(!lowered.contains("> 900"), "{lowered}");
+        assert!(!lowered.contains("> 300"), "{lowered}");
+    }
+}

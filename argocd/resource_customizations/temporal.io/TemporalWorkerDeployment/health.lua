@@ -1,4 +1,6 @@
--- Argo CD health check for temporal.io/TemporalWorkerDeployment (temporal-worker-controller).
+-- Argo CD health check for temporal.io/WorkerDeployment and its alias kind
+-- temporal.io/TemporalWorkerDeployment (temporal-worker-controller). Both kinds have one status
+-- shape, so this one script is installed under both.
 --
 -- The resource is kstatus-compliant: the controller writes status.observedGeneration in the
 -- same status update as the Ready, Progressing, Reconciling and Stalled conditions (each of

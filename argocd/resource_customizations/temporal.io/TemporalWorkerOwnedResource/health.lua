@@ -1,6 +1,8 @@
--- Argo CD health check for temporal.io/TemporalWorkerOwnedResource (temporal-worker-controller).
+-- Argo CD health check for temporal.io/WorkerResourceTemplate and its alias kind
+-- temporal.io/TemporalWorkerOwnedResource (temporal-worker-controller). Both kinds have one
+-- status shape, so this one script is installed under both.
 --
--- kstatus-compliant like the TemporalWorkerDeployment: status.observedGeneration is written
+-- kstatus-compliant like the WorkerDeployment: status.observedGeneration is written
 -- with the Ready, Reconciling and Stalled conditions. Ready=True (reason AllVersionsApplied)
 -- once every live worker version has its copy applied; ApplyFailed (Stalled=True) names the
 -- versions whose copy was refused; WorkerDeploymentNotFound (Reconciling=True) waits for the
