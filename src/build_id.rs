@@ -92,6 +92,25 @@ pub fn connection_hash(spec: &TemporalConnectionSpec) -> String {
     sha256_hex(framed.as_bytes())
 }
 
+/// The Go temporal-worker-controller v1.8.1's `temporal.io/connection-spec-hash`
+/// (`ComputeConnectionSpecHash` in its `internal/k8s/deployments.go`): SHA-256 hex of host:port,
+/// TLS server name and the mTLS Secret's name (else the API key Secret's), concatenated; empty
+/// without a host:port. Computed exactly so that a take-over can tell its Pods carry the
+/// current Connection (adopted, not rolled) from Pods whose Connection changed since.
+pub fn go_connection_hash(spec: &TemporalConnectionSpec) -> String {
+    if spec.host_port.is_empty() {
+        return String::new();
+    }
+    let secret = match (&spec.mutual_tls_secret_ref, &spec.api_key_secret_ref) {
+        (Some(m), _) => m.name.as_str(),
+        (None, Some(k)) => k.name.as_str(),
+        (None, None) => "",
+    };
+    let server_name = spec.tls.as_ref().and_then(|t| t.server_name.as_deref());
+    let joined = format!("{}{}{secret}", spec.host_port, server_name.unwrap_or(""));
+    sha256_hex(joined.as_bytes())
+}
+
 /// Name of the versioned Deployment for a build: `<twd>-<build>` when that is already a
 /// lowercase DNS label of at most 47 characters; otherwise a readable, truncated prefix plus a
 /// hash of the exact inputs, so that distinct builds (`v1.0` vs `v1-0`, `A` vs `a`) never
@@ -568,6 +587,43 @@ mod tests {
             }
         }
         assert_eq!(connection_hash(&mtls), connection_hash(&mtls.clone()));
+    }
+
+    #[test]
+    fn go_connection_hash_is_the_go_controllers() {
+        // `printf '%s' <input> | sha256sum`, the bytes Go's hasher.Write calls see.
+        assert_eq!(
+            go_connection_hash(&conn()),
+            "bd437636002ac3e9058baa1583ae546b5fb693f4175b7d66449b1f9002250b82"
+        );
+        let mut mtls = conn();
+        mtls.tls = Some(TlsOptions {
+            server_name: Some("t.example.com".into()),
+        });
+        mtls.mutual_tls_secret_ref = Some(SecretRef {
+            name: "cert".into(),
+        });
+        assert_eq!(
+            go_connection_hash(&mtls),
+            "1ab4d5e8661238cce8308aebb89afa9b763fb93fd3c491b3e1a818b1df30acc3"
+        );
+        // The mTLS Secret wins over an API key; the key name is not part of Go's hash.
+        let mut both = mtls.clone();
+        both.api_key_secret_ref = Some(SecretKeyRef {
+            name: "other".into(),
+            key: "k".into(),
+        });
+        assert_eq!(go_connection_hash(&both), go_connection_hash(&mtls));
+        let mut key = conn();
+        key.api_key_secret_ref = Some(SecretKeyRef {
+            name: "cert".into(),
+            key: "k".into(),
+        });
+        assert_eq!(go_connection_hash(&key), sha256_hex(b"temporal:7233cert"));
+        assert_ne!(go_connection_hash(&conn()), connection_hash(&conn()));
+        let mut empty = conn();
+        empty.host_port.clear();
+        assert_eq!(go_connection_hash(&empty), "");
     }
 
     #[test]

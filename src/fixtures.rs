@@ -238,6 +238,8 @@ impl ObservedDeployment {
             healthy_since: (replicas > 0).then(|| ago(600)),
             pod_template_hash: Some("tpl".into()),
             connection_hash: Some("conn".into()),
+            template_record: None,
+            connection_record: None,
             rolled_in_place: false,
             progress_deadline_exceeded: false,
             deleting: false,
@@ -352,6 +354,8 @@ impl PlanInput {
             target_task_queues: vec!["q1".into()],
             unversioned_pollers_on_all_queues: false,
             connection_hash: "conn".into(),
+            predecessor_connection_hash: "go-conn".into(),
+            succession: Default::default(),
             analysis: None,
             step_gates: vec![],
             controller_identity: ME.into(),
@@ -383,6 +387,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
     let (leader_tx, leader) = watch::channel(leads);
     let settings = Settings {
         identity: ME.into(),
+        succession: Default::default(),
         install_id: INSTALL.into(),
         controller_version: "test".into(),
         idle_interval: std::time::Duration::from_secs(300),

@@ -151,6 +151,18 @@ struct RunArgs {
         default_value = defaults::IDENTITY
     )]
     identity: String,
+    /// Append `/<UID of the controller's namespace>` (POD_NAMESPACE) to the identity, so that
+    /// installs named alike in different clusters differ in Temporal (the chart's default).
+    /// The identity without it stays recognised as this controller's own. Needs `get` on that
+    /// Namespace.
+    #[arg(long, env = "TWC_IDENTITY_NAMESPACE_UID")]
+    identity_namespace_uid: bool,
+    /// Comma-separated identities of predecessor controllers whose routing this controller
+    /// takes over instead of yielding to it: `*` matches anything, `<uuid>` a Kubernetes UID;
+    /// `none` takes over from nobody. Default: the Go temporal-worker-controller's
+    /// (`temporal-worker-controller` and `*/<uuid>`).
+    #[arg(long, env = "TWC_PREDECESSOR_IDENTITIES", value_delimiter = ',')]
+    predecessor_identities: Vec<String>,
     /// Recorded with every routing write so that a second install using the same identity is
     /// detected (DuplicateInstall). Default: `<lease namespace>/<lease name>`, which stays the
     /// same across upgrades; without a namespace, the identity.
@@ -413,6 +425,22 @@ fn api_auth(
     }
 }
 
+/// `--predecessor-identities`: unset gives the defaults, `none` nobody.
+fn predecessors(given: Vec<String>) -> Vec<String> {
+    let given: Vec<String> = given
+        .into_iter()
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if given.is_empty() {
+        return temporal_worker_controller::run::RunOptions::default().predecessor_identities;
+    }
+    if given.iter().any(|p| p == "none") {
+        return Vec::new();
+    }
+    given
+}
+
 async fn run_controller(args: RunArgs) -> Result<(), String> {
     let webhook = webhook_options(args.webhook, args.lease_namespace.as_deref())?;
     let opts = run::RunOptions {
@@ -427,6 +455,8 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
             .filter(|s| !s.is_empty())
             .collect(),
         identity: args.identity,
+        identity_namespace_uid: args.identity_namespace_uid,
+        predecessor_identities: predecessors(args.predecessor_identities),
         install_id: args.install_id,
         idle_interval: args.idle_interval.0,
         fast_poll: args.fast_poll.0,
@@ -493,6 +523,11 @@ mod tests {
         assert_eq!(args.identity, d.identity);
         assert_eq!(args.lease_name, d.lease_name);
         assert_eq!(args.install_id, d.install_id);
+        assert_eq!(args.identity_namespace_uid, d.identity_namespace_uid);
+        assert_eq!(
+            predecessors(args.predecessor_identities.clone()),
+            d.predecessor_identities
+        );
         assert_eq!(
             args.max_versions_ineligible_for_deletion,
             d.max_versions_ineligible_for_deletion
@@ -618,6 +653,32 @@ mod tests {
             "name required"
         );
         assert_eq!(action(&["twc", "crds"]), None);
+    }
+
+    #[test]
+    fn identity_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "twc",
+            "run",
+            "--identity-namespace-uid",
+            "--predecessor-identities",
+            "go-prod/*/<uuid>, legacy",
+        ])
+        .expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert!(args.identity_namespace_uid);
+        assert_eq!(
+            predecessors(args.predecessor_identities),
+            vec!["go-prod/*/<uuid>".to_string(), "legacy".to_string()]
+        );
+        let cli =
+            Cli::try_parse_from(["twc", "run", "--predecessor-identities=none"]).expect("parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert!(predecessors(args.predecessor_identities).is_empty());
     }
 
     #[test]

@@ -35,6 +35,10 @@ fn cases() -> Vec<(&'static str, Value)> {
     vec![
         ("default", json!({})),
         (
+            "predecessors",
+            json!({"controller": {"identityNamespaceUID": false, "predecessorIdentities": ["go-prod/*/<uuid>", "temporal-worker-controller"]}}),
+        ),
+        (
             "ha",
             json!({"replicas": 3, "leaderElection": {"enabled": true}, "serviceMonitor": {"enabled": true, "labels": {"release": "prom"}}}),
         ),
@@ -214,6 +218,7 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "webhook-url",
         "single-no-lease",
         "token-review",
+        "predecessors",
     ] {
         let lint = &result(name).lint;
         assert_eq!(lint["total_charts_linted"], 1, "{name}: {lint}");
@@ -373,6 +378,8 @@ fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
             "--lease-name=temporal-worker-controller",
             &format!("--lease-namespace={NS}"),
             &format!("--identity={FULLNAME}"),
+            // Not the binary's default: a chart install knows its namespace (issue 26 item 7).
+            "--identity-namespace-uid",
             "--idle-interval=60s",
             "--max-versions-ineligible-for-deletion=75",
             "--log-format=json",
@@ -768,6 +775,45 @@ fn status_api_token_review_auth() {
         sm["spec"]["endpoints"][0]["bearerTokenFile"],
         "/var/run/secrets/kubernetes.io/serviceaccount/token"
     );
+}
+
+#[test]
+fn the_default_identity_is_cluster_unique_and_an_explicit_one_is_kept() {
+    // Default: `--identity-namespace-uid`, and `get` on exactly the release Namespace.
+    let objs = objects("default");
+    let identity_rules: Vec<_> = rules(&objs)
+        .into_iter()
+        .filter(|(_, r)| strings(&r["resources"]) == ["namespaces"])
+        .collect();
+    assert_eq!(identity_rules.len(), 1, "{identity_rules:?}");
+    let (role, rule) = identity_rules[0];
+    assert_eq!(role["kind"], "ClusterRole");
+    assert_eq!(strings(&rule["verbs"]), ["get"]);
+    assert_eq!(strings(&rule["resourceNames"]), [NS]);
+    let binding = of_kind(&objs, "ClusterRoleBinding")
+        .into_iter()
+        .find(|b| b["roleRef"]["name"] == role["metadata"]["name"])
+        .expect("identity ClusterRoleBinding");
+    assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
+    // An explicit identity is used as given (and namespaced installs grant nothing
+    // cluster-wide): no suffix, no grant.
+    let objs = objects("custom");
+    assert!(!args(&objs).iter().any(|a| a == "--identity-namespace-uid"));
+    assert!(
+        rules(&objs)
+            .into_iter()
+            .all(|(_, r)| strings(&r["resources"]) != ["namespaces"])
+    );
+    // Predecessor identities pass through.
+    let objs = objects("predecessors");
+    assert!(
+        args(&objs)
+            .iter()
+            .any(|a| a == "--predecessor-identities=go-prod/*/<uuid>,temporal-worker-controller"),
+        "{:?}",
+        args(&objs)
+    );
+    assert!(!args(&objs).iter().any(|a| a == "--identity-namespace-uid"));
 }
 
 #[test]

@@ -31,8 +31,11 @@ fn every_grant_of_the_chart_is_used_by_the_controller() {
     // audited as `patch` (every copy of a TemporalWorkerOwnedResource starts that way).
     let by_admission = |g: &test_harness::chart::Grant| {
         // Both kind sets (the e2e suite runs both: tests/e2e/kind_sets.rs).
-        (["workerdeployments/finalizers", "temporalworkerdeployments/finalizers"]
-            .contains(&g.resource.as_str())
+        ([
+            "workerdeployments/finalizers",
+            "temporalworkerdeployments/finalizers",
+        ]
+        .contains(&g.resource.as_str())
             && g.verb == "update")
             || (["workerresourcetemplates", "temporalworkerownedresources"]
                 .contains(&g.resource.as_str())

@@ -496,7 +496,11 @@ pub struct VersionInfo {
     pub build_id: String,
     pub status: VersionStatus,
     /// Name of the versioned Deployment, when one exists.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "deployment_name",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deployment: Option<String>,
     /// When the Deployment last became Available.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -637,5 +641,74 @@ impl TemporalWorkerDeployment {
             self.namespace().unwrap_or_default(),
             self.name_any()
         )
+    }
+}
+
+/// `deployment` as we write it (the name), or as the Go controller v1.8.1 wrote it (an
+/// ObjectReference): a WorkerDeployment it managed must stay readable until our first status
+/// write replaces its status (take-over, see `docs/architecture.md`).
+fn deployment_name<'de, D>(d: D) -> Result<Option<String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NameOrReference {
+        Name(String),
+        Reference { name: Option<String> },
+    }
+    Ok(match Option::<NameOrReference>::deserialize(d)? {
+        None => None,
+        Some(NameOrReference::Name(n)) => Some(n),
+        Some(NameOrReference::Reference { name }) => name,
+    }
+    .filter(|n| !n.is_empty()))
+}
+
+#[cfg(test)]
+mod go_status_tests {
+    use super::*;
+
+    /// A WorkerDeployment's status as the Go controller v1.8.1 wrote it (taken from the
+    /// take-over test's run): it must parse, so that the take-over can read it.
+    #[test]
+    fn the_go_controllers_status_parses() {
+        let go = serde_json::json!({
+            "conditions": [{"lastTransitionTime": "2026-11-25T18:36:05Z",
+                "message": "Target version v2-6dd7 is ramping", "observedGeneration": 2,
+                "reason": "Ramping", "status": "False", "type": "Ready"}],
+            "currentVersion": {"buildID": "v1-9488", "deployment": {"apiVersion": "apps/v1",
+                "kind": "Deployment", "name": "orders-v1-9488", "namespace": "takeover-26575-0",
+                "uid": "f2f654e2-43b8-45b3-bad2-16823b789f87"},
+                "healthySince": "2026-11-25T18:35:59Z", "status": "Current"},
+            "lastModifierIdentity": "twc-test/go-controller-system/668a4568-afaf-41d7-b167-b7d77db5f54b",
+            "managerIdentity": "twc-test/go-controller-system/668a4568-afaf-41d7-b167-b7d77db5f54b",
+            "targetVersion": {"buildID": "v2-6dd7", "deployment": {"apiVersion": "apps/v1",
+                "kind": "Deployment", "name": "orders-v2-6dd7", "namespace": "takeover-26575-0",
+                "uid": "e7c1f49f-8836-4470-8285-8f15e2951ff1"},
+                "healthySince": "2026-11-25T18:36:05Z", "rampLastModifiedAt": "2026-11-25T18:36:06Z",
+                "rampPercentage": 25, "rampingSince": "2026-11-25T18:36:06Z", "status": "Ramping",
+                "taskQueues": [{"name": "takeover-tq"}]},
+            "deprecatedVersions": [{"buildID": "v0-4b5c", "status": "Drained",
+                "deployment": null, "eligibleForDeletion": true}],
+            "versionConflictToken": "AQAAAA7imSGWIs/6FP//",
+            "versionCount": 2
+        });
+        let s: TemporalWorkerDeploymentStatus = serde_json::from_value(go).expect("Go status");
+        let target = s.target_version.expect("target");
+        assert_eq!(target.version.build_id, "v2-6dd7");
+        assert_eq!(target.version.deployment.as_deref(), Some("orders-v2-6dd7"));
+        assert_eq!(
+            s.current_version.and_then(|c| c.deployment).as_deref(),
+            Some("orders-v1-9488")
+        );
+        assert_eq!(s.deprecated_versions[0].version.deployment, None);
+        assert_eq!(s.observed_generation, None);
+        // Ours reads back as written.
+        let ours: VersionInfo = serde_json::from_value(serde_json::json!(
+            {"buildID": "v1", "status": "Current", "deployment": "orders-v1"}
+        ))
+        .expect("ours");
+        assert_eq!(ours.deployment.as_deref(), Some("orders-v1"));
     }
 }

@@ -3,7 +3,9 @@
 //! - Pod-template drift (target only, custom build ID only): the build ID did not change, so
 //!   the change is a rolling update of the same version. Deployments without the hash
 //!   annotation (made by something else) are left alone rather than guessed at.
-//! - Connection drift (every version): the injected address/TLS settings changed.
+//! - Connection drift (every version): the injected address/TLS settings changed. Pods that
+//!   carry the current Connection as a predecessor controller hashed it are not rolled: the
+//!   plan records our hash beside theirs instead (`super::takeover`).
 //!
 //! One update per Deployment: a pod-template refresh re-renders the connection settings too.
 //!
@@ -13,6 +15,7 @@
 //! the rollout reports it instead of waiting forever.
 
 use crate::planner::model::{DeleteDeployment, ObservedDeployment, UpdateDeployment, UpdateReason};
+use crate::planner::takeover::{self, Adoption};
 use crate::planner::view::View;
 
 /// Live Deployments rolled in place to the current Connection settings whose new Pods did not
@@ -29,13 +32,19 @@ pub fn stalled<'a>(view: &View<'a>) -> Vec<&'a ObservedDeployment> {
             !d.deleting
                 && d.rolled_in_place
                 && d.progress_deadline_exceeded
-                && (wanted.is_empty() || d.connection_hash.as_deref() == Some(wanted))
+                && (wanted.is_empty() || d.connection_reads_as(wanted))
         })
         .collect()
 }
 
-pub fn updates(view: &View, deleting: &[DeleteDeployment]) -> Vec<UpdateDeployment> {
+/// The in-place updates, and the take-over records that replace an update when a Deployment's
+/// Pods carry the current Connection the predecessor's way (`takeover::connection_adoption`).
+pub fn updates(
+    view: &View,
+    deleting: &[DeleteDeployment],
+) -> (Vec<Adoption>, Vec<UpdateDeployment>) {
     let desired = &view.input.desired;
+    let mut adopt = Vec::new();
     let mut out = Vec::new();
     for d in view.input.deployments.iter().filter(|d| !d.deleting) {
         if deleting.iter().any(|x| x.name == d.name) {
@@ -45,9 +54,22 @@ pub fn updates(view: &View, deleting: &[DeleteDeployment]) -> Vec<UpdateDeployme
             && d.build_id == view.target
             && d.pod_template_hash
                 .as_deref()
-                .is_some_and(|h| !h.is_empty() && h != desired.pod_template_hash);
+                .is_some_and(|h| !h.is_empty())
+            && !d.template_reads_as(&desired.pod_template_hash);
         let wanted = view.input.connection_hash.as_str();
-        let connection_drift = !wanted.is_empty() && d.connection_hash.as_deref() != Some(wanted);
+        let mut connection_drift = !wanted.is_empty() && !d.connection_reads_as(wanted);
+        if connection_drift
+            && let Some(record) =
+                takeover::connection_adoption(d, wanted, &view.input.predecessor_connection_hash)
+        {
+            adopt.push(Adoption {
+                name: d.name.clone(),
+                build_id: d.build_id.clone(),
+                template: None,
+                connection: Some(record),
+            });
+            connection_drift = false;
+        }
         let reason = if template_drift {
             UpdateReason::PodTemplateDrift
         } else if connection_drift {
@@ -61,5 +83,5 @@ pub fn updates(view: &View, deleting: &[DeleteDeployment]) -> Vec<UpdateDeployme
             reason,
         });
     }
-    out
+    (adopt, out)
 }

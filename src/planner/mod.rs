@@ -10,7 +10,10 @@
 //! - [`sunset`]: scaling down and deleting old versions (and their Temporal records), the
 //!   version-limit guard;
 //! - [`drift`]: in-place updates (custom build ID template drift, connection drift), and
-//!   which of those rolls stalled;
+//!   which of those rolls stalled; Pods carrying a predecessor's hash of the current
+//!   Connection are adopted instead;
+//! - [`takeover`]: starting where a predecessor controller ran (adopted build IDs and spec
+//!   hashes, predecessor identities);
 //! - [`routing`]: the one routing change per reconcile (rollback, gates, strategies, manager
 //!   identity), using [`gates`] and [`progressive`];
 //! - [`drain`]: what the status shows about old versions' pinned workflows, when they are
@@ -34,6 +37,7 @@ mod routing;
 pub mod scaling;
 pub mod step_gates;
 pub mod sunset;
+pub mod takeover;
 mod view;
 
 // Plan-level tests, one file per rule file, sharing `test_fixtures`.
@@ -106,9 +110,11 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
     let forget_versions = sunset::forget(&view, &mut wake);
+    let (adopt, update) = drift::updates(&view, &retirement.delete);
     Plan {
+        adopt,
         create,
-        update: drift::updates(&view, &retirement.delete),
+        update,
         scale,
         start_gates: decision.start_gates,
         claim_manager: decision.claim_manager,

@@ -22,6 +22,11 @@ pub struct PlanInput {
     pub unversioned_pollers_on_all_queues: bool,
     /// Hash of the observed Connection's settings injected into pods (connection drift).
     pub connection_hash: String,
+    /// The Go controller's hash of the same Connection: Pods carrying it are adopted, not
+    /// rolled ([`crate::planner::takeover::connection_adoption`]).
+    pub predecessor_connection_hash: String,
+    /// Identities whose routing this controller takes over ([`crate::planner::takeover`]).
+    pub succession: Succession,
     /// Gate workflows found for the step gate of the step in effect
     /// ([`crate::planner::step_gates::in_effect`]).
     pub step_gates: Vec<GateObservation>,
@@ -165,8 +170,17 @@ pub struct ObservedDeployment {
     pub ready_replicas: i32,
     /// When `Available=True` last transitioned; `None` when not Available.
     pub healthy_since: Option<Timestamp>,
+    /// The pod template's `temporal.io/pod-template-spec-hash`. Compare through
+    /// `template_reads_as()`, which also reads a take-over record.
     pub pod_template_hash: Option<String>,
+    /// The pod template's `temporal.io/connection-spec-hash` (`connection_reads_as()`).
     pub connection_hash: Option<String>,
+    /// Our (cut) pod-template hash from a take-over record standing for `pod_template_hash`
+    /// ([`crate::planner::takeover::record_for`]): this version was adopted from a predecessor
+    /// controller for the pod template with that hash.
+    pub template_record: Option<String>,
+    /// The same for the Connection.
+    pub connection_record: Option<String>,
     /// The pod template changed since the Deployment was created (its revision is above 1):
     /// it was rolled in place, for a Connection change (or pod-template drift under a custom
     /// build ID).
@@ -189,11 +203,15 @@ pub struct ObservedDeployment {
 }
 
 /// What to do this reconcile. The executor applies it in field order and stops at the first
-/// failure: create → update → scale → gates → manager claim → routing → delete.
+/// failure: adopt → create → update → scale → gates → manager claim → routing → delete.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     /// Create the target's Deployment with these replicas.
     pub create: Option<CreateDeployment>,
+    /// Record on these Deployments (metadata only) the hashes taken over from a predecessor
+    /// controller; written first, so that no later step of the plan depends on a record that
+    /// is not there.
+    pub adopt: Vec<Adoption>,
     /// Re-render these Deployments in place (pod-template or connection drift).
     pub update: Vec<UpdateDeployment>,
     /// Set `spec.replicas` of these Deployments.
@@ -382,4 +400,34 @@ pub struct Decision {
     pub control: RolloutControl,
     /// The step gate to start ([`crate::planner::step_gates`]).
     pub start_step_gates: Option<StepGateStart>,
+}
+
+// --- Take-over (rules in `crate::planner::takeover`) ---
+
+/// Our hash and the pod-template annotation it stands for (a take-over record; written as a
+/// Deployment label by `crate::planner::takeover::HashRecord::label_value`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HashRecord {
+    pub ours: String,
+    pub replaces: String,
+}
+
+/// One Deployment's take-over record to write (Deployment metadata only).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Adoption {
+    pub name: String,
+    pub build_id: String,
+    pub template: Option<HashRecord>,
+    pub connection: Option<HashRecord>,
+}
+
+/// Who this controller takes over from, besides nobody.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Succession {
+    /// Identities this controller used before (its default before it gained a cluster-unique
+    /// part): routing they manage is ours.
+    pub earlier_own: Vec<String>,
+    /// Patterns of predecessor controllers' identities: `*` matches any run of characters,
+    /// `<uuid>` a Kubernetes UID; anything else matches itself.
+    pub predecessors: Vec<String>,
 }

@@ -18,7 +18,8 @@
 //! adjusts the change. Then a Connection roll that stalled (new Pods never Ready, see [`super::drift::stalled`])
 //! holds any change that would send more work to a stalled version and is what the rollout
 //! reports. Finally, a routing change is dropped while another identity manages routing in
-//! Temporal, and the manager identity is claimed first when nobody holds it.
+//! Temporal, and the manager identity is claimed first when nobody holds it or a predecessor
+//! controller does ([`super::takeover::manager_role`]).
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -30,6 +31,7 @@ use crate::planner::model::{
 };
 use crate::planner::polling;
 use crate::planner::progressive::{self, StepDecision};
+use crate::planner::takeover::{self, ManagerRole};
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
 
@@ -452,13 +454,24 @@ fn ramping(target: &str, step: StepProgress, total: usize) -> Progress {
 
 fn apply_manager(view: &View, d: &mut Decision, wake: &mut Wake) {
     let Some(change) = &d.change else { return };
-    let owner = view.input.temporal.manager_identity.as_str();
-    if owner.is_empty() {
-        d.claim_manager = true;
-        return;
-    }
-    if owner == view.input.controller_identity {
-        return;
+    let input = view.input;
+    let owner = input.temporal.manager_identity.as_str();
+    match takeover::manager_role(
+        owner,
+        &input.controller_identity,
+        &input.install_id,
+        &input.succession,
+        &input.temporal.last_modifier_identity,
+        input.temporal.last_routing_install.as_ref(),
+    ) {
+        // A predecessor's (or our earlier identity's) routing is ours to continue: claimed
+        // like unmanaged routing, with this controller's identity.
+        ManagerRole::Unclaimed | ManagerRole::Predecessor => {
+            d.claim_manager = true;
+            return;
+        }
+        ManagerRole::Us => return,
+        ManagerRole::Elsewhere => {}
     }
     if matches!(change, RoutingChange::ClearRamp) {
         // The target is Current: the rollout is done; a ramp set by the routing owner is theirs.

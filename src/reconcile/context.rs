@@ -24,6 +24,9 @@ use crate::temporal::ClientPool;
 pub struct Settings {
     /// Identity used for every Temporal write and as the routing manager identity.
     pub identity: String,
+    /// Identities whose routing this controller takes over: its own earlier identity and
+    /// predecessor controllers (`planner::takeover`).
+    pub succession: crate::planner::takeover::Succession,
     /// Recorded with every routing write (`temporal.io/controller-install-id`) so that
     /// another install using the same identity is detected (`DuplicateInstall`).
     pub install_id: String,

@@ -1,7 +1,9 @@
 //! One reconcile of a `TemporalWorkerDeployment`, following the skeleton every reconciler
 //! shares ([`crate::reconciler`]), as stages that each live in one file or folder:
 //!
-//! 1. [`validate`]: the spec, checked once, into the planner's `Desired` (pure);
+//! 1. [`validate`]: the spec, checked once, into the planner's `Desired` (pure); on an object
+//!    a predecessor controller managed, [`takeover`] first records which of its versions the
+//!    spec is (the one write before observe);
 //! 2. [`observe`]: every object the plan depends on — a Temporal client through the
 //!    Connection ([`connect`]), gate input, versioned Deployments — and Temporal's view
 //!    (read-only);
@@ -22,6 +24,7 @@ pub mod outcome;
 mod remembered;
 mod report;
 pub mod superseded;
+mod takeover;
 pub mod validate;
 
 use std::sync::Arc;
@@ -117,6 +120,7 @@ async fn plan_and_act(
     }
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
+    takeover::record(ctx, twd, &desired).await?;
     let (observed, input) = observe::everything(ctx, twd, desired).await?;
     let plan = planner::plan(&input);
     tracing::debug!(?plan, "planned");

@@ -25,7 +25,7 @@ mod leadership;
 mod options;
 mod servers;
 
-pub use options::{ApiAuth, RunOptions, defaults};
+pub use options::{ApiAuth, Identity, IdentityError, RunOptions, defaults};
 
 use leadership::{LeaseHandle, leader_channel};
 use options::settings;
@@ -44,6 +44,8 @@ pub enum RunError {
     Http(std::io::Error),
     #[error("admission webhook: {0}")]
     Webhook(#[from] crate::webhook::WebhookError),
+    #[error("controller identity: {0}")]
+    Identity(#[from] options::IdentityError),
 }
 
 /// How long in-flight reconciles may take to finish after a stop request. A Temporal call is
@@ -54,6 +56,8 @@ pub const DRAIN_BUDGET: Duration = Duration::from_secs(22);
 /// A running controller (in-process). Dropping it does not stop it; call [`Running::stop`].
 pub struct Running {
     pub http_addr: SocketAddr,
+    /// The identity the controller acts as in Temporal (with its cluster-unique part).
+    pub identity: String,
     /// The admission webhook's HTTPS address, when it runs.
     pub webhook_addr: Option<SocketAddr>,
     pub metrics: Arc<Metrics>,
@@ -126,7 +130,8 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         }))
         .with_budgets(budgets),
     );
-    let settings = settings(&opts);
+    let identity = options::identity(&client, &opts).await?;
+    let settings = settings(&opts, &identity);
     let events = EventSink::new(
         client.clone(),
         opts.pod_name.clone(),
@@ -184,6 +189,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     });
     Ok(Running {
         http_addr,
+        identity: identity.identity,
         webhook_addr,
         metrics,
         stop: stop_tx,

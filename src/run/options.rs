@@ -16,6 +16,15 @@ pub struct RunOptions {
     pub lease_namespace: Option<String>,
     pub watch_namespaces: Vec<String>,
     pub identity: String,
+    /// Append `/<UID of the controller's namespace>` (`lease_namespace`, i.e. `POD_NAMESPACE`)
+    /// to `identity`, as the Go controller does: installs named alike in different clusters
+    /// then differ in Temporal. `identity` alone stays recognised as this controller's own
+    /// (the identity an install used before). Needs `get` on that Namespace.
+    pub identity_namespace_uid: bool,
+    /// Identities of predecessor controllers (patterns, see
+    /// [`crate::planner::takeover::Succession`]) whose routing this controller takes over
+    /// instead of yielding to it; empty takes over from nobody.
+    pub predecessor_identities: Vec<String>,
     /// Recorded with every routing write to tell installs apart that share `identity`
     /// (duplicate-install detection). `None` or empty: [`RunOptions::install_id`] derives it.
     pub install_id: Option<String>,
@@ -87,6 +96,11 @@ impl Default for RunOptions {
             lease_namespace: None,
             watch_namespaces: Vec::new(),
             identity: defaults::IDENTITY.into(),
+            identity_namespace_uid: false,
+            predecessor_identities: crate::planner::takeover::DEFAULT_PREDECESSORS
+                .iter()
+                .map(|p| (*p).to_string())
+                .collect(),
             install_id: None,
             idle_interval: defaults::IDLE_INTERVAL,
             fast_poll: defaults::FAST_POLL,
@@ -141,12 +155,86 @@ impl RunOptions {
     }
 }
 
-/// The reconciler's settings from the typed options.
-pub(super) fn settings(opts: &RunOptions) -> Settings {
+/// The identity this controller acts as in Temporal, and the identities it used before.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub identity: String,
+    pub earlier: Vec<String>,
+}
+
+impl Identity {
+    /// `base`, with `/<uid>` appended when a namespace UID is given (and `base` then counted
+    /// as this controller's earlier identity).
+    pub fn new(base: &str, namespace_uid: Option<&str>) -> Identity {
+        match namespace_uid.map(str::trim).filter(|u| !u.is_empty()) {
+            Some(uid) => Identity {
+                identity: format!("{base}/{uid}"),
+                earlier: vec![base.to_string()],
+            },
+            None => Identity {
+                identity: base.to_string(),
+                earlier: Vec::new(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error(
+        "--identity-namespace-uid needs the controller's namespace (POD_NAMESPACE or --lease-namespace)"
+    )]
+    NoNamespace,
+    #[error(
+        "reading the UID of namespace {namespace:?} for the controller identity (grant `get` on it): {source}"
+    )]
+    Namespace {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("namespace {0:?} has no UID")]
+    NoUid(String),
+}
+
+/// Resolves [`RunOptions::identity`] and [`RunOptions::identity_namespace_uid`] once at start.
+pub(super) async fn identity(
+    client: &kube::Client,
+    opts: &RunOptions,
+) -> Result<Identity, IdentityError> {
+    if !opts.identity_namespace_uid {
+        return Ok(Identity::new(&opts.identity, None));
+    }
+    let namespace = opts
+        .lease_namespace
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .ok_or(IdentityError::NoNamespace)?;
+    let ns = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .get(namespace)
+        .await
+        .map_err(|source| IdentityError::Namespace {
+            namespace: namespace.to_string(),
+            source,
+        })?;
+    let uid = ns
+        .metadata
+        .uid
+        .ok_or_else(|| IdentityError::NoUid(namespace.to_string()))?;
+    Ok(Identity::new(&opts.identity, Some(&uid)))
+}
+
+/// The reconciler's settings from the typed options and the resolved identity.
+pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
     let install_id = opts.install_id();
-    tracing::info!(identity = %opts.identity, %install_id, "Temporal identity and install ID");
+    tracing::info!(identity = %identity.identity, %install_id, "Temporal identity and install ID");
     Settings {
-        identity: opts.identity.clone(),
+        identity: identity.identity.clone(),
+        succession: crate::planner::takeover::Succession {
+            earlier_own: identity.earlier.clone(),
+            predecessors: opts.predecessor_identities.clone(),
+        },
         install_id,
         controller_version: env!("CARGO_PKG_VERSION").to_string(),
         idle_interval: opts.idle_interval,
@@ -181,7 +269,10 @@ mod tests {
             ..in_pod.clone()
         };
         assert_eq!(upgraded.install_id(), in_pod.install_id());
-        assert_eq!(settings(&in_pod).install_id, "temporal-system/twc-east");
+        assert_eq!(
+            settings(&in_pod, &Identity::new("twc", None)).install_id,
+            "temporal-system/twc-east"
+        );
         // Distinct between installs: another namespace or another Lease.
         let other_ns = RunOptions {
             lease_namespace: Some("team-a".into()),
@@ -213,5 +304,29 @@ mod tests {
             ..in_pod.clone()
         };
         assert_eq!(empty.install_id(), in_pod.install_id());
+    }
+
+    #[test]
+    fn the_identity_gains_the_namespace_uid_and_remembers_the_plain_one() {
+        let uid = "5f0c2a4e-8b1d-4c3e-9a7f-0123456789ab";
+        let id = Identity::new("twc", Some(uid));
+        assert_eq!(id.identity, format!("twc/{uid}"));
+        assert_eq!(id.earlier, vec!["twc".to_string()]);
+        // Our own suffixed identity has the Go controller's shape; Settings keep both lists.
+        let s = settings(&RunOptions::default(), &id);
+        assert_eq!(s.identity, format!("twc/{uid}"));
+        assert_eq!(s.succession.earlier_own, vec!["twc".to_string()]);
+        assert_eq!(
+            s.succession.predecessors,
+            crate::planner::takeover::DEFAULT_PREDECESSORS
+        );
+        // Two clusters, one install shape: two identities.
+        let other = Identity::new("twc", Some("0f0c2a4e-8b1d-4c3e-9a7f-0123456789ab"));
+        assert_ne!(other.identity, id.identity);
+        for none in [None, Some(""), Some("  ")] {
+            let plain = Identity::new("twc", none);
+            assert_eq!(plain.identity, "twc");
+            assert!(plain.earlier.is_empty());
+        }
     }
 }

@@ -49,6 +49,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "twc.fullname" .) .Values.controller.identity -}}
 {{- end -}}
 
+{{/* True (non-empty) when the default identity gets the release namespace's UID appended. */}}
+{{- define "twc.identityNamespaceUID" -}}
+{{- if and .Values.controller.identityNamespaceUID (not .Values.controller.identity) (not .Values.watchNamespaces) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* True (non-empty) when leader election is on; refuses unsafe replica counts. */}}
 {{- define "twc.leaderElect" -}}
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}

@@ -1,16 +1,19 @@
-//! Applies a [`Plan`] in a fixed, safe order — create → update → scale → gates → manager
+//! Applies a [`Plan`] in a fixed, safe order — take-over records → create → update → scale → gates → manager
 //! claim → routing → end pinned workflows of old versions → delete — and stops at the first failure. Together with
 //! [`super::finalizers`] this is every Kubernetes and Temporal write a reconcile makes, so
 //! metrics wrap each one once.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
 use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment};
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
+use crate::planner::takeover::{
+    Adoption, LABEL_ADOPTED_CONNECTION_HASH, LABEL_ADOPTED_POD_TEMPLATE_HASH,
+};
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
 use crate::render::{self, VersionedDeploymentInput};
@@ -66,6 +69,11 @@ pub enum Done {
     },
     /// The Temporal record of an old version whose Deployment is gone was deleted.
     VersionForgotten {
+        build_id: String,
+    },
+    /// A take-over record was written on a versioned Deployment (`planner::takeover`).
+    Adopted {
+        name: String,
         build_id: String,
     },
     /// Deletion of the TWD: a versioned Deployment was deleted to stop its workers.
@@ -161,6 +169,14 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     let ns = ctx.twd.metadata.namespace.clone().unwrap_or_default();
     let deployments: Api<Deployment> = Api::namespaced(ctx.kube.clone(), &ns);
 
+    for adoption in &plan.adopt {
+        adopt(ctx.kube, &ns, adoption, ctx.metrics).await?;
+        out.done.push(Done::Adopted {
+            name: adoption.name.clone(),
+            build_id: adoption.build_id.clone(),
+        });
+    }
+
     if let Some(create) = &plan.create {
         create_target(ctx, &deployments, create, out).await?;
     }
@@ -253,6 +269,56 @@ async fn forget_versions(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed)
             Err(e) => tracing::warn!(error = %e, build_id, "deleting a version record in Temporal"),
         }
     }
+}
+
+/// Writes a take-over record ([`Adoption`]) on a versioned Deployment: labels in its metadata
+/// only, so its generation and Pods stay as they are (an annotation would bump the generation:
+/// a Deployment's annotations are copied to its ReplicaSets). Read and replaced as untyped
+/// JSON, so that no field this client's Deployment type does not know is dropped (which could
+/// change the pod template), with `get` and `update`, the verbs the chart already grants; a
+/// 409 (changed since the read) is retried by the next reconcile.
+pub async fn adopt(
+    kube: &kube::Client,
+    namespace: &str,
+    adoption: &Adoption,
+    metrics: &Metrics,
+) -> Result<(), Failure> {
+    let resource = ApiResource::erase::<Deployment>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(kube.clone(), namespace, &resource);
+    let mut obj = api
+        .get(&adoption.name)
+        .await
+        .map_err(|e| fail("get Deployment", e))?;
+    let labels = obj.metadata.labels.get_or_insert_with(Default::default);
+    for (key, record) in [
+        (LABEL_ADOPTED_POD_TEMPLATE_HASH, &adoption.template),
+        (LABEL_ADOPTED_CONNECTION_HASH, &adoption.connection),
+    ] {
+        if let Some(record) = record {
+            labels.insert(key.to_string(), record.label_value());
+        }
+    }
+    obj.metadata.managed_fields = None;
+    let res = api
+        .replace(
+            &adoption.name,
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &obj,
+        )
+        .await;
+    metrics.kube_write("update", "deployments", res.is_ok());
+    res.map_err(|e| fail("record take-over on Deployment", e))?;
+    tracing::info!(
+        deployment = %adoption.name,
+        build_id = %adoption.build_id,
+        template = adoption.template.is_some(),
+        connection = adoption.connection.is_some(),
+        "took over a versioned Deployment: recorded our hashes beside the predecessor's"
+    );
+    Ok(())
 }
 
 /// Creates the target's Deployment; a 409 means an earlier reconcile already did.

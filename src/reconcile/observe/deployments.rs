@@ -11,6 +11,7 @@ use crate::api::{
 };
 use crate::planner::model::ObservedDeployment;
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
+use crate::planner::takeover;
 
 /// Versioned Deployments controlled by this TWD, oldest first.
 pub async fn owned_deployments(
@@ -88,6 +89,22 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
+    // A take-over record (a Deployment label) stands for the predecessor's pod-template hashes.
+    let labels = d.labels();
+    let pod_template_hash = pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned();
+    let connection_hash = pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned();
+    let template_record = takeover::record_for(
+        pod_template_hash.as_deref(),
+        labels
+            .get(takeover::LABEL_ADOPTED_POD_TEMPLATE_HASH)
+            .map(String::as_str),
+    );
+    let connection_record = takeover::record_for(
+        connection_hash.as_deref(),
+        labels
+            .get(takeover::LABEL_ADOPTED_CONNECTION_HASH)
+            .map(String::as_str),
+    );
     Some(ObservedDeployment {
         name: d.name_any(),
         build_id,
@@ -95,8 +112,10 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         status_replicas: status.replicas.unwrap_or(0),
         ready_replicas: status.ready_replicas.unwrap_or(0),
         healthy_since,
-        pod_template_hash: pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned(),
-        connection_hash: pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned(),
+        pod_template_hash,
+        connection_hash,
+        template_record,
+        connection_record,
         rolled_in_place,
         progress_deadline_exceeded,
         deleting: d.meta().deletion_timestamp.is_some(),

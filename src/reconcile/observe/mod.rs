@@ -52,6 +52,8 @@ impl Observed {
             target_task_queues: self.facts.task_queues.clone(),
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
+            predecessor_connection_hash: build_id::go_connection_hash(&self.connection.spec),
+            succession: settings.succession.clone(),
             analysis: None,
             step_gates: vec![],
             controller_identity: settings.identity.clone(),
@@ -70,9 +72,9 @@ impl Observed {
 pub async fn everything(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
-    desired: Desired,
+    mut desired: Desired,
 ) -> Result<(Observed, PlanInput), Failure> {
-    let mut observed = kubernetes_and_temporal(ctx, twd, &desired).await?;
+    let mut observed = kubernetes_and_temporal(ctx, twd, &mut desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
     autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
     step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
@@ -93,10 +95,12 @@ pub async fn everything(
     Ok((observed, input))
 }
 
+/// `desired.build_id` becomes the version adopted from a predecessor controller for this pod
+/// template, if any (`planner::takeover::adopted_target`), before Temporal is asked about it.
 async fn kubernetes_and_temporal(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
-    desired: &Desired,
+    desired: &mut Desired,
 ) -> Result<Observed, Failure> {
     let ns = twd.namespace().unwrap_or_default();
     let connected = ctx.connector().connect(twd).await?;
@@ -107,6 +111,10 @@ async fn kubernetes_and_temporal(
     let deployments = owned_deployments(&ctx.client, twd)
         .await
         .map_err(Failure::DeploymentsUnreadable)?;
+    if let Some(adopted) = crate::planner::takeover::adopted_target(desired, &deployments) {
+        desired.build_id = adopted;
+    }
+    let desired = &*desired;
     let name = twd.temporal_deployment_name();
     let (temporal, gate_queues) =
         temporal::state(ctx, twd, &client, &connected.key, desired, &deployments).await?;

@@ -8,6 +8,7 @@ use crate::api::TemporalWorkerDeployment;
 use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::planner::polling::{self, Remembered};
+use crate::planner::takeover::Succession;
 use crate::reconcile::{Context, Failure};
 use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
@@ -69,7 +70,7 @@ pub async fn state(
         {
             r.state.last_routing_install
         }
-        _ => routing_install(client, &name, &state).await,
+        _ => routing_install(client, &name, &state, &ctx.settings.succession).await,
     };
     ctx.remembered.put(
         object,
@@ -126,15 +127,22 @@ pub async fn open_pinned_workflows(
     }
 }
 
-/// Which install made the last routing change, read only when that change was made with this
-/// controller's identity and this install knows its own ID: from the metadata each routing
-/// write records on the version it routed to. A failed read detects nothing this time.
+/// Which install made the last routing change, from the metadata each routing write records
+/// on the version it routed to. Read only when this install knows its own ID and the change
+/// was made with this controller's identity (duplicate installs), or by a routing manager this
+/// controller would take over from (`planner::takeover::manager_role`: a record there means
+/// another install of this controller, not a predecessor). A failed read detects nothing this
+/// time.
 pub async fn routing_install(
     client: &TemporalClient,
     deployment: &str,
     state: &WorkerDeploymentState,
+    succession: &Succession,
 ) -> Option<RoutingInstall> {
-    if client.install_id().is_empty() || state.last_modifier_identity != client.identity() {
+    let modifier = state.last_modifier_identity.as_str();
+    let ours = modifier == client.identity();
+    let successor_of = modifier == state.manager_identity && succession.may_succeed(modifier);
+    if client.install_id().is_empty() || !(ours || successor_of) {
         return None;
     }
     let build = state.last_routed_build()?;

@@ -131,7 +131,8 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
         Done::Scaled { .. }
         | Done::ManagerClaimed
         | Done::Stopped { .. }
-        | Done::CleanupAbandoned { .. } => return None,
+        | Done::CleanupAbandoned { .. }
+        | Done::Adopted { .. } => return None,
         Done::GateStarted {
             task_queue,
             workflow_id,

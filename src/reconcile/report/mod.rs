@@ -190,6 +190,12 @@ fn new_status(
             routed: routed(&p.done),
             outcome,
         },
+        (None, Err(b))
+            if !b.stalled && crate::reconcile::takeover::keeps_predecessor_status(&attempt.twd) =>
+        {
+            tracing::warn!(reason = b.reason, message = %b.message, "not planned yet; the predecessor controller's status is kept until the take-over is recorded");
+            return None;
+        }
         (None, Err(b)) => Report::Blocked(b),
         (None, Ok(())) => return None,
     };
@@ -387,6 +393,55 @@ mod tests {
         ctx.remember_write(&written(3));
         ctx.forget_write(&cached());
         assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
+    }
+
+    /// The Go controller's status for generation 3: target `v2-b4c5` ramping.
+    fn taken_over() -> TemporalWorkerDeployment {
+        let mut twd = cached();
+        twd.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "targetVersion": {"buildID": "v2-b4c5", "status": "Ramping"},
+                "conditions": [{"type": "Ready", "status": "False", "reason": "Ramping",
+                    "message": "", "observedGeneration": 3,
+                    "lastTransitionTime": "2026-03-01T12:00:00Z"}],
+            }))
+            .expect("Go status"),
+        );
+        twd
+    }
+
+    fn unplanned(twd: TemporalWorkerDeployment, failure: crate::reconcile::Failure) -> Attempt {
+        Attempt {
+            twd: Arc::new(twd),
+            planned: None,
+            finalized: Vec::new(),
+            outcome: Outcome::Failed(failure),
+        }
+    }
+
+    #[test]
+    fn the_predecessors_status_is_kept_until_a_pass_could_plan() {
+        use crate::reconcile::{Failure, verdict};
+        let unreachable = || Failure::GateInputUnavailable("ConfigMap gate not found".into());
+        let attempt = unplanned(taken_over(), unreachable());
+        let decided = verdict(&attempt.outcome, 1);
+        assert_eq!(super::new_status(&attempt, &decided, 1), None);
+        // A terminal reason is reported: keeping the old status would hide it.
+        let invalid = unplanned(taken_over(), Failure::InvalidSpec("bad".into()));
+        let decided = verdict(&invalid.outcome, 1);
+        assert!(super::new_status(&invalid, &decided, 1).is_some());
+        // Once the status is ours (or the predecessor's is stale, or the object is being
+        // deleted), failures are reported as always.
+        let ours = unplanned(written(3), unreachable());
+        assert!(super::new_status(&ours, &verdict(&ours.outcome, 1), 1).is_some());
+        let stale = unplanned(taken_over().generation(4), unreachable());
+        assert!(super::new_status(&stale, &verdict(&stale.outcome, 1), 1).is_some());
+        let mut deleting = taken_over();
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let deleting = unplanned(deleting, unreachable());
+        assert!(super::new_status(&deleting, &verdict(&deleting.outcome, 1), 1).is_some());
     }
 
     #[test]
