@@ -291,7 +291,7 @@ async fn check_delete_needs_rights_on_the_kind(
         kubectl_ok(&admin, &["apply", "-n", &ns2, "-f", "-"], Some(&scaler))?;
         let (ok, out) = kubectl(
             &carol,
-            &["delete", "temporalworkerownedresource", "scaler", "-n", &ns2],
+            &["delete", "temporalworkerownedresource", "scaler", "-n", &ns2, "--wait=false"],
             None,
         )?;
         ensure!(!ok, "carol deleted a TWOR holding an HPA: {out}");
