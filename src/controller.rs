@@ -75,6 +75,12 @@ pub fn build(
     if !ctx.settings.owned_kinds.is_empty() {
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
     }
+    owned_ctx.access_check = match &ctx.settings.owned_unchecked_kinds {
+        None => crate::owned::rules::AccessCheck::AtAdmission,
+        Some(kinds) => crate::owned::rules::AccessCheck::Refused {
+            unchecked_kinds: kinds.clone(),
+        },
+    };
     let owned_ctx = Arc::new(owned_ctx);
     let connection_ctx = Arc::new(crate::connection::ConnectionContext::new(
         client.clone(),

@@ -394,6 +394,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         fast_poll: std::time::Duration::from_secs(2),
         watch_namespaces: Vec::new(),
         owned_kinds: Vec::new(),
+        owned_unchecked_kinds: None,
         planner: ControllerSettings::default(),
         max_concurrent_reconciles: 0,
         budget_delay_report: std::time::Duration::from_secs(5),

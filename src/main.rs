@@ -225,6 +225,11 @@ struct RunArgs {
     /// controller and the webhook both refuse others.
     #[arg(long, value_delimiter = ',', default_values_t = default_owned_kinds())]
     owned_resource_kinds: Vec<String>,
+    /// Without `--webhook-port` nobody checks that a TemporalWorkerOwnedResource's author may
+    /// manage its kind, so TWORs are refused unless their kind is listed here (comma-separated,
+    /// case-insensitive): kinds the operator declares safe for anyone who may write TWORs.
+    #[arg(long, value_delimiter = ',')]
+    owned_resource_kinds_without_access_check: Vec<String>,
     #[command(flatten)]
     webhook: WebhookArgs,
 }
@@ -478,12 +483,8 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
             args.api_auth_metrics,
         )?,
         webhook,
-        owned_kinds: args
-            .owned_resource_kinds
-            .into_iter()
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty())
-            .collect(),
+        owned_kinds: kind_list(args.owned_resource_kinds),
+        owned_kinds_without_access_check: kind_list(args.owned_resource_kinds_without_access_check),
     };
     let client = kube::Client::try_default()
         .await
@@ -502,6 +503,15 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
     running.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A comma-separated kind list from a flag: trimmed, empty entries dropped.
+fn kind_list(kinds: Vec<String>) -> Vec<String> {
+    kinds
+        .into_iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -540,7 +550,15 @@ mod tests {
         assert!(Cli::try_parse_from(["twc", "run", "--fast-poll", "soon"]).is_err());
         assert!(Cli::try_parse_from(["twc", "run", "--api-auth", "oidc"]).is_err());
         assert_eq!(args.owned_resource_kinds, d.owned_kinds);
+        assert!(args.owned_resource_kinds_without_access_check.is_empty());
         assert_eq!(webhook_options(args.webhook, Some("twc")), Ok(None));
+        let opted_out = run_args(&[
+            "--owned-resource-kinds-without-access-check=PodDisruptionBudget, HorizontalPodAutoscaler",
+        ]);
+        assert_eq!(
+            kind_list(opted_out.owned_resource_kinds_without_access_check),
+            ["PodDisruptionBudget", "HorizontalPodAutoscaler"]
+        );
     }
 
     fn run_args(extra: &[&str]) -> RunArgs {

@@ -59,6 +59,11 @@ fn cases() -> Vec<(&'static str, Value)> {
             json!({"image": {"digest": "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}),
         ),
         ("webhook", json!({"webhook": {"enabled": true}})),
+        ("webhook-off", json!({"webhook": {"enabled": false}})),
+        (
+            "webhook-off-unchecked",
+            json!({"webhook": {"enabled": false, "kindsWithoutAccessCheck": ["PodDisruptionBudget", "ScaledObject"]}}),
+        ),
         (
             "webhook-cert-manager",
             json!({"webhook": {"enabled": true, "certManager": {"enabled": true}}}),
@@ -176,6 +181,16 @@ fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
     found[0]
 }
 
+/// The controller's own Service (the webhook, on by default, has one of its own).
+fn controller_service(objs: &[Value]) -> &Value {
+    let found: Vec<&Value> = of_kind(objs, "Service")
+        .into_iter()
+        .filter(|s| s["metadata"]["labels"]["app.kubernetes.io/component"] == "controller")
+        .collect();
+    assert_eq!(found.len(), 1, "expected one controller Service");
+    found[0]
+}
+
 fn manager(objs: &[Value]) -> &Value {
     let containers = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"]
         .as_array()
@@ -216,6 +231,8 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "webhook",
         "webhook-cert-manager",
         "webhook-url",
+        "webhook-off",
+        "webhook-off-unchecked",
         "single-no-lease",
         "token-review",
         "predecessors",
@@ -318,7 +335,7 @@ fn default_install_renders_the_expected_objects_and_args() {
     {
         assert_eq!(&pod_labels[k], v, "selector label {k}");
     }
-    let svc = one(&objs, "Service");
+    let svc = controller_service(&objs);
     for (k, v) in svc["spec"]["selector"]
         .as_object()
         .expect("service selector")
@@ -353,7 +370,12 @@ fn assert_default_kinds_namespace_and_labels(objs: &[Value]) {
         );
     }
     for o in objs {
-        if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
+        let cluster_scoped = [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ValidatingWebhookConfiguration",
+        ];
+        if !cluster_scoped.contains(&o["kind"].as_str().unwrap_or_default()) {
             assert_eq!(
                 o["metadata"]["namespace"], NS,
                 "{} {}",
@@ -389,6 +411,15 @@ fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
             "--temporal-deployment-qps=10",
             "--max-concurrent-reconciles=16",
             "--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject",
+            // The webhook, on by default, with self-managed certificates.
+            "--webhook-port=9443",
+            &format!("--webhook-service-name={FULLNAME}-webhook"),
+            "--webhook-cert-mode=self-managed",
+            &format!("--webhook-secret-name={FULLNAME}-webhook-tls"),
+            &format!("--webhook-configuration-name={FULLNAME}-{NS}"),
+            "--webhook-cert-validity=8760h",
+            "--webhook-cert-renew-before=720h",
+            "--webhook-cert-check-interval=30s",
         ]
     );
     // The chart installs the binary's own defaults (docs/temporal-budget.md).
@@ -491,6 +522,7 @@ fn rbac_is_least_privilege_without_wildcards() {
         "ha",
         "custom",
         "webhook",
+        "webhook-off",
         "single-no-lease",
         "token-review",
     ] {
@@ -499,7 +531,8 @@ fn rbac_is_least_privilege_without_wildcards() {
         assert!(!all.is_empty(), "{name}: no RBAC rules");
         assert_no_wildcards_or_escalation(name, &all);
         assert_grants_exactly_what_the_controller_uses(name, &objs);
-        assert_secret_writes_only_for_the_webhook_certificate(name, &all);
+        let webhook_on = !of_kind(&objs, "ValidatingWebhookConfiguration").is_empty();
+        assert_secret_writes_only_for_the_webhook_certificate(name, webhook_on, &all);
         assert_no_other_secret_or_twd_writes(name, &objs);
         assert_leases_only_in_the_release_namespace(name, &objs, &all);
         assert_bindings_point_at_the_charts_account_and_roles(name, &objs);
@@ -588,7 +621,11 @@ fn assert_grants_exactly_what_the_controller_uses(name: &str, objs: &[Value]) {
 
 /// The only Secret writes: the webhook's own certificate Secret (self-managed certificates),
 /// in the release namespace, changed by name only.
-fn assert_secret_writes_only_for_the_webhook_certificate(name: &str, all: &[(&Value, &Value)]) {
+fn assert_secret_writes_only_for_the_webhook_certificate(
+    name: &str,
+    webhook_on: bool,
+    all: &[(&Value, &Value)],
+) {
     for (role, rule) in all {
         if !strings(&rule["resources"]).contains(&"secrets") {
             continue;
@@ -598,7 +635,7 @@ fn assert_secret_writes_only_for_the_webhook_certificate(name: &str, all: &[(&Va
         if writes.is_empty() {
             continue;
         }
-        assert_eq!(name, "webhook", "{name}: {writes:?} on secrets: {rule}");
+        assert!(webhook_on, "{name}: {writes:?} on secrets: {rule}");
         assert_eq!(role["kind"], "Role", "{rule}");
         assert_eq!(
             role["metadata"]["name"],
@@ -708,7 +745,7 @@ fn leader_election_replicas_and_service_monitor() {
     assert_eq!(sm["spec"]["endpoints"][0]["port"], "http");
     assert_eq!(sm["spec"]["endpoints"][0]["path"], "/metrics");
     // The ServiceMonitor must select the controller's Service, and that Service has the port.
-    let svc = one(&objs, "Service");
+    let svc = controller_service(&objs);
     for (k, v) in sm["spec"]["selector"]["matchLabels"]
         .as_object()
         .expect("matchLabels")
@@ -837,10 +874,17 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
     ] {
         assert!(a.iter().any(|x| x == want), "missing {want} in {a:?}");
     }
-    // Namespaced mode: one Role + RoleBinding per watched namespace, nothing cluster-wide.
-    assert!(
-        of_kind(&objs, "ClusterRole").is_empty() && of_kind(&objs, "ClusterRoleBinding").is_empty()
-    );
+    // Namespaced mode: one Role + RoleBinding per watched namespace; nothing cluster-wide but
+    // the webhook's grant on its own (cluster-scoped) ValidatingWebhookConfiguration.
+    for kind in ["ClusterRole", "ClusterRoleBinding"] {
+        for o in of_kind(&objs, kind) {
+            assert_eq!(
+                o["metadata"]["name"],
+                format!("{FULLNAME}-{NS}-webhook"),
+                "a cluster-wide {kind} in a namespaced install"
+            );
+        }
+    }
     let manager_roles: Vec<&str> = of_kind(&objs, "Role")
         .into_iter()
         .filter(|r| {
@@ -916,22 +960,56 @@ fn webhooks(objs: &[Value]) -> (&Value, Value, Value) {
 }
 
 #[test]
-fn webhook_is_off_by_default() {
+fn webhook_is_on_by_default_with_self_managed_certificates() {
+    // Issue 26 item 6: secure by default; the defaults render what the "webhook" case does.
     let objs = objects("default");
-    assert!(of_kind(&objs, "ValidatingWebhookConfiguration").is_empty());
-    assert!(!args(&objs).iter().any(|a| a.starts_with("--webhook")));
-    assert!(!grants(
-        &objs,
-        "authorization.k8s.io",
-        "localsubjectaccessreviews",
-        "create"
-    ));
+    let svc_name = format!("{FULLNAME}-webhook");
+    let vwc_name = format!("{FULLNAME}-{NS}");
+    assert_webhook_service_and_no_mounted_certificate(&objs, &svc_name);
+    assert_webhook_configuration(&objs, &svc_name, &vwc_name);
+    assert_webhook_args_and_grants(&objs, &svc_name, &vwc_name);
     assert!(
         args(&objs).contains(
             &"--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject"
                 .to_string()
         )
     );
+    assert!(
+        !args(&objs)
+            .iter()
+            .any(|a| a.starts_with("--owned-resource-kinds-without-access-check")),
+        "the opt-out list is for the webhook-off install only"
+    );
+}
+
+#[test]
+fn the_webhook_opt_out_renders_no_webhook_and_names_the_unchecked_kinds() {
+    for name in ["webhook-off", "webhook-off-unchecked"] {
+        let objs = objects(name);
+        assert!(
+            of_kind(&objs, "ValidatingWebhookConfiguration").is_empty(),
+            "{name}"
+        );
+        assert!(
+            !args(&objs).iter().any(|a| a.starts_with("--webhook")),
+            "{name}"
+        );
+        assert!(!grants(
+            &objs,
+            "authorization.k8s.io",
+            "localsubjectaccessreviews",
+            "create"
+        ));
+    }
+    // Without a list the controller refuses every TWOR (its flag's default: none unchecked).
+    assert!(
+        !args(&objects("webhook-off"))
+            .iter()
+            .any(|a| a.starts_with("--owned-resource-kinds-without-access-check"))
+    );
+    assert!(args(&objects("webhook-off-unchecked")).contains(
+        &"--owned-resource-kinds-without-access-check=PodDisruptionBudget,ScaledObject".to_string()
+    ));
 }
 
 #[test]
@@ -985,7 +1063,13 @@ fn assert_webhook_configuration(objs: &[Value], svc_name: &str, vwc_name: &str) 
         assert_eq!(w["sideEffects"], "None");
         assert_eq!(w["timeoutSeconds"], 5);
         assert_eq!(strings(&w["admissionReviewVersions"]), ["v1"]);
-        assert_eq!(strings(&w["rules"][0]["operations"]), ["CREATE", "UPDATE"]);
+        // DELETE only where rights matter: deleting a TWOR deletes copies of its kind.
+        let ops: &[&str] = if path == PATH_TWOR {
+            &["CREATE", "UPDATE", "DELETE"]
+        } else {
+            &["CREATE", "UPDATE"]
+        };
+        assert_eq!(strings(&w["rules"][0]["operations"]), ops);
         assert_eq!(strings(&w["rules"][0]["apiGroups"]), ["temporal.io"]);
         let client = &w["clientConfig"]["service"];
         assert_eq!(client["name"], svc_name);
@@ -1144,6 +1228,7 @@ fn rendered_flags_exist_in_the_controller_binary() {
         "webhook",
         "webhook-cert-manager",
         "webhook-url",
+        "webhook-off-unchecked",
     ] {
         for arg in args(&objects(name)).iter().skip(1) {
             let flag = arg.split('=').next().unwrap_or_default();

@@ -46,6 +46,8 @@ pub struct OwnedContext {
     pub leader: watch::Receiver<bool>,
     /// Kinds a TWOR may carry.
     pub allowed_kinds: Vec<String>,
+    /// Whether the webhook checked each TWOR's author, or TWORs of unchecked kinds are refused.
+    pub access_check: rules::AccessCheck,
     /// Temporal clients (shared with the TWD reconciler) and the identity to use, for
     /// task-queue lookups.
     pub pool: Arc<ClientPool>,
@@ -77,6 +79,7 @@ impl OwnedContext {
                 .collect(),
             resources: Resources::default(),
             streaks: Streaks::default(),
+            access_check: rules::AccessCheck::default(),
         }
     }
 
@@ -112,7 +115,8 @@ async fn attempt(
     let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
     // Validate: the webhook's rules, checked before anything else, so with the webhook off a
     // refused object is reported in status with the webhook's words and nothing is applied.
-    let valid = rules::check_template_spec(&twor.spec, &allowed);
+    let valid = rules::check_template_spec(&twor.spec, &allowed)
+        .and_then(|()| ctx.access_check.check(twor.spec.object()));
     let observed = observe::observe(ctx, twor, ns, valid.is_ok()).await?;
     let plan = plan::plan(twor, &observed, valid, &allowed);
     let next_scaledown = match &plan {

@@ -257,6 +257,48 @@ fn check_templates(v: &Value, path: &str, problems: &mut Vec<String>) {
     }
 }
 
+/// Who checked that a TWOR's author may have the controller manage its kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AccessCheck {
+    /// The admission webhook runs and checks every TWOR write and deletion (the default
+    /// install): whatever was admitted was checked.
+    #[default]
+    AtAdmission,
+    /// No webhook (the opt-out): nobody checked, so TWORs are refused unless their kind is in
+    /// `unchecked_kinds` (matched case-insensitively), which the operator declared safe to
+    /// copy for anyone allowed to write TWORs.
+    Refused { unchecked_kinds: Vec<String> },
+}
+
+impl AccessCheck {
+    /// Whether the controller may copy `object` for a TWOR nobody else checked.
+    pub fn check(&self, object: &Value) -> Result<(), Invalid> {
+        let AccessCheck::Refused { unchecked_kinds } = self else {
+            return Ok(());
+        };
+        let kind = object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if unchecked_kinds.iter().any(|k| k.eq_ignore_ascii_case(kind)) {
+            return Ok(());
+        }
+        Err(Invalid(vec![not_checked(kind)]))
+    }
+}
+
+/// The refusal of a TWOR whose kind needs an access check while the webhook is off.
+pub fn not_checked(kind: &str) -> String {
+    format!(
+        "spec.object.kind: the admission webhook is off, so nobody checked that the author of \
+         this TemporalWorkerOwnedResource may create, update and delete {kind} objects in the \
+         namespace; the controller does not copy it. Turn the webhook on (chart \
+         webhook.enabled), or, if everyone who may write TemporalWorkerOwnedResources may \
+         manage {kind} objects anyway, list the kind in webhook.kindsWithoutAccessCheck (flag \
+         --owned-resource-kinds-without-access-check)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,5 +464,22 @@ mod tests {
             };
             assert!(p.iter().any(|m| m.starts_with(path)), "{set:?}: {p:?}");
         }
+    }
+
+    #[test]
+    fn without_the_webhook_only_kinds_declared_unchecked_are_copied() {
+        let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler"});
+        assert_eq!(AccessCheck::AtAdmission.check(&hpa), Ok(()));
+        let refused = AccessCheck::Refused {
+            unchecked_kinds: vec!["PodDisruptionBudget".into()],
+        };
+        let Err(Invalid(p)) = refused.check(&hpa) else {
+            panic!("an unchecked HPA must be refused");
+        };
+        assert!(p[0].contains("the admission webhook is off"), "{p:?}");
+        let declared = AccessCheck::Refused {
+            unchecked_kinds: vec!["horizontalpodautoscaler".into()],
+        };
+        assert_eq!(declared.check(&hpa), Ok(()));
     }
 }

@@ -40,6 +40,9 @@ pub struct Settings {
     pub watch_namespaces: Vec<String>,
     /// Kinds a TemporalWorkerOwnedResource may carry (empty: the default list).
     pub owned_kinds: Vec<String>,
+    /// `None`: the webhook checks each TWOR author's rights on its kind. `Some(kinds)`: no
+    /// webhook, so TWORs of other kinds are refused (the TWOR controller's `AccessCheck`).
+    pub owned_unchecked_kinds: Option<Vec<String>>,
     pub planner: ControllerSettings,
     /// Reconciles running at once (0: unbounded); kube-runtime queues the rest.
     pub max_concurrent_reconciles: u16,

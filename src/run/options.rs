@@ -43,6 +43,9 @@ pub struct RunOptions {
     /// Kinds a TemporalWorkerOwnedResource may carry, for the controller's own check and the
     /// webhook's alike.
     pub owned_kinds: Vec<String>,
+    /// Without the webhook, the kinds copied although nobody checked the TWOR author's rights
+    /// on them; TWORs of other kinds are refused. Ignored while the webhook runs.
+    pub owned_kinds_without_access_check: Vec<String>,
     /// Client-side Temporal rate limits, per Temporal namespace and per worker deployment.
     pub temporal_budget: BudgetConfig,
     /// Reconciles of TemporalWorkerDeployments running at once (0: unbounded).
@@ -114,6 +117,7 @@ impl Default for RunOptions {
                 .iter()
                 .map(|k| (*k).to_string())
                 .collect(),
+            owned_kinds_without_access_check: Vec::new(),
             temporal_budget: BudgetConfig::DEFAULT,
             max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
             budget_delay_report: defaults::BUDGET_DELAY_REPORT,
@@ -241,6 +245,10 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         fast_poll: opts.fast_poll,
         watch_namespaces: opts.watch_namespaces.clone(),
         owned_kinds: opts.owned_kinds.clone(),
+        owned_unchecked_kinds: opts
+            .webhook
+            .is_none()
+            .then(|| opts.owned_kinds_without_access_check.clone()),
         planner: ControllerSettings {
             max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
             rollback_window: opts.rollback_window,

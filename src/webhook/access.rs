@@ -104,6 +104,35 @@ pub enum AccessError {
     },
 }
 
+/// Whether `user` may `verb` `target` (a LocalSubjectAccessReview).
+pub async fn user_may(
+    client: &kube::Client,
+    user: &UserInfo,
+    verb: &str,
+    target: &Target,
+) -> Result<bool, AccessError> {
+    let reviews: Api<LocalSubjectAccessReview> = Api::namespaced(client.clone(), &target.namespace);
+    let review = reviews
+        .create(&PostParams::default(), &user_review(user, verb, target))
+        .await
+        .map_err(|source| AccessError::Review {
+            who: format!("user {:?}", user.username.clone().unwrap_or_default()),
+            verb: verb.to_string(),
+            resource: target.label(),
+            source,
+        })?;
+    Ok(review.status.is_some_and(|s| s.allowed))
+}
+
+/// The refusal of a TWOR deletion for a user who may not delete its kind.
+pub fn delete_denial(username: &str, target: &Target, kind: &str) -> String {
+    format!(
+        "user {username:?} may not delete {} in namespace {:?}: deleting a          TemporalWorkerOwnedResource has the controller delete its {kind} copies, so its          deleter needs that right in the namespace too",
+        target.label(),
+        target.namespace
+    )
+}
+
 /// Checks the user and the controller; `Ok` holds every denial (empty: allowed).
 pub async fn check(
     client: &kube::Client,
@@ -114,18 +143,8 @@ pub async fn check(
 ) -> Result<Vec<String>, AccessError> {
     let username = user.username.clone().unwrap_or_default();
     let mut denials = Vec::new();
-    let reviews: Api<LocalSubjectAccessReview> = Api::namespaced(client.clone(), &target.namespace);
     for verb in USER_VERBS {
-        let review = reviews
-            .create(&PostParams::default(), &user_review(user, verb, target))
-            .await
-            .map_err(|source| AccessError::Review {
-                who: format!("user {username:?}"),
-                verb: (*verb).to_string(),
-                resource: target.label(),
-                source,
-            })?;
-        if !review.status.is_some_and(|s| s.allowed) {
+        if !user_may(client, user, verb, target).await? {
             denials.push(user_denial(&username, verb, target, kind));
         }
     }

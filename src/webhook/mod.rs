@@ -126,18 +126,22 @@ async fn validate_twor(
     };
     let base = AdmissionResponse::from(&decoded.request);
     let namespace = decoded.request.namespace.clone().unwrap_or_default();
-    let verdict = match &decoded.object {
-        Some(new) => {
+    let verdict = match (&decoded.object, &decoded.old) {
+        (Some(new), old) => {
             twor::admit(
                 &state,
                 &decoded.request.user_info,
                 &namespace,
                 new,
-                decoded.old.as_ref(),
+                old.as_ref(),
             )
             .await
         }
-        None => Verdict::Allow,
+        // DELETE: the controller then deletes every copy.
+        (None, Some(deleted)) => {
+            twor::admit_delete(&state, &decoded.request.user_info, &namespace, deleted).await
+        }
+        (None, None) => Verdict::Allow,
     };
     log(&decoded.request.name, &namespace, &verdict);
     Json(review::respond(base, verdict).into_review())

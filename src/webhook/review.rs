@@ -83,7 +83,8 @@ pub fn decode<T: DeserializeOwned>(
                 .transpose()
         };
     let object = typed(&request.object, "new")?;
-    let old = if request.operation == Operation::Update {
+    // DELETE carries the object being deleted as the old object only.
+    let old = if matches!(request.operation, Operation::Update | Operation::Delete) {
         typed(&request.old_object, "old")?
     } else {
         None

@@ -101,6 +101,44 @@ pub async fn admit(
     }
 }
 
+/// Admission of a TWOR deletion: the controller then deletes every copy, so the deleter must
+/// be allowed to delete the kind (as the Go controller checks). Only the user is checked: a
+/// controller that lost the right cannot be helped by refusing the deletion. A TWOR whose
+/// kind was never copied (refused by the rules, or no longer served: nothing to delete) is
+/// let through, so a rule or a removed CRD can never block cleanup.
+pub async fn admit_delete(
+    state: &State,
+    user: &UserInfo,
+    namespace: &str,
+    deleted: &TemporalWorkerOwnedResource,
+) -> Verdict {
+    let allowed: Vec<&str> = state.allowed_kinds.iter().map(String::as_str).collect();
+    if rules::check(deleted.spec.object(), &allowed).is_err() {
+        return Verdict::Allow;
+    }
+    let kind = deleted
+        .spec
+        .object()
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let Ok(resource) = resolve(&state.client, deleted.spec.object(), kind).await else {
+        return Verdict::Allow;
+    };
+    let target = Target {
+        group: resource.group.clone(),
+        resource: resource.plural.clone(),
+        namespace: namespace.to_string(),
+    };
+    let username = user.username.clone().unwrap_or_default();
+    match access::user_may(&state.client, user, "delete", &target).await {
+        Ok(true) => Verdict::Allow,
+        Ok(false) => Verdict::Forbidden(vec![access::delete_denial(&username, &target, kind)]),
+        // Not knowing is not allowing, as for writes (failurePolicy Fail).
+        Err(e) => Verdict::Error(e.to_string()),
+    }
+}
+
 /// The API resource of `spec.object`'s kind, from discovery (kinds matched case-insensitively,
 /// as the allow-list is).
 async fn resolve(client: &kube::Client, object: &Value, kind: &str) -> Result<ApiResource, String> {

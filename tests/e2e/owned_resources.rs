@@ -682,12 +682,14 @@ async fn sunset_removes_the_autoscaler_copy_before_scaling_the_version_to_zero()
             })
     })
     .context("no delete of v1's HPA copy by the controller")?;
+    // The sunset scale-down is an update of the Deployment itself (it records the time of the
+    // scale-down in the same write); other scalings use the scale subresource.
     let scaled_down = position(&|e| {
         e.object_ref.as_ref().is_some_and(|o| {
             // A sunset scale-down is a replace of the Deployment (it records when it
             // happened, see planner/sunset.rs); other scalings use the scale subresource.
             o.resource == "deployments"
-                && (o.subresource == "scale" || e.verb == "update")
+                && (o.subresource == "scale" || (e.verb == "update" && o.subresource.is_empty()))
                 && o.namespace == c.ns
                 && o.name == dep
         })

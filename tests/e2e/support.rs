@@ -107,6 +107,13 @@ async fn start_env() -> Result<Arc<Env>> {
         rollback_window: Duration::from_secs(3600),
         // Fast enough for the backlog test to see a backlog come and go within its deadlines.
         backlog_poll: Some(Duration::from_secs(2)),
+        // No webhook here (tests/webhook.rs and tests/webhook_default.rs cover it), so the
+        // suite opts out of the TWOR access check for the kinds it copies, as the chart's
+        // values below do (webhook.kindsWithoutAccessCheck).
+        owned_kinds_without_access_check: test_harness::chart::E2E_UNCHECKED_KINDS
+            .iter()
+            .map(|k| k.to_string())
+            .collect(),
         api_auth: temporal_worker_controller::run::ApiAuth::TokenReview {
             audiences: vec![API_AUDIENCE.into()],
             protect_metrics: false,

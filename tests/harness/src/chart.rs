@@ -20,8 +20,17 @@ pub const E2E_IDENTITY: &str = "twc-e2e";
 pub const E2E_API_AUDIENCE: &str = "twc-e2e-status";
 
 /// The values the e2e suite installs the chart with.
+/// The kinds the e2e suite copies without the webhook's access check (its opt-out).
+pub const E2E_UNCHECKED_KINDS: [&str; 3] = [
+    "HorizontalPodAutoscaler",
+    "PodDisruptionBudget",
+    "ScaledObject",
+];
+
 pub fn e2e_values() -> Value {
     json!({
+        // The suite's controller serves no webhook: the documented opt-out.
+        "webhook": {"enabled": false, "kindsWithoutAccessCheck": E2E_UNCHECKED_KINDS},
         "controller": {"identity": E2E_IDENTITY},
         "statusApi": {"auth": {"mode": "token-review", "audiences": [E2E_API_AUDIENCE]}},
         // The chart's default kinds plus KEDA's ScaledObject (tests/e2e/owned_resources.rs).
