@@ -71,9 +71,10 @@ pub struct TemporalConnectionStatus {}
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TemporalConnection {
-    #[serde(default)]
+    // Read without them (a manifest built in code), an object is of the seed kind.
+    #[serde(default = "crate::api::kinds::default_api_version")]
     pub api_version: String,
-    #[serde(default)]
+    #[serde(default = "crate::api::kinds::default_connection_kind")]
     pub kind: String,
     #[serde(default)]
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,

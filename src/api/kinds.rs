@@ -116,6 +116,19 @@ pub trait Stamped {
     fn stamp(&mut self, set: KindSet);
 }
 
+pub(crate) fn default_api_version() -> String {
+    api_version().into_owned()
+}
+pub(crate) fn default_worker_kind() -> String {
+    KindSet::Seed.kind(Model::Worker).to_string()
+}
+pub(crate) fn default_connection_kind() -> String {
+    KindSet::Seed.kind(Model::Connection).to_string()
+}
+pub(crate) fn default_template_kind() -> String {
+    KindSet::Seed.kind(Model::Template).to_string()
+}
+
 pub(crate) fn api_version() -> Cow<'static, str> {
     Cow::Owned(format!("{GROUP}/{VERSION}"))
 }
@@ -299,6 +312,20 @@ mod tests {
             KindSet::Seed
         );
         assert_eq!(KindSet::of_object("", Model::Worker), KindSet::Seed);
+    }
+
+    #[test]
+    fn an_object_read_without_kind_is_of_the_seed_kind_and_says_so_when_written() {
+        let twd: crate::api::TemporalWorkerDeployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "w"},
+            "spec": {"template": {}, "rollout": {"strategy": "AllAtOnce"},
+                "workerOptions": {"connectionRef": {"name": "c"}, "temporalNamespace": "n"}}
+        }))
+        .expect("parse");
+        assert_eq!(twd.kind_set(), KindSet::Seed);
+        let written = serde_json::to_value(&twd).expect("write");
+        assert_eq!(written["kind"], "TemporalWorkerDeployment");
+        assert_eq!(written["apiVersion"], "temporal.io/v1alpha1");
     }
 
     #[test]

@@ -614,9 +614,10 @@ pub struct PinnedWorkflow {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TemporalWorkerDeployment {
-    #[serde(default)]
+    // Read without them (a manifest built in code), an object is of the seed kind.
+    #[serde(default = "crate::api::kinds::default_api_version")]
     pub api_version: String,
-    #[serde(default)]
+    #[serde(default = "crate::api::kinds::default_worker_kind")]
     pub kind: String,
     #[serde(default)]
     pub metadata: ObjectMeta,

@@ -141,9 +141,10 @@ pub struct OwnedVersionStatus {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct TemporalWorkerOwnedResource {
-    #[serde(default)]
+    // Read without them (a manifest built in code), an object is of the seed kind.
+    #[serde(default = "crate::api::kinds::default_api_version")]
     pub api_version: String,
-    #[serde(default)]
+    #[serde(default = "crate::api::kinds::default_template_kind")]
     pub kind: String,
     #[serde(default)]
     pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
