@@ -93,6 +93,15 @@ pub async fn apply(
 /// target's task queues while it waits for its gate, and that our own write made the
 /// remembered view of Temporal stale (and keeps the worker deployment's system workflow busy
 /// for a moment).
+/// The target's task queues while it waits only for its running gate workflows: then the
+/// next passes ask only the gates. Not while its task queues are still unknown (a target that
+/// has not polled yet): that wait needs the version described again, and remembering no queues
+/// would skip that describe until the remembered view ages out.
+fn gate_queues_to_remember(input: &PlanInput, plan: &Plan) -> Option<Vec<String>> {
+    let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
+    (gate_pending && !input.target_task_queues.is_empty()).then(|| input.target_task_queues.clone())
+}
+
 fn remember(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -101,12 +110,31 @@ fn remember(
     done: &[Done],
 ) {
     let object = twd.key();
-    let gate_pending = plan.progress.phase == Phase::WaitingForGate && plan.start_gates.is_empty();
-    ctx.remembered.note_gate(
-        &object,
-        gate_pending.then(|| input.target_task_queues.clone()),
-    );
+    ctx.remembered
+        .note_gate(&object, gate_queues_to_remember(input, plan));
     if done.iter().any(Done::wrote_temporal_deployment) {
         ctx.remembered.wrote(&object);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_queues_are_remembered_only_once_known() {
+        let mut plan = Plan::default();
+        plan.progress.phase = Phase::WaitingForGate;
+        let mut input = PlanInput::test();
+        // The target has not polled yet: describe it again next time.
+        input.target_task_queues = Vec::new();
+        assert_eq!(gate_queues_to_remember(&input, &plan), None);
+        input.target_task_queues = vec!["orders".into()];
+        assert_eq!(
+            gate_queues_to_remember(&input, &plan),
+            Some(vec!["orders".to_string()])
+        );
+        plan.progress.phase = Phase::Ramping;
+        assert_eq!(gate_queues_to_remember(&input, &plan), None);
     }
 }
