@@ -8,9 +8,8 @@
 use std::sync::Arc;
 
 use futures::FutureExt as _;
-use kube::ResourceExt;
-use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::WriterDropped;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{KindSet, TemporalWorkerDeployment};
 
@@ -34,12 +33,12 @@ impl Workers {
 
     /// The worker deployment of `set` named `namespace/name`.
     pub fn get(&self, set: KindSet, namespace: &str, name: &str) -> Option<Arc<Twd>> {
+        // A keyed lookup, not a scan: the reconcile of every seed object asks this.
+        let key = ObjectRef::new_with(name, set).within(namespace);
         self.stores
             .iter()
             .filter(|(s, _)| *s == set)
-            .find_map(|(_, store)| {
-                store.find(|t| t.namespace().as_deref() == Some(namespace) && t.name_any() == name)
-            })
+            .find_map(|(_, store)| store.get(&key))
     }
 
     /// `namespace/name` of either kind; the canonical kind wins when both exist (a migration
