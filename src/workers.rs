@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt as _;
 use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -55,13 +54,6 @@ impl Workers {
             store.wait_until_ready().await?;
         }
         Ok(())
-    }
-
-    /// True when every store has listed (never waits).
-    pub fn is_ready(&self) -> bool {
-        self.wait_until_ready()
-            .now_or_never()
-            .is_some_and(|r| r.is_ok())
     }
 }
 
@@ -123,13 +115,17 @@ impl Workers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt as _;
     #[test]
     fn both_kinds_of_one_name_are_kept_apart_and_the_canonical_one_is_found_first() {
         let seed = TemporalWorkerDeployment::test();
         let canonical = seed.clone().stamped(KindSet::Canonical);
         let workers = Workers::of(vec![seed, canonical]);
         assert_eq!(workers.state().len(), 2);
-        assert!(workers.is_ready());
+        assert!(matches!(
+            workers.wait_until_ready().now_or_never(),
+            Some(Ok(()))
+        ));
         let found = workers.find("shop", "orders").expect("found");
         assert_eq!(found.kind_set(), KindSet::Canonical);
         let seed = workers.get(KindSet::Seed, "shop", "orders").expect("seed");
