@@ -1,6 +1,10 @@
 //! Per-version autoscaling signals: the task-queue backlog of every live version, polled from
 //! Temporal at a modest pace and exported as metrics with build-ID labels.
 //!
+//! Only versions whose backlog something consumes are polled ([`consumed`]): each poll is a
+//! Temporal request, and an idle fleet must cost Temporal almost nothing
+//! (`docs/temporal-budget.md`).
+//!
 //! Reconciles publish what to watch ([`Targets`]: each TWD's client, worker deployment and live
 //! build IDs); one loop ([`run`]) asks Temporal once per version per interval (one
 //! `DescribeWorkerDeploymentVersion` covers all task queues of the version) and replaces the
@@ -70,6 +74,52 @@ pub fn live_builds(input: &PlanInput) -> Vec<String> {
     out
 }
 
+/// Which worker deployments' backlog is read (`--backlog-metrics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scope {
+    /// Only those whose backlog something consumes ([`consumed`]).
+    #[default]
+    Consumed,
+    /// Every live version of every worker deployment.
+    All,
+}
+
+/// True when the backlog of this worker deployment is worth a Temporal request per version
+/// per poll: `--backlog-metrics=all`, the annotation [`crate::api::ANNOTATION_BACKLOG_METRICS`] `"true"`,
+/// or an autoscaler in play (`spec.replicas` left to one, an HPA on one of its Deployments, or
+/// an autoscaler template), unless the annotation says `"false"`. What cannot be seen from
+/// here (an HPA on the external metric for a worker that sets `spec.replicas`) opts in with
+/// the annotation.
+pub fn consumed(
+    scope: Scope,
+    annotation: Option<&str>,
+    replicas_left_to_autoscaler: bool,
+    input: &PlanInput,
+) -> bool {
+    match annotation {
+        Some("true") => return true,
+        Some("false") => return false,
+        _ => {}
+    }
+    scope == Scope::All
+        || replicas_left_to_autoscaler
+        || input
+            .deployments
+            .iter()
+            .any(|d| d.autoscaled || d.autoscaler_present)
+}
+
+/// The interval of one pass over `versions` versions: at least `configured`, and long enough
+/// that the pass never asks Temporal more than [`MAX_RATE`] times a second, so a large fleet
+/// of autoscaled workers reads its backlogs less often instead of crowding out rollouts.
+pub fn pass_interval(configured: Duration, versions: usize) -> Duration {
+    let floor = Duration::from_secs_f64(versions as f64 / MAX_RATE);
+    configured.max(floor)
+}
+
+/// Backlog reads per second, at most (a small share of the default shared budget, 50/s).
+pub const MAX_RATE: f64 = 2.0;
+
 /// One task queue of one live version.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VersionQueue {
@@ -105,15 +155,22 @@ pub async fn run(
     leader: watch::Receiver<bool>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut wait = Duration::ZERO;
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        let started = tokio::time::Instant::now();
+        let versions: usize = targets
+            .snapshot()
+            .iter()
+            .map(|(_, t)| t.build_ids.len())
+            .sum();
+        let period = pass_interval(interval, versions);
         if !*leader.borrow() {
             stats.replace(Vec::new());
+            wait = period;
             continue;
         }
         let previous = stats.get();
@@ -149,13 +206,45 @@ pub async fn run(
             }
         }
         stats.replace(next);
+        wait = period.saturating_sub(started.elapsed());
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::live_builds;
-    use crate::planner::model::{ObservedDeployment, PlanInput};
+    use super::*;
+    use crate::planner::model::ObservedDeployment;
+
+    #[test]
+    fn only_a_consumed_backlog_is_read() {
+        let mut input = PlanInput::test();
+        assert!(
+            !consumed(Scope::Consumed, None, false, &input),
+            "nothing reads it"
+        );
+        assert!(consumed(Scope::All, None, false, &input));
+        assert!(consumed(Scope::Consumed, Some("true"), false, &input));
+        assert!(
+            consumed(Scope::Consumed, None, true, &input),
+            "replicas left to an autoscaler"
+        );
+        input.deployments[1].autoscaled = true;
+        assert!(
+            consumed(Scope::Consumed, None, false, &input),
+            "an HPA scales v2"
+        );
+        assert!(
+            !consumed(Scope::All, Some("false"), true, &input),
+            "opted out"
+        );
+    }
+
+    #[test]
+    fn a_large_fleet_is_read_less_often_not_faster() {
+        let fifteen = Duration::from_secs(15);
+        assert_eq!(pass_interval(fifteen, 10), fifteen);
+        assert_eq!(pass_interval(fifteen, 300), Duration::from_secs(150));
+    }
 
     #[test]
     fn live_versions_have_a_deployment_and_are_known_to_temporal() {

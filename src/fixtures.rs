@@ -398,6 +398,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         planner: ControllerSettings::default(),
         max_concurrent_reconciles: 0,
         budget_delay_report: std::time::Duration::from_secs(5),
+        backlog_scope: crate::backlog::Scope::Consumed,
     };
     let ctx = Context::new(
         client,

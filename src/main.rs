@@ -188,6 +188,11 @@ struct RunArgs {
     /// per-version backlog metrics (Go duration; 0 turns them off).
     #[arg(long, default_value_t = GoDuration(defaults::BACKLOG_POLL))]
     backlog_poll_interval: GoDuration,
+    /// Whose backlog is read: `consumed` (an autoscaler in play, or the WorkerDeployment
+    /// annotated `temporal.io/backlog-metrics: "true"`) or `all` (one Temporal request per
+    /// live version per interval, for every worker).
+    #[arg(long, value_enum, default_value_t = temporal_worker_controller::backlog::Scope::Consumed)]
+    backlog_metrics: temporal_worker_controller::backlog::Scope,
     /// Temporal calls per second per Temporal namespace (describes, gate starts, batch
     /// operations), shared by every rollout on it; routing writes and visibility queries
     /// have budgets of their own.
@@ -468,6 +473,7 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
         rollback_window: args.rollback_window.0,
         backlog_poll: Some(args.backlog_poll_interval.0).filter(|d| !d.is_zero()),
+        backlog_scope: args.backlog_metrics,
         pod_name: args.pod_name,
         temporal_budget: BudgetConfig {
             shared: args.temporal_qps,

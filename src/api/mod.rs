@@ -43,6 +43,10 @@ pub const ANNOTATION_PROMOTE: &str = "temporal.io/promote";
 /// `status.targetVersion.currentStep`) of that build now. Recorded in
 /// `status.rolloutControl.skippedStep`.
 pub const ANNOTATION_SKIP_STEP: &str = "temporal.io/skip-step";
+/// WorkerDeployment annotation: `"true"` exports the per-version backlog metrics of this
+/// worker even when nothing visible consumes them (an HPA on the external metric defined
+/// elsewhere), `"false"` never (the backlog poller's `consumed` rule).
+pub const ANNOTATION_BACKLOG_METRICS: &str = "temporal.io/backlog-metrics";
 /// Version metadata key naming the controller identity that manages a version.
 pub const METADATA_CONTROLLER: &str = "temporal.io/controller";
 /// Version metadata key carrying the controller version.

@@ -41,7 +41,10 @@ pub struct Remembered {
 /// spec, young enough, nothing in Temporal that moves on its own schedule (a draining or
 /// ramping version, a routing update still propagating), and either the target not
 /// registered with none of its Pods Ready (so none of its workers can have registered since),
-/// or the target registered and held by its gate workflows (only they are asked).
+/// or the target registered and held by its gate workflows (only they are asked), or the
+/// rollout at rest (the target Current): then only a human's change in Temporal could differ,
+/// and it is noticed within [`REMEMBERED_MAX_AGE`] (the idle cost budget of issue 30: an idle
+/// worker deployment is described once per that age, not once per idle reconcile).
 pub fn may_reuse(
     remembered: &Remembered,
     generation: i64,
@@ -68,10 +71,12 @@ pub fn may_reuse(
     let waiting_for_gate = remembered.gate_queues.is_some()
         && state.version(target_build).is_some()
         && state.routing.current_build_id.as_deref() != Some(target_build);
+    let at_rest = state.version(target_build).is_some()
+        && state.routing.current_build_id.as_deref() == Some(target_build);
     remembered.generation == generation
         && young
         && settled
-        && (waiting_for_pods || waiting_for_gate)
+        && (waiting_for_pods || waiting_for_gate || at_rest)
 }
 
 /// How long to wait before looking again for something that started at `since` (a Ready
@@ -181,6 +186,26 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_at_rest_is_described_once_per_remembered_age() {
+        let r = remembered();
+        let ds = vec![deployment("v1", 1)];
+        assert!(may_reuse(&r, 2, "v1", &ds, ts(NOW)));
+        let later = ts("2026-03-02T10:05:00Z");
+        assert!(!may_reuse(&r, 2, "v1", &ds, later), "too old");
+        // An old version still draining moves on Temporal's schedule: asked every time.
+        let mut draining = r.clone();
+        draining
+            .state
+            .versions
+            .push(version("v0", TemporalVersionStatus::Draining));
+        assert!(!may_reuse(&draining, 2, "v1", &ds, ts(NOW)));
+        // So does a ramp.
+        let mut ramping = r;
+        ramping.state.routing.ramping_build_id = Some("v2".into());
+        assert!(!may_reuse(&ramping, 2, "v1", &ds, ts(NOW)));
+    }
+
+    #[test]
     fn a_registered_target_is_described_afresh() {
         let mut r = remembered();
         r.state
@@ -199,8 +224,10 @@ mod tests {
         assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW)), "no gate pending");
         r.gate_queues = Some(vec!["q".into()]);
         assert!(may_reuse(&r, 2, "v2", &ready, ts(NOW)));
-        // Once the target is Current there is no gate to wait for.
+        // Once the target is Current there is no gate to wait for, and the old Current drains
+        // on Temporal's schedule.
         r.state.routing.current_build_id = Some("v2".into());
+        r.state.versions[0].status = TemporalVersionStatus::Draining;
         assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW)));
     }
 

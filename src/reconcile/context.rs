@@ -48,6 +48,8 @@ pub struct Settings {
     pub max_concurrent_reconciles: u16,
     /// Budget waits in one reconcile at least this long are reported in the status.
     pub budget_delay_report: Duration,
+    /// Whose per-version backlog the backlog poller reads (`crate::backlog::consumed`).
+    pub backlog_scope: crate::backlog::Scope,
 }
 
 impl Settings {

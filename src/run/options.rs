@@ -38,6 +38,8 @@ pub struct RunOptions {
     /// How often the task-queue backlog of every live version is read for the backlog
     /// metrics; `None` turns it off.
     pub backlog_poll: Option<Duration>,
+    /// Whose backlog is read: only where something consumes it, or everywhere.
+    pub backlog_scope: crate::backlog::Scope,
     /// The admission webhook (`crate::webhook`); `None` serves none.
     pub webhook: Option<crate::webhook::WebhookOptions>,
     /// Kinds a TemporalWorkerOwnedResource may carry, for the controller's own check and the
@@ -112,6 +114,7 @@ impl Default for RunOptions {
             pod_name: None,
             api_auth: ApiAuth::None,
             backlog_poll: Some(defaults::BACKLOG_POLL),
+            backlog_scope: crate::backlog::Scope::Consumed,
             webhook: None,
             owned_kinds: crate::owned::rules::DEFAULT_ALLOWED_KINDS
                 .iter()
@@ -255,6 +258,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         },
         max_concurrent_reconciles: opts.max_concurrent_reconciles,
         budget_delay_report: opts.budget_delay_report,
+        backlog_scope: opts.backlog_scope,
     }
 }
 

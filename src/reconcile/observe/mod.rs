@@ -84,12 +84,25 @@ pub async fn everything(
     let prior = twd.status.as_ref();
     drain_visibility::observe(client, &ctx.pinned, &deployment, prior, &mut input).await;
     analysis::observe(client, &deployment, &mut input).await;
+    let consumed = crate::backlog::consumed(
+        ctx.settings.backlog_scope,
+        twd.annotations()
+            .get(crate::api::ANNOTATION_BACKLOG_METRICS)
+            .map(String::as_str),
+        twd.spec.replicas.is_none(),
+        &input,
+    );
     ctx.backlog.publish(
         (twd.namespace().unwrap_or_default(), twd.name_any()),
         crate::backlog::Target {
             client: client.clone(),
             deployment,
-            build_ids: crate::backlog::live_builds(&input),
+            // An empty list forgets the worker: nothing consumes its backlog.
+            build_ids: if consumed {
+                crate::backlog::live_builds(&input)
+            } else {
+                Vec::new()
+            },
         },
     );
     Ok((observed, input))
