@@ -6,6 +6,7 @@ use std::sync::Arc;
 use futures::{FutureExt as _, Stream, StreamExt, stream};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::store::Writer;
@@ -21,6 +22,7 @@ use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
     TemporalWorkerOwnedResource,
 };
+use crate::caches::Caches;
 use crate::error::Error;
 use crate::reconcile::{self, Context};
 use crate::workers::Workers;
@@ -40,8 +42,11 @@ pub fn build(
     let client = ctx.client.clone();
     let scopes = scopes(&ctx.settings.watch_namespaces);
     let shutdown = shutdown.shared();
-    let mut stores = Vec::new();
     let mut running = Vec::new();
+    let mut stores = Vec::new();
+    let mut worker_controllers = Vec::new();
+    let mut templates = Vec::new();
+    let mut connections = Vec::new();
     for set in KindSet::ALL {
         let (store, twds) = reflect_scopes::<TemporalWorkerDeployment>(
             &client,
@@ -50,28 +55,83 @@ pub fn build(
             watcher::Config::default(),
         );
         stores.push((set, store.clone()));
-        running.push(
-            worker_controller(
-                set,
-                store,
-                twds,
-                scopes.clone(),
-                ctx.clone(),
-                shutdown.clone(),
-            )
-            .boxed(),
-        );
+        worker_controllers.push((set, store, twds));
+        templates.push((
+            set,
+            reflect_scopes(&client, &scopes, set, Default::default()),
+        ));
+        connections.push((
+            set,
+            reflect_scopes(&client, &scopes, set, Default::default()),
+        ));
     }
     let workers = Workers::new(stores);
+    let (caches, feeds) = caches(
+        &client,
+        &scopes,
+        templates
+            .iter()
+            .map(|(set, (s, _))| (*set, s.clone()))
+            .collect(),
+        connections
+            .iter()
+            .map(|(set, (s, _))| (*set, s.clone()))
+            .collect(),
+    );
     // Set once per process: a second build (never done) would keep the first caches.
     let _ = ctx.workers.set(workers.clone());
-    let mut owned_ctx = crate::owned::OwnedContext::new(
+    let _ = ctx.caches.set(caches.clone());
+    let until = shutdown.clone();
+    running.push(
+        async move {
+            futures::future::select(Box::pin(feeds), until).await;
+        }
+        .boxed(),
+    );
+    for (set, store, twds) in worker_controllers {
+        let scopes = scopes.clone();
+        let run = worker_controller(set, store, twds, scopes, ctx.clone(), shutdown.clone());
+        running.push(run.boxed());
+    }
+    let owned_ctx = owned_context(&ctx, caches);
+    let connection_ctx = Arc::new(crate::connection::ConnectionContext::new(
         client.clone(),
+        workers.clone(),
+        ctx.leader.clone(),
+        ctx.metrics.clone(),
+    ));
+    for (set, watched) in templates {
+        let owned = build_owned_controller(
+            client.clone(),
+            scopes.clone(),
+            set,
+            watched,
+            owned_ctx.clone(),
+            shutdown.clone(),
+        );
+        running.push(owned.boxed());
+    }
+    for (set, watched) in connections {
+        let janitor =
+            build_connection_janitor(set, watched, connection_ctx.clone(), shutdown.clone());
+        running.push(janitor.boxed());
+    }
+    (workers, async move {
+        futures::future::join_all(running).await;
+    })
+}
+
+/// The owned-resource controllers' context, from the worker controllers'.
+fn owned_context(ctx: &Context, caches: Caches) -> Arc<crate::owned::OwnedContext> {
+    let mut owned_ctx = crate::owned::OwnedContext::new(
+        ctx.client.clone(),
         ctx.leader.clone(),
         ctx.pool.clone(),
         ctx.settings.identity.clone(),
         ctx.metrics.clone(),
     );
+    owned_ctx.caches = Some(caches);
+    owned_ctx.workers = ctx.workers.get().cloned();
     if !ctx.settings.owned_kinds.is_empty() {
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
     }
@@ -81,37 +141,45 @@ pub fn build(
             unchecked_kinds: kinds.clone(),
         },
     };
-    let owned_ctx = Arc::new(owned_ctx);
-    let connection_ctx = Arc::new(crate::connection::ConnectionContext::new(
-        client.clone(),
-        workers.clone(),
-        ctx.leader.clone(),
-        ctx.metrics.clone(),
-    ));
-    for set in KindSet::ALL {
-        running.push(
-            build_owned_controller(
-                client.clone(),
-                scopes.clone(),
-                set,
-                owned_ctx.clone(),
-                shutdown.clone(),
-            )
-            .boxed(),
-        );
-        running.push(
-            build_connection_janitor(
-                scopes.clone(),
-                set,
-                connection_ctx.clone(),
-                shutdown.clone(),
-            )
-            .boxed(),
-        );
+    Arc::new(owned_ctx)
+}
+
+/// The shared caches of [`crate::caches`]: the versioned Deployments and autoscalers watched
+/// here, the templates' and Connections' stores of their controllers. The future feeds the
+/// two watches of its own; it runs for as long as the controllers do.
+fn caches(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    templates: Vec<(KindSet, Store<TemporalWorkerOwnedResource>)>,
+    connections: Vec<(KindSet, Store<TemporalConnection>)>,
+) -> (
+    Caches,
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let labelled = watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME);
+    let (deployments, deployment_events) =
+        reflect_builtin::<Deployment>(client, scopes, labelled, crate::caches::slim_deployment);
+    let (autoscalers, autoscaler_events) = reflect_builtin::<HorizontalPodAutoscaler>(
+        client,
+        scopes,
+        watcher::Config::default(),
+        crate::caches::slim_autoscaler,
+    );
+    let feed = async move {
+        let deployments = deployment_events.for_each(|e| async move { log_watch_error(e.err()) });
+        let autoscalers = autoscaler_events.for_each(|e| async move { log_watch_error(e.err()) });
+        futures::future::join(deployments, autoscalers).await;
+    };
+    let caches = Caches::new(deployments, autoscalers, connections, templates);
+    (caches, feed)
+}
+
+/// A failed watch of a cache is retried by the watcher (with backoff); the store keeps its
+/// last state meanwhile.
+fn log_watch_error(e: Option<watcher::Error>) {
+    if let Some(e) = e {
+        tracing::warn!(error = %e, "cache watch failed; retrying");
     }
-    (workers, async move {
-        futures::future::join_all(running).await;
-    })
 }
 
 /// The worker-deployment controller of one kind set.
@@ -254,10 +322,7 @@ fn reflect_scopes<K>(
     scopes: &[Option<String>],
     set: KindSet,
     config: watcher::Config,
-) -> (
-    Store<K>,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
+) -> Watched<K>
 where
     K: Resource<Scope = kube::core::DynamicResourceScope, DynamicType = KindSet>
         + crate::api::kinds::Stamped
@@ -268,12 +333,62 @@ where
         + Sync
         + 'static,
 {
-    let mut writer = ScopedWriter::new(scopes.to_vec(), set);
+    let apis = scopes
+        .iter()
+        .map(|s| api_in_set::<K>(client, s, set))
+        .collect();
+    // Every object carries its kind set from here on, whatever the answer carried.
+    let (store, applied) = reflect_apis(scopes, apis, set, config, move |o: &mut K| o.stamp(set));
+    (store, applied.boxed())
+}
+
+/// [`reflect_scopes`] for a built-in kind, each object trimmed by `slim` before it is stored.
+fn reflect_builtin<K>(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    config: watcher::Config,
+    slim: fn(&mut K),
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let apis = scopes.iter().map(|s| api_in::<K>(client, s)).collect();
+    reflect_apis(scopes, apis, (), config, slim)
+}
+
+/// One watch per API (one per scope) into one [`ScopedWriter`] store.
+fn reflect_apis<K>(
+    scopes: &[Option<String>],
+    apis: Vec<Api<K>>,
+    dyntype: K::DynamicType,
+    config: watcher::Config,
+    prepare: impl Fn(&mut K) + Clone + Send + 'static,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
+{
+    let mut writer = ScopedWriter::new(scopes.to_vec(), dyntype);
     let reader = writer.reader();
-    let events = stream::select_all(scopes.iter().enumerate().map(|(i, scope)| {
-        watcher(api_in_set::<K>(client, scope, set), config.clone())
-            // Every object carries its kind set from here on, whatever the answer carried.
-            .map(move |event| (i, event.map(|e| e.modify(|o| o.stamp(set)))))
+    let events = stream::select_all(apis.into_iter().enumerate().map(|(i, api)| {
+        let prepare = prepare.clone();
+        watcher(api, config.clone())
+            // A watch that keeps failing (RBAC, API server down) retries with backoff rather
+            // than in a tight loop.
+            .default_backoff()
+            .map(move |event| (i, event.map(|e| e.modify(|o| prepare(o)))))
             .boxed()
     }));
     let applied = events.filter_map(move |(i, event)| {
@@ -380,6 +495,12 @@ where
     }
 }
 
+/// A reflector store and the stream of objects its watch applied (a controller's trigger).
+type Watched<K> = (
+    Store<K>,
+    futures::stream::BoxStream<'static, Result<K, watcher::Error>>,
+);
+
 /// The error policy of every reconciler. Only errors that prevent any reconcile (an object
 /// without a namespace) end up here; every other failure is reported and counted by the
 /// reconciler's report stage.
@@ -390,13 +511,11 @@ fn error_policy<K: ResourceExt, C>(obj: Arc<K>, err: &Error, _ctx: Arc<C>) -> Ac
 
 /// The Connection reconciler (`crate::connection`) of one kind set, over the same namespaces.
 fn build_connection_janitor(
-    scopes: Vec<Option<String>>,
     set: KindSet,
+    (store, connections): Watched<TemporalConnection>,
     ctx: Arc<crate::connection::ConnectionContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let (store, connections) =
-        reflect_scopes::<TemporalConnection>(&ctx.client, &scopes, set, watcher::Config::default());
     let won = leadership_won(ctx.leader.clone());
     Controller::for_stream_with(connections, store, set)
         .reconcile_all_on(won)
@@ -412,15 +531,10 @@ fn build_owned_controller(
     client: kube::Client,
     scopes: Vec<Option<String>>,
     set: KindSet,
+    (store, twors): Watched<TemporalWorkerOwnedResource>,
     ctx: Arc<crate::owned::OwnedContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let (store, twors) = reflect_scopes::<TemporalWorkerOwnedResource>(
-        &client,
-        &scopes,
-        set,
-        watcher::Config::default(),
-    );
     let deployments = versioned_deployments(&client, &scopes);
     let twds = stream::select_all(scopes.iter().map(|scope| {
         watcher(

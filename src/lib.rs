@@ -12,6 +12,7 @@
 pub mod api;
 pub mod backlog;
 pub mod build_id;
+pub mod caches;
 pub mod cli_control;
 pub mod cli_status;
 pub mod connection;

@@ -98,6 +98,16 @@ pub enum AuthMode<'a> {
     ApiKey { secret: &'a str, key: &'a str },
 }
 
+impl AuthMode<'_> {
+    /// The Secret the credentials come from, if any.
+    pub fn secret(&self) -> Option<&str> {
+        match self {
+            AuthMode::Plain => None,
+            AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => Some(secret),
+        }
+    }
+}
+
 impl TemporalConnectionSpec {
     pub fn auth_mode(&self) -> AuthMode<'_> {
         if let Some(r) = &self.mutual_tls_secret_ref {

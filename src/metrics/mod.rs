@@ -100,6 +100,12 @@ impl Metrics {
         self.ops.kube_write(verb, resource, ok);
     }
 
+    /// A write refused with 409 because the object changed since it was read (counted apart
+    /// from errors: each one is a wasted round trip and a retry).
+    pub fn kube_write_conflict(&self, verb: &'static str, resource: &'static str) {
+        self.ops.kube_write_outcome(verb, resource, "conflict");
+    }
+
     pub fn set_leader(&self, leader: bool) {
         self.ops.set_leader(leader);
     }

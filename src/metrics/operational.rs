@@ -355,11 +355,20 @@ impl Operational {
         } else {
             ReconcileOutcome::Error
         };
+        self.kube_write_outcome(verb, resource, outcome.as_str());
+    }
+
+    pub(super) fn kube_write_outcome(
+        &self,
+        verb: &'static str,
+        resource: &'static str,
+        outcome: &'static str,
+    ) {
         self.kube_writes
             .get_or_create(&KubeWriteLabels {
                 verb,
                 resource,
-                outcome: outcome.as_str(),
+                outcome,
             })
             .inc();
     }

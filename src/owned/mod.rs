@@ -53,6 +53,10 @@ pub struct OwnedContext {
     pub pool: Arc<ClientPool>,
     pub identity: String,
     pub metrics: Arc<Metrics>,
+    /// What passes read of Kubernetes (`crate::caches`, `crate::workers`); `None` (tests)
+    /// reads the API server.
+    pub caches: Option<crate::caches::Caches>,
+    pub workers: Option<crate::workers::Workers>,
     resources: Resources,
     task_queues: task_queue::Known,
     streaks: Streaks<ObjectRef<TemporalWorkerOwnedResource>>,
@@ -72,6 +76,8 @@ impl OwnedContext {
             pool,
             identity,
             metrics,
+            caches: None,
+            workers: None,
             task_queues: task_queue::Known::default(),
             allowed_kinds: rules::DEFAULT_ALLOWED_KINDS
                 .iter()

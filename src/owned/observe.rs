@@ -10,9 +10,11 @@ use kube::Resource;
 use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::caches::Caches;
 use crate::owned::outcome::OwnedFailure;
 use crate::owned::versions::{build_of, retiring};
 use crate::owned::{OwnedContext, render, task_queue};
+use crate::workers::Workers;
 
 /// What one pass over a TWOR reads.
 pub struct Observed {
@@ -37,7 +39,8 @@ pub async fn observe(
     valid: bool,
 ) -> Result<Observed, OwnedFailure> {
     let worker_name = twor.spec.worker_name();
-    let deployments = live_deployments(&ctx.client, &namespace, worker_name)
+    let cached = cached(ctx).await;
+    let deployments = live_deployments(&ctx.client, cached.map(|c| c.0), &namespace, worker_name)
         .await
         .map_err(OwnedFailure::DeploymentsUnreadable)?;
     let mut observed = Observed {
@@ -52,15 +55,26 @@ pub async fn observe(
     }
     // A WorkerResourceTemplate names a WorkerDeployment, a TemporalWorkerOwnedResource a
     // TemporalWorkerDeployment.
-    let twds =
-        TemporalWorkerDeployment::api(ctx.client.clone(), &observed.namespace, twor.kind_set());
-    observed.worker =
-        twds.get_opt(worker_name)
-            .await
-            .map_err(|source| OwnedFailure::WorkerUnreadable {
-                name: worker_name.to_string(),
-                source,
-            })?;
+    let known = cached
+        .and_then(|(_, workers)| workers.get(twor.kind_set(), &observed.namespace, worker_name));
+    observed.worker = match known {
+        Some(twd) => Some((*twd).clone()),
+        // Not cached (yet, or at all): the API server decides whether it exists.
+        None => {
+            let twds = TemporalWorkerDeployment::api(
+                ctx.client.clone(),
+                &observed.namespace,
+                twor.kind_set(),
+            );
+            twds.get_opt(worker_name)
+                .await
+                .map_err(|source| OwnedFailure::WorkerUnreadable {
+                    name: worker_name.to_string(),
+                    source,
+                })?
+                .map(|t| t.stamped(twor.kind_set()))
+        }
+    };
     if let Some(twd) = &observed.worker
         && valid
         && render::needs_task_queue(twor.spec.object())
@@ -79,21 +93,33 @@ pub async fn observe(
     Ok(observed)
 }
 
+/// The caches once they have listed; `None` without caches (tests) or after they stopped.
+async fn cached(ctx: &OwnedContext) -> Option<(&Caches, &Workers)> {
+    let (caches, workers) = (ctx.caches.as_ref()?, ctx.workers.as_ref()?);
+    caches.ready().await.ok()?;
+    workers.wait_until_ready().await.ok()?;
+    Some((caches, workers))
+}
+
 /// The worker's versioned Deployments that are not being deleted, by build ID.
 async fn live_deployments(
     client: &kube::Client,
+    caches: Option<&Caches>,
     ns: &str,
     worker: &str,
 ) -> Result<Vec<Deployment>, kube::Error> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let selector = format!(
-        "{LABEL_DEPLOYMENT_NAME}={}",
-        crate::render::label_value(worker)
-    );
-    let mut live: Vec<Deployment> = api
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
+    let label = crate::render::label_value(worker);
+    let items = match caches {
+        Some(caches) => caches.deployments_of(ns, &label),
+        None => {
+            let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+            let selector = format!("{LABEL_DEPLOYMENT_NAME}={label}");
+            api.list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+        }
+    };
+    let mut live: Vec<Deployment> = items
         .into_iter()
         .filter(|d| d.meta().deletion_timestamp.is_none() && build_of(d).is_some())
         .collect();

@@ -51,6 +51,7 @@ pub async fn lookup(
         identity: &ctx.identity,
         // Read-only: no routing write records an install here.
         install_id: "",
+        caches: ctx.caches.as_ref(),
     };
     let client = connector
         .connect(twd)

@@ -9,6 +9,7 @@ use kube::api::Api;
 
 use crate::api::connection::AuthMode;
 use crate::api::{Model, TemporalConnection, TemporalWorkerDeployment};
+use crate::caches::Caches;
 use crate::temporal::{self, AuthError, ClientPool, ConnectionKey, TemporalClient, TemporalError};
 
 /// Why no client could be had. Messages are user-facing (they land in conditions) and never
@@ -66,6 +67,8 @@ pub struct Connector<'a> {
     pub pool: &'a ClientPool,
     pub identity: &'a str,
     pub install_id: &'a str,
+    /// Where the Connection and its Secret are read from; `None` reads the API server.
+    pub caches: Option<&'a Caches>,
 }
 
 /// A connected client and the pool key it came from (to evict it when credentials rotate).
@@ -79,7 +82,19 @@ impl Connector<'_> {
     /// The whole sequence for `twd`.
     pub async fn connect(&self, twd: &TemporalWorkerDeployment) -> Result<Connected, ConnectError> {
         let ns = twd.namespace().unwrap_or_default();
-        let connection = connection(self.kube, &ns, twd).await?;
+        let cached = match self.caches {
+            Some(caches) if caches.ready().await.is_ok() => caches.connection(
+                twd.kind_set(),
+                &ns,
+                &twd.spec.worker_options.connection_ref.name,
+            ),
+            _ => None,
+        };
+        // Not cached (yet): the API server decides whether it exists.
+        let connection = match cached {
+            Some(c) => c,
+            None => connection(self.kube, &ns, twd).await?,
+        };
         self.client_for(&ns, connection, twd).await
     }
 
@@ -91,7 +106,7 @@ impl Connector<'_> {
         twd: &TemporalWorkerDeployment,
     ) -> Result<Connected, ConnectError> {
         let mode = connection.spec.auth_mode();
-        let secret = auth_secret(self.kube, ns, &mode).await?;
+        let secret = auth_secret(self.kube, self.caches, ns, &mode).await?;
         let auth = temporal::auth_from_secret(&mode, secret.as_ref())?;
         let key = ConnectionKey::new(&connection.spec, auth);
         let client = self
@@ -154,6 +169,7 @@ pub async fn connection(
 /// The Secret named by the Connection's auth mode, if any.
 async fn auth_secret(
     client: &kube::Client,
+    caches: Option<&Caches>,
     ns: &str,
     mode: &AuthMode<'_>,
 ) -> Result<Option<Secret>, ConnectError> {
@@ -161,8 +177,15 @@ async fn auth_secret(
         AuthMode::Plain => return Ok(None),
         AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => *secret,
     };
-    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    match api.get_opt(name).await {
+    let read = match caches {
+        Some(caches) => caches.secret(client, ns, name).await,
+        None => {
+            Api::<Secret>::namespaced(client.clone(), ns)
+                .get_opt(name)
+                .await
+        }
+    };
+    match read {
         Ok(Some(s)) => Ok(Some(s)),
         Ok(None) => Err(ConnectError::SecretNotFound {
             name: name.to_string(),

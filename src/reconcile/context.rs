@@ -69,6 +69,9 @@ pub struct Context {
     pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
     /// The worker-deployment caches of both kinds, set once the controllers are built.
     pub workers: std::sync::OnceLock<crate::workers::Workers>,
+    /// What reconciles read of Kubernetes (`crate::caches`), set once the controllers are
+    /// built; without it (tools, tests) they read the API server.
+    pub caches: std::sync::OnceLock<crate::caches::Caches>,
     /// True while this replica holds the leader lease (always true without leader election).
     pub leader: watch::Receiver<bool>,
     /// What the backlog poller watches; each reconcile publishes its live versions.
@@ -90,6 +93,8 @@ pub struct Written {
     pub uid: Option<String>,
     pub generation: Option<i64>,
     pub resource_version: Option<String>,
+    /// The resourceVersion the write replaced: while the cache still shows it, the cache lags.
+    pub base_resource_version: Option<String>,
     pub status: Option<TemporalWorkerDeploymentStatus>,
 }
 
@@ -107,6 +112,14 @@ impl Context {
             &twd.namespace().unwrap_or_default(),
             &twd.name_any(),
         )
+    }
+
+    /// The caches once they have listed (waited for, never read unfilled); `None` when there
+    /// are none (tools, tests) or they stopped (shutdown): then reads go to the API server.
+    pub async fn ready_caches(&self) -> Option<&crate::caches::Caches> {
+        let caches = self.caches.get()?;
+        caches.ready().await.ok()?;
+        Some(caches)
     }
 
     pub fn new(
@@ -127,6 +140,7 @@ impl Context {
             feed,
             leader,
             workers: std::sync::OnceLock::new(),
+            caches: std::sync::OnceLock::new(),
             backlog: Arc::default(),
             pinned: PinnedCounts::default(),
             remembered: RememberedViews::default(),
@@ -142,6 +156,7 @@ impl Context {
             pool: &self.pool,
             identity: &self.settings.identity,
             install_id: &self.settings.install_id,
+            caches: self.caches.get(),
         }
     }
 
@@ -152,7 +167,8 @@ impl Context {
     }
 
     /// Remembers a status write that succeeded.
-    pub(super) fn remember_write(&self, twd: &TemporalWorkerDeployment) {
+    /// `base`: the resourceVersion the write was made on top of.
+    pub(super) fn remember_write(&self, twd: &TemporalWorkerDeployment, base: Option<String>) {
         let mut m = self.written.lock().unwrap_or_else(|p| p.into_inner());
         m.insert(
             twd.key(),
@@ -160,9 +176,34 @@ impl Context {
                 uid: twd.metadata.uid.clone(),
                 generation: twd.metadata.generation,
                 resource_version: twd.metadata.resource_version.clone(),
+                base_resource_version: base,
                 status: twd.status.clone(),
             },
         );
+    }
+
+    /// The freshest known state of `cached`: while the watch has not yet delivered our own
+    /// last status write (the cache still shows the version that write replaced), that write,
+    /// so the reconcile writes on top of it instead of earning a 409. Once the cache has moved
+    /// past it, the record is dropped (it bounds the memory to writes in flight).
+    pub fn freshest(&self, cached: Arc<TemporalWorkerDeployment>) -> Arc<TemporalWorkerDeployment> {
+        let mut m = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        let key = cached.key();
+        let Some(last) = m.get(&key) else {
+            return cached;
+        };
+        let lagging = last.uid == cached.metadata.uid
+            && last.generation == cached.metadata.generation
+            && last.base_resource_version.is_some()
+            && last.base_resource_version == cached.metadata.resource_version;
+        if !lagging {
+            m.remove(&key);
+            return cached;
+        }
+        let mut obj = (*cached).clone();
+        obj.metadata.resource_version = last.resource_version.clone();
+        obj.status = last.status.clone();
+        Arc::new(obj)
     }
 
     /// Forgets an object being deleted.

@@ -68,7 +68,8 @@ async fn finalize(
             .await
             .map_err(|e| step_failed("removing the finalizer", e));
     }
-    let deployments = observe::owned_deployments(&ctx.client, twd)
+    // Deletion lists afresh: what it leaves behind must not depend on a watch's lag.
+    let deployments = observe::owned_deployments(&ctx.client, None, twd)
         .await
         .map_err(|e| step_failed("listing versioned Deployments", e))?;
     finalizers::delete_owned_deployments(ctx, twd, &deployments, done)

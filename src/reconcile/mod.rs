@@ -73,6 +73,7 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
 
 /// One pass: the deletion path, or validate → observe → plan → act; then report.
 async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
+    let twd = ctx.freshest(twd);
     let attempt = if twd.meta().deletion_timestamp.is_some() {
         ctx.remembered.forget(&twd.key());
         finalize::run(ctx, twd).await

@@ -28,7 +28,7 @@ pub async fn record(
     if !ctx.leads() {
         return Ok(());
     }
-    let deployments = owned_deployments(&ctx.client, twd)
+    let deployments = owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
         .await
         .map_err(Failure::DeploymentsUnreadable)?;
     let Some(adoption) = takeover::template_adoption(desired, &deployments, &build) else {

@@ -78,8 +78,8 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: ["temporal.io"]
   resources: ["workerdeployments", "connections", "temporalworkerdeployments", "temporalconnections"]
   verbs: ["list", "watch", "patch"]
-# The observe stage reads a worker deployment's Connection fresh by name
-# (src/reconcile/connect.rs).
+# Reconciles read a worker deployment's Connection from the Connection reflector; one missing
+# there is asked for by name before it counts as absent (src/reconcile/connect.rs).
 - apiGroups: ["temporal.io"]
   resources: ["connections", "temporalconnections"]
   verbs: ["get"]
@@ -93,7 +93,7 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: ["temporal.io"]
   resources: ["workerdeployments/finalizers", "temporalworkerdeployments/finalizers"]
   verbs: ["update"]
-# Versioned Deployments: watched (src/controller.rs), created and updated in place for
+# Versioned Deployments: watched into the cache reconciles read (src/caches.rs), created and updated in place for
 # customBuildID/connection drift (src/reconcile/act/execute.rs), read back after a 409, deleted
 # at sunset and by the TWD finalizer (src/reconcile/act/finalizers.rs).
 - apiGroups: ["apps"]
@@ -104,7 +104,8 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
   resources: ["deployments/scale"]
   verbs: ["patch"]
 # Named Secrets (mTLS, API key, gate input) and ConfigMaps (gate input) are read by name only
-# (src/reconcile/observe.rs): no list or watch of anybody's Secrets.
+# (src/caches.rs reuses a Secret for 5 minutes; gate input is read only while a rollout waits
+# for its gate): no list or watch of anybody's Secrets.
 - apiGroups: [""]
   resources: ["secrets", "configmaps"]
   verbs: ["get"]
@@ -115,8 +116,8 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 # TemporalWorkerOwnedResources: watched (src/controller.rs), our finalizer and the TWD's
 # controller reference added by merge patch, and one status patch per pass (src/owned/apply.rs).
 # `delete` is never requested: the OwnerReferencesPermissionEnforcement admission plugin
-# requires it to set an owner reference. The TWOR controller reads the TWD it names by name
-# (src/owned/mod.rs).
+# requires it to set an owner reference. The TWOR controller reads the TWD it names from the
+# worker-deployment cache, by name when it is not there (src/owned/observe.rs).
 - apiGroups: ["temporal.io"]
   resources: ["workerresourcetemplates", "temporalworkerownedresources"]
   verbs: ["list", "watch", "patch", "delete"]
@@ -126,11 +127,11 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: ["temporal.io"]
   resources: ["workerdeployments", "temporalworkerdeployments"]
   verbs: ["get"]
-# Every reconcile lists the namespace's HPAs: a version an HPA targets keeps the replicas the
-# HPA chose (src/reconcile/autoscalers.rs).
+# HPAs are watched into a cache (src/caches.rs): a version an HPA targets keeps the replicas
+# the HPA chose (src/reconcile/observe/autoscalers.rs).
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 # Kinds copied per version by TemporalWorkerOwnedResources: server-side apply (a patch, which
 # the API server authorizes as create for a new copy) and the removal of copies when a TWOR is
 # deleted or changes kind (src/owned/apply.rs).

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::caches::Caches;
 use crate::planner::model::ObservedDeployment;
 
 /// Sets `autoscaled` on `deployments`. A list that fails is logged and, for this pass, makes
@@ -18,24 +19,28 @@ use crate::planner::model::ObservedDeployment;
 /// itself is not blocked by it.
 pub async fn mark(
     client: &kube::Client,
+    caches: Option<&Caches>,
     twd: &TemporalWorkerDeployment,
     deployments: &mut [ObservedDeployment],
 ) {
     let ns = twd.namespace().unwrap_or_default();
-    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), &ns);
-    let targets: Option<Vec<String>> = match hpas.list(&ListParams::default()).await {
-        Ok(list) => Some(list.items.iter().filter_map(deployment_target).collect()),
+    let (hpas, templates) = match caches {
+        Some(c) => (
+            Ok(c.autoscalers_in(&ns)),
+            Ok(c.templates_in(twd.kind_set(), &ns)),
+        ),
+        None => list_both(client, twd, &ns).await,
+    };
+    let targets: Option<Vec<String>> = match hpas {
+        Ok(list) => Some(list.iter().filter_map(deployment_target).collect()),
         Err(e) => {
             tracing::warn!(error = %e, "listing HorizontalPodAutoscalers; every version counts as autoscaled this pass");
             None
         }
     };
-    // Templates of the worker's own kind set name it.
-    let twors = TemporalWorkerOwnedResource::api(client.clone(), &ns, twd.kind_set());
-    let (every_version, copied) = match twors.list(&ListParams::default()).await {
+    let (every_version, copied) = match templates {
         Ok(list) => {
             let mine: Vec<&TemporalWorkerOwnedResource> = list
-                .items
                 .iter()
                 .filter(|t| t.spec.worker_name() == twd.name_any() && t.spec.is_autoscaler())
                 .collect();
@@ -52,6 +57,25 @@ pub async fn mark(
         }
     };
     apply(deployments, targets.as_deref(), every_version, &copied);
+}
+
+type Listed<K> = Result<Vec<K>, kube::Error>;
+
+/// The namespace's HPAs and the worker's kind set's templates, from the API server (no cache).
+async fn list_both(
+    client: &kube::Client,
+    twd: &TemporalWorkerDeployment,
+    ns: &str,
+) -> (
+    Listed<HorizontalPodAutoscaler>,
+    Listed<TemporalWorkerOwnedResource>,
+) {
+    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client.clone(), ns);
+    let hpas = hpas.list(&ListParams::default()).await.map(|l| l.items);
+    // Templates of the worker's own kind set name it.
+    let twors = TemporalWorkerOwnedResource::api(client.clone(), ns, twd.kind_set());
+    let twors = twors.list(&ListParams::default()).await.map(|l| l.items);
+    (hpas, twors)
 }
 
 /// Build IDs that have an autoscaler copy in place, by the TWORs' own status.

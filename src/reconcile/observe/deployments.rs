@@ -9,25 +9,32 @@ use crate::api::{
     ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
     LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
+use crate::caches::Caches;
 use crate::planner::model::ObservedDeployment;
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover;
 
-/// Versioned Deployments controlled by this TWD, oldest first.
+/// Versioned Deployments controlled by this TWD, oldest first: from the cache when there is
+/// one, else listed.
 pub async fn owned_deployments(
     client: &kube::Client,
+    caches: Option<&Caches>,
     twd: &TemporalWorkerDeployment,
 ) -> Result<Vec<ObservedDeployment>, kube::Error> {
     let ns = twd.namespace().unwrap_or_default();
-    let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let selector = format!(
-        "{LABEL_DEPLOYMENT_NAME}={}",
-        crate::render::label_value(&twd.name_any())
-    );
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
+    let label = crate::render::label_value(&twd.name_any());
+    let items = match caches {
+        Some(caches) => caches.deployments_of(&ns, &label),
+        None => {
+            let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+            let selector = format!("{LABEL_DEPLOYMENT_NAME}={label}");
+            api.list(&ListParams::default().labels(&selector))
+                .await?
+                .items
+        }
+    };
     let uid = twd.uid();
-    let mut out: Vec<ObservedDeployment> = list
-        .items
+    let mut out: Vec<ObservedDeployment> = items
         .iter()
         .filter(|d| {
             d.owner_references()

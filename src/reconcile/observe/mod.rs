@@ -76,7 +76,13 @@ pub async fn everything(
 ) -> Result<(Observed, PlanInput), Failure> {
     let mut observed = kubernetes_and_temporal(ctx, twd, &mut desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
-    autoscalers::mark(&ctx.client, twd, &mut input.deployments).await;
+    autoscalers::mark(
+        &ctx.client,
+        ctx.ready_caches().await,
+        twd,
+        &mut input.deployments,
+    )
+    .await;
     step_gates::observe(ctx, twd, &mut observed, &mut input).await?;
     let deployment = twd.temporal_deployment_name();
     let client = &observed.client;
@@ -118,10 +124,7 @@ async fn kubernetes_and_temporal(
     let ns = twd.namespace().unwrap_or_default();
     let connected = ctx.connector().connect(twd).await?;
     let client = connected.client;
-    let gate_input = gate_input::gate_input(&ctx.client, &ns, twd)
-        .await
-        .map_err(Failure::GateInputUnavailable)?;
-    let deployments = owned_deployments(&ctx.client, twd)
+    let deployments = owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
         .await
         .map_err(Failure::DeploymentsUnreadable)?;
     if let Some(adopted) = crate::planner::takeover::adopted_target(desired, &deployments) {
@@ -129,8 +132,24 @@ async fn kubernetes_and_temporal(
     }
     let desired = &*desired;
     let name = twd.temporal_deployment_name();
-    let (temporal, gate_queues) =
-        temporal::state(ctx, twd, &client, &connected.key, desired, &deployments).await?;
+    let (temporal, gate_queues) = temporal::state(
+        ctx,
+        twd,
+        &client,
+        (&connected.key, &connected.connection),
+        desired,
+        &deployments,
+    )
+    .await?;
+    // The gate's input matters only until the target is Current: a rollout at rest reads no
+    // ConfigMap or Secret for it.
+    let gate_input = if temporal.routing.current_build_id.as_deref() == Some(&desired.build_id) {
+        None
+    } else {
+        gate_input::gate_input(&ctx.client, &ns, twd)
+            .await
+            .map_err(Failure::GateInputUnavailable)?
+    };
     let facts = temporal::target_facts(&client, &name, desired, &temporal, gate_queues)
         .await
         .map_err(|source| Failure::StateFetchFailed {

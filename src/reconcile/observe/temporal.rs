@@ -4,7 +4,7 @@
 
 use jiff::Timestamp;
 
-use crate::api::TemporalWorkerDeployment;
+use crate::api::{TemporalConnection, TemporalWorkerDeployment};
 use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::planner::polling::{self, Remembered};
@@ -14,6 +14,7 @@ use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
 };
 use crate::temporal::{ConnectionKey, TemporalClient, TemporalError};
+use kube::ResourceExt;
 
 /// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
 /// there can have changed (`polling::may_reuse`), else described afresh and remembered. With
@@ -22,7 +23,7 @@ pub async fn state(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
     client: &TemporalClient,
-    key: &ConnectionKey,
+    (key, connection): (&ConnectionKey, &TemporalConnection),
     desired: &Desired,
     deployments: &[ObservedDeployment],
 ) -> Result<(WorkerDeploymentState, Option<Vec<String>>), Failure> {
@@ -48,6 +49,11 @@ pub async fn state(
                 // Credentials may have rotated: the next reconcile connects afresh.
                 ctx.pool
                     .evict(key, &twd.spec.worker_options.temporal_namespace);
+                if let (Some(caches), Some(secret)) =
+                    (ctx.caches.get(), connection.spec.auth_mode().secret())
+                {
+                    caches.forget_secret(&twd.namespace().unwrap_or_default(), secret);
+                }
             }
             return Err(if e.is_resource_exhausted() {
                 Failure::StateFetchThrottled { name, source: e }

@@ -268,15 +268,17 @@ async fn write(
     let res = api
         .replace_status(&twd.name_any(), &PostParams::default(), &obj)
         .await;
-    ctx.metrics.kube_write(
-        "update",
-        twd.kind_set().worker_status_resource(),
-        res.is_ok(),
-    );
+    let resource = twd.kind_set().worker_status_resource();
+    match &res {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            ctx.metrics.kube_write_conflict("update", resource)
+        }
+        _ => ctx.metrics.kube_write("update", resource, res.is_ok()),
+    }
     match res {
         Ok(updated) => {
             let updated = updated.stamped(twd.kind_set());
-            ctx.remember_write(&updated);
+            ctx.remember_write(&updated, twd.metadata.resource_version.clone());
             let _ = ctx.feed.send(Arc::new(updated));
             if let Some(p) = &attempt.planned {
                 // Counted only once written, so a retried reconcile does not count a gate twice.
@@ -367,7 +369,7 @@ mod tests {
     #[tokio::test]
     async fn a_routing_change_is_recorded_on_top_of_our_own_newer_write() {
         let (ctx, _leader) = offline_context(true);
-        ctx.remember_write(&written(3));
+        ctx.remember_write(&written(3), Some("10".into()));
         let newer = after_own_write(&ctx, &attempt(cached(), ramped())).expect("retry");
         assert_eq!(newer.metadata.resource_version.as_deref(), Some("11"));
         assert_eq!(
@@ -382,17 +384,52 @@ mod tests {
         // Nothing written yet.
         assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
         // Written, but this reconcile changed no routing: the next one catches up.
-        ctx.remember_write(&written(3));
+        ctx.remember_write(&written(3), Some("10".into()));
         assert!(after_own_write(&ctx, &attempt(cached(), Vec::new())).is_none());
         // Our write is what the reconcile started from: the 409 came from someone else.
         assert!(after_own_write(&ctx, &attempt(written(3), ramped())).is_none());
         // The spec changed since the plan (our last write saw another generation).
-        ctx.remember_write(&written(4));
+        ctx.remember_write(&written(4), Some("10".into()));
         assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
         // Deleted objects are forgotten.
-        ctx.remember_write(&written(3));
+        ctx.remember_write(&written(3), Some("10".into()));
         ctx.forget_write(&cached());
         assert!(after_own_write(&ctx, &attempt(cached(), ramped())).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_starts_from_our_own_write_while_the_cache_lags_behind_it() {
+        let (ctx, _leader) = offline_context(true);
+        let start = |twd: TemporalWorkerDeployment| ctx.freshest(Arc::new(twd));
+        // Nothing written: the cached object as it is.
+        assert_eq!(
+            start(cached()).metadata.resource_version.as_deref(),
+            Some("10")
+        );
+        // We wrote resourceVersion 11 on top of 10; the cache still shows 10.
+        ctx.remember_write(&written(3), Some("10".into()));
+        let fresh = start(cached());
+        assert_eq!(fresh.metadata.resource_version.as_deref(), Some("11"));
+        assert_eq!(
+            fresh.status.as_ref().and_then(|s| s.observed_generation),
+            Some(3)
+        );
+        // The cache caught up (or moved past): it is used, and the record is dropped.
+        let mut caught_up = cached();
+        caught_up.metadata.resource_version = Some("12".into());
+        assert_eq!(
+            start(caught_up).metadata.resource_version.as_deref(),
+            Some("12")
+        );
+        assert!(ctx.last_write(&cached()).is_none(), "record dropped");
+        // A new spec is never hidden behind our older write.
+        ctx.remember_write(&written(3), Some("10".into()));
+        let respecified = cached().generation(4);
+        assert_eq!(
+            start(respecified).metadata.generation,
+            Some(4),
+            "the new generation is planned"
+        );
     }
 
     /// The Go controller's status for generation 3: target `v2-b4c5` ramping.
