@@ -80,7 +80,8 @@ type BoxError = Box<dyn std::error::Error>;
 /// The store filled with `OBJECTS` TWDs (five milestones each) and the HTTP state serving it.
 fn filled_state() -> Result<(AppState, Workers, Arc<Metrics>), BoxError> {
     let mut writer = Writer::<TemporalWorkerDeployment>::new(KindSet::Seed);
-    let store = Workers::new(vec![(KindSet::Seed, writer.as_reader())]);
+    let listed = temporal_worker_controller::caches::Listed::done();
+    let store = Workers::new(vec![(KindSet::Seed, (writer.as_reader(), listed))]);
     let milestones = Arc::new(Milestones::new());
     for i in 0..OBJECTS {
         let obj = twd(i)?;

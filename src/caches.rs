@@ -19,12 +19,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tokio::sync::watch;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerOwnedResource};
@@ -40,34 +41,81 @@ pub struct Caches {
     pub autoscalers: Store<HorizontalPodAutoscaler>,
     pub connections: Vec<(KindSet, Store<TemporalConnection>)>,
     pub templates: Vec<(KindSet, Store<TemporalWorkerOwnedResource>)>,
+    /// One per store above: whether it has listed.
+    listed: Vec<Listed>,
     secrets: Arc<SecretBodies>,
 }
 
+/// Whether a store has listed, readable by any number of waiters at once.
+///
+/// kube's `Store::wait_until_ready` wakes only the last of several concurrent waiters (it
+/// waits on a oneshot channel, which keeps one waker), so a reconcile waiting beside the
+/// controller's own start-up wait could sleep forever; the store's writer sets this instead.
+#[derive(Clone, Debug)]
+pub struct Listed(watch::Receiver<bool>);
+
+/// The watch feeding a cache ended before it had listed (the controller is stopping).
+#[derive(Debug, thiserror::Error)]
+#[error("the watch feeding a cache stopped before it listed")]
+pub struct CacheStopped;
+
+impl Listed {
+    /// A flag and its setter, not yet listed.
+    pub fn pending() -> (watch::Sender<bool>, Self) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Self(rx))
+    }
+
+    /// The flag a store's writer sets.
+    pub fn of(rx: watch::Receiver<bool>) -> Self {
+        Self(rx)
+    }
+
+    /// Already listed (a fixed set of objects).
+    pub fn done() -> Self {
+        Self(watch::channel(true).1)
+    }
+
+    pub async fn wait(&self) -> Result<(), CacheStopped> {
+        let mut rx = self.0.clone();
+        rx.wait_for(|listed| *listed)
+            .await
+            .map(|_| ())
+            .map_err(|_| CacheStopped)
+    }
+
+    pub fn is_done(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
+/// A store with its listed flag.
+pub type Listing<K> = (Store<K>, Listed);
+
 impl Caches {
     pub fn new(
-        deployments: Store<Deployment>,
-        autoscalers: Store<HorizontalPodAutoscaler>,
-        connections: Vec<(KindSet, Store<TemporalConnection>)>,
-        templates: Vec<(KindSet, Store<TemporalWorkerOwnedResource>)>,
+        (deployments, deployments_listed): Listing<Deployment>,
+        (autoscalers, autoscalers_listed): Listing<HorizontalPodAutoscaler>,
+        connections: Vec<(KindSet, Listing<TemporalConnection>)>,
+        templates: Vec<(KindSet, Listing<TemporalWorkerOwnedResource>)>,
     ) -> Self {
+        let mut listed = vec![deployments_listed, autoscalers_listed];
+        listed.extend(connections.iter().map(|(_, (_, l))| l.clone()));
+        listed.extend(templates.iter().map(|(_, (_, l))| l.clone()));
         Self {
             deployments,
             autoscalers,
-            connections,
-            templates,
+            connections: connections.into_iter().map(|(k, (s, _))| (k, s)).collect(),
+            templates: templates.into_iter().map(|(k, (s, _))| (k, s)).collect(),
+            listed,
             secrets: Arc::default(),
         }
     }
 
     /// Resolves once every store has listed (at once afterwards).
-    pub async fn ready(&self) -> Result<(), WriterDropped> {
-        self.deployments.wait_until_ready().await?;
-        self.autoscalers.wait_until_ready().await?;
-        for (_, s) in &self.connections {
-            s.wait_until_ready().await?;
-        }
-        for (_, s) in &self.templates {
-            s.wait_until_ready().await?;
+    pub async fn ready(&self) -> Result<(), CacheStopped> {
+        for l in &self.listed {
+            l.wait().await?;
         }
         Ok(())
     }
@@ -199,6 +247,7 @@ pub fn slim_autoscaler(h: &mut HorizontalPodAutoscaler) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::FutureExt as _;
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
     use serde_json::json;
@@ -210,7 +259,7 @@ mod tests {
         .expect("deployment")
     }
 
-    fn filled<K>(objs: Vec<K>, dyntype: K::DynamicType) -> Store<K>
+    fn filled<K>(objs: Vec<K>, dyntype: K::DynamicType) -> Listing<K>
     where
         K: kube::Resource + Clone + 'static,
         K::DynamicType: Clone + Eq + std::hash::Hash,
@@ -221,7 +270,7 @@ mod tests {
             w.apply_watcher_event(&Event::InitApply(o));
         }
         w.apply_watcher_event(&Event::InitDone);
-        w.as_reader()
+        (w.as_reader(), Listed::done())
     }
 
     #[test]
@@ -249,7 +298,30 @@ mod tests {
             .collect();
         assert_eq!(found, ["orders-v1"]);
         assert!(caches.autoscalers_in("shop").is_empty());
+        assert!(caches.ready().now_or_never().is_some_and(|r| r.is_ok()));
         assert!(caches.connection(KindSet::Seed, "shop", "c").is_none());
+    }
+
+    #[tokio::test]
+    async fn every_waiter_wakes_when_a_store_has_listed() {
+        let (tx, listed) = Listed::pending();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let l = listed.clone();
+                tokio::spawn(async move { l.wait().await.is_ok() })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        assert!(!listed.is_done());
+        tx.send_replace(true);
+        for w in waiters {
+            assert!(w.await.expect("waiter"), "woken and listed");
+        }
+        drop(tx);
+        assert!(listed.wait().await.is_ok(), "listed stays listed");
+        let (tx, never) = Listed::pending();
+        drop(tx);
+        assert!(never.wait().await.is_err(), "stopped before listing");
     }
 
     #[test]

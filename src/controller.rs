@@ -22,7 +22,7 @@ use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
     TemporalWorkerOwnedResource,
 };
-use crate::caches::Caches;
+use crate::caches::{Caches, Listed, Listing};
 use crate::error::Error;
 use crate::reconcile::{self, Context};
 use crate::workers::Workers;
@@ -48,13 +48,13 @@ pub fn build(
     let mut templates = Vec::new();
     let mut connections = Vec::new();
     for set in KindSet::ALL {
-        let (store, twds) = reflect_scopes::<TemporalWorkerDeployment>(
+        let (store, listed, twds) = reflect_scopes::<TemporalWorkerDeployment>(
             &client,
             &scopes,
             set,
             watcher::Config::default(),
         );
-        stores.push((set, store.clone()));
+        stores.push((set, (store.clone(), listed)));
         worker_controllers.push((set, store, twds));
         templates.push((
             set,
@@ -71,11 +71,11 @@ pub fn build(
         &scopes,
         templates
             .iter()
-            .map(|(set, (s, _))| (*set, s.clone()))
+            .map(|(set, (s, l, _))| (*set, (s.clone(), l.clone())))
             .collect(),
         connections
             .iter()
-            .map(|(set, (s, _))| (*set, s.clone()))
+            .map(|(set, (s, l, _))| (*set, (s.clone(), l.clone())))
             .collect(),
     );
     // Set once per process: a second build (never done) would keep the first caches.
@@ -150,27 +150,33 @@ fn owned_context(ctx: &Context, caches: Caches) -> Arc<crate::owned::OwnedContex
 fn caches(
     client: &kube::Client,
     scopes: &[Option<String>],
-    templates: Vec<(KindSet, Store<TemporalWorkerOwnedResource>)>,
-    connections: Vec<(KindSet, Store<TemporalConnection>)>,
+    templates: Vec<(KindSet, Listing<TemporalWorkerOwnedResource>)>,
+    connections: Vec<(KindSet, Listing<TemporalConnection>)>,
 ) -> (
     Caches,
     impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let labelled = watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME);
-    let (deployments, deployment_events) =
+    let (deployments, deployments_listed, deployment_events) =
         reflect_builtin::<Deployment>(client, scopes, labelled, crate::caches::slim_deployment);
-    let (autoscalers, autoscaler_events) = reflect_builtin::<HorizontalPodAutoscaler>(
-        client,
-        scopes,
-        watcher::Config::default(),
-        crate::caches::slim_autoscaler,
-    );
+    let (autoscalers, autoscalers_listed, autoscaler_events) =
+        reflect_builtin::<HorizontalPodAutoscaler>(
+            client,
+            scopes,
+            watcher::Config::default(),
+            crate::caches::slim_autoscaler,
+        );
     let feed = async move {
         let deployments = deployment_events.for_each(|e| async move { log_watch_error(e.err()) });
         let autoscalers = autoscaler_events.for_each(|e| async move { log_watch_error(e.err()) });
         futures::future::join(deployments, autoscalers).await;
     };
-    let caches = Caches::new(deployments, autoscalers, connections, templates);
+    let caches = Caches::new(
+        (deployments, deployments_listed),
+        (autoscalers, autoscalers_listed),
+        connections,
+        templates,
+    );
     (caches, feed)
 }
 
@@ -337,9 +343,15 @@ where
         .iter()
         .map(|s| api_in_set::<K>(client, s, set))
         .collect();
-    // Every object carries its kind set from here on, whatever the answer carried.
-    let (store, applied) = reflect_apis(scopes, apis, set, config, move |o: &mut K| o.stamp(set));
-    (store, applied.boxed())
+    // Every object carries its kind set from here on, whatever the answer carried; nobody
+    // reads `managedFields`, often the larger part of an object (status writes are PUTs to the
+    // status subresource, which leave metadata as it is on the server).
+    let prepare = move |o: &mut K| {
+        o.stamp(set);
+        o.meta_mut().managed_fields = None;
+    };
+    let (store, listed, applied) = reflect_apis(scopes, apis, set, config, prepare);
+    (store, listed, applied.boxed())
 }
 
 /// [`reflect_scopes`] for a built-in kind, each object trimmed by `slim` before it is stored.
@@ -350,6 +362,7 @@ fn reflect_builtin<K>(
     slim: fn(&mut K),
 ) -> (
     Store<K>,
+    Listed,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
@@ -374,6 +387,7 @@ fn reflect_apis<K>(
     prepare: impl Fn(&mut K) + Clone + Send + 'static,
 ) -> (
     Store<K>,
+    Listed,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
@@ -382,6 +396,7 @@ where
 {
     let mut writer = ScopedWriter::new(scopes.to_vec(), dyntype);
     let reader = writer.reader();
+    let listed = writer.listed();
     let events = stream::select_all(apis.into_iter().enumerate().map(|(i, api)| {
         let prepare = prepare.clone();
         watcher(api, config.clone())
@@ -404,7 +419,7 @@ where
         };
         std::future::ready(out)
     });
-    (reader, applied)
+    (reader, listed, applied)
 }
 
 /// One reflector store fed by one watch per scope. A watch's (re)list only replaces the
@@ -421,6 +436,8 @@ where
     buffers: Vec<Option<Vec<K>>>,
     listed: Vec<bool>,
     ready: bool,
+    /// Set once every scope has listed (see [`Listed`] for why not the store's own flag).
+    ready_flag: watch::Sender<bool>,
 }
 
 impl<K: Resource + Clone + 'static> ScopedWriter<K>
@@ -436,11 +453,16 @@ where
             buffers: vec![None; n],
             listed: vec![false; n],
             ready: false,
+            ready_flag: watch::channel(false).0,
         }
     }
 
     fn reader(&self) -> Store<K> {
         self.writer.as_reader()
+    }
+
+    fn listed(&self) -> Listed {
+        Listed::of(self.ready_flag.subscribe())
     }
 
     fn key(&self, obj: &K) -> ObjectRef<K> {
@@ -489,6 +511,7 @@ where
                     }
                     self.writer.apply_watcher_event(&watcher::Event::InitDone);
                     self.ready = true;
+                    self.ready_flag.send_replace(true);
                 }
             }
         }
@@ -498,6 +521,7 @@ where
 /// A reflector store and the stream of objects its watch applied (a controller's trigger).
 type Watched<K> = (
     Store<K>,
+    Listed,
     futures::stream::BoxStream<'static, Result<K, watcher::Error>>,
 );
 
@@ -512,7 +536,7 @@ fn error_policy<K: ResourceExt, C>(obj: Arc<K>, err: &Error, _ctx: Arc<C>) -> Ac
 /// The Connection reconciler (`crate::connection`) of one kind set, over the same namespaces.
 fn build_connection_janitor(
     set: KindSet,
-    (store, connections): Watched<TemporalConnection>,
+    (store, _, connections): Watched<TemporalConnection>,
     ctx: Arc<crate::connection::ConnectionContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
@@ -531,7 +555,7 @@ fn build_owned_controller(
     client: kube::Client,
     scopes: Vec<Option<String>>,
     set: KindSet,
-    (store, twors): Watched<TemporalWorkerOwnedResource>,
+    (store, _, twors): Watched<TemporalWorkerOwnedResource>,
     ctx: Arc<crate::owned::OwnedContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {

@@ -7,22 +7,26 @@
 
 use std::sync::Arc;
 
-use kube::runtime::reflector::store::WriterDropped;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{KindSet, TemporalWorkerDeployment};
+use crate::caches::{CacheStopped, Listed, Listing};
 
 type Twd = TemporalWorkerDeployment;
 
 #[derive(Clone)]
 pub struct Workers {
     stores: Vec<(KindSet, Store<Twd>)>,
+    /// Whether each store has listed (see [`Listed`] for why not the stores' own flag).
+    listed: Vec<Listed>,
 }
 
 impl Workers {
     /// One store per kind set (in [`KindSet::ALL`] order, canonical first).
-    pub fn new(stores: Vec<(KindSet, Store<Twd>)>) -> Self {
-        Self { stores }
+    pub fn new(stores: Vec<(KindSet, Listing<Twd>)>) -> Self {
+        let listed = stores.iter().map(|(_, (_, l))| l.clone()).collect();
+        let stores = stores.into_iter().map(|(k, (s, _))| (k, s)).collect();
+        Self { stores, listed }
     }
 
     /// Every cached worker deployment of both kinds.
@@ -49,11 +53,16 @@ impl Workers {
     }
 
     /// Resolves once every store has listed.
-    pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
-        for (_, store) in &self.stores {
-            store.wait_until_ready().await?;
+    pub async fn wait_until_ready(&self) -> Result<(), CacheStopped> {
+        for l in &self.listed {
+            l.wait().await?;
         }
         Ok(())
+    }
+
+    /// True once every store has listed (without waiting).
+    pub fn is_listed(&self) -> bool {
+        self.listed.iter().all(Listed::is_done)
     }
 }
 
@@ -105,10 +114,10 @@ impl Workers {
                 }
                 writer.apply_watcher_event(&Event::InitDone);
                 // The reader stays valid after the writer is dropped.
-                (set, writer.as_reader())
+                (set, (writer.as_reader(), Listed::done()))
             })
             .collect();
-        Self { stores }
+        Self::new(stores)
     }
 }
 

@@ -91,7 +91,8 @@ fn fixtures() -> Vec<TemporalWorkerDeployment> {
 
 fn store_with(objs: &[TemporalWorkerDeployment]) -> (Writer<TemporalWorkerDeployment>, Workers) {
     let mut writer = Writer::<TemporalWorkerDeployment>::new(KindSet::Seed);
-    let store = Workers::new(vec![(KindSet::Seed, writer.as_reader())]);
+    let listed = temporal_worker_controller::caches::Listed::done();
+    let store = Workers::new(vec![(KindSet::Seed, (writer.as_reader(), listed))]);
     for o in objs {
         writer.apply_watcher_event(&watcher::Event::Apply(o.clone()));
     }

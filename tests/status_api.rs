@@ -104,7 +104,8 @@ struct Server {
 
 async fn start(auth: Option<TokenAuth>) -> Server {
     let mut writer = Writer::<TemporalWorkerDeployment>::new(KindSet::Seed);
-    let store = Workers::new(vec![(KindSet::Seed, writer.as_reader())]);
+    let listed = temporal_worker_controller::caches::Listed::done();
+    let store = Workers::new(vec![(KindSet::Seed, (writer.as_reader(), listed))]);
     for o in fixtures() {
         writer.apply_watcher_event(&watcher::Event::Apply(o));
     }

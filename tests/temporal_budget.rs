@@ -4,7 +4,8 @@
 //! 1. 300 TemporalWorkerDeployments whose Pods never become Ready (their pod template names a
 //!    scheduler nobody runs, so the Pods stay Pending, as on a cluster without capacity) reach
 //!    `WaitingForPollers`. Then, for one minute in which nothing changes, the controller makes
-//!    **no** Kubernetes write (the API server's audit log) and next to no Temporal request.
+//!    **no** Kubernetes write and **no** GET or LIST (the API server's audit log: reconciles
+//!    read caches fed by watches) and next to no Temporal request.
 //! 2. While they keep waiting, 10 Progressive rollouts on the same Temporal namespace run to the
 //!    end: every step starts within 1 s of its deadline (Temporal's own timestamps), and
 //!    Temporal answers **no** `ResourceExhausted` (Temporal's own metrics, which also count
@@ -35,6 +36,7 @@ use test_harness::world::World;
 
 const WAITING: usize = 300;
 const REQUESTS: &str = "temporal_worker_controller_temporal_requests_total";
+const RECONCILES: &str = "temporal_worker_controller_reconcile_total";
 const PROGRESSING: usize = 10;
 /// The user the controller authenticates as, so the audit log tells its writes apart.
 const CONTROLLER_USER: &str = "budget-controller";
@@ -144,25 +146,41 @@ async fn wait_for_the_controllers_writes_to_settle(
     .await
 }
 
-/// For a minute in which nothing changes, the controller makes no Kubernetes write and next
-/// to no Temporal request.
+/// For a minute in which nothing changes, the controller makes no Kubernetes write, reads
+/// Kubernetes only through its watches (no GET or LIST although every rollout reconciles in
+/// that minute), and makes next to no Temporal request.
 async fn check_a_quiet_minute_costs_nothing(
     plane: &test_harness::control_plane::ControlPlane,
     controller: SocketAddr,
 ) -> Result<()> {
     let writes_before = controller_writes(plane)?;
+    let reads_before = controller_reads(plane)?;
     let requests_before = scrape_sum(controller, REQUESTS).await?;
+    let reconciles_before = scrape_sum(controller, RECONCILES).await?;
     tokio::time::sleep(QUIET_WINDOW).await;
     let requests_quiet = scrape_sum(controller, REQUESTS).await? - requests_before;
+    let reconciles = scrape_sum(controller, RECONCILES).await? - reconciles_before;
     let writes_after = controller_writes(plane)?;
     let new_writes: Vec<&String> = writes_after.iter().skip(writes_before.len()).collect();
+    let reads_after = controller_reads(plane)?;
+    let new_reads: Vec<&String> = reads_after.iter().skip(reads_before.len()).collect();
     println!(
-        "quiet minute, {WAITING} rollouts waiting: {} Kubernetes writes by the controller, {requests_quiet:.0} Temporal requests per minute",
-        new_writes.len()
+        "quiet minute, {WAITING} rollouts waiting: {reconciles:.0} reconciles, {} Kubernetes writes and {} GET/LIST requests by the controller, {requests_quiet:.0} Temporal requests per minute",
+        new_writes.len(),
+        new_reads.len()
     );
     ensure!(
         new_writes.is_empty(),
         "the controller wrote while nothing changed: {new_writes:?}"
+    );
+    // Without reconciles in the window, "no reads" would prove nothing.
+    ensure!(
+        reconciles >= WAITING as f64 / 2.0,
+        "only {reconciles} reconciles in the quiet minute"
+    );
+    ensure!(
+        new_reads.is_empty(),
+        "reconciles read the API server instead of the caches: {new_reads:?}"
     );
     // A waiting rollout re-describes Temporal at most once per `REMEMBERED_MAX_AGE` (5 min).
     ensure!(
@@ -371,6 +389,22 @@ fn controller_writes(plane: &test_harness::control_plane::ControlPlane) -> Resul
         .into_iter()
         .filter(|e| {
             e.acting_user() == CONTROLLER_USER && e.is_write() && e.stage == "ResponseComplete"
+        })
+        .map(|e| format!("{} {} {}", e.verb, e.resource(), e.request_uri))
+        .collect())
+}
+
+/// The controller's reads that are not watches (a watch's own re-list after its expiry would
+/// show here too, but a watch lasts minutes and the window is one), Leases apart.
+fn controller_reads(plane: &test_harness::control_plane::ControlPlane) -> Result<Vec<String>> {
+    Ok(plane
+        .audit_events()?
+        .into_iter()
+        .filter(|e| {
+            e.acting_user() == CONTROLLER_USER
+                && matches!(e.verb.as_str(), "get" | "list")
+                && e.resource() != "leases"
+                && e.stage == "ResponseComplete"
         })
         .map(|e| format!("{} {} {}", e.verb, e.resource(), e.request_uri))
         .collect())

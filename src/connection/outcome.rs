@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use kube::runtime::reflector::store::WriterDropped;
+use crate::caches::CacheStopped;
 
 use crate::reconciler::{ReconcileFailure, backoff};
 
@@ -11,7 +11,7 @@ use crate::reconciler::{ReconcileFailure, backoff};
 pub enum ConnectionFailure {
     /// Observe: the TWD cache will never be ready (its watch ended, at shutdown).
     #[error("the TemporalWorkerDeployment cache is unavailable: {0}")]
-    CacheUnavailable(#[source] WriterDropped),
+    CacheUnavailable(#[source] CacheStopped),
     /// Observe: the TWD cache has not listed yet.
     #[error("the TemporalWorkerDeployment cache has not listed yet")]
     CacheNotReady,
