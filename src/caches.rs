@@ -8,7 +8,8 @@
 //! - Connections and owned-resource templates: the stores of their own controllers;
 //! - Secrets are **not** watched (the chart grants no list or watch of anybody's Secrets): a
 //!   Secret's body is read by name and reused for [`SECRET_REUSE`], or until the credentials
-//!   it made are refused ([`Caches::forget_secret`]).
+//!   it made are invalid or refused ([`Caches::forget_secret`]): a user's fix is seen on the
+//!   next retry, a rotation within the reuse period.
 //!
 //! A store is read only once it has listed ([`Caches::ready`]): an unfilled cache read as empty
 //! would look like "no Deployments" to the planner. A name missing from a ready cache is asked

@@ -105,9 +105,38 @@ impl Connector<'_> {
         connection: TemporalConnection,
         twd: &TemporalWorkerDeployment,
     ) -> Result<Connected, ConnectError> {
+        let result = self.dial(ns, connection, twd).await;
+        // Credentials that did not work are read again next time, so that the user's fix of
+        // the Secret is seen at once rather than after the reuse period.
+        if let (Err(e), Some(caches)) = (&result, self.caches)
+            && matches!(
+                e.source,
+                ConnectError::AuthInvalid(_) | ConnectError::ClientCreationFailed { .. }
+            )
+            && let Some(secret) = e.secret.as_deref()
+        {
+            caches.forget_secret(ns, secret);
+        }
+        result.map_err(|e| e.source)
+    }
+
+    async fn dial(
+        &self,
+        ns: &str,
+        connection: TemporalConnection,
+        twd: &TemporalWorkerDeployment,
+    ) -> Result<Connected, Failed> {
         let mode = connection.spec.auth_mode();
-        let secret = auth_secret(self.kube, self.caches, ns, &mode).await?;
-        let auth = temporal::auth_from_secret(&mode, secret.as_ref())?;
+        let secret_name = mode.secret().map(str::to_string);
+        let failed = |source| Failed {
+            source,
+            secret: secret_name.clone(),
+        };
+        let secret = auth_secret(self.kube, self.caches, ns, &mode)
+            .await
+            .map_err(failed)?;
+        let auth = temporal::auth_from_secret(&mode, secret.as_ref())
+            .map_err(|e| failed(ConnectError::AuthInvalid(e)))?;
         let key = ConnectionKey::new(&connection.spec, auth);
         let client = self
             .pool
@@ -117,9 +146,11 @@ impl Connector<'_> {
                 self.identity,
             )
             .await
-            .map_err(|source| ConnectError::ClientCreationFailed {
-                address: connection.spec.host_port.clone(),
-                source,
+            .map_err(|source| {
+                failed(ConnectError::ClientCreationFailed {
+                    address: connection.spec.host_port.clone(),
+                    source,
+                })
             })?
             .with_install_id(self.install_id);
         Ok(Connected {
@@ -128,6 +159,12 @@ impl Connector<'_> {
             key,
         })
     }
+}
+
+/// A failed dial and the Secret it read, if any.
+struct Failed {
+    source: ConnectError,
+    secret: Option<String>,
 }
 
 /// The TWD's Connection, if it exists.
