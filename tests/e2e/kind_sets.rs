@@ -50,17 +50,34 @@ async fn wait_wd(
     .await
 }
 
+/// A PodDisruptionBudget per version of `orders`, in the Go controller's field names.
+fn pdb_template() -> serde_json::Value {
+    json!({"apiVersion": "temporal.io/v1alpha1", "kind": "WorkerResourceTemplate",
+    "metadata": {"name": "pdb"},
+    "spec": {"workerDeploymentRef": {"name": "orders"},
+        "template": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {}}}}}})
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
     let c = case("kinds").await?;
+    // Created in the order a GitOps sync may apply them, the reverse of their references: a
+    // template naming a WorkerDeployment not there yet, which names a Connection not there yet.
+    // The caches do not have them at first, and the API server is asked by name.
+    c.apply(pdb_template()).await?;
+    c.apply(worker_deployment(&c, "orders", "release-1"))
+        .await?;
+    wait_wd(&c, "orders", "ConnectionNotFound", |wd| {
+        condition_is(wd, "Ready", "False", "ConnectionNotFound")
+    })
+    .await?;
     c.apply(
         json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
         "metadata": {"name": "temporal-go"},
         "spec": {"hostPort": c.env.temporal_address.clone()}}),
     )
     .await?;
-    c.apply(worker_deployment(&c, "orders", "release-1"))
-        .await?;
     let wd = wait_wd(&c, "orders", "WorkerDeployment Ready", is_ready).await?;
     ensure!(
         current_build(&wd).as_deref() == Some("release-1"),
@@ -84,15 +101,7 @@ async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
     ensure!(owner.kind == "WorkerDeployment", "owner {owner:?}");
     ensure!(Some(owner.uid) == wd.metadata.uid);
 
-    // A WorkerResourceTemplate in the Go controller's field names gets a copy per version.
-    c.apply(
-        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "WorkerResourceTemplate",
-        "metadata": {"name": "pdb"},
-        "spec": {"workerDeploymentRef": {"name": "orders"},
-            "template": {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {}}}}}}),
-    )
-    .await?;
+    // The WorkerResourceTemplate in the Go controller's field names gets a copy per version.
     let pdbs: Api<DynamicObject> = Api::namespaced_with(
         c.client.clone(),
         &c.ns,

@@ -319,6 +319,16 @@ async fn run_gated_progressive_rollout(c: &Case, prom: &Prometheus) -> Result<St
         json!({}),
     )
     .await?;
+    // The dashboard's backlog panel needs the backlog metric, which is read only where
+    // something consumes it (docs/autoscaling.md): this worker opts in.
+    c.twds()
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+                temporal_worker_controller::api::ANNOTATION_BACKLOG_METRICS: "true"}}})),
+        )
+        .await?;
     let twd = c.wait_twd("web", "v1 Ready", T, is_ready).await?;
     let v1 = current_build(&twd).context("v1 build")?;
     c.apply_twd(
