@@ -362,6 +362,7 @@ impl PlanInput {
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),
             delayed_by_budget: None,
+            pollers: Default::default(),
             now: ts(NOW),
         }
     }
@@ -398,6 +399,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         planner: ControllerSettings::default(),
         max_concurrent_reconciles: 0,
         budget_delay_report: std::time::Duration::from_secs(5),
+        pollers: Default::default(),
     };
     let ctx = Context::new(
         client,

@@ -391,6 +391,7 @@ fn every_reason_has_a_flux_fixture_showing_its_kind() {
             c::ReasonKind::Progressing => ["False", "True", "True", "False"],
             c::ReasonKind::Blocked => ["False", "False", "True", "False"],
             c::ReasonKind::Terminal => ["False", "False", "False", "True"],
+            c::ReasonKind::Unknown => ["Unknown", "False", "True", "False"],
         };
         let got: Vec<&str> = row.iter().map(|(s, _)| *s).collect();
         assert_eq!(got, want, "{name}: {reason} is {:?}", known.kind);

@@ -22,7 +22,8 @@
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`clock`]: deadlines and the requeue interval;
-//! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff).
+//! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff);
+//! - [`poller_health`]: whether the live versions' workers still poll, and when to look.
 
 pub mod analysis;
 pub mod clock;
@@ -31,6 +32,7 @@ pub mod drain;
 mod drift;
 pub mod gates;
 pub mod model;
+pub mod poller_health;
 pub mod polling;
 pub mod progressive;
 mod routing;
@@ -95,6 +97,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     if input.temporal.routing.update_in_progress {
         wake.after(input.fast_poll);
     }
+    poller_health::wake(&input.pollers, input.now, &mut wake);
 
     let mut scale = scaling::active(&view);
     scale.extend(retirement.scale);

@@ -75,6 +75,7 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
 async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
     let attempt = if twd.meta().deletion_timestamp.is_some() {
         ctx.remembered.forget(&twd.key());
+        ctx.pollers.forget(&twd.key());
         finalize::run(ctx, twd).await
     } else {
         attempt(ctx, twd).await
