@@ -93,7 +93,18 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
 
     let stalled = drift::stalled(&view);
-    let decision = routing::decide(&view, held_back, &stalled, &mut wake);
+    let mut decision = routing::decide(&view, held_back, &stalled, &mut wake);
+    if poller_health::hold(
+        &mut decision.change,
+        &input.pollers,
+        &input.temporal.routing,
+    ) {
+        // A one-shot annotation acted on by the held change is not done yet: it is acted on
+        // again once the pollers are back.
+        let before = &input.desired.control.record;
+        decision.control.promoted = before.promoted.clone();
+        decision.control.skipped_step = before.skipped_step.clone();
+    }
     if input.temporal.routing.update_in_progress {
         wake.after(input.fast_poll);
     }

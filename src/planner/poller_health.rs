@@ -26,7 +26,8 @@
 //! - **What it says.** Any live version's queue without a live poller of that version:
 //!   `NoActivePollers` (a known problem outweighs an unknown elsewhere); else a check that could
 //!   not ask Temporal: `PollerStatusUnknown` (not unhealthy); else healthy, which reads
-//!   `PollersHealthy` once it follows one of those.
+//!   `PollersHealthy` once it follows one of those. While pollers are missing, no routing change
+//!   sends more work to that version ([`hold`]).
 //!
 //! Pure; the checks are made by `src/reconcile/observe/pollers.rs`.
 
@@ -37,9 +38,9 @@ use jiff::Timestamp;
 
 use crate::api::conditions as reason;
 use crate::planner::clock::{self, Wake};
-use crate::planner::model::ObservedDeployment;
 pub use crate::planner::model::{Health, Missing, PollerView};
-use crate::temporal::state::{SeenPoller, WorkerDeploymentState};
+use crate::planner::model::{ObservedDeployment, RoutingChange};
+use crate::temporal::state::{RoutingState, SeenPoller, WorkerDeploymentState};
 
 /// Default `--poller-live-threshold`.
 pub const DEFAULT_LIVE_WITHIN: Duration = Duration::from_secs(120);
@@ -229,6 +230,33 @@ pub fn wake(view: &PollerView, now: Timestamp, wake: &mut Wake) {
     if let Some(t) = view.next_check {
         wake.at(now, t);
     }
+}
+
+/// No routing change sends more work to a live version without live pollers: promoting it,
+/// ramping it up, or clearing a ramp back onto a Current version without them (changes that
+/// move work away from it, a ramp down included, go ahead). Returns true when a change was
+/// held.
+pub fn hold(change: &mut Option<RoutingChange>, view: &PollerView, routing: &RoutingState) -> bool {
+    let Some(Health::NoActivePollers { missing, .. }) = &view.health else {
+        return false;
+    };
+    let receives = match change {
+        Some(RoutingChange::SetCurrent { build_id }) => Some(build_id.as_str()),
+        Some(RoutingChange::SetRamping {
+            build_id,
+            percentage,
+        }) => {
+            let same = routing.ramping_build_id.as_deref() == Some(build_id.as_str());
+            (!same || *percentage > routing.ramp_percentage).then_some(build_id.as_str())
+        }
+        Some(RoutingChange::ClearRamp) => routing.current_build_id.as_deref(),
+        None => None,
+    };
+    let held = receives.is_some_and(|b| missing.iter().any(|m| m.build_id == b));
+    if held {
+        *change = None;
+    }
+    held
 }
 
 /// How poller health changes what `Ready` says.
@@ -572,6 +600,80 @@ mod tests {
         let soon = Some(ts("2026-03-02T10:02:00Z"));
         let v = view(Some(&last), &["v1".to_string()], soon, DEP, &settings());
         assert_eq!(v.next_check, soon);
+    }
+
+    #[test]
+    fn no_routing_change_sends_more_work_to_a_version_without_pollers() {
+        let gone = PollerView {
+            health: Some(Health::NoActivePollers {
+                missing: vec![Missing {
+                    build_id: "v2".into(),
+                    task_queue: "q".into(),
+                }],
+                live_within: TWO_MIN,
+            }),
+            next_check: None,
+        };
+        let ramp = |b: &str, p: f32| {
+            Some(RoutingChange::SetRamping {
+                build_id: b.into(),
+                percentage: p,
+            })
+        };
+        // v1 Current, v2 ramping at 25 %.
+        let routing = RoutingState {
+            current_build_id: Some("v1".into()),
+            ramping_build_id: Some("v2".into()),
+            ramp_percentage: 25.0,
+            ..Default::default()
+        };
+        let mut c = ramp("v2", 50.0);
+        assert!(hold(&mut c, &gone, &routing));
+        assert_eq!(c, None);
+        let mut c = Some(RoutingChange::SetCurrent {
+            build_id: "v2".into(),
+        });
+        assert!(hold(&mut c, &gone, &routing));
+        // Ramping it down (an abort) moves work away from it: it goes ahead.
+        let mut c = ramp("v2", 0.0);
+        assert!(!hold(&mut c, &gone, &routing));
+        assert_eq!(c, ramp("v2", 0.0));
+        // Clearing a ramp back onto a Current version without pollers waits too.
+        let v2_current = RoutingState {
+            current_build_id: Some("v2".into()),
+            ..Default::default()
+        };
+        let mut c = Some(RoutingChange::ClearRamp);
+        assert!(hold(&mut c, &gone, &v2_current));
+        // Moving work to a version with pollers goes ahead, as does anything when healthy.
+        let mut c = ramp("v3", 10.0);
+        assert!(!hold(&mut c, &gone, &v2_current));
+        let mut c = Some(RoutingChange::ClearRamp);
+        assert!(!hold(&mut c, &gone, &routing));
+        let healthy = PollerView {
+            health: Some(Health::Healthy),
+            next_check: None,
+        };
+        let mut c = ramp("v2", 50.0);
+        assert!(!hold(&mut c, &healthy, &routing));
+        assert!(c.is_some());
+    }
+
+    #[test]
+    fn the_plan_holds_a_promotion_of_a_version_without_pollers() {
+        let mut i = crate::planner::model::PlanInput::test();
+        assert!(matches!(
+            crate::planner::plan(&i).routing,
+            Some(RoutingChange::SetCurrent { .. })
+        ));
+        i.pollers.health = Some(Health::NoActivePollers {
+            missing: vec![Missing {
+                build_id: "v2".into(),
+                task_queue: "q".into(),
+            }],
+            live_within: TWO_MIN,
+        });
+        assert_eq!(crate::planner::plan(&i).routing, None);
     }
 
     #[test]
