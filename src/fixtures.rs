@@ -362,6 +362,7 @@ impl PlanInput {
             install_id: INSTALL.into(),
             fast_poll: Duration::from_secs(1),
             delayed_by_budget: None,
+            pollers: Default::default(),
             now: ts(NOW),
         }
     }
@@ -399,6 +400,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         max_concurrent_reconciles: 0,
         budget_delay_report: std::time::Duration::from_secs(5),
         backlog_scope: crate::backlog::Scope::Consumed,
+        pollers: Default::default(),
     };
     let ctx = Context::new(
         client,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use temporal_worker_controller::cli_control::{self, Action};
+use temporal_worker_controller::planner::poller_health;
 use temporal_worker_controller::run::defaults;
 use temporal_worker_controller::temporal::BudgetConfig;
 use temporal_worker_controller::{api, cli_status, run, webhook};
@@ -193,6 +194,15 @@ struct RunArgs {
     /// live version per interval, for every worker).
     #[arg(long, value_enum, default_value_t = temporal_worker_controller::backlog::Scope::Consumed)]
     backlog_metrics: temporal_worker_controller::backlog::Scope,
+    /// A poller of a Current or Ramping version counts as live only if Temporal saw it poll
+    /// within this (Go duration): Temporal lists a stopped poller for 5 minutes, and a live one
+    /// re-polls at least once a minute.
+    #[arg(long, default_value_t = GoDuration(poller_health::DEFAULT_LIVE_WITHIN))]
+    poller_live_threshold: GoDuration,
+    /// How often the pollers of the Current and Ramping versions are checked (Go duration;
+    /// also right after those versions change; 0 turns the check off).
+    #[arg(long, default_value_t = GoDuration(poller_health::DEFAULT_INTERVAL))]
+    poller_check_interval: GoDuration,
     /// Temporal calls per second per Temporal namespace (describes, gate starts, batch
     /// operations), shared by every rollout on it; routing writes and visibility queries
     /// have budgets of their own.
@@ -483,6 +493,10 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         },
         max_concurrent_reconciles: args.max_concurrent_reconciles,
         budget_delay_report: run::defaults::BUDGET_DELAY_REPORT,
+        pollers: poller_health::PollerSettings {
+            live_within: args.poller_live_threshold.0,
+            interval: Some(args.poller_check_interval.0).filter(|d| !d.is_zero()),
+        },
         api_auth: api_auth(
             args.api_auth,
             args.api_auth_audiences,
@@ -536,6 +550,8 @@ mod tests {
         assert_eq!(args.fast_poll.0, d.fast_poll);
         assert_eq!(args.rollback_window.0, d.rollback_window);
         assert_eq!(Some(args.backlog_poll_interval.0), d.backlog_poll);
+        assert_eq!(args.poller_live_threshold.0, d.pollers.live_within);
+        assert_eq!(Some(args.poller_check_interval.0), d.pollers.interval);
         assert_eq!(args.identity, d.identity);
         assert_eq!(args.lease_name, d.lease_name);
         assert_eq!(args.install_id, d.install_id);

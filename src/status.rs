@@ -10,7 +10,12 @@
 //! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
 //! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
 //! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting), or paused | False | False | True | False |
-//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted) | False | False | False | True |
+//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted, NoActivePollers) | False | False | False | True |
+//! | target Current, Temporal not askable about its pollers (PollerStatusUnknown) | Unknown | False | True | False |
+//!
+//! Poller health (`planner::poller_health`) reads over a complete or moving rollout: a live
+//! version without live pollers is `NoActivePollers`; recovered, a complete rollout reads
+//! `PollersHealthy` until the next rollout.
 //!
 //! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
 //! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
@@ -25,6 +30,7 @@ use crate::api::twd::{
     TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
 };
 use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
+use crate::planner::poller_health::{self, Reading};
 use crate::planner::{drain, eligible_for_deletion, sunset_deadlines};
 use crate::temporal::state::{PinnedView, TemporalVersionStatus};
 
@@ -68,6 +74,8 @@ enum Kind {
     Progressing,
     Blocked,
     Stalled,
+    /// Complete, but whether its workers poll could not be asked: `Ready=Unknown`.
+    Unknown,
 }
 
 /// The status to write. `generation` is the object's `metadata.generation`.
@@ -91,9 +99,15 @@ pub fn compute(
             let verdict = match outcome {
                 Err(b) => blocked_verdict(b),
                 Ok(()) => delayed(
-                    planned_verdict(
-                        plan,
-                        routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                    pollers(
+                        planned_verdict(
+                            plan,
+                            routing.current.as_deref() == Some(input.desired.build_id.as_str()),
+                        ),
+                        poller_health::reading(
+                            input.pollers.health.as_ref(),
+                            ready_reason(previous),
+                        ),
                     ),
                     input.delayed_by_budget,
                 ),
@@ -167,6 +181,44 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
     }
 }
 
+/// The reason `Ready` had in the last status.
+fn ready_reason(previous: Option<&TemporalWorkerDeploymentStatus>) -> Option<&str> {
+    previous?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == reason::READY)
+        .map(|c| c.reason.as_str())
+}
+
+/// Poller health over the planned verdict: missing pollers of a live version stall a complete
+/// or moving rollout (the workers need a human; it clears once they poll again); an unknown
+/// status or a recovery changes only a complete one.
+fn pollers(v: Verdict, reading: Option<Reading>) -> Verdict {
+    match (reading, v.kind) {
+        (Some(Reading::NoActivePollers(m)), Kind::Complete) => Verdict {
+            kind: Kind::Stalled,
+            reason: reason::NO_ACTIVE_POLLERS,
+            message: m,
+        },
+        (Some(Reading::NoActivePollers(m)), Kind::Progressing) => Verdict {
+            kind: Kind::Stalled,
+            reason: reason::NO_ACTIVE_POLLERS,
+            message: format!("{m}; rollout: {}", v.message),
+        },
+        (Some(Reading::Unknown(m)), Kind::Complete) => Verdict {
+            kind: Kind::Unknown,
+            reason: reason::POLLER_STATUS_UNKNOWN,
+            message: m,
+        },
+        (Some(Reading::Recovered(m)), Kind::Complete) => Verdict {
+            kind: Kind::Complete,
+            reason: reason::POLLERS_HEALTHY,
+            message: format!("{}; {m}", v.message),
+        },
+        _ => v,
+    }
+}
+
 /// A rollout still moving forward whose Temporal calls waited long for the client-side
 /// budget says so, with what it is doing; finished or blocked rollouts keep their reason.
 fn delayed(v: Verdict, waited: Option<std::time::Duration>) -> Verdict {
@@ -185,11 +237,14 @@ fn delayed(v: Verdict, waited: Option<std::time::Duration>) -> Verdict {
 }
 
 fn conditions(old: &[Condition], generation: i64, v: &Verdict, now: Timestamp) -> Vec<Condition> {
+    const T: &str = "True";
+    const F: &str = "False";
     let (ready, progressing, reconciling, stalled) = match v.kind {
-        Kind::Complete => (true, false, false, false),
-        Kind::Progressing => (false, true, true, false),
-        Kind::Blocked => (false, false, true, false),
-        Kind::Stalled => (false, false, false, true),
+        Kind::Complete => (T, F, F, F),
+        Kind::Progressing => (F, T, T, F),
+        Kind::Blocked => (F, F, T, F),
+        Kind::Stalled => (F, F, F, T),
+        Kind::Unknown => ("Unknown", F, T, F),
     };
     [
         (reason::READY, ready),
@@ -198,8 +253,7 @@ fn conditions(old: &[Condition], generation: i64, v: &Verdict, now: Timestamp) -
         (reason::STALLED, stalled),
     ]
     .into_iter()
-    .map(|(type_, value)| {
-        let status = if value { "True" } else { "False" };
+    .map(|(type_, status)| {
         let last_transition_time = old
             .iter()
             .find(|c| c.type_ == type_ && c.status == status)
@@ -678,6 +732,87 @@ mod tests {
             cond(&s, reason::READY).reason,
             reason::WAITING_FOR_PROMOTION
         );
+    }
+
+    #[test]
+    fn poller_health_reads_over_a_complete_or_moving_rollout() {
+        use crate::planner::poller_health::{Health, Missing};
+        let mut i = PlanInput::test();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        let complete = plan_with(Phase::Complete, "Rollout complete for build ID v2");
+        i.pollers.health = Some(Health::NoActivePollers {
+            missing: vec![Missing {
+                build_id: "v2".into(),
+                task_queue: "q".into(),
+            }],
+            live_within: std::time::Duration::from_secs(120),
+        });
+        let gone = planned(&i, &complete, None);
+        assert_eq!(
+            summary(&gone),
+            vec![
+                ("False", reason::NO_ACTIVE_POLLERS),
+                ("False", reason::NO_ACTIVE_POLLERS),
+                ("False", reason::NO_ACTIVE_POLLERS),
+                ("True", reason::NO_ACTIVE_POLLERS),
+            ]
+        );
+        // A moving rollout stalls too, and says what it was doing.
+        let ramping = planned(
+            &i,
+            &plan_with(Phase::Ramping, "Ramping build ID v2 at 10%"),
+            None,
+        );
+        let m = &cond(&ramping, reason::READY).message;
+        assert!(m.ends_with("rollout: Ramping build ID v2 at 10%"), "{m}");
+        assert_eq!(cond(&ramping, reason::STALLED).status, "True");
+        // Back: PollersHealthy after NoActivePollers, and it stays until the next rollout.
+        i.pollers.health = Some(Health::Healthy);
+        let report = Report::Planned {
+            input: &i,
+            plan: &complete,
+            routed: None,
+            outcome: Ok(()),
+        };
+        let back = compute(Some(&gone), 7, &report, ts(NOW));
+        assert_eq!(
+            summary(&back),
+            vec![
+                ("True", reason::POLLERS_HEALTHY),
+                ("False", reason::POLLERS_HEALTHY),
+                ("False", reason::POLLERS_HEALTHY),
+                ("False", reason::POLLERS_HEALTHY),
+            ]
+        );
+        let later = compute(Some(&back), 7, &report, ts(NOW));
+        assert_eq!(cond(&later, reason::READY).reason, reason::POLLERS_HEALTHY);
+        // Healthy without trouble before reads as it did.
+        let plain = planned(&i, &complete, None);
+        assert_eq!(cond(&plain, reason::READY).reason, reason::ROLLOUT_COMPLETE);
+        // Temporal could not be asked: Ready is Unknown, never Stalled; a moving rollout keeps
+        // its own reason.
+        i.pollers.health = Some(Health::Unknown {
+            why: "timeout".into(),
+        });
+        let unknown = planned(&i, &complete, None);
+        assert_eq!(
+            summary(&unknown),
+            vec![
+                ("Unknown", reason::POLLER_STATUS_UNKNOWN),
+                ("False", reason::POLLER_STATUS_UNKNOWN),
+                ("True", reason::POLLER_STATUS_UNKNOWN),
+                ("False", reason::POLLER_STATUS_UNKNOWN),
+            ]
+        );
+        let moving = planned(&i, &plan_with(Phase::Ramping, "r"), None);
+        assert_eq!(cond(&moving, reason::READY).reason, reason::RAMPING);
+        // A blocked or paused rollout keeps its reason whatever the pollers say.
+        i.pollers.health = Some(Health::NoActivePollers {
+            missing: vec![],
+            live_within: std::time::Duration::from_secs(120),
+        });
+        let paused = planned(&i, &plan_with(Phase::Paused, "p"), None);
+        assert_eq!(cond(&paused, reason::READY).reason, reason::ROLLOUT_PAUSED);
     }
 
     #[test]

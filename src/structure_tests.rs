@@ -420,6 +420,7 @@ fn reasons_in_code(reasons: &[conditions::Reason]) -> BTreeMap<String, String> {
         ReasonKind::Progressing => "progressing",
         ReasonKind::Blocked => "blocked",
         ReasonKind::Terminal => "terminal",
+        ReasonKind::Unknown => "unknown",
     };
     reasons
         .iter()

@@ -334,6 +334,18 @@ fn draining(status: Option<&TemporalWorkerDeploymentStatus>) -> Vec<DrainingVers
 }
 
 impl RolloutSummary {
+    /// The poller health of the live versions as the status reads it (the
+    /// `rollout_poller_health` metric): `no_active_pollers`, `unknown`, or `ok` when no problem
+    /// was found; `None` while no version is Current.
+    pub fn poller_health(&self) -> Option<&'static str> {
+        self.current_build_id.as_ref()?;
+        Some(match self.reason.as_deref() {
+            Some(cond::NO_ACTIVE_POLLERS) => "no_active_pollers",
+            Some(cond::POLLER_STATUS_UNKNOWN) => "unknown",
+            _ => "ok",
+        })
+    }
+
     pub fn from_twd(twd: &TemporalWorkerDeployment) -> Self {
         let status = twd.status.as_ref();
         let (phase, decider) = derive_phase(twd);

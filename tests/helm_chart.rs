@@ -403,6 +403,8 @@ fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
             // Not the binary's default: a chart install knows its namespace (issue 26 item 7).
             "--identity-namespace-uid",
             "--idle-interval=60s",
+            "--poller-live-threshold=2m",
+            "--poller-check-interval=5m",
             "--max-versions-ineligible-for-deletion=75",
             "--log-format=json",
             "--temporal-qps=50",
@@ -436,6 +438,10 @@ fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
             "{flag} is not the binary's default {value}: {rendered:?}"
         );
     }
+    // The poller health flags above are the binary's defaults too.
+    use temporal_worker_controller::planner::poller_health;
+    assert_eq!(poller_health::DEFAULT_LIVE_WITHIN.as_secs(), 2 * 60);
+    assert_eq!(poller_health::DEFAULT_INTERVAL.as_secs(), 5 * 60);
     assert!(rendered.contains(&format!(
         "--max-concurrent-reconciles={}",
         temporal_worker_controller::run::defaults::MAX_CONCURRENT_RECONCILES

@@ -41,6 +41,14 @@ pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
 /// Still moving forward, but this reconcile's Temporal calls waited long for the controller's
 /// client-side request budget of the Temporal namespace (`--temporal-qps`).
 pub const DELAYED_BY_TEMPORAL_BUDGET: &str = "DelayedByTemporalBudget";
+/// A task queue of a live (Current or Ramping) version has no poller of that version that
+/// Temporal saw within `--poller-live-threshold`, while its Pods may be Ready.
+pub const NO_ACTIVE_POLLERS: &str = "NoActivePollers";
+/// The live versions' pollers are back after `NoActivePollers` (or an unknown status).
+pub const POLLERS_HEALTHY: &str = "PollersHealthy";
+/// Temporal could not be asked about the live versions' pollers: `Ready=Unknown`, not a
+/// finding that they are gone.
+pub const POLLER_STATUS_UNKNOWN: &str = "PollerStatusUnknown";
 
 /// What a reason says about the rollout (the `Kind` column of the reason table in
 /// `docs/cd-rollouts.md`).
@@ -54,6 +62,8 @@ pub enum ReasonKind {
     Blocked,
     /// Needs a spec change or a human: `Stalled=True`.
     Terminal,
+    /// Could not be judged: `Ready=Unknown`, `Reconciling=True` (tools wait; never failed).
+    Unknown,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +82,7 @@ pub const ALL: &[Reason] = {
     }
     &[
         r(ROLLOUT_COMPLETE, Done),
+        r(POLLERS_HEALTHY, Done),
         r(WAITING_FOR_POLLERS, Progressing),
         r(WAITING_FOR_PROMOTION, Progressing),
         r(RAMPING, Progressing),
@@ -87,11 +98,13 @@ pub const ALL: &[Reason] = {
         r(STATE_FETCH_FAILED, Blocked),
         r(PLAN_GENERATION_FAILED, Blocked),
         r(PLAN_EXECUTION_FAILED, Blocked),
+        r(POLLER_STATUS_UNKNOWN, Unknown),
         r(INVALID_SPEC, Terminal),
         r(GATE_WORKFLOW_FAILED, Terminal),
         r(CONNECTION_ROLLOUT_STALLED, Terminal),
         r(DUPLICATE_INSTALL, Terminal),
         r(ROLLOUT_ABORTED, Terminal),
+        r(NO_ACTIVE_POLLERS, Terminal),
     ]
 };
 

@@ -97,6 +97,13 @@ pub(super) struct ObjStatusLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ObjStateLabels {
+    pub namespace: String,
+    pub name: String,
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct PhaseLabels {
     pub phase: &'static str,
 }

@@ -7,7 +7,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::labels::{InfoLabels, ObjBuildLabels, ObjLabels, ObjStatusLabels, PhaseLabels};
+use super::labels::{
+    InfoLabels, ObjBuildLabels, ObjLabels, ObjStateLabels, ObjStatusLabels, PhaseLabels,
+};
 use crate::summary::{self as view, Phase, RolloutSummary};
 use kube::ResourceExt;
 
@@ -28,6 +30,7 @@ struct RolloutFamilies {
     in_phase: Family<ObjLabels, GaugeF>,
     ready: Family<ObjLabels, Gauge>,
     stalled: Family<ObjLabels, Gauge>,
+    pollers: Family<ObjStateLabels, Gauge>,
     lag: Family<ObjLabels, Gauge>,
     pinned: Family<ObjBuildLabels, Gauge>,
     draining_since: Family<ObjBuildLabels, GaugeF>,
@@ -87,6 +90,15 @@ impl RolloutFamilies {
         }
         self.ready.get_or_create(&obj).set(i64::from(s.ready));
         self.stalled.get_or_create(&obj).set(i64::from(s.stalled));
+        if let Some(state) = s.poller_health() {
+            self.pollers
+                .get_or_create(&ObjStateLabels {
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                    state,
+                })
+                .set(1);
+        }
         self.lag.get_or_create(&obj).set(s.generation_lag());
         self.record_draining(s);
     }
@@ -184,6 +196,11 @@ pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now:
         "rollout_stalled",
         "1 when the Stalled condition is True",
         f.stalled,
+    );
+    reg.register(
+        "rollout_poller_health",
+        "1 for the poller health of the live versions: state ok, no_active_pollers or unknown (only rollouts with a Current version)",
+        f.pollers,
     );
     reg.register(
         "rollout_observed_generation_lag",

@@ -22,7 +22,8 @@
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`clock`]: deadlines and the requeue interval;
-//! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff).
+//! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff);
+//! - [`poller_health`]: whether the live versions' workers still poll, and when to look.
 
 pub mod analysis;
 pub mod clock;
@@ -31,6 +32,7 @@ pub mod drain;
 mod drift;
 pub mod gates;
 pub mod model;
+pub mod poller_health;
 pub mod polling;
 pub mod progressive;
 mod routing;
@@ -91,10 +93,22 @@ pub fn plan(input: &PlanInput) -> Plan {
     }
 
     let stalled = drift::stalled(&view);
-    let decision = routing::decide(&view, held_back, &stalled, &mut wake);
+    let mut decision = routing::decide(&view, held_back, &stalled, &mut wake);
+    if poller_health::hold(
+        &mut decision.change,
+        &input.pollers,
+        &input.temporal.routing,
+    ) {
+        // A one-shot annotation acted on by the held change is not done yet: it is acted on
+        // again once the pollers are back.
+        let before = &input.desired.control.record;
+        decision.control.promoted = before.promoted.clone();
+        decision.control.skipped_step = before.skipped_step.clone();
+    }
     if input.temporal.routing.update_in_progress {
         wake.after(input.fast_poll);
     }
+    poller_health::wake(&input.pollers, input.now, &mut wake);
 
     let mut scale = scaling::active(&view);
     scale.extend(retirement.scale);

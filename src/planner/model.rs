@@ -44,6 +44,8 @@ pub struct PlanInput {
     /// This reconcile's Temporal calls waited this long for the client-side budget, when at
     /// least the reporting threshold (`DelayedByTemporalBudget`); set after observation.
     pub delayed_by_budget: Option<Duration>,
+    /// Poller health of the live versions ([`crate::planner::poller_health`]).
+    pub pollers: PollerView,
 }
 
 /// The user's intent, validated and normalised from the TWD spec.
@@ -430,4 +432,33 @@ pub struct Succession {
     /// Patterns of predecessor controllers' identities: `*` matches any run of characters,
     /// `<uuid>` a Kubernetes UID; anything else matches itself.
     pub predecessors: Vec<String>,
+}
+
+/// A live version's task queue without a live poller of that version.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Missing {
+    pub build_id: String,
+    pub task_queue: String,
+}
+
+/// What a check found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Health {
+    Healthy,
+    NoActivePollers {
+        missing: Vec<Missing>,
+        live_within: Duration,
+    },
+    Unknown {
+        why: String,
+    },
+}
+
+/// What the planner is told about poller health ([`crate::planner::poller_health`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PollerView {
+    /// The last check's verdict, when it looked at the versions live now.
+    pub health: Option<Health>,
+    /// When the next check is due (the reconcile comes back then).
+    pub next_check: Option<Timestamp>,
 }

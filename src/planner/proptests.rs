@@ -292,6 +292,7 @@ prop_compose! {
             install_id: String::new(),
             fast_poll: Duration::from_secs(1),
             delayed_by_budget: None,
+            pollers: Default::default(),
             now: ago(0),
         }
     }

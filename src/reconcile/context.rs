@@ -12,7 +12,7 @@ use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reconcile::connect::Connector;
-use crate::reconcile::observe::PinnedCounts;
+use crate::reconcile::observe::{PinnedCounts, PollerChecks};
 use crate::reconcile::outcome::Outcome;
 use crate::reconcile::remembered::RememberedViews;
 use crate::reconcile::validate::ControllerSettings;
@@ -50,6 +50,8 @@ pub struct Settings {
     pub budget_delay_report: Duration,
     /// Whose per-version backlog the backlog poller reads (`crate::backlog::consumed`).
     pub backlog_scope: crate::backlog::Scope,
+    /// Poller health of the live versions: threshold and interval.
+    pub pollers: crate::planner::poller_health::PollerSettings,
 }
 
 impl Settings {
@@ -80,6 +82,8 @@ pub struct Context {
     pub pinned: PinnedCounts,
     /// What the last reconcile of each object saw of Temporal (skips needless describes).
     pub remembered: RememberedViews,
+    /// The last poller health check of each object.
+    pub pollers: PollerChecks,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
     failures: Streaks<ObjectRef<TemporalWorkerDeployment>>,
     /// Our last successful status write per object: newer than the watch cache until the
@@ -144,6 +148,7 @@ impl Context {
             backlog: Arc::default(),
             pinned: PinnedCounts::default(),
             remembered: RememberedViews::default(),
+            pollers: PollerChecks::default(),
             failures: Streaks::default(),
             written: Mutex::default(),
         }

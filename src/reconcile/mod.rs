@@ -76,6 +76,7 @@ async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, R
     let twd = ctx.freshest(twd);
     let attempt = if twd.meta().deletion_timestamp.is_some() {
         ctx.remembered.forget(&twd.key());
+        ctx.pollers.forget(&twd.key());
         finalize::run(ctx, twd).await
     } else {
         attempt(ctx, twd).await

@@ -55,6 +55,9 @@ pub struct RunOptions {
     /// A rollout whose Temporal calls waited this long in one reconcile for the budget says
     /// so in its status (`DelayedByTemporalBudget`).
     pub budget_delay_report: Duration,
+    /// Poller health of the live versions: `--poller-live-threshold` and
+    /// `--poller-check-interval` (`src/planner/poller_health.rs`).
+    pub pollers: crate::planner::poller_health::PollerSettings,
 }
 
 /// Who may read the status API.
@@ -124,6 +127,7 @@ impl Default for RunOptions {
             temporal_budget: BudgetConfig::DEFAULT,
             max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
             budget_delay_report: defaults::BUDGET_DELAY_REPORT,
+            pollers: Default::default(),
         }
     }
 }
@@ -259,6 +263,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         max_concurrent_reconciles: opts.max_concurrent_reconciles,
         budget_delay_report: opts.budget_delay_report,
         backlog_scope: opts.backlog_scope,
+        pollers: opts.pollers,
     }
 }
 

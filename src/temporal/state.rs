@@ -146,6 +146,19 @@ pub struct VersionDetail {
     pub install_id: Option<String>,
 }
 
+/// One poller of a task queue as `DescribeTaskQueue` lists it: Temporal keeps listing a
+/// stopped poller for a while (`matching.PollerHistoryTTL`, 5 minutes by default), so only
+/// `last_access` tells a live one from a gone one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeenPoller {
+    pub identity: String,
+    /// The worker deployment and build ID it polls for; `None` for an unversioned poller.
+    pub deployment_name: Option<String>,
+    pub build_id: Option<String>,
+    /// When Temporal last saw it: the start or end of its latest long poll.
+    pub last_access: Option<Timestamp>,
+}
+
 /// Outcome of a gate workflow as read with `DescribeWorkflowExecution`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GateObservation {

@@ -12,6 +12,7 @@ mod lifecycle;
 mod observability;
 mod old_versions;
 mod owned_resources;
+mod pollers;
 mod prometheus;
 mod rollout;
 mod rollout_control;

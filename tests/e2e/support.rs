@@ -118,6 +118,13 @@ async fn start_env() -> Result<Arc<Env>> {
             audiences: vec![API_AUDIENCE.into()],
             protect_metrics: false,
         },
+        // The dev server forgets a stopped poller after 5 s (`matching.PollerHistoryTTL`) and
+        // live ones re-poll every 2 s, so a 10 s threshold judges by the poller list alone;
+        // checked every 5 s so that the poller case sees a vanished worker within seconds.
+        pollers: temporal_worker_controller::planner::poller_health::PollerSettings {
+            live_within: Duration::from_secs(10),
+            interval: Some(Duration::from_secs(5)),
+        },
         ..Default::default()
     };
     let api_token = mint_token(&client, READER_NS, READER_SA, API_AUDIENCE).await?;

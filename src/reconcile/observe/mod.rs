@@ -10,11 +10,13 @@ mod autoscalers;
 mod deployments;
 mod drain_visibility;
 mod gate_input;
+mod pollers;
 mod step_gates;
 mod temporal;
 
 pub use deployments::{observed, owned_deployments};
 pub use drain_visibility::PinnedCounts;
+pub use pollers::PollerChecks;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
@@ -61,6 +63,7 @@ impl Observed {
             fast_poll: settings.fast_poll,
             now,
             delayed_by_budget: None,
+            pollers: Default::default(),
         }
     }
 }
@@ -90,6 +93,7 @@ pub async fn everything(
     let prior = twd.status.as_ref();
     drain_visibility::observe(client, &ctx.pinned, &deployment, prior, &mut input).await;
     analysis::observe(client, &deployment, &mut input).await;
+    pollers::observe(&ctx.pollers, &ctx.settings.pollers, client, twd, &mut input).await;
     let consumed = crate::backlog::consumed(
         ctx.settings.backlog_scope,
         twd.annotations()

@@ -30,16 +30,42 @@ pub async fn warn_on_transition(
     let Some(p) = progressing(status) else {
         return;
     };
-    // A pause is a human's choice, not a failure: no Warning for it.
+    // A pause is a human's choice, not a failure: no Warning for it. Neither for poller
+    // health that recovered or could not be asked (unknown is not unhealthy).
     if p.status != "False"
         || p.reason == reason::ROLLOUT_COMPLETE
         || p.reason == reason::ROLLOUT_PAUSED
+        || p.reason == reason::POLLERS_HEALTHY
+        || p.reason == reason::POLLER_STATUS_UNKNOWN
     {
         return;
     }
     let previous = twd.status.as_ref().and_then(progressing).map(|c| c.reason);
     if previous.as_deref() != Some(p.reason.as_str()) {
         ctx.events.warning(twd, &p.reason, p.message).await;
+    }
+}
+
+/// One Normal event when the live versions' pollers are back (`Ready` turns `PollersHealthy`).
+pub async fn pollers_recovered(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    status: &TemporalWorkerDeploymentStatus,
+) {
+    let ready = |s: &TemporalWorkerDeploymentStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == reason::READY)
+            .cloned()
+    };
+    let Some(now) = ready(status).filter(|c| c.reason == reason::POLLERS_HEALTHY) else {
+        return;
+    };
+    let before = twd.status.as_ref().and_then(ready).map(|c| c.reason);
+    if before.as_deref() != Some(reason::POLLERS_HEALTHY) {
+        ctx.events
+            .normal(twd, reason::POLLERS_HEALTHY, now.message)
+            .await;
     }
 }
 

@@ -259,6 +259,7 @@ async fn write(
 ) -> Result<(), Outcome> {
     let twd = &attempt.twd;
     events::warn_on_transition(ctx, twd, &status).await;
+    events::pollers_recovered(ctx, twd, &status).await;
     if twd.status.as_ref() == Some(&status) {
         return Ok(());
     }

@@ -4,7 +4,7 @@
 //!
 //! The calls by concept: [`describe`] (reads), [`routing`] (routing writes and version
 //! metadata), [`gates`] (gate workflows), [`visibility`] (workflow counts), [`cleanup`]
-//! (finalizer deletion).
+//! (finalizer deletion), [`pollers`] (who polls a task queue).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -24,10 +24,12 @@ use super::error::{TemporalError, code_label};
 mod cleanup;
 mod describe;
 mod gates;
+mod pollers;
 mod routing;
 mod visibility;
 
 pub use cleanup::VersionDeletion;
+pub use pollers::QueueKind;
 pub(super) use visibility::open_workflows_query;
 
 /// Upper bound on one RPC including the SDK's retries. Temporal Server 1.32 stalls a

@@ -54,6 +54,9 @@
 //! Pod actors run on the runtime that called [`Kubelet::start`], so a stand-in shared by several
 //! `#[tokio::test]`s belongs on a runtime of its own (with a client built there).
 //!
+//! [`Kubelet::set_polling`] stops (and resumes) the polling of a Deployment's workers while
+//! their Pods stay Ready: a worker alive in its Pod but absent from Temporal.
+//!
 //! [`Kubelet::running_workers`] / [`Kubelet::worker_configs`] see the workers of Pods whose
 //! controlling owner is ReplicaSet `<deployment>-<pod-template-hash>` (what
 //! kube-controller-manager creates), counting a worker from its construction (before it is
@@ -145,6 +148,8 @@ struct WorkerView {
     deployment: Option<String>,
     config: WorkerConfig,
     state: watch::Receiver<WorkerState>,
+    /// Pauses (`false`) or resumes the worker's polling ([`Kubelet::set_polling`]).
+    polling: watch::Sender<bool>,
 }
 
 impl Kubelet {
@@ -232,6 +237,29 @@ impl Kubelet {
             .collect();
         configs.sort_by(|a, b| a.identity.cmp(&b.identity));
         configs
+    }
+
+    /// Stops (`polling: false`) or resumes the polling of the workers of this Deployment's
+    /// Pods while their processes keep running: the Pods stay Running and Ready (readiness is
+    /// not probed again once established, as for a worker whose readiness probe only checks
+    /// that the process is up) while Temporal sees no poller, as when a worker is stuck or
+    /// crash-looping inside its process or lost its credentials. A worker resumed polls again
+    /// with the same identity. Returns how many workers it reached (running ones only; a Pod
+    /// started later polls normally).
+    pub fn set_polling(&self, namespace: &str, deployment: &str, polling: bool) -> usize {
+        let Ok(workers) = self.ctx.workers.lock() else {
+            return 0;
+        };
+        let mut reached = 0;
+        for w in workers
+            .values()
+            .filter(|w| w.namespace == namespace && w.deployment.as_deref() == Some(deployment))
+            .filter(|w| *w.state.borrow() == WorkerState::Running)
+        {
+            w.polling.send_replace(polling);
+            reached += 1;
+        }
+        reached
     }
 
     /// Stops binding and watching, stops every worker and waits for them. Pods keep the status
@@ -832,6 +860,7 @@ impl PodActor {
                             deployment: self.deployment.clone(),
                             config: handle.config().clone(),
                             state: state.clone(),
+                            polling: handle.polling_control(),
                         },
                     );
                 }

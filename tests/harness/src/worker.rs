@@ -290,6 +290,8 @@ pub struct WorkerHandle {
     config: WorkerConfig,
     state: watch::Receiver<WorkerState>,
     stop: watch::Sender<bool>,
+    /// `false`: the worker stops polling but its process (thread) lives on.
+    polling: watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -299,6 +301,7 @@ pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
     let conn_opts = cfg.connection_options()?;
     let (state_tx, state_rx) = watch::channel(WorkerState::Starting);
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (polling_tx, polling_rx) = watch::channel(true);
     let thread_cfg = cfg.clone();
     let thread = std::thread::Builder::new()
         .name(format!("worker-{}", cfg.build_id))
@@ -307,7 +310,9 @@ pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(run_worker(thread_cfg, conn_opts, &state_tx, stop_rx)),
+                Ok(rt) => rt.block_on(run_worker(
+                    thread_cfg, conn_opts, &state_tx, stop_rx, polling_rx,
+                )),
                 Err(e) => {
                     Err(anyhow::Error::from(e).context("building the worker's tokio runtime"))
                 }
@@ -326,6 +331,7 @@ pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
         config: cfg,
         state: state_rx,
         stop: stop_tx,
+        polling: polling_tx,
         thread: Some(thread),
     })
 }
@@ -335,6 +341,7 @@ async fn run_worker(
     conn_opts: ConnectionOptions,
     state: &watch::Sender<WorkerState>,
     mut stop: watch::Receiver<bool>,
+    mut polling: watch::Receiver<bool>,
 ) -> Result<()> {
     let setup = async {
         let runtime = Runtime::from_current_tokio(Default::default())?;
@@ -347,48 +354,67 @@ async fn run_worker(
                 )
             })??;
         let client = Client::new(conn, ClientOptions::new(cfg.namespace.clone()).build())?;
-        let version = WorkerDeploymentVersion::builder()
-            .deployment_name(cfg.deployment_name.clone())
-            .build_id(cfg.build_id.clone())
-            .build();
-        let opts = WorkerOptions::new(cfg.task_queue.clone())
-            .deployment_options(
-                WorkerDeploymentOptions::new(version)
-                    .use_worker_versioning(true)
-                    .default_versioning_behavior(VersioningBehavior::Pinned)
-                    .build(),
-            )
-            .register_workflow::<HelloWorkflow>()?
-            .register_workflow::<WaitWorkflow>()?
-            .register_workflow::<UpgradableWorkflow>()?
-            .register_workflow::<GateWorkflow>()?;
-        // One `flaky` workflow type, failing only on a worker configured as a bad build.
-        let opts = if cfg.flaky_fails {
-            opts.register_workflow::<FailingFlakyWorkflow>()?
-        } else {
-            opts.register_workflow::<FlakyWorkflow>()?
-        }
-        .build();
-        let worker = Worker::new(&runtime, client, opts)?;
+        let worker = Worker::new(&runtime, client.clone(), worker_options(&cfg)?)?;
         // The SDK runtime must outlive the worker, so both travel together.
-        anyhow::Ok((runtime, worker))
+        anyhow::Ok((runtime, client, worker))
     };
-    let (_runtime, mut worker) = tokio::select! {
+    let (runtime, client, mut worker) = tokio::select! {
         built = setup => built?,
         _ = stop.wait_for(|s| *s) => return Ok(()),
     };
-    let shutdown = worker.shutdown_handle();
     state.send_replace(WorkerState::Running);
-    let run = worker.run();
-    tokio::pin!(run);
-    let result = tokio::select! {
-        r = &mut run => r,
-        _ = stop.wait_for(|s| *s) => {
-            shutdown();
-            run.await
+    loop {
+        // The run future borrows the worker: it ends with this block.
+        {
+            let shutdown = worker.shutdown_handle();
+            let run = worker.run();
+            tokio::pin!(run);
+            tokio::select! {
+                r = &mut run => return r.context("worker run failed"),
+                _ = stop.wait_for(|s| *s) => {
+                    shutdown();
+                    return run.await.context("worker run failed");
+                }
+                _ = polling.wait_for(|p| !*p) => {
+                    shutdown();
+                    run.await.context("worker run failed while pausing its polling")?;
+                }
+            }
         }
+        // The process lives on (state stays Running, so the Pod stays Ready) without polling,
+        // until polling resumes with a new SDK worker, as a restarted in-process loop would.
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return Ok(()),
+            _ = polling.wait_for(|p| *p) => {}
+        }
+        worker = Worker::new(&runtime, client.clone(), worker_options(&cfg)?)?;
+    }
+}
+
+/// The worker's options: its version, task queue and workflows.
+fn worker_options(cfg: &WorkerConfig) -> Result<WorkerOptions> {
+    let version = WorkerDeploymentVersion::builder()
+        .deployment_name(cfg.deployment_name.clone())
+        .build_id(cfg.build_id.clone())
+        .build();
+    let opts = WorkerOptions::new(cfg.task_queue.clone())
+        .deployment_options(
+            WorkerDeploymentOptions::new(version)
+                .use_worker_versioning(true)
+                .default_versioning_behavior(VersioningBehavior::Pinned)
+                .build(),
+        )
+        .register_workflow::<HelloWorkflow>()?
+        .register_workflow::<WaitWorkflow>()?
+        .register_workflow::<UpgradableWorkflow>()?
+        .register_workflow::<GateWorkflow>()?;
+    // One `flaky` workflow type, failing only on a worker configured as a bad build.
+    let opts = if cfg.flaky_fails {
+        opts.register_workflow::<FailingFlakyWorkflow>()?
+    } else {
+        opts.register_workflow::<FlakyWorkflow>()?
     };
-    result.context("worker run failed")
+    Ok(opts.build())
 }
 
 impl WorkerHandle {
@@ -428,6 +454,15 @@ impl WorkerHandle {
                 self.config.identity
             ),
         }
+    }
+
+    /// A sender that pauses (`false`) or resumes (`true`) this worker's polling while its
+    /// process lives on: what a worker stuck or crash-looping inside its process, or one that
+    /// lost its credentials, looks like from outside. Pausing shuts the SDK worker down
+    /// gracefully (Temporal may then forget its pollers at once instead of aging them out);
+    /// resuming constructs a new one with the same identity.
+    pub fn polling_control(&self) -> watch::Sender<bool> {
+        self.polling.clone()
     }
 
     /// Asks the worker to shut down without waiting.

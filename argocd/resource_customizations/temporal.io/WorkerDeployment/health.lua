@@ -20,6 +20,7 @@ local terminalReasons = {
   ConnectionRolloutStalled = true,
   DuplicateInstall = true,
   RolloutAborted = true,
+  NoActivePollers = true,
 }
 
 local function findCondition(conditions, conditionType)
