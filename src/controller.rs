@@ -87,6 +87,9 @@ pub fn build(
         workers.clone(),
         ctx.leader.clone(),
         ctx.metrics.clone(),
+        (ctx.pool.clone(), ctx.settings.identity.clone()),
+        ctx.events.clone(),
+        ctx.settings.certificate_expiry_warning,
     ));
     for set in KindSet::ALL {
         running.push(
@@ -397,6 +400,8 @@ fn build_connection_janitor(
 ) -> impl std::future::Future<Output = ()> {
     let (store, connections) =
         reflect_scopes::<TemporalConnection>(&ctx.client, &scopes, set, watcher::Config::default());
+    // The certificate-expiry gauges are read from this cache at each scrape.
+    ctx.metrics.connections.add(store.clone());
     let won = leadership_won(ctx.leader.clone());
     Controller::for_stream_with(connections, store, set)
         .reconcile_all_on(won)

@@ -398,6 +398,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         planner: ControllerSettings::default(),
         max_concurrent_reconciles: 0,
         budget_delay_report: std::time::Duration::from_secs(5),
+        certificate_expiry_warning: crate::connection::rules::DEFAULT_EXPIRY_WARNING,
     };
     let ctx = Context::new(
         client,

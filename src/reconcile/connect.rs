@@ -90,10 +90,7 @@ impl Connector<'_> {
         connection: TemporalConnection,
         twd: &TemporalWorkerDeployment,
     ) -> Result<Connected, ConnectError> {
-        let mode = connection.spec.auth_mode();
-        let secret = auth_secret(self.kube, ns, &mode).await?;
-        let auth = temporal::auth_from_secret(&mode, secret.as_ref())?;
-        let key = ConnectionKey::new(&connection.spec, auth);
+        let key = credentials(self.kube, ns, &connection).await?;
         let client = self
             .pool
             .get_or_connect(
@@ -149,6 +146,19 @@ pub async fn connection(
             source,
         }),
     }
+}
+
+/// The Connection's credentials, read from its Secret and checked (the worker deployments'
+/// connect sequence and the Connection's own status both use this).
+pub async fn credentials(
+    client: &kube::Client,
+    ns: &str,
+    connection: &TemporalConnection,
+) -> Result<ConnectionKey, ConnectError> {
+    let mode = connection.spec.auth_mode();
+    let secret = auth_secret(client, ns, &mode).await?;
+    let auth = temporal::auth_from_secret(&mode, secret.as_ref())?;
+    Ok(ConnectionKey::new(&connection.spec, auth))
 }
 
 /// The Secret named by the Connection's auth mode, if any.

@@ -48,6 +48,9 @@ pub struct Settings {
     pub max_concurrent_reconciles: u16,
     /// Budget waits in one reconcile at least this long are reported in the status.
     pub budget_delay_report: Duration,
+    /// A Connection's client certificate this close to expiry is reported (Warning event,
+    /// `expiringSoon`, metric).
+    pub certificate_expiry_warning: Duration,
 }
 
 impl Settings {

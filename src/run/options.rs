@@ -53,6 +53,9 @@ pub struct RunOptions {
     /// A rollout whose Temporal calls waited this long in one reconcile for the budget says
     /// so in its status (`DelayedByTemporalBudget`).
     pub budget_delay_report: Duration,
+    /// A Connection's mTLS client certificate this close to its expiry gets a Warning event,
+    /// `status.clientCertificate.expiringSoon` and the metric.
+    pub certificate_expiry_warning: Duration,
 }
 
 /// Who may read the status API.
@@ -88,6 +91,9 @@ pub mod defaults {
     pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
     /// Long enough that an ordinary burst (a restart reconciling everything) does not show.
     pub const BUDGET_DELAY_REPORT: Duration = Duration::from_secs(5);
+    /// Days, not minutes: time for a human or cert-manager to renew.
+    pub const CERTIFICATE_EXPIRY_WARNING: Duration =
+        crate::connection::rules::DEFAULT_EXPIRY_WARNING;
 }
 
 impl Default for RunOptions {
@@ -121,6 +127,7 @@ impl Default for RunOptions {
             temporal_budget: BudgetConfig::DEFAULT,
             max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
             budget_delay_report: defaults::BUDGET_DELAY_REPORT,
+            certificate_expiry_warning: defaults::CERTIFICATE_EXPIRY_WARNING,
         }
     }
 }
@@ -255,6 +262,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         },
         max_concurrent_reconciles: opts.max_concurrent_reconciles,
         budget_delay_report: opts.budget_delay_report,
+        certificate_expiry_warning: opts.certificate_expiry_warning,
     }
 }
 
