@@ -160,3 +160,28 @@ async fn ask(
         Err(e) => Reach::Failed(format!("asking Temporal at {address}: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expired_certificate_keeps_its_expiry_and_other_failures_have_none() {
+        let t = Timestamp::from_second(1_600_000_000).expect("time");
+        let expired = ConnectError::AuthInvalid(AuthError::CertExpiring {
+            name: "m".into(),
+            not_after: t,
+        });
+        assert!(
+            matches!(invalid(&expired), Auth::Invalid { not_after: Some(n), message } if n == t && message.contains("expires at"))
+        );
+        let missing = ConnectError::AuthInvalid(AuthError::MissingKey {
+            name: "m".into(),
+            key: "tls.key".into(),
+        });
+        assert!(matches!(
+            invalid(&missing),
+            Auth::Invalid { not_after: None, message } if message.contains("tls.key")
+        ));
+    }
+}

@@ -70,3 +70,62 @@ pub(super) fn register(reg: &mut Registry, stores: &ConnectionStores) {
         soon,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::api::KindSet;
+
+    fn conn(name: &str, not_after: Option<(i64, bool)>) -> TemporalConnection {
+        let mut c: TemporalConnection = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"hostPort": "temporal:7233"},
+        }))
+        .expect("connection");
+        c.status = not_after.map(|(secs, soon)| {
+            serde_json::from_value(serde_json::json!({
+                "clientCertificate": {
+                    "notAfter": jiff::Timestamp::from_second(secs).expect("time").to_string(),
+                    "expiringSoon": soon,
+                }
+            }))
+            .expect("status")
+        });
+        c
+    }
+
+    fn exposition(stores: &ConnectionStores) -> String {
+        let mut reg = Registry::default();
+        register(&mut reg, stores);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &reg).expect("encode");
+        out
+    }
+
+    #[test]
+    fn one_series_per_connection_with_a_certificate_and_none_once_it_is_gone() {
+        let mut writer = Writer::<TemporalConnection>::new(KindSet::Seed);
+        let stores = ConnectionStores::default();
+        stores.add(writer.as_reader());
+        writer.apply_watcher_event(&Event::Apply(conn("prod", Some((1_900_000_000, true)))));
+        writer.apply_watcher_event(&Event::Apply(conn("plain", None)));
+        let text = exposition(&stores);
+        let labels = r#"{namespace="shop",name="prod",kind="TemporalConnection"}"#;
+        assert!(
+            text.contains(&format!(
+                "connection_certificate_expiry_timestamp_seconds{labels} 1900000000"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("connection_certificate_expiring_soon{labels} 1")),
+            "{text}"
+        );
+        assert!(!text.contains(r#"name="plain""#), "{text}");
+        writer.apply_watcher_event(&Event::Delete(conn("prod", Some((1_900_000_000, true)))));
+        assert!(!exposition(&stores).contains(r#"name="prod""#));
+    }
+}
