@@ -10,7 +10,7 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -402,8 +402,33 @@ fn build_connection_janitor(
         reflect_scopes::<TemporalConnection>(&ctx.client, &scopes, set, watcher::Config::default());
     // The certificate-expiry gauges are read from this cache at each scrape.
     ctx.metrics.connections.add(store.clone());
+    // A worker deployment created, deleted or pointed at a Connection changes that
+    // Connection's users: spec changes only (the generation, which deletion bumps too), never
+    // its frequent status writes. Its previous Connection sees it gone at the next recheck.
+    let users = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in_set::<TemporalWorkerDeployment>(&ctx.client, scope, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .boxed()
+    }));
     let won = leadership_won(ctx.leader.clone());
+    // The users are read from the worker-deployment cache, fed by another watch: a second's
+    // debounce lets it catch up with the event that triggered the reconcile.
+    let config = controller::Config::default().debounce(std::time::Duration::from_secs(1));
     Controller::for_stream_with(connections, store, set)
+        .with_config(config)
+        .watches_stream_with(
+            users,
+            move |t: TemporalWorkerDeployment| {
+                let ns = t.namespace()?;
+                let name = &t.spec.worker_options.connection_ref.name;
+                Some(ObjectRef::new_with(name, set).within(&ns))
+            },
+            set,
+        )
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(crate::connection::reconcile, error_policy, ctx)

@@ -426,13 +426,31 @@ async fn reachability(client: &kube::Client) -> Result<String> {
         "a certificate valid until {:?} expiring soon",
         cert.not_after
     );
+    // A second user is listed through the worker-deployment watch, well before the Connection's
+    // 60 s recheck would find it (the first user's finalizer write already woke it).
+    let second = manifests::twd("on-cloud-2")
+        .replicas(1)
+        .tag("v1")
+        .task_queue("cloud-queue-2")
+        .rollout(json!({"strategy": "AllAtOnce"}))
+        .connection("cloud")
+        .temporal_namespace(TEMPORAL_NS)
+        .build();
+    apply(client, second).await?;
+    let listed = Instant::now();
+    wait_conn_within(client, "cloud", "both users listed", USERS_SEEN, |s| {
+        s.worker_deployments == ["on-cloud", "on-cloud-2"] && s.worker_deployment_count == 2
+    })
+    .await?;
+    let listed = listed.elapsed();
     wait_conn(client, "impostor", "TemporalClientCreationFailed", |s| {
         ready(s).is_some_and(|(st, r, _)| st == "False" && r == "TemporalClientCreationFailed")
             && s.worker_deployments == ["on-impostor"]
     })
     .await?;
     Ok(format!(
-        "  Connection cloud: Ready, lists on-cloud, notAfter {}; impostor: TemporalClientCreationFailed\n",
+        "  Connection cloud: Ready, lists on-cloud, notAfter {}; a second user listed after \
+         {listed:?}; impostor: TemporalClientCreationFailed\n",
         cert.not_after.0
     ))
 }
@@ -556,8 +574,21 @@ async fn wait_conn(
     what: &str,
     pred: impl Fn(&TemporalConnectionStatus) -> bool,
 ) -> Result<TemporalConnectionStatus> {
+    wait_conn_within(client, name, what, T, pred).await
+}
+
+/// Shorter than the Connection's 60 s recheck: only a watch can make it.
+const USERS_SEEN: Duration = Duration::from_secs(30);
+
+async fn wait_conn_within(
+    client: &kube::Client,
+    name: &str,
+    what: &str,
+    within: Duration,
+    pred: impl Fn(&TemporalConnectionStatus) -> bool,
+) -> Result<TemporalConnectionStatus> {
     let api = TemporalConnection::api(client.clone(), NS, KindSet::Seed);
-    let deadline = Instant::now() + T;
+    let deadline = Instant::now() + within;
     loop {
         let status = api.get(name).await?.status.unwrap_or_default();
         if pred(&status) {
@@ -565,7 +596,7 @@ async fn wait_conn(
         }
         if Instant::now() > deadline {
             bail!(
-                "Connection {name}: timed out after {T:?} waiting for {what}; status {}",
+                "Connection {name}: timed out after {within:?} waiting for {what}; status {}",
                 serde_json::to_string_pretty(&status)?
             );
         }
