@@ -11,7 +11,7 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -94,12 +94,17 @@ pub fn build(
         running.push(run.boxed());
     }
     let owned_ctx = owned_context(&ctx, caches);
-    let connection_ctx = Arc::new(crate::connection::ConnectionContext::new(
+    let mut connection_ctx = crate::connection::ConnectionContext::new(
         client.clone(),
         workers.clone(),
         ctx.leader.clone(),
         ctx.metrics.clone(),
-    ));
+        (ctx.pool.clone(), ctx.settings.identity.clone()),
+        ctx.events.clone(),
+        ctx.settings.certificate_expiry_warning,
+    );
+    connection_ctx.caches = ctx.caches.get().cloned();
+    let connection_ctx = Arc::new(connection_ctx);
     for (set, watched) in templates {
         let owned = build_owned_controller(
             client.clone(),
@@ -112,8 +117,13 @@ pub fn build(
         running.push(owned.boxed());
     }
     for (set, watched) in connections {
-        let janitor =
-            build_connection_janitor(set, watched, connection_ctx.clone(), shutdown.clone());
+        let janitor = build_connection_janitor(
+            scopes.clone(),
+            set,
+            watched,
+            connection_ctx.clone(),
+            shutdown.clone(),
+        );
         running.push(janitor.boxed());
     }
     (workers, async move {
@@ -535,13 +545,41 @@ fn error_policy<K: ResourceExt, C>(obj: Arc<K>, err: &Error, _ctx: Arc<C>) -> Ac
 
 /// The Connection reconciler (`crate::connection`) of one kind set, over the same namespaces.
 fn build_connection_janitor(
+    scopes: Vec<Option<String>>,
     set: KindSet,
     (store, _, connections): Watched<TemporalConnection>,
     ctx: Arc<crate::connection::ConnectionContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
+    // The certificate-expiry gauges are read from this cache at each scrape.
+    ctx.metrics.connections.add(store.clone());
+    // A worker deployment created, deleted or pointed at a Connection changes that
+    // Connection's users: spec changes only (the generation, which deletion bumps too), never
+    // its frequent status writes. Its previous Connection sees it gone at the next recheck.
+    let users = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in_set::<TemporalWorkerDeployment>(&ctx.client, scope, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .boxed()
+    }));
     let won = leadership_won(ctx.leader.clone());
+    // The users are read from the worker-deployment cache, fed by another watch: a second's
+    // debounce lets it catch up with the event that triggered the reconcile.
+    let config = controller::Config::default().debounce(std::time::Duration::from_secs(1));
     Controller::for_stream_with(connections, store, set)
+        .with_config(config)
+        .watches_stream_with(
+            users,
+            move |t: TemporalWorkerDeployment| {
+                let ns = t.namespace()?;
+                let name = &t.spec.worker_options.connection_ref.name;
+                Some(ObjectRef::new_with(name, set).within(&ns))
+            },
+            set,
+        )
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(crate::connection::reconcile, error_policy, ctx)

@@ -172,21 +172,30 @@ impl EventSink {
     }
 
     pub async fn normal(&self, twd: &TemporalWorkerDeployment, reason: &str, message: String) {
-        self.publish(twd, EventType::Normal, reason, message).await;
+        self.publish(twd.reference(), true, EventType::Normal, reason, message)
+            .await;
     }
 
     pub async fn warning(&self, twd: &TemporalWorkerDeployment, reason: &str, message: String) {
-        self.publish(twd, EventType::Warning, reason, message).await;
+        self.publish(twd.reference(), true, EventType::Warning, reason, message)
+            .await;
+    }
+
+    /// A Warning about another object (a Connection): not a rollout milestone, so it stays out
+    /// of the milestone log the status API serves per worker deployment.
+    pub async fn warning_about(&self, regarding: ObjectReference, reason: &str, message: String) {
+        self.publish(regarding, false, EventType::Warning, reason, message)
+            .await;
     }
 
     async fn publish(
         &self,
-        twd: &TemporalWorkerDeployment,
+        reference: ObjectReference,
+        milestone: bool,
         type_: EventType,
         reason: &str,
         message: String,
     ) {
-        let reference: ObjectReference = twd.reference();
         let namespace = reference.namespace.clone().unwrap_or_default();
         let name = reference.name.clone().unwrap_or_default();
         let note = truncate_note(message);
@@ -207,19 +216,21 @@ impl EventSink {
             tracing::debug!(reason, "milestone already announced");
             return;
         }
-        self.milestones.record(
-            &namespace,
-            &name,
-            Milestone {
-                time: Timestamp::now(),
-                kind: match type_ {
-                    EventType::Normal => MilestoneKind::Normal,
-                    EventType::Warning => MilestoneKind::Warning,
+        if milestone {
+            self.milestones.record(
+                &namespace,
+                &name,
+                Milestone {
+                    time: Timestamp::now(),
+                    kind: match type_ {
+                        EventType::Normal => MilestoneKind::Normal,
+                        EventType::Warning => MilestoneKind::Warning,
+                    },
+                    reason: reason.to_string(),
+                    message: note,
                 },
-                reason: reason.to_string(),
-                message: note,
-            },
-        );
+            );
+        }
         // Events are best effort: a failed publish must never fail a rollout.
         if let Err(e) = self.write(&key, reference).await {
             tracing::debug!(error = %e, reason, "failed to publish event");

@@ -31,6 +31,39 @@ impl fmt::Display for GoDuration {
     }
 }
 
+/// A duration in whole days (`14d`) or, for shorter ones, a Go-style duration (`36h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DaysOrDuration(Duration);
+
+const DAY_SECS: u64 = 24 * 3600;
+
+impl FromStr for DaysOrDuration {
+    type Err = api::duration::ParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.strip_suffix('d').map(str::parse::<u64>) {
+            Some(Ok(days)) => days
+                .checked_mul(DAY_SECS)
+                .map(|secs| DaysOrDuration(Duration::from_secs(secs)))
+                .ok_or(api::duration::ParseError {
+                    input: s.to_string(),
+                    why: "too large",
+                }),
+            _ => api::duration::parse(s).map(DaysOrDuration),
+        }
+    }
+}
+
+impl fmt::Display for DaysOrDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs();
+        if secs > 0 && secs.is_multiple_of(DAY_SECS) && self.0.subsec_nanos() == 0 {
+            write!(f, "{}d", secs / DAY_SECS)
+        } else {
+            f.write_str(&api::duration::format(self.0))
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
     Text,
@@ -221,6 +254,11 @@ struct RunArgs {
     /// TemporalWorkerDeployments reconciled at once (0: unbounded).
     #[arg(long, default_value_t = defaults::MAX_CONCURRENT_RECONCILES)]
     max_concurrent_reconciles: u16,
+    /// A Connection's mTLS client certificate this close to its expiry gets a Warning event,
+    /// `status.clientCertificate.expiringSoon` and the
+    /// `connection_certificate_expiring_soon` metric: whole days (`14d`) or a Go duration.
+    #[arg(long, default_value_t = DaysOrDuration(defaults::CERTIFICATE_EXPIRY_WARNING))]
+    certificate_expiry_warning: DaysOrDuration,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[arg(long, env = "POD_NAME")]
@@ -497,6 +535,7 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
             live_within: args.poller_live_threshold.0,
             interval: Some(args.poller_check_interval.0).filter(|d| !d.is_zero()),
         },
+        certificate_expiry_warning: args.certificate_expiry_warning.0,
         api_auth: api_auth(
             args.api_auth,
             args.api_auth_audiences,
@@ -547,6 +586,10 @@ mod tests {
         };
         let d = RunOptions::default();
         assert_eq!(args.idle_interval.0, d.idle_interval);
+        assert_eq!(
+            args.certificate_expiry_warning.0,
+            d.certificate_expiry_warning
+        );
         assert_eq!(args.fast_poll.0, d.fast_poll);
         assert_eq!(args.rollback_window.0, d.rollback_window);
         assert_eq!(Some(args.backlog_poll_interval.0), d.backlog_poll);
@@ -753,5 +796,19 @@ mod tests {
         );
         assert!(api_auth(none, vec!["twc".into()], false).is_err());
         assert!(api_auth(none, vec![], true).is_err());
+    }
+
+    #[test]
+    fn the_expiry_warning_takes_days_or_a_go_duration() {
+        let parse = |s: &str| s.parse::<DaysOrDuration>().map(|d| d.0);
+        assert_eq!(parse("14d"), Ok(Duration::from_secs(14 * DAY_SECS)));
+        assert_eq!(parse("36h"), Ok(Duration::from_secs(36 * 3600)));
+        assert!(parse("d").is_err());
+        assert!(parse("14").is_err());
+        assert_eq!(
+            DaysOrDuration(Duration::from_secs(14 * DAY_SECS)).to_string(),
+            "14d"
+        );
+        assert_eq!(DaysOrDuration(Duration::from_secs(3600)).to_string(), "1h");
     }
 }

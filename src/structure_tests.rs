@@ -393,6 +393,14 @@ fn owned_resource_reason_table_in_docs_matches_the_code() {
     );
 }
 
+#[test]
+fn connection_reason_table_in_docs_matches_the_code() {
+    assert_eq!(
+        documented_reasons("docs/connection-status.md"),
+        reasons_in_code(conditions::CONNECTION_ALL)
+    );
+}
+
 /// `reason → kind` from the table after `<!-- reason-table -->` in `doc`.
 fn documented_reasons(doc: &str) -> BTreeMap<String, String> {
     let text = fs::read_to_string(root().join(doc)).expect("doc");

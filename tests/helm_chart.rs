@@ -412,6 +412,7 @@ fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
             "--temporal-routing-qps=20",
             "--temporal-deployment-qps=10",
             "--max-concurrent-reconciles=16",
+            "--certificate-expiry-warning=14d",
             "--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget,ScaledObject",
             // The webhook, on by default, with self-managed certificates.
             "--webhook-port=9443",

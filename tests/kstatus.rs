@@ -1031,3 +1031,64 @@ fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() 
         );
     }
 }
+
+/// Connection states (`flux/fixtures/connection/`), each recording what kstatus (which Flux and
+/// Helm 4 use for a Connection: it needs no `healthCheckExprs` entry) and the Argo CD check
+/// answer, one per condition reason of `api::conditions::CONNECTION_ALL` plus a certificate
+/// within the warning window (still healthy); each checked under both Connection kinds.
+#[test]
+fn connection_fixtures_get_their_recorded_verdicts_and_cover_every_reason() {
+    use temporal_worker_controller::api::conditions::CONNECTION_ALL;
+    let script = std::fs::read_to_string(repo_root().join("lua/temporalconnection-health.lua"))
+        .expect("Connection health script");
+    let mut covered = BTreeSet::new();
+    let mut failures = Vec::new();
+    let fixtures: Vec<(PathBuf, Value)> = yaml_files(&repo_root().join("flux/fixtures/connection"))
+        .into_iter()
+        .map(|p| (p.clone(), load_yaml(&p)))
+        .collect();
+    assert!(
+        fixtures.len() >= 5,
+        "{} Connection fixtures",
+        fixtures.len()
+    );
+    for (name, obj) in under_each_kind(fixtures, ["Connection", "TemporalConnection"]) {
+        let got = (
+            kstatus(&obj),
+            test_harness::gitops::argocd_health_with(
+                test_harness::gitops::Sandbox::ArgoCmDefault,
+                &script,
+                &obj,
+            ),
+        );
+        let want = (
+            (
+                Status::parse(annotation(&obj, "kstatus")).expect("kstatus value"),
+                annotation(&obj, "kstatus-message").to_string(),
+            ),
+            (
+                annotation(&obj, "argocd-health").to_string(),
+                annotation(&obj, "argocd-message").to_string(),
+            ),
+        );
+        if got != want {
+            failures.push(format!("{name}: got {got:?}, want {want:?}"));
+        }
+        if let Some(reason) = obj
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
+            .and_then(|c| c["reason"].as_str())
+        {
+            covered.insert(reason.to_string());
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    for r in CONNECTION_ALL {
+        assert!(
+            covered.contains(r.reason),
+            "no flux/fixtures/connection fixture for reason {}",
+            r.reason
+        );
+    }
+}

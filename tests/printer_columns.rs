@@ -65,13 +65,20 @@ fn worker_deployment_case(kind: &'static str, resource: &'static str) -> Case {
 }
 
 fn connection_case(kind: &'static str, resource: &'static str) -> Case {
+    let fixture = load_yaml(
+        &repo_root()
+            .join("argocd/resource_customizations/temporal.io/Connection/testdata/ready.yaml"),
+    );
     Case {
         kind,
         resource,
         spec: json!({"hostPort": "temporal-frontend.temporal.svc:7233"}),
-        status: json!({}),
+        status: fixture["status"].clone(),
         columns: vec![
+            ("READY", Expect::Is("True")),
             ("HOST", Expect::Is("temporal-frontend.temporal.svc:7233")),
+            // The client certificate's notAfter, as written (a future date is no age).
+            ("EXPIRES", Expect::Is("2026-12-01T00:00:00Z")),
             ("AGE", Expect::Age),
         ],
     }

@@ -14,6 +14,12 @@
 //! versioned Deployment is created only after Temporal answered) and must still refuse the
 //! impostor (`TemporalClientCreationFailed`, nothing forwarded).
 //!
+//! Then the Connections' own status (issue 26 item 3), on the same front end: the cloud
+//! Connection is Ready (`Reachable`) and lists its worker deployment, the impostor's is
+//! `TemporalClientCreationFailed`; a Secret without `tls.key` and an expired client certificate
+//! are `AuthSecretInvalid`; a certificate within the 14-day warning window stays Ready, with
+//! `expiringSoon`, a `CertificateExpiringSoon` Warning event and the metric.
+//!
 //! `harness = false`: `main` re-runs this binary as a child with `SSL_CERT_FILE` set, since the
 //! process environment cannot be changed safely once threads exist (as tests/secret_hygiene.rs).
 
@@ -25,10 +31,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
-use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::api::connection::TemporalConnectionStatus;
+use temporal_worker_controller::api::{TemporalConnection, TemporalWorkerDeployment};
 use test_harness::certs::{Authority, Usage};
 use test_harness::manifests;
 use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
@@ -39,7 +47,7 @@ const TEMPORAL_NS: &str = "cloud-tls";
 const DIR_ENV: &str = "TWC_CLOUD_TLS_PKI_DIR";
 
 /// The PEM files the parent writes for the child.
-const FILES: [&str; 8] = [
+const FILES: [&str; 12] = [
     "ca1",
     "ca2",
     "cloud-server-cert",
@@ -48,7 +56,18 @@ const FILES: [&str; 8] = [
     "impostor-server-key",
     "client-cert",
     "client-key",
+    "expiring-client-cert",
+    "expiring-client-key",
+    "expired-client-cert",
+    "expired-client-key",
 ];
+
+/// `(year, month, day)` of `now` moved by `days` (UTC).
+fn ymd(days: i64) -> (i32, u8, u8) {
+    let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(24 * days);
+    let d = t.to_zoned(jiff::tz::TimeZone::UTC).date();
+    (i32::from(d.year()), d.month() as u8, d.day() as u8)
+}
 
 fn main() -> ExitCode {
     match std::env::var_os(DIR_ENV) {
@@ -65,6 +84,21 @@ fn generate(dir: &Path) -> Result<()> {
     let cloud = ca1.issue("localhost", None, &sans, Usage::Server)?;
     let impostor = ca3.issue("localhost", None, &sans, Usage::Server)?;
     let client = ca2.issue("twc-client", None, &[], Usage::Client)?;
+    // Within the default 14-day warning window, and long expired.
+    let expiring = ca2.issue_valid(
+        "twc-client-expiring",
+        None,
+        &[],
+        Usage::Client,
+        Some((ymd(-1), ymd(4))),
+    )?;
+    let expired = ca2.issue_valid(
+        "twc-client-expired",
+        None,
+        &[],
+        Usage::Client,
+        Some(((2020, 1, 1), (2020, 6, 1))),
+    )?;
     std::fs::create_dir_all(dir)?;
     let pems = [
         &ca1.ca_pem,
@@ -75,6 +109,10 @@ fn generate(dir: &Path) -> Result<()> {
         &impostor.key_pem,
         &client.cert_pem,
         &client.key_pem,
+        &expiring.cert_pem,
+        &expiring.key_pem,
+        &expired.cert_pem,
+        &expired.key_pem,
     ];
     for (name, pem) in FILES.iter().zip(pems) {
         std::fs::write(dir.join(name), pem)?;
@@ -213,7 +251,7 @@ async fn run(dir: &Path) -> Result<String> {
         message.contains("certificate") || message.contains("Unknown"),
         "refusal does not say why: {message}"
     );
-    let report = format!(
+    let mut report = format!(
         "  on-cloud: Deployment {made} created; cloud front end forwarded {} calls, rejected {}\n  \
          on-impostor: {message}\n  impostor front end forwarded {}, rejected {} handshakes\n",
         cloud.forwarded(),
@@ -221,6 +259,7 @@ async fn run(dir: &Path) -> Result<String> {
         impostor.forwarded(),
         impostor.rejected()
     );
+    report.push_str(&connection_status(&client, dir, &cloud, controller.http_addr).await?);
     controller.stop().await;
     drop(plane);
     Ok(report)
@@ -338,5 +377,280 @@ async fn wait_deployment(client: &kube::Client, name: &str) -> Result<String> {
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+// --- The Connections' own status (issue 26 item 3). ---
+
+/// The Connection cases; returns their lines of the report.
+async fn connection_status(
+    client: &kube::Client,
+    dir: &Path,
+    cloud: &GrpcTlsProxy,
+    metrics: SocketAddr,
+) -> Result<String> {
+    let started = Instant::now();
+    let mut out = reachability(client).await?;
+    out.push_str(&missing_key(client, dir, cloud).await?);
+    out.push_str(&expiry(client, dir, cloud, metrics).await?);
+    out.push_str(&format!(
+        "  Connection cases took {:?}\n",
+        started.elapsed()
+    ));
+    Ok(out)
+}
+
+fn read_pem(dir: &Path, name: &str) -> Result<String> {
+    std::fs::read_to_string(dir.join(name)).with_context(|| format!("reading {name}"))
+}
+
+/// The cloud Connection is Ready and lists its worker; the impostor's cannot connect.
+async fn reachability(client: &kube::Client) -> Result<String> {
+    let ok = wait_conn(
+        client,
+        "cloud",
+        "Ready=True/Reachable listing on-cloud",
+        |s| {
+            ready(s).is_some_and(|(st, r, _)| st == "True" && r == "Reachable")
+                && s.worker_deployments == ["on-cloud"]
+                && s.worker_deployment_count == 1
+        },
+    )
+    .await?;
+    let cert = ok
+        .client_certificate
+        .clone()
+        .context("no clientCertificate")?;
+    ensure!(
+        !cert.expiring_soon,
+        "a certificate valid until {:?} expiring soon",
+        cert.not_after
+    );
+    // A second user is listed through the worker-deployment watch, well before the Connection's
+    // 60 s recheck would find it (the first user's finalizer write already woke it).
+    let second = manifests::twd("on-cloud-2")
+        .replicas(1)
+        .tag("v1")
+        .task_queue("cloud-queue-2")
+        .rollout(json!({"strategy": "AllAtOnce"}))
+        .connection("cloud")
+        .temporal_namespace(TEMPORAL_NS)
+        .build();
+    apply(client, second).await?;
+    let listed = Instant::now();
+    wait_conn_within(client, "cloud", "both users listed", USERS_SEEN, |s| {
+        s.worker_deployments == ["on-cloud", "on-cloud-2"] && s.worker_deployment_count == 2
+    })
+    .await?;
+    let listed = listed.elapsed();
+    wait_conn(client, "impostor", "TemporalClientCreationFailed", |s| {
+        ready(s).is_some_and(|(st, r, _)| st == "False" && r == "TemporalClientCreationFailed")
+            && s.worker_deployments == ["on-impostor"]
+    })
+    .await?;
+    Ok(format!(
+        "  Connection cloud: Ready, lists on-cloud, notAfter {}; a second user listed after \
+         {listed:?}; impostor: TemporalClientCreationFailed\n",
+        cert.not_after.0
+    ))
+}
+
+/// A Secret without `tls.key` (a kubernetes.io/tls Secret must have one, so this one is
+/// Opaque) is AuthSecretInvalid, naming the key.
+async fn missing_key(client: &kube::Client, dir: &Path, cloud: &GrpcTlsProxy) -> Result<String> {
+    let data = json!({"tls.crt": read_pem(dir, "client-cert")?});
+    secret(client, "missing-key", "Opaque", data).await?;
+    connection(client, "missing-key", cloud, "missing-key").await?;
+    let missing = wait_conn(client, "missing-key", "AuthSecretInvalid", |s| {
+        ready(s).is_some_and(|(st, r, _)| st == "False" && r == "AuthSecretInvalid")
+    })
+    .await?;
+    let (_, _, why) = ready(&missing).unwrap_or_default();
+    ensure!(
+        why.contains("tls.key"),
+        "the message does not name the key: {why}"
+    );
+    Ok(format!("  Connection missing-key: {why}\n"))
+}
+
+/// A certificate within the warning window stays Ready with a Warning and the metric; an
+/// expired one is AuthSecretInvalid and still shows its notAfter.
+async fn expiry(
+    client: &kube::Client,
+    dir: &Path,
+    cloud: &GrpcTlsProxy,
+    metrics: SocketAddr,
+) -> Result<String> {
+    let tls = |cert: &str, key: &str| -> Result<Value> {
+        Ok(
+            json!({"tls.crt": read_pem(dir, cert)?, "tls.key": read_pem(dir, key)?,
+                  "ca.crt": read_pem(dir, "ca2")?}),
+        )
+    };
+    let data = tls("expiring-client-cert", "expiring-client-key")?;
+    secret(client, "expiring-mtls", "kubernetes.io/tls", data).await?;
+    connection(client, "expiring", cloud, "expiring-mtls").await?;
+    let expiring = wait_conn(client, "expiring", "Ready=True with expiringSoon", |s| {
+        ready(s).is_some_and(|(st, r, _)| st == "True" && r == "Reachable")
+            && s.client_certificate
+                .as_ref()
+                .is_some_and(|c| c.expiring_soon)
+    })
+    .await?;
+    let (_, _, message) = ready(&expiring).unwrap_or_default();
+    ensure!(
+        message.contains("expires at"),
+        "Ready does not say when: {message}"
+    );
+    let event = wait_event(client, "expiring", "CertificateExpiringSoon").await?;
+    let family = "temporal_worker_controller_connection_certificate";
+    let line = wait_metric(metrics, &format!("{family}_expiring_soon"), "expiring", "1").await?;
+    wait_metric(
+        metrics,
+        &format!("{family}_expiry_timestamp_seconds"),
+        "expiring",
+        "",
+    )
+    .await?;
+
+    let data = tls("expired-client-cert", "expired-client-key")?;
+    secret(client, "expired-mtls", "kubernetes.io/tls", data).await?;
+    connection(client, "expired", cloud, "expired-mtls").await?;
+    let expired = wait_conn(
+        client,
+        "expired",
+        "AuthSecretInvalid with its notAfter",
+        |s| {
+            ready(s).is_some_and(|(st, r, _)| st == "False" && r == "AuthSecretInvalid")
+                && s.client_certificate.is_some()
+        },
+    )
+    .await?;
+    let (_, _, why) = ready(&expired).unwrap_or_default();
+    ensure!(why.contains("expires at 2020-06-01"), "{why}");
+    Ok(format!(
+        "  Connection expiring: Ready; event {event:?}; {line}\n  Connection expired: {why}\n"
+    ))
+}
+
+async fn secret(client: &kube::Client, name: &str, type_: &str, data: Value) -> Result<()> {
+    Api::<Secret>::namespaced(client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": name}, "type": type_, "stringData": data
+            }))?,
+        )
+        .await?;
+    Ok(())
+}
+
+/// A Connection through the cloud front end with the mTLS Secret `secret`.
+async fn connection(
+    client: &kube::Client,
+    name: &str,
+    cloud: &GrpcTlsProxy,
+    secret: &str,
+) -> Result<()> {
+    let mut conn = manifests::connection(name, &cloud.host_port());
+    manifests::merge(
+        &mut conn["spec"],
+        json!({"tls": {"serverName": "localhost"}, "mutualTLSSecretRef": {"name": secret}}),
+    );
+    apply(client, conn).await
+}
+
+/// `Ready`'s status, reason and message.
+fn ready(s: &TemporalConnectionStatus) -> Option<(String, String, String)> {
+    s.conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn wait_conn(
+    client: &kube::Client,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&TemporalConnectionStatus) -> bool,
+) -> Result<TemporalConnectionStatus> {
+    wait_conn_within(client, name, what, T, pred).await
+}
+
+/// Shorter than the Connection's 60 s recheck: only a watch can make it.
+const USERS_SEEN: Duration = Duration::from_secs(30);
+
+async fn wait_conn_within(
+    client: &kube::Client,
+    name: &str,
+    what: &str,
+    within: Duration,
+    pred: impl Fn(&TemporalConnectionStatus) -> bool,
+) -> Result<TemporalConnectionStatus> {
+    let api = TemporalConnection::api(client.clone(), NS, KindSet::Seed);
+    let deadline = Instant::now() + within;
+    loop {
+        let status = api.get(name).await?.status.unwrap_or_default();
+        if pred(&status) {
+            return Ok(status);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "Connection {name}: timed out after {within:?} waiting for {what}; status {}",
+                serde_json::to_string_pretty(&status)?
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The note of the Warning `reason` about Connection `name`.
+async fn wait_event(client: &kube::Client, name: &str, reason: &str) -> Result<String> {
+    let api = Api::<Event>::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + T;
+    loop {
+        let found = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().is_some_and(|r| {
+                        r.name.as_deref() == Some(name)
+                            && r.kind.as_deref() == Some("TemporalConnection")
+                    })
+            });
+        if let Some(e) = found {
+            return Ok(e.note.unwrap_or_default());
+        }
+        if Instant::now() > deadline {
+            bail!("no Warning {reason} about Connection {name} after {T:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The sample of `family` for Connection `name` (with `value`, unless empty).
+async fn wait_metric(addr: SocketAddr, family: &str, name: &str, value: &str) -> Result<String> {
+    let deadline = Instant::now() + T;
+    let label = format!("name=\"{name}\"");
+    loop {
+        let (code, body) =
+            test_harness::loopback_http::get(addr, "/metrics", "text/plain", None).await?;
+        ensure!(code == 200, "/metrics answered {code}");
+        let found = body.lines().find(|l| {
+            l.starts_with(&format!("{family}{{"))
+                && l.contains(&label)
+                && (value.is_empty() || l.ends_with(&format!(" {value}")))
+        });
+        if let Some(line) = found {
+            return Ok(line.to_string());
+        }
+        if Instant::now() > deadline {
+            bail!("no {family} sample for {name} (= {value:?}) after {T:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

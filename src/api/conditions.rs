@@ -133,3 +133,25 @@ pub const OWNED_ALL: &[Reason] = &[
         kind: ReasonKind::Terminal,
     },
 ];
+
+// Connection reasons (its own `Ready`; see docs/connection-status.md). The failures reuse the
+// worker deployment's names: the same cause reads the same on both objects.
+/// The auth Secret is valid and the Temporal frontend answered.
+pub const REACHABLE: &str = "Reachable";
+
+/// Every reason written on a Connection (the reason table of `docs/connection-status.md`; a
+/// test compares them).
+pub const CONNECTION_ALL: &[Reason] = &[
+    Reason {
+        reason: REACHABLE,
+        kind: ReasonKind::Done,
+    },
+    Reason {
+        reason: AUTH_SECRET_INVALID,
+        kind: ReasonKind::Blocked,
+    },
+    Reason {
+        reason: CLIENT_CREATION_FAILED,
+        kind: ReasonKind::Blocked,
+    },
+];

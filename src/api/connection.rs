@@ -1,5 +1,6 @@
 //! `TemporalConnection` (`tconn`): how to reach a Temporal frontend.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,10 @@ use serde::{Deserialize, Serialize};
     namespaced,
     status = "TemporalConnectionStatus",
     derive = "PartialEq",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Host","type":"string","jsonPath":".spec.hostPort"}"#,
+    // A string, not a date: kubectl shows a date as an age, and a future one as `<invalid>`.
+    printcolumn = r#"{"name":"Expires","type":"string","jsonPath":".status.clientCertificate.notAfter"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -63,8 +67,46 @@ pub struct SecretKeyRef {
     pub key: String,
 }
 
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
-pub struct TemporalConnectionStatus {}
+/// Status: written by the Connection reconciler (`src/connection/`) only when it changes. A
+/// Connection without status (not yet looked at) has nothing to wait for: kstatus and the Argo
+/// CD check read it as Current/Healthy, unlike a worker deployment.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemporalConnectionStatus {
+    /// The generation the conditions were computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (the Secret is valid and the Temporal frontend answers), `Reconciling` and
+    /// `Stalled`, the kstatus pair.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The mTLS client certificate, when the Connection uses one and it can be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_certificate: Option<ClientCertificateStatus>,
+    /// Names of the worker deployments (of this kind set, in this namespace) that use this
+    /// Connection, sorted; at most [`MAX_LISTED_WORKERS`], `workerDeploymentCount` has them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_deployments: Vec<String>,
+    /// How many worker deployments use this Connection.
+    #[serde(default)]
+    pub worker_deployment_count: i32,
+}
+
+/// The most worker deployment names a Connection's status lists (the count has them all), so
+/// that a Connection shared by thousands of workers keeps a small status.
+pub const MAX_LISTED_WORKERS: usize = 50;
+
+/// What the controller read from the client certificate in the mTLS Secret.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCertificateStatus {
+    /// `notAfter` of the client certificate (`tls.crt`), RFC 3339.
+    pub not_after: Time,
+    /// The certificate expires within the controller's warning window
+    /// (`--certificate-expiry-warning`, 14 days by default).
+    #[serde(default)]
+    pub expiring_soon: bool,
+}
 
 /// A connection, served as `Connection` and as `TemporalConnection` (see
 /// [`crate::api::kinds`]); `TemporalConnectionCrd` exists only to generate the schema.

@@ -1,20 +1,40 @@
-//! Observe stage of the Connection reconciler: whether any TWD uses the Connection, from the
-//! TWD reconciler's cache. A cache that has not listed yet is never read: it would look empty,
-//! and every Connection would look unused. The pass fails instead and is retried with backoff;
-//! it does not wait inside the reconcile (a reconcile waiting on a cache would hold up a
-//! graceful shutdown, which waits for in-flight reconciles).
+//! Observe stage of the Connection reconciler: which worker deployments use the Connection
+//! (from the worker-deployment reconciler's cache), what its auth Secret says (the same
+//! read and checks as the worker deployments' connect sequence, `src/reconcile/connect.rs`),
+//! and whether the Temporal frontend answers, asked through the shared client pool only when
+//! [`rules::check_due`] says so.
+//!
+//! A cache that has not listed yet is never read: it would look empty, and every Connection
+//! would look unused. The pass fails instead and is retried with backoff; it does not wait
+//! inside the reconcile (a reconcile waiting on a cache would hold up a graceful shutdown,
+//! which waits for in-flight reconciles).
 
 use futures::FutureExt as _;
+use jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::TemporalConnection;
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::ConnectionFailure;
+use crate::connection::rules::{self, Auth, LastCheck, Reach};
+use crate::reconcile::connect::{self, ConnectError};
+use crate::temporal::{AuthError, ConnectionKey};
+
+/// The Temporal namespace a Connection nobody uses yet is checked under: `GetSystemInfo`
+/// names no namespace, this only keys the pooled connection and its budget.
+const UNUSED_TEMPORAL_NAMESPACE: &str = "default";
 
 /// What the plan needs.
 pub struct Observed {
-    /// Some TWD in the Connection's namespace names it.
-    pub used: bool,
+    /// Names of the worker deployments (of the Connection's kind set, in its namespace) that
+    /// name it, being deleted or not.
+    pub users: Vec<String>,
+    pub auth: Auth,
+    /// The reachability check in effect for these credentials: made in this pass
+    /// (`fresh`) or remembered from an earlier one. `None` when the credentials are invalid.
+    pub check: Option<LastCheck>,
+    pub fresh: bool,
+    pub now: Timestamp,
 }
 
 pub async fn observe(
@@ -26,15 +46,143 @@ pub async fn observe(
         Some(Err(dropped)) => return Err(ConnectionFailure::CacheUnavailable(dropped)),
         None => return Err(ConnectionFailure::CacheNotReady),
     }
+    let ns = conn.namespace().unwrap_or_default();
+    let (users, temporal_ns) = users(ctx, conn);
+    let now = Timestamp::now();
+    let (auth, key) = match connect::credentials(&ctx.client, ctx.caches.as_ref(), &ns, conn).await
+    {
+        Ok(key) => (
+            Auth::Valid {
+                fingerprint: key.fingerprint().to_string(),
+                not_after: key.auth().cert_not_after(),
+            },
+            Some(key),
+        ),
+        Err(e) => (invalid(&e), None),
+    };
+    let Some(key) = key else {
+        return Ok(Observed {
+            users,
+            auth,
+            check: None,
+            fresh: false,
+            now,
+        });
+    };
+    let last = ctx.last_check(conn);
+    if !rules::check_due(last.as_ref(), key.fingerprint(), now) {
+        return Ok(Observed {
+            users,
+            auth,
+            check: last,
+            fresh: false,
+            now,
+        });
+    }
+    let reach = ask(ctx, conn, key.clone(), temporal_ns.as_deref()).await;
+    Ok(Observed {
+        users,
+        auth,
+        check: Some(LastCheck {
+            fingerprint: key.fingerprint().to_string(),
+            at: now,
+            reach,
+        }),
+        fresh: true,
+        now,
+    })
+}
+
+/// The users' names, and the Temporal namespace of the first of them (by name), whose pooled
+/// connection the check then shares.
+fn users(ctx: &ConnectionContext, conn: &TemporalConnection) -> (Vec<String>, Option<String>) {
     let ns = conn.namespace();
     let name = conn.name_any();
     // References resolve within a kind set: a Connection is used by WorkerDeployments, a
     // TemporalConnection by TemporalWorkerDeployments.
     let set = conn.kind_set();
-    let used = ctx.workers.state().iter().any(|t| {
-        t.kind_set() == set
-            && t.namespace() == ns
-            && t.spec.worker_options.connection_ref.name == name
-    });
-    Ok(Observed { used })
+    let mut users: Vec<(String, String)> = ctx
+        .workers
+        .state()
+        .iter()
+        .filter(|t| {
+            t.kind_set() == set
+                && t.namespace() == ns
+                && t.spec.worker_options.connection_ref.name == name
+        })
+        .map(|t| {
+            (
+                t.name_any(),
+                t.spec.worker_options.temporal_namespace.clone(),
+            )
+        })
+        .collect();
+    users.sort();
+    let temporal_ns = users.first().map(|(_, n)| n.clone());
+    (users.into_iter().map(|(n, _)| n).collect(), temporal_ns)
+}
+
+/// The credentials' failure as the status shows it; an expired certificate keeps its expiry.
+fn invalid(e: &ConnectError) -> Auth {
+    let not_after = match e {
+        ConnectError::AuthInvalid(AuthError::CertExpiring { not_after, .. }) => Some(*not_after),
+        _ => None,
+    };
+    Auth::Invalid {
+        message: e.to_string(),
+        not_after,
+    }
+}
+
+/// One `GetSystemInfo` through the pooled connection (dialled once per credentials and
+/// Temporal namespace, shared with the worker deployments' reconciles).
+async fn ask(
+    ctx: &ConnectionContext,
+    conn: &TemporalConnection,
+    key: ConnectionKey,
+    temporal_ns: Option<&str>,
+) -> Reach {
+    let address = conn.spec.host_port.clone();
+    let temporal_ns = temporal_ns.unwrap_or(UNUSED_TEMPORAL_NAMESPACE);
+    let client = match ctx
+        .pool
+        .get_or_connect(key, temporal_ns, &ctx.identity)
+        .await
+    {
+        Ok(c) => c,
+        Err(source) => {
+            return Reach::Failed(
+                ConnectError::ClientCreationFailed { address, source }.to_string(),
+            );
+        }
+    };
+    match client.system_info().await {
+        Ok(()) => Reach::Answered,
+        Err(e) => Reach::Failed(format!("asking Temporal at {address}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expired_certificate_keeps_its_expiry_and_other_failures_have_none() {
+        let t = Timestamp::from_second(1_600_000_000).expect("time");
+        let expired = ConnectError::AuthInvalid(AuthError::CertExpiring {
+            name: "m".into(),
+            not_after: t,
+        });
+        assert!(
+            matches!(invalid(&expired), Auth::Invalid { not_after: Some(n), message } if n == t && message.contains("expires at"))
+        );
+        let missing = ConnectError::AuthInvalid(AuthError::MissingKey {
+            name: "m".into(),
+            key: "tls.key".into(),
+        });
+        assert!(matches!(
+            invalid(&missing),
+            Auth::Invalid { not_after: None, message } if message.contains("tls.key")
+        ));
+    }
 }

@@ -18,6 +18,9 @@ pub enum ConnectionFailure {
     /// Act: dropping our finalizer failed.
     #[error("releasing the TemporalConnection's finalizer: {0}")]
     ReleaseFailed(#[source] kube::Error),
+    /// Report: the status write failed.
+    #[error("writing the TemporalConnection's status: {0}")]
+    StatusWriteFailed(#[source] kube::Error),
 }
 
 impl ReconcileFailure for ConnectionFailure {
@@ -26,6 +29,7 @@ impl ReconcileFailure for ConnectionFailure {
             ConnectionFailure::CacheUnavailable(_) => "CacheUnavailable",
             ConnectionFailure::CacheNotReady => "CacheNotReady",
             ConnectionFailure::ReleaseFailed(_) => "ReleaseFailed",
+            ConnectionFailure::StatusWriteFailed(_) => "StatusWriteFailed",
         }
     }
 }
@@ -35,7 +39,8 @@ pub fn verdict(failure: &ConnectionFailure, streak: u32) -> Duration {
     match failure {
         ConnectionFailure::CacheUnavailable(_)
         | ConnectionFailure::CacheNotReady
-        | ConnectionFailure::ReleaseFailed(_) => backoff(streak),
+        | ConnectionFailure::ReleaseFailed(_)
+        | ConnectionFailure::StatusWriteFailed(_) => backoff(streak),
     }
 }
 

@@ -1,27 +1,31 @@
-//! Report stage of the Connection reconciler: counts failures and decides when to look again
-//! (a Connection has no status of its own yet).
+//! Report stage of the Connection reconciler: the only status write (only when the plan says
+//! it changed) and every event; counts failures and decides when to look again.
 
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
+use serde_json::json;
 
 use crate::api::TemporalConnection;
+use crate::api::connection::TemporalConnectionStatus;
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::{ConnectionFailure, verdict};
-use crate::connection::plan::{Plan, RECHECK};
+use crate::connection::plan::Plan;
 use crate::reconciler::{ControllerKind, ReconcileOutcome, count_failure};
 
-pub fn report(
+pub async fn report(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,
     attempt: Result<Plan, ConnectionFailure>,
 ) -> (Action, ReconcileOutcome) {
     let key = conn.key();
-    match attempt {
-        Ok(plan) => {
+    let written = match attempt {
+        Ok(plan) => publish(ctx, conn, plan).await,
+        Err(failure) => Err(failure),
+    };
+    match written {
+        Ok(action) => {
             ctx.streaks.succeeded(&key);
-            let action = match plan {
-                Plan::Keep => Action::requeue(RECHECK),
-                Plan::Release => Action::await_change(),
-            };
             (action, ReconcileOutcome::Success)
         }
         Err(failure) => {
@@ -33,4 +37,56 @@ pub fn report(
             )
         }
     }
+}
+
+/// The status (if changed), then the Warnings: an event is only sent once the status that
+/// records its transition is written, so a failed write repeats neither.
+async fn publish(
+    ctx: &ConnectionContext,
+    conn: &TemporalConnection,
+    plan: Plan,
+) -> Result<Action, ConnectionFailure> {
+    if !ctx.leads() {
+        // Leadership was lost during the pass: the new leader looks at everything.
+        return Ok(Action::await_change());
+    }
+    if let Some(status) = &plan.status {
+        write_status(ctx, conn, status)
+            .await
+            .map_err(ConnectionFailure::StatusWriteFailed)?;
+    }
+    for (reason, note) in plan.warnings {
+        ctx.events
+            .warning_about(conn.reference(), reason, note)
+            .await;
+    }
+    Ok(plan
+        .requeue
+        .map_or_else(Action::await_change, Action::requeue))
+}
+
+async fn write_status(
+    ctx: &ConnectionContext,
+    conn: &TemporalConnection,
+    status: &TemporalConnectionStatus,
+) -> Result<(), kube::Error> {
+    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    // A merge patch keeps a field it does not name: what is gone must be sent as null.
+    for field in ["clientCertificate", "workerDeployments"] {
+        if body.get(field).is_none() {
+            body[field] = serde_json::Value::Null;
+        }
+    }
+    let patch = json!({ "status": body });
+    let res = conn
+        .own_api(ctx.client.clone())
+        .patch_status(
+            &conn.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await;
+    ctx.metrics
+        .kube_write("patch", "temporalconnections/status", res.is_ok());
+    res.map(|_| ())
 }

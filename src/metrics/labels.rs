@@ -71,6 +71,13 @@ pub(super) struct ObjLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct KindObjLabels {
+    pub namespace: String,
+    pub name: String,
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct InfoLabels {
     pub namespace: String,
     pub name: String,

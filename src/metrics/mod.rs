@@ -4,7 +4,8 @@
 //! - operational counters and histograms ([`operational`]: reconciles, Temporal RPCs,
 //!   Kubernetes writes, leadership, gates), updated from hot paths through atomics;
 //! - state computed at scrape time: rollouts from the reflector store ([`rollout`]), so a
-//!   deleted `TemporalWorkerDeployment` leaves no stale series behind, the last backlog poll
+//!   deleted `TemporalWorkerDeployment` leaves no stale series behind, Connections' client
+//!   certificates from the Connection caches ([`connections`]), the last backlog poll
 //!   ([`backlog`]) and the process ([`process`]).
 //!
 //! One vocabulary for our families (prefix `temporal_worker_controller_`; every label set is
@@ -24,6 +25,7 @@
 //! families; `docs/status-api.md` lists them and a test (`tests.rs`) checks the list.
 
 mod backlog;
+mod connections;
 mod labels;
 mod operational;
 mod process;
@@ -53,6 +55,8 @@ pub struct Metrics {
     ops: operational::Operational,
     /// The last per-version task-queue poll (`crate::backlog`), rendered at scrape time.
     pub backlog: Arc<crate::backlog::Stats>,
+    /// The Connection caches, for the certificate families, rendered at scrape time.
+    pub connections: connections::ConnectionStores,
     start_time: f64,
 }
 
@@ -71,6 +75,7 @@ impl Metrics {
             registry,
             ops,
             backlog: Arc::default(),
+            connections: connections::ConnectionStores::default(),
             start_time,
         }
     }
@@ -173,6 +178,7 @@ impl Metrics {
         let reg = root.sub_registry_with_prefix(PREFIX);
         rollout::register(reg, store, now);
         backlog::register(reg, &self.backlog.get());
+        connections::register(reg, &self.connections);
         root
     }
 }

@@ -105,19 +105,16 @@ impl Connector<'_> {
         connection: TemporalConnection,
         twd: &TemporalWorkerDeployment,
     ) -> Result<Connected, ConnectError> {
+        let secret_name = connection.spec.auth_mode().secret().map(str::to_string);
         let result = self.dial(ns, connection, twd).await;
-        // Credentials that did not work are read again next time, so that the user's fix of
-        // the Secret is seen at once rather than after the reuse period.
-        if let (Err(e), Some(caches)) = (&result, self.caches)
-            && matches!(
-                e.source,
-                ConnectError::AuthInvalid(_) | ConnectError::ClientCreationFailed { .. }
-            )
-            && let Some(secret) = e.secret.as_deref()
+        // Credentials that could not connect are read again next time, so that the user's fix
+        // of the Secret is seen at once rather than after the reuse period.
+        if let (Err(ConnectError::ClientCreationFailed { .. }), Some(caches), Some(secret)) =
+            (&result, self.caches, secret_name.as_deref())
         {
             caches.forget_secret(ns, secret);
         }
-        result.map_err(|e| e.source)
+        result
     }
 
     async fn dial(
@@ -125,19 +122,8 @@ impl Connector<'_> {
         ns: &str,
         connection: TemporalConnection,
         twd: &TemporalWorkerDeployment,
-    ) -> Result<Connected, Failed> {
-        let mode = connection.spec.auth_mode();
-        let secret_name = mode.secret().map(str::to_string);
-        let failed = |source| Failed {
-            source,
-            secret: secret_name.clone(),
-        };
-        let secret = auth_secret(self.kube, self.caches, ns, &mode)
-            .await
-            .map_err(failed)?;
-        let auth = temporal::auth_from_secret(&mode, secret.as_ref())
-            .map_err(|e| failed(ConnectError::AuthInvalid(e)))?;
-        let key = ConnectionKey::new(&connection.spec, auth);
+    ) -> Result<Connected, ConnectError> {
+        let key = credentials(self.kube, self.caches, ns, &connection).await?;
         let client = self
             .pool
             .get_or_connect(
@@ -146,11 +132,9 @@ impl Connector<'_> {
                 self.identity,
             )
             .await
-            .map_err(|source| {
-                failed(ConnectError::ClientCreationFailed {
-                    address: connection.spec.host_port.clone(),
-                    source,
-                })
+            .map_err(|source| ConnectError::ClientCreationFailed {
+                address: connection.spec.host_port.clone(),
+                source,
             })?
             .with_install_id(self.install_id);
         Ok(Connected {
@@ -159,12 +143,6 @@ impl Connector<'_> {
             key,
         })
     }
-}
-
-/// A failed dial and the Secret it read, if any.
-struct Failed {
-    source: ConnectError,
-    secret: Option<String>,
 }
 
 /// The TWD's Connection, if it exists.
@@ -201,6 +179,24 @@ pub async fn connection(
             source,
         }),
     }
+}
+
+/// The Connection's credentials, read from its Secret and checked (the worker deployments'
+/// connect sequence and the Connection's own status both use this).
+pub async fn credentials(
+    client: &kube::Client,
+    caches: Option<&Caches>,
+    ns: &str,
+    connection: &TemporalConnection,
+) -> Result<ConnectionKey, ConnectError> {
+    let mode = connection.spec.auth_mode();
+    let secret = auth_secret(client, caches, ns, &mode).await?;
+    let auth = temporal::auth_from_secret(&mode, secret.as_ref());
+    // Invalid credentials are read again next time: the user's fix is seen at once.
+    if let (Err(_), Some(caches), Some(name)) = (&auth, caches, mode.secret()) {
+        caches.forget_secret(ns, name);
+    }
+    Ok(ConnectionKey::new(&connection.spec, auth?))
 }
 
 /// The Secret named by the Connection's auth mode, if any.

@@ -52,6 +52,9 @@ pub struct Settings {
     pub backlog_scope: crate::backlog::Scope,
     /// Poller health of the live versions: threshold and interval.
     pub pollers: crate::planner::poller_health::PollerSettings,
+    /// A Connection's client certificate this close to expiry is reported (Warning event,
+    /// `expiringSoon`, metric).
+    pub certificate_expiry_warning: Duration,
 }
 
 impl Settings {

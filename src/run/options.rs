@@ -58,6 +58,9 @@ pub struct RunOptions {
     /// Poller health of the live versions: `--poller-live-threshold` and
     /// `--poller-check-interval` (`src/planner/poller_health.rs`).
     pub pollers: crate::planner::poller_health::PollerSettings,
+    /// A Connection's mTLS client certificate this close to its expiry gets a Warning event,
+    /// `status.clientCertificate.expiringSoon` and the metric.
+    pub certificate_expiry_warning: Duration,
 }
 
 /// Who may read the status API.
@@ -93,6 +96,9 @@ pub mod defaults {
     pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
     /// Long enough that an ordinary burst (a restart reconciling everything) does not show.
     pub const BUDGET_DELAY_REPORT: Duration = Duration::from_secs(5);
+    /// Days, not minutes: time for a human or cert-manager to renew.
+    pub const CERTIFICATE_EXPIRY_WARNING: Duration =
+        crate::connection::rules::DEFAULT_EXPIRY_WARNING;
 }
 
 impl Default for RunOptions {
@@ -128,6 +134,7 @@ impl Default for RunOptions {
             max_concurrent_reconciles: defaults::MAX_CONCURRENT_RECONCILES,
             budget_delay_report: defaults::BUDGET_DELAY_REPORT,
             pollers: Default::default(),
+            certificate_expiry_warning: defaults::CERTIFICATE_EXPIRY_WARNING,
         }
     }
 }
@@ -264,6 +271,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         budget_delay_report: opts.budget_delay_report,
         backlog_scope: opts.backlog_scope,
         pollers: opts.pollers,
+        certificate_expiry_warning: opts.certificate_expiry_warning,
     }
 }
 

@@ -87,6 +87,10 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: ["temporal.io"]
   resources: ["workerdeployments/status", "temporalworkerdeployments/status"]
   verbs: ["update"]
+# A Connection's status, patched only when it changed (src/connection/report.rs).
+- apiGroups: ["temporal.io"]
+  resources: ["connections/status", "temporalconnections/status"]
+  verbs: ["patch"]
 # Versioned Deployments carry an owner reference with blockOwnerDeletion to their TWD; API
 # servers with the OwnerReferencesPermissionEnforcement admission plugin (the test control plane
 # enables it) require this to create them (src/render/mod.rs).

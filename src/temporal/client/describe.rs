@@ -1,5 +1,5 @@
 //! Reads: a deployment's routing and versions, one version's task queues, and whether the
-//! unversioned fleet polls every queue of a version.
+//! unversioned fleet polls every queue of a version; whether the frontend answers at all.
 
 use temporalio_client::grpc::WorkflowService as _;
 use temporalio_client::tonic::Request;
@@ -7,7 +7,7 @@ use temporalio_common::protos::temporal::api::enums::v1::TaskQueueType;
 use temporalio_common::protos::temporal::api::taskqueue::v1::TaskQueue;
 use temporalio_common::protos::temporal::api::workflowservice::v1::{
     DescribeTaskQueueRequest, DescribeWorkerDeploymentRequest,
-    DescribeWorkerDeploymentVersionRequest,
+    DescribeWorkerDeploymentVersionRequest, GetSystemInfoRequest,
 };
 
 use super::{TemporalClient, legacy_version, version};
@@ -16,6 +16,17 @@ use crate::temporal::error::TemporalError;
 use crate::temporal::state::{VersionDetail, WorkerDeploymentState};
 
 impl TemporalClient {
+    /// Whether the frontend answers on this connection: `GetSystemInfo`, the cheapest call
+    /// there is (no namespace, no worker deployment; what the SDK itself dials with).
+    pub async fn system_info(&self) -> Result<(), TemporalError> {
+        self.rpc(None, "GetSystemInfo", |mut c| async move {
+            c.get_system_info(Request::new(GetSystemInfoRequest {}))
+                .await
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// Routing, versions and the conflict token. A deployment no worker has polled yet is
     /// NotFound in Temporal and comes back as `WorkerDeploymentState::default()`.
     pub async fn describe_deployment(

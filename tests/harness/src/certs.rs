@@ -14,6 +14,9 @@ pub struct CertPair {
     pub key_pem: String,
 }
 
+/// A UTC date: `(year, month, day)`.
+pub type Ymd = (i32, u8, u8);
+
 /// What a leaf certificate is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Usage {
@@ -57,6 +60,19 @@ impl Authority {
         sans: &[&str],
         usage: Usage,
     ) -> Result<CertPair> {
+        self.issue_valid(common_name, organization, sans, usage, None)
+    }
+
+    /// [`Authority::issue`] valid from `not_before` to `not_after` (whole days, UTC: `(year,
+    /// month, day)`), e.g. one about to expire or already expired; `None`: rcgen's default.
+    pub fn issue_valid(
+        &self,
+        common_name: &str,
+        organization: Option<&str>,
+        sans: &[&str],
+        usage: Usage,
+        validity: Option<(Ymd, Ymd)>,
+    ) -> Result<CertPair> {
         let key = KeyPair::generate().context("generating a key")?;
         let mut params =
             CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
@@ -67,6 +83,10 @@ impl Authority {
             Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
         }];
         params.use_authority_key_identifier_extension = true;
+        if let Some(((y0, m0, d0), (y1, m1, d1))) = validity {
+            params.not_before = rcgen::date_time_ymd(y0, m0, d0);
+            params.not_after = rcgen::date_time_ymd(y1, m1, d1);
+        }
         let cert = params
             .signed_by(&key, &self.issuer)
             .with_context(|| format!("signing a certificate for {common_name}"))?;
