@@ -16,7 +16,8 @@
 //!   cargo bench --bench scale_probe -- [--controller ours|go|both]
 //!       [--scenarios idle,waiting,rollout] [--waiting-n 100,300] [--idle-n 40]
 //!       [--rollout-n 20] [--window 120]
-//!   cargo test --bench scale_probe -- --quick     (CI smoke test: small N, short window)
+//!   cargo test --bench scale_probe -- --quick     (CI smoke test: small N, short window,
+//!       idle and waiting only unless --scenarios says otherwise)
 //! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_WAITING_N,
 //! TWC_PROBE_IDLE_N, TWC_PROBE_ROLLOUT_N, TWC_PROBE_WINDOW. Under `cargo test --benches` without `--quick` it
 //! prints how to run it and exits: it starts servers.
@@ -140,7 +141,15 @@ fn plan(args: &[String], quick: bool) -> Result<Plan> {
         Some(other) => bail!("--controller {other:?}: ours, go or both"),
     };
     let scenarios = get("--scenarios", "TWC_PROBE_SCENARIOS")
-        .unwrap_or_else(|| "idle,waiting,rollout".into())
+        // The rollout's two 30 s pauses alone would double the smoke test.
+        .unwrap_or_else(|| {
+            if quick {
+                "idle,waiting"
+            } else {
+                "idle,waiting,rollout"
+            }
+            .into()
+        })
         .split(',')
         .map(|s| match s {
             "waiting" => Ok(Scenario::Waiting),

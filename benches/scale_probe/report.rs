@@ -275,10 +275,16 @@ pub fn raw(o: &Outcome) -> String {
         o.n,
         o.window.as_secs_f64()
     );
+    let lease: Vec<String> = o
+        .steady
+        .lease_by_verb
+        .iter()
+        .map(|(verb, n)| format!("{verb} {:.1}", per_min(o, *n as f64)))
+        .collect();
     let _ = writeln!(
         out,
-        "  Kubernetes (controller's user, Lease apart: {:.1}/min):",
-        per_min(o, o.steady.lease as f64)
+        "  Kubernetes (controller's user; Lease apart, per minute: {}):",
+        lease.join(", ")
     );
     write_kube(&mut out, o, &o.steady);
     let _ = writeln!(
