@@ -89,11 +89,13 @@ pub fn now_ms() -> f64 {
 }
 
 /// Follows every object's status until each promoted its v2 (not one of `v1_builds`), reading
-/// Temporal once per routing change.
+/// Temporal once per routing change; returns the timelines and how many reads that took.
 pub async fn record(
     rig: &mut Rig,
     v1_builds: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, Timeline>> {
+) -> Result<(BTreeMap<String, Timeline>, u64)> {
+    // The probe's own reads, taken out of the controller's Temporal count afterwards.
+    let mut reads = 0u64;
     let conn = rig.temporal.connect("scale-probe").await?;
     let api: Api<DynamicObject> = Api::namespaced_with(
         rig.client.clone(),
@@ -124,6 +126,7 @@ pub async fn record(
             if entry.2 || entry.1.elapsed() < SETTLED {
                 continue;
             }
+            reads += 1;
             let Some(info) = version_info(&conn, &format!("{NS}/{name}"), &build).await else {
                 continue;
             };
@@ -131,7 +134,7 @@ pub async fn record(
             note(timelines.get_mut(&name).context("timeline")?, &info);
         }
         if timelines.values().all(|t| t.promoted.is_some()) {
-            return Ok(timelines);
+            return Ok((timelines, reads));
         }
         if begin.elapsed() > ROLLOUT_DEADLINE {
             let done = timelines.values().filter(|t| t.promoted.is_some()).count();

@@ -343,17 +343,26 @@ async fn measured_span(
                 (0..v1.len()).map(|i| rollout::progressive(i, "v2")),
             )
             .await?;
-            let timelines = rollout::record(rig, &v1).await?;
-            Some(rollout::RolloutTimes::from_timelines(applied, &timelines))
+            let (timelines, reads) = rollout::record(rig, &v1).await?;
+            Some((
+                rollout::RolloutTimes::from_timelines(applied, &timelines),
+                reads,
+            ))
         }
         Scenario::Waiting | Scenario::Idle => {
             tokio::time::sleep(window).await;
             None
         }
     };
-    let steady = probe.finish(start).await?;
+    let mut steady = probe.finish(start).await?;
     rig.controller.check_alive()?;
-    Ok((steady, times))
+    let Some((times, probe_reads)) = times else {
+        return Ok((steady, None));
+    };
+    if let Some(count) = steady.temporal.get_mut("DescribeWorkerDeploymentVersion") {
+        *count = (*count - probe_reads as f64).max(0.0);
+    }
+    Ok((steady, Some(times)))
 }
 
 /// For every object: Temporal's `currentSinceTime − createTime` of its current version (the
