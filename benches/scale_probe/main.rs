@@ -1,0 +1,191 @@
+//! Scale probe and side-by-side benchmark (issues 30 and 27): what a controller costs the API
+//! server, Temporal and its own process when it manages N `WorkerDeployment`s, measured the
+//! same way for this repository's controller (the release binary Cargo builds for this bench,
+//! at the chart's default flags) and for the Go temporal-worker-controller v1.8.1.
+//!
+//! Each (controller, scenario, N) runs on a fresh rig: its own control plane (etcd,
+//! kube-apiserver with an audit log, kube-controller-manager), Temporal dev server (with its
+//! metrics endpoint) and kubelet stand-in, so that the two controllers never share an API
+//! server (their CRDs share the `temporal.io` group). Scenarios:
+//! - `waiting`: N objects whose Pods never become Ready (rollouts wait for pollers);
+//! - `idle`: N objects rolled out (AllAtOnce) with one live worker each, then left alone;
+//! - `rollout`: N objects rolled out at v1, then all changed to v2 at once, Progressive with
+//!   two 30 s pauses: step and promotion lateness from Temporal's timestamps, overhead.
+//!
+//! Run (see docs/performance.md for recorded runs):
+//!   cargo bench --bench scale_probe -- [--controller ours|go|both]
+//!       [--scenarios idle,waiting,rollout] [--waiting-n 100,300] [--idle-n 40]
+//!       [--rollout-n 20] [--window 120]
+//!   cargo test --bench scale_probe -- --quick     (CI smoke test: small N, short window,
+//!       idle and waiting only unless --scenarios says otherwise)
+//! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_WAITING_N,
+//! TWC_PROBE_IDLE_N, TWC_PROBE_ROLLOUT_N, TWC_PROBE_WINDOW. Under `cargo test --benches` without `--quick` it
+//! prints how to run it and exits: it starts servers.
+
+mod measure;
+mod report;
+mod rig;
+mod rollout;
+mod scenarios;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+use rig::Which;
+use scenarios::{Outcome, Scenario, Timing};
+
+/// What to run.
+#[derive(Clone, Debug)]
+struct Plan {
+    controllers: Vec<Which>,
+    scenarios: Vec<Scenario>,
+    waiting_n: Vec<usize>,
+    idle_n: Vec<usize>,
+    rollout_n: Vec<usize>,
+    timing: Timing,
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing.
+    if !quick && !args.iter().any(|a| a == "--bench") {
+        println!(
+            "scale_probe: starts control planes and Temporal; run it with \
+             `cargo bench --bench scale_probe` or `cargo test --bench scale_probe -- --quick`"
+        );
+        return Ok(());
+    }
+    let plan = plan(&args, quick)?;
+    println!("scale_probe plan: {plan:?}");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(plan))
+}
+
+async fn run(plan: Plan) -> Result<()> {
+    let begin = Instant::now();
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
+    for &scenario in &plan.scenarios {
+        let sizes = match scenario {
+            Scenario::Waiting => &plan.waiting_n,
+            Scenario::Idle => &plan.idle_n,
+            Scenario::Rollout => &plan.rollout_n,
+        };
+        for &n in sizes {
+            for &which in &plan.controllers {
+                let t = Instant::now();
+                let what = format!("{} / {} / N = {n}", which.label(), scenario.label());
+                let outcome = match scenarios::run(which, scenario, n, plan.timing).await {
+                    Ok(o) => o,
+                    // The other scenarios still run; the probe fails at the end.
+                    Err(e) => {
+                        println!("FAILED: {what}: {e:#}");
+                        failed.push(what);
+                        continue;
+                    }
+                };
+                println!("done: {what} in {:.0} s", t.elapsed().as_secs_f64());
+                print!("{}", report::raw(&outcome));
+                outcomes.push(outcome);
+            }
+            let same: Vec<&Outcome> = outcomes
+                .iter()
+                .filter(|o| o.scenario == scenario && o.n == n)
+                .collect();
+            print!("{}", report::summary(&same));
+        }
+    }
+    println!("\n## All summaries\n");
+    for scenario in &plan.scenarios {
+        let mut sizes: Vec<usize> = outcomes
+            .iter()
+            .filter(|o| o.scenario == *scenario)
+            .map(|o| o.n)
+            .collect();
+        sizes.dedup();
+        for n in sizes {
+            let same: Vec<&Outcome> = outcomes
+                .iter()
+                .filter(|o| o.scenario == *scenario && o.n == n)
+                .collect();
+            print!("{}", report::summary(&same));
+        }
+    }
+    println!(
+        "\nscale_probe finished in {:.0} s",
+        begin.elapsed().as_secs_f64()
+    );
+    if !failed.is_empty() {
+        bail!("scenarios that did not complete: {failed:?}");
+    }
+    Ok(())
+}
+
+/// The plan from flags (`--name value`), else env, else defaults (`--quick`: a smoke test).
+fn plan(args: &[String], quick: bool) -> Result<Plan> {
+    let get = |flag: &str, env: &str| -> Option<String> {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+            .or_else(|| std::env::var(env).ok())
+    };
+    let controllers = match get("--controller", "TWC_PROBE_CONTROLLER").as_deref() {
+        None | Some("both") => vec![Which::Ours, Which::Go],
+        Some("ours") => vec![Which::Ours],
+        Some("go") => vec![Which::Go],
+        Some(other) => bail!("--controller {other:?}: ours, go or both"),
+    };
+    let scenarios = get("--scenarios", "TWC_PROBE_SCENARIOS")
+        // The rollout's two 30 s pauses alone would double the smoke test.
+        .unwrap_or_else(|| {
+            if quick {
+                "idle,waiting"
+            } else {
+                "idle,waiting,rollout"
+            }
+            .into()
+        })
+        .split(',')
+        .map(|s| match s {
+            "waiting" => Ok(Scenario::Waiting),
+            "idle" => Ok(Scenario::Idle),
+            "rollout" => Ok(Scenario::Rollout),
+            other => bail!("scenario {other:?}: waiting, idle or rollout"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let sizes = |flag, env, default: &str| -> Result<Vec<usize>> {
+        get(flag, env)
+            .unwrap_or_else(|| default.into())
+            .split(',')
+            .map(|n| n.trim().parse().with_context(|| format!("{flag} {n:?}")))
+            .collect()
+    };
+    let (waiting_default, idle_default, rollout_default, window_default) = if quick {
+        ("5", "2", "1", "10")
+    } else {
+        ("100", "40", "20", "120")
+    };
+    let window: u64 = get("--window", "TWC_PROBE_WINDOW")
+        .unwrap_or_else(|| window_default.into())
+        .parse()
+        .context("--window (seconds)")?;
+    let timing = Timing {
+        window: Duration::from_secs(window),
+        quiet: Duration::from_secs(if quick { 2 } else { 10 }),
+        settle_max: Duration::from_secs(if quick { 15 } else { 60 }),
+        reach_deadline: Duration::from_secs(900),
+    };
+    Ok(Plan {
+        controllers,
+        scenarios,
+        waiting_n: sizes("--waiting-n", "TWC_PROBE_WAITING_N", waiting_default)?,
+        idle_n: sizes("--idle-n", "TWC_PROBE_IDLE_N", idle_default)?,
+        rollout_n: sizes("--rollout-n", "TWC_PROBE_ROLLOUT_N", rollout_default)?,
+        timing,
+    })
+}

@@ -1,0 +1,190 @@
+//! One fresh world per scenario and controller: a control plane with the controller's own
+//! CRDs, a Temporal dev server (with its metrics endpoint), the kubelet stand-in, namespace
+//! [`NS`] with Connection `temporal`, and the controller under test as a process of its own,
+//! authenticated as [`CONTROLLER_USER`] so that the audit log tells its requests apart.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use test_harness::control_plane::{self, ControlPlane};
+use test_harness::go_controller::{self, GoController, GoControllerBuild, GoControllerOptions};
+use test_harness::kubelet::Kubelet;
+use test_harness::temporal_server::DevServer;
+
+/// The Kubernetes and Temporal namespace of every object of a scenario.
+pub const NS: &str = "bench";
+/// The controller's own namespace (its Lease, the Go controller's identity suffix).
+pub const SYSTEM_NS: &str = "bench-system";
+/// The user both controllers authenticate as (client certificate, `system:masters`).
+pub const CONTROLLER_USER: &str = "bench-controller";
+/// How long our controller may take to answer `/readyz` on a loaded machine.
+const READY_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Which controller a rig runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// This repository's controller, the binary Cargo built for this bench.
+    Ours,
+    /// The Go temporal-worker-controller v1.8.1 (tools/go-controller).
+    Go,
+}
+
+impl Which {
+    pub fn label(self) -> &'static str {
+        match self {
+            Which::Ours => "ours",
+            Which::Go => "Go v1.8.1",
+        }
+    }
+}
+
+/// The controller process under test.
+pub enum Controller {
+    Ours(OursProcess),
+    Go(GoController),
+}
+
+impl Controller {
+    pub fn pid(&self) -> u32 {
+        match self {
+            Controller::Ours(p) => p.pid,
+            Controller::Go(g) => g.pid(),
+        }
+    }
+
+    /// From spawn until its readiness endpoint answered 200.
+    pub fn ready_in(&self) -> Duration {
+        match self {
+            Controller::Ours(p) => p.ready_in,
+            Controller::Go(g) => g.ready_in(),
+        }
+    }
+
+    /// Our controller's HTTP address (for its own request counters).
+    pub fn ours_http(&self) -> Option<SocketAddr> {
+        match self {
+            Controller::Ours(p) => Some(p.http),
+            Controller::Go(_) => None,
+        }
+    }
+
+    pub fn check_alive(&mut self) -> Result<()> {
+        match self {
+            Controller::Ours(p) => match p.child.try_wait()? {
+                Some(status) => bail!(
+                    "our controller exited ({status}); log tail:\n{}",
+                    test_harness::supervise::log_tail(&p.log)
+                ),
+                None => Ok(()),
+            },
+            Controller::Go(g) => g.check_alive(),
+        }
+    }
+}
+
+/// Our controller as a child process; killed on drop.
+pub struct OursProcess {
+    child: tokio::process::Child,
+    pid: u32,
+    http: SocketAddr,
+    log: PathBuf,
+    ready_in: Duration,
+}
+
+/// Everything one scenario runs on. Dropped in field order: the controller first.
+pub struct Rig {
+    pub controller: Controller,
+    /// Held for its effect: its tasks bind and run the Pods.
+    pub _kubelet: Kubelet,
+    pub temporal: DevServer,
+    pub plane: ControlPlane,
+    /// Admin client (its requests are not the controller's).
+    pub client: kube::Client,
+}
+
+impl Rig {
+    /// Starts a fresh rig for `which` (the Go controller's build comes from its cache).
+    pub async fn start(which: Which) -> Result<Rig> {
+        let go_build = match which {
+            Which::Go => Some(GoControllerBuild::locate_async().await?),
+            Which::Ours => None,
+        };
+        let (plane, temporal) = tokio::join!(ControlPlane::start(), DevServer::start());
+        let (plane, temporal) = (plane?, temporal?);
+        let client = plane.client().await?;
+        match &go_build {
+            Some(build) => go_controller::install_crds(&client, build).await?,
+            None => control_plane::install_crds(&client, &control_plane::repo_crds_dir()).await?,
+        }
+        for ns in [NS, SYSTEM_NS] {
+            go_controller::create_namespace(&client, ns).await?;
+        }
+        temporal.create_namespace(NS).await?;
+        // Both controllers serve the Go controller's `Connection` kind.
+        let connection = go_controller::connection_manifest("temporal", &temporal.address());
+        go_controller::apply(&client, NS, &connection).await?;
+        let kubelet = Kubelet::start(client.clone()).await?;
+        let kubeconfig = plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?;
+        let controller = match go_build {
+            Some(build) => {
+                let options = GoControllerOptions::new(SYSTEM_NS);
+                Controller::Go(GoController::start(&build, &kubeconfig, &options).await?)
+            }
+            None => Controller::Ours(start_ours(&kubeconfig, plane.dir()).await?),
+        };
+        Ok(Rig {
+            controller,
+            _kubelet: kubelet,
+            temporal,
+            plane,
+            client,
+        })
+    }
+}
+
+/// Our controller at the chart's defaults (leader election on), out of cluster.
+async fn start_ours(kubeconfig: &Path, dir: &Path) -> Result<OursProcess> {
+    let http: SocketAddr =
+        format!("127.0.0.1:{}", test_harness::supervise::free_port()?).parse()?;
+    let log = dir.join("controller.log");
+    let out = std::fs::File::create(&log)?;
+    let begin = Instant::now();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
+        .args(["run", "--http-addr", &http.to_string(), "--leader-elect"])
+        .args(["--lease-namespace", SYSTEM_NS])
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()
+        .context("spawning our controller")?;
+    let pid = child.id().context("our controller has no pid")?;
+    let mut process = OursProcess {
+        child,
+        pid,
+        http,
+        log,
+        ready_in: Duration::ZERO,
+    };
+    loop {
+        if let Some(status) = process.child.try_wait()? {
+            bail!(
+                "our controller exited ({status}); log tail:\n{}",
+                test_harness::supervise::log_tail(&process.log)
+            );
+        }
+        let ready = test_harness::loopback_http::get(http, "/readyz", "text/plain", None).await;
+        if matches!(ready, Ok((200, _))) {
+            process.ready_in = begin.elapsed();
+            return Ok(process);
+        }
+        if begin.elapsed() > READY_DEADLINE {
+            bail!("our controller not ready within {READY_DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

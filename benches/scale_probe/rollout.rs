@@ -1,0 +1,222 @@
+//! The Progressive rollout scenario (issue 27 items 1 and 2): N objects rolled out at v1, then
+//! all changed to v2 at once with two steps (25 %, 50 %) of [`PAUSE`] each (the Go
+//! controller's CRD refuses pauses under 30 s). Each step change and the promotion are read
+//! from Temporal's own timestamps (`routingChangedTime`, `currentSinceTime` of the v2 version),
+//! so lateness = step change − (previous change + pause), and overhead = promotion − apply −
+//! the sum of pauses.
+//!
+//! A step's time is read [`SETTLED`] after the object's status showed the change: a read right
+//! after a routing write meets Temporal's busy deployment workflow, and a step lasts far longer.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::{Value, json};
+use temporalio_client::Connection;
+use temporalio_client::grpc::WorkflowService as _;
+use temporalio_common::protos::temporal::api::deployment::v1::{
+    WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
+};
+use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
+use test_harness::go_controller;
+
+use crate::rig::{NS, Rig};
+use crate::scenarios::{Scenario, manifest};
+
+pub const PAUSE: Duration = Duration::from_secs(30);
+const SETTLED: Duration = Duration::from_secs(3);
+/// Every rollout must finish within this (two pauses plus a generous margin).
+const ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
+
+/// `wd-<i>` at `tag` with the two-step Progressive strategy.
+pub fn progressive(i: usize, tag: &str) -> Value {
+    let mut wd = manifest(Scenario::Idle, i);
+    let pause = format!("{}s", PAUSE.as_secs());
+    wd["spec"]["rollout"] = json!({"strategy": "Progressive", "steps": [
+        {"rampPercentage": 25, "pauseDuration": pause},
+        {"rampPercentage": 50, "pauseDuration": pause},
+    ]});
+    wd["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!(test_harness::manifests::worker_image(tag));
+    wd
+}
+
+/// One object's v2 routing, as Temporal timestamped it (ms since the epoch).
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    /// Ramp percentage → when Temporal set it.
+    pub steps: BTreeMap<u32, f64>,
+    pub promoted: Option<f64>,
+}
+
+/// What the rollout measured, per object.
+#[derive(Clone, Debug, Default)]
+pub struct RolloutTimes {
+    /// Step 2 (50 %) after step 1's deadline (ms).
+    pub step_late_ms: Vec<f64>,
+    /// Promotion after step 2's deadline (ms).
+    pub promote_late_ms: Vec<f64>,
+    /// Apply → promoted, minus both pauses (s).
+    pub overhead_s: Vec<f64>,
+}
+
+impl RolloutTimes {
+    pub fn from_timelines(applied_ms: f64, timelines: &BTreeMap<String, Timeline>) -> Self {
+        let pause = PAUSE.as_secs_f64() * 1e3;
+        let mut out = RolloutTimes::default();
+        for t in timelines.values() {
+            let (Some(s25), Some(s50), Some(done)) =
+                (t.steps.get(&25), t.steps.get(&50), t.promoted)
+            else {
+                continue;
+            };
+            out.step_late_ms.push(s50 - (s25 + pause));
+            out.promote_late_ms.push(done - (s50 + pause));
+            out.overhead_s.push((done - applied_ms - 2.0 * pause) / 1e3);
+        }
+        out
+    }
+}
+
+/// Now, in ms since the epoch (Temporal's timestamps come from the same machine's clock).
+pub fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or_default()
+}
+
+/// Follows every object's status until each promoted its v2 (not one of `v1_builds`), reading
+/// Temporal once per routing change; returns the timelines and how many reads that took.
+pub async fn record(
+    rig: &mut Rig,
+    v1_builds: &BTreeMap<String, String>,
+) -> Result<(BTreeMap<String, Timeline>, u64)> {
+    // The probe's own reads, taken out of the controller's Temporal count afterwards.
+    let mut reads = 0u64;
+    let conn = rig.temporal.connect("scale-probe").await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        rig.client.clone(),
+        NS,
+        &go_controller::api_resource("WorkerDeployment"),
+    );
+    let mut timelines: BTreeMap<String, Timeline> = v1_builds
+        .keys()
+        .map(|n| (n.clone(), Timeline::default()))
+        .collect();
+    // Per object: the routing its status shows, since when, and whether Temporal was read.
+    let mut seen: BTreeMap<String, (String, Instant, bool)> = BTreeMap::new();
+    let begin = Instant::now();
+    loop {
+        rig.controller.check_alive()?;
+        for obj in api.list(&ListParams::default()).await?.items {
+            let name = obj.metadata.name.clone().unwrap_or_default();
+            let Some((build, routing)) = v2_routing(&obj.data["status"], v1_builds.get(&name))
+            else {
+                continue;
+            };
+            let entry = seen
+                .entry(name.clone())
+                .or_insert_with(|| (routing.clone(), Instant::now(), false));
+            if entry.0 != routing {
+                *entry = (routing, Instant::now(), false);
+            }
+            if entry.2 || entry.1.elapsed() < SETTLED {
+                continue;
+            }
+            reads += 1;
+            let Some(info) = version_info(&conn, &format!("{NS}/{name}"), &build).await else {
+                continue;
+            };
+            entry.2 = true;
+            note(timelines.get_mut(&name).context("timeline")?, &info);
+        }
+        if timelines.values().all(|t| t.promoted.is_some()) {
+            return Ok((timelines, reads));
+        }
+        if begin.elapsed() > ROLLOUT_DEADLINE {
+            let done = timelines.values().filter(|t| t.promoted.is_some()).count();
+            bail!(
+                "{done} of {} rollouts promoted v2 within {ROLLOUT_DEADLINE:?}",
+                timelines.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn note(t: &mut Timeline, info: &WorkerDeploymentVersionInfo) {
+    let ms = |ts: &prost_wkt_types::Timestamp| ts.seconds as f64 * 1e3 + f64::from(ts.nanos) / 1e6;
+    if let Some(since) = info.current_since_time.as_ref() {
+        t.promoted = Some(ms(since));
+    } else if info.ramp_percentage > 0.0
+        && let Some(changed) = info.routing_changed_time.as_ref()
+    {
+        t.steps
+            .entry(info.ramp_percentage.round() as u32)
+            .or_insert(ms(changed));
+    }
+}
+
+/// The target build and a signature of the routing the status shows, once the target is not
+/// the object's v1 build.
+fn v2_routing(status: &Value, v1: Option<&String>) -> Option<(String, String)> {
+    let target = status["targetVersion"]["buildID"]
+        .as_str()
+        .filter(|b| !b.is_empty())?;
+    if Some(target) == v1.map(String::as_str) {
+        return None;
+    }
+    let routing = format!(
+        "{} {}",
+        status["currentVersion"]["buildID"].as_str().unwrap_or(""),
+        status["targetVersion"]["rampPercentage"]
+    );
+    Some((target.to_string(), routing))
+}
+
+/// `DescribeWorkerDeploymentVersion`, or `None` while Temporal does not know it (or is busy).
+async fn version_info(
+    conn: &Connection,
+    deployment: &str,
+    build: &str,
+) -> Option<WorkerDeploymentVersionInfo> {
+    #[allow(deprecated)]
+    let req = DescribeWorkerDeploymentVersionRequest {
+        namespace: NS.into(),
+        deployment_version: Some(WorkerDeploymentVersion {
+            deployment_name: deployment.into(),
+            build_id: build.into(),
+        }),
+        ..Default::default()
+    };
+    conn.clone()
+        .describe_worker_deployment_version(temporalio_client::tonic::Request::new(req))
+        .await
+        .ok()?
+        .into_inner()
+        .worker_deployment_version_info
+}
+
+/// Every object's current build (its v1), by name.
+pub async fn current_builds(client: &kube::Client) -> Result<BTreeMap<String, String>> {
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NS,
+        &go_controller::api_resource("WorkerDeployment"),
+    );
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|o| {
+            let build = o.data["status"]["currentVersion"]["buildID"]
+                .as_str()?
+                .to_string();
+            Some((o.metadata.name?, build))
+        })
+        .collect())
+}
