@@ -227,10 +227,14 @@ impl SecretBodies {
     }
 }
 
-/// What the Deployment cache keeps of a Deployment: everything but `managedFields` (the bulk of
-/// a Deployment's size, read by nobody here).
+/// What the Deployment cache keeps of a Deployment: everything but `managedFields` and the Pod
+/// spec (the bulk of its size). Readers need its metadata, replicas, selector, the pod
+/// template's annotations and the status; a write starts from a fresh read, never from here.
 pub fn slim_deployment(d: &mut Deployment) {
     d.metadata.managed_fields = None;
+    if let Some(spec) = &mut d.spec {
+        spec.template.spec = None;
+    }
 }
 
 /// What the autoscaler cache keeps of an HPA: its target (all `autoscalers.rs` reads).
@@ -277,8 +281,17 @@ mod tests {
     #[test]
     fn a_workers_deployments_are_found_by_namespace_and_label_only() {
         let mut d = deployment("shop", "orders-v1", "orders");
+        d.spec = Some(
+            serde_json::from_value(json!({"selector": {}, "template": {
+            "metadata": {"annotations": {"a": "b"}},
+            "spec": {"containers": [{"name": "worker"}]}}}))
+            .expect("spec"),
+        );
         slim_deployment(&mut d);
         assert!(d.metadata.managed_fields.is_none());
+        let template = &d.spec.as_ref().expect("spec").template;
+        assert!(template.spec.is_none(), "the Pod spec is not kept");
+        assert!(template.metadata.is_some(), "its annotations are");
         let caches = Caches::new(
             filled(
                 vec![
