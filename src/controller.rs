@@ -47,7 +47,12 @@ pub fn build(
     let mut worker_controllers = Vec::new();
     let mut templates = Vec::new();
     let mut connections = Vec::new();
+    // One feed of Deployment changes per controller that looks at them (see `DeploymentFeed`).
+    let mut feeds = Vec::new();
     for set in KindSet::ALL {
+        let (to_workers, worker_changes) = futures::channel::mpsc::unbounded();
+        let (to_templates, template_changes) = futures::channel::mpsc::unbounded();
+        feeds.extend([to_workers, to_templates]);
         let (store, listed, twds) = reflect_scopes::<TemporalWorkerDeployment>(
             &client,
             &scopes,
@@ -55,10 +60,11 @@ pub fn build(
             watcher::Config::default(),
         );
         stores.push((set, (store.clone(), listed)));
-        worker_controllers.push((set, store, twds));
+        worker_controllers.push((set, store, twds, worker_changes));
         templates.push((
             set,
             reflect_scopes(&client, &scopes, set, Default::default()),
+            template_changes,
         ));
         connections.push((
             set,
@@ -66,17 +72,18 @@ pub fn build(
         ));
     }
     let workers = Workers::new(stores);
-    let (caches, feeds) = caches(
+    let (caches, feed) = caches(
         &client,
         &scopes,
         templates
             .iter()
-            .map(|(set, (s, l, _))| (*set, (s.clone(), l.clone())))
+            .map(|(set, (s, l, _), _)| (*set, (s.clone(), l.clone())))
             .collect(),
         connections
             .iter()
             .map(|(set, (s, l, _))| (*set, (s.clone(), l.clone())))
             .collect(),
+        feeds,
     );
     // Set once per process: a second build (never done) would keep the first caches.
     let _ = ctx.workers.set(workers.clone());
@@ -84,33 +91,32 @@ pub fn build(
     let until = shutdown.clone();
     running.push(
         async move {
-            futures::future::select(Box::pin(feeds), until).await;
+            futures::future::select(Box::pin(feed), until).await;
         }
         .boxed(),
     );
-    for (set, store, twds) in worker_controllers {
+    for (set, store, twds, changes) in worker_controllers {
         let scopes = scopes.clone();
-        let run = worker_controller(set, store, twds, scopes, ctx.clone(), shutdown.clone());
+        let run = worker_controller(
+            set,
+            store,
+            twds,
+            scopes,
+            changes,
+            ctx.clone(),
+            shutdown.clone(),
+        );
         running.push(run.boxed());
     }
     let owned_ctx = owned_context(&ctx, caches);
-    let mut connection_ctx = crate::connection::ConnectionContext::new(
-        client.clone(),
-        workers.clone(),
-        ctx.leader.clone(),
-        ctx.metrics.clone(),
-        (ctx.pool.clone(), ctx.settings.identity.clone()),
-        ctx.events.clone(),
-        ctx.settings.certificate_expiry_warning,
-    );
-    connection_ctx.caches = ctx.caches.get().cloned();
-    let connection_ctx = Arc::new(connection_ctx);
-    for (set, watched) in templates {
+    let connection_ctx = connection_context(&ctx, &workers);
+    for (set, watched, changes) in templates {
         let owned = build_owned_controller(
             client.clone(),
             scopes.clone(),
             set,
             watched,
+            changes,
             owned_ctx.clone(),
             shutdown.clone(),
         );
@@ -129,6 +135,24 @@ pub fn build(
     (workers, async move {
         futures::future::join_all(running).await;
     })
+}
+
+/// The Connection reconcilers' context, from the worker controllers'.
+fn connection_context(
+    ctx: &Context,
+    workers: &Workers,
+) -> Arc<crate::connection::ConnectionContext> {
+    let mut connection_ctx = crate::connection::ConnectionContext::new(
+        ctx.client.clone(),
+        workers.clone(),
+        ctx.leader.clone(),
+        ctx.metrics.clone(),
+        (ctx.pool.clone(), ctx.settings.identity.clone()),
+        ctx.events.clone(),
+        ctx.settings.certificate_expiry_warning,
+    );
+    connection_ctx.caches = ctx.caches.get().cloned();
+    Arc::new(connection_ctx)
 }
 
 /// The owned-resource controllers' context, from the worker controllers'.
@@ -162,6 +186,7 @@ fn caches(
     scopes: &[Option<String>],
     templates: Vec<(KindSet, Listing<TemporalWorkerOwnedResource>)>,
     connections: Vec<(KindSet, Listing<TemporalConnection>)>,
+    subscribers: Vec<DeploymentFeed>,
 ) -> (
     Caches,
     impl std::future::Future<Output = ()> + Send + 'static,
@@ -177,7 +202,19 @@ fn caches(
             crate::caches::slim_autoscaler,
         );
     let feed = async move {
-        let deployments = deployment_events.for_each(|e| async move { log_watch_error(e.err()) });
+        let deployments = deployment_events.for_each(move |e| {
+            match e {
+                Ok(d) => {
+                    let d = Arc::new(d);
+                    for s in &subscribers {
+                        // A stopped controller has dropped its receiver: nothing to tell it.
+                        let _ = s.unbounded_send(d.clone());
+                    }
+                }
+                Err(e) => log_watch_error(Some(e)),
+            }
+            std::future::ready(())
+        });
         let autoscalers = autoscaler_events.for_each(|e| async move { log_watch_error(e.err()) });
         futures::future::join(deployments, autoscalers).await;
     };
@@ -188,6 +225,24 @@ fn caches(
         templates,
     );
     (caches, feed)
+}
+
+/// Versioned Deployments the cache has applied (or seen deleted), for a controller to look at
+/// the objects they concern. The cache's own watch drives the controllers, so a reconcile
+/// triggered by a Deployment change always finds that change in the cache (a watch of its own
+/// could run ahead of the cache, and the reconcile would see the Pods not Ready yet and wait
+/// for the next idle look).
+type DeploymentFeed = futures::channel::mpsc::UnboundedSender<Arc<Deployment>>;
+type DeploymentChanges = futures::channel::mpsc::UnboundedReceiver<Arc<Deployment>>;
+
+/// The worker deployment of `set` that controls `d`, if any.
+fn owner(set: KindSet, d: &Deployment) -> Option<ObjectRef<TemporalWorkerDeployment>> {
+    let ns = d.namespace()?;
+    let kind = set.kind(crate::api::Model::Worker);
+    d.owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == kind)
+        .map(|o| ObjectRef::new_with(&o.name, set).within(&ns))
 }
 
 /// A failed watch of a cache is retried by the watcher (with backoff); the store keeps its
@@ -204,11 +259,12 @@ fn worker_controller(
     store: Store<TemporalWorkerDeployment>,
     twds: impl Stream<Item = Result<TemporalWorkerDeployment, watcher::Error>> + Send + 'static,
     scopes: Vec<Option<String>>,
+    deployments: DeploymentChanges,
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let client = ctx.client.clone();
-    let deployments = versioned_deployments(&client, &scopes);
+    let owners = deployments.filter_map(move |d| std::future::ready(owner(set, &d)));
     let connections = stream::select_all(scopes.iter().map(|scope| {
         watcher(
             api_in_set::<TemporalConnection>(&client, scope, set),
@@ -222,7 +278,7 @@ fn worker_controller(
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     Controller::for_stream_with(twds, store, set)
         .with_config(config)
-        .owns_stream_with(deployments, ())
+        .reconcile_on(owners)
         // A Connection change requeues every worker deployment (of its kind set) naming it.
         .watches_stream_with(
             connections,
@@ -249,43 +305,6 @@ fn worker_controller(
                 tracing::debug!(error = %e, "reconcile stream error");
             }
         })
-}
-
-/// Changes of versioned Deployments (labelled with their TWD) in every scope.
-fn versioned_deployments(
-    client: &kube::Client,
-    scopes: &[Option<String>],
-) -> impl Stream<Item = Result<PartialObjectMeta<Deployment>, watcher::Error>> + Send + 'static {
-    metadata_in_scopes::<Deployment>(
-        client,
-        scopes,
-        watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME),
-    )
-}
-
-/// Metadata-only watches of `K` (as `Controller::owns` does), one per scope, as one stream.
-fn metadata_in_scopes<K>(
-    client: &kube::Client,
-    scopes: &[Option<String>],
-    config: watcher::Config,
-) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in::<PartialObjectMeta<K>>(client, scope),
-            config.clone(),
-        )
-        .touched_objects()
-        .boxed()
-    }))
 }
 
 /// One item each time this replica becomes the leader (and at once if it already is).
@@ -360,7 +379,7 @@ where
         o.stamp(set);
         o.meta_mut().managed_fields = None;
     };
-    let (store, listed, applied) = reflect_apis(scopes, apis, set, config, prepare);
+    let (store, listed, applied) = reflect_apis(scopes, apis, set, config, prepare, false);
     (store, listed, applied.boxed())
 }
 
@@ -385,7 +404,8 @@ where
         + 'static,
 {
     let apis = scopes.iter().map(|s| api_in::<K>(client, s)).collect();
-    reflect_apis(scopes, apis, (), config, slim)
+    // Deletions too: a deleted versioned Deployment is a reason to look again.
+    reflect_apis(scopes, apis, (), config, slim, true)
 }
 
 /// One watch per API (one per scope) into one [`ScopedWriter`] store.
@@ -395,6 +415,7 @@ fn reflect_apis<K>(
     dyntype: K::DynamicType,
     config: watcher::Config,
     prepare: impl Fn(&mut K) + Clone + Send + 'static,
+    with_deletes: bool,
 ) -> (
     Store<K>,
     Listed,
@@ -422,6 +443,7 @@ where
                 writer.apply(i, &event);
                 match event {
                     watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => Some(Ok(obj)),
+                    watcher::Event::Delete(obj) if with_deletes => Some(Ok(obj)),
                     _ => None,
                 }
             }
@@ -594,10 +616,10 @@ fn build_owned_controller(
     scopes: Vec<Option<String>>,
     set: KindSet,
     (store, _, twors): Watched<TemporalWorkerOwnedResource>,
+    deployments: DeploymentChanges,
     ctx: Arc<crate::owned::OwnedContext>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let deployments = versioned_deployments(&client, &scopes);
     let twds = stream::select_all(scopes.iter().map(|scope| {
         watcher(
             api_in_set::<PartialObjectMeta<TemporalWorkerDeployment>>(&client, scope, set),
@@ -608,18 +630,15 @@ fn build_owned_controller(
     }));
     let by_deployment = store.clone();
     let by_twd = store.clone();
+    let templates = deployments.flat_map(move |d| {
+        let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
+        stream::iter(referring(&by_deployment, set, d.namespace(), |twd| {
+            worker.as_deref() == Some(crate::render::label_value(twd).as_str())
+        }))
+    });
     let won = leadership_won(ctx.leader.clone());
     Controller::for_stream_with(twors, store, set)
-        .watches_stream_with(
-            deployments,
-            move |d: PartialObjectMeta<Deployment>| {
-                let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
-                referring(&by_deployment, set, d.namespace(), |twd| {
-                    worker.as_deref() == Some(crate::render::label_value(twd).as_str())
-                })
-            },
-            (),
-        )
+        .reconcile_on(templates)
         .watches_stream_with(
             twds,
             move |t: PartialObjectMeta<TemporalWorkerDeployment>| {
