@@ -42,91 +42,62 @@ pub fn build(
     let client = ctx.client.clone();
     let scopes = scopes(&ctx.settings.watch_namespaces);
     let shutdown = shutdown.shared();
-    let mut running = Vec::new();
-    let mut stores = Vec::new();
-    let mut worker_controllers = Vec::new();
-    let mut templates = Vec::new();
-    let mut connections = Vec::new();
-    // One feed of Deployment changes per controller that looks at them (see `DeploymentFeed`).
-    let mut feeds = Vec::new();
-    for set in KindSet::ALL {
-        let (to_workers, worker_changes) = futures::channel::mpsc::unbounded();
-        let (to_templates, template_changes) = futures::channel::mpsc::unbounded();
-        feeds.extend([to_workers, to_templates]);
-        let (store, listed, twds) = reflect_scopes::<TemporalWorkerDeployment>(
-            &client,
-            &scopes,
-            set,
-            watcher::Config::default(),
-        );
-        stores.push((set, (store.clone(), listed)));
-        worker_controllers.push((set, store, twds, worker_changes));
-        templates.push((
-            set,
-            reflect_scopes(&client, &scopes, set, Default::default()),
-            template_changes,
-        ));
-        connections.push((
-            set,
-            reflect_scopes(&client, &scopes, set, Default::default()),
-        ));
-    }
-    let workers = Workers::new(stores);
+    let (kinds, feeds): (Vec<_>, Vec<_>) = KindSet::ALL
+        .into_iter()
+        .map(|set| watch_kind(&client, &scopes, set))
+        .unzip();
+    let workers = Workers::new(kinds.iter().map(|k| (k.set, listing(&k.workers))).collect());
     let (caches, feed) = caches(
         &client,
         &scopes,
-        templates
+        kinds
             .iter()
-            .map(|(set, (s, l, _), _)| (*set, (s.clone(), l.clone())))
+            .map(|k| (k.set, listing(&k.templates)))
             .collect(),
-        connections
+        kinds
             .iter()
-            .map(|(set, (s, l, _))| (*set, (s.clone(), l.clone())))
+            .map(|k| (k.set, listing(&k.connections)))
             .collect(),
-        feeds,
+        feeds.into_iter().flatten().collect(),
     );
     // Set once per process: a second build (never done) would keep the first caches.
     let _ = ctx.workers.set(workers.clone());
     let _ = ctx.caches.set(caches.clone());
     let until = shutdown.clone();
-    running.push(
+    let mut running = vec![
         async move {
             futures::future::select(Box::pin(feed), until).await;
         }
         .boxed(),
-    );
-    for (set, store, twds, changes) in worker_controllers {
-        let scopes = scopes.clone();
+    ];
+    let owned_ctx = owned_context(&ctx, caches);
+    let connection_ctx = connection_context(&ctx, &workers);
+    for k in kinds {
+        let (store, _, twds) = k.workers;
         let run = worker_controller(
-            set,
+            k.set,
             store,
             twds,
-            scopes,
-            changes,
+            scopes.clone(),
+            k.worker_changes,
             ctx.clone(),
             shutdown.clone(),
         );
         running.push(run.boxed());
-    }
-    let owned_ctx = owned_context(&ctx, caches);
-    let connection_ctx = connection_context(&ctx, &workers);
-    for (set, watched, changes) in templates {
         let owned = build_owned_controller(
             client.clone(),
             scopes.clone(),
-            set,
-            watched,
-            changes,
+            k.set,
+            k.templates,
+            k.template_changes,
             owned_ctx.clone(),
             shutdown.clone(),
         );
         running.push(owned.boxed());
-    }
-    for (set, watched) in connections {
         let janitor = build_connection_janitor(
             scopes.clone(),
-            set,
-            watched,
+            k.set,
+            k.connections,
             connection_ctx.clone(),
             shutdown.clone(),
         );
@@ -135,6 +106,44 @@ pub fn build(
     (workers, async move {
         futures::future::join_all(running).await;
     })
+}
+
+/// What one kind set watches, for its three controllers, and the Deployment changes each of
+/// the two that look at Deployments receives (see [`DeploymentFeed`]).
+struct KindWatches {
+    set: KindSet,
+    workers: Watched<TemporalWorkerDeployment>,
+    worker_changes: DeploymentChanges,
+    templates: Watched<TemporalWorkerOwnedResource>,
+    template_changes: DeploymentChanges,
+    connections: Watched<TemporalConnection>,
+}
+
+/// The watches of `set` and the two feeds the Deployment cache sends its changes into.
+fn watch_kind(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    set: KindSet,
+) -> (KindWatches, [DeploymentFeed; 2]) {
+    let (to_workers, worker_changes) = futures::channel::mpsc::unbounded();
+    let (to_templates, template_changes) = futures::channel::mpsc::unbounded();
+    let watches = KindWatches {
+        set,
+        workers: reflect_scopes(client, scopes, set, Default::default()),
+        worker_changes,
+        templates: reflect_scopes(client, scopes, set, Default::default()),
+        template_changes,
+        connections: reflect_scopes(client, scopes, set, Default::default()),
+    };
+    (watches, [to_workers, to_templates])
+}
+
+/// The store and listed flag of a watch (for the caches that read it).
+fn listing<K: Resource + Clone + 'static>(watched: &Watched<K>) -> Listing<K>
+where
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    (watched.0.clone(), watched.1.clone())
 }
 
 /// The Connection reconcilers' context, from the worker controllers'.
