@@ -246,29 +246,18 @@ fn conditions(old: &[Condition], generation: i64, v: &Verdict, now: Timestamp) -
         Kind::Stalled => (F, F, F, T),
         Kind::Unknown => ("Unknown", F, T, F),
     };
-    [
-        (reason::READY, ready),
-        (reason::PROGRESSING, progressing),
-        (reason::RECONCILING, reconciling),
-        (reason::STALLED, stalled),
-    ]
-    .into_iter()
-    .map(|(type_, status)| {
-        let last_transition_time = old
-            .iter()
-            .find(|c| c.type_ == type_ && c.status == status)
-            .map(|c| c.last_transition_time.clone())
-            .unwrap_or(Time(now));
-        Condition {
-            type_: type_.to_string(),
-            status: status.to_string(),
-            reason: v.reason.to_string(),
-            message: v.message.clone(),
-            observed_generation: Some(generation),
-            last_transition_time,
-        }
-    })
-    .collect()
+    reason::with_transitions(
+        old,
+        &[
+            (reason::READY, ready),
+            (reason::PROGRESSING, progressing),
+            (reason::RECONCILING, reconciling),
+            (reason::STALLED, stalled),
+        ],
+        (v.reason, &v.message),
+        generation,
+        now,
+    )
 }
 
 /// Routing as it stands after this reconcile: Temporal's view plus the change it just accepted.

@@ -155,3 +155,38 @@ pub const CONNECTION_ALL: &[Reason] = &[
         kind: ReasonKind::Blocked,
     },
 ];
+
+/// The conditions `statuses` (type, `True`/`False`/`Unknown`), all with one reason and message
+/// for `generation`; each keeps its `lastTransitionTime` from `old` while its status is
+/// unchanged, and takes `now` when it flips. Every status of the project is built this way.
+pub fn with_transitions(
+    old: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    statuses: &[(&str, &str)],
+    (reason, message): (&str, &str),
+    generation: i64,
+    now: jiff::Timestamp,
+) -> Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    statuses
+        .iter()
+        .map(|(type_, status)| {
+            let last_transition_time = old
+                .iter()
+                .find(|c| c.type_ == *type_ && c.status == *status)
+                .map_or(Time(now), |c| c.last_transition_time.clone());
+            Condition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: message.to_string(),
+                observed_generation: Some(generation),
+                last_transition_time,
+            }
+        })
+        .collect()
+}
+
+/// `True` or `False`.
+pub fn status_of(value: bool) -> &'static str {
+    if value { "True" } else { "False" }
+}

@@ -152,28 +152,17 @@ fn conditions(
     now: Timestamp,
 ) -> Vec<Condition> {
     let old_conditions = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
-    [
-        (reason::READY, ready),
-        (reason::RECONCILING, !ready),
-        (reason::STALLED, false),
-    ]
-    .into_iter()
-    .map(|(type_, value)| {
-        let status = if value { "True" } else { "False" };
-        let last_transition_time = old_conditions
-            .iter()
-            .find(|c| c.type_ == type_ && c.status == status)
-            .map_or(Time(now), |c| c.last_transition_time.clone());
-        Condition {
-            type_: type_.to_string(),
-            status: status.to_string(),
-            reason: why.to_string(),
-            message: message.to_string(),
-            observed_generation: Some(generation),
-            last_transition_time,
-        }
-    })
-    .collect()
+    reason::with_transitions(
+        old_conditions,
+        &[
+            (reason::READY, reason::status_of(ready)),
+            (reason::RECONCILING, reason::status_of(!ready)),
+            (reason::STALLED, reason::status_of(false)),
+        ],
+        (why, message),
+        generation,
+        now,
+    )
 }
 
 /// A Warning to emit for the change from `old` to `new`, if any: once when `Ready` turns to a

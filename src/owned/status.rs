@@ -8,7 +8,6 @@
 //! | `spec.object` breaks a rule (nothing applied) | False/`ApplyFailed` | False | True |
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::conditions as reason;
 use crate::api::twor::{OwnedVersionStatus, TemporalWorkerOwnedResourceStatus};
@@ -89,28 +88,17 @@ pub fn compute(
         }
     };
     let old_conditions = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
-    let conditions = [
-        (reason::READY, ready),
-        (reason::RECONCILING, reconciling),
-        (reason::STALLED, stalled),
-    ]
-    .into_iter()
-    .map(|(type_, value)| {
-        let status = if value { "True" } else { "False" };
-        let last_transition_time = old_conditions
-            .iter()
-            .find(|c| c.type_ == type_ && c.status == status)
-            .map_or(Time(now), |c| c.last_transition_time.clone());
-        Condition {
-            type_: type_.to_string(),
-            status: status.to_string(),
-            reason: why.to_string(),
-            message: message.clone(),
-            observed_generation: Some(generation),
-            last_transition_time,
-        }
-    })
-    .collect();
+    let conditions = reason::with_transitions(
+        old_conditions,
+        &[
+            (reason::READY, reason::status_of(ready)),
+            (reason::RECONCILING, reason::status_of(reconciling)),
+            (reason::STALLED, reason::status_of(stalled)),
+        ],
+        (why, &message),
+        generation,
+        now,
+    );
     TemporalWorkerOwnedResourceStatus {
         observed_generation: Some(generation),
         versions,
