@@ -16,7 +16,7 @@
 //! of the API server once more before it counts as absent (the watch may not have delivered an
 //! object created a moment ago), which costs reads only while something is missing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,11 +25,17 @@ use tokio::sync::watch;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::api::{KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerOwnedResource};
+use crate::api::{
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, KindSet, LABEL_DEPLOYMENT_NAME,
+    TemporalConnection, TemporalWorkerOwnedResource,
+};
+use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
+use crate::reconcile::observe::deployments::ANNOTATION_REVISION;
 
 /// How long a Secret read by name stands in for another read. A rotated certificate or API key
 /// is picked up within this, at once when Temporal refuses the old one.
@@ -227,13 +233,59 @@ impl SecretBodies {
     }
 }
 
-/// What the Deployment cache keeps of a Deployment: everything but `managedFields` and the Pod
-/// spec (the bulk of its size). Readers need its metadata, replicas, selector, the pod
-/// template's annotations and the status; a write starts from a fresh read, never from here.
+/// What the Deployment cache keeps of a Deployment: its metadata with only the annotations a
+/// reconcile reads, replicas and selector, the pod template's two hash annotations, and the
+/// status without condition messages. The Pod spec, `managedFields` and the rest are most of
+/// its size (issue 30: memory per object). A write starts from a fresh read, never from here.
 pub fn slim_deployment(d: &mut Deployment) {
     d.metadata.managed_fields = None;
+    keep_only(
+        &mut d.metadata.annotations,
+        &[ANNOTATION_REVISION, ANNOTATION_SCALED_DOWN_AT],
+    );
     if let Some(spec) = &mut d.spec {
         spec.template.spec = None;
+        if let Some(meta) = &mut spec.template.metadata {
+            *meta = ObjectMeta {
+                annotations: meta.annotations.take(),
+                ..Default::default()
+            };
+            keep_only(
+                &mut meta.annotations,
+                &[ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_CONNECTION_HASH],
+            );
+        }
+    }
+    let conditions = d.status.as_mut().and_then(|s| s.conditions.as_mut());
+    for c in conditions.into_iter().flatten() {
+        c.message = None;
+        c.last_update_time = None;
+    }
+}
+
+/// Drops every entry of `map` but `keys` (and the map itself once empty).
+fn keep_only(map: &mut Option<BTreeMap<String, String>>, keys: &[&str]) {
+    if let Some(m) = map {
+        m.retain(|k, _| keys.contains(&k.as_str()));
+        if m.is_empty() {
+            *map = None;
+        }
+    }
+}
+
+/// A copy of the whole object that client-side `kubectl apply` (and tools built on it, such
+/// as Argo CD's default sync) leaves on it: often as large as the object, and never read here.
+pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What every cache of our own kinds keeps: all but `managedFields` and the last-applied copy.
+pub fn slim_own<K: kube::Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = &mut meta.annotations {
+        a.remove(ANNOTATION_LAST_APPLIED);
+        if a.is_empty() {
+            meta.annotations = None;
+        }
     }
 }
 
@@ -279,6 +331,63 @@ mod tests {
     }
 
     #[test]
+    fn a_slim_deployment_keeps_what_observe_reads() {
+        let mut d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "orders-v1", "namespace": "shop", "generation": 2,
+                "labels": {LABEL_DEPLOYMENT_NAME: "orders", crate::api::LABEL_BUILD_ID: "v1"},
+                "annotations": {ANNOTATION_REVISION: "2", ANNOTATION_SCALED_DOWN_AT: "2026-01-01T00:00:00Z",
+                    ANNOTATION_LAST_APPLIED: "{}"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"a": "b"}, "annotations": {
+                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c", "x": "y"}},
+                "spec": {"containers": [{"name": "worker"}]}}},
+            "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": [
+                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                 "message": "Deployment has minimum availability.",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "lastUpdateTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .expect("deployment");
+        let before = crate::reconcile::observe::deployments::observed(&d);
+        slim_deployment(&mut d);
+        assert_eq!(crate::reconcile::observe::deployments::observed(&d), before);
+        assert_eq!(
+            d.annotations().len(),
+            2,
+            "only the annotations observe reads"
+        );
+        let template = d
+            .spec
+            .as_ref()
+            .expect("spec")
+            .template
+            .metadata
+            .as_ref()
+            .expect("meta");
+        assert!(template.labels.is_none());
+        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(2));
+        let c = &d
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .expect("conditions")[0];
+        assert!(c.message.is_none() && c.last_transition_time.is_some());
+    }
+
+    #[test]
+    fn own_kinds_lose_only_managed_fields_and_the_last_applied_copy() {
+        let mut c: TemporalConnection = serde_json::from_value(json!({
+            "apiVersion": "temporal.io/v1alpha1", "kind": "TemporalConnection",
+            "metadata": {"name": "t", "namespace": "shop", "annotations": {
+                ANNOTATION_LAST_APPLIED: "{}", "team": "payments"},
+                "managedFields": [{"manager": "kubectl", "operation": "Update"}]},
+            "spec": {"hostPort": "temporal:7233"}}))
+        .expect("connection");
+        slim_own(&mut c);
+        assert!(c.metadata.managed_fields.is_none());
+        assert_eq!(c.annotations().keys().collect::<Vec<_>>(), ["team"]);
+    }
+
+    #[test]
     fn a_workers_deployments_are_found_by_namespace_and_label_only() {
         let mut d = deployment("shop", "orders-v1", "orders");
         d.spec = Some(
@@ -291,7 +400,11 @@ mod tests {
         assert!(d.metadata.managed_fields.is_none());
         let template = &d.spec.as_ref().expect("spec").template;
         assert!(template.spec.is_none(), "the Pod spec is not kept");
-        assert!(template.metadata.is_some(), "its annotations are");
+        let annotations = template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref());
+        assert!(annotations.is_none(), "nor annotations nobody reads");
         let caches = Caches::new(
             filled(
                 vec![

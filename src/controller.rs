@@ -382,11 +382,11 @@ where
         .map(|s| api_in_set::<K>(client, s, set))
         .collect();
     // Every object carries its kind set from here on, whatever the answer carried; nobody
-    // reads `managedFields`, often the larger part of an object (status writes are PUTs to the
-    // status subresource, which leave metadata as it is on the server).
+    // reads `managedFields` or the last-applied copy, often most of an object (status writes
+    // are PUTs to the status subresource, which leave metadata as it is on the server).
     let prepare = move |o: &mut K| {
         o.stamp(set);
-        o.meta_mut().managed_fields = None;
+        crate::caches::slim_own(o);
     };
     let (store, listed, applied) = reflect_apis(scopes, apis, set, config, prepare, false);
     (store, listed, applied.boxed())

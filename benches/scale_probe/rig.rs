@@ -152,7 +152,19 @@ async fn start_ours(kubeconfig: &Path, dir: &Path) -> Result<OursProcess> {
     let log = dir.join("controller.log");
     let out = std::fs::File::create(&log)?;
     let begin = Instant::now();
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_temporal-worker-controller"))
+    let binary = env!("CARGO_BIN_EXE_temporal-worker-controller");
+    // A memory profiler can wrap the controller (e.g. `TWC_PROBE_WRAP="heaptrack -o /tmp/twc"`);
+    // RSS and CPU then describe the wrapper, so only the profile is worth reading.
+    let mut command = match std::env::var("TWC_PROBE_WRAP") {
+        Ok(wrap) if !wrap.trim().is_empty() => {
+            let mut words = wrap.split_whitespace();
+            let mut command = tokio::process::Command::new(words.next().unwrap_or(binary));
+            command.args(words).arg(binary);
+            command
+        }
+        _ => tokio::process::Command::new(binary),
+    };
+    let child = command
         .args(["run", "--http-addr", &http.to_string(), "--leader-elect"])
         .args(["--lease-namespace", SYSTEM_NS])
         .env("KUBECONFIG", kubeconfig)

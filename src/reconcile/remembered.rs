@@ -20,12 +20,14 @@ pub const AFTER_WRITE_SETTLE: Duration = Duration::from_millis(1500);
 
 #[derive(Default)]
 pub struct RememberedViews {
-    views: Mutex<HashMap<Key, Remembered>>,
+    /// Boxed: a view is several hundred bytes, and a map sized for 1,000 objects holds room
+    /// for nearly twice as many (issue 30: memory per object).
+    views: Mutex<HashMap<Key, Box<Remembered>>>,
     written: Mutex<HashMap<Key, Instant>>,
 }
 
 impl RememberedViews {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Remembered>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Box<Remembered>>> {
         // A poisoned map only means another reconcile panicked mid-insert; the data is usable.
         self.views.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -55,11 +57,11 @@ impl RememberedViews {
     }
 
     pub fn get(&self, key: &Key) -> Option<Remembered> {
-        self.map().get(key).cloned()
+        self.map().get(key).map(|r| (**r).clone())
     }
 
     pub fn put(&self, key: Key, remembered: Remembered) {
-        self.map().insert(key, remembered);
+        self.map().insert(key, Box::new(remembered));
     }
 
     /// Keeps the target's task queues with the view while the rollout waits for its gate

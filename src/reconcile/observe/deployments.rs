@@ -53,7 +53,7 @@ pub async fn owned_deployments(
 
 /// Kubernetes' revision of a Deployment's pod template: `1` when created, one more per
 /// template change.
-const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
+pub(crate) const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
 /// The `Progressing` reason kube-controller-manager sets once a rollout has made no progress
 /// for `spec.progressDeadlineSeconds`.
 const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";

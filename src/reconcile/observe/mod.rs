@@ -7,7 +7,7 @@
 
 mod analysis;
 mod autoscalers;
-mod deployments;
+pub(crate) mod deployments;
 mod drain_visibility;
 mod gate_input;
 mod pollers;
