@@ -18,6 +18,7 @@ die() {
 note() { echo "release: $*"; }
 
 usage() {
+  echo "usage: tools/release/release.sh <version> | --check" >&2
   sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
