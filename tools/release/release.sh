@@ -10,6 +10,8 @@
 # version for the binary, the image tag and every chart: users upgrade them together. Nothing is
 # pushed; the script prints the push command. RELEASE_DATE (YYYY-MM-DD) overrides today's date (UTC).
 set -euo pipefail
+# Pre-release identifiers compare in ASCII order (SemVer 11.4.2), whatever the user's locale.
+export LC_ALL=C
 
 die() {
   echo "release: $*" >&2
@@ -224,7 +226,9 @@ $dirty"
 
 main() {
   [[ $# -eq 1 ]] || usage
-  cd "$(git rev-parse --show-toplevel 2>/dev/null)" || die "not inside a git repository"
+  local root
+  root=$(git rev-parse --show-toplevel 2>/dev/null) || die "not inside a git repository"
+  cd "$root"
   RELEASE_DATE=${RELEASE_DATE:-$(date -u +%F)}
   case $1 in
     -h | --help) usage ;;
