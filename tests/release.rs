@@ -142,9 +142,10 @@ fn field(haystack: &str, start: &str, end: &str) -> Option<String> {
     Some(rest[..rest.find(end)?].to_string())
 }
 
-/// The next minor version after `version` (a plain MAJOR.MINOR.PATCH).
+/// The next minor version after `version` (MAJOR.MINOR.PATCH, a pre-release part ignored).
 fn next_minor(version: &str) -> Result<String> {
-    let parts: Vec<u64> = version
+    let core = version.split_once('-').map_or(version, |(core, _)| core);
+    let parts: Vec<u64> = core
         .split('.')
         .map(str::parse)
         .collect::<Result<_, _>>()
@@ -186,6 +187,14 @@ fn assert_versions(s: &Scratch, charts: &[&str], version: &str) -> Result<()> {
             "{chart}: appVersion not {version}:\n{yaml}"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn next_minor_skips_a_pre_release() -> Result<()> {
+    ensure!(next_minor("0.1.0")? == "0.2.0");
+    ensure!(next_minor("1.4.2-rc.1")? == "1.5.0");
+    ensure!(next_minor("1.2").is_err());
     Ok(())
 }
 
