@@ -99,12 +99,9 @@ chart_field() {
   sed -n -E "s/^$2:[[:space:]]*[\"']?([^\"'[:space:]#]+)[\"']?[[:space:]]*(#.*)?$/\1/p" "$1" | head -n 1
 }
 
+# The charts git tracks (an untracked one would be bumped but not committed).
 charts() {
-  local f
-  for f in charts/*/Chart.yaml; do
-    [[ -f $f ]] && echo "$f"
-  done
-  return 0
+  git ls-files -- ':(glob)charts/*/Chart.yaml'
 }
 
 # The lines of CHANGELOG.md's Unreleased section (without its heading).
