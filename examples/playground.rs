@@ -5,6 +5,11 @@
 //! Ready, applies v2 with a Progressive strategy, and prints every status transition until v2
 //! is Current and v1 is drained and gone.
 //!
+//! `--quick` (or `PLAYGROUND_QUICK=1`), what CI runs: sunset delays of 1 s, and each milestone (v1
+//! Current, v2 Promoted (Current), v1 scaled down, v1 deleted) must be reached within its own
+//! deadline, the whole run within [`QUICK_TOTAL`]; otherwise it exits non-zero naming the milestone
+//! and the last status seen. Without it, each wait allows [`DEADLINE`].
+//!
 //! Against a real cluster: `PLAYGROUND_KUBECONFIG=~/.kube/config TEMPORAL_ADDRESS=host:7233
 //! cargo run --example playground` (the worker image in the manifests must exist; set
 //! `PLAYGROUND_EXTERNAL_CONTROLLER=1` when the Helm chart already runs the controller).
@@ -15,6 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 use temporal_worker_controller::api::KindSet;
@@ -24,6 +30,79 @@ use temporal_worker_controller::api::twd::VersionStatus;
 const NAMESPACE: &str = "default";
 const NAME: &str = "hello-worker";
 const DEADLINE: Duration = Duration::from_secs(300);
+/// The whole quick run, start-up of Kubernetes and Temporal included.
+const QUICK_TOTAL: Duration = Duration::from_secs(240);
+
+/// What the playground waits for, in order.
+#[derive(Clone, Copy)]
+enum Milestone {
+    V1Current,
+    V2Current,
+    V1ScaledDown,
+    V1Deleted,
+}
+
+impl Milestone {
+    fn name(self) -> &'static str {
+        match self {
+            Milestone::V1Current => "v1 Current",
+            Milestone::V2Current => "v2 Promoted (Current)",
+            Milestone::V1ScaledDown => "v1 scaled down",
+            Milestone::V1Deleted => "v1 deleted",
+        }
+    }
+}
+
+/// Normal or quick mode: the deadlines and sunset delays.
+#[derive(Clone, Copy)]
+struct Pace {
+    quick: bool,
+}
+
+impl Pace {
+    fn from_args() -> Result<Pace> {
+        let mut quick = std::env::var("PLAYGROUND_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+        for arg in std::env::args().skip(1) {
+            match arg.as_str() {
+                "--quick" => quick = true,
+                other => bail!("unknown argument {other:?}; usage: playground [--quick]"),
+            }
+        }
+        Ok(Pace { quick })
+    }
+
+    /// Each bound has room for a loaded 2-core CI machine (measured: README, "CI budget").
+    fn deadline(self, milestone: Milestone) -> Duration {
+        if !self.quick {
+            return DEADLINE;
+        }
+        Duration::from_secs(match milestone {
+            Milestone::V1Current => 90,
+            Milestone::V2Current => 60,
+            Milestone::V1ScaledDown => 45,
+            Milestone::V1Deleted => 30,
+        })
+    }
+
+    /// Quick mode shortens the manifests' 5 s sunset delays so that v1 goes away sooner.
+    fn sunset_delay(self) -> Option<&'static str> {
+        self.quick.then_some("1s")
+    }
+
+    /// The error for a milestone not reached in time, with what was seen last.
+    fn missed(self, milestone: Milestone, last_seen: &str) -> anyhow::Error {
+        let mode = if self.quick {
+            "playground --quick: "
+        } else {
+            ""
+        };
+        anyhow::anyhow!(
+            "{mode}milestone \"{}\" not reached within {:?}; last seen: {last_seen}",
+            milestone.name(),
+            self.deadline(milestone)
+        )
+    }
+}
 
 /// What the playground started locally; dropping it stops them (Temporal first).
 #[derive(Default)]
@@ -38,6 +117,23 @@ async fn main() -> Result<()> {
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .init();
     let started = Instant::now();
+    let pace = Pace::from_args()?;
+    if !pace.quick {
+        return run(pace, started).await;
+    }
+    match tokio::time::timeout(QUICK_TOTAL, run(pace, started)).await {
+        Ok(result) => result?,
+        Err(_) => bail!("playground --quick: not finished within {QUICK_TOTAL:?}"),
+    }
+    println!(
+        "playground --quick: every milestone reached in {:.1?} (v1 Current, v2 Promoted (Current), v1 scaled down, v1 deleted)",
+        started.elapsed()
+    );
+    Ok(())
+}
+
+/// The playground itself; dropping it part-way stops what it started.
+async fn run(pace: Pace, started: Instant) -> Result<()> {
     let manifests = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/manifests");
 
     let (local, client, temporal_address) = kubernetes_and_temporal(started).await?;
@@ -54,6 +150,7 @@ async fn main() -> Result<()> {
         manifests: &manifests,
         temporal_address: &temporal_address,
         started,
+        pace,
     };
     let v1 = rollout.v1_current().await?;
     let v2 = rollout.v2_current(&v1).await?;
@@ -61,7 +158,9 @@ async fn main() -> Result<()> {
         started,
         &format!("v2 ({v2}) is Current; waiting for v1 to drain and go away"),
     );
-    wait_retired(&client, &v1).await?;
+    wait_scaled_down(&client, &v1, pace).await?;
+    step(started, "v1 scaled to 0");
+    wait_retired(&client, &v1, pace).await?;
     step(
         started,
         &format!("v1 drained, scaled to 0 and deleted; rollout of {v2} complete"),
@@ -139,6 +238,7 @@ struct Rollout<'a> {
     manifests: &'a Path,
     temporal_address: &'a str,
     started: Instant,
+    pace: Pace,
 }
 
 impl Rollout<'_> {
@@ -147,6 +247,7 @@ impl Rollout<'_> {
             self.client,
             &self.manifests.join(file),
             self.temporal_address,
+            self.pace.sunset_delay(),
         )
         .await
     }
@@ -156,7 +257,7 @@ impl Rollout<'_> {
         step(self.started, "applying the Connection and v1 (AllAtOnce)");
         self.apply("connection.yaml").await?;
         self.apply("worker-v1.yaml").await?;
-        let twd = wait(self.client, "v1 Ready", |t| {
+        let twd = wait(self.client, self.pace, Milestone::V1Current, |t| {
             ready(t)
                 && t.status
                     .as_ref()
@@ -180,7 +281,7 @@ impl Rollout<'_> {
             "applying v2 (Progressive: 25% for 5s, 50% for 5s)",
         );
         self.apply("worker-v2.yaml").await?;
-        let twd = wait(self.client, "v2 Current", |t| {
+        let twd = wait(self.client, self.pace, Milestone::V2Current, |t| {
             ready(t)
                 && t.status
                     .as_ref()
@@ -195,11 +296,49 @@ impl Rollout<'_> {
     }
 }
 
+/// Waits until `v1`'s Deployment is scaled to 0: seen at 0 replicas, or (when the delete
+/// followed too fast to see) its `ScaledDown` event.
+async fn wait_scaled_down(client: &kube::Client, v1: &str, pace: Pace) -> Result<()> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    let v1_deployment = temporal_worker_controller::build_id::deployment_name(NAME, v1);
+    let deadline = Instant::now() + pace.deadline(Milestone::V1ScaledDown);
+    loop {
+        let replicas = deployments
+            .get_opt(&v1_deployment)
+            .await?
+            .map(|d| d.spec.and_then(|s| s.replicas).unwrap_or(1));
+        if replicas == Some(0) {
+            return Ok(());
+        }
+        let event_seen = events
+            .list(&Default::default())
+            .await?
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("ScaledDown")
+                    && e.note.as_deref().is_some_and(|n| n.contains(v1))
+            });
+        if event_seen {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let seen = match replicas {
+                Some(r) => format!("Deployment {v1_deployment} at {r} replicas"),
+                None => format!("Deployment {v1_deployment} gone without a ScaledDown event"),
+            };
+            return Err(pace.missed(Milestone::V1ScaledDown, &seen));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Waits until `v1`'s Deployment is gone and the TWD no longer lists it.
-async fn wait_retired(client: &kube::Client, v1: &str) -> Result<()> {
+async fn wait_retired(client: &kube::Client, v1: &str, pace: Pace) -> Result<()> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let v1_deployment = temporal_worker_controller::build_id::deployment_name(NAME, v1);
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + pace.deadline(Milestone::V1Deleted);
     loop {
         let twd: TemporalWorkerDeployment =
             TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Canonical)
@@ -214,7 +353,7 @@ async fn wait_retired(client: &kube::Client, v1: &str) -> Result<()> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("v1 was not retired within {DEADLINE:?}");
+            return Err(pace.missed(Milestone::V1Deleted, &summary(&twd)));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -253,36 +392,46 @@ fn ready(t: &TemporalWorkerDeployment) -> bool {
 
 async fn wait(
     client: &kube::Client,
-    what: &str,
+    pace: Pace,
+    milestone: Milestone,
     pred: impl Fn(&TemporalWorkerDeployment) -> bool,
 ) -> Result<TemporalWorkerDeployment> {
     let api: Api<TemporalWorkerDeployment> =
         TemporalWorkerDeployment::api(client.clone(), NAMESPACE, KindSet::Canonical);
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Instant::now() + pace.deadline(milestone);
+    let mut last_seen = format!("no {NAME} yet");
     loop {
-        if let Some(t) = api.get_opt(NAME).await?
-            && pred(&t)
-        {
-            return Ok(t);
+        match api.get_opt(NAME).await? {
+            Some(t) if pred(&t) => return Ok(t),
+            Some(t) => last_seen = summary(&t),
+            None => {}
         }
         if Instant::now() > deadline {
-            bail!("timed out waiting for {what}");
+            return Err(pace.missed(milestone, &last_seen));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// Server-side applies every document of a manifest file, filling in `${TEMPORAL_ADDRESS}`.
+/// Server-side applies every document of a manifest file, filling in `${TEMPORAL_ADDRESS}` and,
+/// when given, a worker deployment's sunset delays.
 async fn apply_file(
     client: &kube::Client,
     path: &std::path::Path,
     temporal_address: &str,
+    sunset_delay: Option<&str>,
 ) -> Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let text = text.replace("${TEMPORAL_ADDRESS}", temporal_address);
     for doc in serde_yaml::Deserializer::from_str(&text) {
-        let obj: Value = serde::Deserialize::deserialize(doc)?;
+        let mut obj: Value = serde::Deserialize::deserialize(doc)?;
+        if let Some(delay) = sunset_delay
+            && obj["kind"] == "WorkerDeployment"
+        {
+            obj["spec"]["sunset"]["scaledownDelay"] = delay.into();
+            obj["spec"]["sunset"]["deleteDelay"] = delay.into();
+        }
         let api_version = obj["apiVersion"].as_str().context("apiVersion")?;
         let kind = obj["kind"].as_str().context("kind")?;
         let name = obj["metadata"]["name"].as_str().context("metadata.name")?;

@@ -308,7 +308,9 @@ fn default_install_renders_the_expected_objects_and_args() {
     assert_eq!(deploy["spec"]["replicas"], 1);
     assert_default_args_are_the_binarys_defaults(&objs);
     let m = manager(&objs);
-    assert_eq!(m["image"], "temporal-worker-controller:0.1.0");
+    // The default tag is the chart's appVersion, which the release command keeps equal to Cargo's.
+    let image = format!("temporal-worker-controller:{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(m["image"], image.as_str());
     let env: BTreeMap<&str, &str> = m["env"]
         .as_array()
         .expect("env")

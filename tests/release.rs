@@ -1,0 +1,475 @@
+//! The release command (`tools/release/release.sh`) and the CHANGELOG check
+//! (`tools/release/changelog-check.sh`) run on scratch clones of this repository: a cut release
+//! agrees everywhere (Cargo.toml, Cargo.lock, every chart, CHANGELOG.md, the tag), bad input is
+//! refused and changes nothing, and the CHANGELOG check judges branches, main, merges, the
+//! `Changelog: none` trailer and a shallow clone. Starts no servers; the scripts are taken from
+//! this working tree, the repository content from its last commit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use anyhow::{Context as _, Result, bail, ensure};
+
+/// Fixed so that the expected CHANGELOG heading does not depend on the day the test runs.
+const RELEASE_DATE: &str = "2030-01-02";
+
+fn source_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A throw-away clone of this repository's HEAD, on a local `main` branch.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(case: &str) -> Result<Scratch> {
+        let parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let dir = parent.join(format!("release-{case}-{}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        run_ok(
+            Command::new("git")
+                .args(["clone", "-q", "--no-tags"])
+                .arg(source_root())
+                .arg(&dir),
+        )?;
+        let s = Scratch { dir };
+        s.git(&["checkout", "-q", "-B", "main"])?;
+        s.git(&["config", "user.name", "Release Test"])?;
+        s.git(&["config", "user.email", "release-test@example.invalid"])?;
+        Ok(s)
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    fn read(&self, file: &str) -> Result<String> {
+        std::fs::read_to_string(self.path(file)).with_context(|| format!("reading {file}"))
+    }
+
+    fn write(&self, file: &str, text: &str) -> Result<()> {
+        let path = self.path(file);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text).with_context(|| format!("writing {file}"))
+    }
+
+    fn git(&self, args: &[&str]) -> Result<String> {
+        let out = run_ok(Command::new("git").arg("-C").arg(&self.dir).args(args))?;
+        Ok(String::from_utf8(out.stdout)?.trim().to_string())
+    }
+
+    fn commit_all(&self, message: &str) -> Result<()> {
+        self.git(&["add", "-A"])?;
+        self.git(&["commit", "-q", "-m", message]).map(drop)
+    }
+
+    /// Runs a script of `tools/release/` from this working tree in the scratch repository.
+    fn script(&self, name: &str, args: &[&str]) -> Result<Output> {
+        let script = source_root().join("tools/release").join(name);
+        Ok(Command::new("bash")
+            .arg(script)
+            .args(args)
+            .current_dir(&self.dir)
+            .env("RELEASE_DATE", RELEASE_DATE)
+            .env_remove("CHANGELOG_BASE")
+            .output()?)
+    }
+
+    fn release(&self, args: &[&str]) -> Result<Output> {
+        self.script("release.sh", args)
+    }
+
+    /// A line under Unreleased, committed, as a change would add it.
+    fn add_entry(&self, line: &str) -> Result<()> {
+        let text = self.read("CHANGELOG.md")?;
+        let heading = "## [Unreleased]\n";
+        ensure!(
+            text.contains(heading),
+            "CHANGELOG.md has no Unreleased heading"
+        );
+        let text = text.replacen(heading, &format!("{heading}\n### Fixed\n- {line}\n"), 1);
+        self.write("CHANGELOG.md", &text)?;
+        self.commit_all(&format!("CHANGELOG: {line}"))
+    }
+
+    fn cargo_version(&self) -> Result<String> {
+        let toml = self.read("Cargo.toml")?;
+        let package = toml.split("[package]").nth(1).context("no [package]")?;
+        field(package, "version = \"", "\"").context("no package version")
+    }
+
+    /// Everything that says which release this is, to compare before and after a refusal.
+    fn state(&self) -> Result<String> {
+        Ok(format!(
+            "{}\n{}\n{}",
+            self.git(&["rev-parse", "HEAD"])?,
+            self.git(&["tag", "--list"])?,
+            self.git(&["status", "--porcelain"])?
+        ))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn run_ok(cmd: &mut Command) -> Result<Output> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", text(&out));
+    }
+    Ok(out)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The text between the first `start` and the next `end` after it.
+fn field(haystack: &str, start: &str, end: &str) -> Option<String> {
+    let rest = &haystack[haystack.find(start)? + start.len()..];
+    Some(rest[..rest.find(end)?].to_string())
+}
+
+/// The next minor version after `version` (MAJOR.MINOR.PATCH, a pre-release part ignored).
+fn next_minor(version: &str) -> Result<String> {
+    let core = version.split_once('-').map_or(version, |(core, _)| core);
+    let parts: Vec<u64> = core
+        .split('.')
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("{version} is not MAJOR.MINOR.PATCH"))?;
+    ensure!(parts.len() == 3, "{version} is not MAJOR.MINOR.PATCH");
+    Ok(format!("{}.{}.0", parts[0], parts[1] + 1))
+}
+
+fn expect_ok(out: &Output, what: &str) -> Result<()> {
+    ensure!(out.status.success(), "{what} failed: {}", text(out));
+    Ok(())
+}
+
+fn expect_refused(out: &Output, message: &str, what: &str) -> Result<()> {
+    ensure!(!out.status.success(), "{what} was accepted: {}", text(out));
+    ensure!(
+        text(out).contains(message),
+        "{what}: expected {message:?} in: {}",
+        text(out)
+    );
+    Ok(())
+}
+
+/// The chart and version lines a cut must have set, for every chart.
+fn assert_versions(s: &Scratch, charts: &[&str], version: &str) -> Result<()> {
+    ensure!(s.cargo_version()? == version, "Cargo.toml not at {version}");
+    let lock = s.read("Cargo.lock")?;
+    let entry = format!("name = \"temporal-worker-controller\"\nversion = \"{version}\"\n");
+    ensure!(lock.contains(&entry), "Cargo.lock not at {version}");
+    for chart in charts {
+        let yaml = s.read(&format!("charts/{chart}/Chart.yaml"))?;
+        ensure!(
+            yaml.lines().any(|l| l == format!("version: {version}")),
+            "{chart}: version not {version}:\n{yaml}"
+        );
+        ensure!(
+            yaml.lines()
+                .any(|l| l == format!("appVersion: \"{version}\"")),
+            "{chart}: appVersion not {version}:\n{yaml}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn next_minor_skips_a_pre_release() -> Result<()> {
+    ensure!(next_minor("0.1.0")? == "0.2.0");
+    ensure!(next_minor("1.4.2-rc.1")? == "1.5.0");
+    ensure!(next_minor("1.2").is_err());
+    Ok(())
+}
+
+#[test]
+fn a_cut_release_agrees_everywhere() -> Result<()> {
+    let s = Scratch::new("cut")?;
+    // A second chart (as a CRD chart would be) is bumped with the first.
+    let chart = s.read("charts/temporal-worker-controller/Chart.yaml")?;
+    s.write(
+        "charts/extra-crds/Chart.yaml",
+        &chart.replace("name: temporal-worker-controller", "name: extra-crds"),
+    )?;
+    s.add_entry("the scratch copy's first fix")?;
+    expect_ok(&s.release(&["--check"])?, "--check before the cut")?;
+    let next = next_minor(&s.cargo_version()?)?;
+    let rc = format!("{next}-rc.1");
+
+    expect_ok(&s.release(&[&rc])?, "cutting the release candidate")?;
+    assert_versions(&s, &["temporal-worker-controller", "extra-crds"], &rc)?;
+    let below_rc = format!("{next}-alpha");
+    expect_refused(
+        &s.release(&[&below_rc])?,
+        "is not greater",
+        "alpha after rc",
+    )?;
+
+    s.add_entry("the scratch copy's second fix")?;
+    let out = s.release(&[&next])?;
+    expect_ok(&out, "cutting the release")?;
+    ensure!(text(&out).contains("2 chart(s)"), "{}", text(&out));
+    assert_versions(&s, &["temporal-worker-controller", "extra-crds"], &next)?;
+
+    let check = s.release(&["--check"])?;
+    expect_ok(&check, "--check after the cut")?;
+    ensure!(
+        text(&check).contains(&format!("tag v{next}")),
+        "{}",
+        text(&check)
+    );
+
+    // Unreleased is empty and heads the file; the new section holds what Unreleased had.
+    let changelog = s.read("CHANGELOG.md")?;
+    let expected = format!(
+        "## [Unreleased]\n\n## [{next}] - {RELEASE_DATE}\n\n### Fixed\n- the scratch copy's second fix\n\n## [{rc}] - {RELEASE_DATE}\n\n### Fixed\n- the scratch copy's first fix\n"
+    );
+    ensure!(changelog.contains(&expected), "CHANGELOG.md:\n{changelog}");
+
+    let head = s.git(&["rev-parse", "HEAD"])?;
+    ensure!(s.git(&["rev-parse", &format!("v{next}^{{commit}}")])? == head);
+    ensure!(s.git(&["log", "-1", "--format=%s"])? == format!("Release v{next}"));
+    ensure!(
+        s.git(&["status", "--porcelain"])?.is_empty(),
+        "tree left dirty"
+    );
+    Ok(())
+}
+
+#[test]
+fn bad_input_is_refused_and_changes_nothing() -> Result<()> {
+    let s = Scratch::new("refuse")?;
+    s.add_entry("a fix")?;
+    let current = s.cargo_version()?;
+    let next = next_minor(&current)?;
+    let before = s.state()?;
+    let cases = [
+        ("1.2".to_string(), "is not a semantic version"),
+        ("01.2.3".to_string(), "is not a semantic version"),
+        (format!("v{next}"), "without the leading v"),
+        (format!("{next}+build.7"), "build metadata"),
+        (current.clone(), "is not greater than the current version"),
+        (
+            "0.0.1".to_string(),
+            "is not greater than the current version",
+        ),
+    ];
+    for (version, message) in &cases {
+        let version = version.as_str();
+        expect_refused(&s.release(&[version])?, message, version)?;
+        ensure!(s.state()? == before, "{version}: the repository changed");
+    }
+    expect_refused(
+        &s.release(&[])?,
+        "usage: tools/release/release.sh",
+        "no argument",
+    )?;
+    expect_refused(
+        &s.release(&["--frobnicate"])?,
+        "unknown option",
+        "an unknown flag",
+    )?;
+
+    // A dirty tree.
+    let readme = s.read("README.md")?;
+    s.write("README.md", &format!("{readme}\nlocal edit\n"))?;
+    expect_refused(&s.release(&[&next])?, "uncommitted changes", "a dirty tree")?;
+    s.git(&["checkout", "-q", "README.md"])?;
+
+    // An existing tag.
+    s.git(&["tag", &format!("v{next}")])?;
+    expect_refused(&s.release(&[&next])?, "already exists", "an existing tag")?;
+    s.git(&["tag", "-d", &format!("v{next}")])?;
+
+    // Versions that already disagree.
+    let chart = "charts/temporal-worker-controller/Chart.yaml";
+    let yaml = s.read(chart)?;
+    s.write(
+        chart,
+        &yaml.replace("appVersion:", "appVersion: \"9.9.9\"\n#"),
+    )?;
+    s.commit_all("chart drifts")?;
+    expect_refused(
+        &s.release(&[&next])?,
+        "appVersion is '9.9.9'",
+        "a drifted chart",
+    )?;
+    s.git(&["reset", "-q", "--hard", "HEAD~1"])?;
+
+    // An empty Unreleased section: the state after a release with nothing added since.
+    let changelog = s.read("CHANGELOG.md")?;
+    let start = changelog.find("## [Unreleased]\n").context("Unreleased")? + 16;
+    let end = changelog[start..]
+        .find("\n## [")
+        .map_or(changelog.len(), |i| start + i + 1);
+    s.write(
+        "CHANGELOG.md",
+        &format!("{}\n{}", &changelog[..start], &changelog[end..]),
+    )?;
+    s.commit_all("empty Unreleased")?;
+    let before = s.state()?;
+    expect_refused(&s.release(&[&next])?, "Unreleased has no entries", "empty")?;
+    ensure!(
+        s.state()? == before,
+        "empty Unreleased: the repository changed"
+    );
+    Ok(())
+}
+
+#[test]
+fn check_names_what_disagrees() -> Result<()> {
+    let s = Scratch::new("check")?;
+    let current = s.cargo_version()?;
+    expect_ok(&s.release(&["--check"])?, "--check on HEAD")?;
+
+    let lock = s.read("Cargo.lock")?;
+    let entry = format!("name = \"temporal-worker-controller\"\nversion = \"{current}\"");
+    ensure!(lock.contains(&entry), "Cargo.lock has no {entry}");
+    s.write(
+        "Cargo.lock",
+        &lock.replace(
+            &entry,
+            "name = \"temporal-worker-controller\"\nversion = \"7.7.7\"",
+        ),
+    )?;
+    expect_refused(&s.release(&["--check"])?, "Cargo.lock", "a drifted lock")?;
+    s.git(&["checkout", "-q", "Cargo.lock"])?;
+
+    let changelog = s.read("CHANGELOG.md")?;
+    s.write(
+        "CHANGELOG.md",
+        &changelog.replacen(
+            "## [Unreleased]\n",
+            "## [Unreleased]\n\n## [8.0.0] - 2030-01-01\n",
+            1,
+        ),
+    )?;
+    expect_refused(
+        &s.release(&["--check"])?,
+        "newest release is [8.0.0]",
+        "a CHANGELOG ahead",
+    )?;
+    s.git(&["checkout", "-q", "CHANGELOG.md"])?;
+
+    // A tag on HEAD that is not the version: a release cut by hand.
+    s.git(&["tag", "v8.0.0"])?;
+    expect_refused(
+        &s.release(&["--check"])?,
+        "HEAD is tagged v8.0.0",
+        "a wrong tag",
+    )?;
+    Ok(())
+}
+
+fn changelog_check(s: &Scratch) -> Result<Output> {
+    s.script("changelog-check.sh", &[])
+}
+
+/// Appends a comment line to a file of the scratch repository.
+fn touch(s: &Scratch, file: &str) -> Result<()> {
+    let old = s.read(file)?;
+    s.write(file, &format!("{old}\n// touched by tests/release.rs\n"))
+}
+
+#[test]
+fn changelog_check_judges_the_change() -> Result<()> {
+    let s = Scratch::new("changelog")?;
+    let main = s.git(&["rev-parse", "HEAD"])?;
+
+    // A branch that changes src/ without a CHANGELOG line fails, against the merge base.
+    s.git(&["checkout", "-q", "-b", "feature"])?;
+    touch(&s, "src/lib.rs")?;
+    s.commit_all("feature: code")?;
+    let out = changelog_check(&s)?;
+    expect_refused(&out, "src/lib.rs", "src change on a branch")?;
+    ensure!(
+        text(&out).contains("merge base with main"),
+        "{}",
+        text(&out)
+    );
+    // Uncommitted and later commits count: the CHANGELOG line may come last.
+    s.add_entry("a user-visible fix")?;
+    expect_ok(&changelog_check(&s)?, "branch with a CHANGELOG line")?;
+
+    // The trailer is the escape for internal changes.
+    s.git(&["checkout", "-q", "-b", "internal", &main])?;
+    touch(&s, "charts/temporal-worker-controller/values.yaml")?;
+    s.commit_all("refactor the chart\n\nChangelog: none")?;
+    expect_ok(&changelog_check(&s)?, "a Changelog: none trailer")?;
+
+    // Only docs: nothing to say.
+    s.git(&["checkout", "-q", "-b", "docs", &main])?;
+    touch(&s, "docs/architecture.md")?;
+    s.commit_all("docs only")?;
+    expect_ok(&changelog_check(&s)?, "a docs-only change")?;
+
+    // On main: the previous commit; a merge brings in its branch's CHANGELOG line.
+    s.git(&["checkout", "-q", "main"])?;
+    s.git(&["merge", "-q", "--no-ff", "-m", "merge feature", "feature"])?;
+    expect_ok(
+        &changelog_check(&s)?,
+        "main after merging a branch with a line",
+    )?;
+    touch(&s, "crds/workerdeployments.temporal.io.yaml")?;
+    s.commit_all("crds on main")?;
+    expect_refused(
+        &changelog_check(&s)?,
+        "crds/workerdeployments.temporal.io.yaml",
+        "a crds change on main",
+    )?;
+
+    // A single-commit clone cannot tell: it passes, saying so.
+    let shallow = s.dir.with_extension("shallow");
+    let url = format!("file://{}", s.dir.display());
+    run_ok(
+        Command::new("git")
+            .args(["clone", "-q", "--depth", "1", &url])
+            .arg(&shallow),
+    )?;
+    let out = Command::new("bash")
+        .arg(source_root().join("tools/release/changelog-check.sh"))
+        .current_dir(&shallow)
+        .env_remove("CHANGELOG_BASE")
+        .output()?;
+    let _ = std::fs::remove_dir_all(&shallow);
+    expect_ok(&out, "a shallow clone")?;
+    ensure!(text(&out).contains("shallow clone"), "{}", text(&out));
+    Ok(())
+}
+
+/// The scripts exist where the README says (a moved script would make every case above fail with
+/// a less obvious message).
+#[test]
+fn scripts_are_where_the_readme_says() -> Result<()> {
+    let readme = std::fs::read_to_string(source_root().join("README.md"))?;
+    for script in [
+        "tools/release/release.sh",
+        "tools/release/changelog-check.sh",
+    ] {
+        ensure!(
+            Path::new(&source_root().join(script)).is_file(),
+            "{script} missing"
+        );
+        ensure!(
+            readme.contains(script),
+            "README.md does not mention {script}"
+        );
+    }
+    Ok(())
+}
