@@ -245,7 +245,7 @@ async fn skip_abort_and_pause_from_the_cli() -> Result<()> {
     let v2 = target_build(&twd).context("target")?;
 
     let (out, _) = cli(&c, &["skip", "billing"]).await?;
-    ensure!(out.contains(&format!("{v2}/0")), "{out}");
+    ensure!(out.contains(&format!("{v2}/1")), "{out}");
     let twd = c
         .wait_twd("billing", "30% step after skip", T, |t| {
             ramp(t) == Some(30.0)
@@ -256,7 +256,7 @@ async fn skip_abort_and_pause_from_the_cli() -> Result<()> {
         .as_ref()
         .and_then(|s| s.rollout_control.as_ref())
         .and_then(|r| r.skipped_step.clone());
-    ensure!(skipped == Some(format!("{v2}/0")), "{skipped:?}");
+    ensure!(skipped == Some(format!("{v2}/1")), "{skipped:?}");
     let (ramping, pct, _, _) = routing(&c, "billing").await?;
     ensure!(ramping.as_deref() == Some(v2.as_str()) && pct == 30.0);
 
@@ -518,7 +518,7 @@ async fn an_inconclusive_analysis_holds_the_step() -> Result<()> {
     start_flaky(&c, 10, 0).await?;
     let twd = c
         .wait_twd("audit", "held as inconclusive", T, |t| {
-            step_verdicts(t) == vec![(0, "Inconclusive".to_string())]
+            step_verdicts(t) == vec![(1, "Inconclusive".to_string())]
                 && condition(t, "Ready")
                     .is_some_and(|r| r.message.contains("analysis inconclusive"))
         })
