@@ -84,9 +84,11 @@ pub struct DeploymentSettings {
     /// `template.metadata.labels`). Keys under `temporal.io/` and `deployment.kubernetes.io/`
     /// belong to the controllers and are refused.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [{"rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))", "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"}]))]
     pub labels: BTreeMap<String, String>,
     /// Added to each versioned Deployment's annotations, with the same reserved keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [{"rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))", "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"}]))]
     pub annotations: BTreeMap<String, String>,
     /// How a roll in place (a Connection change, or a pod-template change under a custom build
     /// ID) replaces a version's Pods. Defaults: `maxSurge: 1`, `maxUnavailable: 0`. Values that

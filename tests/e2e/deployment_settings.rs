@@ -117,5 +117,20 @@ async fn deployment_settings_land_in_place_and_a_latest_tag_is_warned_about() ->
         events_with_reason(&c, "MutableImageReference").await?.len() == 1,
         "one Warning event, not a new one per reconcile"
     );
+
+    // A reserved key is refused at admission (CEL), before any controller sees it.
+    let refused = c
+        .apply_twd(
+            "ledger",
+            "latest",
+            json!({"strategy": "AllAtOnce"}),
+            json!({"deployment": {"labels": {"temporal.io/build-id": "mine"}}}),
+        )
+        .await
+        .expect_err("a reserved label key is refused");
+    ensure!(
+        format!("{refused:#}").contains("are reserved"),
+        "{refused:#}"
+    );
     Ok(())
 }
