@@ -190,6 +190,25 @@ fn trim_to(s: &str, max: usize) -> String {
         .to_string()
 }
 
+/// Why an image reference is mutable (the same reference can name other code tomorrow), or
+/// `None` when a digest, or a tag other than `latest`, names the image. A mutable reference
+/// breaks build-ID identity: the build ID comes from the reference and the pod template, not
+/// from the image's content, so a re-pushed image runs new code under the old build ID, and
+/// workflows pinned to that version replay on code they never ran.
+pub fn mutable_reference(image: &str) -> Option<&'static str> {
+    let image = image.trim();
+    if image.is_empty() || image.contains('@') {
+        return None;
+    }
+    // A ':' after the last '/' separates the tag; one before it belongs to a registry port.
+    let last_slash = image.rfind('/').map_or(0, |i| i + 1);
+    match image[last_slash..].rsplit_once(':') {
+        None => Some("no tag, so the runtime pulls latest"),
+        Some((_, "latest")) => Some("the tag latest"),
+        Some(_) => None,
+    }
+}
+
 /// The readable part of a build ID taken from an image reference: the tag if there is one
 /// (a tag wins over a digest), else the first hex characters of the digest, else the
 /// repository path without the registry host. Not yet cleaned.
@@ -396,6 +415,36 @@ mod tests {
         assert_ne!(compute(&base, None).unwrap(), compute(&env, None).unwrap());
         assert_eq!(h.len(), 64);
         assert_eq!(h, pod_template_hash(&base.clone()));
+    }
+
+    #[test]
+    fn latest_no_tag_and_no_digest_are_mutable_references() {
+        for image in [
+            "worker",
+            "worker:latest",
+            "myorg/worker",
+            "registry.local:5000/team/worker",
+            "registry.local:5000/team/worker:latest",
+            " ghcr.io/acme/worker:latest ",
+        ] {
+            assert!(mutable_reference(image).is_some(), "{image}");
+        }
+        assert_eq!(mutable_reference("worker:latest"), Some("the tag latest"));
+        assert_eq!(
+            mutable_reference("registry.local:5000/worker"),
+            Some("no tag, so the runtime pulls latest"),
+            "a registry port is not a tag"
+        );
+        for image in [
+            "worker:v1",
+            "registry.local:5000/team/worker:2024.01",
+            "worker@sha256:0123abcd",
+            "worker:latest@sha256:0123abcd",
+            "worker:latest-2024",
+            "",
+        ] {
+            assert_eq!(mutable_reference(image), None, "{image}");
+        }
     }
 
     #[test]

@@ -126,9 +126,8 @@ pub fn decide(action: Action, twd: &TemporalWorkerDeployment) -> Result<Change, 
                 ANNOTATION_SKIP_STEP,
                 value.clone(),
                 format!(
-                    "Ending step {} of build ID {build} of {name} now (the next step, or promotion \
-                     after the last); sets {ANNOTATION_SKIP_STEP}={value}",
-                    step + 1
+                    "Ending step {step} of build ID {build} of {name} now (the next step, or \
+                     promotion after the last); sets {ANNOTATION_SKIP_STEP}={value}"
                 ),
             )
         }
@@ -215,7 +214,8 @@ mod tests {
 
     #[test]
     fn annotation_actions_name_the_target_build_and_step() {
-        let twd = ramping(Some(1), VersionStatus::Ramping);
+        // Step 2 of the rollout: status, annotation and message all say 2.
+        let twd = ramping(Some(2), VersionStatus::Ramping);
         let c = decide(Action::Promote, &twd).expect("applies");
         assert_eq!(
             c.patch,
@@ -225,7 +225,7 @@ mod tests {
         let c = decide(Action::Skip, &twd).expect("applies");
         assert_eq!(
             c.patch,
-            json!({"metadata": {"annotations": {"temporal.io/skip-step": "v2/1"}}})
+            json!({"metadata": {"annotations": {"temporal.io/skip-step": "v2/2"}}})
         );
         assert!(c.explanation.contains("step 2"), "{}", c.explanation);
     }

@@ -288,6 +288,7 @@ fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
                 "STATUS",
                 "DRAINING SINCE",
                 "PINNED",
+                "ETA",
                 "OLDEST PINNED",
                 "WAITING FOR",
             ],
@@ -475,11 +476,38 @@ fn old_version_rows(
                 d.open_pinned_workflows
                     .map(|n| n.to_string())
                     .unwrap_or_else(|| "-".into()),
+                old_version_eta(d, now),
                 oldest,
                 d.waiting_for.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect()
+}
+
+/// When an old version goes away, where that is knowable: a Draining version's pinned workflows
+/// end at `spec.sunset`'s terminate (or cancel) deadline, then Temporal's drainage check
+/// follows; a Drained one has its scale-down and deletion times. A Draining version without a
+/// deadline has no ETA: its workflows run as long as they run (the PINNED column counts them).
+fn old_version_eta(d: &crate::api::twd::DeprecatedVersion, now: jiff::Timestamp) -> String {
+    let future =
+        |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| Some(t.0).filter(|t| *t > now);
+    match d.version.status {
+        VersionStatus::Draining => match (&d.pinned_workflows_end_at, d.open_pinned_workflows) {
+            (Some(t), _) if t.0 > now => format!("pinned end {}", rel(t.0, now)),
+            (Some(_), _) => "Temporal's drainage check".into(),
+            (None, Some(n)) if n > 0 => format!("unknown ({n} pinned)"),
+            (None, _) => "Temporal's drainage check".into(),
+        },
+        VersionStatus::Drained => match (
+            d.scaledown_at.as_ref().and_then(future),
+            d.delete_at.as_ref().and_then(future),
+        ) {
+            (Some(t), _) => format!("scale-down {}", rel(t, now)),
+            (None, Some(t)) => format!("deletion {}", rel(t, now)),
+            (None, None) => "-".into(),
+        },
+        _ => "-".into(),
+    }
 }
 
 fn opt(s: &Option<String>) -> String {
@@ -502,11 +530,11 @@ fn ramp(s: &RolloutSummary) -> String {
     }
 }
 
-/// Shown 1-based ("2/4"): status stores a zero-based index.
+/// "2/4": step 2 of 4 (steps are numbered from 1 everywhere).
 fn step(s: &RolloutSummary) -> String {
     match (s.step, s.steps) {
-        (Some(i), n) if n > 0 => format!("{}/{n}", i + 1),
-        (Some(i), _) => format!("{}", i + 1),
+        (Some(i), n) if n > 0 => format!("{i}/{n}"),
+        (Some(i), _) => format!("{i}"),
         _ => "-".into(),
     }
 }
@@ -601,7 +629,7 @@ mod tests {
             serde_json::from_value(serde_json::json!({
                 "observedGeneration": 4, "versionCount": 3,
                 "targetVersion": {"buildID": "v2-abc", "status": "Ramping", "rampPercentage": 25.0,
-                                  "currentStep": 1, "nextStepAt": "2024-05-01T12:04:30Z",
+                                  "currentStep": 2, "nextStepAt": "2024-05-01T12:04:30Z",
                                   "replicas": 3, "readyReplicas": 2},
                 "currentVersion": {"buildID": "v1-def", "status": "Current", "replicas": 3, "readyReplicas": 3},
                 "deprecatedVersions": [{"buildID": "v0-xyz", "status": "Drained",
@@ -723,10 +751,33 @@ WHEN     TYPE     REASON            MESSAGE
         );
         let want = "\
 Old versions (what keeps them):
-BUILD ID   STATUS     DRAINING SINCE   PINNED   OLDEST PINNED                   WAITING FOR
-v0-xyz     Draining   30m ago          1        wait/order-7 (started 2h ago)   1 open workflow pinned to it to finish
+BUILD ID   STATUS     DRAINING SINCE   PINNED   ETA                  OLDEST PINNED                   WAITING FOR
+v0-xyz     Draining   30m ago          1        unknown (1 pinned)   wait/order-7 (started 2h ago)   1 open workflow pinned to it to finish
 ";
         assert!(text.contains(want), "{text}");
+
+        // A terminate deadline makes the end knowable.
+        let d = &mut twd.status.as_mut().expect("status").deprecated_versions[0];
+        d.pinned_workflows_end_at = Some(Time(ts("2024-05-01T15:00:00Z")));
+        let text = render(
+            &StatusView::One(Box::new(RolloutView::from_twd(&twd, Vec::new()))),
+            now,
+        );
+        assert!(
+            text.contains("   1        pinned end in 3h   wait/"),
+            "{text}"
+        );
+        let d = &mut twd.status.as_mut().expect("status").deprecated_versions[0];
+        d.pinned_workflows_end_at = Some(Time(ts("2024-05-01T11:00:00Z")));
+        d.open_pinned_workflows = Some(0);
+        let text = render(
+            &StatusView::One(Box::new(RolloutView::from_twd(&twd, Vec::new()))),
+            now,
+        );
+        assert!(
+            text.contains("   0        Temporal's drainage check   "),
+            "{text}"
+        );
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub const DRAINING_SCALED_UP: &str = "DrainingVersionScaledUp";
 // Warning reasons that are not condition reasons.
 pub const CLEANUP_ABANDONED: &str = "TemporalCleanupAbandoned";
 pub const DRAINING_AT_ZERO: &str = "DrainingVersionAtZero";
+/// The pod template names an image by a mutable reference (`:latest`, no tag, no digest).
+pub const MUTABLE_IMAGE: &str = "MutableImageReference";
 
 const CONTROLLER: &str = "temporal-worker-controller";
 /// An identical event repeated within this window updates the first one's series.

@@ -106,6 +106,7 @@ impl TemporalWorkerDeployment {
                     unsafe_custom_build_id: None,
                 },
                 progress_deadline_seconds: None,
+                deployment: None,
             },
         );
         twd.metadata.namespace = Some("shop".into());
@@ -247,6 +248,7 @@ impl ObservedDeployment {
             autoscaler_present: false,
             created_at: Some(ago(86_400)),
             scaled_down_at: None,
+            settings: None,
         }
     }
 }
@@ -321,6 +323,8 @@ impl PlanInput {
                 delete_delay: hours(24),
                 pod_template_hash: "tpl".into(),
                 custom_build_id: false,
+                deployment_settings: None,
+                mutable_images: vec![],
                 max_versions_ineligible_for_deletion: 75,
                 rollback_window: hours(1),
                 cancel_pinned_after: None,
@@ -437,6 +441,7 @@ impl crate::api::twd::DeprecatedVersion {
             upgrade_signalled_at: None,
             pinned_cancel_requested_at: None,
             pinned_terminate_requested_at: None,
+            pinned_workflows_end_at: None,
             waiting_for: None,
         }
     }

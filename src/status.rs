@@ -420,7 +420,7 @@ fn versions(
         ramp_percentage: ramping.then_some(e.percentage),
         ramping_since: e.ramping_since.filter(|_| ramping).map(Time),
         ramp_last_modified_at: e.ramp_changed_at.filter(|_| ramping).map(Time),
-        current_step: step.and_then(|s| i32::try_from(s.index).ok()),
+        current_step: step.map(|s| crate::api::twd::step_number(s.index)),
         step_started_at: step.and_then(|s| s.started_at).map(Time),
         next_step_at: step.and_then(|s| s.next_at).map(Time),
         gate_workflows,
@@ -496,8 +496,11 @@ fn deprecated_version(
             .filter(|_| !e.demoted.contains(&d.build_id)),
     );
     let pinned = temporal.and_then(|v| v.pinned.as_ref());
-    let waiting_for = temporal
-        .and_then(|v| drain::waiting_for(v.status, pinned, scaledown_at, delete_at, input.now));
+    let end = temporal
+        .and_then(|v| drain::pinned_end(&input.desired, v.status, v.drainage_changed_at, pinned));
+    let waiting_for = temporal.and_then(|v| {
+        drain::waiting_for(v.status, pinned, end, scaledown_at, delete_at, input.now)
+    });
     DeprecatedVersion {
         version: info(&d.build_id, status, Some(d)),
         drained_since: drained_since.map(Time),
@@ -513,6 +516,7 @@ fn deprecated_version(
         upgrade_signalled_at: temporal.and_then(|v| v.pinned_asked.signal).map(Time),
         pinned_cancel_requested_at: temporal.and_then(|v| v.pinned_asked.cancel).map(Time),
         pinned_terminate_requested_at: temporal.and_then(|v| v.pinned_asked.terminate).map(Time),
+        pinned_workflows_end_at: end.map(|e| Time(e.at)),
         waiting_for,
     }
 }
@@ -880,7 +884,8 @@ mod tests {
         let t = s.target_version.as_ref().unwrap();
         assert_eq!(t.version.status, VersionStatus::Ramping);
         assert_eq!(t.ramp_percentage, Some(25.0));
-        assert_eq!(t.current_step, Some(0));
+        // The step's number, as its message says ("step 1 of 2"): steps[0] is step 1.
+        assert_eq!(t.current_step, Some(1));
         assert_eq!(t.step_started_at, Some(Time(ts(NOW))));
         assert_eq!(t.next_step_at, Some(Time(next)));
         assert_eq!(t.ramping_since, Some(Time(ts(NOW))));
@@ -1228,6 +1233,26 @@ mod tests {
             Some("2 open workflows pinned to it to finish, then Temporal to report it drained")
         );
 
+        assert_eq!(
+            d.pinned_workflows_end_at, None,
+            "no deadline: the count is the news"
+        );
+        // With terminatePinnedAfter the end is knowable: drainingSince + terminatePinnedAfter.
+        i.desired.terminate_pinned_after = Some(std::time::Duration::from_secs(86_400));
+        let s = planned(&i, &plan_with(Phase::Complete, "m"), None);
+        let d = &s.deprecated_versions[0];
+        assert_eq!(
+            d.pinned_workflows_end_at,
+            Some(Time(ts("2026-03-03T11:00:00Z")))
+        );
+        assert!(
+            d.waiting_for
+                .as_deref()
+                .is_some_and(|w| w.contains("terminated at 2026-03-03T11:00:00Z")),
+            "{:?}",
+            d.waiting_for
+        );
+        i.desired.terminate_pinned_after = None;
         // Not counted (yet): no count is claimed, and what it waits for is still said.
         i.temporal.versions[0].pinned = None;
         let s = planned(&i, &plan_with(Phase::Complete, "m"), None);

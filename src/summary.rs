@@ -125,7 +125,7 @@ pub struct RolloutSummary {
     pub ramp_percentage: Option<f32>,
     /// Share (0–1) of new workflows routed to the target: 1 once Current.
     pub target_traffic_ratio: f64,
-    /// Progressive only: zero-based index of the step in effect.
+    /// Progressive only: the number of the step in effect, from 1.
     #[serde(default)]
     pub step: Option<i32>,
     /// Number of configured progressive steps.
@@ -153,6 +153,10 @@ pub struct DrainingVersion {
     /// Open workflows pinned to it; `None` when not counted.
     #[serde(default)]
     pub open_pinned_workflows: Option<i64>,
+    /// When they are terminated (or asked to cancel) by `spec.sunset`'s deadline; `None`
+    /// without one.
+    #[serde(default)]
+    pub pinned_workflows_end_at: Option<jiff::Timestamp>,
     #[serde(default)]
     pub waiting_for: Option<String>,
 }
@@ -328,6 +332,7 @@ fn draining(status: Option<&TemporalWorkerDeploymentStatus>) -> Vec<DrainingVers
             status: d.version.status,
             draining_since: d.draining_since.as_ref().map(|t| t.0),
             open_pinned_workflows: d.open_pinned_workflows,
+            pinned_workflows_end_at: d.pinned_workflows_end_at.as_ref().map(|t| t.0),
             waiting_for: d.waiting_for.clone(),
         })
         .collect()

@@ -46,7 +46,7 @@ fn fixtures() -> Vec<TemporalWorkerDeployment> {
             "Progressive",
             json!({
                 "observedGeneration": 2, "versionCount": 3,
-                "targetVersion": {"buildID": "v2", "status": "Ramping", "rampPercentage": 10.0, "currentStep": 0,
+                "targetVersion": {"buildID": "v2", "status": "Ramping", "rampPercentage": 10.0, "currentStep": 1,
                                   "nextStepAt": "2024-05-01T12:01:00Z"},
                 "currentVersion": {"buildID": "v1", "status": "Current"},
                 "deprecatedVersions": [{"buildID": "v0", "status": "Drained", "drainedSince": "2024-05-01T09:00:00Z"}],
@@ -420,7 +420,8 @@ fn expected_rollout_series() -> Vec<(&'static str, &'static str, Option<f64>)> {
     let invoices = r#"namespace="billing",name="invoices""#;
     vec![
         ("rollout_ramp_ratio", orders, Some(0.1)),
-        ("rollout_step", orders, Some(0.0)),
+        // The first step, numbered from 1 as everywhere.
+        ("rollout_step", orders, Some(1.0)),
         ("rollout_configured_steps", orders, Some(2.0)),
         (
             "rollout_next_step_timestamp_seconds",

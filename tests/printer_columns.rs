@@ -55,9 +55,11 @@ fn worker_deployment_case(kind: &'static str, resource: &'static str) -> Case {
             ("TARGET", Expect::Is("1.5.0-7c41d2a9")),
             ("CURRENT", Expect::Is("1.4.2-e03b5f18")),
             ("RAMP %", Expect::Is("10")),
-            // `status.targetVersion.currentStep`: the 0-based index of the fixture's first step
-            // (its message says "step 1 of 2").
-            ("STEP", Expect::Is("0")),
+            // `status.targetVersion.currentStep`: the fixture's first step, numbered from 1 as
+            // its message says ("step 1 of 2").
+            ("STEP", Expect::Is("1")),
+            // `status.targetVersion.nextStepAt`, as written (a future date is no age).
+            ("ETA", Expect::Is("2026-03-02T10:25:00Z")),
             ("READY", Expect::Is("False")),
             ("AGE", Expect::Age),
         ],

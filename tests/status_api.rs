@@ -71,7 +71,7 @@ fn ramping_status(pct: f32, step: i32) -> Value {
 
 fn fixtures() -> Vec<TemporalWorkerDeployment> {
     vec![
-        twd("shop", "orders", "Progressive", ramping_status(10.0, 0)),
+        twd("shop", "orders", "Progressive", ramping_status(10.0, 1)),
         twd(
             "shop",
             "carts",
@@ -320,7 +320,7 @@ async fn check_list(b: &str) {
     assert_eq!(orders["targetBuildID"], "v2-abc");
     assert_eq!(orders["currentBuildID"], "v1-def");
     assert_eq!(orders["targetTrafficRatio"], 0.1);
-    assert_eq!(orders["step"], 0);
+    assert_eq!(orders["step"], 1, "the first step, numbered from 1");
     assert_eq!(orders["steps"], 2);
     assert_eq!(orders["nextStepAt"], "2024-05-01T12:01:00Z");
     assert_eq!(items[1]["phase"], "Completed");
@@ -453,12 +453,12 @@ async fn skip_other_objects_and_unchanged_status(srv: &Server, sse: &mut SseRead
     srv.feed.send(Arc::new(other)).expect("subscriber present");
     srv.feed
         .send(Arc::new(with_rv(
-            twd("shop", "orders", "Progressive", ramping_status(10.0, 0)),
+            twd("shop", "orders", "Progressive", ramping_status(10.0, 1)),
             101,
         )))
         .expect("send");
     let next = with_rv(
-        twd("shop", "orders", "Progressive", ramping_status(50.0, 1)),
+        twd("shop", "orders", "Progressive", ramping_status(50.0, 2)),
         102,
     );
     srv.feed.send(Arc::new(next.clone())).expect("send");
@@ -469,18 +469,18 @@ async fn skip_other_objects_and_unchanged_status(srv: &Server, sse: &mut SseRead
         second["status"],
         serde_json::to_value(&next.status).expect("json")
     );
-    assert_eq!(second["summary"]["step"], 1);
+    assert_eq!(second["summary"]["step"], 2);
 }
 
 /// An older copy (the store lags behind the feed) is never sent after a newer one.
 async fn never_send_an_older_copy_after_a_newer_one(srv: &Server, sse: &mut SseReader) {
     let stale = with_rv(
-        twd("shop", "orders", "Progressive", ramping_status(30.0, 0)),
+        twd("shop", "orders", "Progressive", ramping_status(30.0, 1)),
         101,
     );
     srv.feed.send(Arc::new(stale)).expect("send");
     let newer = with_rv(
-        twd("shop", "orders", "Progressive", ramping_status(60.0, 1)),
+        twd("shop", "orders", "Progressive", ramping_status(60.0, 2)),
         103,
     );
     srv.feed.send(Arc::new(newer)).expect("send");
@@ -493,7 +493,7 @@ async fn never_send_an_older_copy_after_a_newer_one(srv: &Server, sse: &mut SseR
 /// deletion, which ends the stream.
 async fn follow_the_store_to_the_deletion(srv: &Server, sse: &mut SseReader) {
     let from_store = with_rv(
-        twd("shop", "orders", "Progressive", ramping_status(75.0, 1)),
+        twd("shop", "orders", "Progressive", ramping_status(75.0, 2)),
         104,
     );
     srv.writer

@@ -39,7 +39,7 @@ pub const ANNOTATION_CONNECTION_HASH: &str = "temporal.io/connection-spec-hash";
 /// remaining steps and gates (still only once it has ready pollers). Never removed by the
 /// controller; `status.rolloutControl.promoted` records the value acted on.
 pub const ANNOTATION_PROMOTE: &str = "temporal.io/promote";
-/// One-shot action on the TWD: `<buildID>/<step>` ends that step (zero-based, as
+/// One-shot action on the TWD: `<buildID>/<step>` ends that step (its number, from 1, as
 /// `status.targetVersion.currentStep`) of that build now. Recorded in
 /// `status.rolloutControl.skippedStep`.
 pub const ANNOTATION_SKIP_STEP: &str = "temporal.io/skip-step";

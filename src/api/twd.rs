@@ -1,8 +1,11 @@
 //! `TemporalWorkerDeployment` (`twd`): one Temporal worker deployment run as a set of
 //! versioned Kubernetes Deployments.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -27,7 +30,9 @@ pub const MAX_NAME_LEN: usize = 63;
     printcolumn = r#"{"name":"Current","type":"string","jsonPath":".status.currentVersion.buildID"}"#,
     printcolumn = r#"{"name":"Target","type":"string","jsonPath":".status.targetVersion.buildID"}"#,
     printcolumn = r#"{"name":"Ramp %","type":"number","jsonPath":".status.targetVersion.rampPercentage"}"#,
-    printcolumn = r#"{"name":"Step","type":"integer","jsonPath":".status.targetVersion.currentStep"}"#,
+    printcolumn = r#"{"name":"Step","type":"integer","description":"The step in effect, numbered from 1 as in the condition messages (step 1 of 3)","jsonPath":".status.targetVersion.currentStep"}"#,
+    // A string, not a date: kubectl shows a future date as `<invalid>` (it prints ages only).
+    printcolumn = r#"{"name":"ETA","type":"string","description":"When the step in effect ends: the next step, or the promotion after the last (RFC 3339)","jsonPath":".status.targetVersion.nextStepAt"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     validation = Rule::new("!self.metadata.name.contains('.')").message("name must not contain '.': Temporal rejects '.' in worker deployment names (<namespace>/<name>)"),
@@ -62,6 +67,47 @@ pub struct TemporalWorkerDeploymentSpec {
     pub sunset: SunsetSpec,
     /// Temporal connection, namespace and build ID options.
     pub worker_options: WorkerOptions,
+    /// Settings of every versioned Deployment that the Go controller has no field for: labels
+    /// and annotations on the Deployment objects, and how a roll in place replaces Pods. Not
+    /// part of the build ID: a change updates the existing Deployments in place, with no new
+    /// version and no Pod restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<DeploymentSettings>,
+}
+
+/// `spec.deployment`: passed through to each versioned Deployment, within the controller's
+/// rules (docs/cd-rollouts.md, "Deployment settings").
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSettings {
+    /// Added to each versioned Deployment's labels (not its Pods': those are
+    /// `template.metadata.labels`). Keys under `temporal.io/` and `deployment.kubernetes.io/`
+    /// belong to the controllers and are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [{"rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))", "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"}]))]
+    pub labels: BTreeMap<String, String>,
+    /// Added to each versioned Deployment's annotations, with the same reserved keys.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [{"rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))", "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"}]))]
+    pub annotations: BTreeMap<String, String>,
+    /// How a roll in place (a Connection change, or a pod-template change under a custom build
+    /// ID) replaces a version's Pods. Defaults: `maxSurge: 1`, `maxUnavailable: 0`. Values that
+    /// could leave a version with no available Pod are refused: its pinned workflows would stop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<RollingUpdateSettings>,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingUpdateSettings {
+    /// Extra Pods during a roll: a number or a percentage of replicas (rounded up). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+    /// Pods that may be unavailable during a roll: a number or a percentage (rounded down).
+    /// Default 0. Must leave at least one Pod available: below `spec.replicas`, and a
+    /// percentage below 100% when an autoscaler owns replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
@@ -324,6 +370,19 @@ pub struct LocalRef {
     pub name: String,
 }
 
+/// The number of the step at `index` of `spec.rollout.steps`. Steps are numbered from 1
+/// wherever a user reads or writes one (status, printer columns, metrics, the status API, the
+/// CLI, messages, `temporal.io/skip-step`, step-gate workflow IDs): `steps[0]` is step 1, as in
+/// "step 1 of 3". Only `steps[i]` field paths keep Kubernetes' zero-based indices.
+pub fn step_number(index: usize) -> i32 {
+    i32::try_from(index).map_or(i32::MAX, |i| i.saturating_add(1))
+}
+
+/// The index in `spec.rollout.steps` of step `number` (numbered from 1); `None` below 1.
+pub fn step_index(number: i32) -> Option<usize> {
+    usize::try_from(number).ok()?.checked_sub(1)
+}
+
 /// Reason of the `Ready=Unknown` condition that a TWD's status reads as until the controller
 /// first writes it (the CRD's schema default for `status`, see [`TemporalWorkerDeploymentStatus`]).
 pub const WAITING_FOR_CONTROLLER: &str = "WaitingForController";
@@ -417,7 +476,7 @@ pub struct AnalysisRecord {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepVerdict {
-    /// Zero-based step index.
+    /// The step's number, from 1 (`steps[0]` is step 1).
     pub step: i32,
     pub verdict: AnalysisVerdict,
     /// Closed workflows of the target in the step, and how many of them failed or timed out.
@@ -459,7 +518,7 @@ impl RolloutControl {
 pub struct PausedStep {
     #[serde(rename = "buildID")]
     pub build_id: String,
-    /// Zero-based index of the step held (unset: paused before the first step).
+    /// Number (from 1) of the step held (unset: paused before the first step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<i32>,
     /// Seconds of the step's pause left when the rollout was paused (unset: unknown).
@@ -473,7 +532,7 @@ pub struct PausedStep {
 pub struct ResumedStep {
     #[serde(rename = "buildID")]
     pub build_id: String,
-    /// Zero-based index of the resumed step.
+    /// Number (from 1) of the resumed step.
     pub step: i32,
     pub next_step_at: Time,
 }
@@ -524,7 +583,8 @@ pub struct TargetVersion {
     /// Temporal's ramp-percentage-changed time: the start of the current step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp_last_modified_at: Option<Time>,
-    /// Progressive only: zero-based index of the step in effect.
+    /// Progressive only: the number of the step in effect, from 1 (`spec.rollout.steps[0]` is
+    /// step 1), as in the condition messages ("step 1 of 3").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_step: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -593,6 +653,13 @@ pub struct DeprecatedVersion {
     /// When the controller asked Temporal to terminate them (`terminatePinnedAfter`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_terminate_requested_at: Option<Time>,
+    /// Draining versions with `spec.sunset.terminatePinnedAfter` (or only `cancelPinnedAfter`):
+    /// when the workflows still pinned to it are terminated (or asked to cancel, which workflow
+    /// code may take longer to honour), from `drainingSince`. Temporal then reports it Drained
+    /// after its drainage check, and `scaledownDelay` later it is scaled down. Unset without
+    /// either deadline: they run as long as they run, `openPinnedWorkflows` counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_workflows_end_at: Option<Time>,
     /// What the version's retirement waits for, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,

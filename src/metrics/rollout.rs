@@ -178,7 +178,7 @@ pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now:
     );
     reg.register(
         "rollout_step",
-        "Zero-based index of the progressive step in effect",
+        "Number of the progressive step in effect, from 1 (spec.rollout.steps[0] is step 1)",
         f.step,
     );
     reg.register(

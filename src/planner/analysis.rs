@@ -13,7 +13,9 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::twd::{AbortRecord, AnalysisRecord, AnalysisVerdict, RolloutControl, StepVerdict};
+use crate::api::twd::{
+    AbortRecord, AnalysisRecord, AnalysisVerdict, RolloutControl, StepVerdict, step_number,
+};
 use crate::planner::clock::{self, Wake};
 use crate::planner::model::{
     Analysis, Decision, Phase, PlanInput, Progress, RoutingChange, Sample, Strategy,
@@ -150,7 +152,7 @@ pub fn apply(view: &View, d: &mut Decision, record: &mut RolloutControl, wake: &
     }
     let latest = rec
         .as_ref()
-        .and_then(|r| r.steps.iter().find(|s| s.step == to_i32(step)));
+        .and_then(|r| r.steps.iter().find(|s| s.step == step_number(step)));
     match latest.map(|s| s.verdict) {
         Some(AnalysisVerdict::Fail) => {
             let message = latest.map(|s| s.message.clone()).unwrap_or_default();
@@ -275,7 +277,7 @@ fn set_step(
     message: &str,
 ) {
     let entry = StepVerdict {
-        step: to_i32(step),
+        step: step_number(step),
         verdict: v,
         target_closed: to_i64(obs.target.closed),
         target_failed: to_i64(obs.target.failed),
@@ -291,10 +293,6 @@ fn set_step(
             r.steps.sort_by_key(|s| s.step);
         }
     }
-}
-
-fn to_i32(i: usize) -> i32 {
-    i32::try_from(i).unwrap_or(i32::MAX)
 }
 
 fn to_i64(n: u64) -> i64 {

@@ -26,7 +26,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::twd::{PausedStep, ResumedStep, RolloutControl};
+use crate::api::twd::{PausedStep, ResumedStep, RolloutControl, step_index, step_number};
 use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
 use crate::planner::analysis;
 use crate::planner::clock::{self, Wake};
@@ -45,7 +45,7 @@ pub fn resumed_deadline(view: &View) -> Option<(usize, Timestamp)> {
     }
     let record = &c.record;
     if let Some(p) = record.paused.as_ref().filter(|p| p.build_id == view.target) {
-        let step = usize::try_from(p.step?).ok()?;
+        let step = step_index(p.step?)?;
         let left = std::time::Duration::from_secs(u64::try_from(p.remaining_seconds?).ok()?);
         // The status keeps whole seconds: round up, so the step never ends early.
         let at = clock::add(view.input.now, left)?;
@@ -62,7 +62,7 @@ pub fn resumed_deadline(view: &View) -> Option<(usize, Timestamp)> {
         .resumed
         .as_ref()
         .filter(|r| r.build_id == view.target)?;
-    Some((usize::try_from(r.step).ok()?, r.next_step_at.0))
+    Some((step_index(r.step)?, r.next_step_at.0))
 }
 
 /// Applies pause, abort, promote and skip to `d` and sets the record to keep in status.
@@ -121,7 +121,7 @@ fn still_resumed(view: &View, d: &Decision) -> Option<ResumedStep> {
     let holding = d.change.is_none() && d.progress.step.is_some_and(|s| s.index == step);
     holding.then(|| ResumedStep {
         build_id: view.target.to_string(),
-        step: i32::try_from(step).unwrap_or(i32::MAX),
+        step: step_number(step),
         next_step_at: Time(at),
     })
 }
@@ -267,10 +267,10 @@ fn pause(view: &View, d: &mut Decision, steps: &[Step]) -> Option<PausedStep> {
     };
     let previous = view.input.desired.control.record.paused.as_ref();
     let record = match previous {
-        Some(p) if p.build_id == view.target && p.step == held.map(to_i32) => p.clone(),
+        Some(p) if p.build_id == view.target && p.step == held.map(step_number) => p.clone(),
         _ => PausedStep {
             build_id: view.target.to_string(),
-            step: held.map(to_i32),
+            step: held.map(step_number),
             remaining_seconds: remaining.map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
             paused_at: Time(view.input.now),
         },
@@ -279,10 +279,6 @@ fn pause(view: &View, d: &mut Decision, steps: &[Step]) -> Option<PausedStep> {
         d.progress = paused_progress(view, steps, held, &record);
     }
     Some(record)
-}
-
-fn to_i32(i: usize) -> i32 {
-    i32::try_from(i).unwrap_or(i32::MAX)
 }
 
 /// The step the target's ramp is exactly at, if it ramps.

@@ -68,7 +68,7 @@ fn pause_holds_the_step_and_records_the_time_left() {
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.progress.phase, Phase::Paused);
-    assert_eq!(p.control.paused, Some(paused_record(0, 360, 0)));
+    assert_eq!(p.control.paused, Some(paused_record(1, 360, 0)));
     let step = p.progress.step.expect("the held step is reported");
     assert_eq!((step.index, step.next_at), (0, None));
     assert!(
@@ -91,17 +91,17 @@ fn pause_holds_a_step_past_its_deadline() {
     i.desired.control.paused = true;
     let p = plan(&i);
     assert_eq!(p.routing, None);
-    assert_eq!(p.control.paused, Some(paused_record(0, 0, 0)));
+    assert_eq!(p.control.paused, Some(paused_record(1, 0, 0)));
 }
 
 #[test]
 fn a_recorded_pause_keeps_its_time_left_across_reconciles_and_restarts() {
     let mut i = ramping(3000);
     i.desired.control.paused = true;
-    i.desired.control.record.paused = Some(paused_record(0, 360, 2700));
+    i.desired.control.record.paused = Some(paused_record(1, 360, 2700));
     let p = plan(&i);
     assert_eq!(p.routing, None);
-    assert_eq!(p.control.paused, Some(paused_record(0, 360, 2700)));
+    assert_eq!(p.control.paused, Some(paused_record(1, 360, 2700)));
 }
 
 #[test]
@@ -126,7 +126,7 @@ fn pause_before_the_first_step_holds_the_first_ramp() {
 fn resume_continues_with_the_time_left() {
     // Paused long ago with 120 s left; Temporal's step start says the step is long over.
     let mut i = ramping(3600);
-    i.desired.control.record.paused = Some(paused_record(0, 120, 3000));
+    i.desired.control.record.paused = Some(paused_record(1, 120, 3000));
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.progress.phase, Phase::Ramping);
@@ -138,7 +138,7 @@ fn resume_continues_with_the_time_left() {
         RolloutControl {
             resumed: Some(ResumedStep {
                 build_id: "v2".into(),
-                step: 0,
+                step: 1,
                 next_step_at: Time(due),
             }),
             ..Default::default()
@@ -151,7 +151,7 @@ fn a_resumed_step_moves_on_at_its_resumed_deadline() {
     let mut i = ramping(3600);
     let resumed = ResumedStep {
         build_id: "v2".into(),
-        step: 0,
+        step: 1,
         next_step_at: Time(ago(1)),
     };
     i.desired.control.record.resumed = Some(resumed.clone());
@@ -269,13 +269,13 @@ fn skip_step_moves_one_step_once() {
     i.desired.control.skip_step = Some(SkipStep {
         build_id: "v2".into(),
         step: 0,
-        value: "v2/0".into(),
+        value: "v2/1".into(),
     });
     let p = plan(&i);
     assert_eq!(p.routing, set_ramping(50.0));
-    assert_eq!(p.control.skipped_step.as_deref(), Some("v2/0"));
+    assert_eq!(p.control.skipped_step.as_deref(), Some("v2/1"));
     assert_eq!(p.progress.step.map(|s| s.index), Some(1));
-    i.desired.control.record.skipped_step = Some("v2/0".into());
+    i.desired.control.record.skipped_step = Some("v2/1".into());
     assert_eq!(plan(&i).routing, None, "acted on already");
 }
 
@@ -285,15 +285,15 @@ fn skip_step_waits_for_its_step_and_promotes_after_the_last() {
     i.desired.control.skip_step = Some(SkipStep {
         build_id: "v2".into(),
         step: 1,
-        value: "v2/1".into(),
+        value: "v2/2".into(),
     });
     let p = plan(&i);
-    assert_eq!(p.routing, None, "step 1 is not in effect yet");
+    assert_eq!(p.routing, None, "step 2 is not in effect yet");
     assert_eq!(p.control.skipped_step, None);
     i.temporal.routing.ramp_percentage = 50.0;
     let p = plan(&i);
     assert_eq!(p.routing, set_current("v2"));
-    assert_eq!(p.control.skipped_step.as_deref(), Some("v2/1"));
+    assert_eq!(p.control.skipped_step.as_deref(), Some("v2/2"));
 }
 
 #[test]
@@ -511,5 +511,41 @@ fn a_failed_step_gate_ramps_back_to_zero_and_stalls() {
     assert_eq!(
         p.control.aborted.map(|a| a.reason).as_deref(),
         Some("StepGateFailed")
+    );
+}
+
+/// One step numbering: at the second of two steps, every record and message a user reads says
+/// step 2 (status and the CLI used to say 1 and 2 for the same step).
+#[test]
+fn the_second_step_is_step_2_in_every_record_and_message() {
+    let mut i = ramping(60);
+    i.temporal.routing.ramp_percentage = 50.0;
+    i.desired.control.paused = true;
+    let p = plan(&i);
+    assert_eq!(p.progress.step.map(|s| s.index), Some(1), "steps[1]");
+    assert_eq!(p.control.paused.as_ref().and_then(|r| r.step), Some(2));
+    assert!(
+        p.progress.message.contains("at step 2 of 2 (50%)"),
+        "{}",
+        p.progress.message
+    );
+    // Resumed: the record of the resumed step says 2 as well, and is read back as steps[1].
+    i.desired.control.paused = false;
+    i.desired.control.record.paused = p.control.paused.clone();
+    let p = plan(&i);
+    assert_eq!(p.control.resumed.as_ref().map(|r| r.step), Some(2));
+    i.desired.control.record = p.control.clone();
+    let p = plan(&i);
+    assert_eq!(p.control.resumed.as_ref().map(|r| r.step), Some(2), "kept");
+    assert_eq!(
+        p.routing, None,
+        "the resumed step runs for the time it had left"
+    );
+    assert_eq!(
+        crate::temporal::client::TemporalClient::step_gate_workflow_id("shop/orders", "v2", 1, "q"),
+        format!(
+            "{}-step2",
+            crate::temporal::client::TemporalClient::gate_workflow_id("shop/orders", "v2", "q")
+        )
     );
 }

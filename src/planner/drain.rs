@@ -108,10 +108,54 @@ pub fn pinned_batches(
     out
 }
 
+/// How the workflows still pinned to a Draining version end at a deadline of the user's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinnedEndBy {
+    /// `spec.sunset.terminatePinnedAfter`: they end then, no workflow code runs.
+    Terminate,
+    /// `spec.sunset.cancelPinnedAfter` (without a termination): their cancellation is requested
+    /// then; workflow code may clean up first, or ignore it.
+    Cancel,
+}
+
+/// When the workflows pinned to a Draining version end by the user's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PinnedEnd {
+    pub at: Timestamp,
+    pub by: PinnedEndBy,
+}
+
+/// The ETA of a Draining version's pinned workflows, where a deadline makes one knowable:
+/// `drainingSince + terminatePinnedAfter` (they end then), else `drainingSince +
+/// cancelPinnedAfter` (cancellation requested then). `None` without either deadline (they run
+/// as long as they run: the open count is all there is to show), for a version that is not
+/// Draining or has no known drainage time, and when visibility counted none open.
+pub fn pinned_end(
+    desired: &super::model::Desired,
+    status: TemporalVersionStatus,
+    draining_since: Option<Timestamp>,
+    pinned: Option<&PinnedView>,
+) -> Option<PinnedEnd> {
+    let since = draining_since.filter(|_| status == TemporalVersionStatus::Draining)?;
+    if pinned.is_some_and(|p| p.count == 0) {
+        return None;
+    }
+    let (after, by) = match (desired.terminate_pinned_after, desired.cancel_pinned_after) {
+        (Some(t), _) => (t, PinnedEndBy::Terminate),
+        (None, Some(c)) => (c, PinnedEndBy::Cancel),
+        (None, None) => return None,
+    };
+    Some(PinnedEnd {
+        at: clock::add(since, after)?,
+        by,
+    })
+}
+
 /// What an old version's retirement waits for; `None` when nothing (or it is not old).
 pub fn waiting_for(
     status: TemporalVersionStatus,
     pinned: Option<&PinnedView>,
+    end: Option<PinnedEnd>,
     scaledown_at: Option<Timestamp>,
     delete_at: Option<Timestamp>,
     now: Timestamp,
@@ -121,9 +165,20 @@ pub fn waiting_for(
         1 => "1 open workflow".to_string(),
         n => format!("{n} open workflows"),
     };
+    let until = match end.filter(|e| e.at > now) {
+        Some(PinnedEnd {
+            at,
+            by: PinnedEndBy::Terminate,
+        }) => format!(" or to be terminated at {at} (terminatePinnedAfter)"),
+        Some(PinnedEnd {
+            at,
+            by: PinnedEndBy::Cancel,
+        }) => format!(" (their cancellation is requested at {at}, cancelPinnedAfter)"),
+        None => String::new(),
+    };
     match status {
         TemporalVersionStatus::Draining if open > 0 => Some(format!(
-            "{} pinned to it to finish, then Temporal to report it drained",
+            "{} pinned to it to finish{until}, then Temporal to report it drained",
             workflows(open)
         )),
         TemporalVersionStatus::Draining => {
@@ -315,12 +370,67 @@ mod tests {
     }
 
     #[test]
+    fn a_deadline_makes_the_end_of_pinned_workflows_knowable() {
+        use TemporalVersionStatus::*;
+        let since = ago(3600);
+        let mut input = with_timeouts(None, None);
+        let end = |input: &PlanInput, status, pinned: Option<&PinnedView>| {
+            pinned_end(&input.desired, status, Some(since), pinned)
+        };
+        // No deadline: nothing to say but the count.
+        assert_eq!(end(&input, Draining, Some(&view(3, 0))), None);
+        // Cancellation only: the time it is requested.
+        input.desired.cancel_pinned_after = Some(std::time::Duration::from_secs(7200));
+        let cancel = PinnedEnd {
+            at: ago(-3600),
+            by: PinnedEndBy::Cancel,
+        };
+        assert_eq!(end(&input, Draining, Some(&view(3, 0))), Some(cancel));
+        // Termination is the end, whenever the cancellation comes; an uncounted version too.
+        input.desired.terminate_pinned_after = Some(std::time::Duration::from_secs(10_800));
+        let terminate = PinnedEnd {
+            at: ago(-7200),
+            by: PinnedEndBy::Terminate,
+        };
+        assert_eq!(end(&input, Draining, None), Some(terminate));
+        // None counted, not Draining, or no drainage time: no ETA.
+        assert_eq!(end(&input, Draining, Some(&view(0, 0))), None);
+        assert_eq!(end(&input, Drained, Some(&view(3, 0))), None);
+        assert_eq!(end(&input, Current, Some(&view(3, 0))), None);
+        assert_eq!(
+            pinned_end(&input.desired, Draining, None, Some(&view(3, 0))),
+            None
+        );
+        // The words say it while it is ahead.
+        let now = ts(NOW);
+        let w = |e| waiting_for(Draining, Some(&view(3, 0)), Some(e), None, None, now);
+        assert_eq!(
+            w(terminate).as_deref(),
+            Some(
+                "3 open workflows pinned to it to finish or to be terminated at \
+                 2026-03-02T14:00:00Z (terminatePinnedAfter), then Temporal to report it drained"
+            )
+        );
+        assert!(w(cancel).is_some_and(|s| s.contains(
+            "(their cancellation is requested at 2026-03-02T13:00:00Z, cancelPinnedAfter)"
+        )));
+        let passed = PinnedEnd {
+            at: ago(1),
+            by: PinnedEndBy::Terminate,
+        };
+        assert_eq!(
+            w(passed).as_deref(),
+            Some("3 open workflows pinned to it to finish, then Temporal to report it drained")
+        );
+    }
+
+    #[test]
     fn what_retirement_waits_for() {
         use TemporalVersionStatus::*;
         let now = ts(NOW);
         let later = |s: i64| Some(ago(-s));
         let w = |status, pinned: Option<&PinnedView>, down, del| {
-            waiting_for(status, pinned, down, del, now)
+            waiting_for(status, pinned, None, down, del, now)
         };
         assert_eq!(
             w(Draining, Some(&view(1, 0)), None, None).as_deref(),

@@ -70,10 +70,15 @@ pub fn updates(
             });
             connection_drift = false;
         }
+        // Deployments with no record and a spec without settings are equal (None == None),
+        // so a predecessor's Deployment is not touched until the user sets something.
+        let settings_drift = d.settings != desired.deployment_settings;
         let reason = if template_drift {
             UpdateReason::PodTemplateDrift
         } else if connection_drift {
             UpdateReason::ConnectionDrift
+        } else if settings_drift {
+            UpdateReason::SettingsDrift
         } else {
             continue;
         };

@@ -36,6 +36,46 @@ fn case_34_connection_drift_updates_every_version() {
 }
 
 #[test]
+fn deployment_settings_changes_update_every_version_in_place_and_only_then() {
+    // Neither a record nor settings (our older Deployments, a take-over): nothing to do.
+    let mut i = with_old(VersionState::drained("v1", ago(60)), 3);
+    assert!(plan(&i).update.is_empty());
+    // Settings set: every live version gets them, as a settings-only update.
+    i.desired.deployment_settings = Some(r#"{"labels":{"team":"a"}}"#.into());
+    let reasons = |i: &PlanInput| -> Vec<(String, UpdateReason)> {
+        let mut u: Vec<_> = plan(i)
+            .update
+            .iter()
+            .map(|u| (u.build_id.clone(), u.reason))
+            .collect();
+        u.sort_by(|a, b| a.0.cmp(&b.0));
+        u
+    };
+    assert_eq!(
+        reasons(&i),
+        [
+            ("v1".to_string(), UpdateReason::SettingsDrift),
+            ("v2".to_string(), UpdateReason::SettingsDrift)
+        ]
+    );
+    // Once recorded, nothing more; a Connection change still rolls (and applies them too).
+    for d in &mut i.deployments {
+        d.settings = i.desired.deployment_settings.clone();
+    }
+    assert!(plan(&i).update.is_empty());
+    i.connection_hash = "conn-2".into();
+    assert!(
+        reasons(&i)
+            .iter()
+            .all(|(_, r)| *r == UpdateReason::ConnectionDrift)
+    );
+    // Settings removed from the spec: the recorded ones are taken off again.
+    i.connection_hash = "conn".into();
+    i.desired.deployment_settings = None;
+    assert_eq!(reasons(&i).len(), 2);
+}
+
+#[test]
 fn deployments_about_to_be_deleted_are_not_updated() {
     let mut i = settled();
     i.deployments.push(ObservedDeployment::test("gone", 1));

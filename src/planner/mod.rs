@@ -31,6 +31,7 @@ mod control;
 pub mod drain;
 mod drift;
 pub mod gates;
+pub mod images;
 pub mod model;
 pub mod poller_health;
 pub mod polling;
@@ -121,6 +122,9 @@ pub fn plan(input: &PlanInput) -> Plan {
             progress.message,
             scaling::held_message(&held_at_zero)
         );
+    }
+    if let Some(note) = images::note(&input.desired) {
+        progress.message = format!("{}; {note}", progress.message);
     }
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
     let forget_versions = sunset::forget(&view, &mut wake);

@@ -63,6 +63,12 @@ pub struct Desired {
     pub pod_template_hash: String,
     /// True when `customBuildID` is set: drift is repaired by updating in place.
     pub custom_build_id: bool,
+    /// `spec.deployment` as recorded on the versioned Deployments
+    /// (`crate::render::settings::record`); `None` when nothing is set.
+    pub deployment_settings: Option<String>,
+    /// Containers whose image reference is mutable (`:latest`, no tag, no digest): warned
+    /// about, since a re-pushed image changes the code under the same build ID.
+    pub mutable_images: Vec<MutableImage>,
     /// Create no new Deployment while this many versions are not yet eligible for deletion.
     pub max_versions_ineligible_for_deletion: usize,
     /// A target that was Current within this window is promoted at once (rollback).
@@ -130,11 +136,20 @@ pub struct Control {
     pub record: crate::api::twd::RolloutControl,
 }
 
+/// A container of the pod template with a mutable image reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MutableImage {
+    pub container: String,
+    pub image: String,
+    /// Why the reference is mutable, in words ("the tag latest").
+    pub why: &'static str,
+}
+
 /// `temporal.io/skip-step: <buildID>/<step>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SkipStep {
     pub build_id: String,
-    /// Zero-based.
+    /// Index in the steps; the annotation names the step by its number (from 1).
     pub step: usize,
     /// The annotation value as written (recorded once acted on).
     pub value: String,
@@ -202,6 +217,9 @@ pub struct ObservedDeployment {
     /// When sunset scaled it to zero, as recorded on the Deployment
     /// ([`crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT`]).
     pub scaled_down_at: Option<Timestamp>,
+    /// The `spec.deployment` settings last applied to it (annotation
+    /// `temporal.io/deployment-settings`); `None` when none were.
+    pub settings: Option<String>,
 }
 
 /// What to do this reconcile. The executor applies it in field order and stops at the first
@@ -285,6 +303,9 @@ pub struct UpdateDeployment {
 pub enum UpdateReason {
     PodTemplateDrift,
     ConnectionDrift,
+    /// Only `spec.deployment` changed: labels, annotations and strategy are updated, the pod
+    /// template is left alone (no Pod restarts).
+    SettingsDrift,
 }
 
 #[derive(Clone, Debug, PartialEq)]

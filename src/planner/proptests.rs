@@ -112,6 +112,7 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     autoscaler_present: false,
                     created_at: Some(ago(86_400)),
                     scaled_down_at: None,
+                    settings: None,
                 }
             },
         )
@@ -175,6 +176,8 @@ fn desired() -> impl Gen<Value = Desired> {
                     delete_delay: Duration::from_secs(delete),
                     pod_template_hash: "tpl".into(),
                     custom_build_id: custom,
+                    deployment_settings: None,
+                    mutable_images: vec![],
                     max_versions_ineligible_for_deletion: max,
                     rollback_window: Duration::from_secs(rollback),
                     cancel_pinned_after: cancel.map(Duration::from_secs),

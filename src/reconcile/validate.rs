@@ -16,7 +16,9 @@ use crate::api::{
     ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
 };
 use crate::build_id;
-use crate::planner::model::{Analysis, Control, Desired, Gate, SkipStep, Step, Strategy};
+use crate::planner::model::{
+    Analysis, Control, Desired, Gate, MutableImage, SkipStep, Step, Strategy,
+};
 
 /// Most steps a Progressive rollout may have.
 pub const MAX_STEPS: usize = 20;
@@ -114,6 +116,8 @@ pub fn desired(
         delete_delay: parse("spec.sunset.deleteDelay", &spec.sunset.delete_delay)?,
         pod_template_hash: build_id::pod_template_hash(&spec.template),
         custom_build_id: custom.is_some(),
+        deployment_settings: crate::render::settings::record(spec),
+        mutable_images: mutable_images(&spec.template),
         max_versions_ineligible_for_deletion: settings.max_versions_ineligible_for_deletion,
         rollback_window: settings.rollback_window,
         cancel_pinned_after: optional(&spec.sunset.cancel_pinned_after)?,
@@ -147,6 +151,27 @@ pub fn desired(
             }),
         },
     })
+}
+
+/// The containers (init containers too) whose image reference is mutable
+/// ([`build_id::mutable_reference`]): reported as a warning, never refused.
+pub fn mutable_images(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<MutableImage> {
+    let Some(pod) = &template.spec else {
+        return Vec::new();
+    };
+    pod.init_containers
+        .iter()
+        .flatten()
+        .chain(&pod.containers)
+        .filter_map(|c| {
+            let image = c.image.as_deref()?;
+            build_id::mutable_reference(image).map(|why| MutableImage {
+                container: c.name.clone(),
+                image: image.trim().to_string(),
+                why,
+            })
+        })
+        .collect()
 }
 
 /// An optional sunset duration, already validated by [`check_sunset`].
@@ -232,12 +257,13 @@ fn control(twd: &TemporalWorkerDeployment) -> Control {
 pub fn parse_skip_step(value: &str) -> Result<SkipStep, String> {
     let problem = || {
         format!(
-            "{value:?} must be <buildID>/<step>, the build ID of the target and the zero-based \
-             step to end (as in status.targetVersion.currentStep), e.g. v2-abc123/0"
+            "{value:?} must be <buildID>/<step>, the build ID of the target and the number of \
+             the step to end, from 1 (as in status.targetVersion.currentStep), e.g. v2-abc123/1"
         )
     };
     let (build, step) = value.rsplit_once('/').ok_or_else(problem)?;
-    let step: usize = step.parse().map_err(|_| problem())?;
+    let step: i32 = step.parse().map_err(|_| problem())?;
+    let step = crate::api::twd::step_index(step).ok_or_else(problem)?;
     if build.is_empty() {
         return Err(problem());
     }
@@ -329,6 +355,9 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         );
     }
     check_template(twd, p);
+    for (path, message) in crate::render::settings::problems(spec) {
+        p.add(path, message);
+    }
     check_rollout(twd, p);
     check_control(twd, p);
     check_analysis(twd, p);
@@ -557,11 +586,12 @@ mod control_tests {
             parse_skip_step("v2-abc/1"),
             Ok(SkipStep {
                 build_id: "v2-abc".into(),
-                step: 1,
+                step: 0,
                 value: "v2-abc/1".into()
-            })
+            }),
+            "steps are numbered from 1: step 1 is steps[0]"
         );
-        for bad in ["v2", "v2/", "/1", "v2/one", "v2/-1"] {
+        for bad in ["v2", "v2/", "/1", "v2/one", "v2/-1", "v2/0"] {
             assert!(parse_skip_step(bad).is_err(), "{bad}");
         }
         let mut twd = TemporalWorkerDeployment::test();
@@ -582,7 +612,7 @@ mod control_tests {
         twd.metadata.annotations = Some(
             [
                 (ANNOTATION_PROMOTE.to_string(), " v9 ".to_string()),
-                (ANNOTATION_SKIP_STEP.to_string(), "v9/0".to_string()),
+                (ANNOTATION_SKIP_STEP.to_string(), "v9/1".to_string()),
             ]
             .into(),
         );

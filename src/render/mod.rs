@@ -2,6 +2,7 @@
 //! `TemporalWorkerDeployment`, with the connection settings injected into every container.
 
 mod inject;
+pub mod settings;
 
 use std::collections::BTreeMap;
 
@@ -61,7 +62,7 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
     let id = Identity::of(input)?;
     let labels = id.labels();
     let template = render_pod_template(input, &id)?;
-    Ok(Deployment {
+    let mut d = Deployment {
         metadata: ObjectMeta {
             name: Some(build_id::deployment_name(id.name, input.build_id)),
             namespace: Some(id.namespace.to_string()),
@@ -73,7 +74,7 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
             replicas: input.replicas,
             min_ready_seconds: input.twd.spec.min_ready_seconds,
             selector: LabelSelector {
-                match_labels: Some(labels),
+                match_labels: Some(labels.clone()),
                 match_expressions: None,
             },
             template,
@@ -84,11 +85,42 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
             ..Default::default()
         }),
         status: None,
-    })
+    };
+    settings::apply(&mut d, &input.twd.spec, &labels);
+    Ok(d)
+}
+
+/// Only `spec.deployment` (labels, annotations, rolling update) put on an existing versioned
+/// Deployment: its pod template, replicas and selector stay as they are, so no Pod restarts
+/// (a Deployment taken over from the Go controller keeps its Pods too).
+pub fn refresh_settings(
+    existing: &Deployment,
+    input: &VersionedDeploymentInput,
+) -> Result<Deployment, RenderError> {
+    let id = Identity::of(input)?;
+    let name = existing.name_any();
+    if let Some(label) = existing.labels().get(LABEL_BUILD_ID)
+        && label != input.build_id
+    {
+        return Err(RenderError::BuildIdMismatch {
+            deployment: name,
+            existing: label.clone(),
+            requested: input.build_id.to_string(),
+        });
+    }
+    if existing.spec.is_none() {
+        return Err(RenderError::ExistingWithoutSpec(name));
+    }
+    let mut out = existing.clone();
+    out.metadata.managed_fields = None;
+    out.status = None;
+    settings::apply(&mut out, &input.twd.spec, &id.labels());
+    Ok(out)
 }
 
 /// How a versioned Deployment replaces its pods (a connection change, or pod-template drift
-/// under a custom build ID): one extra pod at a time, and never an old pod removed before its
+/// under a custom build ID) by default, i.e. without `spec.deployment.rollingUpdate`
+/// ([`settings::strategy`]): one extra pod at a time, and never an old pod removed before its
 /// replacement is Ready. A Current or Draining version keeps serving its workflows, and new
 /// workers that never become ready stall the rollout visibly instead of emptying the version.
 pub fn rollout_strategy() -> DeploymentStrategy {
@@ -171,6 +203,7 @@ pub fn refresh_template(
         spec.replicas = input.replicas;
     }
     out.spec = Some(spec);
+    settings::apply(&mut out, &input.twd.spec, &id.labels());
     Ok(out)
 }
 

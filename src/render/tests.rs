@@ -677,3 +677,179 @@ fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// `spec.deployment` passthrough (`settings.rs`)
+
+fn with_settings(labels: &[(&str, &str)], surge: Option<IntOrString>) -> TemporalWorkerDeployment {
+    let mut t = twd();
+    t.spec.deployment = Some(crate::api::twd::DeploymentSettings {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        annotations: BTreeMap::from([("owner".to_string(), "payments".to_string())]),
+        rolling_update: surge.map(|s| crate::api::twd::RollingUpdateSettings {
+            max_surge: Some(s),
+            max_unavailable: None,
+        }),
+    });
+    t
+}
+
+#[test]
+fn deployment_settings_land_on_the_deployment_not_on_its_pods() {
+    let plain_render = render(&twd(), &plain(), Some(2));
+    let t = with_settings(
+        &[("team", "payments")],
+        Some(IntOrString::String("50%".into())),
+    );
+    let d = render(&t, &plain(), Some(2));
+    let labels = d.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("payments"));
+    assert_eq!(labels.get(LABEL_BUILD_ID), Some(&build_of(&t)));
+    let annotations = d.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("owner").map(String::as_str),
+        Some("payments")
+    );
+    assert_eq!(
+        annotations
+            .get(settings::ANNOTATION_SETTINGS)
+            .map(String::as_str),
+        settings::record(&t.spec).as_deref()
+    );
+    let strategy = d.spec.as_ref().and_then(|s| s.strategy.clone()).unwrap();
+    let rolling = strategy.rolling_update.unwrap();
+    assert_eq!(rolling.max_surge, Some(IntOrString::String("50%".into())));
+    assert_eq!(
+        rolling.max_unavailable,
+        Some(IntOrString::Int(0)),
+        "default kept"
+    );
+    // The pods, selector and build ID are those of the same spec without settings.
+    assert_eq!(pod(&d), pod(&plain_render));
+    assert_eq!(
+        d.spec.as_ref().map(|s| &s.selector),
+        plain_render.spec.as_ref().map(|s| &s.selector)
+    );
+    assert_eq!(build_of(&t), build_of(&twd()), "not part of the build ID");
+    // Without settings nothing is recorded and the default strategy applies.
+    assert_eq!(plain_render.metadata.annotations, None);
+    assert_eq!(
+        plain_render.spec.as_ref().and_then(|s| s.strategy.clone()),
+        Some(rollout_strategy())
+    );
+}
+
+#[test]
+fn a_settings_refresh_replaces_what_it_set_and_leaves_pods_and_others_keys_alone() {
+    let before = with_settings(&[("team", "payments"), ("tier", "gold")], None);
+    let build = build_of(&before);
+    let mut existing = render(&before, &plain(), Some(2));
+    // Someone else's label, and a pod template the controller did not render (a take-over).
+    existing
+        .metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert("cost-center".into(), "42".into());
+    if let Some(s) = existing.spec.as_mut() {
+        s.template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations = Some(BTreeMap::from([("go".to_string(), "hash".to_string())]));
+    }
+    let after = with_settings(&[("team", "billing")], Some(IntOrString::Int(3)));
+    let input = VersionedDeploymentInput {
+        twd: &after,
+        connection: &plain(),
+        build_id: &build,
+        replicas: None,
+    };
+    let d = refresh_settings(&existing, &input).unwrap();
+    let labels = d.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("billing"));
+    assert_eq!(
+        labels.get("tier"),
+        None,
+        "removed from the spec, removed here"
+    );
+    assert_eq!(labels.get("cost-center").map(String::as_str), Some("42"));
+    assert_eq!(labels.get(LABEL_BUILD_ID), Some(&build));
+    assert_eq!(pod(&d), pod(&existing), "no Pod restarts");
+    assert_eq!(
+        d.spec.as_ref().and_then(|s| s.replicas),
+        existing.spec.as_ref().and_then(|s| s.replicas)
+    );
+    let rolling = d.spec.as_ref().and_then(|s| s.strategy.clone()).unwrap();
+    assert_eq!(
+        rolling.rolling_update.and_then(|r| r.max_surge),
+        Some(IntOrString::Int(3))
+    );
+    // Settings removed altogether: their keys and the record go.
+    let mut none = after.clone();
+    none.spec.deployment = None;
+    let input = VersionedDeploymentInput {
+        twd: &none,
+        ..input
+    };
+    let d = refresh_settings(&d, &input).unwrap();
+    let labels = d.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team"), None);
+    assert_eq!(labels.get("cost-center").map(String::as_str), Some("42"));
+    assert_eq!(
+        d.metadata.annotations, None,
+        "owner and the record are gone"
+    );
+}
+
+#[test]
+fn reserved_keys_and_rolls_that_could_empty_a_version_are_refused() {
+    use crate::api::twd::RollingUpdateSettings;
+    let t = with_settings(&[("temporal.io/build-id", "x")], None);
+    let p = settings::problems(&t.spec);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "spec.deployment.labels[temporal.io/build-id]");
+    assert!(p[0].1.contains("reserved"), "{}", p[0].1);
+    let mut t = twd();
+    t.spec.deployment = Some(crate::api::twd::DeploymentSettings {
+        annotations: BTreeMap::from([(
+            "deployment.kubernetes.io/revision".to_string(),
+            "9".to_string(),
+        )]),
+        ..Default::default()
+    });
+    assert_eq!(settings::problems(&t.spec).len(), 1);
+
+    let r = |surge: Option<IntOrString>, unavailable: Option<IntOrString>| RollingUpdateSettings {
+        max_surge: surge,
+        max_unavailable: unavailable,
+    };
+    let int = |i| Some(IntOrString::Int(i));
+    let pct = |s: &str| Some(IntOrString::String(s.into()));
+    let ok = |r: &RollingUpdateSettings, replicas| settings::keeps_one_available(r, replicas);
+    // Defaults, and anything that keeps one Pod available at the version's size.
+    assert_eq!(ok(&r(None, None), Some(1)), Ok(()));
+    assert_eq!(ok(&r(int(5), int(2)), Some(3)), Ok(()));
+    assert_eq!(ok(&r(pct("25%"), pct("99%")), None), Ok(()));
+    assert_eq!(ok(&r(int(0), int(1)), Some(2)), Ok(()));
+    // Every Pod down at once, at the given size or at some autoscaled size.
+    for (bad, replicas) in [
+        (r(None, int(3)), Some(3)),
+        (r(None, pct("100%")), Some(4)),
+        (r(None, int(1)), None),
+        (r(int(0), int(1)), Some(1)),
+        // Both round to 0 at 1 replica: Kubernetes then makes one Pod unavailable.
+        (r(int(0), pct("50%")), None),
+        (r(pct("0%"), None), Some(1)),
+    ] {
+        let e = ok(&bad, replicas).expect_err("refused");
+        assert!(
+            e.contains("no ready pollers") || e.contains("every Pod"),
+            "{e}"
+        );
+    }
+    for malformed in [r(pct("x%"), None), r(int(-1), None), r(None, pct("5"))] {
+        assert!(ok(&malformed, Some(3)).is_err(), "{malformed:?}");
+    }
+}

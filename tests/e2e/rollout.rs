@@ -397,7 +397,10 @@ async fn check_steps_in_status(rec: &Recorder) -> Result<()> {
         })
         .collect();
     ensure!(
-        steps_in_status.contains(&0) && steps_in_status.contains(&1),
+        // Numbered from 1, as in the messages: the two steps are 1 and 2.
+        steps_in_status.contains(&1)
+            && steps_in_status.contains(&2)
+            && !steps_in_status.contains(&0),
         "steps seen {steps_in_status:?}"
     );
     Ok(())

@@ -245,7 +245,7 @@ async fn skip_abort_and_pause_from_the_cli() -> Result<()> {
     let v2 = target_build(&twd).context("target")?;
 
     let (out, _) = cli(&c, &["skip", "billing"]).await?;
-    ensure!(out.contains(&format!("{v2}/0")), "{out}");
+    ensure!(out.contains(&format!("{v2}/1")), "{out}");
     let twd = c
         .wait_twd("billing", "30% step after skip", T, |t| {
             ramp(t) == Some(30.0)
@@ -256,7 +256,7 @@ async fn skip_abort_and_pause_from_the_cli() -> Result<()> {
         .as_ref()
         .and_then(|s| s.rollout_control.as_ref())
         .and_then(|r| r.skipped_step.clone());
-    ensure!(skipped == Some(format!("{v2}/0")), "{skipped:?}");
+    ensure!(skipped == Some(format!("{v2}/1")), "{skipped:?}");
     let (ramping, pct, _, _) = routing(&c, "billing").await?;
     ensure!(ramping.as_deref() == Some(v2.as_str()) && pct == 30.0);
 
@@ -436,7 +436,7 @@ async fn a_failing_target_is_aborted_during_its_first_step() -> Result<()> {
         "{message}"
     );
     ensure!(
-        step_verdicts(&twd) == vec![(0, "Fail".to_string())],
+        step_verdicts(&twd) == vec![(1, "Fail".to_string())],
         "{:?}",
         step_verdicts(&twd)
     );
@@ -466,7 +466,7 @@ async fn a_dry_run_analysis_records_a_failure_and_does_not_act() -> Result<()> {
     start_flaky(&c, 40, 100).await?;
     let twd = c
         .wait_twd("refunds", "Fail verdict recorded", T, |t| {
-            step_verdicts(t) == vec![(0, "Fail".to_string())]
+            step_verdicts(t) == vec![(1, "Fail".to_string())]
         })
         .await?;
     ensure!(ready_reason(&twd) == "Ramping", "{}", ready_reason(&twd));
@@ -489,7 +489,7 @@ async fn equal_failure_rates_pass() -> Result<()> {
     start_flaky(&c, 100, 30).await?;
     let twd = c
         .wait_twd("ledger", "Pass verdict", T, |t| {
-            step_verdicts(t) == vec![(0, "Pass".to_string())]
+            step_verdicts(t) == vec![(1, "Pass".to_string())]
                 && t.status
                     .as_ref()
                     .and_then(|s| s.rollout_control.as_ref())
@@ -518,7 +518,7 @@ async fn an_inconclusive_analysis_holds_the_step() -> Result<()> {
     start_flaky(&c, 10, 0).await?;
     let twd = c
         .wait_twd("audit", "held as inconclusive", T, |t| {
-            step_verdicts(t) == vec![(0, "Inconclusive".to_string())]
+            step_verdicts(t) == vec![(1, "Inconclusive".to_string())]
                 && condition(t, "Ready")
                     .is_some_and(|r| r.message.contains("analysis inconclusive"))
         })
@@ -587,7 +587,7 @@ async fn skip_by_annotation_abort_by_spec_promote_from_the_cli() -> Result<()> {
         .await?;
     let v2 = target_build(&twd).context("target")?;
 
-    annotate(&c, "orders", "temporal.io/skip-step", &format!("{v2}/0")).await?;
+    annotate(&c, "orders", "temporal.io/skip-step", &format!("{v2}/1")).await?;
     c.wait_twd("orders", "30% step after skip", T, |t| {
         ramp(t) == Some(30.0)
     })

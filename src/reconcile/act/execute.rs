@@ -9,7 +9,9 @@ use serde_json::json;
 
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
-use crate::planner::model::{CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment};
+use crate::planner::model::{
+    CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment, UpdateReason,
+};
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover::{
     Adoption, LABEL_ADOPTED_CONNECTION_HASH, LABEL_ADOPTED_POD_TEMPLATE_HASH,
@@ -192,8 +194,13 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             build_id: &update.build_id,
             replicas: None,
         };
-        let refreshed = render::refresh_template(&existing, &input)
-            .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
+        let refreshed = match update.reason {
+            UpdateReason::SettingsDrift => render::refresh_settings(&existing, &input),
+            UpdateReason::PodTemplateDrift | UpdateReason::ConnectionDrift => {
+                render::refresh_template(&existing, &input)
+            }
+        }
+        .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
         let res = deployments
             .replace(
                 &update.name,

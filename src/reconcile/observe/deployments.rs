@@ -135,5 +135,9 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
             .annotations()
             .get(ANNOTATION_SCALED_DOWN_AT)
             .and_then(|t| t.parse::<Timestamp>().ok()),
+        settings: d
+            .annotations()
+            .get(crate::render::settings::ANNOTATION_SETTINGS)
+            .cloned(),
     })
 }

@@ -10,7 +10,7 @@ use crate::planner::analysis::ANALYSIS_FAILED;
 use crate::planner::model::{
     PinnedAction, PinnedBatch, Plan, PlanInput, RoutingChange, ScaleReason,
 };
-use crate::planner::scaling;
+use crate::planner::{images, scaling};
 use crate::reconcile::act::Done;
 use crate::reconcile::{Context, Planned};
 
@@ -91,6 +91,25 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
         }
     }
     draining_at_zero(ctx, twd, planned).await;
+    mutable_images(ctx, twd, planned).await;
+}
+
+/// One Warning per mutable image reference newly reported: the last status's Ready message
+/// already naming it means it was.
+async fn mutable_images(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
+    let reported = twd
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::READY))
+        .map(|c| c.message.as_str())
+        .unwrap_or_default();
+    let desired = &planned.input.desired;
+    for m in &desired.mutable_images {
+        if !reported.contains(&images::marker(m)) {
+            let note = images::warning(m, &desired.build_id);
+            ctx.events.warning(twd, events::MUTABLE_IMAGE, note).await;
+        }
+    }
 }
 
 /// Draining versions at 0 replicas with open pinned workflows: a Normal event for each one
@@ -249,7 +268,7 @@ pub async fn analysis(
     let verdict = plan.control.analysis.as_ref().and_then(|r| {
         r.steps
             .iter()
-            .find(|s| usize::try_from(s.step).ok() == Some(obs.step) && s.at.0 == obs.at)
+            .find(|s| crate::api::twd::step_index(s.step) == Some(obs.step) && s.at.0 == obs.at)
     });
     if let Some(v) = verdict {
         ctx.metrics.analysis_verdict(match v.verdict {

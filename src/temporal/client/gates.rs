@@ -181,7 +181,8 @@ impl TemporalClient {
 }
 
 impl TemporalClient {
-    /// The gate workflow ID of step `step` (zero-based) of a build on one task queue.
+    /// The gate workflow ID of the step at index `step` of a build on one task queue, named by
+    /// the step's number (`-step1` for the first), as everywhere a user reads one.
     pub fn step_gate_workflow_id(
         deployment: &str,
         build_id: &str,
@@ -189,8 +190,9 @@ impl TemporalClient {
         task_queue: &str,
     ) -> String {
         format!(
-            "{}-step{step}",
-            Self::gate_workflow_id(deployment, build_id, task_queue)
+            "{}-step{}",
+            Self::gate_workflow_id(deployment, build_id, task_queue),
+            crate::api::twd::step_number(step)
         )
     }
 
