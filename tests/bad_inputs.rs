@@ -181,6 +181,7 @@ fn table() -> Vec<Case> {
         worker_cel_cases_more(),
         worker_webhook_cases(),
         worker_webhook_cases_more(),
+        worker_field_cases(),
         worker_reported_cases(),
         connection_cases(),
         connection_cases_more(),
@@ -654,6 +655,61 @@ fn worker_webhook_cases_more() -> Vec<Case> {
     ]
 }
 
+/// Fields the schema bounds that a user rarely sets.
+fn worker_field_cases() -> Vec<Case> {
+    use By::{Schema, Webhook};
+    let analysis = |a: Value| {
+        twd("x", progressive(json!([step(json!(10), "1m")]))).pipe(|mut t| {
+            t["spec"]["rollout"]["analysis"] = a;
+            t
+        })
+    };
+    vec![
+        refused(
+            "analysis-workflow-type-quote",
+            Schema,
+            analysis(json!({"maxFailureRate": 5, "workflowTypes": ["it's"]})).pipe(|mut t| {
+                t["metadata"]["name"] = json!("analysis-quote");
+                t
+            }),
+            "spec.rollout.analysis.workflowTypes[0]: Invalid value: \"it's\"",
+        ),
+        refused(
+            "analysis-failure-rate-over-100",
+            Schema,
+            analysis(json!({"maxFailureRate": 150})).pipe(|mut t| {
+                t["metadata"]["name"] = json!("analysis-rate");
+                t
+            }),
+            "spec.rollout.analysis.maxFailureRate: Invalid value: 150",
+        ),
+        refused(
+            "upgrade-signal-too-long",
+            Schema,
+            twd(
+                "upgrade-signal",
+                json!({"sunset": {"upgradeSignal": "s".repeat(201)}}),
+            ),
+            "spec.sunset.upgradeSignal: Too long",
+        ),
+        refused(
+            "min-ready-seconds-negative",
+            Schema,
+            twd("min-ready", json!({"minReadySeconds": -5})),
+            "spec.minReadySeconds: Invalid value: -5",
+        ),
+        refused(
+            "no-containers",
+            Webhook,
+            twd(
+                "no-containers",
+                json!({"template": {"spec": {"containers": []}}}),
+            ),
+            "spec.template.spec.containers: at least one container is required",
+        ),
+    ]
+}
+
 /// Where the webhook is off: the controller must say what the webhook would have said.
 fn worker_reported_cases() -> Vec<Case> {
     vec![
@@ -1025,6 +1081,14 @@ fn status_api_cases() -> Vec<Case> {
             400,
             "invalid name",
         ),
+        // Found by schemathesis: a name part over 63 characters is a valid object name.
+        http(
+            "api-name-long-part-is-a-name",
+            "GET",
+            &format!("/api/v1/namespaces/shop/rollouts/0.{}", "0".repeat(251)),
+            404,
+            "not found",
+        ),
         http(
             "api-no-such-rollout",
             "GET",
@@ -1296,7 +1360,8 @@ async fn run(env: &Env, case: &Case, set: KindSet) -> Result<String> {
             )
             .await
         {
-            Ok(_) | Err(kube::Error::Api(kube::core::ErrorResponse { code: 409, .. })) => {}
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(e).context("creating what the case needs"),
         }
     }
@@ -1807,7 +1872,8 @@ fn the_good_neighbours_of_the_bad_inputs_are_admitted() -> Result<()> {
                 .create(&PostParams::default(), &serde_json::from_value(input)?)
                 .await
             {
-                Ok(_) | Err(kube::Error::Api(kube::core::ErrorResponse { code: 409, .. })) => {}
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(e.into()),
             }
             // The gate rows' Secret holds this key.

@@ -706,12 +706,12 @@ const SCHEMATHESIS_VERSION: &str = "4.32.5";
 /// The status API against its own contract (issue 28): schemathesis generates requests from
 /// docs/openapi.yaml (seeded, so every run sends the same ones; bounded per operation) and
 /// checks every answer against the spec: status codes, content types, headers and bodies, and
-/// that invalid paths are refused. The SSE watch never ends by itself, so it is left out
-/// (its errors are in the bad-input table, its stream in the tests above).
+/// that invalid paths are refused. Twice: the API open, and behind token auth (then requests
+/// without the token, or with a bad one, must get the documented 401). The SSE watch never ends
+/// by itself, so it is left out (its errors are in the bad-input table, its stream in the tests
+/// above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_the_server_as_its_openapi_document_says() {
-    let srv = start(None).await;
-    let spec = format!("{}/docs/openapi.yaml", env!("CARGO_MANIFEST_DIR"));
     let version = tokio::process::Command::new("schemathesis")
         .arg("--version")
         .output()
@@ -722,28 +722,46 @@ async fn schemathesis_finds_the_server_as_its_openapi_document_says() {
         version.contains(SCHEMATHESIS_VERSION),
         "schemathesis {SCHEMATHESIS_VERSION} expected (.ci/setup), found {version}"
     );
-    let reports = tempfile_dir("schemathesis");
+    let open = start(None).await;
+    schemathesis(&open.base, &[], "open").await;
+    let guarded = start(Some(TokenAuth::with_reviewer(Arc::new(FakeReviewer)))).await;
+    schemathesis(
+        &guarded.base,
+        &["-H", "Authorization: Bearer valid-token"],
+        "token",
+    )
+    .await;
+}
+
+/// One bounded, seeded schemathesis run against `base`; fails with its report.
+async fn schemathesis(base: &str, extra: &[&str], label: &str) {
+    let spec = format!("{}/docs/openapi.yaml", env!("CARGO_MANIFEST_DIR"));
+    let reports = tempfile_dir(&format!("schemathesis-{label}"));
     let run = tokio::process::Command::new("schemathesis")
-        .args(["run", &spec, "--url", &srv.base])
-        .args(["--seed", "28", "--max-examples", "30", "--workers", "1"])
+        .args(["run", &spec, "--url", base])
+        .args(["--seed", "28", "--max-examples", "100", "--workers", "1"])
         .args(["--phases", "examples,coverage,fuzzing", "--checks", "all"])
         .args(["--exclude-path-regex", "/watch$", "--request-timeout", "5"])
+        .args(extra)
         .args(["--no-color", "--report-dir"])
         .arg(&reports)
         .env("SCHEMATHESIS_TELEMETRY", "false")
         .kill_on_drop(true)
         .output();
-    let out = tokio::time::timeout(Duration::from_secs(150), run)
+    let out = tokio::time::timeout(Duration::from_secs(120), run)
         .await
-        .expect("schemathesis within 150 s")
+        .expect("schemathesis within 120 s")
         .expect("running schemathesis");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    println!("{text}");
-    assert!(out.status.success(), "schemathesis failed:\n{text}");
+    println!("schemathesis ({label}):\n{text}");
+    assert!(
+        out.status.success(),
+        "schemathesis ({label}) failed:\n{text}"
+    );
 }
 
 /// A fresh directory under the target dir's temporary space.
