@@ -1026,10 +1026,7 @@ fn template_cases_more() -> Vec<Case> {
         refused(
             "worker-ref-with-dot",
             Schema,
-            wrt("dotted-ref", pdb.clone()).pipe(|mut w| {
-                w["spec"]["workerRef"]["name"] = json!("orders.v1");
-                w
-            }),
+            manifests::owned_resource("dotted-ref", "orders.v1", pdb.clone()),
             "spec.workerRef.name: Invalid value: \"orders.v1\"",
         ),
         refused_update(
@@ -1128,14 +1125,6 @@ fn status_api_cases() -> Vec<Case> {
     ]
 }
 
-/// `f(self)`: lets a table row adjust a built manifest in place.
-trait Pipe: Sized {
-    fn pipe(self, f: impl FnOnce(Self) -> Self) -> Self {
-        f(self)
-    }
-}
-impl Pipe for Value {}
-
 // ---------------------------------------------------------------------------------------------
 // The environment.
 
@@ -1147,6 +1136,22 @@ struct Env {
 }
 
 static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
+
+/// Panics in the controller's own code (`src/`), wherever they happened: a bad input must
+/// never make the controller panic, even in a task whose panic nobody joins.
+static CONTROLLER_PANICS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn record_controller_panics() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(at) = info.location().filter(|l| l.file().starts_with("src/"))
+            && let Ok(mut panics) = CONTROLLER_PANICS.lock()
+        {
+            panics.push(format!("{at}: {info}"));
+        }
+        previous(info);
+    }));
+}
 
 async fn env() -> Arc<Env> {
     ENV.get_or_init(|| async {
@@ -1204,6 +1209,7 @@ fn chart_arg(objects: &[Value], flag: &str) -> Result<String> {
 }
 
 async fn start_env() -> Result<Arc<Env>> {
+    record_controller_panics();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
@@ -1803,6 +1809,11 @@ async fn run_rows(rows: Vec<Case>) -> Result<()> {
         }
     }
     println!("bad inputs: {} of {total} held", total - failed.len());
+    let panics = CONTROLLER_PANICS
+        .lock()
+        .map(|p| p.clone())
+        .unwrap_or_default();
+    ensure!(panics.is_empty(), "the controller panicked: {panics:?}");
     ensure!(
         failed.is_empty(),
         "{} rows did not hold: {failed:?}",
