@@ -817,6 +817,18 @@ fn connection_cases() -> Vec<Case> {
             "spec.hostPort: Invalid value: \"https://temporal.example:7233\"",
         ),
         refused(
+            "host-port-out-of-range",
+            Cel,
+            connection("port-range", json!({"hostPort": "temporal.example:72330"})),
+            "spec.hostPort: Invalid value: \"string\": hostPort must end in a port from 1 to 65535",
+        ),
+        refused(
+            "host-port-zero",
+            Cel,
+            connection("port-zero", json!({"hostPort": "temporal.example:0"})),
+            "spec.hostPort: Invalid value: \"string\": hostPort must end in a port from 1 to 65535",
+        ),
+        refused(
             "both-auth-refs",
             Cel,
             connection("both-auth", both),
@@ -1947,6 +1959,34 @@ fn the_table_covers_every_kind_and_every_way_of_refusing() {
             .iter()
             .any(|c| c.before.is_some() && matches!(c.expect, Expect::Reported { .. }))
     );
+}
+
+/// Both Connection kinds bound `hostPort` (its length, and its port by a CEL rule the rows above
+/// run on the real API server).
+#[test]
+fn the_port_rule_is_in_both_connection_schemas() {
+    use temporal_worker_controller::api::connection::{HOST_PORT_MESSAGE, HOST_PORT_RULE};
+    let files = temporal_worker_controller::crdgen::files();
+    let connections: Vec<&String> = files
+        .iter()
+        .filter(|(f, _)| f.contains("connections"))
+        .map(|(_, yaml)| yaml)
+        .collect();
+    assert_eq!(connections.len(), 2);
+    for yaml in connections {
+        let crd: Value = serde_yaml::from_str(yaml).expect("crd yaml");
+        let host_port = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["hostPort"];
+        assert_eq!(host_port["maxLength"], 260, "{host_port}");
+        assert_eq!(
+            host_port["x-kubernetes-validations"][0]["rule"],
+            HOST_PORT_RULE
+        );
+        assert_eq!(
+            host_port["x-kubernetes-validations"][0]["message"],
+            HOST_PORT_MESSAGE
+        );
+    }
 }
 
 /// The controller refuses `spec.replicas: 0` too (an object stored before the CEL rule keeps its
