@@ -4,19 +4,15 @@
 //! ValidatingWebhookConfiguration, rendered with `webhook.url` pointing at the loopback
 //! address. Everything is driven with the real `kubectl apply`, as a user would.
 //!
-//! - every rejection reaches kubectl with a message naming the field;
 //! - a user without RBAC on HPAs cannot create a TWOR holding one (the message names user,
 //!   verb and resource); a user with it can;
 //! - the certificate is valid for 30 s and renewed 15 s before its end, so it rotates all along
 //!   this binary; one test watches two rotations of the Secret and of the caBundle while
 //!   admission calls keep being answered, and both replicas (two controllers on one Lease;
-//!   only the holder writes) keep serving a certificate the current caBundle trusts;
-//! - namespace `OFF_NS` is excluded by the configuration's namespaceSelector (the chart's
-//!   `webhook.excludeNamespaces`), so there the webhook is off: the same bad objects are
-//!   admitted, end in status with the webhook's messages, and nothing is applied.
+//!   only the holder writes) keep serving a certificate the current caBundle trusts.
 //!
-//! A Temporal dev server backs the one case that gets that far: with the webhook off, a pod
-//! template Kubernetes refuses is only found when the controller creates its Deployment.
+//! What the webhook refuses, and what the controller reports where the chart's
+//! `webhook.excludeNamespaces` turns it off, is in the bad-input table (tests/bad_inputs.rs).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,32 +20,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
-use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
-use temporal_worker_controller::owned::rules;
+use temporal_worker_controller::api::TemporalWorkerOwnedResource;
 use test_harness::manifests;
 use tokio::sync::OnceCell;
 
 /// Where the chart is "installed".
 const CONTROLLER_NS: &str = "twc-webhook-system";
-/// The namespace the webhook configuration leaves out: the webhook is off there.
-const OFF_NS: &str = "twc-webhook-off";
 /// The webhook configuration's TWOR webhook, as kubectl names it in a denial.
 const TWOR_WEBHOOK: &str = "temporalworkerownedresources.webhook.temporal.io";
-const TWD_WEBHOOK: &str = "temporalworkerdeployments.webhook.temporal.io";
 /// Certificate lifetime in this binary: short, so that it rotates while the tests run.
 const VALID_FOR: Duration = Duration::from_secs(30);
 const RENEW_BEFORE: Duration = Duration::from_secs(15);
 
 struct Env {
     plane: &'static test_harness::control_plane::ControlPlane,
-    temporal_address: String,
     admin: PathBuf,
     secret_name: String,
     configuration_name: String,
@@ -79,7 +67,7 @@ fn values(url: &str) -> Value {
         "webhook": {
             "enabled": true,
             "url": url,
-            "excludeNamespaces": ["kube-system", OFF_NS],
+            "excludeNamespaces": ["kube-system"],
         },
     })
 }
@@ -110,7 +98,6 @@ async fn start_env() -> Result<Arc<Env>> {
         .with_test_writer()
         .try_init();
     let (plane, _admin_client) = test_harness::control_plane::shared_with_crds().await?;
-    let temporal = test_harness::temporal_server::shared().await?;
     let admin = plane.kubeconfig_path().to_path_buf();
     // The port is known only once the controller listens; the identity (RBAC) and the names
     // do not depend on it.
@@ -119,7 +106,6 @@ async fn start_env() -> Result<Arc<Env>> {
     let objects = test_harness::chart::render(&placeholder, CONTROLLER_NS)?;
     let secret_name = chart_arg(&objects, "webhook-secret-name")?;
     let configuration_name = chart_arg(&objects, "webhook-configuration-name")?;
-    kubectl_ok(&admin, &["create", "namespace", OFF_NS], None).ok();
 
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let opts = temporal_worker_controller::run::RunOptions {
@@ -176,7 +162,6 @@ async fn start_env() -> Result<Arc<Env>> {
 
     let env = Arc::new(Env {
         plane,
-        temporal_address: temporal.address(),
         admin,
         secret_name,
         configuration_name,
@@ -255,25 +240,6 @@ fn twor_manifest(name: &str, object: Value) -> Value {
     manifests::owned_resource(name, "worker", object)
 }
 
-fn twd_manifest(name: &str, container: Value, rollout: Value) -> Value {
-    manifests::twd(name)
-        .replicas(1)
-        .container(container)
-        .rollout(rollout)
-        .build()
-}
-
-/// The `worker` container of [`manifests::twd`] with the fields of `extra`.
-fn worker(extra: Value) -> Value {
-    let mut c = json!({"name": "worker", "image": manifests::worker_image("v1")});
-    manifests::merge(&mut c, extra);
-    c
-}
-
-fn all_at_once() -> Value {
-    json!({"strategy": "AllAtOnce"})
-}
-
 /// Asserts kubectl was refused by `webhook` with a message containing `want`.
 fn assert_denied(case: &str, (ok, out): (bool, String), webhook: &str, want: &str) {
     assert!(!ok, "{case}: admitted: {out}");
@@ -284,200 +250,6 @@ fn assert_denied(case: &str, (ok, out): (bool, String), webhook: &str, want: &st
         "{case}: not refused by {webhook}: {out}"
     );
     assert!(out.contains(want), "{case}: {want:?} not in: {out}");
-}
-
-#[test]
-fn twor_rejections_reach_kubectl_naming_the_field() -> Result<()> {
-    test_harness::runtime::block_on(async {
-        let env = env().await;
-        let ns = namespace(&env, "twor-rules")?;
-        for (case, object, want) in twor_rejection_cases() {
-            assert_denied(case, apply(&env.admin, &ns, &object)?, TWOR_WEBHOOK, want);
-        }
-        // What the CRD schema refuses before the webhook is asked still names the field.
-        let (ok, out) = apply(
-            &env.admin,
-            &ns,
-            &twor_manifest("nokind", json!({"spec": {"minReplicas": 1}})),
-        )?;
-        assert!(!ok && out.contains("spec.object"), "{out}");
-        let (ok, out) = apply(
-            &env.admin,
-            &ns,
-            &twor_manifest(
-                "named",
-                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "x"}}),
-            ),
-        )?;
-        assert!(!ok && out.contains("spec.object.metadata.name"), "{out}");
-
-        // A good one is admitted, and then its workerRef cannot change.
-        let good = twor_manifest("good", hpa(json!({})));
-        let (ok, out) = apply(&env.admin, &ns, &good)?;
-        assert!(ok, "{out}");
-        let (ok, out) = apply(
-            &env.admin,
-            &ns,
-            &manifests::owned_resource("good", "other", hpa(json!({}))),
-        )?;
-        // The CRD's own rule (one for the three reference fields of both kinds) refuses it
-        // before the webhook is asked.
-        assert!(
-            !ok && out.contains("the worker reference is immutable"),
-            "{out}"
-        );
-        Ok(())
-    })
-}
-
-/// TWORs the webhook refuses: (case, manifest, what kubectl must say).
-fn twor_rejection_cases() -> [(&'static str, Value, &'static str); 5] {
-    [
-        (
-            "kind not allowed",
-            twor_manifest(
-                "kind",
-                json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {}}),
-            ),
-            "kind \"Deployment\" is not allowed (allowed: HorizontalPodAutoscaler, PodDisruptionBudget, ScaledObject)",
-        ),
-        (
-            "namespace in the object",
-            twor_manifest(
-                "ns",
-                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                    "metadata": {"namespace": "elsewhere"}, "spec": {"selector": {"matchLabels": {}}}}),
-            ),
-            "spec.object.metadata.namespace must not be set",
-        ),
-        (
-            "minReplicas 0",
-            twor_manifest("zero", hpa(json!({"minReplicas": 0}))),
-            "spec.object.spec.minReplicas must not be 0",
-        ),
-        (
-            "minReplicaCount 0",
-            twor_manifest(
-                "keda",
-                json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-                    "spec": {"scaleTargetRef": {}, "minReplicaCount": 0}}),
-            ),
-            "spec.object.spec.minReplicaCount must not be 0",
-        ),
-        (
-            "a user value at an injection point",
-            twor_manifest(
-                "target",
-                hpa(
-                    json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine"}}),
-                ),
-            ),
-            "spec.object.spec.scaleTargetRef is set by the controller to each version's Deployment",
-        ),
-    ]
-}
-
-#[test]
-fn twd_rejections_reach_kubectl_naming_the_field() -> Result<()> {
-    test_harness::runtime::block_on(async {
-        let env = env().await;
-        let ns = namespace(&env, "twd-rules")?;
-        kubectl_ok(
-            &env.admin,
-            &[
-                "create",
-                "secret",
-                "generic",
-                "gate-input",
-                "-n",
-                &ns,
-                "--from-literal=other={}",
-            ],
-            None,
-        )?;
-        for (case, object, want) in twd_rejection_cases() {
-            assert_denied(case, apply(&env.admin, &ns, &object)?, TWD_WEBHOOK, want);
-        }
-        let (_, out) = apply(
-            &env.admin,
-            &ns,
-            &twd_manifest(
-                "template",
-                worker(json!({"name": "Bad_Name"})),
-                all_at_once(),
-            ),
-        )?;
-        assert!(out.contains("server-side dry run"), "{out}");
-        // The dry run created nothing.
-        let client = test_harness::control_plane::client_from(&env.admin).await?;
-        let deployments: Api<Deployment> = Api::namespaced(client, &ns);
-        assert!(
-            deployments
-                .list(&ListParams::default())
-                .await?
-                .items
-                .is_empty()
-        );
-
-        // With the key present, the same gate passes.
-        let ok_gate = twd_manifest(
-            "gate-ok",
-            worker(json!({})),
-            gate_from_secret("gate-input", "other"),
-        );
-        let out = dry_run(&env.admin, &ns, &ok_gate)?;
-        assert!(!out.contains("denied"), "{out}");
-        Ok(())
-    })
-}
-
-/// An AllAtOnce rollout gated by workflow `check` reading its input from Secret `name`, key
-/// `key`.
-fn gate_from_secret(name: &str, key: &str) -> Value {
-    json!({"strategy": "AllAtOnce", "gate": {"workflowType": "check",
-        "inputFrom": {"secretKeyRef": {"name": name, "key": key}}}})
-}
-
-/// TWDs the webhook refuses: (case, manifest, what kubectl must say).
-fn twd_rejection_cases() -> [(&'static str, Value, &'static str); 4] {
-    [
-        (
-            "reserved env var",
-            twd_manifest(
-                "env",
-                worker(json!({"env": [{"name": "TEMPORAL_ADDRESS", "value": "elsewhere:7233"}]})),
-                all_at_once(),
-            ),
-            "spec.template.spec.containers[0].env[0]: container \"worker\" sets TEMPORAL_ADDRESS",
-        ),
-        (
-            "gate input key missing",
-            twd_manifest(
-                "gate-key",
-                worker(json!({})),
-                gate_from_secret("gate-input", "input"),
-            ),
-            "spec.rollout.gate.inputFrom.secretKeyRef.key: key \"input\" not found in Secret \"gate-input\"",
-        ),
-        (
-            "gate input Secret missing",
-            twd_manifest(
-                "gate-secret",
-                worker(json!({})),
-                gate_from_secret("absent", "input"),
-            ),
-            "spec.rollout.gate.inputFrom.secretKeyRef.name: Secret \"absent\" for gate input not found",
-        ),
-        (
-            "a template Kubernetes refuses",
-            twd_manifest(
-                "template",
-                worker(json!({"name": "Bad_Name"})),
-                all_at_once(),
-            ),
-            "spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\"",
-        ),
-    ]
 }
 
 /// RBAC for a test user: TWORs in `ns`, and optionally create/update/delete on HPAs.
@@ -560,49 +332,6 @@ fn only_a_user_with_rbac_on_the_kind_can_create_a_twor_holding_it() -> Result<()
     })
 }
 
-/// The message the webhook gives for `object` in an enabled namespace (a dry run).
-fn webhook_message(env: &Env, object: &Value) -> Result<String> {
-    let out = dry_run(&env.admin, CONTROLLER_NS, object)?;
-    let (_, message) = out
-        .split_once("denied the request: ")
-        .with_context(|| format!("not denied: {out}"))?;
-    Ok(message.trim().to_string())
-}
-
-/// Polls `f` until it returns `Some`, for at most `timeout`.
-/// The `Stalled=True` condition of TWD or TWOR `name`, once it has one.
-async fn stalled_condition<K>(api: &Api<K>, name: &str, timeout: Duration) -> Result<Condition>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + HasConditions,
-{
-    eventually(&format!("{name} Stalled"), timeout, || async {
-        Ok(api
-            .get(name)
-            .await?
-            .conditions()
-            .into_iter()
-            .find(|c| c.type_ == "Stalled" && c.status == "True"))
-    })
-    .await
-}
-
-/// The conditions of the kinds [`stalled_condition`] waits on.
-trait HasConditions {
-    fn conditions(self) -> Vec<Condition>;
-}
-
-impl HasConditions for TemporalWorkerDeployment {
-    fn conditions(self) -> Vec<Condition> {
-        self.status.map(|s| s.conditions).unwrap_or_default()
-    }
-}
-
-impl HasConditions for TemporalWorkerOwnedResource {
-    fn conditions(self) -> Vec<Condition> {
-        self.status.map(|s| s.conditions).unwrap_or_default()
-    }
-}
-
 async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -618,113 +347,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-#[test]
-fn with_the_webhook_off_the_same_objects_are_admitted_reported_and_not_applied() -> Result<()> {
-    test_harness::runtime::block_on(async {
-        let env = env().await;
-        let client = test_harness::control_plane::client_from(&env.admin).await?;
-        off_a_twor_breaking_two_rules_stalls(&env, &client).await?;
-        let twds: Api<TemporalWorkerDeployment> =
-            TemporalWorkerDeployment::api(client.clone(), OFF_NS, KindSet::Seed);
-        off_a_twd_with_a_reserved_env_var_stalls(&env, &twds).await?;
-        off_a_twd_with_a_refused_pod_template_stalls(&env, &twds).await?;
-
-        // Nothing applied: no versioned Deployment, no HPA copy.
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), OFF_NS);
-        assert!(
-            deployments
-                .list(&ListParams::default())
-                .await?
-                .items
-                .is_empty()
-        );
-        let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(client, OFF_NS);
-        assert!(hpas.list(&ListParams::default()).await?.items.is_empty());
-        Ok(())
-    })
-}
-
-/// TWOR: two rule violations at once.
-async fn off_a_twor_breaking_two_rules_stalls(env: &Env, client: &kube::Client) -> Result<()> {
-    let object = hpa(json!({"minReplicas": 0, "scaleTargetRef": {"name": "mine"}}));
-    let bad = twor_manifest("bad-scaler", object.clone());
-    let said = webhook_message(env, &bad)?;
-    let rules_say = rules::check(&object, rules::DEFAULT_ALLOWED_KINDS)
-        .expect_err("the rules refuse it")
-        .to_string();
-    assert_eq!(
-        said, rules_say,
-        "the webhook says what the shared rules say"
-    );
-    let (ok, out) = apply(&env.admin, OFF_NS, &bad)?;
-    assert!(ok, "admitted with the webhook off: {out}");
-    let twors: Api<TemporalWorkerOwnedResource> =
-        TemporalWorkerOwnedResource::api(client.clone(), OFF_NS, KindSet::Seed);
-    let stalled = stalled_condition(&twors, "bad-scaler", Duration::from_secs(60)).await?;
-    assert_eq!(stalled.reason, "ApplyFailed");
-    assert_eq!(stalled.message, said, "status says what the webhook says");
-    Ok(())
-}
-
-/// TWD: a reserved env var.
-async fn off_a_twd_with_a_reserved_env_var_stalls(
-    env: &Env,
-    twds: &Api<TemporalWorkerDeployment>,
-) -> Result<()> {
-    let twd = twd_manifest(
-        "bad-env",
-        worker(json!({"env": [{"name": "TEMPORAL_WORKER_BUILD_ID", "value": "mine"}]})),
-        all_at_once(),
-    );
-    let said = webhook_message(env, &twd)?;
-    let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
-    assert!(ok, "admitted with the webhook off: {out}");
-    let stalled = stalled_condition(twds, "bad-env", Duration::from_secs(60)).await?;
-    assert_eq!(stalled.reason, "InvalidSpec");
-    assert!(
-        stalled.message.contains(&said),
-        "status {:?} does not say what the webhook said: {said:?}",
-        stalled.message
-    );
-    Ok(())
-}
-
-/// TWD: a pod template Kubernetes refuses, found when the controller creates the versioned
-/// Deployment (it needs its Connection and Temporal to get that far).
-async fn off_a_twd_with_a_refused_pod_template_stalls(
-    env: &Env,
-    twds: &Api<TemporalWorkerDeployment>,
-) -> Result<()> {
-    let connection = manifests::connection("temporal", &env.temporal_address);
-    let (ok, out) = apply(&env.admin, OFF_NS, &connection)?;
-    assert!(ok, "{out}");
-    let twd = twd_manifest(
-        "bad-template",
-        worker(json!({"name": "Bad_Name"})),
-        all_at_once(),
-    );
-    let said = webhook_message(env, &twd)?;
-    // The API server's field errors, after the (generated) Deployment name.
-    let (_, field_errors) = said
-        .split_once("is invalid: ")
-        .with_context(|| format!("no field errors in {said:?}"))?;
-    assert!(
-        field_errors
-            .starts_with("spec.template.spec.containers[0].name: Invalid value: \"Bad_Name\""),
-        "{field_errors}"
-    );
-    let (ok, out) = apply(&env.admin, OFF_NS, &twd)?;
-    assert!(ok, "admitted with the webhook off: {out}");
-    let stalled = stalled_condition(twds, "bad-template", Duration::from_secs(90)).await?;
-    assert_eq!(stalled.reason, "InvalidSpec");
-    assert!(
-        stalled.message.contains(field_errors),
-        "status {:?} does not carry the webhook's field errors {field_errors:?}",
-        stalled.message
-    );
-    Ok(())
 }
 
 /// The caBundle of the configuration's first webhook, and the Secret's serving certificate.

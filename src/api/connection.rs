@@ -29,7 +29,10 @@ use serde::{Deserialize, Serialize};
 ]))]
 pub struct TemporalConnectionSpec {
     /// Temporal frontend `host:port`, without scheme.
-    #[schemars(regex(pattern = r"^[a-zA-Z0-9.-]+:[0-9]+$"))]
+    // The pattern is the Go controller's; the rule adds what it lets through (a port over
+    // 65535 or 0), which would otherwise only fail, and be retried forever, at connect time.
+    #[schemars(regex(pattern = r"^[a-zA-Z0-9.-]+:[0-9]+$"), length(max = 260))]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": HOST_PORT_RULE, "message": HOST_PORT_MESSAGE}]))]
     pub host_port: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsOptions>,
@@ -44,6 +47,10 @@ pub struct TemporalConnectionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<SecretKeyRef>,
 }
+
+/// CEL: the port of `hostPort` is 1 to 65535 (its digits are checked by the pattern first).
+pub const HOST_PORT_RULE: &str = "self.matches('^[^:]+:0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')";
+pub const HOST_PORT_MESSAGE: &str = "hostPort must end in a port from 1 to 65535";
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]

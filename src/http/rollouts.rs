@@ -22,19 +22,25 @@ use crate::summary::{RolloutList, RolloutSummary, RolloutView};
 /// feed only carries this process's writes) and deletions.
 const STORE_RECHECK: Duration = Duration::from_secs(1);
 
-/// DNS-1123 label: what Kubernetes accepts as a namespace name.
-fn valid_label(s: &str) -> bool {
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
+fn label_chars(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
-/// DNS-1123 subdomain: what Kubernetes accepts as an object name.
+/// DNS-1123 label: what Kubernetes accepts as a namespace name.
+fn valid_label(s: &str) -> bool {
+    s.len() <= 63 && label_chars(s)
+}
+
+/// DNS-1123 subdomain: what Kubernetes accepts as an object name. Like Kubernetes (and the
+/// `name` pattern of docs/openapi.yaml), only the whole is bounded, not each dot-separated
+/// part: a 64-character part is a valid name (schemathesis found the server refusing it).
 fn valid_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(valid_label)
+    s.len() <= 253 && s.split('.').all(label_chars)
 }
 
 fn check_names(namespace: &str, name: Option<&str>) -> Result<(), ApiError> {
@@ -280,6 +286,10 @@ mod tests {
         assert!(valid_subdomain("a.b-c"));
         assert!(!valid_subdomain("a..b"));
         assert!(!valid_subdomain("a_b"));
+        assert!(valid_subdomain(&format!("0.{}", "0".repeat(251))));
+        assert!(valid_subdomain(&"a".repeat(253)));
+        assert!(!valid_subdomain(&"a".repeat(254)));
+        assert!(!valid_subdomain("a.-b"));
         assert!(check_names("ns", Some("ok")).is_ok());
         assert_eq!(
             check_names("NS", None).unwrap_err().code,

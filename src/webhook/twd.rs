@@ -52,6 +52,18 @@ pub enum Found {
     Key,
     NoKey,
     NoObject,
+    /// The key holds something the controller cannot pass as the workflow's JSON input.
+    NotJson,
+}
+
+/// What a gate input value is: the controller passes it to the gate workflow as JSON, so a
+/// value that does not parse would only fail once the rollout reaches the gate.
+pub fn found_value(value: &[u8]) -> Found {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(value).is_ok() {
+        Found::Key
+    } else {
+        Found::NotJson
+    }
 }
 
 /// The controller's validation of `twd`, as it would report it in status (`None`: valid).
@@ -118,6 +130,12 @@ pub fn missing_input(r: &InputRef, found: Found) -> Option<String> {
             "{}.name: {kind} {:?} for gate input not found (create it before the \
              TemporalWorkerDeployment that reads it)",
             r.path, r.name
+        )),
+        // The value itself is never echoed: it may be secret.
+        Found::NotJson => Some(format!(
+            "{}.key: the value of key {:?} in {kind} {:?} is not valid JSON (it is the gate \
+             workflow's input)",
+            r.path, r.key, r.name
         )),
     }
 }
@@ -190,23 +208,29 @@ pub async fn admit(
 }
 
 async fn lookup(client: &kube::Client, ns: &str, r: &InputRef) -> Result<Found, kube::Error> {
-    let found = match r.source {
+    let value: Option<Option<Vec<u8>>> = match r.source {
         Source::Secret => Api::<Secret>::namespaced(client.clone(), ns)
             .get_opt(&r.name)
             .await?
-            .map(|s| s.data.is_some_and(|d| d.contains_key(&r.key))),
+            .map(|s| s.data.and_then(|mut d| d.remove(&r.key)).map(|v| v.0)),
         Source::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), ns)
             .get_opt(&r.name)
             .await?
             .map(|c| {
-                c.data.is_some_and(|d| d.contains_key(&r.key))
-                    || c.binary_data.is_some_and(|d| d.contains_key(&r.key))
+                c.data
+                    .and_then(|mut d| d.remove(&r.key))
+                    .map(String::into_bytes)
+                    .or_else(|| {
+                        c.binary_data
+                            .and_then(|mut d| d.remove(&r.key))
+                            .map(|v| v.0)
+                    })
             }),
     };
-    Ok(match found {
+    Ok(match value {
         None => Found::NoObject,
-        Some(false) => Found::NoKey,
-        Some(true) => Found::Key,
+        Some(None) => Found::NoKey,
+        Some(Some(v)) => found_value(&v),
     })
 }
 
@@ -358,8 +382,18 @@ mod tests {
             ),
             "{m}"
         );
+        assert_eq!(found_value(br#"{"a": [1, "x"]}"#), Found::Key);
+        assert_eq!(found_value(b"42"), Found::Key);
+        assert_eq!(found_value(b"{not json"), Found::NotJson);
+        assert_eq!(found_value(b""), Found::NotJson);
+        let m = missing_input(&refs[1], Found::NotJson).expect("refused");
+        assert_eq!(
+            m,
+            "spec.rollout.steps[1].gate.inputFrom.secretKeyRef.key: the value of key \"k\" in \
+             Secret \"s\" is not valid JSON (it is the gate workflow's input)"
+        );
         // One problem, never split by the "; " that joins several.
-        for found in [Found::NoKey, Found::NoObject] {
+        for found in [Found::NoKey, Found::NoObject, Found::NotJson] {
             let m = missing_input(&refs[0], found).expect("refused");
             assert!(!m.contains("; "), "{m}");
         }

@@ -29,17 +29,18 @@ pub async fn resolve_gate_input(
     let Some(from) = &gate.input_from else {
         return Ok(None);
     };
-    let raw: Vec<u8> = if let Some(r) = &from.config_map_key_ref {
+    let (raw, source) = if let Some(r) = &from.config_map_key_ref {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         let cm = api
             .get_opt(&r.name)
             .await
             .map_err(|e| format!("reading ConfigMap {:?} for gate input: {e}", r.name))?
             .ok_or_else(|| format!("ConfigMap {:?} for gate input not found", r.name))?;
+        let source = format!("key {:?} of ConfigMap {:?}", r.key, r.name);
         if let Some(v) = cm.data.as_ref().and_then(|d| d.get(&r.key)) {
-            v.clone().into_bytes()
+            (v.clone().into_bytes(), source)
         } else if let Some(v) = cm.binary_data.as_ref().and_then(|d| d.get(&r.key)) {
-            v.0.clone()
+            (v.0.clone(), source)
         } else {
             return Err(format!(
                 "key {:?} not found in ConfigMap {:?} for gate input",
@@ -53,7 +54,7 @@ pub async fn resolve_gate_input(
             .await
             .map_err(|e| format!("reading Secret {:?} for gate input: {e}", r.name))?
             .ok_or_else(|| format!("Secret {:?} for gate input not found", r.name))?;
-        secret
+        let raw = secret
             .data
             .as_ref()
             .and_then(|d| d.get(&r.key))
@@ -63,12 +64,36 @@ pub async fn resolve_gate_input(
                     "key {:?} not found in Secret {:?} for gate input",
                     r.key, r.name
                 )
-            })?
+            })?;
+        (raw, format!("key {:?} of Secret {:?}", r.key, r.name))
     } else {
         return Ok(None);
     };
-    // Never echo the value: it may be secret. Only say it is not JSON.
-    serde_json::from_slice(&raw)
-        .map(Some)
-        .map_err(|_| "gate input is not valid JSON".to_string())
+    parse_input(&raw, &source).map(Some)
+}
+
+/// The gate input read from `source` (e.g. `key "k" of Secret "s"`), which names where to fix
+/// it. Never echoes the value: it may be secret. Only says it is not JSON.
+fn parse_input(raw: &[u8], source: &str) -> Result<serde_json::Value, String> {
+    serde_json::from_slice(raw).map_err(|_| format!("gate input ({source}) is not valid JSON"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_that_is_not_json_names_its_source_and_never_its_value() {
+        let source = "key \"input\" of Secret \"gate\"";
+        assert_eq!(
+            parse_input(b"{\"a\": 1}", source),
+            Ok(serde_json::json!({"a": 1}))
+        );
+        let e = parse_input(b"hunter2 {", source).expect_err("not JSON");
+        assert_eq!(
+            e,
+            "gate input (key \"input\" of Secret \"gate\") is not valid JSON"
+        );
+        assert!(!e.contains("hunter2"), "{e}");
+    }
 }
