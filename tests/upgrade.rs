@@ -494,6 +494,9 @@ async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<(
     dynamic
         .patch("steady", &PatchParams::default(), &Patch::Merge(&marker))
         .await?;
+    // The new controller observes that generation (an object the old version wrote, with a
+    // field only the new CRD has) and keeps it Ready.
+    wait_wd(&api, "steady", "the marker's generation observed", ready).await?;
     let done = wait_wd(&api, "ramping", "v2 Current after its step", ready).await?;
     let promoted_after = Instant::now();
     ensure!(

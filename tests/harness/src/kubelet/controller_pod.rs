@@ -605,4 +605,27 @@ mod tests {
         assert!(script.ends_with("exec \"$@\"\n"));
         assert_eq!(quote("a'b"), r"'a'\''b'");
     }
+
+    #[test]
+    fn a_readiness_probe_port_is_found_by_number_or_by_name() {
+        let container: Container = serde_json::from_value(serde_json::json!({
+            "name": "manager",
+            "ports": [{"name": "http", "containerPort": 8080}],
+        }))
+        .expect("container");
+        let probe = |port: serde_json::Value| -> Probe {
+            serde_json::from_value(
+                serde_json::json!({"httpGet": {"path": "/readyz", "port": port}}),
+            )
+            .expect("probe")
+        };
+        let by_name = http_target(&probe(serde_json::json!("http")), &container);
+        assert_eq!(
+            by_name.map(|t| (t.0, t.1)),
+            Some((8080, "/readyz".to_string()))
+        );
+        let by_number = http_target(&probe(serde_json::json!(9090)), &container);
+        assert_eq!(by_number.map(|t| t.0), Some(9090));
+        assert!(http_target(&probe(serde_json::json!("metrics")), &container).is_none());
+    }
 }
