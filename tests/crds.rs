@@ -1,29 +1,66 @@
-//! The checked-in CRD YAML must equal what the binary generates, so users install exactly
-//! the schema the controller was built with. Regenerate with:
-//! `cargo run -- crds` (or `UPDATE_CRDS=1 cargo test --test crds`).
+//! The checked-in CRD YAML (`crds/` and the CRD chart's templates,
+//! `charts/temporal-worker-controller-crds/templates/`) must equal what the binary generates, so
+//! users install exactly the schema the controller was built with. Regenerate every copy with
+//! `UPDATE_CRDS=1 cargo test --test crds` (`cargo run -- crds` prints them).
 
 use std::path::Path;
 
 #[test]
 fn checked_in_crds_match_generated() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let update = std::env::var_os("UPDATE_CRDS").is_some();
+    let outputs = temporal_worker_controller::crdgen::outputs();
+    let dirs = [
+        temporal_worker_controller::crdgen::CRDS_DIR,
+        temporal_worker_controller::crdgen::CHART_TEMPLATES_DIR,
+    ];
     let mut stale = Vec::new();
-    for (file, yaml) in temporal_worker_controller::crdgen::files() {
-        let path = dir.join(&file);
+    // A file the generator no longer makes (a CRD renamed or dropped) is stale too.
+    for dir in dirs {
+        for entry in std::fs::read_dir(root.join(dir)).expect("list a CRD dir") {
+            let name = entry.expect("dir entry").file_name();
+            let rel = format!("{dir}/{}", name.to_string_lossy());
+            if rel.ends_with(".yaml") && !outputs.iter().any(|(p, _)| *p == rel) {
+                if update {
+                    std::fs::remove_file(root.join(&rel)).expect("remove a stale CRD");
+                } else {
+                    stale.push(rel);
+                }
+            }
+        }
+    }
+    for (rel, yaml) in &outputs {
+        let path = root.join(rel);
         if update {
-            std::fs::write(&path, &yaml).expect("write crd");
+            std::fs::write(&path, yaml).expect("write crd");
             continue;
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        if on_disk != yaml {
-            stale.push(file);
+        if on_disk != *yaml {
+            stale.push(rel.clone());
         }
     }
     assert!(
         stale.is_empty(),
-        "stale CRD YAML in crds/: {stale:?}; run `UPDATE_CRDS=1 cargo test --test crds`"
+        "stale CRD YAML: {stale:?}; run `UPDATE_CRDS=1 cargo test --test crds`"
     );
+}
+
+/// Helm renders the CRD chart's templates as Go templates: a `{{` in a description would be
+/// read as an action (or fail the render), so no generated CRD may contain one. The chart
+/// copies keep their CRDs (and so every object) on `helm uninstall`.
+#[test]
+fn chart_copies_are_plain_yaml_that_helm_keeps() {
+    for (rel, yaml) in temporal_worker_controller::crdgen::outputs() {
+        assert!(!yaml.contains("{{"), "{rel} contains `{{{{`");
+        if rel.starts_with(temporal_worker_controller::crdgen::CHART_TEMPLATES_DIR) {
+            let crd: serde_json::Value = serde_yaml::from_str(&yaml).expect("parse");
+            assert_eq!(
+                crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+                "{rel}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use test_harness::gitops::repo_root;
 
 const CHART: &str = "charts/temporal-worker-controller";
+const CRD_CHART: &str = "charts/temporal-worker-controller-crds";
 const NS: &str = "temporal-system";
 const RELEASE: &str = "twc";
 const FULLNAME: &str = "twc-temporal-worker-controller";
@@ -115,29 +116,42 @@ fn cases() -> Vec<(&'static str, Value)> {
 
 fn helm() -> &'static HelmOutput {
     static OUT: OnceLock<HelmOutput> = OnceLock::new();
-    OUT.get_or_init(|| {
-        let root = repo_root();
-        let request = json!({
-            "chart": root.join(CHART),
-            "cases": cases().into_iter().map(|(name, values)| json!({"name": name, "values": values, "release": RELEASE, "namespace": NS})).collect::<Vec<_>>(),
-        });
-        let mut child = Command::new("python3")
-            .arg(root.join("charts/tests/helm_chart.py"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run python3");
-        child.stdin.take().expect("stdin").write_all(request.to_string().as_bytes()).expect("write request");
-        let out = child.wait_with_output().expect("python3 output");
-        assert!(
-            out.status.success(),
-            "charts/tests/helm_chart.py failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("driver JSON")
-    })
+    OUT.get_or_init(|| run_helm(CHART, cases()))
+}
+
+/// The CRD chart, rendered with no values (it has none).
+fn crd_chart() -> &'static HelmOutput {
+    static OUT: OnceLock<HelmOutput> = OnceLock::new();
+    OUT.get_or_init(|| run_helm(CRD_CHART, vec![("default", json!({}))]))
+}
+
+fn run_helm(chart: &str, cases: Vec<(&'static str, Value)>) -> HelmOutput {
+    let root = repo_root();
+    let request = json!({
+        "chart": root.join(chart),
+        "cases": cases.into_iter().map(|(name, values)| json!({"name": name, "values": values, "release": RELEASE, "namespace": NS})).collect::<Vec<_>>(),
+    });
+    let mut child = Command::new("python3")
+        .arg(root.join("charts/tests/helm_chart.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(request.to_string().as_bytes())
+        .expect("write request");
+    let out = child.wait_with_output().expect("python3 output");
+    assert!(
+        out.status.success(),
+        "charts/tests/helm_chart.py failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("driver JSON")
 }
 
 fn result(name: &str) -> &'static CaseResult {
@@ -1250,61 +1264,100 @@ fn rendered_flags_exist_in_the_controller_binary() {
     }
 }
 
+/// The controller chart ships no CRDs (Helm would install a `crds/` directory once and never
+/// upgrade it); the CRD chart renders exactly the generated CRDs, each kept on uninstall, lints
+/// clean, and is released with the same version as the controller chart.
 #[test]
-fn chart_crds_are_the_generated_ones() {
-    let generated = repo_root().join("crds");
-    let shipped = repo_root().join(CHART).join("crds");
-    let list = |dir: &std::path::Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .expect("list crds")
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".yaml"))
-            .collect();
-        v.sort();
-        v
-    };
-    let names = list(&generated);
-    assert!(!names.is_empty());
-    if std::env::var_os("UPDATE_CHART_CRDS").is_some() {
-        for stale in list(&shipped).iter().filter(|n| !names.contains(n)) {
-            std::fs::remove_file(shipped.join(stale)).expect("remove stale chart CRD");
+fn the_crd_chart_renders_the_generated_crds_and_keeps_them() {
+    assert!(
+        helm().crds.is_empty() && !repo_root().join(CHART).join("crds").exists(),
+        "the controller chart must not carry CRDs: {:?}",
+        helm().crds
+    );
+    let out = crd_chart();
+    assert!(
+        out.crds.is_empty(),
+        "CRDs must be templates: {:?}",
+        out.crds
+    );
+    let r = &out.results[0];
+    assert!(strings(&r.lint["errors"]).is_empty(), "{}", r.lint);
+    let serious = r.lint["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["severity"].as_i64().unwrap_or(0) >= 2)
+        .count();
+    assert_eq!(serious, 0, "CRD chart lint: {}", r.lint);
+    let mut rendered: Vec<Value> = Vec::new();
+    for (template, text) in r.manifests.as_ref().expect("CRD chart renders") {
+        if !template.ends_with(".yaml") {
+            continue;
         }
-        for n in &names {
-            std::fs::copy(generated.join(n), shipped.join(n)).expect("copy CRD into the chart");
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = Value::deserialize(doc).expect("rendered CRD YAML");
+            if !v.is_null() {
+                rendered.push(v);
+            }
         }
     }
-    assert_eq!(
-        list(&shipped),
-        names,
-        "chart crds/ holds a different set of files than crds/"
-    );
-    for n in &names {
-        let want = std::fs::read(generated.join(n)).expect("read generated CRD");
-        let got = std::fs::read(shipped.join(n)).expect("read chart CRD");
+    rendered.sort_by_key(|c| c["metadata"]["name"].as_str().map(str::to_string));
+    let mut generated: Vec<Value> = temporal_worker_controller::crdgen::files()
+        .into_iter()
+        .map(|(_, y)| serde_yaml::from_str(&y).expect("generated CRD"))
+        .collect();
+    generated.sort_by_key(|c| c["metadata"]["name"].as_str().map(str::to_string));
+    assert_eq!(rendered.len(), generated.len());
+    for (mut got, want) in rendered.into_iter().zip(generated) {
+        let name = want["metadata"]["name"].clone();
+        assert_eq!(
+            got["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+            "{name}"
+        );
+        got["metadata"]["annotations"]
+            .as_object_mut()
+            .expect("annotations")
+            .remove("helm.sh/resource-policy");
+        if got["metadata"]["annotations"]
+            .as_object()
+            .is_some_and(|a| a.is_empty())
+        {
+            got["metadata"]
+                .as_object_mut()
+                .expect("metadata")
+                .remove("annotations");
+        }
         assert!(
             got == want,
-            "{CHART}/crds/{n} differs from crds/{n}; run `UPDATE_CHART_CRDS=1 cargo test --test helm_chart`"
+            "the CRD chart renders {name} differently from crdgen"
         );
     }
-    // Helm itself loads them as the chart's CRDs (installed before templates on first install).
-    let loaded: Vec<String> = helm()
-        .crds
-        .iter()
-        .filter_map(|p| p.rsplit('/').next().map(str::to_string))
-        .collect();
-    assert_eq!(loaded, names);
+    let chart_yaml = |chart: &str| -> Value {
+        let text = std::fs::read_to_string(repo_root().join(chart).join("Chart.yaml"))
+            .expect("Chart.yaml");
+        serde_yaml::from_str(&text).expect("Chart.yaml YAML")
+    };
+    let (crds, controller) = (chart_yaml(CRD_CHART), chart_yaml(CHART));
+    assert_eq!(
+        crds["version"], controller["version"],
+        "chart versions differ"
+    );
+    assert_eq!(crds["appVersion"], controller["appVersion"]);
 }
 
 #[test]
 fn chart_readme_documents_the_crd_upgrade_story() {
     let readme =
         std::fs::read_to_string(repo_root().join(CHART).join("README.md")).expect("chart README");
-    assert!(
-        readme.contains("kubectl apply --server-side"),
-        "README must say how to upgrade CRDs"
-    );
-    assert!(
-        readme.contains("crds/"),
-        "README must point at the crds/ directory"
-    );
+    for needle in [
+        "temporal-worker-controller-crds",
+        "helm.sh/resource-policy: keep",
+        "helm rollback",
+        "meta.helm.sh/release-name",
+    ] {
+        assert!(
+            readme.contains(needle),
+            "chart README must mention {needle}"
+        );
+    }
 }

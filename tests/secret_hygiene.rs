@@ -261,6 +261,7 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         client.clone(),
         KubeletOptions {
             trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+            ..Default::default()
         },
     )
     .await?;

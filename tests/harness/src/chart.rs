@@ -257,3 +257,98 @@ pub fn unused_grants(
         .cloned()
         .collect()
 }
+
+/// The CRD chart (`helm.sh/resource-policy: keep` on every CRD), installed before [`CHART`].
+pub const CRD_CHART: &str = "charts/temporal-worker-controller-crds";
+
+/// What one Helm 4 release action did (`charts/tests/helm_release.py`).
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct HelmRun {
+    pub helm_version: String,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub status: Option<String>,
+    pub revision: Option<i64>,
+    pub started: f64,
+    pub finished: f64,
+}
+
+impl HelmRun {
+    /// `Err` with Helm's message unless the action succeeded.
+    pub fn ensure_ok(self, what: &str) -> Result<HelmRun> {
+        ensure!(
+            self.ok,
+            "{what} failed after {:.1} s: {}",
+            self.finished - self.started,
+            self.error.as_deref().unwrap_or("(no message)")
+        );
+        Ok(self)
+    }
+
+    pub fn took(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64((self.finished - self.started).max(0.0))
+    }
+}
+
+/// Helm 4 (helm-python-sdk) acting on releases of one namespace of a cluster, as
+/// `helm install|upgrade|rollback --wait` do (`wait: watcher`, the kstatus watcher).
+#[derive(Clone, Debug)]
+pub struct Helm {
+    pub kubeconfig: PathBuf,
+    pub namespace: String,
+    /// `--timeout` of every action, seconds.
+    pub timeout_seconds: u64,
+}
+
+impl Helm {
+    /// `helm install --wait --create-namespace`.
+    pub async fn install(&self, release: &str, chart: &Path, values: &Value) -> Result<HelmRun> {
+        self.run(
+            json!({"action": "install", "release": release, "chart": chart,
+                        "values": values, "create_namespace": true}),
+        )
+        .await
+    }
+
+    /// `helm upgrade --wait --reset-values`.
+    pub async fn upgrade(&self, release: &str, chart: &Path, values: &Value) -> Result<HelmRun> {
+        self.run(json!({"action": "upgrade", "release": release, "chart": chart, "values": values}))
+            .await
+    }
+
+    /// `helm rollback --wait` to `revision` (the previous one when `None`).
+    pub async fn rollback(&self, release: &str, revision: Option<i64>) -> Result<HelmRun> {
+        self.run(json!({"action": "rollback", "release": release, "version": revision}))
+            .await
+    }
+
+    async fn run(&self, mut request: Value) -> Result<HelmRun> {
+        request["kubeconfig"] = json!(self.kubeconfig);
+        request["namespace"] = json!(self.namespace);
+        request["wait"] = json!("watcher");
+        request["timeout"] = json!(self.timeout_seconds);
+        let script = crate::repo_root().join("charts/tests/helm_release.py");
+        tokio::task::spawn_blocking(move || {
+            let mut child = Command::new("python3")
+                .arg(script)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("running charts/tests/helm_release.py")?;
+            child
+                .stdin
+                .take()
+                .context("helm driver stdin")?
+                .write_all(request.to_string().as_bytes())?;
+            let out = child.wait_with_output()?;
+            ensure!(
+                out.status.success(),
+                "charts/tests/helm_release.py failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok(serde_json::from_slice(&out.stdout)?)
+        })
+        .await?
+    }
+}

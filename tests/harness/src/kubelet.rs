@@ -50,6 +50,11 @@
 //! stand-in is shut down (the Node and its Pods then look like a kubelet that vanished).
 //! Pod IPs come from `10.88.0.0/16` but nothing listens on them; workers dial from loopback.
 //!
+//! **Process Pods** ([`KubeletOptions::images`]): a Pod whose first container's image the test
+//! maps to a local binary (the controller's own Pod from the chart) runs that binary as a
+//! process with the Pod's args, env, ServiceAccount token, mounted Secrets and readiness probe;
+//! see `kubelet/controller_pod.rs` for what that covers and skips.
+//!
 //! One stand-in per cluster: a second one would race the first for pending Pods. Its tasks and
 //! Pod actors run on the runtime that called [`Kubelet::start`], so a stand-in shared by several
 //! `#[tokio::test]`s belongs on a runtime of its own (with a client built there).
@@ -85,6 +90,9 @@ use tokio::task::JoinHandle;
 
 use crate::worker::{self, ENV_ADDRESS, WorkerConfig, WorkerHandle, WorkerState};
 
+mod controller_pod;
+use controller_pod::{ProcState, Process};
+
 /// Field manager of every write.
 const MANAGER: &str = "twc-kubelet";
 /// Lease renewal and Node heartbeat (a kubelet's `nodeLeaseRenewInterval`-ish).
@@ -115,6 +123,14 @@ pub struct KubeletOptions {
     ///
     /// [`TestPki`]: crate::tls_proxy::TestPki
     pub trusted_ca_pem: Option<Vec<u8>>,
+    /// Container image (exactly as the Pod spec writes it) → local binary: Pods with such an
+    /// image are **process Pods** (`kubelet/controller_pod.rs`), e.g. the chart's controller
+    /// image → the controller built by Cargo.
+    pub images: BTreeMap<String, std::path::PathBuf>,
+    /// `(host, port)` of the API server, given to process Pods as `KUBERNETES_SERVICE_HOST` /
+    /// `KUBERNETES_SERVICE_PORT` (a real kubelet gives the `kubernetes` Service's ClusterIP,
+    /// which nothing routes here).
+    pub api_server: Option<(String, u16)>,
 }
 
 /// The running stand-in. Dropping it aborts everything (workers are asked to stop);
@@ -667,6 +683,8 @@ struct PodActor {
     deleted: bool,
     /// Seen only in a terminal phase: never written, only its deletion is finished.
     inert: bool,
+    /// The container's process, for a process Pod.
+    process: Option<Process>,
 }
 
 enum Wake {
@@ -707,6 +725,7 @@ impl PodActor {
             retry_write_at: None,
             deleted: false,
             inert: false,
+            process: None,
         }
     }
 
@@ -762,9 +781,11 @@ impl PodActor {
             self.terminate().await;
             return;
         }
+        let process = self.process.as_ref().map(Process::state);
+        let mut exit = None;
         match &mut self.run {
-            Run::Waiting { .. } => self.try_start(),
-            Run::BackOff { until, .. } if Instant::now() >= *until => self.try_start(),
+            Run::Waiting { .. } => self.try_start().await,
+            Run::BackOff { until, .. } if Instant::now() >= *until => self.try_start().await,
             Run::BackOff { .. } | Run::Done { .. } => {}
             Run::Running {
                 worker: Some(w),
@@ -791,13 +812,26 @@ impl PodActor {
                     WorkerState::Failed(e) => self.exited(1, "Error", Some(e)),
                 }
             }
-            Run::Running { worker: None, .. } => {}
+            Run::Running {
+                worker: None,
+                ready,
+                ..
+            } => match process {
+                Some(ProcState::Running { ready: r }) => *ready = r,
+                Some(ProcState::Exited { code, message }) => exit = Some((code, message)),
+                None => {}
+            },
+        }
+        if let Some((code, message)) = exit {
+            self.process = None;
+            let reason = if code == 0 { "Completed" } else { "Error" };
+            self.exited(code, reason, Some(message));
         }
         self.write_status().await;
     }
 
     /// Resolves volumes and env and starts the container.
-    fn try_start(&mut self) {
+    async fn try_start(&mut self) {
         let Some(spec) = self.pod.spec.clone() else {
             return;
         };
@@ -829,6 +863,10 @@ impl PodActor {
                 return;
             }
         };
+        if let Some(binary) = controller_pod::binary_for(self, container) {
+            self.start_process(&spec, container, &binary, env).await;
+            return;
+        }
         if self.started_once {
             self.restart_count += 1;
         }
@@ -885,6 +923,41 @@ impl PodActor {
                     ready: false,
                 };
                 self.exited(1, "Error", Some(format!("{e:#}")));
+            }
+        }
+    }
+
+    /// Starts a process Pod's container (`kubelet/controller_pod.rs`).
+    async fn start_process(
+        &mut self,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        container: &Container,
+        binary: &std::path::Path,
+        env: BTreeMap<String, String>,
+    ) {
+        match controller_pod::start(self, spec, container, binary, env).await {
+            Ok(process) => {
+                if self.started_once {
+                    self.restart_count += 1;
+                }
+                self.started_once = true;
+                self.process = Some(process);
+                self.run = Run::Running {
+                    started_at: now(),
+                    since: Instant::now(),
+                    worker: None,
+                    ready: false,
+                };
+            }
+            Err(message) => {
+                tracing::debug!(pod = %self.name, message, "process Pod not started");
+                // Not only a Secret/ConfigMap change can unblock it (a TokenRequest may fail
+                // once): try again soon.
+                self.retry_write_at = Some(Instant::now() + WRITE_RETRY);
+                self.run = Run::Waiting {
+                    reason: "ContainerCreating",
+                    message: Some(message),
+                };
             }
         }
     }
@@ -1018,6 +1091,9 @@ impl PodActor {
 
     /// Stops the worker (if any) within `grace`; `true` if it ended cleanly or there was none.
     async fn stop_worker(&mut self, grace: Duration) -> bool {
+        if let Some(mut process) = self.process.take() {
+            return process.stop(grace).await;
+        }
         if let Ok(mut workers) = self.ctx.workers.lock() {
             workers.remove(&self.uid);
         }
@@ -1083,6 +1159,14 @@ impl PodActor {
                 None => futures::future::pending().await,
             }
         };
+        let deleted = self.deleted;
+        let process = self.process.as_mut();
+        let process = async {
+            match process {
+                Some(p) if !deleted => p.changed().await,
+                _ => futures::future::pending().await,
+            }
+        };
         let polled = async {
             match polled {
                 // Ready, or the prober is gone (a later step re-registers).
@@ -1094,6 +1178,7 @@ impl PodActor {
             changed = self.rx.changed() => if changed.is_ok() { Wake::Pod } else { Wake::PodGone },
             _ = self.shutdown.wait_for(|s| *s) => Wake::Shutdown,
             _ = worker_changed => Wake::Other,
+            _ = process => Wake::Other,
             seen = polled => Wake::Polled(seen),
             _ = refs_changed => Wake::Other,
             _ = sleep => Wake::Other,

@@ -63,6 +63,7 @@ async fn start_world() -> Result<World> {
         plane.client().await?,
         KubeletOptions {
             trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+            ..Default::default()
         },
     )
     .await?;

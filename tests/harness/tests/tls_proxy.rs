@@ -606,6 +606,7 @@ async fn kubelet_mounts_secret_volumes_and_trusts_the_image_ca() -> Result<()> {
         client.clone(),
         KubeletOptions {
             trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
+            ..Default::default()
         },
     )
     .await?;

@@ -1,0 +1,602 @@
+//! Releases users can install and upgrade (issue 29 items 3 and 4), with Helm 4 `--wait` on the
+//! real control plane, the controller running **as the chart's own Pod**: the kubelet stand-in
+//! runs the Pod from the chart's Deployment as a process (`tests/harness/src/kubelet/
+//! controller_pod.rs`: the chart's image mapped to a locally built binary, its args, env,
+//! downward API, a TokenRequest token for its ServiceAccount with the API server's CA, its
+//! mounts, Ready from its readiness probe).
+//!
+//! - `helm_install_wait_runs_the_controller_as_its_pod`: the CRD chart, then the controller
+//!   chart, each `helm install --wait`; the controller's Pod is Ready, holds the Lease under its
+//!   downward-API name and reconciles a WorkerDeployment to v1 Current.
+//! - `helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going`: the chart and binary of commit
+//!   `tools/old-controller/versions.env` (CRDs in the chart's `crds/`, as before the CRD chart),
+//!   a Progressive rollout in flight, then the documented migration to the CRD chart and
+//!   `helm upgrade --wait` to the working tree, then `helm rollback --wait`.
+//!
+//! Each test has a control plane of its own (CRDs are cluster-wide); Temporal is shared.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
+use test_harness::chart::{CHART, CRD_CHART, Helm};
+use test_harness::control_plane::ControlPlane;
+use test_harness::kubelet::{Kubelet, KubeletOptions};
+use test_harness::{manifests, repo_root, temporal_server, world};
+
+/// The chart's `image.repository` in these tests; the tag says which binary runs.
+const IMAGE_REPO: &str = "twc-under-test";
+const RELEASE_NS: &str = "twc-system";
+const RELEASE: &str = "twc";
+/// The Go controller's CRD release name, which ours shares (chart README).
+const CRD_RELEASE: &str = "temporal-worker-controller-crds";
+const T: Duration = Duration::from_secs(120);
+
+fn image(tag: &str) -> String {
+    format!("{IMAGE_REPO}:{tag}")
+}
+
+/// A control plane of the test's own, with the kubelet stand-in running `images` as process
+/// Pods, and Helm for the release namespace.
+struct Cluster {
+    // Dropped first: the controller processes stop before the API server does.
+    _kubelet: Kubelet,
+    _plane: ControlPlane,
+    client: kube::Client,
+    helm: Helm,
+}
+
+async fn cluster(images: BTreeMap<String, PathBuf>) -> Result<Cluster> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+    let plane = ControlPlane::start().await?;
+    let client = plane.client().await?;
+    let (host, port) = plane
+        .server()
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .context("API server address")?;
+    let kubelet = Kubelet::start_with(
+        client.clone(),
+        KubeletOptions {
+            images,
+            api_server: Some((host.to_string(), port.parse()?)),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let helm = Helm {
+        kubeconfig: plane.kubeconfig_path().to_path_buf(),
+        namespace: RELEASE_NS.into(),
+        timeout_seconds: 120,
+    };
+    Ok(Cluster {
+        _kubelet: kubelet,
+        _plane: plane,
+        client,
+        helm,
+    })
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// The controller chart's values: the image `tag`, and ports of its own (process Pods share the
+/// machine's network, so the old and the new Pod of a rolling update need different ports).
+/// The webhook is reached by URL on loopback: nothing routes a Service's ClusterIP here.
+fn controller_values(tag: &str) -> Result<Value> {
+    let (http, webhook) = (free_port()?, free_port()?);
+    Ok(json!({
+        "image": {"repository": IMAGE_REPO, "tag": tag},
+        "http": {"port": http},
+        "webhook": {"port": webhook, "url": format!("https://127.0.0.1:{webhook}")},
+        "readinessProbe": {"initialDelaySeconds": 1, "periodSeconds": 2, "failureThreshold": 3},
+    }))
+}
+
+/// The controller's Pods (the chart's selector labels), with their image and readiness.
+async fn controller_pods(client: &kube::Client) -> Result<Vec<(String, String, bool)>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), RELEASE_NS);
+    let lp = ListParams::default().labels("app.kubernetes.io/component=controller");
+    Ok(pods
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let ready = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            let image = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone())
+                .unwrap_or_default();
+            (p.metadata.name.unwrap_or_default(), image, ready)
+        })
+        .collect())
+}
+
+/// The one controller Pod runs `tag` and is Ready (as `helm --wait` returned), and it holds the
+/// Lease under its own name: `POD_NAME` came from the downward API and its client
+/// authenticated with the projected ServiceAccount token.
+async fn assert_controller_pod(client: &kube::Client, tag: &str) -> Result<String> {
+    let deadline = Instant::now() + T;
+    loop {
+        let pods = controller_pods(client).await?;
+        let leases: Api<Lease> = Api::namespaced(client.clone(), RELEASE_NS);
+        let holders: Vec<String> = leases
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|l| l.spec?.holder_identity)
+            .collect();
+        if let [(name, img, true)] = pods.as_slice()
+            && *img == image(tag)
+            && holders.iter().any(|h| h.contains(name.as_str()))
+        {
+            return Ok(name.clone());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "controller Pod of {tag} not Ready and leading: pods {pods:?}, lease holders {holders:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn workers(client: &kube::Client, ns: &str) -> Api<TemporalWorkerDeployment> {
+    TemporalWorkerDeployment::api(client.clone(), ns, KindSet::Canonical)
+}
+
+fn condition(wd: &TemporalWorkerDeployment, type_: &str) -> Option<(String, String)> {
+    wd.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+fn ready(wd: &TemporalWorkerDeployment) -> bool {
+    wd.status
+        .as_ref()
+        .is_some_and(|s| s.observed_generation == wd.metadata.generation)
+        && condition(wd, "Ready") == Some(("True".into(), "RolloutComplete".into()))
+}
+
+async fn wait_wd(
+    api: &Api<TemporalWorkerDeployment>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+) -> Result<TemporalWorkerDeployment> {
+    let deadline = Instant::now() + T;
+    loop {
+        let wd = api.get(name).await?;
+        if pred(&wd) {
+            return Ok(wd);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "timed out waiting for {name}: {what}; status {:?}",
+                wd.status
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A namespace with a Temporal namespace and a `Connection` named `temporal` (canonical kinds).
+async fn workload_namespace(client: &kube::Client, ns: &str) -> Result<String> {
+    let temporal = temporal_server::shared().await?;
+    let temporal_ns = format!("upgrade-{ns}-{}", std::process::id() % 10000);
+    temporal.create_namespace(&temporal_ns).await?;
+    world::ensure_namespace(client, ns).await?;
+    let mut conn = manifests::connection("temporal", &temporal.address());
+    conn["kind"] = json!("Connection");
+    world::apply(client, ns, "upgrade-test", conn).await?;
+    Ok(temporal_ns)
+}
+
+/// A WorkerDeployment (the Go controller's kind) of image tag `tag`, with a long sunset so
+/// that no version's Pods go away during the test.
+fn worker_deployment(name: &str, temporal_ns: &str, tag: &str, rollout: Value) -> Value {
+    let mut wd = manifests::twd(name)
+        .replicas(1)
+        .pod_labels(json!({"app": name}))
+        .tag(tag)
+        .task_queue(&format!("tq-{name}"))
+        .rollout(rollout)
+        .sunset("1h", "1h")
+        .temporal_namespace(temporal_ns)
+        .build();
+    wd["kind"] = json!("WorkerDeployment");
+    wd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"));
+    let c = cluster(BTreeMap::from([(image("dev"), binary)])).await?;
+    let root = repo_root();
+    let crds = c
+        .helm
+        .install(CRD_RELEASE, &root.join(CRD_CHART), &json!({}))
+        .await?
+        .ensure_ok("helm install --wait of the CRD chart")?;
+    ensure!(crds.helm_version.starts_with("v4"), "{}", crds.helm_version);
+    let install = c
+        .helm
+        .install(RELEASE, &root.join(CHART), &controller_values("dev")?)
+        .await?
+        .ensure_ok("helm install --wait of the controller chart")?;
+    println!(
+        "helm install --wait: CRD chart {:?}, controller chart {:?} (Helm {})",
+        crds.took(),
+        install.took(),
+        install.helm_version
+    );
+    let pod = assert_controller_pod(&c.client, "dev").await?;
+    println!("controller Pod {pod} Ready and leading");
+
+    let temporal_ns = workload_namespace(&c.client, "shop").await?;
+    let wd = worker_deployment(
+        "orders",
+        &temporal_ns,
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+    );
+    world::apply(&c.client, "shop", "upgrade-test", wd).await?;
+    let done = wait_wd(&workers(&c.client, "shop"), "orders", "v1 Current", ready).await?;
+    let current = done.status.and_then(|s| s.current_version);
+    ensure!(current.is_some(), "no current version once Ready");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The upgrade from an earlier commit
+
+/// The earlier commit's binary, charts and CRDs (`tools/old-controller/build.sh`, cached by
+/// commit outside the repository; `.ci/setup` builds it).
+fn old_build() -> Result<PathBuf> {
+    let out = std::process::Command::new("bash")
+        .arg(repo_root().join("tools/old-controller/build.sh"))
+        .output()
+        .context("running tools/old-controller/build.sh")?;
+    ensure!(
+        out.status.success(),
+        "tools/old-controller/build.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout.lines().last().context("build.sh printed no path")?;
+    Ok(PathBuf::from(dir))
+}
+
+/// The working tree's CRD chart with one more field, `spec.upgradeTestMarker`, in the
+/// WorkerDeployment schema: a CRD change Helm must roll out whether or not the working tree
+/// changed a CRD since the old commit.
+fn new_crd_chart(dir: &Path) -> Result<PathBuf> {
+    let chart = dir.join("temporal-worker-controller-crds");
+    let src = repo_root().join(CRD_CHART);
+    std::fs::create_dir_all(chart.join("templates"))?;
+    std::fs::copy(src.join("Chart.yaml"), chart.join("Chart.yaml"))?;
+    for entry in std::fs::read_dir(src.join("templates"))? {
+        let entry = entry?;
+        let mut text = std::fs::read_to_string(entry.path())?;
+        if entry.file_name() == "workerdeployments.temporal.io.yaml" {
+            let mut crd: Value = serde_yaml::from_str(&text)?;
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+                ["upgradeTestMarker"] = json!({"type": "string"});
+            text = serde_yaml::to_string(&crd)?;
+        }
+        std::fs::write(chart.join("templates").join(entry.file_name()), text)?;
+    }
+    Ok(chart)
+}
+
+fn has_marker(crd: &CustomResourceDefinition) -> bool {
+    let v = serde_json::to_value(crd).unwrap_or_default();
+    v["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        .get("upgradeTestMarker")
+        .is_some()
+}
+
+/// The documented one-time migration (chart README): CRDs that the old chart's `crds/`
+/// installed belong to no release; mark them as the CRD release's.
+async fn adopt_crds(client: &kube::Client) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in api.list(&ListParams::default()).await?.items {
+        let name = crd.metadata.name.unwrap_or_default();
+        if !name.ends_with(".temporal.io") {
+            continue;
+        }
+        let patch = json!({"metadata": {
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": CRD_RELEASE,
+                            "meta.helm.sh/release-namespace": RELEASE_NS},
+        }});
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
+}
+
+/// What identifies a running worker container: Pod UID → (name, restarts, container start).
+async fn worker_pods(client: &kube::Client, ns: &str) -> Result<BTreeMap<String, String>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut out = BTreeMap::new();
+    for p in pods.list(&ListParams::default()).await?.items {
+        let status = p.status.clone().unwrap_or_default();
+        let c = status.container_statuses.unwrap_or_default();
+        let started = c
+            .first()
+            .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone())
+            .map(|t| t.0.to_string())
+            .unwrap_or_default();
+        let restarts = c.first().map_or(0, |c| c.restart_count);
+        out.insert(
+            p.metadata.uid.unwrap_or_default(),
+            format!(
+                "{} restarts={restarts} started={started}",
+                p.metadata.name.unwrap_or_default()
+            ),
+        );
+    }
+    Ok(out)
+}
+
+/// Samples both WorkerDeployments every 200 ms and records every status that breaks the
+/// contract while the controller is upgraded and rolled back: `steady` (v1 Current) must stay
+/// `Ready=True`; `ramping` must never be `Stalled`, never lose its status (no
+/// `WaitingForController`) and only ever be Ramping or, at the end, RolloutComplete.
+fn watch_statuses(
+    api: Api<TemporalWorkerDeployment>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (Arc<Mutex<Vec<String>>>, tokio::task::JoinHandle<usize>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let out = seen.clone();
+    let task = tokio::spawn(async move {
+        let mut samples = 0;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            for name in ["steady", "ramping"] {
+                let Ok(wd) = api.get(name).await else {
+                    continue;
+                };
+                samples += 1;
+                let ready = condition(&wd, "Ready");
+                let stalled = condition(&wd, "Stalled").is_some_and(|(s, _)| s == "True");
+                let ok = match name {
+                    "steady" => ready == Some(("True".into(), "RolloutComplete".into())),
+                    _ => {
+                        !stalled
+                            && matches!(
+                                ready.as_ref().map(|(s, r)| (s.as_str(), r.as_str())),
+                                Some(("False", "Ramping")) | Some(("True", "RolloutComplete"))
+                            )
+                    }
+                };
+                if !ok && let Ok(mut v) = out.lock() {
+                    v.push(format!("{name}: Ready {ready:?}, Stalled {stalled}"));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        samples
+    });
+    (seen, task)
+}
+
+/// The ramping rollout's step, and when it started.
+fn step_of(wd: &TemporalWorkerDeployment) -> (Option<i32>, Option<String>) {
+    let target = wd.status.as_ref().and_then(|s| s.target_version.as_ref());
+    (
+        target.and_then(|t| t.current_step),
+        target
+            .and_then(|t| t.step_started_at.as_ref())
+            .map(|t| t.0.to_string()),
+    )
+}
+
+/// How long the ramping rollout's one step pauses: long enough for the upgrade to happen
+/// inside it, so the step is in flight before and after.
+/// The upgrade test's workload namespace.
+const UPGRADE_NS: &str = "store";
+
+const STEP_PAUSE: Duration = Duration::from_secs(75);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<()> {
+    let old = old_build()?;
+    let new_binary = PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"));
+    let c = cluster(BTreeMap::from([
+        (image("old"), old.join("bin/temporal-worker-controller")),
+        (image("new"), new_binary),
+    ]))
+    .await?;
+    let old_values = controller_values("old")?;
+    let install = c
+        .helm
+        .install(
+            RELEASE,
+            &old.join("charts/temporal-worker-controller"),
+            &old_values,
+        )
+        .await?
+        .ensure_ok("helm install --wait of the old chart")?;
+    println!("old chart installed (--wait) in {:?}", install.took());
+    assert_controller_pod(&c.client, "old").await?;
+
+    // Two WorkerDeployments written while the old controller runs: one steady, one with a
+    // Progressive rollout in flight.
+    let ns = UPGRADE_NS;
+    let temporal_ns = workload_namespace(&c.client, ns).await?;
+    let api = workers(&c.client, ns);
+    let all_at_once = json!({"strategy": "AllAtOnce"});
+    for name in ["steady", "ramping"] {
+        let wd = worker_deployment(name, &temporal_ns, "v1", all_at_once.clone());
+        world::apply(&c.client, ns, "upgrade-test", wd).await?;
+    }
+    for name in ["steady", "ramping"] {
+        wait_wd(&api, name, "v1 Current (old controller)", ready).await?;
+    }
+    let progressive = json!({"strategy": "Progressive", "steps": [
+        {"rampPercentage": 10, "pauseDuration": format!("{}s", STEP_PAUSE.as_secs())}]});
+    let wd = worker_deployment("ramping", &temporal_ns, "v2", progressive);
+    world::apply(&c.client, ns, "upgrade-test", wd).await?;
+    let ramping = wait_wd(&api, "ramping", "v2 ramping at its step", |wd| {
+        condition(wd, "Ready").is_some_and(|(_, r)| r == "Ramping") && step_of(wd).1.is_some()
+    })
+    .await?;
+    let step_before = step_of(&ramping);
+    let pods_before = worker_pods(&c.client, ns).await?;
+    println!("rollout in flight at {step_before:?}; worker pods {pods_before:?}");
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (violations, sampler) = watch_statuses(api.clone(), stop.clone());
+    let scratch = std::env::temp_dir().join(format!("twc-upgrade-{}", std::process::id()));
+    let upgraded_at = upgrade(&c, &new_crd_chart(&scratch)?).await?;
+
+    // The rollout continues from its step under the new controller, with the same start.
+    let after = api.get("ramping").await?;
+    ensure!(
+        step_of(&after) == step_before,
+        "the rollout's step changed across the upgrade: {step_before:?} → {:?}",
+        step_of(&after)
+    );
+    // An object written by the old version, read and extended under the new CRD.
+    let dynamic: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        ns,
+        &world::api_resource("WorkerDeployment"),
+    );
+    let marker = json!({"spec": {"upgradeTestMarker": "written-after-upgrade"}});
+    dynamic
+        .patch("steady", &PatchParams::default(), &Patch::Merge(&marker))
+        .await?;
+    // The new controller observes that generation (an object the old version wrote, with a
+    // field only the new CRD has) and keeps it Ready.
+    wait_wd(&api, "steady", "the marker's generation observed", ready).await?;
+    let done = wait_wd(&api, "ramping", "v2 Current after its step", ready).await?;
+    let promoted_after = Instant::now();
+    ensure!(
+        promoted_after >= upgraded_at,
+        "the rollout finished before the upgrade"
+    );
+    ensure!(
+        done.status
+            .as_ref()
+            .and_then(|s| s.current_version.as_ref())
+            .is_some(),
+        "no current version"
+    );
+
+    rollback(&c).await?;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let samples = sampler.await?;
+    let steady = dynamic.get("steady").await?;
+    ensure!(
+        steady.data["spec"]["upgradeTestMarker"] == "written-after-upgrade",
+        "the new field was lost after the rollback: {}",
+        steady.data["spec"]
+    );
+    let pods_after = worker_pods(&c.client, ns).await?;
+    ensure!(
+        pods_after == pods_before,
+        "a worker Pod restarted or went away:\nbefore {pods_before:#?}\nafter {pods_after:#?}"
+    );
+    let violations = violations.lock().map(|v| v.clone()).unwrap_or_default();
+    ensure!(
+        violations.is_empty(),
+        "the status contract broke during the upgrade ({} of {samples} samples): {violations:#?}",
+        violations.len()
+    );
+    println!("status sampled {samples} times through upgrade and rollback: contract held");
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// The migration to the CRD chart and `helm upgrade --wait` to the working tree; checks the
+/// CRDs were upgraded by Helm and the new controller runs. Returns when the upgrade finished.
+async fn upgrade(c: &Cluster, new_crd_chart: &Path) -> Result<Instant> {
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    let before = crds.get("workerdeployments.temporal.io").await?;
+    ensure!(!has_marker(&before), "the old CRD already has the marker");
+    adopt_crds(&c.client).await?;
+    let crd_run = c
+        .helm
+        .install(CRD_RELEASE, new_crd_chart, &json!({}))
+        .await?
+        .ensure_ok("helm install --wait of the CRD chart over the old CRDs")?;
+    let after = crds.get("workerdeployments.temporal.io").await?;
+    ensure!(
+        has_marker(&after),
+        "helm did not upgrade the WorkerDeployment CRD"
+    );
+    let keep = after
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("helm.sh/resource-policy"))
+        .cloned();
+    ensure!(keep.as_deref() == Some("keep"), "CRD not kept: {keep:?}");
+    let run = c
+        .helm
+        .upgrade(
+            RELEASE,
+            &repo_root().join(CHART),
+            &controller_values("new")?,
+        )
+        .await?
+        .ensure_ok("helm upgrade --wait to the working tree")?;
+    println!(
+        "CRD chart installed over the old CRDs in {:?}; helm upgrade --wait in {:?}",
+        crd_run.took(),
+        run.took()
+    );
+    assert_controller_pod(&c.client, "new").await?;
+    Ok(Instant::now())
+}
+
+/// `helm rollback --wait` of the controller: the old binary runs again, the CRDs (another
+/// release) stay new.
+async fn rollback(c: &Cluster) -> Result<()> {
+    let run = c
+        .helm
+        .rollback(RELEASE, None)
+        .await?
+        .ensure_ok("helm rollback --wait")?;
+    println!("helm rollback --wait in {:?}", run.took());
+    assert_controller_pod(&c.client, "old").await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    ensure!(
+        has_marker(&crds.get("workerdeployments.temporal.io").await?),
+        "the rollback of the controller rolled the CRDs back"
+    );
+    let steady = workers(&c.client, UPGRADE_NS).get("steady").await?;
+    ensure!(
+        ready(&steady),
+        "steady not Ready under the old controller again"
+    );
+    Ok(())
+}
