@@ -70,11 +70,13 @@ struct Run {
     rollouts_completed: u32,
     temporal_reasons_seen: BTreeMap<String, u32>,
     snapshots: Vec<String>,
+    /// Rollouts mid-ramp when the Temporal cut and the SIGKILL began, per round.
+    in_flight_at: Vec<(String, usize)>,
 }
 
 fn rollout(worker: &str) -> serde_json::Value {
     // Steps long enough that every fault lands mid-step.
-    support::progressive(&[(20, "20s"), (50, "20s")], worker == "alpha")
+    support::progressive(&[(20, "40s"), (50, "40s")], worker == "alpha")
 }
 
 impl Run {
@@ -122,6 +124,7 @@ impl Run {
             rollouts_completed: 0,
             temporal_reasons_seen: BTreeMap::new(),
             snapshots: Vec::new(),
+            in_flight_at: Vec::new(),
         })
     }
 
@@ -255,6 +258,7 @@ impl Run {
         // (e)+(f) the leader SIGKILLed mid-step: the other process takes over; the killed
         // one restarts as a follower.
         let leader = self.leader(Duration::from_secs(60)).await?;
+        self.note_in_flight("controller:sigkill").await?;
         self.controllers[leader].kill();
         self.faults.add("controller:sigkill");
         let took_over = Instant::now();
@@ -273,6 +277,26 @@ impl Run {
         Ok(())
     }
 
+    /// Rollouts whose target is Ramping right now; recorded under `fault`.
+    async fn note_in_flight(&mut self, fault: &str) -> Result<()> {
+        let n = support::twds(&self.rig.admin, &self.ns)
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|t| {
+                t.status
+                    .as_ref()
+                    .and_then(|s| s.target_version.as_ref())
+                    .and_then(|v| v.ramp_percentage)
+                    .is_some_and(|r| r > 0.0 && r < 100.0)
+            })
+            .count();
+        eprintln!("chaos: {n} rollouts mid-ramp at {fault}");
+        self.in_flight_at.push((fault.to_string(), n));
+        Ok(())
+    }
+
     /// Lets the rollouts run under the faults for `d`, checking the controllers are alive.
     async fn hold(&mut self, d: Duration) -> Result<()> {
         let until = Instant::now() + d;
@@ -288,6 +312,7 @@ impl Run {
     /// Cuts the Temporal link for `d`, recording which condition reasons name it meanwhile,
     /// and takes a snapshot of the status API for the secret scan.
     async fn temporal_cut(&mut self, d: Duration) -> Result<()> {
+        self.note_in_flight("temporal:cut").await?;
         self.toxi.set_enabled("temporal", false).await?;
         self.faults.add("temporal:cut");
         let until = Instant::now() + d;
@@ -504,6 +529,62 @@ fn scan_for_secret(run: &Run) -> Result<usize> {
     Ok(bytes)
 }
 
+/// Prints the run's summary (faults, checks, violations, rollouts, time).
+fn print_summary(
+    run: &Run,
+    writes: &[invariants::AuditWrite],
+    rounds: u32,
+    elapsed: Duration,
+    scanned: usize,
+) {
+    let counts = run.rig.checker.counts();
+    let violations = run.rig.checker.violations();
+    println!("chaos summary ({rounds} round(s), {elapsed:?}):");
+    println!(
+        "  faults injected: {:?} (total {})",
+        run.faults.0,
+        run.faults.0.values().sum::<u32>()
+    );
+    println!("  admission faults served: {:?}", run.webhook.refused());
+    println!(
+        "  invariant checks: {} ({} Deployment events, {} worker-deployment events, {} Temporal polls every {:?}, {} routing targets, {} controller writes in the audit log)",
+        counts.total_checks() + writes.len() as u64,
+        counts.deployment_events,
+        counts.worker_deployment_events,
+        counts.temporal_polls,
+        support::POLL,
+        counts.routing_targets_checked,
+        writes.len()
+    );
+    println!(
+        "  controller writes by user/field manager: {:?}",
+        invariants::writes_by_user_and_manager(writes)
+    );
+    println!(
+        "  routing changes seen: {} (unseen between polls: {}), by identity: {:?}; checker poll errors: {}",
+        counts.routing_changes,
+        counts.unseen_routing_changes,
+        counts.routing_changes_by_identity,
+        counts.temporal_poll_errors
+    );
+    println!(
+        "  conditions naming the Temporal cut: {:?}",
+        run.temporal_reasons_seen
+    );
+    println!(
+        "  rollouts completed: {}; secret scan: {scanned} bytes clean",
+        run.rollouts_completed
+    );
+    println!("  violations: {}", violations.len());
+    for v in &violations {
+        println!("    {v}");
+    }
+    println!(
+        "  rollouts mid-ramp when faults began: {:?}",
+        run.in_flight_at
+    );
+}
+
 async fn chaos() -> Result<()> {
     let begin = Instant::now();
     let soak = std::env::var("TWC_CHAOS_SOAK_MINUTES")
@@ -535,49 +616,19 @@ async fn chaos() -> Result<()> {
         .checker
         .record(invariants::single_writer_violations(&writes));
     let scanned = scan_for_secret(&run)?;
+    print_summary(&run, &writes, round, begin.elapsed(), scanned);
     let counts = run.rig.checker.counts();
     let violations = run.rig.checker.violations();
-    println!("chaos summary ({} round(s), {:?}):", round, begin.elapsed());
-    println!(
-        "  faults injected: {:?} (total {})",
-        run.faults.0,
-        run.faults.0.values().sum::<u32>()
-    );
-    println!("  admission faults served: {:?}", run.webhook.refused());
-    println!(
-        "  invariant checks: {} ({} Deployment events, {} worker-deployment events, {} Temporal polls every {:?}, {} routing targets, {} controller writes in the audit log)",
-        counts.total_checks() + writes.len() as u64,
-        counts.deployment_events,
-        counts.worker_deployment_events,
-        counts.temporal_polls,
-        support::POLL,
-        counts.routing_targets_checked,
-        writes.len()
-    );
-    println!(
-        "  controller writes by user/field manager: {:?}",
-        invariants::writes_by_user_and_manager(&writes)
-    );
-    println!(
-        "  routing changes seen: {} (unseen between polls: {}), by identity: {:?}; checker poll errors: {}",
-        counts.routing_changes,
-        counts.unseen_routing_changes,
-        counts.routing_changes_by_identity,
-        counts.temporal_poll_errors
-    );
-    println!(
-        "  conditions naming the Temporal cut: {:?}",
-        run.temporal_reasons_seen
-    );
-    println!(
-        "  rollouts completed: {}; secret scan: {scanned} bytes clean",
-        run.rollouts_completed
-    );
-    println!("  violations: {}", violations.len());
-    for v in &violations {
-        println!("    {v}");
-    }
     ensure!(violations.is_empty(), "invariants violated: {violations:?}");
+    ensure!(
+        run.in_flight_at.iter().all(|(_, n)| *n > 0),
+        "a fault hit no rollout mid-ramp: {:?}",
+        run.in_flight_at
+    );
+    ensure!(
+        run.webhook.refused().values().sum::<u64>() > 0,
+        "the admission webhook refused no write"
+    );
     ensure!(
         !run.temporal_reasons_seen.is_empty(),
         "no condition named the Temporal outage while it lasted"

@@ -13,6 +13,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
+use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporalio_client::grpc::WorkflowService as _;
 use temporalio_client::tonic::Request;
 use temporalio_common::protos::temporal::api::workflowservice::v1::{
@@ -81,63 +82,47 @@ async fn rogue_set_current(
     Ok(())
 }
 
-async fn run() -> Result<()> {
-    let rig = Rig::start().await?;
-    let ns = names::unique("seeded");
-    let temporal_ns = format!("chaos-{ns}");
-    rig.namespace(&ns, &temporal_ns, &rig.temporal.address())
-        .await?;
-    let kubeconfig = rig.controller_kubeconfig("twc-chaos-seeded", None)?;
-    let mut controller = Controller::start("seeded-a", "twc-chaos-seeded", &kubeconfig, &ns)?;
-    controller.wait_serving().await?;
-    let api = support::twds(&rig.admin, &ns);
-    let name = "orders";
-    let deployment = format!("{ns}/{name}");
-
+/// v1 Current, then v2 Ramping at 30 % for ten minutes; returns the worker deployment.
+async fn ramp(
+    rig: &Rig,
+    ns: &str,
+    temporal_ns: &str,
+    name: &str,
+) -> Result<TemporalWorkerDeployment> {
+    let api = support::twds(&rig.admin, ns);
     world::apply(
         &rig.admin,
-        &ns,
+        ns,
         "chaos-test",
-        support::twd(name, "v1", &temporal_ns, json!({"strategy": "AllAtOnce"})),
+        support::twd(name, "v1", temporal_ns, json!({"strategy": "AllAtOnce"})),
     )
     .await?;
     world::wait(&api, name, "v1 Current", |t| support::complete(t, None)).await?;
     world::apply(
         &rig.admin,
-        &ns,
+        ns,
         "chaos-test",
         support::twd(
             name,
             "v2",
-            &temporal_ns,
+            temporal_ns,
             support::progressive(&[(30, "10m")], false),
         ),
     )
     .await?;
-    let ramping = world::wait(&api, name, "v2 Ramping at 30%", |t| {
+    world::wait(&api, name, "v2 Ramping at 30%", |t| {
         t.status
             .as_ref()
             .and_then(|s| s.target_version.as_ref())
             .and_then(|v| v.ramp_percentage)
             == Some(30.0)
     })
-    .await?;
-    controller.check_alive()?;
-    let v2 = support::target_build(&ramping).context("no target")?;
-    // The checker has seen the ramp (at least two polls since) and found nothing wrong.
-    let polls = rig.checker.counts().temporal_polls;
-    test_harness::wait::eventually("two more polls", T, || async {
-        Ok((rig.checker.counts().temporal_polls >= polls + 2).then_some(()))
-    })
-    .await?;
-    let before = rig.checker.violations();
-    ensure!(
-        before.is_empty(),
-        "violations before the rogue wrote: {before:?}"
-    );
+    .await
+}
 
-    // Rogue 1: the Ramping version's Deployment to zero.
-    let deployments: Api<Deployment> = Api::namespaced(rig.admin.clone(), &ns);
+/// Scales version `v2`'s Deployment to zero as the rogue; returns the violation expected.
+async fn rogue_scale_to_zero(rig: &Rig, ns: &str, v2: &str) -> Result<Violation> {
+    let deployments: Api<Deployment> = Api::namespaced(rig.admin.clone(), ns);
     let listed = deployments
         .list(&ListParams::default().labels(&format!("temporal.io/build-id={v2}")))
         .await?;
@@ -154,12 +139,43 @@ async fn run() -> Result<()> {
             "apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 0}})),
         )
         .await?;
-    let scaled = Violation::LiveVersionScaledDown {
+    Ok(Violation::LiveVersionScaledDown {
         deployment: format!("{ns}/{v2_deployment}"),
-        build_id: v2.clone(),
+        build_id: v2.to_string(),
         status: "WORKER_DEPLOYMENT_VERSION_STATUS_RAMPING".into(),
         action: "scaled to 0".into(),
-    };
+    })
+}
+
+async fn run() -> Result<()> {
+    let rig = Rig::start().await?;
+    let ns = names::unique("seeded");
+    let temporal_ns = format!("chaos-{ns}");
+    rig.namespace(&ns, &temporal_ns, &rig.temporal.address())
+        .await?;
+    let kubeconfig = rig.controller_kubeconfig("twc-chaos-seeded", None)?;
+    let mut controller = Controller::start("seeded-a", "twc-chaos-seeded", &kubeconfig, &ns)?;
+    controller.wait_serving().await?;
+    let name = "orders";
+    let deployment = format!("{ns}/{name}");
+
+    let ramping = ramp(&rig, &ns, &temporal_ns, name).await?;
+    controller.check_alive()?;
+    let v2 = support::target_build(&ramping).context("no target")?;
+    // The checker has seen the ramp (at least two polls since) and found nothing wrong.
+    let polls = rig.checker.counts().temporal_polls;
+    test_harness::wait::eventually("two more polls", T, || async {
+        Ok((rig.checker.counts().temporal_polls >= polls + 2).then_some(()))
+    })
+    .await?;
+    let before = rig.checker.violations();
+    ensure!(
+        before.is_empty(),
+        "violations before the rogue wrote: {before:?}"
+    );
+
+    // Rogue 1: the Ramping version's Deployment to zero.
+    let scaled = rogue_scale_to_zero(&rig, &ns, &v2).await?;
     wait_violations(&rig, "the Ramping version scaled to 0", |v| {
         v.contains(&scaled)
     })

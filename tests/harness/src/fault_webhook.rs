@@ -201,7 +201,7 @@ fn decide(shared: &Shared, review: &Value) -> Value {
         let n = shared.seen.fetch_add(1, Ordering::SeqCst);
         // A scrambled counter: spreads the refusals over the requests.
         if n.wrapping_mul(7919) % 1000 < per_mille {
-            let (code, reason) = if n % 2 == 0 {
+            let (code, reason) = if n.is_multiple_of(2) {
                 (500, "InternalError")
             } else {
                 (409, "Conflict")

@@ -4,7 +4,7 @@
 //! - **Live versions keep their workers**: on every watch event of a versioned Deployment
 //!   (label `temporal.io/build-id`), one scaled to 0 or deleted must not be the Current,
 //!   Ramping or Draining version of its worker deployment in Temporal (unless its worker
-//!   deployment is being deleted). A suspect is confirmed with fresh reads of Temporal and the
+//!   deployment or its namespace is being deleted). A suspect is confirmed with fresh reads of Temporal and the
 //!   worker deployment before it counts, so a checker that lags the controller by one poll
 //!   reports nothing false.
 //! - **Routing only to versions with ready pollers**: Temporal's routing of every known worker
@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
@@ -406,7 +407,8 @@ async fn check_scaled_down(shared: &Shared, s: Seen, action: &str) {
     }
 }
 
-/// Whether worker deployment `<ns>/<name>` is gone or has a deletion timestamp (fresh read).
+/// Whether worker deployment `<ns>/<name>` or its namespace is gone or has a deletion timestamp
+/// (fresh reads).
 async fn worker_deleting(shared: &Shared, key: &str) -> bool {
     let Some((ns, name)) = key.split_once('/') else {
         return false;
@@ -416,6 +418,14 @@ async fn worker_deleting(shared: &Shared, key: &str) -> bool {
         ns,
         &api_resource(shared.opts.kind),
     );
+    // A namespace being deleted: the namespace controller deletes the Deployments itself,
+    // whatever the controller does.
+    let namespaces: Api<Namespace> = Api::all(shared.opts.client.clone());
+    if let Ok(found) = namespaces.get_opt(ns).await
+        && found.is_none_or(|n| n.metadata.deletion_timestamp.is_some())
+    {
+        return true;
+    }
     match api.get_opt(name).await {
         Ok(Some(o)) => o.metadata.deletion_timestamp.is_some(),
         Ok(None) => true,
