@@ -320,6 +320,14 @@ impl Run {
         while Instant::now() < until {
             for t in api.list(&ListParams::default()).await?.items {
                 for c in t.status.iter().flat_map(|s| &s.conditions) {
+                    // A transient failure is never Stalled (kstatus would call it failed).
+                    ensure!(
+                        !(c.type_ == "Stalled" && c.status == "True"),
+                        "{:?} Stalled during the Temporal cut: {} {}",
+                        t.metadata.name,
+                        c.reason,
+                        c.message
+                    );
                     if c.reason.starts_with("Temporal") {
                         *self
                             .temporal_reasons_seen
