@@ -77,6 +77,23 @@ pub struct ControlPlane {
     next_file: AtomicU32,
     // A failed start keeps its logs for the error message's reader.
     keep_dir: bool,
+    // How kube-apiserver was started, so that [`ControlPlane::restart_apiserver`] can do it again.
+    apiserver: ProcessSpec,
+}
+
+/// A program with its arguments and log file.
+#[derive(Clone, Debug)]
+struct ProcessSpec {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+}
+
+impl ProcessSpec {
+    fn spawn(&self) -> Result<Supervised> {
+        Supervised::spawn(self.name, &self.program, &self.args, &self.log)
+    }
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -119,7 +136,8 @@ impl ControlPlane {
         let etcd_port = free_port()?;
         let etcd = start_etcd(&bins, &dir, etcd_port)?;
         let api_port = free_port()?;
-        let apiserver = start_apiserver(&bins, &files, etcd_port, api_port)?;
+        let apiserver_spec = apiserver_spec(&bins, &files, etcd_port, api_port);
+        let apiserver = apiserver_spec.spawn()?;
         let processes = vec![apiserver, etcd];
         let server = format!("https://127.0.0.1:{api_port}");
         let admin = kubeconfig::write(
@@ -138,6 +156,7 @@ impl ControlPlane {
             started_in: Duration::ZERO,
             next_file: AtomicU32::new(0),
             keep_dir: false,
+            apiserver: apiserver_spec,
         };
         if let Err(e) = plane.wait_ready(begin + START_DEADLINE).await {
             plane.keep_dir = true;
@@ -260,6 +279,26 @@ impl ControlPlane {
                 p.stop(Duration::from_secs(10));
             }
         }
+    }
+
+    /// Stops kube-apiserver (SIGTERM, SIGKILL after `grace`) and starts it again on the same
+    /// port with the same etcd, then waits until it is ready: every watch breaks, and
+    /// clients resuming from an old resourceVersion may get `410 Gone`. The audit log goes on
+    /// in the same file. Returns how long the API was down.
+    pub async fn restart_apiserver(&self, grace: Duration) -> Result<Duration> {
+        let begin = Instant::now();
+        {
+            let mut procs = self.lock_processes()?;
+            // [kube-controller-manager,] kube-apiserver, etcd: the server is second to last.
+            let index = procs
+                .len()
+                .checked_sub(2)
+                .context("kube-apiserver is not running")?;
+            procs[index].stop(grace);
+            procs[index] = self.apiserver.spawn()?;
+        }
+        self.wait_ready(Instant::now() + START_DEADLINE).await?;
+        Ok(begin.elapsed())
     }
 
     fn new_file(&self, stem: &str) -> PathBuf {
@@ -491,12 +530,12 @@ fn start_etcd(bins: &Binaries, dir: &Path, port: u16) -> Result<Supervised> {
     )
 }
 
-fn start_apiserver(bins: &Binaries, f: &Files, etcd_port: u16, port: u16) -> Result<Supervised> {
+fn apiserver_spec(bins: &Binaries, f: &Files, etcd_port: u16, port: u16) -> ProcessSpec {
     let p = |path: &PathBuf| path.display().to_string();
-    Supervised::spawn(
-        "kube-apiserver",
-        &bins.kube_apiserver,
-        [
+    ProcessSpec {
+        name: "kube-apiserver",
+        program: bins.kube_apiserver.clone(),
+        args: vec![
             format!("--etcd-servers=http://127.0.0.1:{etcd_port}"),
             format!("--secure-port={port}"),
             "--bind-address=127.0.0.1".into(),
@@ -519,8 +558,8 @@ fn start_apiserver(bins: &Binaries, f: &Files, etcd_port: u16, port: u16) -> Res
             "--audit-log-mode=blocking".into(),
             "--profiling=false".into(),
         ],
-        &f.dir.join("kube-apiserver.log"),
-    )
+        log: f.dir.join("kube-apiserver.log"),
+    }
 }
 
 fn start_controller_manager(bins: &Binaries, f: &Files, kubeconfig: &Path) -> Result<Supervised> {
