@@ -24,6 +24,12 @@ want="${1:-$OLD_CONTROLLER_COMMIT}"
 cache_root="${TWC_OLD_CONTROLLER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/temporal-worker-controller/old-controller}"
 log() { echo "old-controller: $*" >&2; }
 commit="$(git -C "$repo" rev-parse --verify "$want^{commit}" 2>/dev/null || true)"
+if [ -z "$commit" ] && git -C "$repo" remote get-url origin >/dev/null 2>&1; then
+  # A shallow clone: ask the remote for just that commit (a full id, as versions.env pins).
+  log "commit $want is not in this clone; fetching it from origin"
+  git -C "$repo" fetch --quiet --depth=1 origin "$want" 2>/dev/null || true
+  commit="$(git -C "$repo" rev-parse --verify "$want^{commit}" 2>/dev/null || true)"
+fi
 if [ -z "$commit" ]; then
   # A shallow clone may lack the commit; a cached build keyed by the short id still serves.
   for dir in "$cache_root"/"$want"*; do
