@@ -31,11 +31,10 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, KindSet, LABEL_DEPLOYMENT_NAME,
-    TemporalConnection, TemporalWorkerOwnedResource,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REVISION, KindSet,
+    LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerOwnedResource,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
-use crate::reconcile::observe::deployments::ANNOTATION_REVISION;
 
 /// How long a Secret read by name stands in for another read. A rotated certificate or API key
 /// is picked up within this, at once when Temporal refuses the old one.
@@ -328,49 +327,6 @@ mod tests {
         }
         w.apply_watcher_event(&Event::InitDone);
         (w.as_reader(), Listed::done())
-    }
-
-    #[test]
-    fn a_slim_deployment_keeps_what_observe_reads() {
-        let mut d: Deployment = serde_json::from_value(json!({
-            "metadata": {"name": "orders-v1", "namespace": "shop", "generation": 2,
-                "labels": {LABEL_DEPLOYMENT_NAME: "orders", crate::api::LABEL_BUILD_ID: "v1"},
-                "annotations": {ANNOTATION_REVISION: "2", ANNOTATION_SCALED_DOWN_AT: "2026-01-01T00:00:00Z",
-                    ANNOTATION_LAST_APPLIED: "{}"}},
-            "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
-                "metadata": {"labels": {"a": "b"}, "annotations": {
-                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c", "x": "y"}},
-                "spec": {"containers": [{"name": "worker"}]}}},
-            "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": [
-                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
-                 "message": "Deployment has minimum availability.",
-                 "lastTransitionTime": "2026-01-01T00:00:00Z", "lastUpdateTime": "2026-01-01T00:00:00Z"}]}
-        }))
-        .expect("deployment");
-        let before = crate::reconcile::observe::deployments::observed(&d);
-        slim_deployment(&mut d);
-        assert_eq!(crate::reconcile::observe::deployments::observed(&d), before);
-        assert_eq!(
-            d.annotations().len(),
-            2,
-            "only the annotations observe reads"
-        );
-        let template = d
-            .spec
-            .as_ref()
-            .expect("spec")
-            .template
-            .metadata
-            .as_ref()
-            .expect("meta");
-        assert!(template.labels.is_none());
-        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(2));
-        let c = &d
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .expect("conditions")[0];
-        assert!(c.message.is_none() && c.last_transition_time.is_some());
     }
 
     #[test]

@@ -537,14 +537,16 @@ fn worker_cel_cases_more() -> Vec<Case> {
     ]
 }
 
+/// The gate-input Secret of the gate cases: one JSON value, one that is not.
+fn gate_secret() -> Vec<Value> {
+    vec![secret(
+        "gate-input",
+        json!({"other": "{}", "garbled": "{\"a\": 1"}),
+    )]
+}
+
 fn worker_webhook_cases() -> Vec<Case> {
     use By::Webhook;
-    let gate_secret = || {
-        vec![secret(
-            "gate-input",
-            json!({"other": "{}", "garbled": "{\"a\": 1"}),
-        )]
-    };
     vec![
         refused(
             "reserved-env",
@@ -603,12 +605,6 @@ fn worker_webhook_cases() -> Vec<Case> {
 
 fn worker_webhook_cases_more() -> Vec<Case> {
     use By::Webhook;
-    let gate_secret = || {
-        vec![secret(
-            "gate-input",
-            json!({"other": "{}", "garbled": "{\"a\": 1"}),
-        )]
-    };
     vec![
         refused(
             "gate-input-configmap-missing",
@@ -1199,27 +1195,6 @@ fn values(url: &str) -> Value {
     })
 }
 
-/// The value of `--<flag>=` among the controller arguments the chart renders.
-fn chart_arg(objects: &[Value], flag: &str) -> Result<String> {
-    let prefix = format!("--{flag}=");
-    objects
-        .iter()
-        .filter(|o| o["kind"] == "Deployment")
-        .flat_map(|d| {
-            d["spec"]["template"]["spec"]["containers"][0]["args"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|a| {
-            a.as_str()
-                .and_then(|a| a.strip_prefix(&prefix))
-                .map(str::to_string)
-        })
-        .next()
-        .with_context(|| format!("the chart passes no --{flag}"))
-}
-
 async fn start_env() -> Result<Arc<Env>> {
     record_controller_panics();
     let _ = tracing_subscriber::fmt()
@@ -1237,8 +1212,11 @@ async fn start_env() -> Result<Arc<Env>> {
     let webhook = temporal_worker_controller::webhook::WebhookOptions {
         addr: "127.0.0.1:0".parse()?,
         certs: temporal_worker_controller::webhook::CertMode::SelfManaged {
-            secret_name: chart_arg(&objects, "webhook-secret-name")?,
-            configuration_name: chart_arg(&objects, "webhook-configuration-name")?,
+            secret_name: test_harness::chart::chart_arg(&objects, "webhook-secret-name")?,
+            configuration_name: test_harness::chart::chart_arg(
+                &objects,
+                "webhook-configuration-name",
+            )?,
             validity: Default::default(),
         },
         namespace: CONTROLLER_NS.into(),

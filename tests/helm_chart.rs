@@ -2,8 +2,7 @@
 //! `charts/tests/helm_chart.py`) for several value sets, with assertions on what it renders.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -131,27 +130,8 @@ fn run_helm(chart: &str, cases: Vec<(&'static str, Value)>) -> HelmOutput {
         "chart": root.join(chart),
         "cases": cases.into_iter().map(|(name, values)| json!({"name": name, "values": values, "release": RELEASE, "namespace": NS})).collect::<Vec<_>>(),
     });
-    let mut child = Command::new("python3")
-        .arg(root.join("charts/tests/helm_chart.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run python3");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(request.to_string().as_bytes())
-        .expect("write request");
-    let out = child.wait_with_output().expect("python3 output");
-    assert!(
-        out.status.success(),
-        "charts/tests/helm_chart.py failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("driver JSON")
+    let doc = test_harness::chart::helm_driver("helm_chart.py", &request).expect("helm driver");
+    serde_json::from_value(doc).expect("driver JSON")
 }
 
 fn result(name: &str) -> &'static CaseResult {

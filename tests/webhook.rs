@@ -72,23 +72,6 @@ fn values(url: &str) -> Value {
     })
 }
 
-/// The value of `--<flag>=` among the controller arguments the chart renders.
-fn chart_arg(objects: &[Value], flag: &str) -> Result<String> {
-    let prefix = format!("--{flag}=");
-    objects
-        .iter()
-        .filter(|o| o["kind"] == "Deployment")
-        .flat_map(|d| {
-            d["spec"]["template"]["spec"]["containers"][0]["args"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|a| a.as_str().map(str::to_string))
-        .find_map(|a| a.strip_prefix(&prefix).map(str::to_string))
-        .with_context(|| format!("the chart passes no --{flag}"))
-}
-
 async fn start_env() -> Result<Arc<Env>> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -104,8 +87,9 @@ async fn start_env() -> Result<Arc<Env>> {
     let placeholder = values("https://127.0.0.1:1");
     let id = test_harness::chart::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
     let objects = test_harness::chart::render(&placeholder, CONTROLLER_NS)?;
-    let secret_name = chart_arg(&objects, "webhook-secret-name")?;
-    let configuration_name = chart_arg(&objects, "webhook-configuration-name")?;
+    let secret_name = test_harness::chart::chart_arg(&objects, "webhook-secret-name")?;
+    let configuration_name =
+        test_harness::chart::chart_arg(&objects, "webhook-configuration-name")?;
 
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let opts = temporal_worker_controller::run::RunOptions {

@@ -31,6 +31,9 @@ pub const LABEL_DEPLOYMENT_NAME: &str = "temporal.io/deployment-name";
 pub const LABEL_BUILD_ID: &str = "temporal.io/build-id";
 /// Label carrying the owning TemporalWorkerOwnedResource's name on each per-version copy.
 pub const LABEL_OWNED_RESOURCE: &str = "temporal.io/owned-resource";
+/// Kubernetes' revision of a Deployment's pod template: `1` when created, one more per
+/// template change.
+pub const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
 /// Pod-template annotation: hash of the user's template (drift detection for custom build IDs).
 pub const ANNOTATION_POD_TEMPLATE_HASH: &str = "temporal.io/pod-template-spec-hash";
 /// Pod-template annotation: hash of the connection settings injected into the pods.

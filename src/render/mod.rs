@@ -98,16 +98,7 @@ pub fn refresh_settings(
     input: &VersionedDeploymentInput,
 ) -> Result<Deployment, RenderError> {
     let id = Identity::of(input)?;
-    let name = existing.name_any();
-    if let Some(label) = existing.labels().get(LABEL_BUILD_ID)
-        && label != input.build_id
-    {
-        return Err(RenderError::BuildIdMismatch {
-            deployment: name,
-            existing: label.clone(),
-            requested: input.build_id.to_string(),
-        });
-    }
+    let name = same_build(existing, input)?;
     if existing.spec.is_none() {
         return Err(RenderError::ExistingWithoutSpec(name));
     }
@@ -116,6 +107,23 @@ pub fn refresh_settings(
     out.status = None;
     settings::apply(&mut out, &input.twd.spec, &id.labels());
     Ok(out)
+}
+
+/// The existing Deployment's name, if it carries `input`'s build ID (or none): re-labelling
+/// would orphan the pods behind the immutable selector.
+fn same_build(
+    existing: &Deployment,
+    input: &VersionedDeploymentInput,
+) -> Result<String, RenderError> {
+    let name = existing.name_any();
+    match existing.labels().get(LABEL_BUILD_ID) {
+        Some(label) if label != input.build_id => Err(RenderError::BuildIdMismatch {
+            deployment: name,
+            existing: label.clone(),
+            requested: input.build_id.to_string(),
+        }),
+        _ => Ok(name),
+    }
 }
 
 /// How a versioned Deployment replaces its pods (a connection change, or pod-template drift
@@ -160,17 +168,7 @@ pub fn refresh_template(
     input: &VersionedDeploymentInput,
 ) -> Result<Deployment, RenderError> {
     let id = Identity::of(input)?;
-    let name = existing.name_any();
-    if let Some(label) = existing.labels().get(LABEL_BUILD_ID)
-        && label != input.build_id
-    {
-        // Re-labelling would orphan the pods behind the immutable selector.
-        return Err(RenderError::BuildIdMismatch {
-            deployment: name,
-            existing: label.clone(),
-            requested: input.build_id.to_string(),
-        });
-    }
+    let name = same_build(existing, input)?;
     let Some(existing_spec) = existing.spec.as_ref() else {
         return Err(RenderError::ExistingWithoutSpec(name));
     };

@@ -51,9 +51,7 @@ pub async fn owned_deployments(
     Ok(out)
 }
 
-/// Kubernetes' revision of a Deployment's pod template: `1` when created, one more per
-/// template change.
-pub(crate) const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
+use crate::api::ANNOTATION_REVISION;
 /// The `Progressing` reason kube-controller-manager sets once a rollout has made no progress
 /// for `spec.progressDeadlineSeconds`.
 const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
@@ -140,4 +138,59 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
             .get(crate::render::settings::ANNOTATION_SETTINGS)
             .cloned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{
+        ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
+        LABEL_DEPLOYMENT_NAME,
+    };
+    use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_slim_deployment_keeps_what_observe_reads() {
+        let mut d: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "orders-v1", "namespace": "shop", "generation": 2,
+                "labels": {LABEL_DEPLOYMENT_NAME: "orders", LABEL_BUILD_ID: "v1"},
+                "annotations": {ANNOTATION_REVISION: "2", ANNOTATION_SCALED_DOWN_AT: "2026-01-01T00:00:00Z",
+                    crate::caches::ANNOTATION_LAST_APPLIED: "{}"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"a": "b"}, "annotations": {
+                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c", "x": "y"}},
+                "spec": {"containers": [{"name": "worker"}]}}},
+            "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": [
+                {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                 "message": "Deployment has minimum availability.",
+                 "lastTransitionTime": "2026-01-01T00:00:00Z", "lastUpdateTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .expect("deployment");
+        let before = observed(&d);
+        crate::caches::slim_deployment(&mut d);
+        assert_eq!(observed(&d), before);
+        assert_eq!(
+            d.annotations().len(),
+            2,
+            "only the annotations observe reads"
+        );
+        let template = d
+            .spec
+            .as_ref()
+            .expect("spec")
+            .template
+            .metadata
+            .as_ref()
+            .expect("meta");
+        assert!(template.labels.is_none());
+        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(2));
+        let c = &d
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .expect("conditions")[0];
+        assert!(c.message.is_none() && c.last_transition_time.is_some());
+    }
 }

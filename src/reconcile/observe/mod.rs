@@ -7,7 +7,7 @@
 
 mod analysis;
 mod autoscalers;
-pub(crate) mod deployments;
+mod deployments;
 mod drain_visibility;
 mod gate_input;
 mod pollers;

@@ -94,15 +94,19 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
     mutable_images(ctx, twd, planned).await;
 }
 
-/// One Warning per mutable image reference newly reported: the last status's Ready message
-/// already naming it means it was.
-async fn mutable_images(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
-    let reported = twd
-        .status
+/// The Ready message of the last status written: what was already reported.
+fn last_ready_message(twd: &TemporalWorkerDeployment) -> &str {
+    twd.status
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::READY))
         .map(|c| c.message.as_str())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// One Warning per mutable image reference newly reported: the last status's Ready message
+/// already naming it means it was.
+async fn mutable_images(ctx: &Context, twd: &TemporalWorkerDeployment, planned: &Planned) {
+    let reported = last_ready_message(twd);
     let desired = &planned.input.desired;
     for m in &desired.mutable_images {
         if !reported.contains(&images::marker(m)) {
@@ -137,12 +141,7 @@ async fn draining_at_zero(ctx: &Context, twd: &TemporalWorkerDeployment, planned
                 .await;
         }
     }
-    let reported = twd
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == reason::READY))
-        .map(|c| c.message.as_str())
-        .unwrap_or_default();
+    let reported = last_ready_message(twd);
     for h in &planned.plan.held_at_zero {
         if !reported.contains(&scaling::held_marker(&h.build_id)) {
             ctx.metrics.draining_at_zero("held_by_autoscaler");

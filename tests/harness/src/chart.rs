@@ -77,20 +77,17 @@ const IDENTITY_KINDS: [&str; 5] = [
     "RoleBinding",
 ];
 
-/// Every Kubernetes object the chart renders for `values`, in release `RELEASE` of `namespace`.
-pub fn render(values: &Value, namespace: &str) -> Result<Vec<Value>> {
-    let root = crate::repo_root();
-    let request = json!({
-        "chart": root.join(CHART),
-        "cases": [{"name": "e2e", "values": values, "release": RELEASE, "namespace": namespace}],
-    });
+/// Runs a Helm driver of `charts/tests/` (Helm 4 through `helm-python-sdk`): the request as
+/// JSON on stdin, the answer as JSON on stdout.
+pub fn helm_driver(script: &str, request: &Value) -> Result<Value> {
+    let path = crate::repo_root().join("charts/tests").join(script);
     let mut child = Command::new("python3")
-        .arg(root.join("charts/tests/helm_chart.py"))
+        .arg(&path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("running charts/tests/helm_chart.py")?;
+        .with_context(|| format!("running charts/tests/{script}"))?;
     child
         .stdin
         .take()
@@ -99,10 +96,37 @@ pub fn render(values: &Value, namespace: &str) -> Result<Vec<Value>> {
     let out = child.wait_with_output()?;
     ensure!(
         out.status.success(),
-        "charts/tests/helm_chart.py failed: {}",
+        "charts/tests/{script} failed ({}): {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: Value = serde_json::from_slice(&out.stdout)?;
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// The value of `--<flag>=` among the controller arguments the chart renders (`render`).
+pub fn chart_arg(objects: &[Value], flag: &str) -> Result<String> {
+    let prefix = format!("--{flag}=");
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment")
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find_map(|a| a.as_str()?.strip_prefix(&prefix).map(str::to_string))
+        .with_context(|| format!("the chart passes no --{flag}"))
+}
+
+/// Every Kubernetes object the chart renders for `values`, in release `RELEASE` of `namespace`.
+pub fn render(values: &Value, namespace: &str) -> Result<Vec<Value>> {
+    let root = crate::repo_root();
+    let request = json!({
+        "chart": root.join(CHART),
+        "cases": [{"name": "e2e", "values": values, "release": RELEASE, "namespace": namespace}],
+    });
+    let doc = helm_driver("helm_chart.py", &request)?;
     let result = &doc["results"][0];
     if let Some(err) = result["error"].as_str() {
         bail!("the chart did not render: {err}");
@@ -327,27 +351,11 @@ impl Helm {
         request["namespace"] = json!(self.namespace);
         request["wait"] = json!("watcher");
         request["timeout"] = json!(self.timeout_seconds);
-        let script = crate::repo_root().join("charts/tests/helm_release.py");
         tokio::task::spawn_blocking(move || {
-            let mut child = Command::new("python3")
-                .arg(script)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .context("running charts/tests/helm_release.py")?;
-            child
-                .stdin
-                .take()
-                .context("helm driver stdin")?
-                .write_all(request.to_string().as_bytes())?;
-            let out = child.wait_with_output()?;
-            ensure!(
-                out.status.success(),
-                "charts/tests/helm_release.py failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Ok(serde_json::from_slice(&out.stdout)?)
+            Ok(serde_json::from_value(helm_driver(
+                "helm_release.py",
+                &request,
+            )?)?)
         })
         .await?
     }

@@ -1533,18 +1533,9 @@ impl PodActor {
                 )
             } else if let Some(c) = &volume.config_map {
                 let name = c.name.clone();
-                let data = self.config_map(&name).map(|cm| {
-                    let mut d: BTreeMap<String, Vec<u8>> = cm
-                        .data
-                        .iter()
-                        .flatten()
-                        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
-                        .collect();
-                    for (k, v) in cm.binary_data.iter().flatten() {
-                        d.insert(k.clone(), v.0.clone());
-                    }
-                    d
-                });
+                let data = self
+                    .config_map(&name)
+                    .map(|cm| controller_pod::config_map_bytes(&cm));
                 (
                     data,
                     c.items.clone(),

@@ -305,18 +305,23 @@ async fn volume_files(
 }
 
 fn config_map_data(actor: &PodActor, name: &str) -> Option<BTreeMap<String, Vec<u8>>> {
-    actor.config_map(name).map(|cm| {
-        let mut d: BTreeMap<String, Vec<u8>> = cm
-            .data
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
-            .collect();
-        for (k, v) in cm.binary_data.iter().flatten() {
-            d.insert(k.clone(), v.0.clone());
-        }
-        d
-    })
+    actor.config_map(name).map(|cm| config_map_bytes(&cm))
+}
+
+/// A ConfigMap's `data` and `binaryData` as one map of file contents, as a kubelet mounts it.
+pub(super) fn config_map_bytes(
+    cm: &k8s_openapi::api::core::v1::ConfigMap,
+) -> BTreeMap<String, Vec<u8>> {
+    let mut d: BTreeMap<String, Vec<u8>> = cm
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+        .collect();
+    for (k, v) in cm.binary_data.iter().flatten() {
+        d.insert(k.clone(), v.0.clone());
+    }
+    d
 }
 
 /// The keys of a Secret or ConfigMap as files: all of them, or `items` under their paths.
