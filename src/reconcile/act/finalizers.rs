@@ -54,21 +54,35 @@ pub async fn remove(ctx: &Context, twd: &TemporalWorkerDeployment) -> Result<(),
 }
 
 /// The Connection carries our finalizer while any TWD uses it, so cleanup can still reach
-/// Temporal. Best effort: the next reconcile retries.
+/// Temporal. A conflict (the cached copy is behind, e.g. its status was just written) is retried
+/// on a fresh read: a namespace deleted right after its objects were created would otherwise
+/// take the Connection before the TWDs' cleanup, leaving them stuck on `ConnectionNotFound`
+/// (found by the chaos suite). Any other failure is retried by the next reconcile.
 pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
-    if conn.meta().deletion_timestamp.is_some() || has_ours(conn) {
-        return;
-    }
+    const ATTEMPTS: usize = 3;
     let api = conn.own_api(ctx.client.clone());
-    let res = set_finalizers(&api, conn, with_finalizer(conn)).await;
-    ctx.metrics.kube_write(
-        "patch",
-        conn.kind_set().plural(Model::Connection),
-        res.is_ok(),
-    );
-    if let Err(e) = res {
-        tracing::debug!(error = %e, "could not add finalizer to TemporalConnection; will retry next reconcile");
+    let plural = conn.kind_set().plural(Model::Connection);
+    let mut current = conn.clone();
+    for _ in 0..ATTEMPTS {
+        if current.meta().deletion_timestamp.is_some() || has_ours(&current) {
+            return;
+        }
+        let res = set_finalizers(&api, &current, with_finalizer(&current)).await;
+        ctx.metrics.kube_write("patch", plural, res.is_ok());
+        match res {
+            Ok(_) => return,
+            Err(e) if is_status(&e, 409) => match api.get_opt(&current.name_any()).await {
+                Ok(Some(fresh)) => current = fresh,
+                Ok(None) => return,
+                Err(e) => return not_protected(&e),
+            },
+            Err(e) => return not_protected(&e),
+        }
     }
+}
+
+fn not_protected(e: &kube::Error) {
+    tracing::debug!(error = %e, "could not add finalizer to TemporalConnection; will retry next reconcile");
 }
 
 /// Releases the Connection once no other TWD needs it.
