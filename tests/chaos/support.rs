@@ -320,12 +320,8 @@ pub fn complete(t: &TemporalWorkerDeployment, build: Option<&str>) -> bool {
     let ready =
         condition(t, "Ready").is_some_and(|(s, r, _)| s == "True" && r == "RolloutComplete");
     let observed = t.status.as_ref().and_then(|s| s.observed_generation) == t.metadata.generation;
-    let current = t
-        .status
-        .as_ref()
-        .and_then(|s| s.current_version.as_ref())
-        .map(|v| v.build_id.as_str());
-    ready && observed && build.is_none_or(|b| current == Some(b))
+    let current = current_build(t);
+    ready && observed && build.is_none_or(|b| current.as_deref() == Some(b))
 }
 
 pub fn current_build(t: &TemporalWorkerDeployment) -> Option<String> {
