@@ -27,19 +27,12 @@ export CGO_ENABLED=0
 # The module asks for go 1.26.2; the local toolchain is newer, so no toolchain download.
 export GOTOOLCHAIN=local
 mkdir -p "$root/bin"
-# `go install module@version` needs the proxy's version list, which is refused here; downloading
-# the exact version does not.
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
-extracted="$(cd "$scratch" && go mod download -json "$GO_CONTROLLER_MODULE@$GO_CONTROLLER_VERSION" \
-  | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
-[ -f "$extracted/go.mod" ] || { log "go mod download gave no module directory"; exit 1; }
-log "downloaded $GO_CONTROLLER_MODULE@$GO_CONTROLLER_VERSION in $((SECONDS - start)) s"
-# The module cache is read-only and go build writes go.sum updates under -mod=mod: build in a copy.
-rm -rf "$root/module" "$root/crds"
-cp -r "$extracted" "$root/module.tmp"
-chmod -R u+w "$root/module.tmp"
+# shellcheck source=../lib/go-module.sh
+source "$here/../lib/go-module.sh"
+rm -rf "$root/module" "$root/module.tmp" "$root/crds"
+go_module_copy "$GO_CONTROLLER_MODULE" "$GO_CONTROLLER_VERSION" "$root/module.tmp"
 mv "$root/module.tmp" "$root/module"
+log "downloaded $GO_CONTROLLER_MODULE@$GO_CONTROLLER_VERSION in $((SECONDS - start)) s"
 # The CRD chart's templates are plain CRDs (no Helm templating in this version); refuse to copy
 # them if a later version adds some, since kubectl would then get unrendered text.
 crd_src="$root/module/helm/temporal-worker-controller-crds/templates"

@@ -23,13 +23,9 @@ export GOTOOLCHAIN=local
 mkdir -p "$root/bin"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-# `go install module@version` needs the proxy's version list; downloading the exact version does not.
-extracted="$(cd "$scratch" && go mod download -json "$TOXIPROXY_MODULE@$TOXIPROXY_VERSION" \
-  | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
-[ -f "$extracted/go.mod" ] || { log "go mod download gave no module directory"; exit 1; }
-# The module cache is read-only and go build writes go.sum updates under -mod=mod: build in a copy.
-cp -r "$extracted" "$scratch/module"
-chmod -R u+w "$scratch/module"
+# shellcheck source=../lib/go-module.sh
+source "$here/../lib/go-module.sh"
+go_module_copy "$TOXIPROXY_MODULE" "$TOXIPROXY_VERSION" "$scratch/module"
 log "building $TOXIPROXY_MODULE@$TOXIPROXY_VERSION ./cmd/server"
 (cd "$scratch/module" && nice -n 10 go build -trimpath -ldflags "-s -w" -o "$bin.tmp" ./cmd/server)
 mv "$bin.tmp" "$bin"
