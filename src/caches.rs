@@ -35,6 +35,7 @@ use crate::api::{
     LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerOwnedResource,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
+use crate::render::settings::ANNOTATION_SETTINGS;
 
 /// How long a Secret read by name stands in for another read. A rotated certificate or API key
 /// is picked up within this, at once when Temporal refuses the old one.
@@ -240,7 +241,11 @@ pub fn slim_deployment(d: &mut Deployment) {
     d.metadata.managed_fields = None;
     keep_only(
         &mut d.metadata.annotations,
-        &[ANNOTATION_REVISION, ANNOTATION_SCALED_DOWN_AT],
+        &[
+            ANNOTATION_REVISION,
+            ANNOTATION_SCALED_DOWN_AT,
+            ANNOTATION_SETTINGS,
+        ],
     );
     if let Some(spec) = &mut d.spec {
         spec.template.spec = None;

@@ -157,6 +157,7 @@ mod tests {
             "metadata": {"name": "orders-v1", "namespace": "shop", "generation": 2,
                 "labels": {LABEL_DEPLOYMENT_NAME: "orders", LABEL_BUILD_ID: "v1"},
                 "annotations": {ANNOTATION_REVISION: "2", ANNOTATION_SCALED_DOWN_AT: "2026-01-01T00:00:00Z",
+                    crate::render::settings::ANNOTATION_SETTINGS: "{\"labels\":{\"team\":\"a\"}}",
                     crate::caches::ANNOTATION_LAST_APPLIED: "{}"}},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
                 "metadata": {"labels": {"a": "b"}, "annotations": {
@@ -173,7 +174,7 @@ mod tests {
         assert_eq!(observed(&d), before);
         assert_eq!(
             d.annotations().len(),
-            2,
+            3,
             "only the annotations observe reads"
         );
         let template = d
