@@ -7,22 +7,28 @@
 //! kube-apiserver with an audit log, kube-controller-manager), Temporal dev server (with its
 //! metrics endpoint) and kubelet stand-in, so that the two controllers never share an API
 //! server (their CRDs share the `temporal.io` group). Scenarios:
-//! - `waiting`: N objects whose Pods never become Ready (rollouts wait for pollers);
 //! - `idle`: N objects rolled out (AllAtOnce) with one live worker each, then left alone;
-//! - `rollout`: N objects rolled out at v1, then all changed to v2 at once, Progressive with
-//!   two 30 s pauses: step and promotion lateness from Temporal's timestamps, overhead.
+//! - `waiting`: N objects whose Pods never become Ready (rollouts wait for pollers);
+//! - `startup`: N waiting objects exist before the controller starts (cold list);
+//! - `rollout`: N objects rolled out at v1, then changed to v2 1.5 s apart, Progressive with
+//!   two 30 s pauses: step and promotion lateness from Temporal's timestamps, overhead;
+//! - `promote`: the same with AllAtOnce: pollers → SetCurrent, then Drained → scaled down;
+//! - `burst`: N objects rolled out at v1, then all changed to v2 at once.
 //!
-//! Run (see docs/performance.md for recorded runs):
+//! Run (see docs/performance.md for recorded runs and the defaults):
 //!   cargo bench --bench scale_probe -- [--controller ours|go|both]
-//!       [--scenarios idle,waiting,rollout] [--waiting-n 100,300] [--idle-n 40]
-//!       [--rollout-n 20] [--window 120]
-//!   cargo test --bench scale_probe -- --quick     (CI smoke test: small N, short window,
-//!       idle and waiting only unless --scenarios says otherwise)
-//! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_WAITING_N,
-//! TWC_PROBE_IDLE_N, TWC_PROBE_ROLLOUT_N, TWC_PROBE_WINDOW. Under `cargo test --benches` without `--quick` it
-//! prints how to run it and exits: it starts servers.
+//!       [--scenarios idle,waiting,startup,rollout,promote,burst] [--idle-n 10,40]
+//!       [--waiting-n 300] [--startup-n 300] [--rollout-n 20] [--promote-n 20]
+//!       [--burst-n 200] [--window 300]
+//!   cargo test --bench scale_probe -- --quick     (CI smoke test: every scenario at a small
+//!       N with a 10 s window; fails only if a scenario does not complete)
+//! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_<SCENARIO>_N,
+//! TWC_PROBE_WINDOW. Under `cargo test --benches` without `--quick` it prints how to run it
+//! and exits: it starts servers.
 
+mod burst;
 mod measure;
+mod promote;
 mod report;
 mod rig;
 mod rollout;
@@ -40,11 +46,72 @@ use scenarios::{Outcome, Scenario, Timing};
 struct Plan {
     controllers: Vec<Which>,
     scenarios: Vec<Scenario>,
-    waiting_n: Vec<usize>,
-    idle_n: Vec<usize>,
-    rollout_n: Vec<usize>,
+    /// The sizes N of each scenario.
+    sizes: Vec<(Scenario, Vec<usize>)>,
     timing: Timing,
 }
+
+impl Plan {
+    fn sizes(&self, scenario: Scenario) -> &[usize] {
+        self.sizes
+            .iter()
+            .find(|(s, _)| *s == scenario)
+            .map_or(&[], |(_, n)| n.as_slice())
+    }
+}
+
+/// Every scenario: its name on the command line, its sizes flag and env, and its default N
+/// (full run, quick run).
+const SCENARIOS: &[(Scenario, &str, &str, &str, &str, &str)] = &[
+    (
+        Scenario::Idle,
+        "idle",
+        "--idle-n",
+        "TWC_PROBE_IDLE_N",
+        "10,40",
+        "2",
+    ),
+    (
+        Scenario::Waiting,
+        "waiting",
+        "--waiting-n",
+        "TWC_PROBE_WAITING_N",
+        "300",
+        "5",
+    ),
+    (
+        Scenario::Startup,
+        "startup",
+        "--startup-n",
+        "TWC_PROBE_STARTUP_N",
+        "300",
+        "5",
+    ),
+    (
+        Scenario::Rollout,
+        "rollout",
+        "--rollout-n",
+        "TWC_PROBE_ROLLOUT_N",
+        "20",
+        "1",
+    ),
+    (
+        Scenario::Promote,
+        "promote",
+        "--promote-n",
+        "TWC_PROBE_PROMOTE_N",
+        "20",
+        "1",
+    ),
+    (
+        Scenario::Burst,
+        "burst",
+        "--burst-n",
+        "TWC_PROBE_BURST_N",
+        "200",
+        "2",
+    ),
+];
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -71,12 +138,7 @@ async fn run(plan: Plan) -> Result<()> {
     let mut outcomes: Vec<Outcome> = Vec::new();
     let mut failed: Vec<String> = Vec::new();
     for &scenario in &plan.scenarios {
-        let sizes = match scenario {
-            Scenario::Waiting => &plan.waiting_n,
-            Scenario::Idle => &plan.idle_n,
-            Scenario::Rollout => &plan.rollout_n,
-        };
-        for &n in sizes {
+        for &n in plan.sizes(scenario) {
             for &which in &plan.controllers {
                 let t = Instant::now();
                 let what = format!("{} / {} / N = {n}", which.label(), scenario.label());
@@ -140,36 +202,32 @@ fn plan(args: &[String], quick: bool) -> Result<Plan> {
         Some("go") => vec![Which::Go],
         Some(other) => bail!("--controller {other:?}: ours, go or both"),
     };
-    let scenarios = get("--scenarios", "TWC_PROBE_SCENARIOS")
-        // The rollout's two 30 s pauses alone would double the smoke test.
-        .unwrap_or_else(|| {
-            if quick {
-                "idle,waiting"
-            } else {
-                "idle,waiting,rollout"
-            }
-            .into()
-        })
-        .split(',')
-        .map(|s| match s {
-            "waiting" => Ok(Scenario::Waiting),
-            "idle" => Ok(Scenario::Idle),
-            "rollout" => Ok(Scenario::Rollout),
-            other => bail!("scenario {other:?}: waiting, idle or rollout"),
+    let names: Vec<&str> = SCENARIOS.iter().map(|s| s.1).collect();
+    let scenarios = match get("--scenarios", "TWC_PROBE_SCENARIOS") {
+        None => SCENARIOS.iter().map(|s| s.0).collect(),
+        Some(list) => list
+            .split(',')
+            .map(|name| {
+                SCENARIOS
+                    .iter()
+                    .find(|s| s.1 == name.trim())
+                    .map(|s| s.0)
+                    .with_context(|| format!("scenario {name:?}: one of {names:?}"))
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let sizes = SCENARIOS
+        .iter()
+        .map(|&(scenario, _, flag, env, full, small)| {
+            let list = get(flag, env).unwrap_or_else(|| (if quick { small } else { full }).into());
+            let ns = list
+                .split(',')
+                .map(|n| n.trim().parse().with_context(|| format!("{flag} {n:?}")))
+                .collect::<Result<Vec<usize>>>()?;
+            Ok((scenario, ns))
         })
         .collect::<Result<Vec<_>>>()?;
-    let sizes = |flag, env, default: &str| -> Result<Vec<usize>> {
-        get(flag, env)
-            .unwrap_or_else(|| default.into())
-            .split(',')
-            .map(|n| n.trim().parse().with_context(|| format!("{flag} {n:?}")))
-            .collect()
-    };
-    let (waiting_default, idle_default, rollout_default, window_default) = if quick {
-        ("5", "2", "1", "10")
-    } else {
-        ("100", "40", "20", "120")
-    };
+    let window_default = if quick { "10" } else { "300" };
     let window: u64 = get("--window", "TWC_PROBE_WINDOW")
         .unwrap_or_else(|| window_default.into())
         .parse()
@@ -183,9 +241,7 @@ fn plan(args: &[String], quick: bool) -> Result<Plan> {
     Ok(Plan {
         controllers,
         scenarios,
-        waiting_n: sizes("--waiting-n", "TWC_PROBE_WAITING_N", waiting_default)?,
-        idle_n: sizes("--idle-n", "TWC_PROBE_IDLE_N", idle_default)?,
-        rollout_n: sizes("--rollout-n", "TWC_PROBE_ROLLOUT_N", rollout_default)?,
+        sizes,
         timing,
     })
 }

@@ -59,6 +59,11 @@ impl KubeTally {
 #[derive(Clone, Copy, Debug)]
 pub struct AuditMark(u64);
 
+impl AuditMark {
+    /// The log's beginning.
+    pub const START: AuditMark = AuditMark(0);
+}
+
 /// Where the audit log ends now (up to its last complete line).
 pub fn audit_mark(path: &Path) -> Result<AuditMark> {
     let text = read_from(path, 0)?;
@@ -80,6 +85,27 @@ pub fn audit_since(path: &Path, from: AuditMark) -> Result<(KubeTally, AuditMark
         }
     }
     Ok((tally, AuditMark(from.0 + len)))
+}
+
+/// Every audit event logged after `from` (up to the log's last complete line).
+pub fn audit_events_since(path: &Path, from: AuditMark) -> Result<Vec<AuditEvent>> {
+    let text = read_from(path, from.0)?;
+    let len = complete_len(&text) as usize;
+    Ok(text[..len]
+        .lines()
+        .filter_map(|line| serde_json::from_str::<AuditEvent>(line).ok())
+        .collect())
+}
+
+/// Stage timestamp (ms since the epoch) of the controller's first successful write to a
+/// `*/status` subresource after `from`: its first reconcile that got somewhere.
+pub fn first_status_write(path: &Path, from: AuditMark) -> Result<Option<f64>> {
+    Ok(audit_events_since(path, from)?
+        .iter()
+        .filter(|e| e.acting_user() == CONTROLLER_USER && e.stage == "ResponseComplete")
+        .filter(|e| e.is_write() && e.resource().ends_with("/status"))
+        .filter(|e| (200..300).contains(&e.code()))
+        .find_map(AuditEvent::stage_ms))
 }
 
 fn count(tally: &mut KubeTally, event: &AuditEvent) {
@@ -184,20 +210,25 @@ pub fn grown(before: &TemporalCounts, after: &TemporalCounts) -> TemporalCounts 
         .collect()
 }
 
-/// Our controller's own count of its Temporal requests, by method (a cross-check).
-pub async fn ours_requests(http: SocketAddr) -> Result<TemporalCounts> {
+/// Our controller's own count of its Temporal requests by method (a cross-check), and the
+/// seconds those requests took, summed by method (its latency histogram's `_sum`).
+pub async fn ours_requests(http: SocketAddr) -> Result<(TemporalCounts, TemporalCounts)> {
     let (code, body) = test_harness::loopback_http::get(http, "/metrics", "text/plain", None)
         .await
         .context("scraping our controller's metrics")?;
     ensure!(code == 200, "GET /metrics on {http}: {code}");
     let mut counts = TemporalCounts::new();
+    let mut seconds = TemporalCounts::new();
     for (family, labels, value) in samples(&body) {
-        if family == "temporal_worker_controller_temporal_requests" {
-            let method = label(labels, "method").unwrap_or("?").to_string();
-            *counts.entry(method).or_default() += value;
-        }
+        let into = match family {
+            "temporal_worker_controller_temporal_requests" => &mut counts,
+            "temporal_worker_controller_temporal_request_duration_seconds_sum" => &mut seconds,
+            _ => continue,
+        };
+        let method = label(labels, "method").unwrap_or("?").to_string();
+        *into.entry(method).or_default() += value;
     }
-    Ok(counts)
+    Ok((counts, seconds))
 }
 
 /// RSS, peak RSS and CPU time of a process, from `/proc`.

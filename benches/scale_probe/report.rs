@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use crate::measure::{self, KubeTally};
-use crate::scenarios::{Outcome, controller_methods};
+use crate::rig::Which;
+use crate::scenarios::{Outcome, Scenario, controller_methods};
 
 /// One summary row: a name and a value per outcome (`None`: not applicable).
 struct Row {
@@ -14,6 +15,19 @@ struct Row {
     value: fn(&Outcome) -> Option<f64>,
     /// Decimals to print.
     digits: usize,
+    /// Issue 27's target for our controller on this row, if any.
+    target: Option<Target>,
+}
+
+/// A target: its wording, and whether our value meets it (given the Go value, in this
+/// scenario; `None`: the target does not apply here).
+struct Target {
+    text: &'static str,
+    met: fn(ours: f64, go: Option<f64>, Scenario) -> Option<bool>,
+}
+
+const fn none() -> Option<Target> {
+    None
 }
 
 fn per_min(o: &Outcome, count: f64) -> f64 {
@@ -47,151 +61,261 @@ const ROWS: &[Row] = &[
         name: "controller start → ready (s)",
         value: |o| Some(o.ready_in.as_secs_f64()),
         digits: 2,
+        target: none(),
     },
     Row {
-        name: "first apply → all N in state (s)",
+        name: "first apply (cold start: spawn) → all N in state (s)",
         value: |o| Some(o.reach.as_secs_f64()),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "creation: status writes per object",
         value: |o| Some(o.creation.status_writes as f64 / o.n as f64),
         digits: 2,
+        target: none(),
     },
     Row {
         name: "creation: all K8s writes",
         value: |o| Some(o.creation.writes() as f64),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "creation: writes answered 409",
         value: |o| Some(o.creation.conflicts as f64),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "creation: K8s reads (GET+LIST)",
         value: |o| Some(o.creation.reads() as f64),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "creation: Temporal requests",
         value: |o| Some(o.creation_temporal.values().sum::<f64>() + 0.0),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "creation: ResourceExhausted",
         value: |o| Some(o.creation_exhausted),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "steady: K8s writes/min (no Lease)",
         value: |o| Some(per_min(o, o.steady.writes() as f64)),
         digits: 1,
+        target: Some(Target {
+            text: "idle: 0",
+            met: |v, _, s| (s == Scenario::Idle).then_some(v == 0.0),
+        }),
     },
     Row {
         name: "steady: K8s reads/min (GET+LIST)",
         value: |o| Some(per_min(o, o.steady.reads() as f64)),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "steady: watches ended/min",
         value: |o| Some(per_min(o, o.steady.watches() as f64)),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "steady: Lease requests/min",
         value: |o| Some(per_min(o, o.steady.lease as f64)),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "steady: Temporal req/min (controller methods)",
         value: |o| Some(per_min(o, controller_temporal(o))),
         digits: 1,
+        target: Some(Target {
+            text: "idle: ≥ 5× fewer than Go",
+            met: |v, go, s| (s == Scenario::Idle).then_some(go? >= 5.0 * v),
+        }),
     },
     Row {
         name: "steady: Temporal req/min per object",
         value: |o| Some(per_min(o, controller_temporal(o)) / o.n as f64),
         digits: 3,
+        target: none(),
     },
     Row {
         name: "steady: ResourceExhausted/min",
         value: |o| Some(per_min(o, o.steady_exhausted)),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "RSS with no object (MiB)",
         value: |o| Some(mib(o.proc_empty.rss_kib)),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "RSS at window end (MiB)",
         value: |o| Some(mib(o.proc_after.rss_kib)),
         digits: 1,
+        target: Some(Target {
+            text: "< 40",
+            met: |v, _, s| matches!(s, Scenario::Idle | Scenario::Waiting).then_some(v < 40.0),
+        }),
     },
     Row {
         name: "RSS growth per object (KiB)",
         value: |o| Some((o.proc_after.rss_kib as f64 - o.proc_empty.rss_kib as f64) / o.n as f64),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "peak RSS (MiB)",
         value: |o| Some(mib(o.proc_after.peak_rss_kib)),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "CPU s/min in window",
         value: |o| Some(per_min(o, o.proc_after.cpu_secs - o.proc_before.cpu_secs)),
         digits: 3,
+        target: none(),
     },
     Row {
         name: "CPU s from start to window end",
         value: |o| Some(o.proc_after.cpu_secs),
         digits: 1,
+        target: none(),
     },
     Row {
         name: "version created → Current p50 (ms)",
         value: |o| percentile(&o.promote_ms, 50.0),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "version created → Current p99 (ms)",
         value: |o| percentile(&o.promote_ms, 99.0),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "step deadline → next SetRamping p50 (ms)",
         value: |o| percentile(&o.rollout.as_ref()?.step_late_ms, 50.0),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "step deadline → next SetRamping p99 (ms)",
         value: |o| percentile(&o.rollout.as_ref()?.step_late_ms, 99.0),
         digits: 0,
+        target: Some(Target {
+            text: "≤ 100",
+            met: |v, _, _| Some(v <= 100.0),
+        }),
     },
     Row {
         name: "last deadline → SetCurrent p50 (ms)",
         value: |o| percentile(&o.rollout.as_ref()?.promote_late_ms, 50.0),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "last deadline → SetCurrent p99 (ms)",
         value: |o| percentile(&o.rollout.as_ref()?.promote_late_ms, 99.0),
         digits: 0,
+        target: none(),
     },
     Row {
         name: "rollout overhead over pauses p50 (s)",
         value: |o| percentile(&o.rollout.as_ref()?.overhead_s, 50.0),
         digits: 2,
+        target: none(),
     },
     Row {
         name: "rollout overhead over pauses max (s)",
         value: |o| percentile(&o.rollout.as_ref()?.overhead_s, 100.0),
         digits: 2,
+        target: Some(Target {
+            text: "≤ 2",
+            met: |v, _, _| Some(v <= 2.0),
+        }),
+    },
+    Row {
+        name: "cold start: spawn → first status write (ms)",
+        value: |o| o.first_write_ms,
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "pollers ready → SetCurrent p50 (ms)",
+        value: |o| percentile(&o.promote.as_ref()?.ready_to_current_ms, 50.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "pollers ready → SetCurrent p99 (ms)",
+        value: |o| percentile(&o.promote.as_ref()?.ready_to_current_ms, 99.0),
+        digits: 0,
+        target: Some(Target {
+            text: "≤ 300",
+            met: |v, _, _| Some(v <= 300.0),
+        }),
+    },
+    Row {
+        name: "Drained + delay → scaled down p50 (ms)",
+        value: |o| percentile(&o.promote.as_ref()?.drained_to_scaled_ms, 50.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "Drained + delay → scaled down p99 (ms)",
+        value: |o| percentile(&o.promote.as_ref()?.drained_to_scaled_ms, 99.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "burst: apply → all N v2 Current (s)",
+        value: |o| Some(o.burst.as_ref()?.all_current_s),
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "burst: peak Temporal req/s (controller methods)",
+        value: |o| Some(o.burst.as_ref()?.peak_temporal_per_s),
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "floor: SetWorkerDeploymentRampingVersion RTT mean (ms, ours' own)",
+        value: |o| {
+            o.ours_rtt_ms
+                .get("SetWorkerDeploymentRampingVersion")
+                .copied()
+        },
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "floor: SetWorkerDeploymentCurrentVersion RTT mean (ms, ours' own)",
+        value: |o| {
+            o.ours_rtt_ms
+                .get("SetWorkerDeploymentCurrentVersion")
+                .copied()
+        },
+        digits: 1,
+        target: none(),
     },
     Row {
         name: "floor: DescribeWorkerDeployment RTT p50 (ms)",
         value: |o| percentile(&o.temporal_rtt_ms, 50.0),
         digits: 1,
+        target: none(),
     },
 ];
 
@@ -211,13 +335,10 @@ pub fn summary(outcomes: &[&Outcome]) -> String {
         let _ = write!(out, " {} |", o.which.label());
     }
     let ratio = outcomes.len() == 2;
-    out.push_str(if ratio {
-        " Go ÷ ours |\n|---|"
-    } else {
-        "\n|---|"
-    });
+    out.push_str(if ratio { " Go ÷ ours |" } else { "" });
+    out.push_str(" target (ours) |\n|---|");
     out.push_str(&"---:|".repeat(outcomes.len() + usize::from(ratio)));
-    out.push('\n');
+    out.push_str("---|\n");
     for row in ROWS {
         let values: Vec<Option<f64>> = outcomes.iter().map(|o| (row.value)(o)).collect();
         if values.iter().all(Option::is_none) {
@@ -235,7 +356,7 @@ pub fn summary(outcomes: &[&Outcome]) -> String {
             };
             let _ = write!(out, " {r} |");
         }
-        out.push('\n');
+        let _ = writeln!(out, " {} |", verdict(row, outcomes, &values));
     }
     let settled: Vec<String> = outcomes
         .iter()
@@ -257,6 +378,26 @@ pub fn summary(outcomes: &[&Outcome]) -> String {
         settled.join(", ")
     );
     out
+}
+
+/// The target cell: the target and whether our value meets it, or empty.
+fn verdict(row: &Row, outcomes: &[&Outcome], values: &[Option<f64>]) -> String {
+    let value_of = |which| {
+        outcomes
+            .iter()
+            .position(|o| o.which == which)
+            .and_then(|i| values[i])
+    };
+    let (Some(target), Some(ours), Some(first)) =
+        (&row.target, value_of(Which::Ours), outcomes.first())
+    else {
+        return String::new();
+    };
+    match (target.met)(ours, value_of(Which::Go), first.scenario) {
+        Some(true) => format!("{}: met", target.text),
+        Some(false) => format!("{}: **missed**", target.text),
+        None => String::new(),
+    }
 }
 
 fn fmt(v: Option<f64>, digits: usize) -> String {

@@ -97,17 +97,20 @@ pub struct OursProcess {
 /// Everything one scenario runs on. Dropped in field order: the controller first.
 pub struct Rig {
     pub controller: Controller,
-    /// Held for its effect: its tasks bind and run the Pods.
-    pub _kubelet: Kubelet,
+    /// Binds and runs the Pods; its readiness log is a latency clock.
+    pub kubelet: Kubelet,
     pub temporal: DevServer,
     pub plane: ControlPlane,
     /// Admin client (its requests are not the controller's).
     pub client: kube::Client,
+    /// Wall clock (ms since the epoch) just before the controller process was spawned.
+    pub spawned_ms: f64,
 }
 
 impl Rig {
-    /// Starts a fresh rig for `which` (the Go controller's build comes from its cache).
-    pub async fn start(which: Which) -> Result<Rig> {
+    /// Starts a fresh rig for `which` (the Go controller's build comes from its cache), with
+    /// the `preload` manifests applied before the controller starts (a cold start).
+    pub async fn start(which: Which, preload: &[serde_json::Value]) -> Result<Rig> {
         let go_build = match which {
             Which::Go => Some(GoControllerBuild::locate_async().await?),
             Which::Ours => None,
@@ -127,7 +130,9 @@ impl Rig {
         let connection = go_controller::connection_manifest("temporal", &temporal.address());
         go_controller::apply(&client, NS, &connection).await?;
         let kubelet = Kubelet::start(client.clone()).await?;
+        crate::scenarios::apply_all(&client, preload.iter().cloned()).await?;
         let kubeconfig = plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?;
+        let spawned_ms = crate::rollout::now_ms();
         let controller = match go_build {
             Some(build) => {
                 let options = GoControllerOptions::new(SYSTEM_NS);
@@ -137,10 +142,11 @@ impl Rig {
         };
         Ok(Rig {
             controller,
-            _kubelet: kubelet,
+            kubelet,
             temporal,
             plane,
             client,
+            spawned_ms,
         })
     }
 }
@@ -149,7 +155,14 @@ impl Rig {
 async fn start_ours(kubeconfig: &Path, dir: &Path) -> Result<OursProcess> {
     let http: SocketAddr =
         format!("127.0.0.1:{}", test_harness::supervise::free_port()?).parse()?;
-    let log = dir.join("controller.log");
+    // `TWC_PROBE_LOG_DIR` keeps the log after the rig is gone (the rig's directory is not).
+    let log = match std::env::var_os("TWC_PROBE_LOG_DIR") {
+        Some(keep) => PathBuf::from(keep).join(format!(
+            "controller-{}.log",
+            dir.file_name().and_then(|n| n.to_str()).unwrap_or("rig")
+        )),
+        None => dir.join("controller.log"),
+    };
     let out = std::fs::File::create(&log)?;
     let begin = Instant::now();
     let binary = env!("CARGO_BIN_EXE_temporal-worker-controller");

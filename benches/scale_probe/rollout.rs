@@ -1,5 +1,6 @@
 //! The Progressive rollout scenario (issue 27 items 1 and 2): N objects rolled out at v1, then
-//! all changed to v2 at once with two steps (25 %, 50 %) of [`PAUSE`] each (the Go
+//! changed to v2 one after another, [`STAGGER`] apart (so that each step deadline is a
+//! rollout's own, not one burst of N), with two steps (25 %, 50 %) of [`PAUSE`] each (the Go
 //! controller's CRD refuses pauses under 30 s). Each step change and the promotion are read
 //! from Temporal's own timestamps (`routingChangedTime`, `currentSinceTime` of the v2 version),
 //! so lateness = step change − (previous change + pause), and overhead = promotion − apply −
@@ -26,6 +27,8 @@ use crate::rig::{NS, Rig};
 use crate::scenarios::{Scenario, manifest};
 
 pub const PAUSE: Duration = Duration::from_secs(30);
+/// Between two objects' changes to v2 (this scenario and the promotion one).
+pub const STAGGER: Duration = Duration::from_millis(1500);
 const SETTLED: Duration = Duration::from_secs(3);
 /// Every rollout must finish within this (two pauses plus a generous margin).
 const ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
@@ -63,13 +66,20 @@ pub struct RolloutTimes {
 }
 
 impl RolloutTimes {
-    pub fn from_timelines(applied_ms: f64, timelines: &BTreeMap<String, Timeline>) -> Self {
+    /// `applied_ms`: when each object was changed to v2, by name.
+    pub fn from_timelines(
+        applied_ms: &BTreeMap<String, f64>,
+        timelines: &BTreeMap<String, Timeline>,
+    ) -> Self {
         let pause = PAUSE.as_secs_f64() * 1e3;
         let mut out = RolloutTimes::default();
-        for t in timelines.values() {
-            let (Some(s25), Some(s50), Some(done)) =
-                (t.steps.get(&25), t.steps.get(&50), t.promoted)
-            else {
+        for (name, t) in timelines {
+            let (Some(s25), Some(s50), Some(done), Some(applied_ms)) = (
+                t.steps.get(&25),
+                t.steps.get(&50),
+                t.promoted,
+                applied_ms.get(name),
+            ) else {
                 continue;
             };
             out.step_late_ms.push(s50 - (s25 + pause));
@@ -82,10 +92,39 @@ impl RolloutTimes {
 
 /// Now, in ms since the epoch (Temporal's timestamps come from the same machine's clock).
 pub fn now_ms() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    system_ms(SystemTime::now())
+}
+
+/// `t` in ms since the epoch.
+pub fn system_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64() * 1e3)
         .unwrap_or_default()
+}
+
+/// A protobuf timestamp in ms since the epoch.
+pub fn ts_ms(ts: &prost_wkt_types::Timestamp) -> f64 {
+    ts.seconds as f64 * 1e3 + f64::from(ts.nanos) / 1e6
+}
+
+/// Changes object `i` to v2, one every [`STAGGER`]; returns when each was applied (ms).
+pub async fn apply_staggered(
+    client: &kube::Client,
+    n: usize,
+    at_tag: impl Fn(usize, &str) -> Value,
+) -> Result<BTreeMap<String, f64>> {
+    let mut applied = BTreeMap::new();
+    for i in 0..n {
+        let wd = at_tag(i, "v2");
+        let name = wd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        applied.insert(name, now_ms());
+        crate::scenarios::apply_all(client, std::iter::once(wd)).await?;
+        tokio::time::sleep(STAGGER).await;
+    }
+    Ok(applied)
 }
 
 /// Follows every object's status until each promoted its v2 (not one of `v1_builds`), reading
@@ -148,15 +187,14 @@ pub async fn record(
 }
 
 fn note(t: &mut Timeline, info: &WorkerDeploymentVersionInfo) {
-    let ms = |ts: &prost_wkt_types::Timestamp| ts.seconds as f64 * 1e3 + f64::from(ts.nanos) / 1e6;
     if let Some(since) = info.current_since_time.as_ref() {
-        t.promoted = Some(ms(since));
+        t.promoted = Some(ts_ms(since));
     } else if info.ramp_percentage > 0.0
         && let Some(changed) = info.routing_changed_time.as_ref()
     {
         t.steps
             .entry(info.ramp_percentage.round() as u32)
-            .or_insert(ms(changed));
+            .or_insert(ts_ms(changed));
     }
 }
 
@@ -178,7 +216,7 @@ fn v2_routing(status: &Value, v1: Option<&String>) -> Option<(String, String)> {
 }
 
 /// `DescribeWorkerDeploymentVersion`, or `None` while Temporal does not know it (or is busy).
-async fn version_info(
+pub async fn version_info(
     conn: &Connection,
     deployment: &str,
     build: &str,

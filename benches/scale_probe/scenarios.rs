@@ -2,6 +2,7 @@
 //! kind, which both controllers serve), wait until each reached the scenario's state, let the
 //! controller's writes settle, then measure a steady window.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,7 @@ use test_harness::go_controller;
 
 use crate::measure::{self, KubeTally, ProcSample, TemporalCounts};
 use crate::rig::{NS, Rig, Which};
-use crate::rollout;
+use crate::{burst, promote, rollout};
 
 /// What the N objects do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,9 +23,16 @@ pub enum Scenario {
     Waiting,
     /// Rolled out (AllAtOnce) with one live worker each, then left alone.
     Idle,
-    /// Rolled out at v1 with live workers, then all changed to v2 at once: a Progressive
-    /// rollout of two steps ([`rollout::PAUSE`] each).
+    /// Rolled out at v1 with live workers, then changed to v2 one after another: a
+    /// Progressive rollout of two steps ([`rollout::PAUSE`] each).
     Rollout,
+    /// Rolled out at v1, then changed to v2 one after another (AllAtOnce): pollers →
+    /// SetCurrent, then v1 drains and is scaled down ([`promote`]).
+    Promote,
+    /// Rolled out at v1, then all changed to v2 at once ([`burst`]).
+    Burst,
+    /// N waiting objects exist before the controller starts: its cold start.
+    Startup,
 }
 
 impl Scenario {
@@ -32,10 +40,34 @@ impl Scenario {
         match self {
             Scenario::Waiting => "waiting",
             Scenario::Idle => "idle (rolled out, live workers)",
-            Scenario::Rollout => "Progressive rollout v1 → v2 (25 %, 50 %, 30 s pauses)",
+            Scenario::Rollout => {
+                "Progressive rollouts v1 → v2 (25 %, 50 %, 30 s pauses), 1.5 s apart"
+            }
+            Scenario::Promote => {
+                "AllAtOnce rollouts v1 → v2 1.5 s apart, then v1 drains (scaledownDelay 45 s)"
+            }
+            Scenario::Burst => "burst: all change image at once (AllAtOnce)",
+            Scenario::Startup => "cold start with N waiting objects",
+        }
+    }
+
+    /// The window of steady measurement after the scenario's own span.
+    fn window(self, timing: Timing) -> Duration {
+        match self {
+            Scenario::Idle => timing.window,
+            // Nothing changes while Pods wait: a shorter window reads the same rates.
+            Scenario::Waiting => timing.window.min(WAITING_WINDOW),
+            // What follows a cold start is the waiting scenario's steady state.
+            Scenario::Startup => timing.window.min(STARTUP_WINDOW),
+            Scenario::Rollout | Scenario::Promote | Scenario::Burst => Duration::ZERO,
         }
     }
 }
+
+/// Steady window of the waiting scenario (at most).
+const WAITING_WINDOW: Duration = Duration::from_secs(120);
+/// Steady window after a cold start.
+const STARTUP_WINDOW: Duration = Duration::from_secs(30);
 
 /// How long to wait and measure.
 #[derive(Clone, Copy, Debug)]
@@ -75,6 +107,9 @@ pub struct Outcome {
     pub steady_exhausted: f64,
     /// Our controller's own count of its Temporal requests in the window.
     pub ours_temporal: Option<TemporalCounts>,
+    /// Our controller's own measure of its Temporal round trips in the window: mean ms by
+    /// method (the floor of the latency rows: the call itself).
+    pub ours_rtt_ms: BTreeMap<String, f64>,
     /// At controller readiness, before any object existed.
     pub proc_empty: ProcSample,
     pub proc_before: ProcSample,
@@ -85,30 +120,60 @@ pub struct Outcome {
     pub temporal_rtt_ms: Vec<f64>,
     /// Rollout: step and promotion lateness, overhead.
     pub rollout: Option<rollout::RolloutTimes>,
+    /// Promote: pollers → SetCurrent and Drained → scaled down.
+    pub promote: Option<promote::PromoteTimes>,
+    pub burst: Option<burst::BurstTimes>,
+    /// Startup: controller spawn → its first status write (ms).
+    pub first_write_ms: Option<f64>,
 }
 
 /// Runs `scenario` with `n` objects on a fresh rig of `which`.
 pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> Result<Outcome> {
-    let mut rig = Rig::start(which).await?;
+    let manifests: Vec<Value> = (0..n).map(|i| manifest(scenario, i)).collect();
+    let cold = scenario == Scenario::Startup;
+    let preload: &[Value] = if cold { &manifests } else { &[] };
+    let mut rig = Rig::start(which, preload).await?;
     let pid = rig.controller.pid();
     let proc_empty = measure::proc_sample(pid)?;
     let audit = rig.plane.audit_log_path().to_path_buf();
     let metrics: SocketAddr = rig.temporal.metrics_address().parse()?;
-    let mark = measure::audit_mark(&audit)?;
+    let mark = if cold {
+        measure::AuditMark::START
+    } else {
+        measure::audit_mark(&audit)?
+    };
     let (t0, x0) = measure::temporal_counts(metrics).await?;
     let begin = Instant::now();
-    apply_all(&rig.client, (0..n).map(|i| manifest(scenario, i))).await?;
+    if !cold {
+        apply_all(&rig.client, manifests.into_iter()).await?;
+    }
     wait_reached(&mut rig, scenario, n, timing.reach_deadline).await?;
-    let reach = begin.elapsed();
+    // A cold start counts from the process's spawn.
+    let reach = if cold {
+        Duration::from_secs_f64((rollout::now_ms() - rig.spawned_ms).max(0.0) / 1e3)
+    } else {
+        begin.elapsed()
+    };
+    let first_write_ms = match cold {
+        true => measure::first_status_write(&audit, mark)?.map(|t| t - rig.spawned_ms),
+        false => None,
+    };
     let (creation, mark) = measure::audit_since(&audit, mark)?;
     let (t1, x1) = measure::temporal_counts(metrics).await?;
     let (settled, mark) = settle(&audit, mark, timing).await?;
-    let (steady, rollout_times) = measured_span(&mut rig, scenario, mark, timing.window).await?;
+    let span = measured_span(&mut rig, scenario, mark, scenario.window(timing)).await?;
+    let steady = span.steady;
     let (promote_ms, temporal_rtt_ms) = match scenario {
         Scenario::Idle => routing_latencies(&rig, n).await?,
         // v2's createTime → currentSinceTime spans the pauses: only the floor is of use.
-        Scenario::Rollout => (Vec::new(), routing_latencies(&rig, n).await?.1),
-        Scenario::Waiting => (Vec::new(), Vec::new()),
+        Scenario::Rollout | Scenario::Promote | Scenario::Burst => {
+            (Vec::new(), routing_latencies(&rig, n).await?.1)
+        }
+        Scenario::Waiting | Scenario::Startup => (Vec::new(), Vec::new()),
+    };
+    let promote = match span.promoted {
+        Some((v1, scaled)) => Some(promote::times(&rig, &v1, &scaled).await?),
+        None => None,
     };
     Ok(Outcome {
         which,
@@ -125,12 +190,16 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
         steady_temporal: steady.temporal,
         steady_exhausted: steady.exhausted,
         ours_temporal: steady.ours,
+        ours_rtt_ms: steady.ours_rtt_ms,
         proc_empty,
         proc_before: steady.before,
         proc_after: steady.after,
         promote_ms,
         temporal_rtt_ms,
-        rollout: rollout_times,
+        rollout: span.rollout,
+        promote,
+        burst: span.burst,
+        first_write_ms,
     })
 }
 
@@ -144,8 +213,10 @@ pub fn controller_methods(counts: TemporalCounts) -> TemporalCounts {
 
 /// `WorkerDeployment` `wd-<i>`: one replica polling its own task queue, AllAtOnce.
 pub fn manifest(scenario: Scenario, i: usize) -> Value {
-    if scenario == Scenario::Rollout {
-        return rollout::progressive(i, "v1");
+    match scenario {
+        Scenario::Rollout => return rollout::progressive(i, "v1"),
+        Scenario::Promote | Scenario::Burst => return promote::manifest_at(i, "v1"),
+        Scenario::Waiting | Scenario::Idle | Scenario::Startup => {}
     }
     let name = format!("wd-{i:04}");
     let mut wd = go_controller::worker_deployment_manifest(
@@ -156,7 +227,7 @@ pub fn manifest(scenario: Scenario, i: usize) -> Value {
         &format!("q-{name}"),
         json!({"strategy": "AllAtOnce"}),
     );
-    if scenario == Scenario::Waiting {
+    if matches!(scenario, Scenario::Waiting | Scenario::Startup) {
         // No scheduler by that name runs, so the Pods stay Pending, as on a full cluster.
         wd["spec"]["template"]["spec"]["schedulerName"] = json!("nobody");
     }
@@ -215,8 +286,8 @@ async fn wait_reached(
 fn reached_state(scenario: Scenario, status: &Value) -> bool {
     let target = status["targetVersion"]["buildID"].as_str().unwrap_or("");
     match scenario {
-        Scenario::Waiting => !target.is_empty(),
-        Scenario::Idle | Scenario::Rollout => {
+        Scenario::Waiting | Scenario::Startup => !target.is_empty(),
+        Scenario::Idle | Scenario::Rollout | Scenario::Promote | Scenario::Burst => {
             !target.is_empty() && status["currentVersion"]["buildID"].as_str() == Some(target)
         }
     }
@@ -247,11 +318,13 @@ async fn settle(
     }
 }
 
+#[derive(Default)]
 struct Steady {
     kube: KubeTally,
     temporal: TemporalCounts,
     exhausted: f64,
     ours: Option<TemporalCounts>,
+    ours_rtt_ms: BTreeMap<String, f64>,
     before: ProcSample,
     after: ProcSample,
     elapsed: Duration,
@@ -269,7 +342,7 @@ struct ProbeStart {
     mark: measure::AuditMark,
     temporal: TemporalCounts,
     exhausted: f64,
-    ours: Option<TemporalCounts>,
+    ours: Option<(TemporalCounts, TemporalCounts)>,
     proc: ProcSample,
     at: Instant,
 }
@@ -306,17 +379,24 @@ impl Probe {
         let elapsed = start.at.elapsed();
         let (kube, _) = measure::audit_since(&self.audit, start.mark)?;
         let (t1, x1) = measure::temporal_counts(self.metrics).await?;
-        let ours = match (self.ours_http, &start.ours) {
-            (Some(http), Some(o0)) => {
-                Some(measure::grown(o0, &measure::ours_requests(http).await?))
+        let (ours, ours_rtt_ms) = match (self.ours_http, &start.ours) {
+            (Some(http), Some((c0, s0))) => {
+                let (c1, s1) = measure::ours_requests(http).await?;
+                let counts = measure::grown(c0, &c1);
+                let rtt = measure::grown(s0, &s1)
+                    .into_iter()
+                    .filter_map(|(m, secs)| Some((m.clone(), secs * 1e3 / counts.get(&m)?)))
+                    .collect();
+                (Some(counts), rtt)
             }
-            _ => None,
+            _ => (None, BTreeMap::new()),
         };
         Ok(Steady {
             kube,
             temporal: measure::grown(&start.temporal, &t1),
             exhausted: x1 - start.exhausted,
             ours,
+            ours_rtt_ms,
             before: start.proc,
             after,
             elapsed,
@@ -324,45 +404,57 @@ impl Probe {
     }
 }
 
+/// What the measured span gave beyond the steady numbers.
+struct Span {
+    steady: Steady,
+    rollout: Option<rollout::RolloutTimes>,
+    /// Promote: v1 builds and v1 scale-down times, by name.
+    promoted: Option<(BTreeMap<String, String>, BTreeMap<String, f64>)>,
+    burst: Option<burst::BurstTimes>,
+}
+
 /// The measured span: a steady window of fixed length (the measurement is "what happens in
-/// this much time", so it is not a wait for a condition), or the whole v2 rollout.
+/// this much time", so it is not a wait for a condition), or the scenario's rollouts.
 async fn measured_span(
     rig: &mut Rig,
     scenario: Scenario,
     mark: measure::AuditMark,
     window: Duration,
-) -> Result<(Steady, Option<rollout::RolloutTimes>)> {
+) -> Result<Span> {
     let probe = Probe::of(rig)?;
     let start = probe.start(mark).await?;
-    let times = match scenario {
+    let mut span = Span {
+        steady: Steady::default(),
+        rollout: None,
+        promoted: None,
+        burst: None,
+    };
+    let mut probe_reads = 0;
+    match scenario {
         Scenario::Rollout => {
             let v1 = rollout::current_builds(&rig.client).await?;
-            let applied = rollout::now_ms();
-            apply_all(
-                &rig.client,
-                (0..v1.len()).map(|i| rollout::progressive(i, "v2")),
-            )
-            .await?;
+            let applied =
+                rollout::apply_staggered(&rig.client, v1.len(), rollout::progressive).await?;
             let (timelines, reads) = rollout::record(rig, &v1).await?;
-            Some((
-                rollout::RolloutTimes::from_timelines(applied, &timelines),
-                reads,
-            ))
+            probe_reads = reads;
+            span.rollout = Some(rollout::RolloutTimes::from_timelines(&applied, &timelines));
         }
-        Scenario::Waiting | Scenario::Idle => {
+        Scenario::Promote => span.promoted = Some(promote::run(rig).await?),
+        Scenario::Burst => span.burst = Some(burst::run(rig).await?),
+        Scenario::Waiting | Scenario::Idle | Scenario::Startup => {
             tokio::time::sleep(window).await;
-            None
         }
-    };
-    let mut steady = probe.finish(start).await?;
+    }
+    span.steady = probe.finish(start).await?;
     rig.controller.check_alive()?;
-    let Some((times, probe_reads)) = times else {
-        return Ok((steady, None));
-    };
-    if let Some(count) = steady.temporal.get_mut("DescribeWorkerDeploymentVersion") {
+    if let Some(count) = span
+        .steady
+        .temporal
+        .get_mut("DescribeWorkerDeploymentVersion")
+    {
         *count = (*count - probe_reads as f64).max(0.0);
     }
-    Ok((steady, Some(times)))
+    Ok(span)
 }
 
 /// For every object: Temporal's `currentSinceTime − createTime` of its current version (the

@@ -141,12 +141,24 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                 deleted = true;
             }
             None => {}
-            Some(TemporalVersionStatus::Inactive | TemporalVersionStatus::Drained)
-                if !unpinned(input, &d.build_id) =>
-            {
+            Some(
+                version_status @ (TemporalVersionStatus::Inactive | TemporalVersionStatus::Drained),
+            ) if !unpinned(input, &d.build_id) => {
                 // Workflows are pinned to it (a gate, an override, a batch move), or nobody
-                // counted yet: its workers stay. Look again at the drain pace.
+                // counted yet: its workers stay. Look again at the drain pace, and at its sunset
+                // deadlines: a Drained version is counted only once a deadline is due
+                // (`pinned_check_candidates`), so without that wake-up a scale-down would wait
+                // for the next drain poll, up to 30 s past its delay.
                 wake.after(DRAIN_POLL);
+                if version_status == TemporalVersionStatus::Drained {
+                    let (scaledown_at, delete_at) = drained_deadlines(input, d).unzip();
+                    for t in [scaledown_at.flatten(), delete_at.flatten()]
+                        .into_iter()
+                        .flatten()
+                    {
+                        wake.at(now, t);
+                    }
+                }
             }
             Some(TemporalVersionStatus::Inactive) => {
                 if d.replicas != Some(0) {
@@ -160,13 +172,7 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
             }
             Some(TemporalVersionStatus::Draining) => wake.after(DRAIN_POLL),
             Some(TemporalVersionStatus::Drained) => {
-                let since = input
-                    .temporal
-                    .version(&d.build_id)
-                    .and_then(|v| v.drainage_changed_at);
-                if let Some(since) = since {
-                    let recorded = d.scaled_down_at.filter(|_| d.replicas == Some(0));
-                    let (scaledown_at, delete_at) = deadlines(&input.desired, since, recorded);
+                if let Some((scaledown_at, delete_at)) = drained_deadlines(input, d) {
                     let due = |t: Option<Timestamp>| t.is_some_and(|t| t <= now);
                     if d.replicas == Some(0) && due(delete_at) {
                         out.delete.push(delete(d, DeleteReason::Sunset));
@@ -193,6 +199,17 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
         }
     }
     out
+}
+
+/// A Drained version's scale-down and deletion deadlines, counted from when Temporal reported
+/// it Drained (`None` without that time).
+fn drained_deadlines(
+    input: &PlanInput,
+    d: &ObservedDeployment,
+) -> Option<(Option<Timestamp>, Option<Timestamp>)> {
+    let since = input.temporal.version(&d.build_id)?.drainage_changed_at?;
+    let recorded = d.scaled_down_at.filter(|_| d.replicas == Some(0));
+    Some(deadlines(&input.desired, since, recorded))
 }
 
 /// Old versions whose Kubernetes Deployment is gone, that Temporal reports Drained or Inactive

@@ -158,6 +158,40 @@ fn case_24_recently_drained_is_untouched_and_requeued_at_scaledown() {
 }
 
 #[test]
+fn an_uncounted_drained_version_wakes_at_its_scaledown_deadline_not_the_drain_poll() {
+    // In a real reconcile a Drained version's pinned workflows are counted only once a sunset
+    // deadline is due, so before that the count is unknown. The wake-up must still be the
+    // deadline: measured 16 s late on average when only the 30 s drain poll brought the
+    // controller back (issue 27, `cargo bench --bench scale_probe -- --scenarios promote`).
+    let mut i = with_old(
+        VersionState {
+            open_pinned_workflows: None,
+            ..VersionState::drained("v1", ago(30))
+        },
+        1,
+    );
+    i.desired.scaledown_delay = Duration::from_secs(45);
+    let p = plan(&i);
+    assert!(p.scale.is_empty() && p.delete.is_empty(), "{p:?}");
+    assert_eq!(p.requeue_after, Some(Duration::from_secs(15)));
+    assert_eq!(
+        super::sunset::pinned_check_candidates(&i),
+        Vec::<String>::new(),
+        "nothing is counted before the deadline"
+    );
+    // At the deadline it is a candidate: the observe stage counts it, and with none pinned
+    // the plan scales it down.
+    i.now = i.now + jiff::SignedDuration::from_secs(15);
+    assert_eq!(
+        super::sunset::pinned_check_candidates(&i),
+        vec!["v1".to_string()]
+    );
+    let v1 = i.temporal.versions.iter_mut().find(|v| v.build_id == "v1");
+    v1.expect("v1").open_pinned_workflows = Some(0);
+    assert_eq!(scaled(&plan(&i)), vec![("v1", 0)]);
+}
+
+#[test]
 fn drained_without_a_drain_time_is_left_alone() {
     let i = with_old(VersionState::test("v1", T::Drained), 3);
     let p = plan(&i);

@@ -156,6 +156,19 @@ struct Ctx {
     workers: Mutex<HashMap<String, WorkerView>>,
     actors: Mutex<Vec<JoinHandle<()>>>,
     next_ip: AtomicU32,
+    /// When each worker Pod became Ready, on this stand-in's clock ([`Kubelet::readiness`]).
+    readiness: Mutex<Vec<WorkerReady>>,
+}
+
+/// A worker Pod's container became Ready (Temporal listed its poller) at `at`.
+#[derive(Clone, Debug)]
+pub struct WorkerReady {
+    pub namespace: String,
+    pub pod: String,
+    /// The worker's Temporal deployment name and build ID (from its env).
+    pub deployment_name: String,
+    pub build_id: String,
+    pub at: SystemTime,
 }
 
 #[derive(Clone)]
@@ -219,6 +232,7 @@ impl Kubelet {
             workers: Mutex::new(HashMap::new()),
             actors: Mutex::new(Vec::new()),
             next_ip: AtomicU32::new(0),
+            readiness: Mutex::new(Vec::new()),
         });
         tasks.push(tokio::spawn(probe.run()));
         tasks.push(tokio::spawn(heartbeat(client.clone(), node.clone())));
@@ -231,6 +245,16 @@ impl Kubelet {
     /// The Node this stand-in registered (and binds Pods to).
     pub fn node_name(&self) -> &str {
         &self.ctx.node
+    }
+
+    /// Every time a worker Pod became Ready since the start, in order: the readiness clock of
+    /// latency measurements (a Pod condition's time has a resolution of one second).
+    pub fn readiness(&self) -> Vec<WorkerReady> {
+        self.ctx
+            .readiness
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
     }
 
     /// Workers of this Deployment's Pods whose SDK worker is constructed and running (Ready or
@@ -733,6 +757,27 @@ impl PodActor {
         Api::namespaced(self.ctx.client.clone(), &self.namespace)
     }
 
+    /// Records [`WorkerReady`] for this Pod's worker (the moment the prober saw its poller).
+    fn note_ready(&self) {
+        let at = SystemTime::now();
+        let config = self
+            .ctx
+            .workers
+            .lock()
+            .ok()
+            .and_then(|w| w.get(&self.uid).map(|v| v.config.clone()));
+        let (Some(config), Ok(mut log)) = (config, self.ctx.readiness.lock()) else {
+            return;
+        };
+        log.push(WorkerReady {
+            namespace: self.namespace.clone(),
+            pod: self.name.clone(),
+            deployment_name: config.deployment_name,
+            build_id: config.build_id,
+            at,
+        });
+    }
+
     async fn run(mut self) {
         let phase = self.pod.status.as_ref().and_then(|s| s.phase.clone());
         let terminal = matches!(phase.as_deref(), Some("Succeeded" | "Failed"));
@@ -760,7 +805,11 @@ impl PodActor {
                     } = &mut self.run
                     {
                         w.polled = None;
+                        let became_ready = seen && !*ready;
                         *ready |= seen;
+                        if became_ready {
+                            self.note_ready();
+                        }
                     }
                 }
                 Wake::Other => {}

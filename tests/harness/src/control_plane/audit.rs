@@ -20,6 +20,12 @@ pub struct AuditEvent {
     pub response_status: Option<ResponseStatus>,
     #[serde(default)]
     pub stage: String,
+    /// When the stage was reached (RFC 3339, microseconds): the server's clock.
+    #[serde(default)]
+    pub stage_timestamp: Option<String>,
+    /// The request body, for requests the policy logs at `Request` level.
+    #[serde(default)]
+    pub request_object: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -83,6 +89,28 @@ impl AuditEvent {
             Some(o) => o.resource.clone(),
             None => String::new(),
         }
+    }
+
+    /// `spec.replicas` the request asked for: a Deployment update or patch, or a `scale`
+    /// write, logged with its body.
+    pub fn requested_replicas(&self) -> Option<i64> {
+        let body = self.request_object.as_ref()?;
+        let scale = self
+            .object_ref
+            .as_ref()
+            .is_some_and(|o| o.subresource == "scale");
+        match body["spec"]["replicas"].as_i64() {
+            Some(n) => Some(n),
+            // `Scale.spec.replicas` is `omitempty`: a Go client's scale to zero omits it.
+            None if scale && body["kind"] == "Scale" => Some(0),
+            None => None,
+        }
+    }
+
+    /// [`AuditEvent::stage_timestamp`] in milliseconds since the Unix epoch.
+    pub fn stage_ms(&self) -> Option<f64> {
+        let t: jiff::Timestamp = self.stage_timestamp.as_deref()?.parse().ok()?;
+        Some(t.as_microsecond() as f64 / 1e3)
     }
 
     /// The HTTP status the request got (0 if unknown).

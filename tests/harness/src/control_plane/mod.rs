@@ -472,11 +472,17 @@ struct Files {
 }
 
 /// Records every request once it completes, with user, verb, resource and request URI (which
-/// carries the field manager of writes).
+/// carries the field manager of writes). Writes to Deployments (and their scale) also keep
+/// the request body, so that a benchmark can tell a scale-down from any other write.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
+- level: Request
+  verbs: [update, patch]
+  resources:
+  - group: apps
+    resources: [deployments, deployments/scale]
 - level: Metadata
 ";
 

@@ -1,0 +1,194 @@
+//! The promotion-and-drain scenario (issue 27 item 1, first and third latency): N objects
+//! rolled out at v1 (AllAtOnce, `scaledownDelay` [`SCALEDOWN_DELAY`]), then changed to v2 one
+//! after another, [`rollout::STAGGER`] apart, so that each is a rollout of its own
+//! rather than one burst. For each object:
+//!
+//! - **pollers → SetCurrent**: v2's `currentSinceTime` (Temporal's clock) minus the moment the
+//!   kubelet stand-in saw v2's worker polling and reported its Pod Ready (the stand-in's
+//!   clock; both are this machine's clock);
+//! - **Drained → scaled down**: the audit log's stage timestamp of the controller's write that
+//!   set v1's Deployment to 0 replicas, minus (v1's drainage `lastChangedTime`, when Temporal
+//!   reported it Drained, + the delay).
+//!
+//! The delay is longer than our controller's re-check of a Draining version (30 s, the
+//! server-side drainage refresh is minutes in production) so that the row measures the wake-up
+//! at the deadline, not how soon Drained was noticed.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use kube::api::{Api, DynamicObject, ListParams};
+use serde_json::{Value, json};
+use temporalio_common::protos::temporal::api::enums::v1::VersionDrainageStatus;
+use test_harness::control_plane::AuditEvent;
+use test_harness::go_controller;
+
+use crate::rig::{CONTROLLER_USER, NS, Rig};
+use crate::rollout;
+use crate::scenarios::{Scenario, manifest};
+
+/// How long after Drained a version is scaled down.
+pub const SCALEDOWN_DELAY: Duration = Duration::from_secs(45);
+/// Every object must be promoted and its v1 scaled down within this.
+const DEADLINE: Duration = Duration::from_secs(600);
+
+/// `wd-<i>` at `tag`, AllAtOnce, scaled down [`SCALEDOWN_DELAY`] after Drained (deleted much
+/// later, so that nothing is deleted while the probe reads).
+pub fn manifest_at(i: usize, tag: &str) -> Value {
+    let mut wd = manifest(Scenario::Idle, i);
+    wd["spec"]["sunset"] = json!({
+        "scaledownDelay": format!("{}s", SCALEDOWN_DELAY.as_secs()),
+        "deleteDelay": "1h",
+    });
+    wd["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!(test_harness::manifests::worker_image(tag));
+    wd
+}
+
+/// What the scenario measured, per object.
+#[derive(Clone, Debug, Default)]
+pub struct PromoteTimes {
+    /// v2's Pod Ready (kubelet stand-in) → v2 Current in Temporal (ms).
+    pub ready_to_current_ms: Vec<f64>,
+    /// v1 Drained + delay → v1's Deployment scaled to 0 (audit log) (ms).
+    pub drained_to_scaled_ms: Vec<f64>,
+}
+
+/// Changes every object to v2, one every [`rollout::STAGGER`], and follows them until each promoted v2
+/// and scaled v1 down. Returns the v1 builds by name and the scale-down times (ms since the
+/// epoch, audit clock) by name.
+pub async fn run(rig: &mut Rig) -> Result<(BTreeMap<String, String>, BTreeMap<String, f64>)> {
+    let v1 = rollout::current_builds(&rig.client).await?;
+    let audit = rig.plane.audit_log_path().to_path_buf();
+    let mark = crate::measure::audit_mark(&audit)?;
+    rollout::apply_staggered(&rig.client, v1.len(), manifest_at).await?;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        rig.client.clone(),
+        NS,
+        &go_controller::api_resource("WorkerDeployment"),
+    );
+    let begin = Instant::now();
+    loop {
+        rig.controller.check_alive()?;
+        let scaled = scale_downs(&audit, mark, &v1)?;
+        let promoted = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .filter(|o| {
+                promoted_past(
+                    &o.data["status"],
+                    v1.get(o.metadata.name.as_deref().unwrap_or("")),
+                )
+            })
+            .count();
+        if promoted >= v1.len() && scaled.len() >= v1.len() {
+            return Ok((v1, scaled));
+        }
+        if begin.elapsed() > DEADLINE {
+            bail!(
+                "within {DEADLINE:?}: {promoted} of {} objects promoted v2, {} scaled v1 down",
+                v1.len(),
+                scaled.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The status shows a Current build other than `v1`.
+fn promoted_past(status: &Value, v1: Option<&String>) -> bool {
+    let current = status["currentVersion"]["buildID"].as_str().unwrap_or("");
+    !current.is_empty() && Some(current) != v1.map(String::as_str)
+}
+
+/// The first write of the controller that set a Deployment of object `name` to 0 replicas,
+/// by object name (audit stage timestamps, ms since the epoch). Only v1's Deployments are
+/// scaled to zero in this scenario.
+fn scale_downs(
+    audit: &Path,
+    mark: crate::measure::AuditMark,
+    v1: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, f64>> {
+    let mut out = BTreeMap::new();
+    for event in crate::measure::audit_events_since(audit, mark)? {
+        if !is_scale_to_zero(&event) {
+            continue;
+        }
+        let Some(name) = event.object_ref.as_ref().map(|o| o.name.as_str()) else {
+            continue;
+        };
+        let owner = v1.keys().find(|wd| name.starts_with(&format!("{wd}-")));
+        if let (Some(owner), Some(at)) = (owner, event.stage_ms()) {
+            out.entry(owner.clone()).or_insert(at);
+        }
+    }
+    Ok(out)
+}
+
+fn is_scale_to_zero(event: &AuditEvent) -> bool {
+    event.acting_user() == CONTROLLER_USER
+        && event.stage == "ResponseComplete"
+        && event.is_write()
+        && (200..300).contains(&event.code())
+        && event
+            .object_ref
+            .as_ref()
+            .is_some_and(|o| o.resource == "deployments")
+        && event.requested_replicas() == Some(0)
+}
+
+/// Reads Temporal (after the measured window, so the reads count for nobody) and the kubelet
+/// stand-in's readiness log, and computes both latencies per object.
+pub async fn times(
+    rig: &Rig,
+    v1: &BTreeMap<String, String>,
+    scaled: &BTreeMap<String, f64>,
+) -> Result<PromoteTimes> {
+    let conn = rig.temporal.connect("scale-probe").await?;
+    let ready = rig.kubelet.readiness();
+    let delay = SCALEDOWN_DELAY.as_secs_f64() * 1e3;
+    let mut out = PromoteTimes::default();
+    for (name, v1_build) in v1 {
+        let deployment = format!("{NS}/{name}");
+        let described = test_harness::observe::describe_deployment(&conn, NS, &deployment).await?;
+        let Some(info) = described.and_then(|d| d.worker_deployment_info) else {
+            continue;
+        };
+        let current = info
+            .routing_config
+            .as_ref()
+            .and_then(|r| r.current_deployment_version.as_ref())
+            .map(|v| v.build_id.clone())
+            .unwrap_or_default();
+        let summary = |build: &str| {
+            info.version_summaries
+                .iter()
+                .find(|s| s.deployment_version.as_ref().map(|v| v.build_id.as_str()) == Some(build))
+        };
+        let v2_ready = ready
+            .iter()
+            .filter(|r| r.deployment_name == deployment && r.build_id == current)
+            .map(|r| rollout::system_ms(r.at))
+            .reduce(f64::max);
+        let current_since = summary(&current)
+            .and_then(|s| s.current_since_time.as_ref())
+            .map(rollout::ts_ms);
+        if let (Some(ready), Some(since)) = (v2_ready, current_since) {
+            out.ready_to_current_ms.push(since - ready);
+        }
+        let drained = rollout::version_info(&conn, &deployment, v1_build)
+            .await
+            .and_then(|i| i.drainage_info)
+            .filter(|d| d.status == VersionDrainageStatus::Drained as i32)
+            .and_then(|d| d.last_changed_time)
+            .map(|t| rollout::ts_ms(&t));
+        if let (Some(drained), Some(at)) = (drained, scaled.get(name)) {
+            out.drained_to_scaled_ms.push(at - (drained + delay));
+        }
+    }
+    Ok(out)
+}
