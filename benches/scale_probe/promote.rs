@@ -52,14 +52,27 @@ pub fn manifest_at(i: usize, tag: &str) -> Value {
 pub struct PromoteTimes {
     /// v2's Pod Ready (kubelet stand-in) → v2 Current in Temporal (ms).
     pub ready_to_current_ms: Vec<f64>,
+    /// v2's Pod Ready → kube-controller-manager's first status write showing v2's Deployment
+    /// ready (audit log): the part of the chain both controllers wait for alike (ms).
+    pub ready_to_deployment_ms: Vec<f64>,
     /// v1 Drained + delay → v1's Deployment scaled to 0 (audit log) (ms).
     pub drained_to_scaled_ms: Vec<f64>,
 }
 
-/// Changes every object to v2, one every [`rollout::STAGGER`], and follows them until each promoted v2
-/// and scaled v1 down. Returns the v1 builds by name and the scale-down times (ms since the
-/// epoch, audit clock) by name.
-pub async fn run(rig: &mut Rig) -> Result<(BTreeMap<String, String>, BTreeMap<String, f64>)> {
+/// What [`run`] saw, for [`times`].
+#[derive(Clone, Debug)]
+pub struct Promoted {
+    /// v1 builds by object name.
+    v1: BTreeMap<String, String>,
+    /// v1's scale-down by object name (ms since the epoch, audit clock).
+    scaled: BTreeMap<String, f64>,
+    /// Where the audit log stood when the first object changed.
+    mark: crate::measure::AuditMark,
+}
+
+/// Changes every object to v2, one every [`rollout::STAGGER`], and follows them until each
+/// promoted v2 and scaled v1 down.
+pub async fn run(rig: &mut Rig) -> Result<Promoted> {
     let v1 = rollout::current_builds(&rig.client).await?;
     let audit = rig.plane.audit_log_path().to_path_buf();
     let mark = crate::measure::audit_mark(&audit)?;
@@ -86,7 +99,7 @@ pub async fn run(rig: &mut Rig) -> Result<(BTreeMap<String, String>, BTreeMap<St
             })
             .count();
         if promoted >= v1.len() && scaled.len() >= v1.len() {
-            return Ok((v1, scaled));
+            return Ok(Promoted { v1, scaled, mark });
         }
         if begin.elapsed() > DEADLINE {
             bail!(
@@ -129,6 +142,31 @@ fn scale_downs(
     Ok(out)
 }
 
+/// The first status write (by anyone but the controller) showing a v2 Deployment with a ready
+/// replica, by Deployment name (audit stage timestamps, ms since the epoch).
+fn v2_deployments_ready(
+    audit: &Path,
+    mark: crate::measure::AuditMark,
+) -> Result<BTreeMap<String, f64>> {
+    let v2_image = test_harness::manifests::worker_image("v2");
+    let mut out = BTreeMap::new();
+    for event in crate::measure::audit_events_since(audit, mark)? {
+        let Some(body) = event.request_object.as_ref() else {
+            continue;
+        };
+        let status_write = event.resource() == "deployments/status" && event.is_write();
+        let ready = body["status"]["readyReplicas"].as_i64().unwrap_or(0) > 0;
+        let v2 = body["spec"]["template"]["spec"]["containers"][0]["image"] == v2_image.as_str();
+        let name = event.object_ref.as_ref().map(|o| o.name.clone());
+        if let (true, true, true, Some(name), Some(at)) =
+            (status_write, ready, v2, name, event.stage_ms())
+        {
+            out.entry(name).or_insert(at);
+        }
+    }
+    Ok(out)
+}
+
 fn is_scale_to_zero(event: &AuditEvent) -> bool {
     event.acting_user() == CONTROLLER_USER
         && event.stage == "ResponseComplete"
@@ -143,13 +181,11 @@ fn is_scale_to_zero(event: &AuditEvent) -> bool {
 
 /// Reads Temporal (after the measured window, so the reads count for nobody) and the kubelet
 /// stand-in's readiness log, and computes both latencies per object.
-pub async fn times(
-    rig: &Rig,
-    v1: &BTreeMap<String, String>,
-    scaled: &BTreeMap<String, f64>,
-) -> Result<PromoteTimes> {
+pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
+    let Promoted { v1, scaled, mark } = promoted;
     let conn = rig.temporal.connect("scale-probe").await?;
     let ready = rig.kubelet.readiness();
+    let deployment_ready = v2_deployments_ready(rig.plane.audit_log_path(), *mark)?;
     let delay = SCALEDOWN_DELAY.as_secs_f64() * 1e3;
     let mut out = PromoteTimes::default();
     for (name, v1_build) in v1 {
@@ -179,6 +215,14 @@ pub async fn times(
             .map(rollout::ts_ms);
         if let (Some(ready), Some(since)) = (v2_ready, current_since) {
             out.ready_to_current_ms.push(since - ready);
+        }
+        let kcm = deployment_ready
+            .iter()
+            .filter(|(deployment, _)| deployment.starts_with(&format!("{name}-")))
+            .map(|(_, at)| *at)
+            .reduce(f64::min);
+        if let (Some(ready), Some(kcm)) = (v2_ready, kcm) {
+            out.ready_to_deployment_ms.push(kcm - ready);
         }
         let drained = rollout::version_info(&conn, &deployment, v1_build)
             .await

@@ -268,6 +268,18 @@ const ROWS: &[Row] = &[
         }),
     },
     Row {
+        name: "floor: pollers ready → Deployment ready (kube-controller-manager) p50 (ms)",
+        value: |o| percentile(&o.promote.as_ref()?.ready_to_deployment_ms, 50.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "floor: pollers ready → Deployment ready (kube-controller-manager) p99 (ms)",
+        value: |o| percentile(&o.promote.as_ref()?.ready_to_deployment_ms, 99.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
         name: "Drained + delay → scaled down p50 (ms)",
         value: |o| percentile(&o.promote.as_ref()?.drained_to_scaled_ms, 50.0),
         digits: 0,
@@ -312,7 +324,13 @@ const ROWS: &[Row] = &[
         target: none(),
     },
     Row {
-        name: "floor: DescribeWorkerDeployment RTT p50 (ms)",
+        name: "DescribeWorkerDeployment RTT mean in the span (ms, ours' own)",
+        value: |o| o.ours_rtt_ms.get("DescribeWorkerDeployment").copied(),
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "floor: DescribeWorkerDeployment RTT p50 at rest (ms, probe)",
         value: |o| percentile(&o.temporal_rtt_ms, 50.0),
         digits: 1,
         target: none(),

@@ -171,8 +171,8 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
         }
         Scenario::Waiting | Scenario::Startup => (Vec::new(), Vec::new()),
     };
-    let promote = match span.promoted {
-        Some((v1, scaled)) => Some(promote::times(&rig, &v1, &scaled).await?),
+    let promote = match &span.promoted {
+        Some(promoted) => Some(promote::times(&rig, promoted).await?),
         None => None,
     };
     Ok(Outcome {
@@ -408,8 +408,7 @@ impl Probe {
 struct Span {
     steady: Steady,
     rollout: Option<rollout::RolloutTimes>,
-    /// Promote: v1 builds and v1 scale-down times, by name.
-    promoted: Option<(BTreeMap<String, String>, BTreeMap<String, f64>)>,
+    promoted: Option<promote::Promoted>,
     burst: Option<burst::BurstTimes>,
 }
 

@@ -181,7 +181,7 @@ fn an_uncounted_drained_version_wakes_at_its_scaledown_deadline_not_the_drain_po
     );
     // At the deadline it is a candidate: the observe stage counts it, and with none pinned
     // the plan scales it down.
-    i.now = i.now + jiff::SignedDuration::from_secs(15);
+    i.now += jiff::SignedDuration::from_secs(15);
     assert_eq!(
         super::sunset::pinned_check_candidates(&i),
         vec!["v1".to_string()]

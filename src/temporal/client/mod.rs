@@ -189,11 +189,13 @@ impl TemporalClient {
             Ok(Err(status)) => Err(TemporalError::from_status(method, &status)),
             Err(_) => Err(TemporalError::Timeout { method, timeout }),
         };
+        let label = match &result {
+            Ok(_) => code_label(temporalio_client::tonic::Code::Ok),
+            Err(e) => e.code_label(),
+        };
+        // Each call's place in a reconcile's time line, for latency analysis at debug level.
+        tracing::debug!(method, code = label, elapsed = ?started.elapsed(), "Temporal call");
         if let Some(observe) = &self.observer {
-            let label = match &result {
-                Ok(_) => code_label(temporalio_client::tonic::Code::Ok),
-                Err(e) => e.code_label(),
-            };
             observe(method, label, started.elapsed());
         }
         if let Err(e) = &result

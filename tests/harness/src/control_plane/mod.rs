@@ -472,8 +472,9 @@ struct Files {
 }
 
 /// Records every request once it completes, with user, verb, resource and request URI (which
-/// carries the field manager of writes). Writes to Deployments (and their scale) also keep
-/// the request body, so that a benchmark can tell a scale-down from any other write.
+/// carries the field manager of writes). Writes to Deployments (their scale and status too)
+/// also keep the request body, so that a benchmark can tell a scale-down or a Deployment
+/// turning ready from any other write.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
@@ -482,7 +483,7 @@ rules:
   verbs: [update, patch]
   resources:
   - group: apps
-    resources: [deployments, deployments/scale]
+    resources: [deployments, deployments/scale, deployments/status]
 - level: Metadata
 ";
 
