@@ -17,7 +17,7 @@
 //!
 //! Run (see docs/performance.md for recorded runs and the defaults):
 //!   cargo bench --bench scale_probe -- [--controller ours|go|both]
-//!       [--scenarios idle,waiting,startup,rollout,promote,burst] [--idle-n 10,40]
+//!       [--scenarios idle,waiting,startup,rollout,promote,burst] [--idle-n 50,200]
 //!       [--waiting-n 300] [--startup-n 300] [--rollout-n 20] [--promote-n 20]
 //!       [--burst-n 200] [--window 300]
 //!   cargo test --bench scale_probe -- --quick     (CI smoke test: every scenario at a small
@@ -68,7 +68,7 @@ const SCENARIOS: &[(Scenario, &str, &str, &str, &str, &str)] = &[
         "idle",
         "--idle-n",
         "TWC_PROBE_IDLE_N",
-        "10,40",
+        "50,200",
         "2",
     ),
     (

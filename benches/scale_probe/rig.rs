@@ -20,6 +20,9 @@ pub const NS: &str = "bench";
 pub const SYSTEM_NS: &str = "bench-system";
 /// The user both controllers authenticate as (client certificate, `system:masters`).
 pub const CONTROLLER_USER: &str = "bench-controller";
+/// Temporal refuses the pollers of more than 100 worker deployments per namespace by default
+/// (`matching.maxDeployments`); the burst scenario needs 200.
+const TEMPORAL_CONFIG: &[&str] = &["matching.maxDeployments=1000"];
 /// How long our controller may take to answer `/readyz` on a loaded machine.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -115,7 +118,10 @@ impl Rig {
             Which::Go => Some(GoControllerBuild::locate_async().await?),
             Which::Ours => None,
         };
-        let (plane, temporal) = tokio::join!(ControlPlane::start(), DevServer::start());
+        let (plane, temporal) = tokio::join!(
+            ControlPlane::start(),
+            DevServer::start_with(TEMPORAL_CONFIG)
+        );
         let (plane, temporal) = (plane?, temporal?);
         let client = plane.client().await?;
         match &go_build {
