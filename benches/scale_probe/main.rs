@@ -19,7 +19,7 @@
 //!   cargo bench --bench scale_probe -- [--controller ours|go|both]
 //!       [--scenarios idle,waiting,startup,rollout,promote,burst] [--idle-n 50,200]
 //!       [--waiting-n 300] [--startup-n 300] [--rollout-n 20] [--promote-n 20]
-//!       [--burst-n 200] [--window 300]
+//!       [--burst-n 100] [--window 300]
 //!   cargo test --bench scale_probe -- --quick     (CI smoke test: every scenario at a small
 //!       N with a 10 s window; fails only if a scenario does not complete)
 //! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_<SCENARIO>_N,
@@ -108,7 +108,7 @@ const SCENARIOS: &[(Scenario, &str, &str, &str, &str, &str)] = &[
         "burst",
         "--burst-n",
         "TWC_PROBE_BURST_N",
-        "200",
+        "100",
         "2",
     ),
 ];
