@@ -8,11 +8,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use kube::api::{Api, DynamicObject, ListParams};
-use test_harness::go_controller;
+use kube::api::ListParams;
 
 use crate::measure;
-use crate::rig::{NS, Rig};
+use crate::rig::Rig;
 use crate::rollout;
 use crate::scenarios::controller_methods;
 
@@ -34,11 +33,7 @@ pub async fn run(rig: &mut Rig) -> Result<BurstTimes> {
     let v1 = rollout::current_builds(&rig.client).await?;
     reset_peak_rss(rig.controller.pid())?;
     let metrics: SocketAddr = rig.temporal.metrics_address().parse()?;
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        rig.client.clone(),
-        NS,
-        &go_controller::api_resource("WorkerDeployment"),
-    );
+    let api = crate::rig::worker_deployments(&rig.client);
     let begin = Instant::now();
     crate::scenarios::apply_all(
         &rig.client,

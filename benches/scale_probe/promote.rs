@@ -19,11 +19,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 use temporalio_common::protos::temporal::api::enums::v1::VersionDrainageStatus;
 use test_harness::control_plane::AuditEvent;
-use test_harness::go_controller;
 
 use crate::rig::{CONTROLLER_USER, NS, Rig};
 use crate::rollout;
@@ -77,11 +76,7 @@ pub async fn run(rig: &mut Rig) -> Result<Promoted> {
     let audit = rig.plane.audit_log_path().to_path_buf();
     let mark = crate::measure::audit_mark(&audit)?;
     rollout::apply_staggered(&rig.client, v1.len(), manifest_at).await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        rig.client.clone(),
-        NS,
-        &go_controller::api_resource("WorkerDeployment"),
-    );
+    let api = crate::rig::worker_deployments(&rig.client);
     let begin = Instant::now();
     loop {
         rig.controller.check_alive()?;

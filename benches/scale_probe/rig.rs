@@ -26,6 +26,15 @@ const TEMPORAL_CONFIG: &[&str] = &["matching.maxDeployments=1000"];
 /// How long our controller may take to answer `/readyz` on a loaded machine.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
 
+/// The `WorkerDeployment`s of [`NS`] (the Go controller's kind, which both controllers serve).
+pub fn worker_deployments(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::namespaced_with(
+        client.clone(),
+        NS,
+        &go_controller::api_resource("WorkerDeployment"),
+    )
+}
+
 /// Which controller a rig runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {

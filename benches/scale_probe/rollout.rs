@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 use temporalio_client::Connection;
 use temporalio_client::grpc::WorkflowService as _;
@@ -21,7 +21,6 @@ use temporalio_common::protos::temporal::api::deployment::v1::{
     WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
-use test_harness::go_controller;
 
 use crate::rig::{NS, Rig};
 use crate::scenarios::{Scenario, manifest};
@@ -136,11 +135,7 @@ pub async fn record(
     // The probe's own reads, taken out of the controller's Temporal count afterwards.
     let mut reads = 0u64;
     let conn = rig.temporal.connect("scale-probe").await?;
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        rig.client.clone(),
-        NS,
-        &go_controller::api_resource("WorkerDeployment"),
-    );
+    let api = crate::rig::worker_deployments(&rig.client);
     let mut timelines: BTreeMap<String, Timeline> = v1_builds
         .keys()
         .map(|n| (n.clone(), Timeline::default()))
@@ -240,11 +235,7 @@ pub async fn version_info(
 
 /// Every object's current build (its v1), by name.
 pub async fn current_builds(client: &kube::Client) -> Result<BTreeMap<String, String>> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        NS,
-        &go_controller::api_resource("WorkerDeployment"),
-    );
+    let api = crate::rig::worker_deployments(client);
     Ok(api
         .list(&ListParams::default())
         .await?

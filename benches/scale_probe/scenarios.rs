@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use futures::{StreamExt as _, TryStreamExt as _};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::ListParams;
 use serde_json::{Value, json};
 use test_harness::go_controller;
 
@@ -255,11 +255,7 @@ async fn wait_reached(
     n: usize,
     deadline: Duration,
 ) -> Result<()> {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        rig.client.clone(),
-        NS,
-        &go_controller::api_resource("WorkerDeployment"),
-    );
+    let api = crate::rig::worker_deployments(&rig.client);
     let begin = Instant::now();
     loop {
         rig.controller.check_alive()?;
