@@ -11,9 +11,10 @@ use anyhow::{Context as _, Result, bail};
 use kube::api::ListParams;
 
 use crate::measure;
+use crate::promote::promoted_past;
 use crate::rig::Rig;
 use crate::rollout;
-use crate::scenarios::controller_methods;
+use crate::scenarios::{Scenario, controller_methods, reached_state};
 
 /// Every object must promote v2 within this.
 const DEADLINE: Duration = Duration::from_secs(900);
@@ -56,13 +57,9 @@ pub async fn run(rig: &mut Rig) -> Result<BurstTimes> {
             .iter()
             .filter(|o| {
                 let status = &o.data["status"];
-                let current = status["currentVersion"]["buildID"].as_str().unwrap_or("");
-                !current.is_empty()
-                    && Some(current)
-                        != v1
-                            .get(o.metadata.name.as_deref().unwrap_or(""))
-                            .map(String::as_str)
-                    && status["targetVersion"]["buildID"].as_str() == Some(current)
+                let v1 = v1.get(o.metadata.name.as_deref().unwrap_or(""));
+                // Its target is Current, and that is not v1 any more.
+                reached_state(Scenario::Burst, status) && promoted_past(status, v1)
             })
             .count();
         if done >= v1.len() {

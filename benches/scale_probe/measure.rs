@@ -73,38 +73,43 @@ pub fn audit_mark(path: &Path) -> Result<AuditMark> {
 /// The controller's requests logged between `from` and the log's current end; returns the new
 /// end as well.
 pub fn audit_since(path: &Path, from: AuditMark) -> Result<(KubeTally, AuditMark)> {
-    let text = read_from(path, from.0)?;
-    let len = complete_len(&text);
+    let (events, end) = audit_events_since(path, from)?;
     let mut tally = KubeTally::default();
-    for line in text[..len as usize].lines() {
-        let Ok(event) = serde_json::from_str::<AuditEvent>(line) else {
-            continue;
-        };
-        if event.acting_user() == CONTROLLER_USER && event.stage == "ResponseComplete" {
-            count(&mut tally, &event);
-        }
+    for event in events.iter().filter(|e| by_controller(e)) {
+        count(&mut tally, event);
     }
-    Ok((tally, AuditMark(from.0 + len)))
+    Ok((tally, end))
 }
 
-/// Every audit event logged after `from` (up to the log's last complete line).
-pub fn audit_events_since(path: &Path, from: AuditMark) -> Result<Vec<AuditEvent>> {
+/// Every audit event logged after `from` (up to the log's last complete line), and where
+/// that is: the next call starts there, so a poll reads each line once.
+pub fn audit_events_since(path: &Path, from: AuditMark) -> Result<(Vec<AuditEvent>, AuditMark)> {
     let text = read_from(path, from.0)?;
-    let len = complete_len(&text) as usize;
-    Ok(text[..len]
+    let len = complete_len(&text);
+    let events = text[..len as usize]
         .lines()
         .filter_map(|line| serde_json::from_str::<AuditEvent>(line).ok())
-        .collect())
+        .collect();
+    Ok((events, AuditMark(from.0 + len)))
+}
+
+/// A completed request of the controller under test.
+pub fn by_controller(event: &AuditEvent) -> bool {
+    event.acting_user() == CONTROLLER_USER && event.stage == "ResponseComplete"
+}
+
+/// A completed, successful write of the controller under test.
+pub fn controller_wrote(event: &AuditEvent) -> bool {
+    by_controller(event) && event.is_write() && (200..300).contains(&event.code())
 }
 
 /// Stage timestamp (ms since the epoch) of the controller's first successful write to a
 /// `*/status` subresource after `from`: its first reconcile that got somewhere.
 pub fn first_status_write(path: &Path, from: AuditMark) -> Result<Option<f64>> {
     Ok(audit_events_since(path, from)?
+        .0
         .iter()
-        .filter(|e| e.acting_user() == CONTROLLER_USER && e.stage == "ResponseComplete")
-        .filter(|e| e.is_write() && e.resource().ends_with("/status"))
-        .filter(|e| (200..300).contains(&e.code()))
+        .filter(|e| controller_wrote(e) && e.resource().ends_with("/status"))
         .find_map(AuditEvent::stage_ms))
 }
 

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use temporalio_common::protos::temporal::api::enums::v1::VersionDrainageStatus;
 use test_harness::control_plane::AuditEvent;
 
-use crate::rig::{CONTROLLER_USER, NS, Rig};
+use crate::measure::AuditMark;
+use crate::rig::{NS, Rig};
 use crate::rollout;
 use crate::scenarios::{Scenario, manifest};
 
@@ -66,7 +67,7 @@ pub struct Promoted {
     /// v1's scale-down by object name (ms since the epoch, audit clock).
     scaled: BTreeMap<String, f64>,
     /// Where the audit log stood when the first object changed.
-    mark: crate::measure::AuditMark,
+    mark: AuditMark,
 }
 
 /// Changes every object to v2, one every [`rollout::STAGGER`], and follows them until each
@@ -78,9 +79,10 @@ pub async fn run(rig: &mut Rig) -> Result<Promoted> {
     rollout::apply_staggered(&rig.client, v1.len(), manifest_at).await?;
     let api = crate::rig::worker_deployments(&rig.client);
     let begin = Instant::now();
+    let (mut scaled, mut read_to) = (BTreeMap::new(), mark);
     loop {
         rig.controller.check_alive()?;
-        let scaled = scale_downs(&audit, mark, &v1)?;
+        read_to = note_scale_downs(&audit, read_to, &v1, &mut scaled)?;
         let promoted = api
             .list(&ListParams::default())
             .await?
@@ -108,44 +110,49 @@ pub async fn run(rig: &mut Rig) -> Result<Promoted> {
 }
 
 /// The status shows a Current build other than `v1`.
-fn promoted_past(status: &Value, v1: Option<&String>) -> bool {
+pub fn promoted_past(status: &Value, v1: Option<&String>) -> bool {
     let current = status["currentVersion"]["buildID"].as_str().unwrap_or("");
     !current.is_empty() && Some(current) != v1.map(String::as_str)
 }
 
-/// The first write of the controller that set a Deployment of object `name` to 0 replicas,
-/// by object name (audit stage timestamps, ms since the epoch). Only v1's Deployments are
-/// scaled to zero in this scenario.
-fn scale_downs(
+/// Adds to `scaled` the first write of the controller that set a Deployment of each object
+/// to 0 replicas, logged after `from`, by object name (audit stage timestamps, ms since the
+/// epoch); returns where the log was read to. Only v1's Deployments are scaled to zero in this
+/// scenario.
+fn note_scale_downs(
     audit: &Path,
-    mark: crate::measure::AuditMark,
+    from: AuditMark,
     v1: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, f64>> {
-    let mut out = BTreeMap::new();
-    for event in crate::measure::audit_events_since(audit, mark)? {
-        if !is_scale_to_zero(&event) {
-            continue;
-        }
+    scaled: &mut BTreeMap<String, f64>,
+) -> Result<AuditMark> {
+    let (events, read_to) = crate::measure::audit_events_since(audit, from)?;
+    for event in events.iter().filter(|e| is_scale_to_zero(e)) {
         let Some(name) = event.object_ref.as_ref().map(|o| o.name.as_str()) else {
             continue;
         };
-        let owner = v1.keys().find(|wd| name.starts_with(&format!("{wd}-")));
+        let owner = v1.keys().find(|wd| of_object(name, wd));
         if let (Some(owner), Some(at)) = (owner, event.stage_ms()) {
-            out.entry(owner.clone()).or_insert(at);
+            scaled.entry(owner.clone()).or_insert(at);
         }
     }
-    Ok(out)
+    Ok(read_to)
 }
 
-/// The first status write (by anyone but the controller) showing a v2 Deployment with a ready
-/// replica, by Deployment name (audit stage timestamps, ms since the epoch).
-fn v2_deployments_ready(
-    audit: &Path,
-    mark: crate::measure::AuditMark,
-) -> Result<BTreeMap<String, f64>> {
+/// Whether Deployment `deployment` is one of object `wd`'s versions (`<wd>-<build>`; the
+/// objects are `wd-0000`…, so no name is a prefix of another's versions).
+fn of_object(deployment: &str, wd: &str) -> bool {
+    deployment
+        .strip_prefix(wd)
+        .is_some_and(|rest| rest.starts_with('-'))
+}
+
+/// The first status write showing a v2 Deployment with a ready replica, by Deployment name
+/// (audit stage timestamps, ms since the epoch). Only kube-controller-manager writes
+/// Deployment status.
+fn v2_deployments_ready(audit: &Path, mark: AuditMark) -> Result<BTreeMap<String, f64>> {
     let v2_image = test_harness::manifests::worker_image("v2");
     let mut out = BTreeMap::new();
-    for event in crate::measure::audit_events_since(audit, mark)? {
+    for event in crate::measure::audit_events_since(audit, mark)?.0 {
         let Some(body) = event.request_object.as_ref() else {
             continue;
         };
@@ -163,10 +170,7 @@ fn v2_deployments_ready(
 }
 
 fn is_scale_to_zero(event: &AuditEvent) -> bool {
-    event.acting_user() == CONTROLLER_USER
-        && event.stage == "ResponseComplete"
-        && event.is_write()
-        && (200..300).contains(&event.code())
+    crate::measure::controller_wrote(event)
         && event
             .object_ref
             .as_ref()
@@ -213,7 +217,7 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
         }
         let kcm = deployment_ready
             .iter()
-            .filter(|(deployment, _)| deployment.starts_with(&format!("{name}-")))
+            .filter(|(deployment, _)| of_object(deployment, name))
             .map(|(_, at)| *at)
             .reduce(f64::min);
         if let (Some(ready), Some(kcm)) = (v2_ready, kcm) {

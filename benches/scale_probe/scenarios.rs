@@ -154,9 +154,10 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
     } else {
         begin.elapsed()
     };
-    let first_write_ms = match cold {
-        true => measure::first_status_write(&audit, mark)?.map(|t| t - rig.spawned_ms),
-        false => None,
+    let first_write_ms = if cold {
+        measure::first_status_write(&audit, mark)?.map(|t| t - rig.spawned_ms)
+    } else {
+        None
     };
     let (creation, mark) = measure::audit_since(&audit, mark)?;
     let (t1, x1) = measure::temporal_counts(metrics).await?;
@@ -279,7 +280,8 @@ async fn wait_reached(
     }
 }
 
-fn reached_state(scenario: Scenario, status: &Value) -> bool {
+/// Whether an object's status shows the scenario's state (see [`wait_reached`]).
+pub fn reached_state(scenario: Scenario, status: &Value) -> bool {
     let target = status["targetVersion"]["buildID"].as_str().unwrap_or("");
     match scenario {
         Scenario::Waiting | Scenario::Startup => !target.is_empty(),
@@ -314,7 +316,6 @@ async fn settle(
     }
 }
 
-#[derive(Default)]
 struct Steady {
     kube: KubeTally,
     temporal: TemporalCounts,
@@ -418,13 +419,7 @@ async fn measured_span(
 ) -> Result<Span> {
     let probe = Probe::of(rig)?;
     let start = probe.start(mark).await?;
-    let mut span = Span {
-        steady: Steady::default(),
-        rollout: None,
-        promoted: None,
-        burst: None,
-    };
-    let mut probe_reads = 0;
+    let (mut rollout_times, mut promoted, mut burst_times, mut probe_reads) = (None, None, None, 0);
     match scenario {
         Scenario::Rollout => {
             let v1 = rollout::current_builds(&rig.client).await?;
@@ -432,24 +427,25 @@ async fn measured_span(
                 rollout::apply_staggered(&rig.client, v1.len(), rollout::progressive).await?;
             let (timelines, reads) = rollout::record(rig, &v1).await?;
             probe_reads = reads;
-            span.rollout = Some(rollout::RolloutTimes::from_timelines(&applied, &timelines));
+            rollout_times = Some(rollout::RolloutTimes::from_timelines(&applied, &timelines));
         }
-        Scenario::Promote => span.promoted = Some(promote::run(rig).await?),
-        Scenario::Burst => span.burst = Some(burst::run(rig).await?),
+        Scenario::Promote => promoted = Some(promote::run(rig).await?),
+        Scenario::Burst => burst_times = Some(burst::run(rig).await?),
         Scenario::Waiting | Scenario::Idle | Scenario::Startup => {
             tokio::time::sleep(window).await;
         }
     }
-    span.steady = probe.finish(start).await?;
+    let mut steady = probe.finish(start).await?;
     rig.controller.check_alive()?;
-    if let Some(count) = span
-        .steady
-        .temporal
-        .get_mut("DescribeWorkerDeploymentVersion")
-    {
+    if let Some(count) = steady.temporal.get_mut("DescribeWorkerDeploymentVersion") {
         *count = (*count - probe_reads as f64).max(0.0);
     }
-    Ok(span)
+    Ok(Span {
+        steady,
+        rollout: rollout_times,
+        promoted,
+        burst: burst_times,
+    })
 }
 
 /// For every object: Temporal's `currentSinceTime − createTime` of its current version (the

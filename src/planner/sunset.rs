@@ -44,6 +44,9 @@ pub const AUTOSCALER_HANDOFF_POLL: std::time::Duration = std::time::Duration::fr
 /// drainage report) still leaves the documented warm window before the Deployment goes.
 pub const ANNOTATION_SCALED_DOWN_AT: &str = "temporal.io/scaled-down-at";
 
+/// A Drained version's scale-down and deletion deadlines (`None`: never).
+pub type Deadlines = (Option<Timestamp>, Option<Timestamp>);
+
 /// When a drained version is scaled to zero and when its Deployment is deleted.
 /// Deletion counts from the later of the scale-down deadline and the recorded scale-down
 /// (`scaled_down_at`, the Deployment's [`ANNOTATION_SCALED_DOWN_AT`]); without a record (a
@@ -52,7 +55,7 @@ pub fn deadlines(
     desired: &Desired,
     drained_since: Timestamp,
     scaled_down_at: Option<Timestamp>,
-) -> (Option<Timestamp>, Option<Timestamp>) {
+) -> Deadlines {
     let scaledown_at = clock::add(drained_since, desired.scaledown_delay);
     // A record older than the deadline is stale (a version scaled up again after an earlier
     // sunset, then scaled to zero by someone else): the deadline wins.
@@ -150,14 +153,10 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                 // (`pinned_check_candidates`), so without that wake-up a scale-down would wait
                 // for the next drain poll, up to 30 s past its delay.
                 wake.after(DRAIN_POLL);
-                if version_status == TemporalVersionStatus::Drained {
-                    let (scaledown_at, delete_at) = drained_deadlines(input, d).unzip();
-                    for t in [scaledown_at.flatten(), delete_at.flatten()]
-                        .into_iter()
-                        .flatten()
-                    {
-                        wake.at(now, t);
-                    }
+                if version_status == TemporalVersionStatus::Drained
+                    && let Some(deadlines) = drained_deadlines(input, d)
+                {
+                    wake_at_both(wake, now, deadlines);
                 }
             }
             Some(TemporalVersionStatus::Inactive) => {
@@ -186,9 +185,7 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
                             out.scale.push(scale_to_zero(d, now));
                         }
                     }
-                    for t in [scaledown_at, delete_at].into_iter().flatten() {
-                        wake.at(now, t);
-                    }
+                    wake_at_both(wake, now, (scaledown_at, delete_at));
                 }
             }
             // Temporal still routes to it even though routing did not say so: leave it alone.
@@ -203,13 +200,17 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
 
 /// A Drained version's scale-down and deletion deadlines, counted from when Temporal reported
 /// it Drained (`None` without that time).
-fn drained_deadlines(
-    input: &PlanInput,
-    d: &ObservedDeployment,
-) -> Option<(Option<Timestamp>, Option<Timestamp>)> {
+fn drained_deadlines(input: &PlanInput, d: &ObservedDeployment) -> Option<Deadlines> {
     let since = input.temporal.version(&d.build_id)?.drainage_changed_at?;
     let recorded = d.scaled_down_at.filter(|_| d.replicas == Some(0));
     Some(deadlines(&input.desired, since, recorded))
+}
+
+/// Come back at the scale-down and at the deletion deadline, whichever are ahead.
+fn wake_at_both(wake: &mut Wake, now: Timestamp, (scaledown_at, delete_at): Deadlines) {
+    for t in [scaledown_at, delete_at].into_iter().flatten() {
+        wake.at(now, t);
+    }
 }
 
 /// Old versions whose Kubernetes Deployment is gone, that Temporal reports Drained or Inactive
