@@ -193,23 +193,13 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
         let Some(info) = described.and_then(|d| d.worker_deployment_info) else {
             continue;
         };
-        let current = info
-            .routing_config
-            .as_ref()
-            .and_then(|r| r.current_deployment_version.as_ref())
-            .map(|v| v.build_id.clone())
-            .unwrap_or_default();
-        let summary = |build: &str| {
-            info.version_summaries
-                .iter()
-                .find(|s| s.deployment_version.as_ref().map(|v| v.build_id.as_str()) == Some(build))
-        };
+        let current = rollout::current_build(&info).unwrap_or_default();
         let v2_ready = ready
             .iter()
             .filter(|r| r.deployment_name == deployment && r.build_id == current)
             .map(|r| rollout::system_ms(r.at))
             .reduce(f64::max);
-        let current_since = summary(&current)
+        let current_since = rollout::summary_of(&info, current)
             .and_then(|s| s.current_since_time.as_ref())
             .map(rollout::ts_ms);
         if let (Some(ready), Some(since)) = (v2_ready, current_since) {

@@ -17,8 +17,9 @@ use kube::api::ListParams;
 use serde_json::{Value, json};
 use temporalio_client::Connection;
 use temporalio_client::grpc::WorkflowService as _;
+use temporalio_common::protos::temporal::api::deployment::v1::worker_deployment_info::WorkerDeploymentVersionSummary;
 use temporalio_common::protos::temporal::api::deployment::v1::{
-    WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
+    WorkerDeploymentInfo, WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
 
@@ -104,6 +105,28 @@ pub fn system_ms(t: SystemTime) -> f64 {
 /// A protobuf timestamp in ms since the epoch.
 pub fn ts_ms(ts: &prost_wkt_types::Timestamp) -> f64 {
     ts.seconds as f64 * 1e3 + f64::from(ts.nanos) / 1e6
+}
+
+/// The Current build of a worker deployment as Temporal described it.
+pub fn current_build(info: &WorkerDeploymentInfo) -> Option<&str> {
+    let current = info
+        .routing_config
+        .as_ref()?
+        .current_deployment_version
+        .as_ref()?;
+    Some(current.build_id.as_str())
+}
+
+/// The summary of `build` among the described worker deployment's versions.
+pub fn summary_of<'a>(
+    info: &'a WorkerDeploymentInfo,
+    build: &str,
+) -> Option<&'a WorkerDeploymentVersionSummary> {
+    info.version_summaries.iter().find(|s| {
+        s.deployment_version
+            .as_ref()
+            .is_some_and(|v| v.build_id == build)
+    })
 }
 
 /// Changes object `i` to v2, one every [`STAGGER`]; returns when each was applied (ms).

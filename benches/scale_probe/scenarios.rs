@@ -465,21 +465,14 @@ async fn routing_latencies(rig: &Rig, n: usize) -> Result<(Vec<f64>, Vec<f64>)> 
         let Some(info) = described.worker_deployment_info else {
             continue;
         };
-        let current = info
-            .routing_config
-            .as_ref()
-            .and_then(|r| r.current_deployment_version.as_ref())
-            .map(|v| v.build_id.clone());
-        let summary = info
-            .version_summaries
-            .iter()
-            .find(|s| s.deployment_version.as_ref().map(|v| &v.build_id) == current.as_ref());
-        let ms = |seconds: i64, nanos: i32| seconds as f64 * 1e3 + f64::from(nanos) / 1e6;
-        let times = summary.and_then(|s| {
-            let created = s.create_time.as_ref()?;
-            let current = s.current_since_time.as_ref()?;
-            Some(ms(current.seconds, current.nanos) - ms(created.seconds, created.nanos))
-        });
+        let current = rollout::current_build(&info);
+        let times = current
+            .and_then(|b| rollout::summary_of(&info, b))
+            .and_then(|s| {
+                let created = s.create_time.as_ref()?;
+                let current = s.current_since_time.as_ref()?;
+                Some(rollout::ts_ms(current) - rollout::ts_ms(created))
+            });
         promote.extend(times);
     }
     Ok((promote, rtt))
