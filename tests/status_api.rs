@@ -700,7 +700,7 @@ async fn openapi_document_matches_responses() {
     }
 }
 
-/// The pinned schemathesis (installed by .ci/setup).
+/// The pinned schemathesis (installed by .ci/setup-tests).
 const SCHEMATHESIS_VERSION: &str = "4.32.5";
 
 /// The status API against its own contract (issue 28): schemathesis generates requests from
@@ -716,11 +716,11 @@ async fn schemathesis_finds_the_server_as_its_openapi_document_says() {
         .arg("--version")
         .output()
         .await
-        .expect("schemathesis is not installed: run .ci/setup");
+        .expect("schemathesis is not installed: run .ci/setup-tests");
     let version = String::from_utf8_lossy(&version.stdout).to_string();
     assert!(
         version.contains(SCHEMATHESIS_VERSION),
-        "schemathesis {SCHEMATHESIS_VERSION} expected (.ci/setup), found {version}"
+        "schemathesis {SCHEMATHESIS_VERSION} expected (.ci/setup-tests), found {version}"
     );
     let open = start(None).await;
     schemathesis(&open.base, &[], "open").await;

@@ -277,7 +277,7 @@ async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
 // The upgrade from an earlier commit
 
 /// The earlier commit's binary, charts and CRDs (`tools/old-controller/build.sh`, cached by
-/// commit outside the repository; `.ci/setup` builds it).
+/// commit outside the repository; `.ci/setup-tests` builds it).
 fn old_build() -> Result<PathBuf> {
     let out = std::process::Command::new("bash")
         .arg(repo_root().join("tools/old-controller/build.sh"))

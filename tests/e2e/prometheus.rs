@@ -89,7 +89,7 @@ impl Prometheus {
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
-            .context("starting prometheus (Debian package `prometheus`; run .ci/setup)")?;
+            .context("starting prometheus (Debian package `prometheus`; run .ci/setup-tests)")?;
         let prom = Prometheus {
             addr,
             _child: child,

@@ -10,7 +10,7 @@
 #
 # Cost: the old tree is built with the *same* Cargo target directory as the working tree
 # ($CARGO_TARGET_DIR, else <repo>/target), so the dependencies compiled for the working tree
-# (or, in .ci/setup, compiled here first and reused by the test build) are shared; only the old
+# (or, in .ci/setup-tests, compiled here first and reused by the test build) are shared; only the old
 # crate itself and dependencies whose feature set differs are compiled. The old package is
 # renamed (temporal-worker-controller-old, binary temporal-worker-controller-old-<commit>) so
 # that none of its artifacts overwrites the working tree's: Cargo hashes path packages by

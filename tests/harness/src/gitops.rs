@@ -86,7 +86,7 @@ pub fn checker_binary() -> PathBuf {
         return PathBuf::from(path);
     }
     crate::cached_build("gitops-checker").unwrap_or_else(|e| {
-        panic!("{e:#}\n(Go and the Go module proxy are needed; `.ci/setup` runs it)")
+        panic!("{e:#}\n(Go and the Go module proxy are needed; `.ci/setup-tests` runs it)")
     })
 }
 

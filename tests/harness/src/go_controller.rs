@@ -3,7 +3,7 @@
 //! take-over test and the side-by-side benchmark run the controller users run today.
 //!
 //! - [`GoControllerBuild::locate`] runs `tools/go-controller/build.sh` once per test process (it
-//!   reuses its cache, which `.ci/setup` fills) and finds the binary, its CRDs and the extracted
+//!   reuses its cache, which `.ci/setup-tests` fills) and finds the binary, its CRDs and the extracted
 //!   module (whose `examples/` and `docs/` the manifest-acceptance test reads).
 //! - [`install_crds`] installs its CRDs. They share the group `temporal.io` with ours, so they go
 //!   on a control plane of their own ([`crate::control_plane::ControlPlane::start`]), never on

@@ -27,6 +27,8 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 struct World {
     kubelet: Kubelet,
+    /// The image of [`process_image`]'s process Pods and the directory holding its binary.
+    image_dir: std::path::PathBuf,
     temporal_ns: String,
     temporal_address: String,
     pki: TestPki,
@@ -59,22 +61,53 @@ async fn start_world() -> Result<World> {
     let pki = TestPki::generate()?;
     let upstream: SocketAddr = server.address().parse()?;
     let mtls = GrpcTlsProxy::start(upstream, &pki, ProxyAuth::ClientCert).await?;
+    let image_dir = process_image()?;
+    let (host, port) = plane
+        .server()
+        .trim_start_matches("https://")
+        .rsplit_once(':')
+        .map(|(h, p)| (h.to_string(), p.to_string()))
+        .context("API server address")?;
     let kubelet = Kubelet::start_with(
         plane.client().await?,
         KubeletOptions {
             trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
-            ..Default::default()
+            images: [(PROCESS_IMAGE.to_string(), image_dir.join("entrypoint"))].into(),
+            api_server: Some((host, port.parse()?)),
         },
     )
     .await?;
     eprintln!("world ready after {:?}", t.elapsed());
     Ok(World {
         kubelet,
+        image_dir,
         temporal_ns,
         temporal_address: server.address(),
         pki,
         mtls,
     })
+}
+
+/// The image the stand-in maps to a local binary (a process Pod).
+const PROCESS_IMAGE: &str = "registry.example/entrypoint:1";
+/// What that binary prints and its exit code: a container that ran it exits with them.
+const PROCESS_GREETING: &str = "ran from the image root";
+const PROCESS_EXIT: i32 = 42;
+
+/// A directory under the system temp dir (`/tmp`, where a checkout under `/tmp` puts its Cargo
+/// target dir) holding the process image's binary, `entrypoint`: a script that prints
+/// [`PROCESS_GREETING`] and exits with [`PROCESS_EXIT`].
+fn process_image() -> Result<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(unique("kubelet-image"));
+    std::fs::create_dir_all(&dir)?;
+    let bin = dir.join("entrypoint");
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\necho '{PROCESS_GREETING}'\nexit {PROCESS_EXIT}\n"),
+    )?;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))?;
+    Ok(dir)
 }
 
 /// A fresh namespace and a client on the calling test's runtime.
@@ -383,6 +416,47 @@ async fn check_the_node_is_ready_untainted_and_leased(
         lease.spec.and_then(|s| s.holder_identity).as_deref(),
         Some(w.kubelet.node_name())
     );
+    Ok(())
+}
+
+/// A real kubelet runs the image's binary from the container's root filesystem, which no volume
+/// covers: a volume mounted over the directory that holds the binary on this machine (as the
+/// chart's `/tmp` emptyDir covers a Cargo target dir under `/tmp`) must not hide it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_volume_over_the_binarys_directory_does_not_hide_it() -> Result<()> {
+    let w = world().await;
+    let (client, ns) = namespace("kubelet-image-root").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let covered = w.image_dir.to_str().context("image dir")?;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "covered"},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "main",
+                "image": PROCESS_IMAGE,
+                "volumeMounts": [{"name": "scratch", "mountPath": covered}],
+            }],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+        }
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let terminated = eventually("the process Pod's container to exit", || async {
+        let p = pods.get("covered").await?;
+        Ok(main_status(&p)
+            .and_then(|c| c.state.as_ref()?.terminated.clone())
+            .map(|t| (t, phase(&p))))
+    })
+    .await?;
+    let (t, phase) = terminated;
+    let message = t.message.unwrap_or_default();
+    ensure!(
+        t.exit_code == PROCESS_EXIT && message.contains(PROCESS_GREETING),
+        "the binary under the volume did not run: exit {} ({message:?}), phase {phase}",
+        t.exit_code
+    );
+    ensure!(phase == "Failed", "restartPolicy Never, exit {PROCESS_EXIT}: phase {phase}");
     Ok(())
 }
 

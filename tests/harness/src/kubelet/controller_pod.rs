@@ -3,7 +3,12 @@
 //! by Cargo) runs that binary as a child process, set up from the Pod spec as a kubelet would:
 //!
 //! - **command**: the binary with the container's `args` (`$(VAR)` expanded); the image's
-//!   entrypoint is the binary, so `command` replaces it only by naming the same binary.
+//!   entrypoint is the binary, so `command` replaces it only by naming the same binary. As an
+//!   image's root filesystem would, the binary lives where no volume reaches: it is
+//!   bind-mounted into the Pod's own directory before any volume is mounted and executed from
+//!   there, so a volume over `/tmp` (or over the binary's host directory, as when the checkout
+//!   or its Cargo target dir lies under `/tmp` and the chart mounts an `emptyDir` at `/tmp`)
+//!   never hides it.
 //! - **env**: nothing of the test process leaks in. The container's `env`/`envFrom` as the
 //!   stand-in resolves them for every Pod (incl. downward-API `fieldRef`s), plus what a kubelet
 //!   adds: `HOSTNAME` (the Pod name), `KUBERNETES_SERVICE_HOST`/`_PORT` (here the test API
@@ -408,14 +413,26 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The shell script run inside the new mount namespace: the bind mounts (parents before
-/// children), then `exec` of the binary. Sources are relative to the working directory (the
-/// Pod's `vol` directory) and not canonicalised, so a mount over `/tmp` cannot hide the
-/// sources of later mounts that live under `/tmp`.
-fn mount_script(mounts: &[Bind]) -> String {
+/// Where, relative to the Pod's `vol` directory, the image's binary is bind-mounted before any
+/// volume: the container's own root filesystem, which no volume mount can cover.
+const IMAGE_ROOT: &str = ".image";
+
+/// The shell script run inside the new mount namespace (`$1`: the binary, then its args):
+/// the binary bind-mounted into [`IMAGE_ROOT`] first, then the volumes' bind mounts (parents
+/// before children), then `exec` of the binary from [`IMAGE_ROOT`]. Every path the script uses
+/// after the first mount is relative to the working directory (the Pod's `vol` directory) and
+/// not canonicalised: a volume mounted over `/tmp` (or over the directory holding the binary)
+/// hides neither the sources of later mounts nor the binary, since the working directory
+/// keeps pointing into the file system as it was before the mounts, as an image's root
+/// filesystem would be.
+fn mount_script(binary_name: &str, mounts: &[Bind]) -> String {
     let mut sorted: Vec<&Bind> = mounts.iter().collect();
     sorted.sort_by_key(|b| b.target.matches('/').count());
-    let mut script = String::from("set -e\n");
+    let entrypoint = quote(&format!("./{IMAGE_ROOT}/{binary_name}"));
+    let mut script = format!(
+        "set -e\nmkdir -p ./{IMAGE_ROOT}\n: > {entrypoint}\n\
+         mount --no-canonicalize --bind \"$1\" {entrypoint}\nshift\n"
+    );
     for b in sorted {
         let (src, dst) = (quote(&format!("./{}", b.source)), quote(&b.target));
         if b.file {
@@ -430,7 +447,7 @@ fn mount_script(mounts: &[Bind]) -> String {
             script.push_str(&format!("mount -o remount,ro,bind {dst}\n"));
         }
     }
-    script.push_str("exec \"$@\"\n");
+    script.push_str(&format!("exec {entrypoint} \"$@\"\n"));
     script
 }
 
@@ -444,9 +461,14 @@ fn spawn(
 ) -> Result<tokio::process::Child, String> {
     let out = std::fs::File::create(log).map_err(|e| format!("container log: {e}"))?;
     let err = out.try_clone().map_err(|e| format!("container log: {e}"))?;
+    let name = binary
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty())
+        .unwrap_or("entrypoint");
     tokio::process::Command::new("unshare")
         .args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
-        .arg(mount_script(mounts))
+        .arg(mount_script(name, mounts))
         .arg("sh")
         .arg(binary)
         .args(args)
@@ -589,7 +611,7 @@ mod tests {
 
     #[test]
     fn mounts_go_parents_first_and_quote_paths() {
-        let script = mount_script(&[
+        let script = mount_script("twc", &[
             Bind {
                 source: "certs".into(),
                 target: "/tmp/k8s-webhook-server/serving-certs".into(),
@@ -607,7 +629,11 @@ mod tests {
         let certs = script.find("'./certs'").expect("certs mount");
         assert!(tmp < certs, "{script}");
         assert!(script.contains("remount,ro,bind '/tmp/k8s-webhook-server/serving-certs'"));
-        assert!(script.ends_with("exec \"$@\"\n"));
+        // The binary comes first, from its host path, before any volume can cover it; it is
+        // executed from the Pod's own copy of the image root, never from the host path.
+        let image = script.find("--bind \"$1\" './.image/twc'").expect("binary mount");
+        assert!(image < tmp, "{script}");
+        assert!(script.ends_with("exec './.image/twc' \"$@\"\n"), "{script}");
         assert_eq!(quote("a'b"), r"'a'\''b'");
     }
 
