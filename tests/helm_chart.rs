@@ -1341,3 +1341,202 @@ fn chart_readme_documents_the_crd_upgrade_story() {
         );
     }
 }
+
+/// The Go temporal-worker-controller chart's own default `values.yaml` (the pinned v1.8.1, read
+/// from the module `tools/go-controller/build.sh` downloaded), as its users hand it to us.
+fn go_default_values() -> Value {
+    let build = test_harness::go_controller::GoControllerBuild::locate()
+        .expect("the Go controller's module (tools/go-controller/build.sh)");
+    let path = build
+        .module_dir
+        .join("helm/temporal-worker-controller/values.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn merged(mut base: Value, patch: Value) -> Value {
+    fn merge(a: &mut Value, b: Value) {
+        match (a, b) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+    merge(&mut base, patch);
+    base
+}
+
+/// Our chart rendered with Go-shaped values.
+fn go_helm() -> &'static HelmOutput {
+    static OUT: OnceLock<HelmOutput> = OnceLock::new();
+    OUT.get_or_init(|| {
+        let go = go_default_values();
+        run_helm(
+            CHART,
+            vec![
+                ("go-defaults", go.clone()),
+                (
+                    "go-typo",
+                    merged(go.clone(), json!({"metrics": {"disabelAuth": true}})),
+                ),
+                (
+                    "go-mapped",
+                    merged(
+                        go,
+                        json!({
+                            "rbac": {"restrictWatchNamespaces": ["team-a", "team-b"], "createEndUserRoles": false},
+                            "workerResourceTemplate": {"allowedResources": [
+                                {"kinds": ["HorizontalPodAutoscaler"], "apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"]},
+                                {"kinds": ["PodDisruptionBudget"], "apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}
+                            ]},
+                            "prometheus": {"enabled": true},
+                            "metrics": {"disableAuth": false},
+                            "statusApi": {"auth": {"mode": "token-review"}},
+                            "priority": 1000
+                        }),
+                    ),
+                ),
+            ],
+        )
+    })
+}
+
+fn go_result(name: &str) -> &'static CaseResult {
+    go_helm()
+        .results
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no case {name}"))
+}
+
+fn go_objects(name: &str) -> Vec<Value> {
+    let r = go_result(name);
+    let manifests = r
+        .manifests
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name} did not render: {:?}", r.error));
+    let mut objs = Vec::new();
+    for (template, text) in manifests.iter().filter(|(t, _)| t.ends_with(".yaml")) {
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {template}: {e}"));
+            if !v.is_null() {
+                objs.push(v);
+            }
+        }
+    }
+    objs
+}
+
+fn go_notes(name: &str) -> String {
+    go_result(name)
+        .manifests
+        .as_ref()
+        .and_then(|m| m.iter().find(|(t, _)| t.ends_with("NOTES.txt")))
+        .map(|(_, text)| text.clone())
+        .unwrap_or_default()
+}
+
+/// Each key of the Go chart's values: where ours reads it (`Some`) or the NOTES line that says
+/// it has no effect here (`None`). A Go key missing from this table fails the test, so a new Go
+/// default is never accepted silently.
+fn go_key_mapping(key: &str) -> Option<Option<&'static str>> {
+    Some(match key {
+        // Same key, same meaning in both charts.
+        "image" | "podAnnotations" | "podLabels" | "resources" | "terminationGracePeriodSeconds"
+        | "priorityClassName" | "serviceAccount" | "podSecurityContext"
+        | "containerSecurityContext" | "affinity" | "replicas" | "nodeSelector"
+        | "tolerations" | "rbac.create" | "priority" => Some("same"),
+        "rbac.restrictWatchNamespaces" => Some("watchNamespaces"),
+        "rbac.createEndUserRoles" => Some("end-user ClusterRoles"),
+        "workerResourceTemplate" => Some("ownedResourceKinds + ownedResourceAllowedKinds"),
+        "prometheus" => Some("serviceMonitor.enabled"),
+        "webhook" => Some("webhook (WorkerResourceTemplate check kept on)"),
+        "authProxy" => None,
+        "metrics" => None,
+        "namespace" => None,
+        "securityContext" => None,
+        "certmanager" => None,
+        _ => return None,
+    })
+}
+
+#[test]
+fn the_go_charts_default_values_render_and_notes_name_every_key_without_effect() {
+    let go = go_default_values();
+    let lint = &go_result("go-defaults").lint;
+    assert!(strings(&lint["errors"]).is_empty(), "{lint}");
+    assert!(
+        go_result("go-defaults").error.is_none(),
+        "{:?}",
+        go_result("go-defaults").error
+    );
+    let notes = go_notes("go-defaults");
+    let mut keys: Vec<String> = Vec::new();
+    for (k, v) in go.as_object().expect("values map") {
+        match (k.as_str(), v) {
+            ("rbac", Value::Object(r)) => keys.extend(r.keys().map(|sub| format!("rbac.{sub}"))),
+            _ => keys.push(k.clone()),
+        }
+    }
+    for key in &keys {
+        let mapping = go_key_mapping(key)
+            .unwrap_or_else(|| panic!("Go chart key {key} is neither mapped nor reported"));
+        let named = notes
+            .lines()
+            .any(|l| l.trim_start().starts_with(&format!("- {key}")));
+        match mapping {
+            Some(_) => assert!(!named, "{key} is mapped but NOTES call it without effect"),
+            None => assert!(named, "NOTES do not name {key}:\n{notes}"),
+        }
+    }
+    // The webhook stays on with self-managed certificates: cert-manager is never required.
+    let objs = go_objects("go-defaults");
+    assert!(of_kind(&objs, "Certificate").is_empty());
+    assert_eq!(of_kind(&objs, "ValidatingWebhookConfiguration").len(), 1);
+    assert!(notes.contains("- webhook.enabled=false"), "{notes}");
+    let a = args(&objs);
+    assert!(a.contains(&"--owned-resource-kinds=HorizontalPodAutoscaler".to_string()), "{a:?}");
+    assert_eq!(one(&objs, "Deployment")["spec"]["replicas"], go["replicas"]);
+    // rbac.createEndUserRoles (the Go default: true): an editor and a viewer role per kind,
+    // under the Go chart's names.
+    let roles: Vec<&str> = of_kind(&objs, "ClusterRole")
+        .into_iter()
+        .filter_map(|r| r["metadata"]["name"].as_str())
+        .filter(|n| n.ends_with("-editor-role") || n.ends_with("-viewer-role"))
+        .collect();
+    assert_eq!(roles.len(), 12, "{roles:?}");
+    assert!(roles.contains(&format!("{RELEASE}-{NS}-workerdeployment-editor-role").as_str()));
+}
+
+#[test]
+fn go_values_map_onto_ours_and_a_key_in_neither_chart_is_refused() {
+    let error = go_result("go-typo").error.clone().unwrap_or_default();
+    assert!(error.contains("disabelAuth"), "{error}");
+    let objs = go_objects("go-mapped");
+    let a = args(&objs);
+    assert!(a.iter().any(|x| x.contains("team-a") && x.contains("team-b")), "{a:?}");
+    assert!(
+        a.contains(&"--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget".to_string()),
+        "{a:?}"
+    );
+    assert!(grants(&objs, "policy", "poddisruptionbudgets", "create"));
+    assert!(a.contains(&"--api-auth-metrics".to_string()), "{a:?}");
+    assert_eq!(of_kind(&objs, "ServiceMonitor").len(), 1);
+    assert!(of_kind(&objs, "Role").len() >= 2);
+    assert_eq!(
+        one(&objs, "Deployment")["spec"]["template"]["spec"]["priority"],
+        json!(1000)
+    );
+    let notes = go_notes("go-mapped");
+    assert!(!notes.contains("- metrics.disableAuth"), "{notes}");
+    assert!(
+        of_kind(&objs, "ClusterRole")
+            .iter()
+            .all(|r| !r["metadata"]["name"].as_str().unwrap_or("").ends_with("-editor-role")),
+        "createEndUserRoles=false renders none"
+    );
+}

@@ -204,3 +204,87 @@ matchExpressions:
     values: {{ toJson .Values.webhook.excludeNamespaces }}
 {{- end }}
 {{- end }}
+
+{{/*
+The Go temporal-worker-controller chart's values (v1.8-v1.10) read into ours, so that its users'
+values files install unchanged (docs/migrating-from-go-controller.md#helm-values). Every template
+that reads a mapped key includes this first; it only ever sets ours from theirs, so running it
+once per template gives the same values. Keys with no effect here are named in NOTES
+("twc.goValuesNotes").
+*/}}
+{{- define "twc.goValues" -}}
+{{- $v := .Values -}}
+{{- $rbac := $v.rbac | default dict -}}
+{{- if and $rbac.restrictWatchNamespaces (not $v.watchNamespaces) -}}
+{{- $_ := set $v "watchNamespaces" $rbac.restrictWatchNamespaces -}}
+{{- end -}}
+{{- with $v.workerResourceTemplate -}}
+{{- if hasKey . "allowedResources" -}}
+{{- $rules := list -}}
+{{- $kinds := list -}}
+{{- range .allowedResources -}}
+{{- $rules = append $rules (dict "apiGroups" .apiGroups "resources" .resources) -}}
+{{- $kinds = concat $kinds .kinds -}}
+{{- end -}}
+{{- $_ := set $v "ownedResourceKinds" $rules -}}
+{{- $_ := set $v "ownedResourceAllowedKinds" (uniq $kinds) -}}
+{{- end -}}
+{{- /* The Go chart's webhook.enabled turns off only its WorkerDeployment webhook; its
+       WorkerResourceTemplate webhook (the authors' access check) is always on. Ours serves both
+       from one switch, so Go-shaped values keep it on: the WorkerDeployment webhook fails open
+       (failurePolicy Ignore) and the controller re-checks everything it checks. */ -}}
+{{- if not $v.webhook.enabled -}}
+{{- $_ := set $v.webhook "enabled" true -}}
+{{- $_ := set $v "goWebhookKeptOn" true -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.prometheus $v.prometheus.enabled -}}
+{{- $_ := set $v.serviceMonitor "enabled" true -}}
+{{- end -}}
+{{- with $v.metrics -}}
+{{- if and (hasKey . "disableAuth") (not .disableAuth) (eq $v.statusApi.auth.mode "token-review") -}}
+{{- $_ := set $v.statusApi.auth "protectMetrics" true -}}
+{{- end -}}
+{{- if .disableAuth -}}
+{{- $_ := set $v.statusApi.auth "protectMetrics" false -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* NOTES lines for the Go chart's keys that have no effect here, each with why. */}}
+{{- define "twc.goValuesNotes" -}}
+{{- $v := .Values -}}
+{{- $lines := list -}}
+{{- if hasKey $v "authProxy" -}}
+{{- $lines = append $lines "authProxy: no effect: no kube-rbac-proxy sidecar here; /metrics takes a Kubernetes token with statusApi.auth.mode=token-review and statusApi.auth.protectMetrics=true" -}}
+{{- end -}}
+{{- with $v.metrics -}}
+{{- if hasKey . "enabled" -}}
+{{- $lines = append $lines (printf "metrics.enabled: no effect: /metrics is always served, on http.port (%v) with the status API and probes" $v.http.port) -}}
+{{- end -}}
+{{- if hasKey . "port" -}}
+{{- $lines = append $lines (printf "metrics.port: no effect: /metrics is served on http.port (%v)" $v.http.port) -}}
+{{- end -}}
+{{- if and (hasKey . "disableAuth") (not .disableAuth) (ne $v.statusApi.auth.mode "token-review") -}}
+{{- $lines = append $lines "metrics.disableAuth=false: no effect: there is no auth proxy; /metrics needs a token only with statusApi.auth.mode=token-review (then protectMetrics follows disableAuth)" -}}
+{{- end -}}
+{{- end -}}
+{{- if hasKey $v "namespace" -}}
+{{- $lines = append $lines "namespace.create: no effect: a chart does not create its own release namespace here; use helm install --create-namespace" -}}
+{{- end -}}
+{{- if hasKey $v "securityContext" -}}
+{{- $lines = append $lines "securityContext.seccompProfile: no effect: podSecurityContext sets seccompProfile RuntimeDefault by default" -}}
+{{- end -}}
+{{- if hasKey $v "certmanager" -}}
+{{- $lines = append $lines "certmanager.*: no effect: the controller makes and rotates its own webhook certificates, so cert-manager is never required; set webhook.certManager.enabled=true to use cert-manager instead" -}}
+{{- end -}}
+{{- if $v.goWebhookKeptOn -}}
+{{- $lines = append $lines "webhook.enabled=false: read with the Go chart's meaning (its WorkerDeployment webhook only): the WorkerResourceTemplate access check stays on, as in the Go chart; the WorkerDeployment webhook fails open" -}}
+{{- end -}}
+{{- if and $v.rbac (hasKey $v.rbac "restrictWatchNamespaces") $v.rbac.restrictWatchNamespaces (ne (toJson $v.rbac.restrictWatchNamespaces) (toJson $v.watchNamespaces)) -}}
+{{- $lines = append $lines "rbac.restrictWatchNamespaces: no effect: watchNamespaces is set and wins" -}}
+{{- end -}}
+{{- range $lines }}
+  - {{ . }}
+{{- end -}}
+{{- end -}}
