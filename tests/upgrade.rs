@@ -8,6 +8,9 @@
 //! - `helm_install_wait_runs_the_controller_as_its_pod`: the CRD chart, then the controller
 //!   chart, each `helm install --wait`; the controller's Pod is Ready, holds the Lease under its
 //!   downward-API name and reconciles a WorkerDeployment to v1 Current.
+//! - `helm_install_wait_with_the_go_charts_default_values`: the same with the Go
+//!   temporal-worker-controller v1.8.1 chart's own default `values.yaml` (read from its
+//!   downloaded module), as a Go user hands it over.
 //! - `helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going`: the chart and binary of commit
 //!   `tools/old-controller/versions.env` (CRDs in the chart's `crds/`, as before the CRD chart),
 //!   a Progressive rollout in flight, then the documented migration to the CRD chart and
@@ -236,6 +239,43 @@ fn worker_deployment(name: &str, temporal_ns: &str, tag: &str, rollout: Value) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
+    install_wait_and_roll_out(controller_values("dev")?).await
+}
+
+/// A Go temporal-worker-controller user's values file, unchanged: the Go v1.8.1 chart's own
+/// default `values.yaml` (read from the downloaded module) installs our chart with `--wait`.
+/// Only what this rig needs is laid over it: the image under test, loopback ports, and one
+/// replica (the Go default is 2: process Pods share the machine's network, so two controller
+/// Pods would fight over the same ports; a real cluster runs both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_install_wait_with_the_go_charts_default_values() -> Result<()> {
+    let build = test_harness::go_controller::GoControllerBuild::locate_async().await?;
+    let path = build
+        .module_dir
+        .join("helm/temporal-worker-controller/values.yaml");
+    let mut values: Value = serde_yaml::from_str(&std::fs::read_to_string(&path)?)
+        .with_context(|| path.display().to_string())?;
+    let Some(map) = values.as_object_mut() else {
+        bail!("{} is not a map", path.display());
+    };
+    let ours = controller_values("dev")?;
+    for (k, v) in ours.as_object().into_iter().flatten() {
+        match (map.get_mut(k), v) {
+            (Some(Value::Object(theirs)), Value::Object(v)) => {
+                theirs.extend(v.clone());
+            }
+            _ => {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    map.insert("replicas".into(), json!(1));
+    install_wait_and_roll_out(values).await
+}
+
+/// The CRD chart, then the controller chart with `values`, each `helm install --wait`; the
+/// controller's Pod must be Ready and leading and roll a WorkerDeployment out to v1 Current.
+async fn install_wait_and_roll_out(values: Value) -> Result<()> {
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"));
     let c = cluster(BTreeMap::from([(image("dev"), binary)])).await?;
     let root = repo_root();
@@ -247,7 +287,7 @@ async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
     ensure!(crds.helm_version.starts_with("v4"), "{}", crds.helm_version);
     let install = c
         .helm
-        .install(RELEASE, &root.join(CHART), &controller_values("dev")?)
+        .install(RELEASE, &root.join(CHART), &values)
         .await?
         .ensure_ok("helm install --wait of the controller chart")?;
     println!(
