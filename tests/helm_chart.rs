@@ -962,7 +962,8 @@ fn own_affinity_replaces_the_default_anti_affinity() {
         "pool"
     );
     // One replica has nobody to spread from.
-    let single = one(&objects("single-no-lease"), "Deployment");
+    let objs = objects("single-no-lease");
+    let single = one(&objs, "Deployment");
     assert_eq!(single["spec"]["replicas"], 1);
     assert!(single["spec"]["template"]["spec"]["affinity"].is_null());
 }
