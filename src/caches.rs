@@ -474,7 +474,11 @@ mod tests {
         assert_eq!(bodies.len(), 1, "only the fresh body is left");
         assert!(bodies.fresh(&key("d"), later).is_some());
         // A fresh body survives another's insertion.
-        bodies.remember(key("e"), later + Duration::from_secs(1), Some(Secret::default()));
+        bodies.remember(
+            key("e"),
+            later + Duration::from_secs(1),
+            Some(Secret::default()),
+        );
         assert_eq!(bodies.len(), 2);
     }
 }

@@ -192,7 +192,10 @@ mod tests {
         );
         let ups = draws.windows(2).filter(|w| w[1] > w[0]).count();
         let share = ups as f64 / (N - 1) as f64;
-        assert!((0.44..=0.56).contains(&share), "{share} of the successive draws go up");
+        assert!(
+            (0.44..=0.56).contains(&share),
+            "{share} of the successive draws go up"
+        );
         let mut distinct = draws.clone();
         distinct.sort_by(f64::total_cmp);
         distinct.dedup();

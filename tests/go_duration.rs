@@ -185,7 +185,10 @@ fn ask_go(bin: &Path, inputs: &[String]) -> Vec<GoAnswer> {
     let mut stdin = child.stdin.take().expect("stdin");
     let writer = std::thread::spawn(move || stdin.write_all(request.as_bytes()));
     let out = child.wait_with_output().expect("the Go parser's answers");
-    writer.join().expect("writer").expect("writing to the Go parser");
+    writer
+        .join()
+        .expect("writer")
+        .expect("writing to the Go parser");
     assert!(
         out.status.success(),
         "the Go parser failed: {}",
@@ -291,8 +294,7 @@ fn crd_duration_patterns() -> Vec<String> {
 fn chart_duration_patterns() -> Vec<String> {
     let path = repo_root().join("charts/temporal-worker-controller/values.schema.json");
     let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("values schema"))
-            .expect("JSON");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("values schema")).expect("JSON");
     let props = &schema["properties"];
     [
         &props["controller"]["properties"]["idleInterval"],
@@ -303,7 +305,12 @@ fn chart_duration_patterns() -> Vec<String> {
         &props["webhook"]["properties"]["selfManaged"]["properties"]["checkInterval"],
     ]
     .iter()
-    .map(|p| p["pattern"].as_str().expect("a duration pattern").to_string())
+    .map(|p| {
+        p["pattern"]
+            .as_str()
+            .expect("a duration pattern")
+            .to_string()
+    })
     .collect()
 }
 
@@ -313,7 +320,11 @@ fn the_crd_and_chart_patterns_accept_what_the_parser_accepts() {
     assert!(crd.len() >= 14, "duration fields in the CRDs: {crd:?}");
     let chart = chart_duration_patterns();
     for p in crd.iter().chain(&chart) {
-        assert_eq!(p, duration::PATTERN, "a duration pattern that is not PATTERN");
+        assert_eq!(
+            p,
+            duration::PATTERN,
+            "a duration pattern that is not PATTERN"
+        );
     }
     let re = Regex::new(duration::PATTERN).expect("PATTERN compiles");
     let mut mismatches = Vec::new();

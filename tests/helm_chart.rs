@@ -119,7 +119,10 @@ fn cases() -> Vec<(&'static str, Value)> {
             "unknown-auth-mode",
             json!({"statusApi": {"auth": {"mode": "oidc"}}}),
         ),
-        ("prometheus-rule", json!({"prometheusRule": {"enabled": true}})),
+        (
+            "prometheus-rule",
+            json!({"prometheusRule": {"enabled": true}}),
+        ),
         (
             "prometheus-rule-custom",
             json!({"prometheusRule": {
@@ -347,8 +350,8 @@ fn default_install_renders_the_expected_objects_and_args() {
     assert_eq!(deploy["metadata"]["name"], FULLNAME);
     // Two replicas by default (as the Go chart), on different nodes where possible.
     assert_eq!(deploy["spec"]["replicas"], 2);
-    let anti = &deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
-        ["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"];
+    let anti = &deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
     assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
     for (k, v) in anti["labelSelector"]["matchLabels"]
         .as_object()
@@ -881,7 +884,10 @@ fn prometheus_rule_renders_the_charts_alerts_only_when_enabled() {
     assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
     assert_eq!(rule["metadata"]["namespace"], NS);
     assert_eq!(rule["metadata"]["name"], FULLNAME);
-    assert_eq!(rule["metadata"]["labels"]["app.kubernetes.io/instance"], RELEASE);
+    assert_eq!(
+        rule["metadata"]["labels"]["app.kubernetes.io/instance"],
+        RELEASE
+    );
     // Exactly the rule file's groups: the file is the single source of the alerts.
     assert_eq!(rule["spec"]["groups"], chart_alert_file()["groups"]);
     let names: Vec<String> = alert_rules(&rule["spec"]["groups"])
@@ -904,7 +910,10 @@ fn prometheus_rule_values_label_place_and_trim_the_alerts() {
     let objs = objects("prometheus-rule-custom");
     let rule = one(&objs, "PrometheusRule");
     assert_eq!(rule["metadata"]["namespace"], "monitoring");
-    assert_eq!(rule["metadata"]["labels"]["release"], "kube-prometheus-stack");
+    assert_eq!(
+        rule["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
     assert_eq!(rule["metadata"]["annotations"]["owner"], "platform");
     let groups = &rule["spec"]["groups"];
     assert_eq!(groups[0]["interval"], "30s");
@@ -953,8 +962,8 @@ fn prometheus_rule_values_label_place_and_trim_the_alerts() {
 
 #[test]
 fn own_affinity_replaces_the_default_anti_affinity() {
-    let own = one(&objects("own-affinity"), "Deployment")["spec"]["template"]["spec"]["affinity"]
-        .clone();
+    let own =
+        one(&objects("own-affinity"), "Deployment")["spec"]["template"]["spec"]["affinity"].clone();
     assert!(own["podAntiAffinity"].is_null(), "{own}");
     assert_eq!(
         own["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]

@@ -90,7 +90,12 @@ fn memory_from_status(status: &str) -> ProcessStats {
     let kb = |field: &str| {
         status.lines().find_map(|line| {
             let value = line.strip_prefix(field)?.strip_prefix(':')?;
-            let kb = value.trim().strip_suffix("kB")?.trim().parse::<f64>().ok()?;
+            let kb = value
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<f64>()
+                .ok()?;
             Some(kb * 1024.0)
         })
     };

@@ -174,7 +174,10 @@ mod tests {
         let rules = chart_alert_rules();
         let names = alert_names(&rules);
         assert!(names.len() >= 3, "{names:?}");
-        let lower = ["TemporalWorkerRolloutBlocked", "TemporalWorkerRolloutStepOverdue"];
+        let lower = [
+            "TemporalWorkerRolloutBlocked",
+            "TemporalWorkerRolloutStepOverdue",
+        ];
         let lowered = with_thresholds(&rules, "3", &lower);
         assert_eq!(alert_names(&lowered), names);
         assert!(lowered.contains("> 3"), "{lowered}");
