@@ -190,12 +190,18 @@ impl Caches {
 }
 
 /// Secret bodies read by name, with when they were read. Only Secrets a Connection names are
-/// ever here, so the map is as large as the number of such Secrets.
+/// ever here, and only those read within [`SECRET_REUSE`] stay (expired ones are evicted at
+/// each lookup and insertion), so the map is no larger than the Secrets in use.
 #[derive(Default)]
 struct SecretBodies(Mutex<HashMap<SecretKey, (Instant, Option<Secret>)>>);
 
 /// `(namespace, name)`.
 type SecretKey = (String, String);
+
+/// Whether a body read at `at` may stand in for a read at `now`.
+fn fresh_at(at: Instant, now: Instant) -> bool {
+    now.saturating_duration_since(at) < SECRET_REUSE
+}
 
 impl SecretBodies {
     async fn get(
@@ -212,19 +218,38 @@ impl SecretBodies {
         let read = Api::<Secret>::namespaced(client.clone(), ns)
             .get_opt(name)
             .await?;
-        // A missing Secret is not remembered: the user is about to create it.
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match &read {
-            Some(_) => m.insert(key, (now, read.clone())),
-            None => m.remove(&key),
-        };
+        self.remember(key, now, read.clone());
         Ok(read)
     }
 
-    fn fresh(&self, key: &(String, String), now: Instant) -> Option<Option<Secret>> {
-        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+    /// Keeps `read` (a missing Secret is not remembered: the user is about to create it), and
+    /// drops every entry too old to be reused: a Secret no Connection names any more (the
+    /// Connection was deleted or points elsewhere) is never read again, so nothing else would
+    /// ever remove it, and its credentials would stay in memory for the process's life.
+    fn remember(&self, key: SecretKey, now: Instant, read: Option<Secret>) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, (at, _)| fresh_at(*at, now));
+        match read {
+            Some(_) => m.insert(key, (now, read)),
+            None => m.remove(&key),
+        };
+    }
+
+    /// The body of `key` if it was read less than [`SECRET_REUSE`] ago; an older one is
+    /// dropped.
+    fn fresh(&self, key: &SecretKey, now: Instant) -> Option<Option<Secret>> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let (at, body) = m.get(key)?;
-        (now.saturating_duration_since(*at) < SECRET_REUSE).then(|| body.clone())
+        if fresh_at(*at, now) {
+            return Some(body.clone());
+        }
+        m.remove(key);
+        None
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     fn forget(&self, ns: &str, name: &str) {
@@ -427,5 +452,33 @@ mod tests {
         assert!(bodies.fresh(&key, t0 + SECRET_REUSE).is_none(), "too old");
         bodies.forget("shop", "tls");
         assert!(bodies.fresh(&key, t0).is_none(), "forgotten");
+    }
+
+    #[test]
+    fn expired_secret_bodies_are_evicted() {
+        let bodies = SecretBodies::default();
+        let key = |n: &str| ("shop".to_string(), n.to_string());
+        let t0 = Instant::now();
+        for n in ["a", "b", "c"] {
+            bodies.remember(key(n), t0, Some(Secret::default()));
+        }
+        // A missing Secret is not kept.
+        bodies.remember(key("gone"), t0, None);
+        assert_eq!(bodies.len(), 3);
+        // Looking up an expired body drops it.
+        let later = t0 + SECRET_REUSE;
+        assert!(bodies.fresh(&key("a"), later).is_none());
+        assert_eq!(bodies.len(), 2, "the expired body looked up is evicted");
+        // Storing any read drops every expired body: "b" and "c" are never named again.
+        bodies.remember(key("d"), later, Some(Secret::default()));
+        assert_eq!(bodies.len(), 1, "only the fresh body is left");
+        assert!(bodies.fresh(&key("d"), later).is_some());
+        // A fresh body survives another's insertion.
+        bodies.remember(
+            key("e"),
+            later + Duration::from_secs(1),
+            Some(Secret::default()),
+        );
+        assert_eq!(bodies.len(), 2);
     }
 }

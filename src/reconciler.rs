@@ -115,6 +115,14 @@ pub fn jittered(streak: u32, jitter: f64) -> Duration {
     backoff(streak).mul_f64(1.0 + jitter.clamp(0.0, 1.0) * 0.5)
 }
 
+/// A draw in `0.0..1.0` for [`jittered`], independent of the clock: throttled reconciles that
+/// fail together must not retry together. (The clock's sub-second digits, used before, are
+/// equal for draws taken at the same instant, move in step for draws taken one after another,
+/// and are always 0 on a clock with microsecond resolution.)
+pub fn jitter() -> f64 {
+    fastrand::f64()
+}
+
 /// Consecutive failed reconciles per object.
 #[derive(Debug)]
 pub struct Streaks<K>(Mutex<HashMap<K, u32>>);
@@ -162,6 +170,36 @@ mod tests {
         assert_eq!(backoff(0), backoff(1));
         assert!(jittered(3, 0.99) > backoff(3));
         assert!(jittered(3, 0.99) <= backoff(3).mul_f64(1.5));
+    }
+
+    /// A burst of draws taken back to back (as many rollouts throttled by the same refusal do)
+    /// covers the range evenly and is not ordered: each decile holds about a tenth, and about
+    /// half the successive pairs go up. The clock's digits fail both (a burst spans a few
+    /// microseconds, so successive draws mostly go up by the few nanoseconds between them).
+    /// The bounds are over 5 standard deviations wide, so an honest generator does not fail.
+    #[test]
+    fn jitter_draws_taken_at_once_spread_across_the_range() {
+        const N: usize = 2000;
+        let draws: Vec<f64> = (0..N).map(|_| jitter()).collect();
+        assert!(draws.iter().all(|d| (0.0..1.0).contains(d)), "{draws:?}");
+        let mut deciles = [0usize; 10];
+        for d in &draws {
+            deciles[((d * 10.0) as usize).min(9)] += 1;
+        }
+        assert!(
+            deciles.iter().all(|&n| (130..=270).contains(&n)),
+            "uneven: {deciles:?}"
+        );
+        let ups = draws.windows(2).filter(|w| w[1] > w[0]).count();
+        let share = ups as f64 / (N - 1) as f64;
+        assert!(
+            (0.44..=0.56).contains(&share),
+            "{share} of the successive draws go up"
+        );
+        let mut distinct = draws.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        assert!(distinct.len() > N * 99 / 100, "{} distinct", distinct.len());
     }
 
     #[test]

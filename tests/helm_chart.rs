@@ -83,7 +83,16 @@ fn cases() -> Vec<(&'static str, Value)> {
         ),
         (
             "single-no-lease",
+            json!({"replicas": 1, "leaderElection": {"enabled": false}}),
+        ),
+        (
+            "lease-off-default-replicas",
             json!({"leaderElection": {"enabled": false}}),
+        ),
+        (
+            "own-affinity",
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}]}}}}),
         ),
         (
             "unsafe-replicas",
@@ -109,6 +118,33 @@ fn cases() -> Vec<(&'static str, Value)> {
         (
             "unknown-auth-mode",
             json!({"statusApi": {"auth": {"mode": "oidc"}}}),
+        ),
+        (
+            "prometheus-rule",
+            json!({"prometheusRule": {"enabled": true}}),
+        ),
+        (
+            "prometheus-rule-custom",
+            json!({"prometheusRule": {
+                "enabled": true,
+                "namespace": "monitoring",
+                "labels": {"release": "kube-prometheus-stack"},
+                "annotations": {"owner": "platform"},
+                "alertLabels": {"team": "platform", "severity": "critical"},
+                "alertAnnotations": {"runbook_url": "https://runbooks.example/twc"},
+                "disabledAlerts": ["TemporalWorkerRolloutStepOverdue"],
+                "interval": "30s",
+                "additionalGroups": [{"name": "mine", "rules": [
+                    {"alert": "TwcDown", "expr": "up{job=\"twc\"} == 0", "for": "5m"}]}]
+            }}),
+        ),
+        (
+            "prometheus-rule-unknown-alert",
+            json!({"prometheusRule": {"enabled": true, "disabledAlerts": ["TemporalWorkerRolloutStuck"]}}),
+        ),
+        (
+            "prometheus-rule-bad-label",
+            json!({"prometheusRule": {"enabled": true, "alertLabels": {"team-name": "x"}}}),
         ),
     ]
 }
@@ -230,6 +266,9 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "single-no-lease",
         "token-review",
         "predecessors",
+        "own-affinity",
+        "prometheus-rule",
+        "prometheus-rule-custom",
     ] {
         let lint = &result(name).lint;
         assert_eq!(lint["total_charts_linted"], 1, "{name}: {lint}");
@@ -285,6 +324,16 @@ fn bad_values_are_refused_by_schema_or_template() {
         with_path.error.is_some(),
         "a webhook.url with a path rendered (the chart appends the paths)"
     );
+    // Two replicas are the default, so turning leader election off needs `replicas: 1`.
+    let lease_off = result("lease-off-default-replicas");
+    assert!(
+        lease_off
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("leader election")),
+        "{:?}",
+        lease_off.error
+    );
     let typo = result("typo");
     assert!(
         typo.error.as_deref().is_some_and(|e| e.contains("replica")),
@@ -299,7 +348,20 @@ fn default_install_renders_the_expected_objects_and_args() {
     assert_default_kinds_namespace_and_labels(&objs);
     let deploy = one(&objs, "Deployment");
     assert_eq!(deploy["metadata"]["name"], FULLNAME);
-    assert_eq!(deploy["spec"]["replicas"], 1);
+    // Two replicas by default (as the Go chart), on different nodes where possible.
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    let anti = &deploy["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        [0]["podAffinityTerm"];
+    assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
+    for (k, v) in anti["labelSelector"]["matchLabels"]
+        .as_object()
+        .expect("anti-affinity selector")
+    {
+        assert_eq!(
+            &deploy["spec"]["template"]["metadata"]["labels"][k], v,
+            "anti-affinity label {k}"
+        );
+    }
     assert_default_args_are_the_binarys_defaults(&objs);
     let m = manager(&objs);
     // The default tag is the chart's appVersion, which the release command keeps equal to Cargo's.
@@ -359,7 +421,7 @@ fn assert_default_kinds_namespace_and_labels(objs: &[Value]) {
             "default install lacks a {kind}"
         );
     }
-    for kind in ["ServiceMonitor", "Certificate", "Issuer"] {
+    for kind in ["ServiceMonitor", "PrometheusRule", "Certificate", "Issuer"] {
         assert!(
             of_kind(objs, kind).is_empty(),
             "default install renders a {kind}"
@@ -769,6 +831,150 @@ fn leader_election_replicas_and_service_monitor() {
         strings(&sm["spec"]["namespaceSelector"]["matchNames"]),
         [NS]
     );
+}
+
+/// The chart's alert rules as a Prometheus rule file: `files/alerts.yaml`, the one source.
+fn chart_alert_file() -> Value {
+    let path = repo_root().join(CHART).join("files/alerts.yaml");
+    serde_yaml::from_str(&std::fs::read_to_string(path).expect("files/alerts.yaml"))
+        .expect("files/alerts.yaml is YAML")
+}
+
+/// `(alert, rule)` of every rule in `groups`.
+fn alert_rules(groups: &Value) -> Vec<(String, Value)> {
+    groups
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .filter_map(|r| Some((r["alert"].as_str()?.to_string(), r)))
+        .collect()
+}
+
+/// `promtool check rules` on the `spec` of a rendered PrometheusRule, as a rule file.
+fn promtool_check_rules(name: &str, rule: &Value) {
+    let path = std::env::temp_dir().join(format!(
+        "twc-helm-chart-rules-{name}-{}.yml",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        serde_yaml::to_string(&json!({"groups": rule["spec"]["groups"]})).expect("YAML"),
+    )
+    .expect("writing the rule file");
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .expect("running promtool (Debian package `prometheus`; run .ci/setup)");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{name}: promtool check rules: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn prometheus_rule_renders_the_charts_alerts_only_when_enabled() {
+    assert!(of_kind(&objects("default"), "PrometheusRule").is_empty());
+    let objs = objects("prometheus-rule");
+    let rule = one(&objs, "PrometheusRule");
+    assert_eq!(rule["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(rule["metadata"]["namespace"], NS);
+    assert_eq!(rule["metadata"]["name"], FULLNAME);
+    assert_eq!(
+        rule["metadata"]["labels"]["app.kubernetes.io/instance"],
+        RELEASE
+    );
+    // Exactly the rule file's groups: the file is the single source of the alerts.
+    assert_eq!(rule["spec"]["groups"], chart_alert_file()["groups"]);
+    let names: Vec<String> = alert_rules(&rule["spec"]["groups"])
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "TemporalWorkerRolloutBlocked",
+            "TemporalWorkerRolloutStepOverdue",
+            "TemporalConnectionCertificateExpiring"
+        ]
+    );
+    promtool_check_rules("prometheus-rule", rule);
+}
+
+#[test]
+fn prometheus_rule_values_label_place_and_trim_the_alerts() {
+    let objs = objects("prometheus-rule-custom");
+    let rule = one(&objs, "PrometheusRule");
+    assert_eq!(rule["metadata"]["namespace"], "monitoring");
+    assert_eq!(
+        rule["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
+    assert_eq!(rule["metadata"]["annotations"]["owner"], "platform");
+    let groups = &rule["spec"]["groups"];
+    assert_eq!(groups[0]["interval"], "30s");
+    let alerts = alert_rules(groups);
+    let names: Vec<&str> = alerts.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "TemporalWorkerRolloutBlocked",
+            "TemporalConnectionCertificateExpiring",
+            "TwcDown"
+        ]
+    );
+    let file = alert_rules(&chart_alert_file()["groups"]);
+    for (name, r) in alerts.iter().filter(|(n, _)| n.starts_with("Temporal")) {
+        // The user's alert labels win over the chart's; the rest is the file's.
+        assert_eq!(r["labels"]["severity"], "critical", "{name}");
+        assert_eq!(r["labels"]["team"], "platform", "{name}");
+        assert_eq!(
+            r["annotations"]["runbook_url"],
+            "https://runbooks.example/twc"
+        );
+        let (_, original) = file.iter().find(|(n, _)| n == name).expect("in the file");
+        assert_eq!(r["expr"], original["expr"], "{name}");
+        assert_eq!(
+            r["annotations"]["summary"], original["annotations"]["summary"],
+            "{name}"
+        );
+    }
+    promtool_check_rules("prometheus-rule-custom", rule);
+    let unknown = result("prometheus-rule-unknown-alert");
+    assert!(
+        unknown
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("TemporalWorkerRolloutStuck")
+                && e.contains("TemporalWorkerRolloutBlocked")),
+        "a misspelt disabled alert must fail the render: {:?}",
+        unknown.error
+    );
+    assert!(
+        result("prometheus-rule-bad-label").error.is_some(),
+        "an alert label Prometheus cannot take rendered"
+    );
+}
+
+#[test]
+fn own_affinity_replaces_the_default_anti_affinity() {
+    let own =
+        one(&objects("own-affinity"), "Deployment")["spec"]["template"]["spec"]["affinity"].clone();
+    assert!(own["podAntiAffinity"].is_null(), "{own}");
+    assert_eq!(
+        own["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchExpressions"][0]["key"],
+        "pool"
+    );
+    // One replica has nobody to spread from.
+    let objs = objects("single-no-lease");
+    let single = one(&objs, "Deployment");
+    assert_eq!(single["spec"]["replicas"], 1);
+    assert!(single["spec"]["template"]["spec"]["affinity"].is_null());
 }
 
 #[test]

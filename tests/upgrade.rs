@@ -100,9 +100,14 @@ fn free_port() -> Result<u16> {
 /// The controller chart's values: the image `tag`, and ports of its own (process Pods share the
 /// machine's network, so the old and the new Pod of a rolling update need different ports).
 /// The webhook is reached by URL on loopback: nothing routes a Service's ClusterIP here.
+/// One replica, not the chart's two: the kubelet stand-in runs process Pods on the machine's
+/// network (`tests/harness/src/kubelet/controller_pod.rs`), so two Pods of one ReplicaSet,
+/// rendered with the same ports, would conflict on them; Lease hand-over between replicas is
+/// tested in-process (`tests/leadership.rs`).
 fn controller_values(tag: &str) -> Result<Value> {
     let (http, webhook) = (free_port()?, free_port()?);
     Ok(json!({
+        "replicas": 1,
         "image": {"repository": IMAGE_REPO, "tag": tag},
         "http": {"port": http},
         "webhook": {"port": webhook, "url": format!("https://127.0.0.1:{webhook}")},

@@ -158,7 +158,7 @@ pub struct RolloutSpec {
 pub struct AnalysisSpec {
     /// How often to count the target's closed workflows while it ramps (Go duration, at least 1s).
     #[serde(default = "default_analysis_interval")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1s')", "message": "interval must be at least 1s"}]))]
     pub interval: String,
     /// Fail when more than this percentage of the target's closed workflows in the step failed
@@ -183,7 +183,7 @@ pub struct AnalysisSpec {
     /// How long past its pause an inconclusive step is held (Go duration) before
     /// `inconclusiveVerdict` applies.
     #[serde(default = "default_max_inconclusive")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     pub max_inconclusive: String,
     /// The verdict once an inconclusive step has been held for `maxInconclusive`.
     #[serde(default)]
@@ -217,7 +217,7 @@ pub struct RolloutStep {
     #[schemars(range(min = 1, max = 99))]
     pub ramp_percentage: i32,
     /// How long to stay at this step (Go duration, at least 1s), e.g. `30s`, `5m`.
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1s')", "message": "pause duration must be at least 1s"}]))]
     pub pause_duration: String,
     /// Optional gate workflow for this step: started on every workflow task queue of the target
@@ -278,22 +278,22 @@ fn any_json(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 pub struct SunsetSpec {
     /// How long after a version is drained before it is scaled to zero.
     #[serde(default = "default_scaledown")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     pub scaledown_delay: String,
     /// How long after scale-down before the drained version's Deployment is deleted.
     #[serde(default = "default_delete")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     pub delete_delay: String,
     /// Optional: this long after a version starts draining, request cancellation of the
     /// workflows still pinned to it (they may clean up, then end Canceled). Unset: they run to
     /// completion, however long that takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     pub cancel_pinned_after: Option<String>,
     /// Optional, longer than `cancelPinnedAfter` when both are set: this long after a version
     /// starts draining, terminate the workflows still pinned to it (no cleanup runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"))]
+    #[schemars(regex(pattern = crate::api::duration::PATTERN))]
     pub terminate_pinned_after: Option<String>,
     /// Optional signal name: when a version starts draining, its open pinned workflows get this
     /// signal once, with `{"newBuildID": "<Current build ID>"}` as input, so that workflow code

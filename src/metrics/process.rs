@@ -56,15 +56,15 @@ struct ProcessStats {
 
 /// Linux `/proc/self` figures; absent elsewhere (the families are then omitted).
 fn process_stats() -> ProcessStats {
-    // Pages in /proc are 4 KiB on the platforms we ship (x86_64, aarch64 with 4 KiB pages);
-    // USER_HZ is 100 on both. Reading them via libc is not worth a dependency.
-    const PAGE: f64 = 4096.0;
+    // USER_HZ is 100 on every Linux ABI we ship (the kernel fixes it for user space).
     const USER_HZ: f64 = 100.0;
     let mut out = ProcessStats::default();
-    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
-        let mut fields = statm.split_whitespace().map(|f| f.parse::<f64>().ok());
-        out.virtual_bytes = fields.next().flatten().map(|p| p * PAGE);
-        out.resident_bytes = fields.next().flatten().map(|p| p * PAGE);
+    // Memory from `status`, which the kernel gives in kB whatever the page size
+    // (`statm` counts pages, which are 16 or 64 KiB on some arm64 kernels).
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        let memory = memory_from_status(&status);
+        out.resident_bytes = memory.resident_bytes;
+        out.virtual_bytes = memory.virtual_bytes;
     }
     if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
         // The command name (field 2) may contain spaces: parse after its closing paren.
@@ -84,6 +84,28 @@ fn process_stats() -> ProcessStats {
     out
 }
 
+/// `VmRSS` and `VmSize` of a `/proc/<pid>/status` text (lines like `VmRSS:  10240 kB`), in
+/// bytes.
+fn memory_from_status(status: &str) -> ProcessStats {
+    let kb = |field: &str| {
+        status.lines().find_map(|line| {
+            let value = line.strip_prefix(field)?.strip_prefix(':')?;
+            let kb = value
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<f64>()
+                .ok()?;
+            Some(kb * 1024.0)
+        })
+    };
+    ProcessStats {
+        resident_bytes: kb("VmRSS"),
+        virtual_bytes: kb("VmSize"),
+        ..ProcessStats::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +118,47 @@ mod tests {
             assert!(p.open_fds.unwrap() >= 1.0);
             assert!(p.cpu_seconds.is_some());
         }
+    }
+
+    #[test]
+    fn memory_is_read_from_status_in_kilobytes() {
+        let status = "Name:\ttwc\nVmPeak:\t  999 kB\nVmSize:\t  204800 kB\nVmHWM:\t 9 kB\n\
+                      VmRSS:\t   10240 kB\nRssAnon:\t 5 kB\nThreads:\t4\n";
+        let m = memory_from_status(status);
+        assert_eq!(m.resident_bytes, Some(10240.0 * 1024.0));
+        assert_eq!(m.virtual_bytes, Some(204800.0 * 1024.0));
+        // Kernel threads have no Vm lines: no value rather than a wrong one.
+        let none = memory_from_status("Name:\tkthreadd\nThreads:\t1\n");
+        assert_eq!((none.resident_bytes, none.virtual_bytes), (None, None));
+    }
+
+    /// The reported resident size is what the kernel reports, whatever its page size: within
+    /// 16 MiB of `VmRSS` read just before and just after (the process may grow in between).
+    #[test]
+    fn resident_memory_agrees_with_the_kernel() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let vm_rss = || -> f64 {
+            let status = std::fs::read_to_string("/proc/self/status").expect("status");
+            let line = status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .expect("VmRSS");
+            let kb: f64 = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse().ok())
+                .expect("VmRSS kB");
+            kb * 1024.0
+        };
+        let before = vm_rss();
+        let reported = process_stats().resident_bytes.expect("resident bytes");
+        let after = vm_rss();
+        let slack = 16.0 * 1024.0 * 1024.0;
+        assert!(
+            reported >= before.min(after) - slack && reported <= before.max(after) + slack,
+            "reported {reported} B, VmRSS {before}..{after} B"
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! The real Prometheus (Debian's `prometheus`) scrapes the controller every second during a
 //! live rollout (issue 6). Every PromQL expression of every dashboard in `dashboards/` is then
 //! evaluated against it over the run and must return data; the template variables must offer
-//! this rollout; `promtool check metrics` must accept a live scrape. The example alerts of
-//! `docs/status-api.md`, read from the page, are loaded as Prometheus rules (thresholds
-//! lowered to seconds) and must fire for the rollouts made to trigger them (issue 26 item 10).
+//! this rollout; `promtool check metrics` must accept a live scrape. The alerts the chart ships
+//! (the PrometheusRule it renders with `prometheusRule.enabled`, from its `files/alerts.yaml`)
+//! must pass `promtool check rules`, and, loaded as Prometheus rules (the rollout thresholds
+//! lowered to seconds), must fire for the objects made to trigger them (issues 26 and 43).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,9 +23,15 @@ const T: Duration = Duration::from_secs(120);
 /// Grafana's `$__rate_interval` is at least four scrape intervals; 1 s scrapes here.
 const RATE_INTERVAL: &str = "5s";
 
-/// What the documented alert thresholds are lowered to, in seconds (the rules as written wait
+/// What the rollout alerts' thresholds are lowered to, in seconds (the rules as written wait
 /// 5 and 15 minutes).
 const ALERT_THRESHOLD: &str = "3";
+/// The alerts whose thresholds are lowered. The certificate alert fires as written (within 7
+/// days of `notAfter`), for a certificate made to expire in 3 days.
+const LOWERED: [&str; 2] = [
+    "TemporalWorkerRolloutBlocked",
+    "TemporalWorkerRolloutStepOverdue",
+];
 
 /// Dashboard expressions the run is not able to make return data, with the reason. Every
 /// entry must name a series that only a failure outside our control would create.
@@ -161,11 +168,11 @@ fn label_values(series: &[Value], label: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Result<()> {
     let c = case("prom").await?;
-    let documented = dashboards::documented_alert_rules();
-    check_rules_with_promtool(&documented).await?;
+    let shipped = tokio::task::spawn_blocking(dashboards::chart_alert_rules).await?;
+    check_rules_with_promtool(&shipped).await?;
     let prom = Prometheus::start(
         c.env.http_addr,
-        &dashboards::with_thresholds(&documented, ALERT_THRESHOLD),
+        &dashboards::with_thresholds(&shipped, ALERT_THRESHOLD, &LOWERED),
     )
     .await?;
     let start = unix_now() - 1.0;
@@ -173,16 +180,17 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     let v2 = run_gated_progressive_rollout(&c, &prom).await?;
     block_a_rollout_on_a_missing_connection(&c).await?;
     stall_a_rollout_on_a_refused_pod_template(&c).await?;
+    connect_with_a_certificate_expiring_soon(&c).await?;
     let late = case("promlate").await?;
     block_a_rollout_in_the_middle_of_a_step(&late).await?;
     wait_for_final_state_scraped(&c, &prom, &v2).await?;
     check_every_dashboard_query_has_data(&c, &prom, start).await?;
     check_gate_outcomes_counted(&prom).await?;
-    check_documented_alerts_fire(&prom, &documented, &c, &late).await?;
+    check_shipped_alerts_fire(&prom, &shipped, &c, &late).await?;
     lint_a_live_scrape_with_promtool(&c).await
 }
 
-/// The documented rules as written are a valid rule file.
+/// The shipped rules as rendered are a valid rule file.
 async fn check_rules_with_promtool(rules: &str) -> Result<()> {
     let path = std::env::temp_dir().join(format!("twc-e2e-alerts-{}.yml", std::process::id()));
     std::fs::write(&path, rules)?;
@@ -195,7 +203,7 @@ async fn check_rules_with_promtool(rules: &str) -> Result<()> {
     let _ = std::fs::remove_file(&path);
     ensure!(
         out.status.success(),
-        "promtool check rules on the documented alerts: {}{}",
+        "promtool check rules on the chart's alerts: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -235,19 +243,21 @@ async fn block_a_rollout_in_the_middle_of_a_step(c: &Case) -> Result<()> {
     Ok(())
 }
 
-/// Every documented alert reaches `firing` for the rollouts made to trigger it, and none
-/// fires for the healthy rollout.
-async fn check_documented_alerts_fire(
+/// Every shipped alert reaches `firing` for the objects made to trigger it, and none fires
+/// for the healthy rollout.
+async fn check_shipped_alerts_fire(
     prom: &Prometheus,
-    documented: &str,
+    shipped: &str,
     c: &Case,
     late: &Case,
 ) -> Result<()> {
-    let names = dashboards::alert_names(documented);
+    let names = dashboards::alert_names(shipped);
     let want: Vec<(String, &str, &str)> = names
         .iter()
         .flat_map(|alert| {
-            let on: Vec<(&str, &str)> = if alert.contains("Overdue") {
+            let on: Vec<(&str, &str)> = if alert.contains("Certificate") {
+                vec![(c.ns.as_str(), EXPIRING)]
+            } else if alert.contains("Overdue") {
                 vec![(late.ns.as_str(), "late")]
             } else {
                 vec![
@@ -260,8 +270,8 @@ async fn check_documented_alerts_fire(
                 .map(move |(ns, name)| (alert.clone(), ns, name))
         })
         .collect();
-    ensure!(want.len() >= 4, "documented alerts: {names:?}");
-    eventually("documented alerts firing", T, || async {
+    ensure!(want.len() >= 5, "shipped alerts: {names:?}");
+    eventually("shipped alerts firing", T, || async {
         let data = prom.api("/api/v1/alerts", &[]).await?;
         let alerts = data["alerts"].as_array().cloned().unwrap_or_default();
         let firing = |alert: &str, ns: &str, name: &str| {
@@ -292,6 +302,47 @@ async fn check_documented_alerts_fire(
         Ok(Some(()))
     })
     .await
+}
+
+/// The Connection whose client certificate expires soon.
+const EXPIRING: &str = "expiring";
+
+/// A Connection whose mTLS client certificate expires in 3 days. Its Temporal (the plain dev
+/// server) cannot accept it, which does not matter: the controller reads `notAfter` from the
+/// Secret whether or not the connection works, and the metric follows.
+async fn connect_with_a_certificate_expiring_soon(c: &Case) -> Result<()> {
+    use test_harness::certs::{Authority, Usage};
+    let today = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date();
+    let ymd = |d: jiff::civil::Date| (i32::from(d.year()), d.month() as u8, d.day() as u8);
+    let from = today.checked_sub(jiff::Span::new().days(1))?;
+    let until = today.checked_add(jiff::Span::new().days(3))?;
+    let ca = Authority::new("twc-e2e-expiring-ca")?;
+    let pair = ca.issue_valid(
+        "twc-e2e-client",
+        None,
+        &[],
+        Usage::Client,
+        Some((ymd(from), ymd(until))),
+    )?;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(c.client.clone(), &c.ns);
+    secrets
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "expiring-mtls"}, "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": ca.ca_pem}
+            }))?,
+        )
+        .await?;
+    let mut conn = test_harness::manifests::connection(EXPIRING, &c.env.temporal_address);
+    test_harness::manifests::merge(
+        &mut conn["spec"],
+        json!({"mutualTLSSecretRef": {"name": "expiring-mtls"}}),
+    );
+    c.apply(conn).await
 }
 
 /// Prometheus parses the exposition it scrapes: the target must be up.

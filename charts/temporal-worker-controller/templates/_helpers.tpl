@@ -59,7 +59,7 @@ true
 {{/* True (non-empty) when leader election is on; refuses unsafe replica counts. */}}
 {{- define "twc.leaderElect" -}}
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicas) 1) -}}
-{{- fail "leaderElection.enabled=false with replicas > 1 lets several controllers act at once; enable leader election" -}}
+{{- fail "leaderElection.enabled=false with replicas > 1 (the default is 2) lets several controllers act at once; enable leader election or set replicas: 1" -}}
 {{- end -}}
 {{- if .Values.leaderElection.enabled -}}true{{- end -}}
 {{- end -}}

@@ -18,7 +18,7 @@ use crate::planner::model::{PinnedAction, PlanInput, RoutingChange};
 use crate::reconcile::act::Done;
 use crate::reconcile::outcome::{Conditions, Requeue};
 use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned, Verdict, verdict};
-use crate::reconciler::{ControllerKind, backoff, count_failure, jittered};
+use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 use crate::status::{self, Blocked, Report};
 
 /// Retry delay after a status write lost a race with the watch cache.
@@ -152,15 +152,6 @@ fn timer(planned: Duration, elapsed: Duration) -> Duration {
 /// Wall time since `t` (zero if `t` is ahead).
 fn since(t: Timestamp) -> Duration {
     Duration::try_from(Timestamp::now().duration_since(t)).unwrap_or_default()
-}
-
-/// 0.0..1.0 from the clock: enough to spread retries, no RNG dependency.
-fn jitter() -> f64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    f64::from(nanos % 1000) / 1000.0
 }
 
 /// The status the verdict asks for; `None` leaves the status untouched.
