@@ -561,13 +561,7 @@ fn main() -> ExitCode {
                 CompletionShell::Zsh => clap_complete::Shell::Zsh,
                 CompletionShell::Fish => clap_complete::Shell::Fish,
             };
-            let mut command = cli_command(None);
-            clap_complete::generate(
-                shell,
-                &mut command,
-                "temporal-worker-controller",
-                &mut std::io::stdout(),
-            );
+            print!("{}", completion_script(shell));
             ExitCode::SUCCESS
         }
         Command::Run(args) => {
@@ -580,6 +574,24 @@ fn main() -> ExitCode {
         | Command::Skip(_)
         | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
     }
+}
+
+const BIN_NAME: &str = "temporal-worker-controller";
+
+/// The completion script of `shell`. clap_complete 4.6 spells a hyphenated program name one way
+/// in bash's subcommand state and another in the `case` arms that match it, so no option of a
+/// subcommand ever completed (clap-rs/clap#6421); the arms are respelt as the state is.
+fn completion_script(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cli_command(None), BIN_NAME, &mut out);
+    let script = String::from_utf8_lossy(&out).into_owned();
+    if shell != clap_complete::Shell::Bash {
+        return script;
+    }
+    const SEP: &str = "__subcmd__";
+    let misspelt = format!("{}{SEP}", BIN_NAME.replace('-', SEP));
+    let state = format!("{}{SEP}", BIN_NAME.replace('-', "__"));
+    script.replace(&misspelt, &state)
 }
 
 /// The status API when `--api-url` is given, else the Kubernetes API.
@@ -1007,22 +1019,27 @@ mod tests {
 
     #[test]
     fn completion_scripts_name_the_subcommands() {
-        for shell in [
-            clap_complete::Shell::Bash,
-            clap_complete::Shell::Zsh,
-            clap_complete::Shell::Fish,
-        ] {
-            let mut out = Vec::new();
-            clap_complete::generate(
-                shell,
-                &mut cli_command(None),
-                "temporal-worker-controller",
-                &mut out,
-            );
-            let script = String::from_utf8(out).expect("utf-8");
-            for word in ["status", "wait", "completion", "--kubeconfig"] {
+        use clap_complete::Shell;
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = completion_script(shell);
+            for word in ["status", "wait", "completion", "kubeconfig"] {
                 assert!(script.contains(word), "{shell:?} lacks {word}");
             }
+        }
+        // Every state bash's word loop can reach has its `case` arm (clap-rs/clap#6421).
+        let bash = completion_script(Shell::Bash);
+        let states: Vec<&str> = bash
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("cmd=\""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .filter(|state| !state.is_empty())
+            .collect();
+        assert!(states.len() > 10, "{bash}");
+        for state in states {
+            assert!(
+                bash.lines().any(|l| l.trim() == format!("{state})")),
+                "no case arm for {state}"
+            );
         }
     }
 
