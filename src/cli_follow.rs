@@ -64,7 +64,8 @@ pub async fn follow(
         }
         Source::Kube(opts) => {
             let client = opts.client().await?;
-            let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
+            let ns =
+                namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
             let twd = crate::workers::fetch(&client, &ns, name)
                 .await?
                 .ok_or_else(|| CliError::NotFound(format!("{ns}/{name}")))?;
@@ -87,7 +88,11 @@ async fn follow_api(
             Some(r) => r,
             None => match http.open(&path, "text/event-stream").await {
                 Ok(r) => r,
-                Err(e @ CliError::Api { code: 400..=499, .. }) => {
+                Err(
+                    e @ CliError::Api {
+                        code: 400..=499, ..
+                    },
+                ) => {
                     let _ = tx.send(Update::Fatal(e)).await;
                     return;
                 }

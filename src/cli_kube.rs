@@ -82,10 +82,8 @@ contexts:
 ";
 
     fn kubeconfig_file(tag: &str) -> PathBuf {
-        let path = std::env::temp_dir().join(format!(
-            "twc-cli-kube-{tag}-{}.yaml",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("twc-cli-kube-{tag}-{}.yaml", std::process::id()));
         std::fs::write(&path, TWO_CONTEXTS).expect("write kubeconfig");
         path
     }

@@ -558,7 +558,10 @@ fn old_version_rows(
 /// end at `spec.sunset`'s terminate (or cancel) deadline, then Temporal's drainage check
 /// follows; a Drained one has its scale-down and deletion times. A Draining version without a
 /// deadline has no ETA: its workflows run as long as they run (the PINNED column counts them).
-pub(crate) fn old_version_eta(d: &crate::api::twd::DeprecatedVersion, now: jiff::Timestamp) -> String {
+pub(crate) fn old_version_eta(
+    d: &crate::api::twd::DeprecatedVersion,
+    now: jiff::Timestamp,
+) -> String {
     let future =
         |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| Some(t.0).filter(|t| *t > now);
     match d.version.status {

@@ -42,7 +42,10 @@ pub mod exit {
 pub enum Verdict {
     Reached,
     /// The rollout cannot get there without a spec change or a human: `Stalled=True`.
-    Stalled { reason: String, message: String },
+    Stalled {
+        reason: String,
+        message: String,
+    },
     /// Not yet; says what it waits for.
     Pending(String),
 }
@@ -138,10 +141,7 @@ pub async fn run(args: WaitArgs) -> ExitCode {
             ExitCode::from(exit::REACHED)
         }
         Ok(Err(Failure::Stalled { reason, message })) => {
-            eprintln!(
-                "error: {}: Stalled ({reason}): {message}",
-                args.name
-            );
+            eprintln!("error: {}: Stalled ({reason}): {message}", args.name);
             ExitCode::from(exit::FAILED)
         }
         Ok(Err(Failure::Other(e))) => {
@@ -216,7 +216,12 @@ mod tests {
         (twd.metadata.generation, status)
     }
 
-    fn judge(observed: i64, target: VersionStatus, conds: &[(&str, &str, &str)], w: WaitFor) -> Verdict {
+    fn judge(
+        observed: i64,
+        target: VersionStatus,
+        conds: &[(&str, &str, &str)],
+        w: WaitFor,
+    ) -> Verdict {
         let (generation, status) = status(observed, target, conds);
         verdict(generation, Some(&status), w)
     }
@@ -240,17 +245,29 @@ mod tests {
         use VersionStatus::*;
         assert_eq!(judge(4, Current, DONE, WaitFor::Ready), Verdict::Reached);
         assert_eq!(judge(4, Current, DONE, WaitFor::Current), Verdict::Reached);
-        assert!(matches!(judge(4, Current, DONE, WaitFor::Stalled), Verdict::Pending(_)));
-        assert!(matches!(judge(4, Ramping, RAMPING, WaitFor::Ready), Verdict::Pending(_)));
+        assert!(matches!(
+            judge(4, Current, DONE, WaitFor::Stalled),
+            Verdict::Pending(_)
+        ));
+        assert!(matches!(
+            judge(4, Ramping, RAMPING, WaitFor::Ready),
+            Verdict::Pending(_)
+        ));
         let Verdict::Pending(why) = judge(4, Ramping, RAMPING, WaitFor::Current) else {
             panic!("ramping is not current")
         };
         assert!(why.contains("v2") && why.contains("Ramping"), "{why}");
         // Current in Temporal while Ready is False (e.g. pollers lost, not yet stalled):
         // `--for current` is reached, `--for ready` is not.
-        let lost = &[("Ready", "False", "NoActivePollers"), ("Progressing", "True", "x")];
+        let lost = &[
+            ("Ready", "False", "NoActivePollers"),
+            ("Progressing", "True", "x"),
+        ];
         assert_eq!(judge(4, Current, lost, WaitFor::Current), Verdict::Reached);
-        assert!(matches!(judge(4, Current, lost, WaitFor::Ready), Verdict::Pending(_)));
+        assert!(matches!(
+            judge(4, Current, lost, WaitFor::Ready),
+            Verdict::Pending(_)
+        ));
     }
 
     #[test]
@@ -261,7 +278,10 @@ mod tests {
                 panic!("{w:?}: a Ready of generation 3 satisfied a wait on generation 4")
             };
             assert!(why.contains("generation 4"), "{why}");
-            assert!(matches!(judge(3, Inactive, ABORTED, w), Verdict::Pending(_)), "{w:?}");
+            assert!(
+                matches!(judge(3, Inactive, ABORTED, w), Verdict::Pending(_)),
+                "{w:?}"
+            );
         }
         // A condition stamped with an older generation of its own is stale as well.
         let (generation, mut status) = status(4, Current, DONE);
@@ -272,7 +292,10 @@ mod tests {
             verdict(generation, Some(&status), WaitFor::Ready),
             Verdict::Pending(_)
         ));
-        assert!(matches!(verdict(Some(1), None, WaitFor::Ready), Verdict::Pending(_)));
+        assert!(matches!(
+            verdict(Some(1), None, WaitFor::Ready),
+            Verdict::Pending(_)
+        ));
     }
 
     #[test]
@@ -286,10 +309,19 @@ mod tests {
                 message: "m".into()
             }
         );
-        assert!(matches!(judge(4, Inactive, ABORTED, WaitFor::Ready), Verdict::Stalled { .. }));
-        assert_eq!(judge(4, Inactive, ABORTED, WaitFor::Stalled), Verdict::Reached);
+        assert!(matches!(
+            judge(4, Inactive, ABORTED, WaitFor::Ready),
+            Verdict::Stalled { .. }
+        ));
+        assert_eq!(
+            judge(4, Inactive, ABORTED, WaitFor::Stalled),
+            Verdict::Reached
+        );
         // Stalled=False is not stalled.
         let recovered = &[("Ready", "False", "Ramping"), ("Stalled", "False", "x")];
-        assert!(matches!(judge(4, Ramping, recovered, WaitFor::Stalled), Verdict::Pending(_)));
+        assert!(matches!(
+            judge(4, Ramping, recovered, WaitFor::Stalled),
+            Verdict::Pending(_)
+        ));
     }
 }

@@ -7,8 +7,8 @@
 use std::io::{IsTerminal as _, Write as _};
 use std::time::Duration;
 
-use crate::api::twd::{DeprecatedVersion, RolloutStrategy, VersionInfo, VersionStatus};
 use crate::api::conditions as cond;
+use crate::api::twd::{DeprecatedVersion, RolloutStrategy, VersionInfo, VersionStatus};
 use crate::cli_follow::{self, Source, Update};
 use crate::cli_status::{self, CliError, OutputFormat, eta, rel, table};
 use crate::summary::{self as view, Phase, RolloutView};
@@ -180,7 +180,12 @@ fn rows(v: &RolloutView, now: jiff::Timestamp) -> Vec<Vec<String>> {
         let (next, when) = next_step(v, now);
         rows.push(vec![
             t.version.build_id.clone(),
-            if is_current { "target, current" } else { "target" }.into(),
+            if is_current {
+                "target, current"
+            } else {
+                "target"
+            }
+            .into(),
             view::version_status_str(t.version.status).into(),
             pct(share),
             pods(&t.version),
@@ -340,7 +345,12 @@ v0-old   old       Draining   -      -      -         draining since 10m ago, 2 
         // Columns align on the widest cell; compare row by row, whitespace-normalised.
         let norm = |s: &str| -> Vec<Vec<String>> {
             s.lines()
-                .map(|l| l.split("   ").map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect())
+                .map(|l| {
+                    l.split("   ")
+                        .map(|c| c.trim().to_string())
+                        .filter(|c| !c.is_empty())
+                        .collect()
+                })
                 .collect()
         };
         assert_eq!(norm(&text), norm(want), "{text}");
@@ -362,11 +372,16 @@ v0-old   old       Draining   -      -      -         draining since 10m ago, 2 
         let text = render(&done, ts("2024-05-01T12:00:00Z"));
         let rows: Vec<&str> = text.lines().collect();
         assert_eq!(rows.len(), 3, "{text}");
-        assert!(rows[0].contains("Completed (RolloutComplete: done)"), "{text}");
+        assert!(
+            rows[0].contains("Completed (RolloutComplete: done)"),
+            "{text}"
+        );
         let cells: Vec<&str> = rows[2].split_whitespace().collect();
         assert_eq!(
             cells,
-            ["v2-abc", "target,", "current", "Current", "100%", "3/3", "ok", "-", "-", "-"]
+            [
+                "v2-abc", "target,", "current", "Current", "100%", "3/3", "ok", "-", "-", "-"
+            ]
         );
     }
 
@@ -381,18 +396,43 @@ v0-old   old       Draining   -      -      -         draining since 10m ago, 2 
         }));
         let text = render(&waiting, ts("2024-05-01T12:00:00Z"));
         assert!(text.contains("generation 3/4"), "{text}");
-        let target: Vec<&str> = text.lines().nth(2).expect("row").split_whitespace().collect();
+        let target: Vec<&str> = text
+            .lines()
+            .nth(2)
+            .expect("row")
+            .split_whitespace()
+            .collect();
         assert_eq!(
             target,
-            ["v2-abc", "target", "NotRegistered", "0%", "0/1", "waiting", "-", "step", "1/3", "(10%)", "-"]
+            [
+                "v2-abc",
+                "target",
+                "NotRegistered",
+                "0%",
+                "0/1",
+                "waiting",
+                "-",
+                "step",
+                "1/3",
+                "(10%)",
+                "-"
+            ]
         );
-        let current: Vec<&str> = text.lines().nth(3).expect("row").split_whitespace().collect();
+        let current: Vec<&str> = text
+            .lines()
+            .nth(3)
+            .expect("row")
+            .split_whitespace()
+            .collect();
         assert_eq!(current[3], "100%", "{text}");
 
         let mut paused = ramping();
         paused.summary.phase = Phase::Paused;
         let text = render(&paused, ts("2024-05-01T12:00:00Z"));
-        assert!(text.lines().nth(2).expect("row").ends_with("paused"), "{text}");
+        assert!(
+            text.lines().nth(2).expect("row").ends_with("paused"),
+            "{text}"
+        );
 
         let none = view(serde_json::json!({"observedGeneration": 4}));
         assert!(render(&none, ts("2024-05-01T12:00:00Z")).ends_with("No versions yet.\n"));

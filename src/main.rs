@@ -973,7 +973,13 @@ mod tests {
             (WaitFor::Ready, Duration::from_secs(600))
         );
         let Command::Wait(w) = Cli::try_parse_from([
-            "twc", "wait", "orders", "--for", "current", "--timeout", "1m30s",
+            "twc",
+            "wait",
+            "orders",
+            "--for",
+            "current",
+            "--timeout",
+            "1m30s",
         ])
         .expect("parse")
         .command
@@ -993,7 +999,10 @@ mod tests {
             .expect("wait")
             .render_long_help()
             .to_string();
-        assert!(help.contains("Exit codes:") && help.contains("Stalled"), "{help}");
+        assert!(
+            help.contains("Exit codes:") && help.contains("Stalled"),
+            "{help}"
+        );
     }
 
     #[test]

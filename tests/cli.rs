@@ -203,18 +203,23 @@ fn target_row(table: &str) -> Option<&str> {
 }
 
 fn ramping_frame(t: &str) -> bool {
-    target_row(t).is_some_and(|r| r.contains(" target ") && r.contains(" Ramping ") && r.contains("25%"))
+    target_row(t)
+        .is_some_and(|r| r.contains(" target ") && r.contains(" Ramping ") && r.contains("25%"))
 }
 
 fn current_frame(t: &str) -> bool {
-    target_row(t).is_some_and(|r| r.contains("target, current") && r.contains(" Current ") && r.contains("100%"))
+    target_row(t).is_some_and(|r| {
+        r.contains("target, current") && r.contains(" Current ") && r.contains("100%")
+    })
 }
 
 /// On a terminal: frames after screen clears; one shows the target ramping at 25 %, a later
 /// one the target Current at 100 %.
 fn tty_saw_ramp_then_current(out: &str) -> bool {
     let out = out.replace('\r', "");
-    let frames: Vec<&str> = out.split(temporal_worker_controller::cli_watch::CLEAR).collect();
+    let frames: Vec<&str> = out
+        .split(temporal_worker_controller::cli_watch::CLEAR)
+        .collect();
     frames
         .iter()
         .position(|f| ramping_frame(f))
@@ -234,7 +239,8 @@ fn pipe_saw_ramp_then_current(out: &str) -> bool {
 async fn watch_and_wait_follow_a_progressive_rollout() -> Result<()> {
     let env = env().await;
     let name = "orders";
-    env.apply(name, "v1", json!({"strategy": "AllAtOnce"})).await?;
+    env.apply(name, "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
     let done = output(env.cli(&["wait", name, "--for", "current", "--timeout", "100s"])).await?;
     ensure!(done.status.code() == Some(0), "{}", text(&done));
     ensure!(
@@ -265,13 +271,31 @@ async fn watch_and_wait_follow_a_progressive_rollout() -> Result<()> {
         {"rampPercentage": 50, "pauseDuration": "3s"}]});
     env.apply(name, "v2", steps).await?;
     let seen = tty
-        .until("ramping then current on the terminal", tty_saw_ramp_then_current)
+        .until(
+            "ramping then current on the terminal",
+            tty_saw_ramp_then_current,
+        )
         .await?;
-    ensure!(seen.contains("NEXT STEP") && seen.contains("POLLERS"), "{seen}");
+    ensure!(
+        seen.contains("NEXT STEP") && seen.contains("POLLERS"),
+        "{seen}"
+    );
     let piped = pipe
-        .until("ramping then current on the pipe", pipe_saw_ramp_then_current)
+        .until(
+            "ramping then current on the pipe",
+            pipe_saw_ramp_then_current,
+        )
         .await?;
-    ensure!(!piped.contains('\x1b'), "escape sequences on a pipe:\n{piped}");
+    ensure!(
+        !piped.contains('\x1b'),
+        "escape sequences on a pipe:\n{piped}"
+    );
+    println!(
+        "on the pipe:\n{piped}\nlast frame on the terminal:\n{}",
+        seen.rsplit(temporal_worker_controller::cli_watch::CLEAR)
+            .next()
+            .unwrap_or_default()
+    );
     ensure!(
         piped.lines().any(|l| l.contains("step 2/2 (50%)")),
         "the next step was never shown:\n{piped}"
@@ -299,7 +323,9 @@ async fn check_structured_output(env: &Env, name: &str) -> Result<()> {
     let list: Value = serde_json::from_slice(&list.stdout)?;
     validate("RolloutList", &list)?;
     ensure!(
-        list["items"].as_array().is_some_and(|items| items.iter().any(|i| i["name"] == name)),
+        list["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|i| i["name"] == name)),
         "{list}"
     );
 
@@ -308,7 +334,10 @@ async fn check_structured_output(env: &Env, name: &str) -> Result<()> {
     ensure!(api.status.success(), "{}", text(&api));
     let api: Value = serde_json::from_slice(&api.stdout)?;
     validate("Rollout", &api)?;
-    ensure!(api["summary"] == one["summary"], "API {api}\nKubernetes {one}");
+    ensure!(
+        api["summary"] == one["summary"],
+        "API {api}\nKubernetes {one}"
+    );
     let yaml = output(env.cli(&["status", "-o", "yaml"])).await?;
     ensure!(yaml.status.success(), "{}", text(&yaml));
     let yaml: Value = serde_yaml::from_slice(&yaml.stdout)?;
@@ -319,7 +348,10 @@ async fn check_structured_output(env: &Env, name: &str) -> Result<()> {
     ensure!(validate("Rollout", &broken).is_err(), "a bad phase passed");
     let mut extra = list.clone();
     extra["items"][0]["surprise"] = json!(1);
-    ensure!(validate("RolloutList", &extra).is_err(), "an undeclared field passed");
+    ensure!(
+        validate("RolloutList", &extra).is_err(),
+        "an undeclared field passed"
+    );
     Ok(())
 }
 
@@ -358,8 +390,10 @@ fn to_json_schema(v: Value) -> Value {
     match v {
         Value::Object(mut map) => {
             let nullable = map.remove("nullable") == Some(Value::Bool(true));
-            let map: serde_json::Map<String, Value> =
-                map.into_iter().map(|(k, v)| (k, to_json_schema(v))).collect();
+            let map: serde_json::Map<String, Value> = map
+                .into_iter()
+                .map(|(k, v)| (k, to_json_schema(v)))
+                .collect();
             if nullable {
                 json!({"anyOf": [Value::Object(map), {"type": "null"}]})
             } else {
@@ -375,20 +409,30 @@ fn to_json_schema(v: Value) -> Value {
 async fn wait_fails_with_the_reason_of_a_stalled_rollout() -> Result<()> {
     let env = env().await;
     let name = "stuck";
-    env.apply(name, "v1", json!({"strategy": "AllAtOnce"})).await?;
-    wait(&env.api(), name, "v1 complete", |t| ready_reason(t) == "RolloutComplete").await?;
+    env.apply(name, "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
+    wait(&env.api(), name, "v1 complete", |t| {
+        ready_reason(t) == "RolloutComplete"
+    })
+    .await?;
     let long = |abort: bool| {
         json!({"strategy": "Progressive", "abort": abort,
                "steps": [{"rampPercentage": 20, "pauseDuration": "10m"}]})
     };
     env.apply(name, "v2", long(false)).await?;
-    wait(&env.api(), name, "v2 ramping", |t| target_status(t).as_deref() == Some("Ramping"))
-        .await?;
+    wait(&env.api(), name, "v2 ramping", |t| {
+        target_status(t).as_deref() == Some("Ramping")
+    })
+    .await?;
 
     // Ramping for ten minutes: a short wait times out (exit 2), naming what it waited for.
     let slow = output(env.cli(&["wait", name, "--for", "current", "--timeout", "2s"])).await?;
     ensure!(slow.status.code() == Some(2), "{}", text(&slow));
-    ensure!(String::from_utf8_lossy(&slow.stderr).contains("timed out"), "{}", text(&slow));
+    ensure!(
+        String::from_utf8_lossy(&slow.stderr).contains("timed out"),
+        "{}",
+        text(&slow)
+    );
 
     // Aborted: Stalled=True/RolloutAborted ends the wait at once with exit 1 and the reason.
     env.apply(name, "v2", long(true)).await?;
@@ -396,19 +440,44 @@ async fn wait_fails_with_the_reason_of_a_stalled_rollout() -> Result<()> {
     let stalled = output(env.cli(&["wait", name, "--for", "current", "--timeout", "90s"])).await?;
     ensure!(stalled.status.code() == Some(1), "{}", text(&stalled));
     let stderr = String::from_utf8_lossy(&stalled.stderr);
-    ensure!(stderr.contains("Stalled (RolloutAborted)"), "{}", text(&stalled));
-    ensure!(started.elapsed() < Duration::from_secs(80), "did not stop at the stall");
+    ensure!(
+        stderr.contains("Stalled (RolloutAborted)"),
+        "{}",
+        text(&stalled)
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(80),
+        "did not stop at the stall"
+    );
     let twd = env.api().get(name).await?;
     ensure!(twd.status.as_ref().and_then(|s| s.observed_generation) == twd.metadata.generation);
 
     // Waiting for the stall itself succeeds, also through the status API.
     let for_stalled = output(env.cli(&[
-        "wait", name, "--for", "stalled", "--timeout", "60s", "--api-url", &env.api_url,
+        "wait",
+        name,
+        "--for",
+        "stalled",
+        "--timeout",
+        "60s",
+        "--api-url",
+        &env.api_url,
     ]))
     .await?;
-    ensure!(for_stalled.status.code() == Some(0), "{}", text(&for_stalled));
+    ensure!(
+        for_stalled.status.code() == Some(0),
+        "{}",
+        text(&for_stalled)
+    );
     let via_api = output(env.cli(&[
-        "wait", name, "--for", "ready", "--timeout", "60s", "--api-url", &env.api_url,
+        "wait",
+        name,
+        "--for",
+        "ready",
+        "--timeout",
+        "60s",
+        "--api-url",
+        &env.api_url,
     ]))
     .await?;
     ensure!(via_api.status.code() == Some(1), "{}", text(&via_api));
@@ -452,7 +521,10 @@ printf '%s\n' "${{COMPREPLY[@]}}"
             .filter(|l| !l.is_empty())
             .collect())
     };
-    assert_eq!(complete(&["temporal-worker-controller", "sta"])?, ["status"]);
+    assert_eq!(
+        complete(&["temporal-worker-controller", "sta"])?,
+        ["status"]
+    );
     assert_eq!(
         complete(&["temporal-worker-controller", "wait", "orders", "--fo"])?,
         ["--for"]
@@ -469,7 +541,8 @@ printf '%s\n' "${{COMPREPLY[@]}}"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_as_a_kubectl_plugin() -> Result<()> {
     let env = env().await;
-    env.apply("plugged", "v1", json!({"strategy": "AllAtOnce"})).await?;
+    env.apply("plugged", "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
     let dir = tempdir("plugin")?;
     std::os::unix::fs::symlink(BIN, dir.join("kubectl-temporal_workers"))?;
     // The real kubeconfig with a current context that leads nowhere: only `--context` works.
@@ -496,7 +569,13 @@ async fn runs_as_a_kubectl_plugin() -> Result<()> {
     );
     let kc = kubeconfig.to_string_lossy().to_string();
     let status = output(kubectl(&[
-        "temporal-workers", "status", "-n", &env.world.ns, "--kubeconfig", &kc, "--context",
+        "temporal-workers",
+        "status",
+        "-n",
+        &env.world.ns,
+        "--kubeconfig",
+        &kc,
+        "--context",
         &real_context,
     ]))
     .await?;
@@ -509,7 +588,12 @@ async fn runs_as_a_kubectl_plugin() -> Result<()> {
     );
     // Without `--context` the kubeconfig's current context is used, which cannot connect.
     let wrong = output(kubectl(&[
-        "temporal-workers", "status", "-n", &env.world.ns, "--kubeconfig", &kc,
+        "temporal-workers",
+        "status",
+        "-n",
+        &env.world.ns,
+        "--kubeconfig",
+        &kc,
     ]))
     .await?;
     ensure!(!wrong.status.success(), "{}", text(&wrong));
