@@ -367,6 +367,7 @@ async fn print_status_command(c: &temporal_worker_controller::run::Running) -> R
             namespace: Some(NAMESPACE.into()),
             name: Some(NAME.into()),
             api_url: Some(api_url.clone()),
+            ..Default::default()
         },
     )
     .await?;

@@ -38,6 +38,8 @@ pub struct Change {
 pub enum ControlError {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error(transparent)]
+    KubeClient(#[from] crate::cli_kube::KubeClientError),
     #[error("TemporalWorkerDeployment {0} not found")]
     NotFound(String),
     #[error("{0}")]
@@ -143,8 +145,13 @@ fn target_is_current(twd: &TemporalWorkerDeployment) -> bool {
 
 /// Reads `namespace/name` (the kube context's namespace by default), prints what will happen,
 /// and patches it.
-pub async fn run(action: Action, name: &str, namespace: Option<&str>) -> Result<(), ControlError> {
-    let client = kube::Client::try_default().await?;
+pub async fn run(
+    action: Action,
+    name: &str,
+    namespace: Option<&str>,
+    kube: &crate::cli_kube::KubeOptions,
+) -> Result<(), ControlError> {
+    let client = kube.client().await?;
     let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
     let twd = crate::workers::fetch(&client, &ns, name)
         .await?

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 
 use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus};
+use crate::cli_kube::{KubeClientError, KubeOptions};
 use crate::summary::{self as view, RolloutList, RolloutSummary, RolloutView};
 
 /// Bearer token sent to the status API when it requires one.
@@ -28,12 +29,28 @@ pub struct StatusArgs {
     pub name: Option<String>,
     /// Base URL of the status API, e.g. `http://localhost:8080`.
     pub api_url: Option<String>,
+    /// The kubeconfig and context (without `api_url`).
+    pub kube: KubeOptions,
+    /// Print the status API's JSON shape (as JSON or YAML) instead of the human view.
+    pub output: Option<OutputFormat>,
+}
+
+/// `-o json|yaml`: the status API's own shapes (docs/openapi.yaml): a `RolloutList` for a
+/// listing, a `Rollout` for one rollout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    Json,
+    Yaml,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    #[error(transparent)]
+    KubeClient(#[from] KubeClientError),
+    #[error("encoding the output: {0}")]
+    Encode(String),
     #[error("invalid API URL {url:?}: {why}")]
     BadUrl { url: String, why: String },
     #[error("request to {url} failed: {message}")]
@@ -64,8 +81,35 @@ pub enum StatusView {
 
 pub async fn run(args: StatusArgs) -> Result<(), CliError> {
     let view = fetch(&args).await?;
-    print!("{}", render(&view, jiff::Timestamp::now()));
+    match args.output {
+        Some(format) => print!("{}", structured(&view, format)?),
+        None => print!("{}", render(&view, jiff::Timestamp::now())),
+    }
     Ok(())
+}
+
+/// `view` in the status API's shape: a `RolloutList` (`{"items": [...]}`) or one `Rollout`.
+pub fn structured(view: &StatusView, format: OutputFormat) -> Result<String, CliError> {
+    let value = match view {
+        StatusView::List(items) => serde_json::to_value(RolloutList {
+            items: items.clone(),
+        }),
+        StatusView::One(one) => serde_json::to_value(one),
+    }
+    .map_err(|e| CliError::Encode(e.to_string()))?;
+    encode(&value, format)
+}
+
+/// One JSON document (pretty, newline-terminated) or one YAML document.
+pub(crate) fn encode(value: &serde_json::Value, format: OutputFormat) -> Result<String, CliError> {
+    match format {
+        OutputFormat::Json => serde_json::to_string_pretty(value)
+            .map(|s| s + "\n")
+            .map_err(|e| CliError::Encode(e.to_string())),
+        OutputFormat::Yaml => {
+            serde_yaml::to_string(value).map_err(|e| CliError::Encode(e.to_string()))
+        }
+    }
 }
 
 /// Reads the data `render` needs, from the status API or the Kubernetes API.
@@ -77,7 +121,7 @@ pub async fn fetch(args: &StatusArgs) -> Result<StatusView, CliError> {
 }
 
 async fn fetch_kube(args: &StatusArgs) -> Result<StatusView, CliError> {
-    let client = kube::Client::try_default().await?;
+    let client = args.kube.client().await?;
     match &args.name {
         Some(name) => {
             let ns = args
@@ -104,7 +148,6 @@ async fn fetch_kube(args: &StatusArgs) -> Result<StatusView, CliError> {
 }
 
 async fn fetch_api(base: &str, args: &StatusArgs) -> Result<StatusView, CliError> {
-    let base = base.trim_end_matches('/');
     let http = Http::new(base)?;
     match (&args.namespace, &args.name) {
         (Some(ns), Some(name)) => {
@@ -114,25 +157,9 @@ async fn fetch_api(base: &str, args: &StatusArgs) -> Result<StatusView, CliError
             Ok(StatusView::One(Box::new(one)))
         }
         (None, Some(name)) => {
-            let all: RolloutList = http.get_json("/api/v1/rollouts").await?;
-            let matches: Vec<&RolloutSummary> =
-                all.items.iter().filter(|s| &s.name == name).collect();
-            match matches.as_slice() {
-                [] => Err(CliError::NotFound(name.clone())),
-                [one] => {
-                    let path =
-                        format!("/api/v1/namespaces/{}/rollouts/{}", one.namespace, one.name);
-                    Ok(StatusView::One(Box::new(http.get_json(&path).await?)))
-                }
-                many => Err(CliError::Ambiguous {
-                    name: name.clone(),
-                    namespaces: many
-                        .iter()
-                        .map(|s| s.namespace.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                }),
-            }
+            let ns = namespace_of(&http, name).await?;
+            let path = format!("/api/v1/namespaces/{ns}/rollouts/{name}");
+            Ok(StatusView::One(Box::new(http.get_json(&path).await?)))
         }
         (Some(ns), None) => {
             let list: RolloutList = http
@@ -147,15 +174,34 @@ async fn fetch_api(base: &str, args: &StatusArgs) -> Result<StatusView, CliError
     }
 }
 
+/// The namespace of the one rollout called `name` the status API lists.
+pub(crate) async fn namespace_of(http: &Http, name: &str) -> Result<String, CliError> {
+    let all: RolloutList = http.get_json("/api/v1/rollouts").await?;
+    let matches: Vec<&RolloutSummary> = all.items.iter().filter(|s| s.name == name).collect();
+    match matches.as_slice() {
+        [] => Err(CliError::NotFound(name.to_string())),
+        [one] => Ok(one.namespace.clone()),
+        many => Err(CliError::Ambiguous {
+            name: name.to_string(),
+            namespaces: many
+                .iter()
+                .map(|s| s.namespace.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+    }
+}
+
 /// Minimal plain-HTTP JSON client (reach the in-cluster API with `kubectl port-forward`).
-struct Http {
+pub(crate) struct Http {
     base: String,
     client: HttpClient<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
     token: Option<String>,
 }
 
 impl Http {
-    fn new(base: &str) -> Result<Self, CliError> {
+    pub(crate) fn new(base: &str) -> Result<Self, CliError> {
+        let base = base.trim_end_matches('/');
         let uri: Uri = base
             .parse()
             .map_err(|e: axum::http::uri::InvalidUri| CliError::BadUrl {
@@ -178,13 +224,37 @@ impl Http {
         })
     }
 
-    async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
+        let url = format!("{}{}", self.base, path);
+        let resp = self.open(path, "application/json").await?;
+        let body = tokio::time::timeout(HTTP_TIMEOUT, resp.into_body().collect())
+            .await
+            .map_err(|_| CliError::Request {
+                url: url.clone(),
+                message: "timed out reading body".into(),
+            })?
+            .map_err(|e| CliError::Request {
+                url: url.clone(),
+                message: e.to_string(),
+            })?
+            .to_bytes();
+        serde_json::from_slice(&body).map_err(|source| CliError::Decode { url, source })
+    }
+
+    /// Sends `GET path` and returns the response once its head arrived, its body unread (an
+    /// event stream's body never ends); an error status is read and returned as
+    /// [`CliError::Api`].
+    pub(crate) async fn open(
+        &self,
+        path: &str,
+        accept: &str,
+    ) -> Result<axum::http::Response<hyper::body::Incoming>, CliError> {
         let url = format!("{}{}", self.base, path);
         let request_err = |message: String| CliError::Request {
             url: url.clone(),
             message,
         };
-        let mut req = Request::get(&url).header(header::ACCEPT, "application/json");
+        let mut req = Request::get(&url).header(header::ACCEPT, accept);
         if let Some(token) = &self.token {
             req = req.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
@@ -196,23 +266,23 @@ impl Http {
             .map_err(|_| request_err("timed out".into()))?
             .map_err(|e| request_err(e.to_string()))?;
         let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
         let body = tokio::time::timeout(HTTP_TIMEOUT, resp.into_body().collect())
             .await
             .map_err(|_| request_err("timed out reading body".into()))?
             .map_err(|e| request_err(e.to_string()))?
             .to_bytes();
-        if !status.is_success() {
-            let message = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
-            return Err(CliError::Api {
-                url,
-                code: status.as_u16(),
-                message,
-            });
-        }
-        serde_json::from_slice(&body).map_err(|source| CliError::Decode { url, source })
+        let message = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
+        Err(CliError::Api {
+            url,
+            code: status.as_u16(),
+            message,
+        })
     }
 }
 
@@ -488,7 +558,10 @@ fn old_version_rows(
 /// end at `spec.sunset`'s terminate (or cancel) deadline, then Temporal's drainage check
 /// follows; a Drained one has its scale-down and deletion times. A Draining version without a
 /// deadline has no ETA: its workflows run as long as they run (the PINNED column counts them).
-fn old_version_eta(d: &crate::api::twd::DeprecatedVersion, now: jiff::Timestamp) -> String {
+pub(crate) fn old_version_eta(
+    d: &crate::api::twd::DeprecatedVersion,
+    now: jiff::Timestamp,
+) -> String {
     let future =
         |t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time| Some(t.0).filter(|t| *t > now);
     match d.version.status {
@@ -510,13 +583,13 @@ fn old_version_eta(d: &crate::api::twd::DeprecatedVersion, now: jiff::Timestamp)
     }
 }
 
-fn opt(s: &Option<String>) -> String {
+pub(crate) fn opt(s: &Option<String>) -> String {
     s.clone()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "-".into())
 }
 
-fn ramp(s: &RolloutSummary) -> String {
+pub(crate) fn ramp(s: &RolloutSummary) -> String {
     match s.target_status {
         Some(VersionStatus::Current) | Some(VersionStatus::Ramping) => {
             let pct = s.target_traffic_ratio * 100.0;
@@ -531,7 +604,7 @@ fn ramp(s: &RolloutSummary) -> String {
 }
 
 /// "2/4": step 2 of 4 (steps are numbered from 1 everywhere).
-fn step(s: &RolloutSummary) -> String {
+pub(crate) fn step(s: &RolloutSummary) -> String {
     match (s.step, s.steps) {
         (Some(i), n) if n > 0 => format!("{i}/{n}"),
         (Some(i), _) => format!("{i}"),
@@ -539,7 +612,7 @@ fn step(s: &RolloutSummary) -> String {
     }
 }
 
-fn eta(at: Option<jiff::Timestamp>, now: jiff::Timestamp) -> String {
+pub(crate) fn eta(at: Option<jiff::Timestamp>, now: jiff::Timestamp) -> String {
     match at {
         None => "-".into(),
         Some(t) if t <= now => "due".into(),
@@ -547,7 +620,7 @@ fn eta(at: Option<jiff::Timestamp>, now: jiff::Timestamp) -> String {
     }
 }
 
-fn rel(t: jiff::Timestamp, now: jiff::Timestamp) -> String {
+pub(crate) fn rel(t: jiff::Timestamp, now: jiff::Timestamp) -> String {
     let secs = t.as_second() - now.as_second();
     match secs {
         0 => "now".into(),
@@ -557,7 +630,7 @@ fn rel(t: jiff::Timestamp, now: jiff::Timestamp) -> String {
 }
 
 /// Two most significant units: `2d3h`, `1h5m`, `4m30s`, `12s`.
-fn short_duration(secs: i64) -> String {
+pub(crate) fn short_duration(secs: i64) -> String {
     let secs = secs.max(0);
     let (d, h, m, s) = (
         secs / 86_400,
@@ -577,7 +650,7 @@ fn short_duration(secs: i64) -> String {
 }
 
 /// Left-aligned columns separated by three spaces, like kubectl.
-fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

@@ -462,6 +462,7 @@ async fn served_haystacks(http: SocketAddr, sse: Vec<EventStream>) -> Result<Hay
             namespace: Some(NS.into()),
             name: None,
             api_url: Some(format!("http://{http}")),
+            ..Default::default()
         },
     )
     .await?;

@@ -1,0 +1,642 @@
+//! The operator's CLI as a user runs it (issue 43): the built binary against a real control
+//! plane, a real Temporal dev server and real workers (kubelet stand-in), with the controller
+//! in-process. `status --watch` in a pseudo-terminal (`script`) and on a pipe during a live
+//! Progressive rollout; `wait` on a completed and on an aborted (Stalled) rollout; `status -o
+//! json|yaml` checked against docs/openapi.yaml; bash completion in a real bash; the kubectl
+//! plugin through the real `kubectl`.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail, ensure};
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
+use temporal_worker_controller::run::{self, RunOptions, Running};
+use test_harness::manifests;
+use test_harness::world::{World, wait};
+use tokio::sync::OnceCell;
+
+const BIN: &str = env!("CARGO_BIN_EXE_temporal-worker-controller");
+const IDENTITY: &str = "twc-cli-test";
+/// How long a watching process may take to show a state the API server already has.
+const T_SHOW: Duration = Duration::from_secs(90);
+
+struct Env {
+    world: World,
+    kubeconfig: PathBuf,
+    /// The in-process controller's status API.
+    api_url: String,
+    _controller: Running,
+}
+
+static ENV: OnceCell<Arc<Env>> = OnceCell::const_new();
+
+async fn env() -> Arc<Env> {
+    ENV.get_or_init(|| async {
+        test_harness::runtime::on_infra(start())
+            .await
+            .expect("start the CLI test environment")
+    })
+    .await
+    .clone()
+}
+
+async fn start() -> Result<Arc<Env>> {
+    let world = World::new("cli").await?;
+    let kubeconfig = test_harness::control_plane::shared()
+        .await?
+        .kubeconfig_path()
+        .to_path_buf();
+    let controller = run::start(
+        world.client.clone(),
+        RunOptions {
+            http_addr: "127.0.0.1:0".parse()?,
+            watch_namespaces: vec![world.ns.clone()],
+            identity: IDENTITY.into(),
+            idle_interval: Duration::from_secs(10),
+            fast_poll: Duration::from_millis(300),
+            backlog_poll: None,
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(Arc::new(Env {
+        api_url: format!("http://{}", controller.http_addr),
+        world,
+        kubeconfig,
+        _controller: controller,
+    }))
+}
+
+impl Env {
+    fn twd(&self, name: &str, tag: &str, rollout: Value) -> Value {
+        manifests::twd(name)
+            .replicas(1)
+            .tag(tag)
+            .task_queue(&format!("cli-{name}"))
+            .temporal_namespace(&self.world.temporal_ns)
+            .rollout(rollout)
+            .build()
+    }
+
+    fn api(&self) -> kube::Api<TemporalWorkerDeployment> {
+        TemporalWorkerDeployment::api(self.world.client.clone(), &self.world.ns, KindSet::Seed)
+    }
+
+    async fn apply(&self, name: &str, tag: &str, rollout: Value) -> Result<()> {
+        self.api()
+            .patch(
+                name,
+                &PatchParams::apply("cli-test").force(),
+                &Patch::Apply(self.twd(name, tag, rollout)),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The binary with `args`, then `-n <ns> --kubeconfig <k>`.
+    fn cli(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args)
+            .args(["-n", &self.world.ns])
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null());
+        cmd
+    }
+}
+
+fn target_status(t: &TemporalWorkerDeployment) -> Option<String> {
+    let s = t.status.as_ref()?.target_version.as_ref()?.version.status;
+    Some(format!("{s:?}"))
+}
+
+fn ready_reason(t: &TemporalWorkerDeployment) -> String {
+    t.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.reason.clone())
+        .unwrap_or_default()
+}
+
+/// Runs `cmd` to its end off the async runtime.
+async fn output(mut cmd: Command) -> Result<Output> {
+    Ok(tokio::task::spawn_blocking(move || cmd.output()).await??)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A process whose stdout is collected as it comes.
+struct Running_ {
+    child: Child,
+    out: Arc<Mutex<String>>,
+}
+
+impl Running_ {
+    fn spawn(mut cmd: Command) -> Result<Self> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("spawn")?;
+        let mut stdout = child.stdout.take().context("stdout")?;
+        let out = Arc::new(Mutex::new(String::new()));
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            }
+        });
+        Ok(Self { child, out })
+    }
+
+    fn text(&self) -> String {
+        self.out.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Waits until `pred` holds on the output so far.
+    async fn until(&self, what: &str, pred: impl Fn(&str) -> bool) -> Result<String> {
+        let deadline = Instant::now() + T_SHOW;
+        loop {
+            let text = self.text();
+            if pred(&text) {
+                return Ok(text);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out waiting for {what}; output so far:\n{text}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Running_ {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The target row (the first row after the header) of a watch table.
+fn target_row(table: &str) -> Option<&str> {
+    let mut lines = table.lines().skip_while(|l| !l.starts_with("BUILD "));
+    lines.next()?;
+    lines.next()
+}
+
+fn ramping_frame(t: &str) -> bool {
+    target_row(t)
+        .is_some_and(|r| r.contains(" target ") && r.contains(" Ramping ") && r.contains("25%"))
+}
+
+fn current_frame(t: &str) -> bool {
+    target_row(t).is_some_and(|r| {
+        r.contains("target, current") && r.contains(" Current ") && r.contains("100%")
+    })
+}
+
+/// On a terminal: frames after screen clears; one shows the target ramping at 25 %, a later
+/// one the target Current at 100 %.
+fn tty_saw_ramp_then_current(out: &str) -> bool {
+    let out = out.replace('\r', "");
+    let frames: Vec<&str> = out
+        .split(temporal_worker_controller::cli_watch::CLEAR)
+        .collect();
+    frames
+        .iter()
+        .position(|f| ramping_frame(f))
+        .is_some_and(|i| frames[i..].iter().any(|f| current_frame(f)))
+}
+
+/// On a pipe: tables separated by blank lines, no escape sequence.
+fn pipe_saw_ramp_then_current(out: &str) -> bool {
+    let tables: Vec<&str> = out.split("\n\n").collect();
+    tables
+        .iter()
+        .position(|t| ramping_frame(t))
+        .is_some_and(|i| tables[i..].iter().any(|t| current_frame(t)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_and_wait_follow_a_progressive_rollout() -> Result<()> {
+    let env = env().await;
+    let name = "orders";
+    env.apply(name, "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
+    let done = output(env.cli(&["wait", name, "--for", "current", "--timeout", "100s"])).await?;
+    ensure!(done.status.code() == Some(0), "{}", text(&done));
+    ensure!(
+        String::from_utf8_lossy(&done.stdout).contains("target Current"),
+        "{}",
+        text(&done)
+    );
+
+    // A terminal (`script` gives the watch a pseudo-terminal) following the status API's event
+    // stream, and a pipe following a Kubernetes watch.
+    let watch = format!(
+        "{BIN} status {name} --watch -n {} --api-url {}",
+        env.world.ns, env.api_url
+    );
+    let mut tty_cmd = Command::new("script");
+    tty_cmd
+        .args(["-q", "-e", "-c", &watch, "/dev/null"])
+        .stdin(Stdio::null());
+    let tty = Running_::spawn(tty_cmd)?;
+    let pipe = Running_::spawn(env.cli(&["status", name, "--watch"]))?;
+    tty.until("the first frame", |t| t.contains("RolloutComplete"))
+        .await?;
+    pipe.until("the first table", |t| t.contains("RolloutComplete"))
+        .await?;
+
+    let steps = json!({"strategy": "Progressive", "steps": [
+        {"rampPercentage": 25, "pauseDuration": "6s"},
+        {"rampPercentage": 50, "pauseDuration": "3s"}]});
+    env.apply(name, "v2", steps).await?;
+    let seen = tty
+        .until(
+            "ramping then current on the terminal",
+            tty_saw_ramp_then_current,
+        )
+        .await?;
+    ensure!(
+        seen.contains("NEXT STEP") && seen.contains("POLLERS"),
+        "{seen}"
+    );
+    let piped = pipe
+        .until(
+            "ramping then current on the pipe",
+            pipe_saw_ramp_then_current,
+        )
+        .await?;
+    ensure!(
+        !piped.contains('\x1b'),
+        "escape sequences on a pipe:\n{piped}"
+    );
+    println!(
+        "on the pipe:\n{piped}\nlast frame on the terminal:\n{}",
+        seen.rsplit(temporal_worker_controller::cli_watch::CLEAR)
+            .next()
+            .unwrap_or_default()
+    );
+    ensure!(
+        piped.lines().any(|l| l.contains("step 2/2 (50%)")),
+        "the next step was never shown:\n{piped}"
+    );
+
+    let done = output(env.cli(&["wait", name, "--for", "ready", "--timeout", "60s"])).await?;
+    ensure!(done.status.code() == Some(0), "{}", text(&done));
+    let twd = env.api().get(name).await?;
+    ensure!(target_status(&twd).as_deref() == Some("Current"));
+
+    check_structured_output(&env, name).await
+}
+
+/// `status -o json|yaml` prints what the status API serves, valid against docs/openapi.yaml.
+async fn check_structured_output(env: &Env, name: &str) -> Result<()> {
+    let one = output(env.cli(&["status", name, "-o", "json"])).await?;
+    ensure!(one.status.success(), "{}", text(&one));
+    let one: Value = serde_json::from_slice(&one.stdout)?;
+    validate("Rollout", &one)?;
+    ensure!(one["summary"]["phase"] == "Completed", "{one}");
+    ensure!(one["name"] == name);
+
+    let list = output(env.cli(&["status", "-o", "json"])).await?;
+    ensure!(list.status.success(), "{}", text(&list));
+    let list: Value = serde_json::from_slice(&list.stdout)?;
+    validate("RolloutList", &list)?;
+    ensure!(
+        list["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|i| i["name"] == name)),
+        "{list}"
+    );
+
+    // The same from the status API; YAML is the same document.
+    let api = output(env.cli(&["status", name, "-o", "json", "--api-url", &env.api_url])).await?;
+    ensure!(api.status.success(), "{}", text(&api));
+    let api: Value = serde_json::from_slice(&api.stdout)?;
+    validate("Rollout", &api)?;
+    ensure!(
+        api["summary"] == one["summary"],
+        "API {api}\nKubernetes {one}"
+    );
+    let yaml = output(env.cli(&["status", "-o", "yaml"])).await?;
+    ensure!(yaml.status.success(), "{}", text(&yaml));
+    let yaml: Value = serde_yaml::from_slice(&yaml.stdout)?;
+    validate("RolloutList", &yaml)?;
+    // A document that breaks the schema is refused (the check can fail).
+    let mut broken = one.clone();
+    broken["summary"]["phase"] = json!("Sleeping");
+    ensure!(validate("Rollout", &broken).is_err(), "a bad phase passed");
+    let mut extra = list.clone();
+    extra["items"][0]["surprise"] = json!(1);
+    ensure!(
+        validate("RolloutList", &extra).is_err(),
+        "an undeclared field passed"
+    );
+    Ok(())
+}
+
+/// Checks `doc` against `components.schemas.<schema>` of docs/openapi.yaml, read as JSON
+/// Schema: `nullable` becomes a `null` alternative, and the named schemas allow no undeclared
+/// field (the API serves exactly what the document declares).
+fn validate(schema: &str, doc: &Value) -> Result<()> {
+    let path = test_harness::repo_root().join("docs/openapi.yaml");
+    let openapi: Value = serde_yaml::from_str(&std::fs::read_to_string(&path)?)?;
+    let mut components = openapi["components"].clone();
+    if let Some(schemas) = components["schemas"].as_object_mut() {
+        for s in schemas.values_mut() {
+            if s.get("properties").is_some() && s.get("additionalProperties").is_none() {
+                s["additionalProperties"] = json!(false);
+            }
+        }
+    }
+    let root = json!({
+        "$ref": format!("#/components/schemas/{schema}"),
+        "components": to_json_schema(components),
+    });
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&root)
+        .map_err(|e| anyhow::anyhow!("schema: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    ensure!(errors.is_empty(), "{schema}: {}", errors.join("; "));
+    Ok(())
+}
+
+/// OpenAPI 3.0's `nullable: true` as JSON Schema.
+fn to_json_schema(v: Value) -> Value {
+    match v {
+        Value::Object(mut map) => {
+            let nullable = map.remove("nullable") == Some(Value::Bool(true));
+            let map: serde_json::Map<String, Value> = map
+                .into_iter()
+                .map(|(k, v)| (k, to_json_schema(v)))
+                .collect();
+            if nullable {
+                json!({"anyOf": [Value::Object(map), {"type": "null"}]})
+            } else {
+                Value::Object(map)
+            }
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(to_json_schema).collect()),
+        other => other,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_fails_with_the_reason_of_a_stalled_rollout() -> Result<()> {
+    let env = env().await;
+    let name = "stuck";
+    env.apply(name, "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
+    wait(&env.api(), name, "v1 complete", |t| {
+        ready_reason(t) == "RolloutComplete"
+    })
+    .await?;
+    let long = |abort: bool| {
+        json!({"strategy": "Progressive", "abort": abort,
+               "steps": [{"rampPercentage": 20, "pauseDuration": "10m"}]})
+    };
+    env.apply(name, "v2", long(false)).await?;
+    wait(&env.api(), name, "v2 ramping", |t| {
+        target_status(t).as_deref() == Some("Ramping")
+    })
+    .await?;
+
+    // Ramping for ten minutes: a short wait times out (exit 2), naming what it waited for.
+    let slow = output(env.cli(&["wait", name, "--for", "current", "--timeout", "2s"])).await?;
+    ensure!(slow.status.code() == Some(2), "{}", text(&slow));
+    ensure!(
+        String::from_utf8_lossy(&slow.stderr).contains("timed out"),
+        "{}",
+        text(&slow)
+    );
+
+    // Aborted: Stalled=True/RolloutAborted ends the wait at once with exit 1 and the reason.
+    env.apply(name, "v2", long(true)).await?;
+    let started = Instant::now();
+    let stalled = output(env.cli(&["wait", name, "--for", "current", "--timeout", "90s"])).await?;
+    ensure!(stalled.status.code() == Some(1), "{}", text(&stalled));
+    let stderr = String::from_utf8_lossy(&stalled.stderr);
+    ensure!(
+        stderr.contains("Stalled (RolloutAborted)"),
+        "{}",
+        text(&stalled)
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(80),
+        "did not stop at the stall"
+    );
+    let twd = env.api().get(name).await?;
+    ensure!(twd.status.as_ref().and_then(|s| s.observed_generation) == twd.metadata.generation);
+
+    // Waiting for the stall itself succeeds, also through the status API.
+    let for_stalled = output(env.cli(&[
+        "wait",
+        name,
+        "--for",
+        "stalled",
+        "--timeout",
+        "60s",
+        "--api-url",
+        &env.api_url,
+    ]))
+    .await?;
+    ensure!(
+        for_stalled.status.code() == Some(0),
+        "{}",
+        text(&for_stalled)
+    );
+    let via_api = output(env.cli(&[
+        "wait",
+        name,
+        "--for",
+        "ready",
+        "--timeout",
+        "60s",
+        "--api-url",
+        &env.api_url,
+    ]))
+    .await?;
+    ensure!(via_api.status.code() == Some(1), "{}", text(&via_api));
+    ensure!(
+        String::from_utf8_lossy(&via_api.stderr).contains("RolloutAborted"),
+        "{}",
+        text(&via_api)
+    );
+    Ok(())
+}
+
+/// Completing `sta` after sourcing `completion bash` in a real bash gives `status`.
+#[test]
+fn bash_completion_completes_subcommands_and_flags() -> Result<()> {
+    let complete = |words: &[&str]| -> Result<Vec<String>> {
+        let words_list = words
+            .iter()
+            .map(|w| format!("'{w}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let script = format!(
+            r#"set -e
+source <("{BIN}" completion bash)
+spec=$(complete -p temporal-worker-controller)
+fn=${{spec#*-F }}; fn=${{fn%% *}}
+COMP_WORDS=({words_list})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+"$fn" temporal-worker-controller "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}"
+"#
+        );
+        let out = Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &script])
+            .output()?;
+        ensure!(out.status.success(), "{}", text(&out));
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect())
+    };
+    assert_eq!(
+        complete(&["temporal-worker-controller", "sta"])?,
+        ["status"]
+    );
+    assert_eq!(
+        complete(&["temporal-worker-controller", "wait", "orders", "--fo"])?,
+        ["--for"]
+    );
+    let shells = complete(&["temporal-worker-controller", "completion", ""])?;
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(shells.iter().any(|s| s == shell), "{shells:?}");
+    }
+    Ok(())
+}
+
+/// `kubectl temporal-workers status` runs this binary as a kubectl plugin (a symlink named
+/// `kubectl-temporal_workers` on PATH), with `--kubeconfig` and `--context` honoured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_as_a_kubectl_plugin() -> Result<()> {
+    let env = env().await;
+    env.apply("plugged", "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
+    let dir = tempdir("plugin")?;
+    std::os::unix::fs::symlink(BIN, dir.join("kubectl-temporal_workers"))?;
+    // The real kubeconfig with a current context that leads nowhere: only `--context` works.
+    let (kubeconfig, real_context) = with_bogus_current_context(&env.kubeconfig, &dir)?;
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubectl = |args: &[&str]| {
+        let mut cmd = Command::new("kubectl");
+        cmd.args(args)
+            .env("PATH", &path)
+            .env("HOME", &dir)
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null());
+        cmd
+    };
+    let listed = output(kubectl(&["plugin", "list"])).await?;
+    ensure!(
+        String::from_utf8_lossy(&listed.stdout).contains("kubectl-temporal_workers"),
+        "{}",
+        text(&listed)
+    );
+    let kc = kubeconfig.to_string_lossy().to_string();
+    let status = output(kubectl(&[
+        "temporal-workers",
+        "status",
+        "-n",
+        &env.world.ns,
+        "--kubeconfig",
+        &kc,
+        "--context",
+        &real_context,
+    ]))
+    .await?;
+    ensure!(status.status.success(), "{}", text(&status));
+    let stdout = String::from_utf8_lossy(&status.stdout);
+    ensure!(
+        stdout.starts_with("NAME ") && stdout.lines().any(|l| l.starts_with("plugged ")),
+        "{}",
+        text(&status)
+    );
+    // Without `--context` the kubeconfig's current context is used, which cannot connect.
+    let wrong = output(kubectl(&[
+        "temporal-workers",
+        "status",
+        "-n",
+        &env.world.ns,
+        "--kubeconfig",
+        &kc,
+    ]))
+    .await?;
+    ensure!(!wrong.status.success(), "{}", text(&wrong));
+    let help = output(kubectl(&["temporal-workers", "--help"])).await?;
+    ensure!(
+        String::from_utf8_lossy(&help.stdout).contains("Usage: kubectl temporal-workers"),
+        "{}",
+        text(&help)
+    );
+    Ok(())
+}
+
+/// A copy of `kubeconfig` in `dir` whose current context points at a closed port; returns its
+/// path and the name of the original (working) context.
+fn with_bogus_current_context(kubeconfig: &Path, dir: &Path) -> Result<(PathBuf, String)> {
+    let mut kc: Value = serde_yaml::from_str(&std::fs::read_to_string(kubeconfig)?)?;
+    let real = kc["current-context"]
+        .as_str()
+        .context("no current context")?
+        .to_string();
+    let user = kc["contexts"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == real.as_str()))
+        .context("the current context is not listed")?["context"]["user"]
+        .clone();
+    kc["clusters"]
+        .as_array_mut()
+        .context("clusters")?
+        .push(json!({"name": "nowhere", "cluster": {"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": true}}));
+    kc["contexts"]
+        .as_array_mut()
+        .context("contexts")?
+        .push(json!({"name": "nowhere", "context": {"cluster": "nowhere", "user": user}}));
+    kc["current-context"] = json!("nowhere");
+    let path = dir.join("kubeconfig.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&kc)?)?;
+    Ok((path, real))
+}
+
+fn tempdir(tag: &str) -> Result<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
