@@ -18,6 +18,7 @@ pub mod cli_status;
 pub mod connection;
 pub mod controller;
 pub mod crdgen;
+pub mod luagen;
 #[cfg(test)]
 mod doc_claims_tests;
 pub mod error;
