@@ -38,6 +38,7 @@ import (
 	fluxcel "github.com/fluxcd/pkg/runtime/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/statusreaders"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
@@ -77,17 +78,24 @@ func errText(err error) string {
 
 func check(ctx context.Context, req request) response {
 	resp := response{ID: req.ID}
+	if req.Argocd != nil {
+		// Argo CD runs health scripts on objects of any shape (test data need no kind), decoded
+		// as client-go decodes API responses: integers become int64.
+		var object map[string]any
+		if err := utiljson.Unmarshal(req.Object, &object); err != nil {
+			resp.Error = fmt.Sprintf("decoding object: %v", err)
+			return resp
+		}
+		v := argocdHealth(object, *req.Argocd)
+		resp.Argocd = &v
+	}
+	if req.ArgocdOnly {
+		return resp
+	}
 	u := &unstructured.Unstructured{}
 	// The same decoding client-go applies to API responses: integers become int64.
 	if err := u.UnmarshalJSON(req.Object); err != nil {
 		resp.Error = fmt.Sprintf("decoding object: %v", err)
-		return resp
-	}
-	if req.Argocd != nil {
-		v := argocdHealth(u.Object, *req.Argocd)
-		resp.Argocd = &v
-	}
-	if req.ArgocdOnly {
 		return resp
 	}
 

@@ -122,10 +122,10 @@ mod tempfile_path {
 fn lint(chart: &Path, values: &Value, namespace: &str) -> Result<Value> {
     let file = values_file(values)?;
     let chart_s = chart.to_string_lossy();
-    let mut args = vec!["lint", "--strict", "--namespace", namespace, &chart_s];
+    let mut args: Vec<&str> = vec!["lint", "--strict", "--namespace", namespace, &*chart_s];
     let file_s = file.as_ref().map(|f| f.path().to_string_lossy().into_owned());
     if let Some(f) = &file_s {
-        args.extend(["-f", f]);
+        args.extend(["-f", f.as_str()]);
     }
     let out = run(&args, None)?;
     let mut messages = Vec::new();
@@ -165,10 +165,10 @@ fn template(
 ) -> Result<std::result::Result<BTreeMap<String, String>, String>> {
     let file = values_file(values)?;
     let chart_s = chart.to_string_lossy();
-    let mut args = vec!["template", release, &chart_s, "--namespace", namespace];
+    let mut args: Vec<&str> = vec!["template", release, &*chart_s, "--namespace", namespace];
     let file_s = file.as_ref().map(|f| f.path().to_string_lossy().into_owned());
     if let Some(f) = &file_s {
-        args.extend(["-f", f]);
+        args.extend(["-f", f.as_str()]);
     }
     let out = run(&args, None)?;
     if !out.ok {
