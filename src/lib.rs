@@ -18,7 +18,6 @@ pub mod cli_status;
 pub mod connection;
 pub mod controller;
 pub mod crdgen;
-pub mod luagen;
 #[cfg(test)]
 mod doc_claims_tests;
 pub mod error;
@@ -26,6 +25,7 @@ pub mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod http;
+pub mod luagen;
 pub mod metrics;
 pub mod milestones;
 pub mod owned;

@@ -554,7 +554,10 @@ fn every_case_agrees_in_gopher_lua_and_mlua() {
         failures.extend(f);
     }
     // Each model's cases run under both kinds, in both sandboxes.
-    assert!(ran >= 4 * (20 + 7 + 7), "expected at least 136 runs, ran {ran}");
+    assert!(
+        ran >= 4 * (20 + 7 + 7),
+        "expected at least 136 runs, ran {ran}"
+    );
     assert!(
         failures.is_empty(),
         "{} of {ran} runs disagree:\n{}",
@@ -567,16 +570,18 @@ fn every_case_agrees_in_gopher_lua_and_mlua() {
 /// differs, run in gopher-lua only, disagrees with mlua on the original.
 #[test]
 fn a_script_changed_in_one_engine_fails_the_comparison() {
-    let scratch =
-        std::env::temp_dir().join(format!("twc-argocd-scratch-{}", std::process::id()));
+    let scratch = std::env::temp_dir().join(format!("twc-argocd-scratch-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let src = repo_root().join(KIND_DIR);
     let dir = scratch.join("WorkerDeployment");
     std::fs::create_dir_all(dir.join("testdata")).expect("mkdir");
     std::fs::copy(src.join("health_test.yaml"), dir.join("health_test.yaml")).expect("copy");
     for file in test_harness::gitops::yaml_files(&src.join("testdata")) {
-        std::fs::copy(&file, dir.join("testdata").join(file.file_name().expect("name")))
-            .expect("copy testdata");
+        std::fs::copy(
+            &file,
+            dir.join("testdata").join(file.file_name().expect("name")),
+        )
+        .expect("copy testdata");
     }
     let original = std::fs::read_to_string(src.join("health.lua")).expect("health.lua");
     let changed = original.replace("status = \"Healthy\"", "status = \"Progressing\"");
@@ -591,7 +596,9 @@ fn a_script_changed_in_one_engine_fails_the_comparison() {
         "a changed script in gopher-lua went unnoticed in {ran} runs"
     );
     assert!(
-        failures.iter().all(|f| f.contains("gopher-lua (\"Progressing\"")),
+        failures
+            .iter()
+            .all(|f| f.contains("gopher-lua (\"Progressing\"")),
         "{}",
         failures.join("\n")
     );

@@ -128,7 +128,10 @@ async fn helm_upgrade_wait_follows_the_rollout_on_the_running_controller() -> Re
         Some(v1_run.started),
     )
     .await?;
-    println!("helm upgrade --install --wait (v1) took {:?}", v1_run.took());
+    println!(
+        "helm upgrade --install --wait (v1) took {:?}",
+        v1_run.took()
+    );
 
     // The old generation is Ready when the upgrade starts; Helm must wait for the new one.
     let before = workers(&c, KindSet::Canonical).get(name).await?;
@@ -176,7 +179,10 @@ async fn helm_upgrade_wait_follows_the_rollout_on_the_running_controller() -> Re
         gone.took()
     );
     ensure!(
-        workers(&c, KindSet::Canonical).get_opt(name).await?.is_none(),
+        workers(&c, KindSet::Canonical)
+            .get_opt(name)
+            .await?
+            .is_none(),
         "the WorkerDeployment outlived helm uninstall --wait"
     );
     println!("helm uninstall --wait took {:?}", gone.took());
@@ -207,7 +213,10 @@ async fn helm_upgrade_wait_fails_fast_on_a_stalled_rollout() -> Result<()> {
     let run = helm
         .upgrade(name, &chart, &values(&c, "seed", "v2", failing))
         .await?;
-    ensure!(!run.ok, "helm upgrade --wait passed a failing gate: {run:?}");
+    ensure!(
+        !run.ok,
+        "helm upgrade --wait passed a failing gate: {run:?}"
+    );
     let error = run.error.clone().unwrap_or_default();
     ensure!(
         run.took() < T / 2,
@@ -235,11 +244,13 @@ async fn helm_upgrade_wait_fails_fast_on_a_stalled_rollout() -> Result<()> {
 /// on a set holding our WorkerDeployment waits through a progressive rollout until the new build
 /// is Current in Temporal, and stops early, well before its timeout, on a Stalled one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn flux_wait_for_set_waits_through_a_rollout_and_fails_fast_on_a_stalled_one() -> Result<()>
-{
+async fn flux_wait_for_set_waits_through_a_rollout_and_fails_fast_on_a_stalled_one() -> Result<()> {
     let c = case("fluxwait").await?;
     let name = "shipping";
-    let set = vec![format!("temporal.io/TemporalWorkerDeployment/{}/{name}", c.ns)];
+    let set = vec![format!(
+        "temporal.io/TemporalWorkerDeployment/{}/{name}",
+        c.ns
+    )];
     let wait = |set: Vec<String>, kubeconfig: std::path::PathBuf| async move {
         tokio::task::spawn_blocking(move || {
             let started = unix_now();
@@ -269,12 +280,21 @@ async fn flux_wait_for_set_waits_through_a_rollout_and_fails_fast_on_a_stalled_o
     let r = r?;
     ensure!(r.ok, "WaitForSet through the v2 rollout: {}", r.error);
     let twd = c.get_twd(name).await?;
-    ensure!(is_ready(&twd), "WaitForSet returned before Ready: {:?}", twd.status);
+    ensure!(
+        is_ready(&twd),
+        "WaitForSet returned before Ready: {:?}",
+        twd.status
+    );
     let v2 = current_build(&twd).context("no current build")?;
     ensure!(v2 != v1, "still on {v1}");
     let state = describe_soon(&c.temporal().await?, &c.temporal_deployment_name(name)).await?;
     ensure!(state.routing.current_build_id.as_deref() == Some(v2.as_str()));
-    let since = unix(state.routing.current_changed_at.context("no currentVersionChangedTime")?);
+    let since = unix(
+        state
+            .routing
+            .current_changed_at
+            .context("no currentVersionChangedTime")?,
+    );
     ensure!(
         started < since && since <= finished,
         "WaitForSet ran {started:.3}..{finished:.3}, v2 Current at {since:.3}"
@@ -298,7 +318,10 @@ async fn flux_wait_for_set_waits_through_a_rollout_and_fails_fast_on_a_stalled_o
         "not Stalled: {:?}",
         twd.status
     );
-    println!("WaitForSet on the stalled rollout: {} after {} ms", r.error, r.elapsed_ms);
+    println!(
+        "WaitForSet on the stalled rollout: {} after {} ms",
+        r.error, r.elapsed_ms
+    );
     Ok(())
 }
 

@@ -331,9 +331,11 @@ impl Helm {
         chart: &Path,
         values: &Value,
     ) -> Result<HelmRun> {
-        self.run(json!({"action": "upgrade", "install": true, "release": release,
-                        "chart": chart, "values": values}))
-            .await
+        self.run(
+            json!({"action": "upgrade", "install": true, "release": release,
+                        "chart": chart, "values": values}),
+        )
+        .await
     }
 
     /// `helm uninstall --wait`.

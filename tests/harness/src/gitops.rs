@@ -493,5 +493,7 @@ pub fn helm_install(
         "wait": "watcher",
         "timeout": timeout_s,
     });
-    Ok(serde_json::from_value(crate::helm::helm_release(&request)?)?)
+    Ok(serde_json::from_value(crate::helm::helm_release(
+        &request,
+    )?)?)
 }

@@ -123,7 +123,9 @@ fn lint(chart: &Path, values: &Value, namespace: &str) -> Result<Value> {
     let file = values_file(values)?;
     let chart_s = chart.to_string_lossy();
     let mut args: Vec<&str> = vec!["lint", "--strict", "--namespace", namespace, &*chart_s];
-    let file_s = file.as_ref().map(|f| f.path().to_string_lossy().into_owned());
+    let file_s = file
+        .as_ref()
+        .map(|f| f.path().to_string_lossy().into_owned());
     if let Some(f) = &file_s {
         args.extend(["-f", f.as_str()]);
     }
@@ -166,7 +168,9 @@ fn template(
     let file = values_file(values)?;
     let chart_s = chart.to_string_lossy();
     let mut args: Vec<&str> = vec!["template", release, &*chart_s, "--namespace", namespace];
-    let file_s = file.as_ref().map(|f| f.path().to_string_lossy().into_owned());
+    let file_s = file
+        .as_ref()
+        .map(|f| f.path().to_string_lossy().into_owned());
     if let Some(f) = &file_s {
         args.extend(["-f", f.as_str()]);
     }
@@ -212,7 +216,9 @@ pub fn helm_chart(request: &Value) -> Result<Value> {
             Ok(m) => (json!(m), Value::Null),
             Err(e) => (Value::Null, json!(e)),
         };
-        results.push(json!({"name": case["name"], "lint": lint, "manifests": manifests, "error": error}));
+        results.push(
+            json!({"name": case["name"], "lint": lint, "manifests": manifests, "error": error}),
+        );
     }
     Ok(json!({"helm_version": version()?, "crds": crds, "results": results}))
 }
@@ -265,7 +271,12 @@ pub fn helm_release(r: &Value) -> Result<Value> {
             a
         }
         "uninstall" => vec!["uninstall".into(), release.clone()],
-        "history" => vec!["history".into(), release.clone(), "-o".into(), "json".into()],
+        "history" => vec![
+            "history".into(),
+            release.clone(),
+            "-o".into(),
+            "json".into(),
+        ],
         other => anyhow::bail!("unknown helm action {other}"),
     };
     args.extend(["--namespace".into(), ns.clone()]);
