@@ -338,7 +338,7 @@ impl Helm {
         .await
     }
 
-    /// `helm uninstall --wait`.
+    /// `helm uninstall --wait --cascade=foreground` (Helm's advice for objects with finalizers).
     pub async fn uninstall(&self, release: &str) -> Result<HelmRun> {
         self.run(json!({"action": "uninstall", "release": release}))
             .await

@@ -270,7 +270,13 @@ pub fn helm_release(r: &Value) -> Result<Value> {
             }
             a
         }
-        "uninstall" => vec!["uninstall".into(), release.clone()],
+        // Helm's own advice for resources with finalizers: foreground deletion, so that
+        // --wait returns only once they are gone.
+        "uninstall" => vec![
+            "uninstall".into(),
+            release.clone(),
+            "--cascade=foreground".into(),
+        ],
         "history" => vec![
             "history".into(),
             release.clone(),
