@@ -29,6 +29,7 @@ pub mod events;
 #[cfg(test)]
 mod fixtures;
 pub mod http;
+pub mod luagen;
 pub mod metrics;
 pub mod milestones;
 pub mod owned;

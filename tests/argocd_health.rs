@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::conditions;
 use temporal_worker_controller::api::twd::WAITING_FOR_CONTROLLER;
 use test_harness::gitops::{
-    HEALTH_LUA, Sandbox, argocd_health_with, load_yaml, repo_root, run_health_script,
+    HEALTH_LUA, Sandbox, argocd_gopher_lua, argocd_health_with, load_yaml, repo_root,
+    run_health_script,
 };
 
 const CUSTOMIZATIONS: &str = "argocd/resource_customizations/temporal.io";
@@ -236,8 +237,9 @@ fn each_script_is_installed_under_both_kinds_with_the_same_cases() {
                 .unwrap_or_else(|e| panic!("{kind}/health.lua: {e}"));
             assert!(
                 copy == model.script,
-                "{CUSTOMIZATIONS}/{kind}/health.lua differs from {}; copy the canonical file over",
-                model.lua
+                "{CUSTOMIZATIONS}/{kind}/health.lua differs from {} (its source); run `{}`",
+                model.lua,
+                temporal_worker_controller::luagen::REGENERATE
             );
         }
         let canonical = cases_of(&root.join(model.canonical));
@@ -344,8 +346,9 @@ fn argocd_cm_snippet_embeds_exactly_the_scripts() {
                 .unwrap_or_else(|| panic!("no {key} in argocd-cm.yaml"));
             assert!(
                 embedded == model.script,
-                "argocd-cm.yaml {key} differs from {}",
-                model.lua
+                "argocd-cm.yaml {key} differs from {} (its source); run `{}`",
+                model.lua,
+                temporal_worker_controller::luagen::REGENERATE
             );
             want_keys.push(key);
         }
@@ -507,5 +510,135 @@ fn owned_resource_check_covers_every_reason() {
     assert!(
         missing.is_empty(),
         "no owned-resource Lua case shows {missing:?}"
+    );
+}
+
+/// Runs every case of the `health_test.yaml` in `dir` through both engines: mlua (PUC Lua 5.1,
+/// `tests/harness/src/gitops.rs`) with `mlua_script`, and Argo CD's own (gopher-lua and
+/// gopher-json at Argo CD v3.6.1's pins, `tools/gitops-checker`) with `gopher_script`, in both
+/// sandboxes, each case with `kind` set to the directory's kind. Returns (runs, one line per
+/// disagreement between the engines or with the case's expected health).
+fn differential(dir: &Path, mlua_script: &str, gopher_script: &str) -> (usize, Vec<String>) {
+    let kind = kind_of_dir(dir);
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for (input, want_status, want_message) in cases_of(dir) {
+        let mut obj = load_yaml(&dir.join(&input));
+        obj["kind"] = json!(kind);
+        for (sandbox, open_libs) in [(Sandbox::ArgoCmDefault, false), (Sandbox::OpenLibs, true)] {
+            let mlua = argocd_health_with(sandbox, mlua_script, &obj);
+            let gopher = argocd_gopher_lua(gopher_script, &obj, open_libs);
+            ran += 1;
+            let want = (want_status.clone(), want_message.clone());
+            if mlua != gopher || gopher != want {
+                failures.push(format!(
+                    "{}/{input} ({sandbox:?}): mlua {mlua:?}, gopher-lua {gopher:?}, health_test.yaml {want:?}",
+                    dir.display()
+                ));
+            }
+        }
+    }
+    (ran, failures)
+}
+
+/// Every `health_test.yaml` case of every kind gives the same status and message in Argo CD's
+/// engine (gopher-lua) as in mlua, and both give the case's expected health.
+#[test]
+fn every_case_agrees_in_gopher_lua_and_mlua() {
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for dir in health_dirs() {
+        let script = std::fs::read_to_string(dir.join("health.lua")).expect("read health.lua");
+        let (n, f) = differential(&dir, &script, &script);
+        ran += n;
+        failures.extend(f);
+    }
+    // Each model's cases run under both kinds, in both sandboxes.
+    assert!(
+        ran >= 4 * (20 + 7 + 7),
+        "expected at least 136 runs, ran {ran}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} runs disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The comparison can fail: a scratch copy of the worker-deployment check whose Healthy message
+/// differs, run in gopher-lua only, disagrees with mlua on the original.
+#[test]
+fn a_script_changed_in_one_engine_fails_the_comparison() {
+    let scratch = std::env::temp_dir().join(format!("twc-argocd-scratch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let src = repo_root().join(KIND_DIR);
+    let dir = scratch.join("WorkerDeployment");
+    std::fs::create_dir_all(dir.join("testdata")).expect("mkdir");
+    std::fs::copy(src.join("health_test.yaml"), dir.join("health_test.yaml")).expect("copy");
+    for file in test_harness::gitops::yaml_files(&src.join("testdata")) {
+        std::fs::copy(
+            &file,
+            dir.join("testdata").join(file.file_name().expect("name")),
+        )
+        .expect("copy testdata");
+    }
+    let original = std::fs::read_to_string(src.join("health.lua")).expect("health.lua");
+    let changed = original.replace("status = \"Healthy\"", "status = \"Progressing\"");
+    assert_ne!(changed, original, "the scratch edit must change the script");
+    std::fs::write(dir.join("health.lua"), &changed).expect("write scratch copy");
+
+    let (_, unchanged) = differential(&dir, &original, &original);
+    assert!(unchanged.is_empty(), "{}", unchanged.join("\n"));
+    let (ran, failures) = differential(&dir, &original, &changed);
+    assert!(
+        !failures.is_empty(),
+        "a changed script in gopher-lua went unnoticed in {ran} runs"
+    );
+    assert!(
+        failures
+            .iter()
+            .all(|f| f.contains("gopher-lua (\"Progressing\"")),
+        "{}",
+        failures.join("\n")
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// Argo CD's engine itself has the sandbox the mlua runner imitates: no string library, no
+/// global os (its safe os is only `require("os")`), an invalid status reported as Unknown.
+#[test]
+fn gopher_lua_sandbox_is_argo_cds() {
+    let obj = json!({"metadata": {"generation": 1}});
+    let (status, message) = argocd_gopher_lua(
+        r#"return { status = "Healthy", message = string.format("gen %d", obj.metadata.generation) }"#,
+        &obj,
+        false,
+    );
+    assert_eq!(status, "Unknown");
+    assert!(message.contains("string"), "{message}");
+    assert_eq!(
+        argocd_gopher_lua(
+            r#"return { status = "Healthy", message = type(os) .. " " .. type(io) .. " " .. type(require("os").time) }"#,
+            &obj,
+            false
+        ),
+        ("Healthy".to_string(), "nil nil function".to_string())
+    );
+    assert_eq!(
+        argocd_gopher_lua(r#"return { status = "Fine" }"#, &obj, false),
+        (
+            "Unknown".to_string(),
+            "Lua returned an invalid health status".to_string()
+        )
+    );
+    // obj's integers arrive as numbers (int64 -> LNumber), as in the application controller.
+    assert_eq!(
+        argocd_gopher_lua(
+            r#"return { status = "Healthy", message = tostring(obj.metadata.generation + 1) }"#,
+            &obj,
+            false
+        ),
+        ("Healthy".to_string(), "2".to_string())
     );
 }

@@ -1,7 +1,9 @@
 //! The checked-in CRD YAML (`crds/` and the CRD chart's templates,
 //! `charts/temporal-worker-controller-crds/templates/`) must equal what the binary generates, so
-//! users install exactly the schema the controller was built with. Regenerate every copy with
-//! `UPDATE_CRDS=1 cargo test --test crds` (`cargo run -- crds` prints them).
+//! users install exactly the schema the controller was built with; so must the Argo CD copies of
+//! the Lua health scripts (`argocd/resource_customizations/temporal.io/*/health.lua` and
+//! `argocd/argocd-cm.yaml`, generated from `lua/*.lua` by `luagen`). Regenerate every copy with
+//! `UPDATE_CRDS=1 cargo test --test crds` (`cargo run -- crds` prints the CRDs).
 
 use std::path::Path;
 
@@ -43,6 +45,31 @@ fn checked_in_crds_match_generated() {
     assert!(
         stale.is_empty(),
         "stale CRD YAML: {stale:?}; run `UPDATE_CRDS=1 cargo test --test crds`"
+    );
+}
+
+/// `lua/*.lua` is the one source of the health scripts: every copy Argo CD reads is generated.
+/// A hand edit to a copy fails here with the command that rewrites it from `lua/`.
+#[test]
+fn argocd_lua_copies_match_lua_sources() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let update = std::env::var_os("UPDATE_CRDS").is_some();
+    let mut stale = Vec::new();
+    for (rel, text) in temporal_worker_controller::luagen::outputs() {
+        let path = root.join(&rel);
+        if update {
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, &text).expect("write a Lua copy");
+            continue;
+        }
+        if std::fs::read_to_string(&path).unwrap_or_default() != text {
+            stale.push(rel);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{stale:?} differ from lua/*.lua (the source; edit it, not the copies); run `{}`",
+        temporal_worker_controller::luagen::REGENERATE
     );
 }
 

@@ -2,7 +2,7 @@
 //! (etcd + kube-apiserver + kube-controller-manager, `test_harness::control_plane`), objects read
 //! back from the API server, and judged by the real engines (`test_harness::gitops::verdicts`: kstatus
 //! and Flux's CEL `healthCheckExprs` reader in the Go checker, the shipped Argo CD Lua in mlua)
-//! and by the real Helm 4 `install --wait` (helm-python-sdk).
+//! and by the real `helm install --wait` (the pinned Helm 4 CLI).
 //!
 //! No controller runs here. A TemporalWorkerDeployment nobody has written status for must still
 //! read as "in progress" everywhere: the CRD's schema default for `status` (`Ready=Unknown`,
@@ -492,10 +492,10 @@ async fn helm_install_wait_fails_while_no_controller_writes_status() -> Result<(
     .await??;
     let took = started.elapsed();
     println!("helm install --wait (no controller): {result:?} after {took:?}");
-    assert!(
-        result.helm_version.starts_with("v4"),
-        "{}",
-        result.helm_version
+    assert_eq!(
+        result.helm_version,
+        test_harness::helm::pinned_version(),
+        "not the pinned helm"
     );
     assert!(!result.ok, "helm install --wait passed: {result:?}");
     let error = result.error.clone().unwrap_or_default();

@@ -944,34 +944,13 @@ fn handover_script() -> Result<String> {
     Ok(body.to_string())
 }
 
-/// `helm install` of the Go module's CRD chart with the Helm 4 engine (helm-python-sdk).
+/// `helm install` of the Go module's CRD chart with the real `helm` CLI (pinned Helm 4).
 fn helm_install_go_crds(kubeconfig: &Path, chart: &Path) -> Result<()> {
-    use std::io::Write as _;
-    let script = test_harness::repo_root().join("tests/harness/src/gitops/helm_install.py");
     let request = json!({
-        "kubeconfig": kubeconfig, "chart": chart, "release": CRD_RELEASE,
+        "action": "install", "kubeconfig": kubeconfig, "chart": chart, "release": CRD_RELEASE,
         "namespace": RELEASE_NS, "timeout": 120,
     });
-    let mut child = std::process::Command::new("python3")
-        .arg(&script)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .context("running python3")?;
-    child
-        .stdin
-        .take()
-        .context("python stdin")?
-        .write_all(request.to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    ensure!(
-        out.status.success(),
-        "{} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let result: Value = serde_json::from_slice(&out.stdout)?;
+    let result = test_harness::helm::helm_release(&request)?;
     ensure!(
         result["ok"] == true,
         "helm install of {CRD_RELEASE}: {result}"

@@ -1,5 +1,5 @@
-//! The Helm chart, linted and rendered by the real Helm 4 engine (helm-python-sdk, driven by
-//! `charts/tests/helm_chart.py`) for several value sets, with assertions on what it renders.
+//! The Helm chart, linted and rendered by the real `helm` CLI (Helm 4 at the version pinned in
+//! `tools/helm/versions.env`) for several value sets, with assertions on what it renders.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -248,11 +248,10 @@ fn strings(v: &Value) -> Vec<&str> {
 
 #[test]
 fn chart_lints_clean_for_every_valid_value_set() {
-    assert!(
-        helm().helm_version.starts_with("v4."),
-        "not Helm 4: {}",
-        helm().helm_version
-    );
+    // The real helm CLI at the pinned version (tools/helm/versions.env), which is Helm 4.
+    let pinned = test_harness::helm::pinned_version();
+    assert!(pinned.starts_with("v4."), "the pin is not Helm 4: {pinned}");
+    assert_eq!(helm().helm_version, pinned, "not the pinned helm");
     for name in [
         "default",
         "ha",

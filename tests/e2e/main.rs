@@ -7,6 +7,7 @@
 mod backlog;
 mod deployment_settings;
 mod draining;
+mod engines;
 mod inputs;
 mod kind_sets;
 mod lifecycle;

@@ -323,7 +323,10 @@ async fn helm_install_wait_returns_only_once_the_rollout_is_ready() -> Result<()
     })
     .await??;
     ensure!(install.ok, "helm install --wait failed: {install:?}");
-    ensure!(install.helm_version.starts_with("v4"), "{install:?}");
+    ensure!(
+        install.helm_version == test_harness::helm::pinned_version(),
+        "not the pinned helm: {install:?}"
+    );
     // The install returned: the rollout must already be complete.
     let twd = c.get_twd("orders").await?;
     ensure!(

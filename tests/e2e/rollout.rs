@@ -59,7 +59,8 @@ fn check_invariants(samples: &[Sample], history: &[Value]) -> Result<()> {
         let twd: TemporalWorkerDeployment = serde_json::from_value(v.clone())?;
         // Every GitOps engine reads every version of the object the same way: real kstatus
         // (kubectl-style waits, Helm 4 --wait through Flux's fork), Flux's CEL health checks and
-        // the ArgoCD Lua.
+        // the ArgoCD Lua, in mlua and in Argo CD's own engine (gopher-lua), which must agree
+        // (`gitops::verdicts` asserts it on every watch event).
         let g = gitops::verdicts(v);
         ensure!(
             g.flux.status == g.kstatus.status && g.flux.error.is_empty(),

@@ -7,15 +7,20 @@
 //     Helm 4 `--wait` use;
 //   - flux: Flux's poller for the object with the request's healthCheckExprs: the CEL status
 //     reader of github.com/fluxcd/pkg/runtime/cel when an entry matches the object's
-//     group/kind, otherwise the fork's kstatus.
+//     group/kind, otherwise the fork's kstatus;
+//   - argocd (when the request carries a script): Argo CD's health-script engine, gopher-lua
+//     and gopher-json at Argo CD's pins, run as its util/lua runs it (argocd.go).
 //
 // Protocol: one JSON request per line on stdin, one JSON answer per line on stdout, in order:
 //
-//	{"id": 1, "object": {...}, "healthCheckExprs": [{"apiVersion", "kind", "current", "failed", "inProgress"}]}
-//	{"id": 1, "kstatus": {"status", "message", "error"}, "fluxKstatus": {...}, "flux": {..., "reader"}}
+//	{"id": 1, "object": {...}, "healthCheckExprs": [{"apiVersion", "kind", "current", "failed", "inProgress"}],
+//	 "argocd": {"script": "...", "useOpenLibs": false}, "argocdOnly": false}
+//	{"id": 1, "kstatus": {"status", "message", "error"}, "fluxKstatus": {...}, "flux": {..., "reader"},
+//	 "argocd": {"status", "message", "error", "none"}}
 //
 // A request that cannot be decoded gets {"id", "error"}; the process keeps serving.
-// `gitops-checker -versions` prints the engine module versions it was built with, as JSON.
+// `gitops-checker -versions` prints the engine module versions it was built with, as JSON;
+// `gitops-checker wait-for-set ...` runs Flux's wait loop against an API server (fluxwait.go).
 package main
 
 import (
@@ -33,6 +38,7 @@ import (
 	fluxcel "github.com/fluxcd/pkg/runtime/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/polling/statusreaders"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
@@ -41,6 +47,9 @@ type request struct {
 	ID               json.RawMessage               `json:"id,omitempty"`
 	Object           json.RawMessage               `json:"object"`
 	HealthCheckExprs []kustomize.CustomHealthCheck `json:"healthCheckExprs,omitempty"`
+	Argocd           *argocdRequest                `json:"argocd,omitempty"`
+	// Only the Argo CD engine: for objects kstatus need not judge (test data of any shape).
+	ArgocdOnly bool `json:"argocdOnly,omitempty"`
 }
 
 type verdict struct {
@@ -56,6 +65,7 @@ type response struct {
 	Kstatus     *verdict        `json:"kstatus,omitempty"`
 	FluxKstatus *verdict        `json:"fluxKstatus,omitempty"`
 	Flux        *verdict        `json:"flux,omitempty"`
+	Argocd      *argocdVerdict  `json:"argocd,omitempty"`
 	Error       string          `json:"error,omitempty"`
 }
 
@@ -68,6 +78,20 @@ func errText(err error) string {
 
 func check(ctx context.Context, req request) response {
 	resp := response{ID: req.ID}
+	if req.Argocd != nil {
+		// Argo CD runs health scripts on objects of any shape (test data need no kind), decoded
+		// as client-go decodes API responses: integers become int64.
+		var object map[string]any
+		if err := utiljson.Unmarshal(req.Object, &object); err != nil {
+			resp.Error = fmt.Sprintf("decoding object: %v", err)
+			return resp
+		}
+		v := argocdHealth(object, *req.Argocd)
+		resp.Argocd = &v
+	}
+	if req.ArgocdOnly {
+		return resp
+	}
 	u := &unstructured.Unstructured{}
 	// The same decoding client-go applies to API responses: integers become int64.
 	if err := u.UnmarshalJSON(req.Object); err != nil {
@@ -125,6 +149,9 @@ func versions() map[string]string {
 			dep.Path == "github.com/fluxcd/pkg/runtime",
 			dep.Path == "github.com/fluxcd/pkg/apis/kustomize",
 			dep.Path == "github.com/google/cel-go",
+			dep.Path == "github.com/yuin/gopher-lua",
+			dep.Path == "layeh.com/gopher-json",
+			dep.Path == "github.com/fluxcd/pkg/ssa",
 			dep.Path == "k8s.io/apimachinery":
 			out[dep.Path] = dep.Version
 		}
@@ -136,6 +163,9 @@ func main() {
 	if len(os.Args) > 1 && strings.TrimLeft(os.Args[1], "-") == "versions" {
 		_ = json.NewEncoder(os.Stdout).Encode(versions())
 		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "wait-for-set" {
+		os.Exit(waitForSetMain(os.Args[2:]))
 	}
 	ctx := context.Background()
 	in := bufio.NewScanner(os.Stdin)

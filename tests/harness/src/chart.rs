@@ -1,11 +1,9 @@
 //! The Helm chart's identity for the controller, on a live cluster: render the chart with the
-//! real Helm 4 engine (`charts/tests/helm_chart.py`), apply its ServiceAccount and RBAC with
+//! real `helm` CLI (Helm 4 at the pinned version, [`crate::helm`]), apply its ServiceAccount and RBAC with
 //! `kubectl apply --server-side`, and hand back a kubeconfig for that ServiceAccount, so tests
 //! run the controller with exactly the rights the chart grants.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use serde::Deserialize as _;
@@ -77,30 +75,16 @@ const IDENTITY_KINDS: [&str; 5] = [
     "RoleBinding",
 ];
 
-/// Runs a Helm driver of `charts/tests/` (Helm 4 through `helm-python-sdk`): the request as
-/// JSON on stdin, the answer as JSON on stdout.
+/// Runs a Helm action with the real `helm` CLI ([`crate::helm`]): `"helm_chart.py"` lints and
+/// renders a chart for several value sets ([`crate::helm::helm_chart`]), `"helm_release.py"`
+/// runs one release action ([`crate::helm::helm_release`]). The names are those of the Python
+/// drivers these replaced, kept so callers need not change.
 pub fn helm_driver(script: &str, request: &Value) -> Result<Value> {
-    let path = crate::repo_root().join("charts/tests").join(script);
-    let mut child = Command::new("python3")
-        .arg(&path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("running charts/tests/{script}"))?;
-    child
-        .stdin
-        .take()
-        .context("helm driver stdin")?
-        .write_all(request.to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    ensure!(
-        out.status.success(),
-        "charts/tests/{script} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice(&out.stdout)?)
+    match script {
+        "helm_chart.py" => crate::helm::helm_chart(request),
+        "helm_release.py" => crate::helm::helm_release(request),
+        other => bail!("no Helm driver {other}"),
+    }
 }
 
 /// The value of `--<flag>=` among the controller arguments the chart renders (`render`).
@@ -285,7 +269,7 @@ pub fn unused_grants(
 /// The CRD chart (`helm.sh/resource-policy: keep` on every CRD), installed before [`CHART`].
 pub const CRD_CHART: &str = "charts/temporal-worker-controller-crds";
 
-/// What one Helm 4 release action did (`charts/tests/helm_release.py`).
+/// What one Helm 4 release action did ([`crate::helm::helm_release`]).
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct HelmRun {
     pub helm_version: String,
@@ -314,8 +298,8 @@ impl HelmRun {
     }
 }
 
-/// Helm 4 (helm-python-sdk) acting on releases of one namespace of a cluster, as
-/// `helm install|upgrade|rollback --wait` do (`wait: watcher`, the kstatus watcher).
+/// The real `helm` CLI acting on releases of one namespace of a cluster: `helm
+/// install|upgrade|rollback|uninstall --wait=watcher` (the kstatus watcher).
 #[derive(Clone, Debug)]
 pub struct Helm {
     pub kubeconfig: PathBuf,
@@ -337,6 +321,26 @@ impl Helm {
     /// `helm upgrade --wait --reset-values`.
     pub async fn upgrade(&self, release: &str, chart: &Path, values: &Value) -> Result<HelmRun> {
         self.run(json!({"action": "upgrade", "release": release, "chart": chart, "values": values}))
+            .await
+    }
+
+    /// `helm upgrade --install --wait --reset-values`.
+    pub async fn upgrade_install(
+        &self,
+        release: &str,
+        chart: &Path,
+        values: &Value,
+    ) -> Result<HelmRun> {
+        self.run(
+            json!({"action": "upgrade", "install": true, "release": release,
+                        "chart": chart, "values": values}),
+        )
+        .await
+    }
+
+    /// `helm uninstall --wait --cascade=foreground` (Helm's advice for objects with finalizers).
+    pub async fn uninstall(&self, release: &str) -> Result<HelmRun> {
+        self.run(json!({"action": "uninstall", "release": release}))
             .await
     }
 

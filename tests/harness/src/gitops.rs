@@ -161,45 +161,123 @@ pub struct Verdicts {
     pub argocd: (String, String),
 }
 
-/// Asks the real engines about `obj`, evaluating `health_check_exprs` (a Flux
-/// `healthCheckExprs` list) for the Flux verdict.
-pub fn verdicts_with(obj: &Value, health_check_exprs: &Value) -> Verdicts {
-    let answer = {
-        let mut c = checker().lock().unwrap_or_else(|e| e.into_inner());
-        c.next_id += 1;
-        let id = c.next_id;
-        let request =
-            serde_json::json!({"id": id, "object": obj, "healthCheckExprs": health_check_exprs});
-        let mut line = serde_json::to_string(&request).expect("request JSON");
-        line.push('\n');
-        c.stdin
-            .write_all(line.as_bytes())
-            .and_then(|()| c.stdin.flush())
-            .expect("writing to the gitops checker");
-        let mut reply = String::new();
-        let n = c
-            .stdout
-            .read_line(&mut reply)
-            .expect("reading from the gitops checker");
-        assert!(n > 0, "the gitops checker exited");
-        let answer: Value = serde_json::from_str(&reply).expect("checker answer JSON");
-        assert_eq!(
-            answer["id"],
-            serde_json::json!(id),
-            "checker answered out of order"
-        );
-        answer
-    };
+/// Sends one request to the checker process and returns its answer (ids checked).
+fn ask_checker(mut request: Value) -> Value {
+    let mut c = checker().lock().unwrap_or_else(|e| e.into_inner());
+    c.next_id += 1;
+    let id = c.next_id;
+    request["id"] = serde_json::json!(id);
+    let mut line = serde_json::to_string(&request).expect("request JSON");
+    line.push('\n');
+    c.stdin
+        .write_all(line.as_bytes())
+        .and_then(|()| c.stdin.flush())
+        .expect("writing to the gitops checker");
+    let mut reply = String::new();
+    let n = c
+        .stdout
+        .read_line(&mut reply)
+        .expect("reading from the gitops checker");
+    assert!(n > 0, "the gitops checker exited");
+    let answer: Value = serde_json::from_str(&reply).expect("checker answer JSON");
+    assert_eq!(
+        answer["id"],
+        serde_json::json!(id),
+        "checker answered out of order"
+    );
+    answer
+}
+
+/// Argo CD's own engine: `script` run on `obj` as Argo CD v3.6.1's `util/lua` runs it
+/// (gopher-lua and gopher-json at its pins, in `tools/gitops-checker`), `(status, message)` as
+/// Argo CD shows them: a script error is `Unknown` with the error text, `nil` is empty health.
+/// `open_libs` is `useOpenLibs` (built-in checks); false is the argocd-cm default sandbox.
+pub fn argocd_gopher_lua(script: &str, obj: &Value, open_libs: bool) -> (String, String) {
+    let answer = ask_checker(serde_json::json!({
+        "object": obj,
+        "argocd": {"script": script, "useOpenLibs": open_libs},
+        "argocdOnly": true,
+    }));
     assert!(
         answer.get("error").is_none_or(Value::is_null),
         "gitops checker: {}",
         answer["error"]
     );
+    let v = &answer["argocd"];
+    let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+    (text("status"), text("message"))
+}
+
+/// What Flux's wait loop (`fluxcd/pkg/ssa` `ResourceManager.WaitForSet`) returned.
+#[derive(Debug, serde::Deserialize)]
+pub struct FluxWait {
+    pub ok: bool,
+    #[serde(default)]
+    pub error: String,
+    #[serde(rename = "elapsedMs")]
+    pub elapsed_ms: u64,
+}
+
+/// Runs Flux's wait loop (the checker's `wait-for-set`, `fluxcd/pkg/ssa` at the pinned version,
+/// fail-fast on as kustomize-controller has it) on `objects` (`GROUP/KIND/NAMESPACE/NAME`)
+/// against the API server of `kubeconfig`. Blocking: run it on a blocking thread.
+pub fn flux_wait_for_set(
+    kubeconfig: &Path,
+    objects: &[String],
+    interval: Duration,
+    timeout: Duration,
+) -> anyhow::Result<FluxWait> {
+    use anyhow::Context as _;
+    let bin = checker_binary();
+    let out = Command::new(&bin)
+        .arg("wait-for-set")
+        .arg("-kubeconfig")
+        .arg(kubeconfig)
+        .arg(format!("-interval={}ms", interval.as_millis()))
+        .arg(format!("-timeout={}ms", timeout.as_millis()))
+        .args(objects)
+        .output()
+        .with_context(|| format!("running {} wait-for-set", bin.display()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "wait-for-set failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).context("wait-for-set answer")
+}
+
+/// Asks the real engines about `obj`, evaluating `health_check_exprs` (a Flux
+/// `healthCheckExprs` list) for the Flux verdict.
+pub fn verdicts_with(obj: &Value, health_check_exprs: &Value) -> Verdicts {
+    // Argo CD's own engine (gopher-lua) runs the shipped script on every object judged here
+    // too, beside mlua, so every object of every live rollout is checked in both.
+    let answer = ask_checker(serde_json::json!({
+        "object": obj,
+        "healthCheckExprs": health_check_exprs,
+        "argocd": {"script": HEALTH_LUA},
+    }));
+    assert!(
+        answer.get("error").is_none_or(Value::is_null),
+        "gitops checker: {}",
+        answer["error"]
+    );
+    let argocd = argocd_health(obj);
+    let gopher = &answer["argocd"];
+    let gopher = (
+        gopher["status"].as_str().unwrap_or_default().to_string(),
+        gopher["message"].as_str().unwrap_or_default().to_string(),
+    );
+    // A script error's text is each engine's own; its verdict (Unknown) must still agree.
+    assert!(
+        gopher == argocd || (gopher.0 == "Unknown" && argocd.0 == "Unknown"),
+        "Argo CD's engine (gopher-lua) says {gopher:?}, mlua {argocd:?}, on {obj}"
+    );
     Verdicts {
         kstatus: Verdict::from_json(&answer["kstatus"]),
         flux_kstatus: Verdict::from_json(&answer["fluxKstatus"]),
         flux: Verdict::from_json(&answer["flux"]),
-        argocd: argocd_health(obj),
+        argocd,
     }
 }
 
@@ -396,8 +474,8 @@ pub struct HelmInstall {
     pub finished: f64,
 }
 
-/// `helm install --wait=watcher` of `tests/fixtures/gitops-chart` with `values` through the
-/// Helm 4 SDK (blocking; run it on a blocking thread).
+/// `helm install --wait=watcher` of `tests/fixtures/gitops-chart` with `values`, by the real
+/// `helm` CLI at the pinned version ([`crate::helm`]) (blocking; run it on a blocking thread).
 pub fn helm_install(
     kubeconfig: &Path,
     release: &str,
@@ -405,9 +483,8 @@ pub fn helm_install(
     values: &Value,
     timeout_s: u64,
 ) -> anyhow::Result<HelmInstall> {
-    use anyhow::Context as _;
-    let script = repo_root().join("tests/harness/src/gitops/helm_install.py");
     let request = serde_json::json!({
+        "action": "install",
         "kubeconfig": kubeconfig,
         "chart": repo_root().join("tests/fixtures/gitops-chart"),
         "release": release,
@@ -416,24 +493,7 @@ pub fn helm_install(
         "wait": "watcher",
         "timeout": timeout_s,
     });
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("run python3")?;
-    child
-        .stdin
-        .take()
-        .context("python stdin")?
-        .write_all(request.to_string().as_bytes())?;
-    let out = child.wait_with_output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(serde_json::from_slice(&out.stdout)?)
+    Ok(serde_json::from_value(crate::helm::helm_release(
+        &request,
+    )?)?)
 }

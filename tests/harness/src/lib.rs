@@ -14,6 +14,7 @@ pub mod dashboards;
 pub mod fault_webhook;
 pub mod gitops;
 pub mod go_controller;
+pub mod helm;
 pub mod invariants;
 pub mod kubectl;
 pub mod kubelet;

@@ -1,0 +1,142 @@
+//! Argo CD health-check generation: `lua/*.lua` is the one source of every health script; the
+//! copies Argo CD reads are generated from it, as the CRDs are by [`crate::crdgen`]:
+//! `argocd/resource_customizations/temporal.io/<Kind>/health.lua` (Argo CD's built-in layout,
+//! one copy per kind of both kind sets) and the `argocd/argocd-cm.yaml` snippet (each script
+//! written once, the alias kind's key a YAML alias of it). `tests/crds.rs` fails when a copy
+//! drifts and rewrites them all with `UPDATE_CRDS=1 cargo test --test crds`.
+
+/// The directory of Argo CD's built-in layout for our group, relative to the repository root.
+pub const CUSTOMIZATIONS_DIR: &str = "argocd/resource_customizations/temporal.io";
+/// The argocd-cm snippet, relative to the repository root.
+pub const ARGOCD_CM: &str = "argocd/argocd-cm.yaml";
+/// The command that regenerates every generated copy (CRDs and Lua alike).
+pub const REGENERATE: &str = "UPDATE_CRDS=1 cargo test --test crds";
+
+/// One health script (one status shape) and the two kinds it is installed under.
+#[derive(Debug, Clone, Copy)]
+pub struct HealthScript {
+    /// The source file, relative to the repository root.
+    pub source: &'static str,
+    /// Its text.
+    pub text: &'static str,
+    /// The kind users write today (the Go controller's name).
+    pub canonical: &'static str,
+    /// The seed kind, an alias of the same shape.
+    pub alias: &'static str,
+}
+
+/// Every health script, in the order `argocd-cm.yaml` lists them.
+pub const SCRIPTS: [HealthScript; 3] = [
+    HealthScript {
+        source: "lua/temporalworkerdeployment-health.lua",
+        text: include_str!("../lua/temporalworkerdeployment-health.lua"),
+        canonical: "WorkerDeployment",
+        alias: "TemporalWorkerDeployment",
+    },
+    HealthScript {
+        source: "lua/temporalworkerownedresource-health.lua",
+        text: include_str!("../lua/temporalworkerownedresource-health.lua"),
+        canonical: "WorkerResourceTemplate",
+        alias: "TemporalWorkerOwnedResource",
+    },
+    HealthScript {
+        source: "lua/temporalconnection-health.lua",
+        text: include_str!("../lua/temporalconnection-health.lua"),
+        canonical: "Connection",
+        alias: "TemporalConnection",
+    },
+];
+
+const CM_HEADER: &str = "\
+# Argo CD health checks for temporal-worker-controller's kinds, as argocd-cm customizations: one
+# script per status shape (lua/), each installed under the kind users write today and under its
+# alias kind (WorkerDeployment and TemporalWorkerDeployment, WorkerResourceTemplate and
+# TemporalWorkerOwnedResource, Connection and TemporalConnection). The alias keys reuse the script
+# through a YAML alias (`*name`), which kubectl resolves, so each script is written here once.
+# Merge it into the existing ConfigMap rather than replacing it, e.g.
+#   kubectl -n argocd patch configmap argocd-cm --type merge --patch-file argocd/argocd-cm.yaml
+# The scripts need no `resource.customizations.useOpenLibs.*` key: they run in the default sandbox.
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+  namespace: argocd
+  labels:
+    app.kubernetes.io/name: argocd-cm
+    app.kubernetes.io/part-of: argocd
+data:
+";
+
+/// The argocd-cm key of a kind's health customization.
+pub fn cm_key(kind: &str) -> String {
+    format!("resource.customizations.health.temporal.io_{kind}")
+}
+
+/// A script as the body of a YAML literal block (`|`, clip chomping) indented by four spaces;
+/// empty lines stay empty so the block's value is the script byte for byte.
+fn literal_block(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_string()
+            } else {
+                format!("    {l}\n")
+            }
+        })
+        .collect()
+}
+
+/// The whole `argocd/argocd-cm.yaml`.
+pub fn argocd_cm() -> String {
+    let mut out = CM_HEADER.to_string();
+    for s in &SCRIPTS {
+        let anchor = s.canonical.to_ascii_lowercase();
+        out.push_str(&format!("  {}: &{anchor} |\n", cm_key(s.canonical)));
+        out.push_str(&literal_block(s.text));
+        out.push_str(&format!("  {}: *{anchor}\n", cm_key(s.alias)));
+    }
+    out
+}
+
+/// `(path relative to the repository root, content)` of every generated Lua copy.
+pub fn outputs() -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = SCRIPTS
+        .iter()
+        .flat_map(|s| {
+            [s.canonical, s.alias].map(|kind| {
+                (
+                    format!("{CUSTOMIZATIONS_DIR}/{kind}/health.lua"),
+                    s.text.to_string(),
+                )
+            })
+        })
+        .collect();
+    out.push((ARGOCD_CM.to_string(), argocd_cm()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cm_snippet_holds_each_script_verbatim() {
+        let cm: serde_json::Value = serde_yaml::from_str(&argocd_cm()).expect("YAML");
+        for s in &SCRIPTS {
+            for kind in [s.canonical, s.alias] {
+                assert_eq!(cm["data"][cm_key(kind)], s.text, "{kind}");
+            }
+        }
+    }
+
+    #[test]
+    fn scripts_end_with_one_newline_so_the_literal_block_keeps_them_exact() {
+        for s in &SCRIPTS {
+            assert!(
+                s.text.ends_with('\n') && !s.text.ends_with("\n\n"),
+                "{}",
+                s.source
+            );
+        }
+    }
+}
