@@ -10,12 +10,14 @@
 //! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
 //! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
 //! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting), or paused | False | False | True | False |
-//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted, NoActivePollers) | False | False | False | True |
+//! | live version without pollers (NoActivePollers), within the progress deadline | False | True | True | False |
+//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted, ProgressDeadlineExceeded) | False | False | False | True |
 //! | target Current, Temporal not askable about its pollers (PollerStatusUnknown) | Unknown | False | True | False |
 //!
 //! Poller health (`planner::poller_health`) reads over a complete or moving rollout: a live
-//! version without live pollers is `NoActivePollers`; recovered, a complete rollout reads
-//! `PollersHealthy` until the next rollout.
+//! version without live pollers is `NoActivePollers` (in progress), `ProgressDeadlineExceeded`
+//! once the loss outlasts the progress deadline (`planner::deadline`); recovered, a complete
+//! rollout reads `PollersHealthy` until the next rollout.
 //!
 //! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
 //! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
@@ -30,6 +32,7 @@ use crate::api::twd::{
     TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
 };
 use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
+use crate::planner::deadline;
 use crate::planner::poller_health::{self, Reading};
 use crate::planner::{drain, eligible_for_deletion, sunset_deadlines};
 use crate::temporal::state::{PinnedView, TemporalVersionStatus};
@@ -108,6 +111,13 @@ pub fn compute(
                             input.pollers.health.as_ref(),
                             ready_reason(previous),
                         ),
+                        PollerClock {
+                            words: deadline::pollers_lost_words(
+                                plan.control.pollers_lost.as_ref(),
+                                input.desired.progress_deadline,
+                            ),
+                            past: plan.pollers_lost_too_long,
+                        },
                     ),
                     input.delayed_by_budget,
                 ),
@@ -165,6 +175,7 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         Phase::DuplicateInstall => (Kind::Stalled, reason::DUPLICATE_INSTALL),
         Phase::Paused => (Kind::Blocked, reason::ROLLOUT_PAUSED),
         Phase::Aborted => (Kind::Stalled, reason::ROLLOUT_ABORTED),
+        Phase::DeadlineExceeded => (Kind::Stalled, reason::PROGRESS_DEADLINE_EXCEEDED),
     };
     // Ready=True promises the target is Current in Temporal; never claim it otherwise.
     if kind == Kind::Complete && !target_current {
@@ -190,21 +201,45 @@ fn ready_reason(previous: Option<&TemporalWorkerDeploymentStatus>) -> Option<&st
         .map(|c| c.reason.as_str())
 }
 
-/// Poller health over the planned verdict: missing pollers of a live version stall a complete
-/// or moving rollout (the workers need a human; it clears once they poll again); an unknown
-/// status or a recovery changes only a complete one.
-fn pollers(v: Verdict, reading: Option<Reading>) -> Verdict {
+/// The loss-of-pollers clock ([`deadline::pollers_lost`]) in words, and whether it ran out.
+struct PollerClock {
+    words: String,
+    past: bool,
+}
+
+/// Poller health over the planned verdict: missing pollers of a live version make a complete
+/// or moving rollout in progress (`NoActivePollers`: it may heal), and `Stalled` with
+/// `ProgressDeadlineExceeded` only once the loss outlasts the progress deadline; it clears
+/// once they poll again. An unknown status or a recovery changes only a complete one.
+fn pollers(v: Verdict, reading: Option<Reading>, clock: PollerClock) -> Verdict {
+    let with_clock = |m: String| {
+        if clock.words.is_empty() {
+            m
+        } else {
+            format!("{m}; {}", clock.words)
+        }
+    };
     match (reading, v.kind) {
-        (Some(Reading::NoActivePollers(m)), Kind::Complete) => Verdict {
-            kind: Kind::Stalled,
-            reason: reason::NO_ACTIVE_POLLERS,
-            message: m,
-        },
-        (Some(Reading::NoActivePollers(m)), Kind::Progressing) => Verdict {
-            kind: Kind::Stalled,
-            reason: reason::NO_ACTIVE_POLLERS,
-            message: format!("{m}; rollout: {}", v.message),
-        },
+        (Some(Reading::NoActivePollers(m)), Kind::Complete | Kind::Progressing) => {
+            let m = if v.kind == Kind::Progressing {
+                format!("{}; rollout: {}", with_clock(m), v.message)
+            } else {
+                with_clock(m)
+            };
+            if clock.past {
+                Verdict {
+                    kind: Kind::Stalled,
+                    reason: reason::PROGRESS_DEADLINE_EXCEEDED,
+                    message: format!("{}: {m}", reason::NO_ACTIVE_POLLERS),
+                }
+            } else {
+                Verdict {
+                    kind: Kind::Progressing,
+                    reason: reason::NO_ACTIVE_POLLERS,
+                    message: m,
+                }
+            }
+        }
         (Some(Reading::Unknown(m)), Kind::Complete) => Verdict {
             kind: Kind::Unknown,
             reason: reason::POLLER_STATUS_UNKNOWN,
