@@ -597,7 +597,10 @@ mod tests {
         );
         assert_eq!(args.fast_poll.0, d.fast_poll);
         assert_eq!(args.rollback_window.0, d.rollback_window);
-        assert_eq!(args.default_progress_deadline.0, d.default_progress_deadline);
+        assert_eq!(
+            args.default_progress_deadline.0,
+            d.default_progress_deadline
+        );
         assert_eq!(Some(args.backlog_poll_interval.0), d.backlog_poll);
         assert_eq!(args.poller_live_threshold.0, d.pollers.live_within);
         assert_eq!(Some(args.poller_check_interval.0), d.pollers.interval);

@@ -31,8 +31,8 @@ use crate::api::twd::{
     DeprecatedVersion, GateWorkflow, PinnedWorkflow, RolloutControl, TargetVersion,
     TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
 };
-use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
 use crate::planner::deadline;
+use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
 use crate::planner::poller_health::{self, Reading};
 use crate::planner::{drain, eligible_for_deletion, sunset_deadlines};
 use crate::temporal::state::{PinnedView, TemporalVersionStatus};
@@ -776,16 +776,17 @@ mod tests {
             live_within: std::time::Duration::from_secs(120),
         });
         let gone = planned(&i, &complete, None);
+        // In progress: it may heal (decision 4).
         assert_eq!(
             summary(&gone),
             vec![
                 ("False", reason::NO_ACTIVE_POLLERS),
-                ("False", reason::NO_ACTIVE_POLLERS),
-                ("False", reason::NO_ACTIVE_POLLERS),
                 ("True", reason::NO_ACTIVE_POLLERS),
+                ("True", reason::NO_ACTIVE_POLLERS),
+                ("False", reason::NO_ACTIVE_POLLERS),
             ]
         );
-        // A moving rollout stalls too, and says what it was doing.
+        // A moving rollout reads it too, and says what it was doing.
         let ramping = planned(
             &i,
             &plan_with(Phase::Ramping, "Ramping build ID v2 at 10%"),
@@ -793,7 +794,28 @@ mod tests {
         );
         let m = &cond(&ramping, reason::READY).message;
         assert!(m.ends_with("rollout: Ramping build ID v2 at 10%"), "{m}");
-        assert_eq!(cond(&ramping, reason::STALLED).status, "True");
+        assert_eq!(cond(&ramping, reason::STALLED).status, "False");
+        // Past the progress deadline: Stalled, by the same clock, with the clock in words.
+        let mut past = complete.clone();
+        past.pollers_lost_too_long = true;
+        past.control.pollers_lost = Some(crate::api::twd::WaitingSince {
+            build_id: "v2".into(),
+            since: Time(ago(600)),
+            deadline: Time(ts(NOW)),
+        });
+        let too_long = planned(&i, &past, None);
+        assert_eq!(
+            summary(&too_long),
+            vec![
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("True", reason::PROGRESS_DEADLINE_EXCEEDED),
+            ]
+        );
+        let m = &cond(&too_long, reason::STALLED).message;
+        assert!(m.starts_with("NoActivePollers: "), "{m}");
+        assert!(m.contains("progress deadline 600s"), "{m}");
         // Back: PollersHealthy after NoActivePollers, and it stays until the next rollout.
         i.pollers.health = Some(Health::Healthy);
         let report = Report::Planned {

@@ -214,11 +214,19 @@ async fn a_progress_deadline_is_not_restarted_by_a_controller_restart() -> Resul
         m["metadata"]["namespace"] = json!(world.ns);
         m
     };
-    api.patch(NAME, &ssa, &Patch::Apply(spec(&manifests::worker_image("v1"))))
-        .await?;
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(spec(&manifests::worker_image("v1"))),
+    )
+    .await?;
     wait(&api, NAME, "v1 Ready", |t| reason(t) == "RolloutComplete").await?;
-    api.patch(NAME, &ssa, &Patch::Apply(spec("registry.invalid/worker:v2")))
-        .await?;
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(spec("registry.invalid/worker:v2")),
+    )
+    .await?;
     let waiting = wait(&api, NAME, "the clock recorded", |t| {
         t.status
             .as_ref()
@@ -235,7 +243,9 @@ async fn a_progress_deadline_is_not_restarted_by_a_controller_restart() -> Resul
     let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(world.client.clone(), &world.ns);
     let created = deployments
-        .get(&temporal_worker_controller::build_id::deployment_name(NAME, &build))
+        .get(&temporal_worker_controller::build_id::deployment_name(
+            NAME, &build,
+        ))
         .await?
         .metadata
         .creation_timestamp
@@ -264,7 +274,9 @@ async fn a_progress_deadline_is_not_restarted_by_a_controller_restart() -> Resul
         .map(|a| a.at.0)
         .context("no failure recorded")?;
     let after = failed_at.duration_since(created).as_secs_f64();
-    println!("created {created}, stalled {after:.1}s later (deadline {DEADLINE_S}s, restart at half)");
+    println!(
+        "created {created}, stalled {after:.1}s later (deadline {DEADLINE_S}s, restart at half)"
+    );
     ensure!(
         after >= DEADLINE_S as f64 - 1.0 && after <= DEADLINE_S as f64 + 5.0,
         "stalled {after:.1}s after the target's creation; deadline {DEADLINE_S}s (a restarted \

@@ -251,7 +251,7 @@ fn abort(
         message: message.clone(),
         at: Time(view.input.now),
         generation: None,
-        });
+    });
     hold_aborted(view, d, message, wake);
 }
 

@@ -28,12 +28,12 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::conditions::PROGRESS_DEADLINE_EXCEEDED;
 use crate::api::twd::{PausedStep, ResumedStep, RolloutControl, step_index, step_number};
 use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
-use crate::api::conditions::PROGRESS_DEADLINE_EXCEEDED;
 use crate::planner::analysis;
-use crate::planner::deadline;
 use crate::planner::clock::{self, Wake};
+use crate::planner::deadline;
 use crate::planner::model::{
     Decision, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
 };

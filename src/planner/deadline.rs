@@ -37,7 +37,7 @@ use crate::api::conditions::PROGRESS_DEADLINE_EXCEEDED;
 use crate::api::twd::{AbortRecord, WaitingSince};
 use crate::planner::clock::{self, Wake};
 use crate::planner::model::{
-    Decision, Health, PodCause, PodTrouble, Phase, PlanInput, Progress, RoutingChange,
+    Decision, Health, Phase, PlanInput, PodCause, PodTrouble, Progress, RoutingChange,
 };
 use crate::planner::view::View;
 
@@ -50,7 +50,9 @@ pub fn held_failure<'a>(view: &View<'a>) -> Option<&'a AbortRecord> {
         .aborted
         .as_ref()
         .filter(|a| a.build_id == view.target && a.reason == PROGRESS_DEADLINE_EXCEEDED)?;
-    if r.generation.is_some_and(|g| g != view.input.desired.generation) {
+    if r.generation
+        .is_some_and(|g| g != view.input.desired.generation)
+    {
         return None;
     }
     if retry_now(view).is_some() {
@@ -115,8 +117,7 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
     }
     if recorded.is_some() {
         restart = true;
-        if d
-            .control
+        if d.control
             .aborted
             .as_ref()
             .is_some_and(|a| a.reason == PROGRESS_DEADLINE_EXCEEDED)
@@ -209,7 +210,12 @@ fn failure_message(view: &View, since: Timestamp, cause: Option<&str>) -> String
     let target = view.target;
     let secs = input.desired.progress_deadline.as_secs();
     let why = cause.map_or_else(
-        || format!("its workers never polled Temporal ({})", view.target_readiness()),
+        || {
+            format!(
+                "its workers never polled Temporal ({})",
+                view.target_readiness()
+            )
+        },
         str::to_string,
     );
     let current = match view.current {
@@ -297,7 +303,10 @@ pub fn pod_words(t: &PodTrouble) -> String {
             )
         }
         PodCause::Unschedulable { reason, message } => {
-            format!("Pod {pod} cannot be scheduled (PodScheduled=False, {reason}{})", detail(message))
+            format!(
+                "Pod {pod} cannot be scheduled (PodScheduled=False, {reason}{})",
+                detail(message)
+            )
         }
         PodCause::Waiting {
             container,

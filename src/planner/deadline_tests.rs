@@ -115,19 +115,29 @@ fn past_the_deadline_the_build_has_failed_and_nothing_is_routed_to_it() {
     assert_eq!(&r.message, m);
     assert_eq!(p.control.waiting, None);
     // Hold: the failed build keeps its Pods for inspection.
-    assert!(p.scale.iter().all(|s| s.build_id != "v2" || s.replicas == 3));
+    assert!(
+        p.scale
+            .iter()
+            .all(|s| s.build_id != "v2" || s.replicas == 3)
+    );
 }
 
 #[test]
 fn without_a_pod_level_cause_the_failure_says_the_workers_never_polled() {
     let p = plan(&waiting_for(601));
-    assert!(p.progress.message.contains("never polled"), "{}", p.progress.message);
+    assert!(
+        p.progress.message.contains("never polled"),
+        "{}",
+        p.progress.message
+    );
     // The Deployment's own verdict is a cause too.
     let mut i = waiting_for(601);
     i.deployments[1].progress_deadline_exceeded = true;
     let p = plan(&i);
     assert!(
-        p.progress.message.contains("w-v2 reports ProgressDeadlineExceeded"),
+        p.progress
+            .message
+            .contains("w-v2 reports ProgressDeadlineExceeded"),
         "{}",
         p.progress.message
     );
@@ -201,7 +211,9 @@ fn abort_on_failure_scales_the_failed_build_to_zero_and_keeps_current() {
     assert_eq!(v2.len(), 1, "{:?}", p.scale);
     assert_eq!((v2[0].replicas, v2[0].reason), (0, ScaleReason::Failed));
     assert!(
-        p.scale.iter().all(|s| s.build_id != "v1" || s.replicas == 3),
+        p.scale
+            .iter()
+            .all(|s| s.build_id != "v1" || s.replicas == 3),
         "Current untouched"
     );
     assert!(p.progress.message.contains("scaled to zero"));
@@ -239,7 +251,11 @@ fn a_target_missing_a_task_queue_of_current_is_not_routed_and_fails_with_that_ca
     let p = plan(&i);
     assert_eq!(p.routing, None);
     assert_eq!(p.progress.phase, Phase::WaitingForPromotion);
-    assert!(p.progress.message.contains("orders"), "{}", p.progress.message);
+    assert!(
+        p.progress.message.contains("orders"),
+        "{}",
+        p.progress.message
+    );
     i.desired.control.record.waiting = Some(WaitingSince {
         build_id: "v2".into(),
         since: Time(ago(600)),
@@ -248,7 +264,10 @@ fn a_target_missing_a_task_queue_of_current_is_not_routed_and_fails_with_that_ca
     let p = plan(&i);
     assert_eq!(p.progress.phase, Phase::DeadlineExceeded);
     let m = &p.progress.message;
-    assert!(m.contains("poll task queue(s) ordres but not orders"), "{m}");
+    assert!(
+        m.contains("poll task queue(s) ordres but not orders"),
+        "{m}"
+    );
     // Polling every queue: routed.
     i.target_task_queues = vec!["orders".into(), "ordres".into()];
     i.desired.control.record.waiting = None;

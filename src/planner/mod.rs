@@ -124,7 +124,10 @@ pub fn plan(input: &PlanInput) -> Plan {
         // re-created.
         create = None;
         scale.retain(|s| s.build_id != view.target);
-        if let Some(d) = view.target_deployment.filter(|d| !d.autoscaled && d.replicas != Some(0)) {
+        if let Some(d) = view
+            .target_deployment
+            .filter(|d| !d.autoscaled && d.replicas != Some(0))
+        {
             scale.push(ScaleDeployment {
                 name: d.name.clone(),
                 build_id: d.build_id.clone(),

@@ -53,7 +53,7 @@ pub fn apply(view: &View, d: &mut Decision, record: &mut RolloutControl, wake: &
                 message: message.clone(),
                 at: Time(input.now),
                 generation: None,
-        });
+            });
             hold_aborted(view, d, message, wake);
         }
         GateState::Pending { start, message } => {

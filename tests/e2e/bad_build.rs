@@ -133,10 +133,7 @@ async fn untouched(c: &Case, v1: &str, v1_pods: &BTreeSet<String>) -> Result<()>
         state.routing
     );
     let now = pod_uids(c, v1).await?;
-    ensure!(
-        &now == v1_pods,
-        "v1's Pods changed: {v1_pods:?} -> {now:?}"
-    );
+    ensure!(&now == v1_pods, "v1's Pods changed: {v1_pods:?} -> {now:?}");
     Ok(())
 }
 
@@ -164,13 +161,22 @@ fn all_at_once() -> Value {
 async fn an_unpullable_image_stalls_is_remembered_and_retried_on_request() -> Result<()> {
     let c = case("badbuild-pull").await?;
     let (v1, v1_pods) = rolled_out(&c, &all_at_once()).await?;
-    let bad = twd(&c, "registry.invalid/team/worker:v2", all_at_once(), json!({}));
+    let bad = twd(
+        &c,
+        "registry.invalid/team/worker:v2",
+        all_at_once(),
+        json!({}),
+    );
     let first = stalls(
         &c,
         &v1,
         &v1_pods,
         bad.clone(),
-        &["registry.invalid/team/worker:v2", "cannot be pulled", "Pod "],
+        &[
+            "registry.invalid/team/worker:v2",
+            "cannot be pulled",
+            "Pod ",
+        ],
     )
     .await?;
     let v2 = target_build(&first).context("no target")?;
@@ -214,7 +220,10 @@ async fn an_unpullable_image_stalls_is_remembered_and_retried_on_request() -> Re
         .status
         .and_then(|s| s.rollout_control)
         .context("no rollout control")?;
-    ensure!(control.retried.as_deref() == Some(v2.as_str()), "{control:?}");
+    ensure!(
+        control.retried.as_deref() == Some(v2.as_str()),
+        "{control:?}"
+    );
     ensure!(control.aborted.is_none(), "{control:?}");
     let waiting = control.waiting.context("no clock")?;
     ensure!(waiting.since.0 > record.at.0, "the clock did not restart");
@@ -268,7 +277,11 @@ async fn a_pod_no_node_fits_stalls_as_unschedulable() -> Result<()> {
         &v1,
         &v1_pods,
         bad,
-        &["cannot be scheduled", "Unschedulable", "node affinity/selector"],
+        &[
+            "cannot be scheduled",
+            "Unschedulable",
+            "node affinity/selector",
+        ],
     )
     .await?;
     Ok(())
@@ -351,6 +364,10 @@ async fn helm_install_wait_of_an_unpullable_image_fails_before_its_timeout() -> 
     );
     let twd = c.get_twd(NAME).await?;
     ensure!(stalled(&twd), "{:?}", twd.status);
-    ensure!(message(&twd).contains("cannot be pulled"), "{}", message(&twd));
+    ensure!(
+        message(&twd).contains("cannot be pulled"),
+        "{}",
+        message(&twd)
+    );
     Ok(())
 }

@@ -73,7 +73,12 @@ fn unschedulable(pod: &Pod) -> Option<PodCause> {
     })
 }
 
-const PULL_REASONS: &[&str] = &["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"];
+const PULL_REASONS: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
 
 fn image_pull(pod: &Pod) -> Option<PodCause> {
     statuses(pod).iter().find_map(|s| {
@@ -137,7 +142,11 @@ mod tests {
         .unwrap()
     }
 
-    fn container(state: serde_json::Value, restarts: i32, last: serde_json::Value) -> serde_json::Value {
+    fn container(
+        state: serde_json::Value,
+        restarts: i32,
+        last: serde_json::Value,
+    ) -> serde_json::Value {
         json!({"containerStatuses": [{
             "name": "worker", "image": "registry.invalid/w:1", "imageID": "", "ready": false,
             "restartCount": restarts, "state": state, "lastState": last,
@@ -196,7 +205,11 @@ mod tests {
         // Starting up is no trouble; a healthy Pod none either.
         let creating = pod(
             "c",
-            container(json!({"waiting": {"reason": "ContainerCreating"}}), 0, json!({})),
+            container(
+                json!({"waiting": {"reason": "ContainerCreating"}}),
+                0,
+                json!({}),
+            ),
         );
         assert_eq!(trouble(&[creating]), None);
         assert_eq!(trouble(&[]), None);

@@ -250,7 +250,9 @@ pub async fn current_queues(client: &TemporalClient, deployment: &str, input: &m
     }
     for (build, is_current) in builds {
         match client.describe_version(deployment, &build).await {
-            Ok(Some(detail)) if is_current => input.current_task_queues = detail.workflow_task_queues,
+            Ok(Some(detail)) if is_current => {
+                input.current_task_queues = detail.workflow_task_queues
+            }
             Ok(Some(detail)) => input.target_task_queues = detail.workflow_task_queues,
             Ok(None) => {}
             // Only logged: unknown queues hold nothing back (the routing write itself checks),

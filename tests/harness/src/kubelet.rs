@@ -607,8 +607,7 @@ async fn schedule(client: kube::Client, node: String) {
                         Some(why) => mark_unschedulable(&api, &pod, &why).await,
                         None => bind(&api, &pod, &node).await,
                     };
-                    if !done && let Ok(mut b) = binding.lock()
-                    {
+                    if !done && let Ok(mut b) = binding.lock() {
                         // A later event of this Pod retries.
                         b.remove(&uid);
                     }
@@ -1409,7 +1408,10 @@ impl PodActor {
             ),
             Run::Pull {
                 reason, message, ..
-            } => (json!({"waiting": {"reason": reason, "message": message}}), false),
+            } => (
+                json!({"waiting": {"reason": reason, "message": message}}),
+                false,
+            ),
             Run::Running { started_at, .. } => {
                 (json!({"running": {"startedAt": time(*started_at)}}), true)
             }
@@ -2027,7 +2029,11 @@ mod tests {
         assert!(pull_failure("registry.invalid:5000/w@sha256:abc").is_some());
         assert_eq!(pull_failure("worker:v2"), None);
         assert_eq!(pull_failure("ghcr.io/temporalio/worker:v2"), None);
-        assert_eq!(pull_failure("invalid/worker:v2"), None, "a Docker Hub user, not a host");
+        assert_eq!(
+            pull_failure("invalid/worker:v2"),
+            None,
+            "a Docker Hub user, not a host"
+        );
     }
 
     #[test]
@@ -2037,9 +2043,15 @@ mod tests {
                 "spec": {"containers": [{"name": "c"}], "nodeSelector": selector}}))
             .unwrap()
         };
-        assert_eq!(unschedulable(&pod(json!({"kubernetes.io/os": "linux"})), "n"), None);
+        assert_eq!(
+            unschedulable(&pod(json!({"kubernetes.io/os": "linux"})), "n"),
+            None
+        );
         let why = unschedulable(&pod(json!({"pool": "gpu"})), "n").expect("unschedulable");
-        assert!(why.contains("didn't match Pod's node affinity/selector"), "{why}");
+        assert!(
+            why.contains("didn't match Pod's node affinity/selector"),
+            "{why}"
+        );
     }
 
     #[test]
