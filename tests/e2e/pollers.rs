@@ -94,8 +94,30 @@ async fn a_current_version_whose_workers_stop_polling_is_not_ready_until_they_po
         back.status
     );
 
-    // Gone for longer than the deadline: Stalled, by the same clock; back: cleared.
-    kubelet.set_polling(&c.ns, &dep, false);
+    let events = eventually("the recovery event", T, || async {
+        let events = c.events_of("orders").await?;
+        let seen = events
+            .iter()
+            .any(|e| e.type_ == "Normal" && e.reason == "PollersHealthy");
+        Ok(seen.then_some(events))
+    })
+    .await?;
+    ensure!(
+        events
+            .iter()
+            .any(|e| e.type_ == "Warning" && e.reason == "NoActivePollers"),
+        "{events:?}"
+    );
+    lost_too_long(&c, kubelet, &dep).await
+}
+
+/// Gone for longer than the deadline: Stalled, by the same clock; back: cleared.
+async fn lost_too_long(
+    c: &Case,
+    kubelet: &test_harness::kubelet::Kubelet,
+    dep: &str,
+) -> Result<()> {
+    kubelet.set_polling(&c.ns, dep, false);
     c.wait_twd("orders", "NoActivePollers again", T, |t| {
         condition_is(t, "Ready", "False", "NoActivePollers")
     })
@@ -121,25 +143,11 @@ async fn a_current_version_whose_workers_stop_polling_is_not_ready_until_they_po
         k == test_harness::gitops::Status::Failed,
         "kstatus {k:?}: {kmsg}"
     );
-    kubelet.set_polling(&c.ns, &dep, true);
+    kubelet.set_polling(&c.ns, dep, true);
     c.wait_twd("orders", "Ready=True/PollersHealthy", T, |t| {
         condition_is(t, "Ready", "True", "PollersHealthy")
             && condition_is(t, "Stalled", "False", "PollersHealthy")
     })
     .await?;
-    let events = eventually("the recovery event", T, || async {
-        let events = c.events_of("orders").await?;
-        let seen = events
-            .iter()
-            .any(|e| e.type_ == "Normal" && e.reason == "PollersHealthy");
-        Ok(seen.then_some(events))
-    })
-    .await?;
-    ensure!(
-        events
-            .iter()
-            .any(|e| e.type_ == "Warning" && e.reason == "NoActivePollers"),
-        "{events:?}"
-    );
     Ok(())
 }

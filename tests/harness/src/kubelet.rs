@@ -983,13 +983,7 @@ impl PodActor {
             self.ip = Some(format!("10.88.{}.{}", (n / 250) % 256, n % 250 + 2));
         }
         // A kubelet pulls the image before it makes the container's config.
-        if let Some(message) = container.image.as_deref().and_then(pull_failure) {
-            self.run = Run::Pull {
-                reason: "ErrImagePull",
-                message,
-                until: Instant::now() + PULL_ERROR_SHOWN,
-                retry: false,
-            };
+        if self.pull_failed(container) {
             return;
         }
         let env = match self.resolve_env(container) {
@@ -1099,6 +1093,20 @@ impl PodActor {
                 };
             }
         }
+    }
+
+    /// Pulls the image: `ErrImagePull` when it cannot be pulled ([`pull_failure`]).
+    fn pull_failed(&mut self, container: &Container) -> bool {
+        let Some(message) = container.image.as_deref().and_then(pull_failure) else {
+            return false;
+        };
+        self.run = Run::Pull {
+            reason: "ErrImagePull",
+            message,
+            until: Instant::now() + PULL_ERROR_SHOWN,
+            retry: false,
+        };
+        true
     }
 
     /// After `ErrImagePull`: `ImagePullBackOff` until the next attempt, the back-off doubling.
@@ -2018,7 +2026,9 @@ async fn describe(conn: Connection, namespace: &str, task_queue: &str) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::expand;
+    use super::{expand, pull_failure, unschedulable};
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
     use std::collections::BTreeMap;
 
     #[test]
