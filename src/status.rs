@@ -192,13 +192,19 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
     }
 }
 
-/// The reason `Ready` had in the last status.
+/// The reason `Ready` had in the last status; a loss of pollers that outlasted the progress
+/// deadline reads as the loss it is (so that its end reads `PollersHealthy`).
 fn ready_reason(previous: Option<&TemporalWorkerDeploymentStatus>) -> Option<&str> {
-    previous?
+    let c = previous?
         .conditions
         .iter()
-        .find(|c| c.type_ == reason::READY)
-        .map(|c| c.reason.as_str())
+        .find(|c| c.type_ == reason::READY)?;
+    if c.reason == reason::PROGRESS_DEADLINE_EXCEEDED
+        && c.message.starts_with(reason::NO_ACTIVE_POLLERS)
+    {
+        return Some(reason::NO_ACTIVE_POLLERS);
+    }
+    Some(c.reason.as_str())
 }
 
 /// The loss-of-pollers clock ([`deadline::pollers_lost`]) in words, and whether it ran out.
@@ -816,6 +822,17 @@ mod tests {
         let m = &cond(&too_long, reason::STALLED).message;
         assert!(m.starts_with("NoActivePollers: "), "{m}");
         assert!(m.contains("progress deadline 600s"), "{m}");
+        // Back after the deadline: PollersHealthy too.
+        let mut healthy = i.clone();
+        healthy.pollers.health = Some(Health::Healthy);
+        let report = Report::Planned {
+            input: &healthy,
+            plan: &complete,
+            routed: None,
+            outcome: Ok(()),
+        };
+        let back = compute(Some(&too_long), 7, &report, ts(NOW));
+        assert_eq!(cond(&back, reason::READY).reason, reason::POLLERS_HEALTHY);
         // Back: PollersHealthy after NoActivePollers, and it stays until the next rollout.
         i.pollers.health = Some(Health::Healthy);
         let report = Report::Planned {
