@@ -801,38 +801,6 @@ mod tests {
         let m = &cond(&ramping, reason::READY).message;
         assert!(m.ends_with("rollout: Ramping build ID v2 at 10%"), "{m}");
         assert_eq!(cond(&ramping, reason::STALLED).status, "False");
-        // Past the progress deadline: Stalled, by the same clock, with the clock in words.
-        let mut past = complete.clone();
-        past.pollers_lost_too_long = true;
-        past.control.pollers_lost = Some(crate::api::twd::WaitingSince {
-            build_id: "v2".into(),
-            since: Time(ago(600)),
-            deadline: Time(ts(NOW)),
-        });
-        let too_long = planned(&i, &past, None);
-        assert_eq!(
-            summary(&too_long),
-            vec![
-                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
-                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
-                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
-                ("True", reason::PROGRESS_DEADLINE_EXCEEDED),
-            ]
-        );
-        let m = &cond(&too_long, reason::STALLED).message;
-        assert!(m.starts_with("NoActivePollers: "), "{m}");
-        assert!(m.contains("progress deadline 600s"), "{m}");
-        // Back after the deadline: PollersHealthy too.
-        let mut healthy = i.clone();
-        healthy.pollers.health = Some(Health::Healthy);
-        let report = Report::Planned {
-            input: &healthy,
-            plan: &complete,
-            routed: None,
-            outcome: Ok(()),
-        };
-        let back = compute(Some(&too_long), 7, &report, ts(NOW));
-        assert_eq!(cond(&back, reason::READY).reason, reason::POLLERS_HEALTHY);
         // Back: PollersHealthy after NoActivePollers, and it stays until the next rollout.
         i.pollers.health = Some(Health::Healthy);
         let report = Report::Planned {
@@ -880,6 +848,53 @@ mod tests {
         });
         let paused = planned(&i, &plan_with(Phase::Paused, "p"), None);
         assert_eq!(cond(&paused, reason::READY).reason, reason::ROLLOUT_PAUSED);
+    }
+
+    #[test]
+    fn a_loss_of_pollers_past_the_progress_deadline_stalls_and_recovers_as_healthy() {
+        use crate::planner::poller_health::{Health, Missing};
+        let mut i = PlanInput::test();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        let complete = plan_with(Phase::Complete, "Rollout complete for build ID v2");
+        i.pollers.health = Some(Health::NoActivePollers {
+            missing: vec![Missing {
+                build_id: "v2".into(),
+                task_queue: "q".into(),
+            }],
+            live_within: std::time::Duration::from_secs(120),
+        });
+        // Past the progress deadline: Stalled, by the same clock, with the clock in words.
+        let mut past = complete.clone();
+        past.pollers_lost_too_long = true;
+        past.control.pollers_lost = Some(crate::api::twd::WaitingSince {
+            build_id: "v2".into(),
+            since: Time(ago(600)),
+            deadline: Time(ts(NOW)),
+        });
+        let too_long = planned(&i, &past, None);
+        assert_eq!(
+            summary(&too_long),
+            vec![
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("True", reason::PROGRESS_DEADLINE_EXCEEDED),
+            ]
+        );
+        let m = &cond(&too_long, reason::STALLED).message;
+        assert!(m.starts_with("NoActivePollers: "), "{m}");
+        assert!(m.contains("progress deadline 600s"), "{m}");
+        // Back after the deadline: PollersHealthy too.
+        let mut healthy = i.clone();
+        healthy.pollers.health = Some(Health::Healthy);
+        let report = Report::Planned {
+            input: &healthy,
+            plan: &complete,
+            routed: None,
+            outcome: Ok(()),
+        };
+        let back = compute(Some(&too_long), 7, &report, ts(NOW));
+        assert_eq!(cond(&back, reason::READY).reason, reason::POLLERS_HEALTHY);
     }
 
     #[test]
