@@ -95,6 +95,7 @@ impl TemporalWorkerDeployment {
                     paused: false,
                     abort: false,
                     analysis: None,
+                    on_failure: Default::default(),
                 },
                 sunset: SunsetSpec::default(),
                 worker_options: WorkerOptions {
@@ -333,6 +334,9 @@ impl PlanInput {
                 control: crate::planner::model::Control::default(),
                 analysis: None,
                 step_gates: vec![],
+                progress_deadline: std::time::Duration::from_secs(600),
+                abort_on_failure: false,
+                generation: 1,
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -367,6 +371,8 @@ impl PlanInput {
             fast_poll: Duration::from_secs(1),
             delayed_by_budget: None,
             pollers: Default::default(),
+            current_task_queues: vec![],
+            target_pods: None,
             now: ts(NOW),
         }
     }

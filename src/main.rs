@@ -305,6 +305,10 @@ struct RunArgs {
     /// A target that was Current within this window is promoted at once (Go duration).
     #[arg(long, default_value_t = GoDuration(defaults::ROLLBACK_WINDOW))]
     rollback_window: GoDuration,
+    /// Progress deadline of a WorkerDeployment without `spec.progressDeadlineSeconds` (Go
+    /// duration): a target not routable by then is `Stalled=True/ProgressDeadlineExceeded`.
+    #[arg(long, default_value_t = GoDuration(defaults::PROGRESS_DEADLINE))]
+    default_progress_deadline: GoDuration,
     /// How often each live version's task-queue backlog is read from Temporal for the
     /// per-version backlog metrics (Go duration; 0 turns them off).
     #[arg(long, default_value_t = GoDuration(defaults::BACKLOG_POLL))]
@@ -696,6 +700,7 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
         fast_poll: args.fast_poll.0,
         max_versions_ineligible_for_deletion: args.max_versions_ineligible_for_deletion,
         rollback_window: args.rollback_window.0,
+        default_progress_deadline: args.default_progress_deadline.0,
         backlog_poll: Some(args.backlog_poll_interval.0).filter(|d| !d.is_zero()),
         backlog_scope: args.backlog_metrics,
         pod_name: args.pod_name,
@@ -768,6 +773,10 @@ mod tests {
         );
         assert_eq!(args.fast_poll.0, d.fast_poll);
         assert_eq!(args.rollback_window.0, d.rollback_window);
+        assert_eq!(
+            args.default_progress_deadline.0,
+            d.default_progress_deadline
+        );
         assert_eq!(Some(args.backlog_poll_interval.0), d.backlog_poll);
         assert_eq!(args.poller_live_threshold.0, d.pollers.live_within);
         assert_eq!(Some(args.poller_check_interval.0), d.pollers.interval);

@@ -10,12 +10,14 @@
 //! | target Current | True / RolloutComplete | False / RolloutComplete | False | False |
 //! | moving forward (WaitingForPollers, WaitingForPromotion, WaitingForGate, Ramping) | False | True | True | False |
 //! | blocked, retried (connection, fetch, execution, TooManyVersions, managed elsewhere, deleting), or paused | False | False | True | False |
-//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted, NoActivePollers) | False | False | False | True |
+//! | live version without pollers (NoActivePollers), within the progress deadline | False | True | True | False |
+//! | terminal (InvalidSpec, GateWorkflowFailed, ConnectionRolloutStalled, DuplicateInstall, RolloutAborted, ProgressDeadlineExceeded) | False | False | False | True |
 //! | target Current, Temporal not askable about its pollers (PollerStatusUnknown) | Unknown | False | True | False |
 //!
 //! Poller health (`planner::poller_health`) reads over a complete or moving rollout: a live
-//! version without live pollers is `NoActivePollers`; recovered, a complete rollout reads
-//! `PollersHealthy` until the next rollout.
+//! version without live pollers is `NoActivePollers` (in progress), `ProgressDeadlineExceeded`
+//! once the loss outlasts the progress deadline (`planner::deadline`); recovered, a complete
+//! rollout reads `PollersHealthy` until the next rollout.
 //!
 //! All four carry the same reason and message, so every consumer (kubectl wait, kstatus,
 //! Argo CD, the status API, metrics) reads the same truth. `lastTransitionTime` moves only
@@ -29,6 +31,7 @@ use crate::api::twd::{
     DeprecatedVersion, GateWorkflow, PinnedWorkflow, RolloutControl, TargetVersion,
     TemporalWorkerDeploymentStatus, VersionInfo, VersionStatus,
 };
+use crate::planner::deadline;
 use crate::planner::model::{ObservedDeployment, Phase, Plan, PlanInput, RoutingChange};
 use crate::planner::poller_health::{self, Reading};
 use crate::planner::{drain, eligible_for_deletion, sunset_deadlines};
@@ -108,6 +111,13 @@ pub fn compute(
                             input.pollers.health.as_ref(),
                             ready_reason(previous),
                         ),
+                        PollerClock {
+                            words: deadline::pollers_lost_words(
+                                plan.control.pollers_lost.as_ref(),
+                                input.desired.progress_deadline,
+                            ),
+                            past: plan.pollers_lost_too_long,
+                        },
                     ),
                     input.delayed_by_budget,
                 ),
@@ -165,6 +175,7 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
         Phase::DuplicateInstall => (Kind::Stalled, reason::DUPLICATE_INSTALL),
         Phase::Paused => (Kind::Blocked, reason::ROLLOUT_PAUSED),
         Phase::Aborted => (Kind::Stalled, reason::ROLLOUT_ABORTED),
+        Phase::DeadlineExceeded => (Kind::Stalled, reason::PROGRESS_DEADLINE_EXCEEDED),
     };
     // Ready=True promises the target is Current in Temporal; never claim it otherwise.
     if kind == Kind::Complete && !target_current {
@@ -181,30 +192,60 @@ fn planned_verdict(plan: &Plan, target_current: bool) -> Verdict {
     }
 }
 
-/// The reason `Ready` had in the last status.
+/// The reason `Ready` had in the last status; a loss of pollers that outlasted the progress
+/// deadline reads as the loss it is (so that its end reads `PollersHealthy`).
 fn ready_reason(previous: Option<&TemporalWorkerDeploymentStatus>) -> Option<&str> {
-    previous?
+    let c = previous?
         .conditions
         .iter()
-        .find(|c| c.type_ == reason::READY)
-        .map(|c| c.reason.as_str())
+        .find(|c| c.type_ == reason::READY)?;
+    if c.reason == reason::PROGRESS_DEADLINE_EXCEEDED
+        && c.message.starts_with(reason::NO_ACTIVE_POLLERS)
+    {
+        return Some(reason::NO_ACTIVE_POLLERS);
+    }
+    Some(c.reason.as_str())
 }
 
-/// Poller health over the planned verdict: missing pollers of a live version stall a complete
-/// or moving rollout (the workers need a human; it clears once they poll again); an unknown
-/// status or a recovery changes only a complete one.
-fn pollers(v: Verdict, reading: Option<Reading>) -> Verdict {
+/// The loss-of-pollers clock ([`deadline::pollers_lost`]) in words, and whether it ran out.
+struct PollerClock {
+    words: String,
+    past: bool,
+}
+
+/// Poller health over the planned verdict: missing pollers of a live version make a complete
+/// or moving rollout in progress (`NoActivePollers`: it may heal), and `Stalled` with
+/// `ProgressDeadlineExceeded` only once the loss outlasts the progress deadline; it clears
+/// once they poll again. An unknown status or a recovery changes only a complete one.
+fn pollers(v: Verdict, reading: Option<Reading>, clock: PollerClock) -> Verdict {
+    let with_clock = |m: String| {
+        if clock.words.is_empty() {
+            m
+        } else {
+            format!("{m}; {}", clock.words)
+        }
+    };
     match (reading, v.kind) {
-        (Some(Reading::NoActivePollers(m)), Kind::Complete) => Verdict {
-            kind: Kind::Stalled,
-            reason: reason::NO_ACTIVE_POLLERS,
-            message: m,
-        },
-        (Some(Reading::NoActivePollers(m)), Kind::Progressing) => Verdict {
-            kind: Kind::Stalled,
-            reason: reason::NO_ACTIVE_POLLERS,
-            message: format!("{m}; rollout: {}", v.message),
-        },
+        (Some(Reading::NoActivePollers(m)), Kind::Complete | Kind::Progressing) => {
+            let m = if v.kind == Kind::Progressing {
+                format!("{}; rollout: {}", with_clock(m), v.message)
+            } else {
+                with_clock(m)
+            };
+            if clock.past {
+                Verdict {
+                    kind: Kind::Stalled,
+                    reason: reason::PROGRESS_DEADLINE_EXCEEDED,
+                    message: format!("{}: {m}", reason::NO_ACTIVE_POLLERS),
+                }
+            } else {
+                Verdict {
+                    kind: Kind::Progressing,
+                    reason: reason::NO_ACTIVE_POLLERS,
+                    message: m,
+                }
+            }
+        }
         (Some(Reading::Unknown(m)), Kind::Complete) => Verdict {
             kind: Kind::Unknown,
             reason: reason::POLLER_STATUS_UNKNOWN,
@@ -741,16 +782,17 @@ mod tests {
             live_within: std::time::Duration::from_secs(120),
         });
         let gone = planned(&i, &complete, None);
+        // In progress: it may heal (decision 4).
         assert_eq!(
             summary(&gone),
             vec![
                 ("False", reason::NO_ACTIVE_POLLERS),
-                ("False", reason::NO_ACTIVE_POLLERS),
-                ("False", reason::NO_ACTIVE_POLLERS),
                 ("True", reason::NO_ACTIVE_POLLERS),
+                ("True", reason::NO_ACTIVE_POLLERS),
+                ("False", reason::NO_ACTIVE_POLLERS),
             ]
         );
-        // A moving rollout stalls too, and says what it was doing.
+        // A moving rollout reads it too, and says what it was doing.
         let ramping = planned(
             &i,
             &plan_with(Phase::Ramping, "Ramping build ID v2 at 10%"),
@@ -758,7 +800,7 @@ mod tests {
         );
         let m = &cond(&ramping, reason::READY).message;
         assert!(m.ends_with("rollout: Ramping build ID v2 at 10%"), "{m}");
-        assert_eq!(cond(&ramping, reason::STALLED).status, "True");
+        assert_eq!(cond(&ramping, reason::STALLED).status, "False");
         // Back: PollersHealthy after NoActivePollers, and it stays until the next rollout.
         i.pollers.health = Some(Health::Healthy);
         let report = Report::Planned {
@@ -806,6 +848,53 @@ mod tests {
         });
         let paused = planned(&i, &plan_with(Phase::Paused, "p"), None);
         assert_eq!(cond(&paused, reason::READY).reason, reason::ROLLOUT_PAUSED);
+    }
+
+    #[test]
+    fn a_loss_of_pollers_past_the_progress_deadline_stalls_and_recovers_as_healthy() {
+        use crate::planner::poller_health::{Health, Missing};
+        let mut i = PlanInput::test();
+        i.temporal.routing.current_build_id = Some("v2".into());
+        let complete = plan_with(Phase::Complete, "Rollout complete for build ID v2");
+        i.pollers.health = Some(Health::NoActivePollers {
+            missing: vec![Missing {
+                build_id: "v2".into(),
+                task_queue: "q".into(),
+            }],
+            live_within: std::time::Duration::from_secs(120),
+        });
+        // Past the progress deadline: Stalled, by the same clock, with the clock in words.
+        let mut past = complete.clone();
+        past.pollers_lost_too_long = true;
+        past.control.pollers_lost = Some(crate::api::twd::WaitingSince {
+            build_id: "v2".into(),
+            since: Time(ago(600)),
+            deadline: Time(ts(NOW)),
+        });
+        let too_long = planned(&i, &past, None);
+        assert_eq!(
+            summary(&too_long),
+            vec![
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("False", reason::PROGRESS_DEADLINE_EXCEEDED),
+                ("True", reason::PROGRESS_DEADLINE_EXCEEDED),
+            ]
+        );
+        let m = &cond(&too_long, reason::STALLED).message;
+        assert!(m.starts_with("NoActivePollers: "), "{m}");
+        assert!(m.contains("progress deadline 600s"), "{m}");
+        // Back after the deadline: PollersHealthy too.
+        let mut healthy = i.clone();
+        healthy.pollers.health = Some(Health::Healthy);
+        let report = Report::Planned {
+            input: &healthy,
+            plan: &complete,
+            routed: None,
+            outcome: Ok(()),
+        };
+        let back = compute(Some(&too_long), 7, &report, ts(NOW));
+        assert_eq!(cond(&back, reason::READY).reason, reason::POLLERS_HEALTHY);
     }
 
     #[test]

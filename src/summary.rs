@@ -344,6 +344,15 @@ impl RolloutSummary {
     /// was found; `None` while no version is Current.
     pub fn poller_health(&self) -> Option<&'static str> {
         self.current_build_id.as_ref()?;
+        // A loss that outlasted the progress deadline is still a loss of pollers.
+        let lost_too_long = self.reason.as_deref() == Some(cond::PROGRESS_DEADLINE_EXCEEDED)
+            && self
+                .message
+                .as_deref()
+                .is_some_and(|m| m.starts_with(cond::NO_ACTIVE_POLLERS));
+        if lost_too_long {
+            return Some("no_active_pollers");
+        }
         Some(match self.reason.as_deref() {
             Some(cond::NO_ACTIVE_POLLERS) => "no_active_pollers",
             Some(cond::POLLER_STATUS_UNKNOWN) => "unknown",

@@ -190,3 +190,98 @@ async fn pause_and_read_the_remaining_time(
         .and_then(|p| p.remaining_seconds)
         .context("no remaining time recorded")
 }
+
+/// A progress deadline survives a controller restart halfway through it (issue 38): its start
+/// is kept in the status, so the stall comes at the target's creation plus the deadline, not
+/// a deadline after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_deadline_is_not_restarted_by_a_controller_restart() -> Result<()> {
+    const DEADLINE_S: i64 = 20;
+    let world = World::new("deadline-restart").await?;
+    let temporal_ns = world.temporal_ns.clone();
+    let ssa = PatchParams::apply("restart-test").force();
+    let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);
+    let first = controller(&world).await?;
+    let spec = |image: &str| {
+        let mut m = manifests::twd(NAME)
+            .replicas(1)
+            .image(image)
+            .task_queue("restart")
+            .temporal_namespace(&temporal_ns)
+            .rollout(json!({"strategy": "AllAtOnce"}))
+            .spec(json!({"progressDeadlineSeconds": DEADLINE_S}))
+            .build();
+        m["metadata"]["namespace"] = json!(world.ns);
+        m
+    };
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(spec(&manifests::worker_image("v1"))),
+    )
+    .await?;
+    wait(&api, NAME, "v1 Ready", |t| reason(t) == "RolloutComplete").await?;
+    api.patch(
+        NAME,
+        &ssa,
+        &Patch::Apply(spec("registry.invalid/worker:v2")),
+    )
+    .await?;
+    let waiting = wait(&api, NAME, "the clock recorded", |t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.rollout_control.as_ref())
+            .is_some_and(|r| r.waiting.is_some())
+    })
+    .await?;
+    let build = waiting
+        .status
+        .as_ref()
+        .and_then(|s| s.target_version.as_ref())
+        .map(|t| t.version.build_id.clone())
+        .context("no target")?;
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(world.client.clone(), &world.ns);
+    let created = deployments
+        .get(&temporal_worker_controller::build_id::deployment_name(
+            NAME, &build,
+        ))
+        .await?
+        .metadata
+        .creation_timestamp
+        .context("no creationTimestamp")?
+        .0;
+
+    // Halfway through, the controller goes away and a new one starts a few seconds later.
+    let half = created + jiff::SignedDuration::from_secs(DEADLINE_S / 2);
+    let left = half.duration_since(jiff::Timestamp::now());
+    if left.is_positive() {
+        tokio::time::sleep(Duration::try_from(left)?).await;
+    }
+    first.stop().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _second = controller(&world).await?;
+
+    let stalled = wait(&api, NAME, "ProgressDeadlineExceeded", |t| {
+        reason(t) == "ProgressDeadlineExceeded"
+    })
+    .await?;
+    let failed_at = stalled
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout_control.as_ref())
+        .and_then(|r| r.aborted.as_ref())
+        .map(|a| a.at.0)
+        .context("no failure recorded")?;
+    let after = failed_at.duration_since(created).as_secs_f64();
+    println!(
+        "created {created}, stalled {after:.1}s later (deadline {DEADLINE_S}s, restart at half)"
+    );
+    ensure!(
+        after >= DEADLINE_S as f64 - 1.0 && after <= DEADLINE_S as f64 + 5.0,
+        "stalled {after:.1}s after the target's creation; deadline {DEADLINE_S}s (a restarted \
+         clock would give about {}s)",
+        DEADLINE_S + DEADLINE_S / 2 + 3
+    );
+    Ok(())
+}

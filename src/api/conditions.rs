@@ -38,11 +38,16 @@ pub const DUPLICATE_INSTALL: &str = "DuplicateInstall";
 pub const ROLLOUT_PAUSED: &str = "RolloutPaused";
 /// `spec.rollout.abort`: the target's ramp is back to 0 % until the abort is cleared.
 pub const ROLLOUT_ABORTED: &str = "RolloutAborted";
+/// A target did not become routable (Ready Pods whose workers poll every task queue) within
+/// the progress deadline, or a routed version's pollers stayed away longer than it; the
+/// message names the cause (image pull, crash loop, unschedulable Pod, task queue).
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 /// Still moving forward, but this reconcile's Temporal calls waited long for the controller's
 /// client-side request budget of the Temporal namespace (`--temporal-qps`).
 pub const DELAYED_BY_TEMPORAL_BUDGET: &str = "DelayedByTemporalBudget";
 /// A task queue of a live (Current or Ramping) version has no poller of that version that
-/// Temporal saw within `--poller-live-threshold`, while its Pods may be Ready.
+/// Temporal saw within `--poller-live-threshold`, while its Pods may be Ready. In progress
+/// (it may heal) until the loss outlasts the progress deadline (`ProgressDeadlineExceeded`).
 pub const NO_ACTIVE_POLLERS: &str = "NoActivePollers";
 /// The live versions' pollers are back after `NoActivePollers` (or an unknown status).
 pub const POLLERS_HEALTHY: &str = "PollersHealthy";
@@ -88,6 +93,7 @@ pub const ALL: &[Reason] = {
         r(RAMPING, Progressing),
         r(WAITING_FOR_GATE, Progressing),
         r(DELAYED_BY_TEMPORAL_BUDGET, Progressing),
+        r(NO_ACTIVE_POLLERS, Progressing),
         r(TOO_MANY_VERSIONS, Blocked),
         r(MANAGED_ELSEWHERE, Blocked),
         r(ROLLOUT_PAUSED, Blocked),
@@ -104,7 +110,7 @@ pub const ALL: &[Reason] = {
         r(CONNECTION_ROLLOUT_STALLED, Terminal),
         r(DUPLICATE_INSTALL, Terminal),
         r(ROLLOUT_ABORTED, Terminal),
-        r(NO_ACTIVE_POLLERS, Terminal),
+        r(PROGRESS_DEADLINE_EXCEEDED, Terminal),
     ]
 };
 

@@ -46,6 +46,10 @@ pub const ANNOTATION_PROMOTE: &str = "temporal.io/promote";
 /// `status.targetVersion.currentStep`) of that build now. Recorded in
 /// `status.rolloutControl.skippedStep`.
 pub const ANNOTATION_SKIP_STEP: &str = "temporal.io/skip-step";
+/// One-shot action on the TWD: `<buildID>` (or `<buildID>/<anything>`, to retry the same build
+/// again later) clears the recorded progress-deadline failure of that build and starts its
+/// deadline afresh. Recorded in `status.rolloutControl.retried`.
+pub const ANNOTATION_RETRY: &str = "temporal.io/retry";
 /// WorkerDeployment annotation: `"true"` exports the per-version backlog metrics of this
 /// worker even when nothing visible consumes them (an HPA on the external metric defined
 /// elsewhere), `"false"` never (the backlog poller's `consumed` rule).

@@ -55,10 +55,12 @@ pub struct TemporalWorkerDeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub min_ready_seconds: Option<i32>,
-    /// Accepted for compatibility with the Go controller's manifests, which accept it and do
-    /// not use it either: a versioned Deployment's progress is judged by its pollers.
+    /// How long a new target may take to become routable (Ready Pods whose workers poll every
+    /// task queue), counted from its creation (or a retry), and how long a routed version may
+    /// go without pollers; past it the rollout is `Stalled=True/ProgressDeadlineExceeded`.
+    /// Unset: the controller's `--default-progress-deadline` (600 s unless changed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 1))]
     pub progress_deadline_seconds: Option<i32>,
     /// How a new version becomes current.
     pub rollout: RolloutSpec,
@@ -148,6 +150,26 @@ pub struct RolloutSpec {
     /// target's closed workflows with the current version's and aborts a worse target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisSpec>,
+    /// What a target that misses its progress deadline gets: `Hold` (default) keeps its Pods
+    /// for inspection; `Abort` aborts as `abort` does and scales the failed build to zero.
+    #[serde(default, skip_serializing_if = "OnFailure::is_hold")]
+    pub on_failure: OnFailure,
+}
+
+/// `spec.rollout.onFailure`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnFailure {
+    /// Stall and keep the failed build's Pods (nothing is routed to it).
+    #[default]
+    Hold,
+    /// Stall, take the target's ramp to 0 % as `abort` does, and scale the failed build to zero.
+    Abort,
+}
+
+impl OnFailure {
+    pub fn is_hold(&self) -> bool {
+        *self == OnFailure::Hold
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -460,6 +482,25 @@ pub struct RolloutControl {
     /// a new build starts over, and `temporal.io/promote` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aborted: Option<AbortRecord>,
+    /// The progress deadline's clock of the target: since when it waits to become routable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<WaitingSince>,
+    /// Since when a routed (Current or Ramping) version has had no live pollers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pollers_lost: Option<WaitingSince>,
+    /// The `temporal.io/retry` value last acted on (a failed build's record was cleared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried: Option<String>,
+}
+
+/// One progress-deadline clock: what is waited for, since when, and when it runs out.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingSince {
+    #[serde(rename = "buildID")]
+    pub build_id: String,
+    pub since: Time,
+    pub deadline: Time,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -501,10 +542,14 @@ pub enum AnalysisVerdict {
 pub struct AbortRecord {
     #[serde(rename = "buildID")]
     pub build_id: String,
-    /// Why: `AnalysisFailed`.
+    /// Why: `AnalysisFailed`, `StepGateFailed` or `ProgressDeadlineExceeded`.
     pub reason: String,
     pub message: String,
     pub at: Time,
+    /// The object's `metadata.generation` when a progress deadline was missed: the record
+    /// holds for that generation only, so any spec change starts a new wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
 }
 
 impl RolloutControl {

@@ -250,6 +250,7 @@ fn abort(
         reason: ANALYSIS_FAILED.to_string(),
         message: message.clone(),
         at: Time(view.input.now),
+        generation: None,
     });
     hold_aborted(view, d, message, wake);
 }

@@ -15,7 +15,9 @@
 //!    are recorded once, so a restart or a fail-over keeps them; `RolloutPaused`.
 //! 6. Otherwise the step's gate ([`super::step_gates`]) and the canary analysis
 //!    ([`super::analysis`]) may abort the target or hold its step. Their abort is recorded for
-//!    the build and holds like rule 2 (promote overrides it).
+//!    the build and holds like rule 2 (promote overrides it). A missed progress deadline is
+//!    held by [`super::deadline`] instead (promote does not override it; a retry or a spec
+//!    change does).
 //!
 //! Resume is the pause record meeting an unpaused spec: the step in effect then ends after the
 //! time it had left ([`resumed_deadline`], fed to [`super::progressive::decide_with`]).
@@ -26,10 +28,12 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use crate::api::conditions::PROGRESS_DEADLINE_EXCEEDED;
 use crate::api::twd::{PausedStep, ResumedStep, RolloutControl, step_index, step_number};
 use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
 use crate::planner::analysis;
 use crate::planner::clock::{self, Wake};
+use crate::planner::deadline;
 use crate::planner::model::{
     Decision, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
 };
@@ -77,6 +81,7 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
             .clone()
             .filter(|a| a.build_id == view.target),
         aborted: analysis::aborted_for(&c.record, view.target).cloned(),
+        retried: c.record.retried.clone(),
         ..Default::default()
     };
     let steps = match &view.input.desired.strategy {
@@ -91,10 +96,19 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
         d.control = record;
         return;
     }
-    let promote_value = promote_now(view);
+    // A build that missed its progress deadline is not promoted until the failure is cleared
+    // (`deadline::apply` holds it).
+    let deadline_failed = deadline::held_failure(view).is_some();
+    let promote_value = promote_now(view).filter(|_| !deadline_failed);
     if c.abort {
         abort(view, d, wake);
-    } else if let Some(held) = record.aborted.clone().filter(|_| promote_value.is_none()) {
+    } else if deadline_failed {
+        // `deadline::apply` reports it.
+    } else if let Some(held) = record
+        .aborted
+        .clone()
+        .filter(|a| a.reason != PROGRESS_DEADLINE_EXCEEDED && promote_value.is_none())
+    {
         analysis::hold_aborted(view, d, held.message, wake);
     } else if let Some(value) = promote_value {
         promote(view, d, wake);

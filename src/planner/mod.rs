@@ -21,6 +21,8 @@
 //! - [`analysis`]: canary analysis verdicts and what they hold back;
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
+//! - [`deadline`]: the progress deadline of a waiting target and of lost pollers, the cause
+//!   of a failed build, and its record;
 //! - [`clock`]: deadlines and the requeue interval;
 //! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff);
 //! - [`poller_health`]: whether the live versions' workers still poll, and when to look.
@@ -28,6 +30,7 @@
 pub mod analysis;
 pub mod clock;
 mod control;
+pub mod deadline;
 pub mod drain;
 mod drift;
 pub mod gates;
@@ -46,6 +49,8 @@ mod view;
 // Plan-level tests, one file per rule file, sharing `test_fixtures`.
 #[cfg(test)]
 mod control_tests;
+#[cfg(test)]
+mod deadline_tests;
 #[cfg(test)]
 mod drift_tests;
 #[cfg(test)]
@@ -68,7 +73,7 @@ mod test_fixtures;
 pub use sunset::{deadlines as sunset_deadlines, eligible_for_deletion};
 
 use crate::planner::clock::Wake;
-use crate::planner::model::{Plan, PlanInput};
+use crate::planner::model::{Phase, Plan, PlanInput, ScaleDeployment, ScaleReason};
 use crate::planner::view::View;
 
 /// Decides everything one reconcile should do. See the module docs for where each rule lives.
@@ -110,8 +115,28 @@ pub fn plan(input: &PlanInput) -> Plan {
         wake.after(input.fast_poll);
     }
     poller_health::wake(&input.pollers, input.now, &mut wake);
+    let (pollers_lost, pollers_lost_too_long) = deadline::pollers_lost(input, &mut wake);
+    decision.control.pollers_lost = pollers_lost;
 
     let mut scale = scaling::active(&view);
+    if decision.progress.phase == Phase::DeadlineExceeded && input.desired.abort_on_failure {
+        // The failed build is scaled to zero (an autoscaler's version is left to it) and not
+        // re-created.
+        create = None;
+        scale.retain(|s| s.build_id != view.target);
+        if let Some(d) = view
+            .target_deployment
+            .filter(|d| !d.autoscaled && d.replicas != Some(0))
+        {
+            scale.push(ScaleDeployment {
+                name: d.name.clone(),
+                build_id: d.build_id.clone(),
+                replicas: 0,
+                reason: ScaleReason::Failed,
+                record_scaled_down_at: None,
+            });
+        }
+    }
     scale.extend(retirement.scale);
     let (rewoken, held_at_zero) = scaling::draining_at_zero(&view);
     scale.extend(rewoken);
@@ -145,5 +170,6 @@ pub fn plan(input: &PlanInput) -> Plan {
         start_step_gates: decision.start_step_gates,
         held_at_zero,
         forget_versions,
+        pollers_lost_too_long,
     }
 }

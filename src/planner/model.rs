@@ -46,6 +46,48 @@ pub struct PlanInput {
     pub delayed_by_budget: Option<Duration>,
     /// Poller health of the live versions ([`crate::planner::poller_health`]).
     pub pollers: PollerView,
+    /// Workflow task queues of the Current version, read only while a registered target waits
+    /// to be routed (empty: not read). A target missing one of them is not routable.
+    pub current_task_queues: Vec<String>,
+    /// Why the target's Pods are not Ready, as Kubernetes reports it; read only while the
+    /// target waits ([`crate::planner::deadline`]).
+    pub target_pods: Option<PodTrouble>,
+}
+
+/// The first trouble a Pod of the target reports, with the Pod's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodTrouble {
+    pub pod: String,
+    pub cause: PodCause,
+}
+
+/// What Kubernetes says keeps a Pod from being Ready.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodCause {
+    /// A container waits in `ErrImagePull` / `ImagePullBackOff` / `InvalidImageName`.
+    ImagePull {
+        container: String,
+        image: String,
+        reason: String,
+        message: String,
+    },
+    /// A container restarts (`CrashLoopBackOff`, or restarted at least once): its last exit.
+    CrashLoop {
+        container: String,
+        restarts: i32,
+        exit_code: Option<i32>,
+        reason: Option<String>,
+        message: Option<String>,
+    },
+    /// `PodScheduled=False` with its reason (`Unschedulable`).
+    Unschedulable { reason: String, message: String },
+    /// A container waits for another reason a kubelet reports (`CreateContainerConfigError`,
+    /// `RunContainerError`, ...).
+    Waiting {
+        container: String,
+        reason: String,
+        message: String,
+    },
 }
 
 /// The user's intent, validated and normalised from the TWD spec.
@@ -85,6 +127,13 @@ pub struct Desired {
     pub analysis: Option<Analysis>,
     /// The gate of each Progressive step, by step index (empty: no step has one).
     pub step_gates: Vec<Option<Gate>>,
+    /// `spec.progressDeadlineSeconds`, or the controller's default.
+    pub progress_deadline: Duration,
+    /// `spec.rollout.onFailure: Abort`: a build that missed its deadline is aborted and scaled
+    /// to zero.
+    pub abort_on_failure: bool,
+    /// The object's `metadata.generation`: a deadline failure holds for this one only.
+    pub generation: i64,
 }
 
 /// Canary analysis settings.
@@ -132,6 +181,8 @@ pub struct Control {
     pub promote: Option<String>,
     /// `temporal.io/skip-step`, parsed.
     pub skip_step: Option<SkipStep>,
+    /// `temporal.io/retry`: the value as written (`<buildID>` or `<buildID>/<anything>`).
+    pub retry: Option<String>,
     /// What the controller already did (from the last written status).
     pub record: crate::api::twd::RolloutControl,
 }
@@ -260,6 +311,9 @@ pub struct Plan {
     /// Delete the Temporal records of these old versions (build IDs): their Deployments are
     /// gone ([`crate::planner::sunset::forget`]).
     pub forget_versions: Vec<String>,
+    /// A routed version's pollers have been gone longer than the progress deadline
+    /// ([`crate::planner::deadline::pollers_lost`]): `Stalled=True/ProgressDeadlineExceeded`.
+    pub pollers_lost_too_long: bool,
 }
 
 /// A Draining version at 0 replicas, with open pinned workflows, owned by an autoscaler.
@@ -325,6 +379,8 @@ pub enum ScaleReason {
     Desired,
     /// Drained for longer than `scaledownDelay`, or inactive and not the target.
     Sunset,
+    /// The target missed its progress deadline and `spec.rollout.onFailure` is `Abort`.
+    Failed,
     /// Draining with open pinned workflows at 0 replicas and no autoscaler: brought back so
     /// that they can finish.
     DrainingAtZero,
@@ -398,6 +454,9 @@ pub enum Phase {
     Paused,
     /// `spec.rollout.abort`: the target's ramp is back to 0 % until the abort is cleared.
     Aborted,
+    /// The target did not become routable within the progress deadline: needs a spec change
+    /// or `temporal.io/retry`.
+    DeadlineExceeded,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -26,8 +26,10 @@ fn a_target_without_ready_pods_is_not_polled_for_pollers() {
     assert_eq!(p.progress.phase, Phase::WaitingForPollers);
     assert_eq!(p.routing, None);
     assert_eq!(
-        p.requeue_after, None,
-        "a readiness change arrives through the Deployment watch"
+        p.requeue_after,
+        Some(i.desired.progress_deadline),
+        "a readiness change arrives through the Deployment watch: the only timer is the \
+         progress deadline"
     );
 }
 

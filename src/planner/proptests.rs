@@ -186,6 +186,9 @@ fn desired() -> impl Gen<Value = Desired> {
                     control: Control::default(),
                     analysis: None,
                     step_gates: vec![],
+                    progress_deadline: std::time::Duration::from_secs(600),
+                    abort_on_failure: false,
+                    generation: 1,
                 }
             },
         )
@@ -296,6 +299,8 @@ prop_compose! {
             fast_poll: Duration::from_secs(1),
             delayed_by_budget: None,
             pollers: Default::default(),
+            current_task_queues: vec![],
+            target_pods: None,
             now: ago(0),
         }
     }

@@ -14,8 +14,10 @@
 //! 8. First version (nothing Current, unversioned workers not on every queue) → promote.
 //! 9. AllAtOnce → promote; Progressive → step algorithm.
 //!
-//! Then rollout control ([`super::control`]: abort, promote and skip annotations, pause)
-//! adjusts the change. Then a Connection roll that stalled (new Pods never Ready, see [`super::drift::stalled`])
+//! A target is routable (rule 7) only when it also polls every task queue of the Current
+//! version. Then rollout control ([`super::control`]: abort, promote and skip annotations, pause)
+//! adjusts the change, and the progress deadline ([`super::deadline`]) ends a target that
+//! does not become routable in time. Then a Connection roll that stalled (new Pods never Ready, see [`super::drift::stalled`])
 //! holds any change that would send more work to a stalled version and is what the rollout
 //! reports. Finally, a routing change is dropped while another identity manages routing in
 //! Temporal, and the manager identity is claimed first when nobody holds it or a predecessor
@@ -25,6 +27,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use crate::planner::clock::{self, MANAGER_POLL, Wake};
 use crate::planner::control;
+use crate::planner::deadline;
 use crate::planner::gates::{self, GateState};
 use crate::planner::model::{
     Decision, ObservedDeployment, Phase, Progress, RoutingChange, Step, StepProgress, Strategy,
@@ -45,6 +48,7 @@ pub fn decide(
 ) -> Decision {
     let mut decision = route(view, held_back, wake);
     control::apply(view, &mut decision, wake);
+    deadline::apply(view, &mut decision, wake);
     apply_stall(view, stalled, &mut decision);
     apply_manager(view, &mut decision, wake);
     apply_duplicate_install(view, &mut decision);
@@ -231,11 +235,22 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         return d;
     }
 
-    if !view.target_healthy() {
-        let message = format!(
-            "Build ID {target} is registered; waiting for its Deployment to become Available ({})",
-            view.target_readiness()
-        );
+    let missing = view.missing_queues();
+    if !view.target_healthy() || !missing.is_empty() {
+        let message = if view.target_healthy() {
+            format!(
+                "Build ID {target} is registered, but its workers do not poll task queue(s) {} \
+                 that the Current version polls (they poll {}); nothing is routed to it until \
+                 they do",
+                missing.join(", "),
+                input.target_task_queues.join(", ")
+            )
+        } else {
+            format!(
+                "Build ID {target} is registered; waiting for its Deployment to become Available ({})",
+                view.target_readiness()
+            )
+        };
         return Decision {
             start_gates,
             progress: progress(Phase::WaitingForPromotion, message),

@@ -36,8 +36,8 @@ fn case_01_no_temporal_deployment_creates_target_and_touches_nothing_else() {
     assert_eq!(p.progress.phase, Phase::WaitingForPollers);
     assert!(p.progress.message.contains("v2"), "{}", p.progress.message);
     // The Deployment's creation (then its readiness) wakes the rollout through the watch:
-    // no timer, no Temporal poll until a Pod is Ready.
-    assert_eq!(p.requeue_after, None);
+    // no Temporal poll until a Pod is Ready; the only timer is the progress deadline.
+    assert_eq!(p.requeue_after, Some(i.desired.progress_deadline));
 }
 
 #[test]

@@ -52,6 +52,7 @@ pub fn apply(view: &View, d: &mut Decision, record: &mut RolloutControl, wake: &
                 reason: STEP_GATE_FAILED.to_string(),
                 message: message.clone(),
                 at: Time(input.now),
+                generation: None,
             });
             hold_aborted(view, d, message, wake);
         }

@@ -80,6 +80,26 @@ impl<'a> View<'a> {
             .is_some_and(|d| d.healthy_since.is_some() && d.ready_replicas > 0)
     }
 
+    /// Task queues of the Current version that the target does not poll (empty when either
+    /// list is unknown): routing the target would leave them without a worker.
+    pub fn missing_queues(&self) -> Vec<&'a str> {
+        let i = self.input;
+        if i.target_task_queues.is_empty() {
+            return Vec::new();
+        }
+        i.current_task_queues
+            .iter()
+            .filter(|q| !i.target_task_queues.contains(q))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Registered, Available with ready Pods, and polling every task queue of the Current
+    /// version: work may be routed to it.
+    pub fn target_routable(&self) -> bool {
+        self.target_version.is_some() && self.target_healthy() && self.missing_queues().is_empty()
+    }
+
     pub fn role(&self, build_id: &str) -> Role {
         if build_id == self.target {
             Role::Target

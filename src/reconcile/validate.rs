@@ -32,6 +32,8 @@ pub struct ControllerSettings {
     pub max_versions_ineligible_for_deletion: usize,
     /// A target that was Current within this window is promoted at once (rollback).
     pub rollback_window: Duration,
+    /// The progress deadline of a WorkerDeployment without `spec.progressDeadlineSeconds`.
+    pub default_progress_deadline: Duration,
 }
 
 impl Default for ControllerSettings {
@@ -40,9 +42,14 @@ impl Default for ControllerSettings {
         Self {
             max_versions_ineligible_for_deletion: 75,
             rollback_window: Duration::from_secs(3600),
+            default_progress_deadline: DEFAULT_PROGRESS_DEADLINE,
         }
     }
 }
+
+/// The progress deadline when neither the spec nor the controller's flag sets one: the
+/// Kubernetes Deployment default.
+pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
 
 /// The spec cannot be acted on; `message` lists every problem, `; `-separated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,6 +131,13 @@ pub fn desired(
         terminate_pinned_after: optional(&spec.sunset.terminate_pinned_after)?,
         upgrade_signal: spec.sunset.upgrade_signal.clone(),
         control: control(twd),
+        progress_deadline: spec
+            .progress_deadline_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .filter(|s| *s > 0)
+            .map_or(settings.default_progress_deadline, Duration::from_secs),
+        abort_on_failure: spec.rollout.on_failure == crate::api::twd::OnFailure::Abort,
+        generation: twd.metadata.generation.unwrap_or_default(),
         step_gates: spec
             .rollout
             .steps
@@ -245,6 +259,7 @@ fn control(twd: &TemporalWorkerDeployment) -> Control {
         abort: twd.spec.rollout.abort,
         promote: annotation(ANNOTATION_PROMOTE),
         skip_step: annotation(ANNOTATION_SKIP_STEP).and_then(|v| parse_skip_step(&v).ok()),
+        retry: annotation(crate::api::ANNOTATION_RETRY),
         record: twd
             .status
             .as_ref()
@@ -1094,8 +1109,16 @@ mod tests {
         let settings = ControllerSettings {
             max_versions_ineligible_for_deletion: 5,
             rollback_window: Duration::from_secs(60),
+            default_progress_deadline: Duration::from_secs(90),
         };
         let d = desired(&t, &settings).unwrap();
+        assert_eq!(d.progress_deadline, Duration::from_secs(90), "the default");
+        let mut with_own = t.clone();
+        with_own.spec.progress_deadline_seconds = Some(15);
+        with_own.spec.rollout.on_failure = crate::api::twd::OnFailure::Abort;
+        let own = desired(&with_own, &settings).unwrap();
+        assert_eq!(own.progress_deadline, Duration::from_secs(15), "the spec's");
+        assert!(own.abort_on_failure && !d.abort_on_failure);
         assert_eq!(
             d.build_id,
             build_id::compute(&t.spec.template, None).unwrap()

@@ -32,6 +32,8 @@ pub struct RunOptions {
     pub fast_poll: Duration,
     pub max_versions_ineligible_for_deletion: usize,
     pub rollback_window: Duration,
+    /// The progress deadline of a WorkerDeployment that sets none.
+    pub default_progress_deadline: Duration,
     pub pod_name: Option<String>,
     /// Bearer-token authentication of the status API (and optionally `/metrics`).
     pub api_auth: ApiAuth,
@@ -88,6 +90,7 @@ pub mod defaults {
     pub const BACKLOG_POLL: Duration = Duration::from_secs(15);
     pub const MAX_VERSIONS_INELIGIBLE_FOR_DELETION: usize = 75;
     pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
+    pub const PROGRESS_DEADLINE: Duration = crate::reconcile::validate::DEFAULT_PROGRESS_DEADLINE;
     pub const IDENTITY: &str = "temporal-worker-controller";
     pub const LEASE_NAME: &str = "temporal-worker-controller";
     /// Enough to keep 2 cores busy while calls wait on Temporal, few enough that a storm of
@@ -120,6 +123,7 @@ impl Default for RunOptions {
             fast_poll: defaults::FAST_POLL,
             max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
             rollback_window: defaults::ROLLBACK_WINDOW,
+            default_progress_deadline: defaults::PROGRESS_DEADLINE,
             pod_name: None,
             api_auth: ApiAuth::None,
             backlog_poll: Some(defaults::BACKLOG_POLL),
@@ -266,6 +270,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         planner: ControllerSettings {
             max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
             rollback_window: opts.rollback_window,
+            default_progress_deadline: opts.default_progress_deadline,
         },
         max_concurrent_reconciles: opts.max_concurrent_reconciles,
         budget_delay_report: opts.budget_delay_report,

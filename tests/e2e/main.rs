@@ -5,6 +5,7 @@
 //! namespace, so tests run in parallel against one shared environment.
 
 mod backlog;
+mod bad_build;
 mod deployment_settings;
 mod draining;
 mod engines;

@@ -113,6 +113,12 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
 - apiGroups: [""]
   resources: ["secrets", "configmaps"]
   verbs: ["get"]
+# The Pods of a target version, listed by label only while it waits to become routable, to say
+# why a build fails (image pull, crash loop, unschedulable) in its progress-deadline message
+# (src/reconcile/observe/target_pods.rs). Never watched; nothing is written.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 # events.k8s.io Events, a repeated Warning becoming a series (src/events.rs).
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]

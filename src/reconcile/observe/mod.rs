@@ -1,7 +1,8 @@
 //! The observe stage: reads the facts one reconcile needs — a Temporal client through the
 //! Connection ([`crate::reconcile::connect`]), gate input, the versioned Deployments and
 //! Temporal's view of the worker deployment, then the facts single rules need (autoscalers,
-//! step gates, pinned workflows, drain visibility, analysis samples), one file each.
+//! step gates, pinned workflows, drain visibility, analysis samples, the Current version's task
+//! queues and the target's Pods while the target waits), one file each.
 //! Read-only; all writes live in `act`. Only the reconcile drivers (`reconcile/mod.rs`,
 //! `finalize.rs`) call into it.
 
@@ -12,6 +13,7 @@ mod drain_visibility;
 mod gate_input;
 mod pollers;
 mod step_gates;
+mod target_pods;
 mod temporal;
 
 pub use deployments::{observed, owned_deployments};
@@ -64,6 +66,8 @@ impl Observed {
             now,
             delayed_by_budget: None,
             pollers: Default::default(),
+            current_task_queues: Vec::new(),
+            target_pods: None,
         }
     }
 }
@@ -94,6 +98,8 @@ pub async fn everything(
     drain_visibility::observe(client, &ctx.pinned, &deployment, prior, &mut input).await;
     analysis::observe(client, &deployment, &mut input).await;
     pollers::observe(&ctx.pollers, &ctx.settings.pollers, client, twd, &mut input).await;
+    temporal::current_queues(client, &deployment, &mut input).await;
+    target_pods::observe(&ctx.client, twd, &mut input).await;
     let consumed = crate::backlog::consumed(
         ctx.settings.backlog_scope,
         twd.annotations()

@@ -233,3 +233,34 @@ pub async fn target_facts(
     }
     Ok(facts)
 }
+
+/// The Current version's workflow task queues (and the target's, when not read yet), only while
+/// a registered, Available target waits to be routed (`planner::deadline::wants_queues`): a
+/// target that does not poll one of them is not routable, and the message says which.
+pub async fn current_queues(client: &TemporalClient, deployment: &str, input: &mut PlanInput) {
+    if !planner::deadline::wants_queues(input) {
+        return;
+    }
+    let Some(current) = input.temporal.routing.current_build_id.clone() else {
+        return;
+    };
+    let mut builds = vec![(current, true)];
+    if input.target_task_queues.is_empty() {
+        builds.push((input.desired.build_id.clone(), false));
+    }
+    for (build, is_current) in builds {
+        match client.describe_version(deployment, &build).await {
+            Ok(Some(detail)) if is_current => {
+                input.current_task_queues = detail.workflow_task_queues
+            }
+            Ok(Some(detail)) => input.target_task_queues = detail.workflow_task_queues,
+            Ok(None) => {}
+            // Only logged: unknown queues hold nothing back (the routing write itself checks),
+            // and the next reconcile asks again.
+            Err(e) => {
+                tracing::warn!(build_id = %build, error = %e, "reading a version's task queues failed");
+                return;
+            }
+        }
+    }
+}

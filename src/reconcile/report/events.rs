@@ -30,9 +30,12 @@ pub async fn warn_on_transition(
     let Some(p) = progressing(status) else {
         return;
     };
+    // Lost pollers read as in progress (they may come back), yet deserve one Warning: it is
+    // the only trace a loss that heals before the progress deadline leaves.
+    let lost = p.status == "True" && p.reason == reason::NO_ACTIVE_POLLERS;
     // A pause is a human's choice, not a failure: no Warning for it. Neither for poller
     // health that recovered or could not be asked (unknown is not unhealthy).
-    if p.status != "False"
+    if (p.status != "False" && !lost)
         || p.reason == reason::ROLLOUT_COMPLETE
         || p.reason == reason::ROLLOUT_PAUSED
         || p.reason == reason::POLLERS_HEALTHY

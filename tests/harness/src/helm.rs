@@ -179,6 +179,14 @@ fn template(
         return Ok(Err(out.stderr.trim().to_string()));
     }
     let mut manifests: BTreeMap<String, String> = BTreeMap::new();
+    // `helm template` leaves NOTES.txt out; a client-side dry-run install renders it.
+    if let Some(notes) = rendered_notes(&args[1..])? {
+        let chart_name = chart
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        manifests.insert(format!("{chart_name}/templates/NOTES.txt"), notes);
+    }
     let mut current: Option<String> = None;
     for line in out.stdout.lines() {
         if let Some(src) = line.strip_prefix("# Source: ") {
@@ -192,6 +200,24 @@ fn template(
         }
     }
     Ok(Ok(manifests))
+}
+
+/// The chart's NOTES as `helm install --dry-run=client` renders them for `args` (release,
+/// chart and flags as for `helm template`); `None` when the chart has none.
+fn rendered_notes(args: &[&str]) -> Result<Option<String>> {
+    let mut install = vec!["install"];
+    install.extend_from_slice(args);
+    install.extend(["--dry-run=client", "-o", "json"]);
+    let out = run(&install, None)?;
+    if !out.ok {
+        return Ok(None);
+    }
+    let release: Value = serde_json::from_str(&out.stdout)
+        .with_context(|| format!("helm install --dry-run output: {}", out.stdout))?;
+    Ok(release["info"]["notes"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string))
 }
 
 /// Lints and renders a chart for several value sets. Request `{"chart", "cases": [{"name",

@@ -6,8 +6,11 @@
 //!   node-lifecycle controller's job, which is not running), renews its Lease in
 //!   `kube-node-lease` and refreshes the Ready condition's heartbeat every 10 s.
 //! - **Scheduler.** Binds every Pod that has no `spec.nodeName` and whose `spec.schedulerName`
-//!   is `default-scheduler` (or empty) to this Node through `pods/binding`. It ignores
-//!   resources, taints, affinity and node selectors: there is only one Node.
+//!   is `default-scheduler` (or empty) to this Node through `pods/binding`, unless its
+//!   `nodeSelector` asks for a label the Node lacks (it has `kubernetes.io/hostname`, `os`,
+//!   `arch`): such a Pod stays `Pending`, unbound, with `PodScheduled=False/Unschedulable` and
+//!   the scheduler's message, as a real scheduler leaves it (never retried: the Node does not
+//!   change). It ignores resources, taints and affinity.
 //! - **Kubelet.** For every Pod bound to this Node, a per-Pod actor (fed by one watch, no
 //!   per-Pod polling of the API) runs the first container and reports through `pods/status`
 //!   what a kubelet would show:
@@ -28,6 +31,12 @@
 //!     until its worker ends (no periodic probe).
 //!   - Any other Pod is a **generic workload**: its container starts and is Ready at once and
 //!     runs until the Pod is deleted (so plain Deployments become available).
+//!   - **Images** are not pulled, except that an image whose registry host is a reserved name
+//!     that never resolves (`registry.invalid/...`, RFC 2606), which fails for a real kubelet
+//!     too, fails to pull: the container waits in `ErrImagePull` (the resolver's message) for
+//!     1 s, then in `ImagePullBackOff` (`Back-off pulling image "..."`) for a back-off of 1 s
+//!     doubling up to 30 s (a kubelet: 10 s to 5 min), then tries again. The pull comes before
+//!     the env is resolved, as in a kubelet.
 //!   - A missing Secret/ConfigMap (or key) of a volume keeps the Pod `Pending` with the
 //!     container waiting in `ContainerCreating`; of an env var, `CreateContainerConfigError`
 //!     (message like `secret "x" not found`). Both start as soon as the object appears.
@@ -40,13 +49,14 @@
 //!     period), the terminated container status is written, and the deletion is finished with
 //!     `gracePeriodSeconds: 0` and a UID precondition, as a kubelet does.
 //!
-//! What of a kubelet it skips: images (nothing is pulled; `image` is only echoed), the container
+//! What of a kubelet it skips: images (nothing is pulled; `image` is only echoed, except the
+//! unresolvable registry above; no `imagePullSecrets`, no `imagePullPolicy`), the container
 //! runtime, cgroups, resource limits and eviction, probes (readiness is "the worker polls"),
 //! restarts of anything but the worker thread, every container but the first (sidecars and
 //! init containers are reported as running / completed at once), logs, exec, attach, port
 //! forwarding, `hostNetwork`/ports, volumes other than Secret and ConfigMap (projected
 //! ServiceAccount tokens, `emptyDir`, … are not mounted), `resourceFieldRef`, admission
-//! (capacity, node selectors), static Pods, Events, and status updates of Pods after the
+//! (capacity; node selectors are judged by the scheduler above), static Pods, Events, and status updates of Pods after the
 //! stand-in is shut down (the Node and its Pods then look like a kubelet that vanished).
 //! Pod IPs come from `10.88.0.0/16` but nothing listens on them; workers dial from loopback.
 //!
@@ -106,6 +116,8 @@ const PROBE_CALL_DEADLINE: Duration = Duration::from_secs(5);
 const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 const BACKOFF_RESET: Duration = Duration::from_secs(60);
+/// How long `ErrImagePull` shows before `ImagePullBackOff` (a kubelet's next Pod sync).
+const PULL_ERROR_SHOWN: Duration = Duration::from_secs(1);
 /// A failed status write is retried after this.
 const WRITE_RETRY: Duration = Duration::from_secs(1);
 /// Concurrent `pods/binding` calls.
@@ -356,19 +368,67 @@ fn params() -> PatchParams {
     }
 }
 
-async fn register_node(client: &kube::Client, node: &str) -> Result<()> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let arch = match std::env::consts::ARCH {
+/// The labels of the one Node (what a kubelet sets on its own Node).
+fn node_labels(node: &str) -> BTreeMap<String, String> {
+    [
+        ("kubernetes.io/hostname", node),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", node_arch()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn node_arch() -> &'static str {
+    match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
         other => other,
-    };
+    }
+}
+
+/// Why no Node fits the Pod, in the scheduler's words, when its `nodeSelector` asks for a
+/// label the one Node does not have.
+fn unschedulable(pod: &Pod, node: &str) -> Option<String> {
+    let selector = pod.spec.as_ref()?.node_selector.as_ref()?;
+    let labels = node_labels(node);
+    let fits = selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+    (!fits).then(|| {
+        "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. \
+         preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+            .to_string()
+    })
+}
+
+/// Marks a Pod no Node fits as the scheduler does: `PodScheduled=False/Unschedulable`, left
+/// Pending and unbound.
+async fn mark_unschedulable(api: &Api<Pod>, pod: &Pod, message: &str) -> bool {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(api.clone().into_client(), &ns);
+    let patch = json!({"status": {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": message, "lastProbeTime": null, "lastTransitionTime": time(now()),
+    }]}});
+    match api
+        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+    {
+        Ok(_) => true,
+        Err(e) if is_status(&e, 404) => true,
+        Err(e) => {
+            tracing::debug!(pod = %format!("{ns}/{name}"), error = %e, "marking unschedulable failed (retrying)");
+            false
+        }
+    }
+}
+
+async fn register_node(client: &kube::Client, node: &str) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let arch = node_arch();
     let body: Node = serde_json::from_value(json!({
-        "metadata": {"name": node, "labels": {
-            "kubernetes.io/hostname": node,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": arch,
-        }},
+        "metadata": {"name": node, "labels": node_labels(node)},
         "spec": {"podCIDR": "10.88.0.0/16", "podCIDRs": ["10.88.0.0/16"]},
     }))?;
     let created = nodes
@@ -543,9 +603,11 @@ async fn schedule(client: kube::Client, node: String) {
                     let Ok(_permit) = permits.acquire().await else {
                         return;
                     };
-                    if !bind(&api, &pod, &node).await
-                        && let Ok(mut b) = binding.lock()
-                    {
+                    let done = match unschedulable(&pod, &node) {
+                        Some(why) => mark_unschedulable(&api, &pod, &why).await,
+                        None => bind(&api, &pod, &node).await,
+                    };
+                    if !done && let Ok(mut b) = binding.lock() {
                         // A later event of this Pod retries.
                         b.remove(&uid);
                     }
@@ -664,6 +726,14 @@ enum Run {
     },
     /// Exited; restarts at `until`.
     BackOff { until: Instant, message: String },
+    /// The image cannot be pulled: `ErrImagePull` right after an attempt, then
+    /// `ImagePullBackOff` until the next attempt (`retry` at `until`).
+    Pull {
+        reason: &'static str,
+        message: String,
+        until: Instant,
+        retry: bool,
+    },
     /// Started. `worker` is `None` for a generic container (ready at once).
     Running {
         started_at: jiff::Timestamp,
@@ -700,6 +770,8 @@ struct PodActor {
     restart_count: i32,
     last_terminated: Option<Value>,
     backoff: Duration,
+    /// Image-pull back-off (the next one).
+    pull_backoff: Duration,
     ready: bool,
     ready_changed: jiff::Timestamp,
     last_written: Option<Value>,
@@ -743,6 +815,7 @@ impl PodActor {
             restart_count: 0,
             last_terminated: None,
             backoff: BACKOFF_START,
+            pull_backoff: BACKOFF_START,
             ready: false,
             ready_changed: t,
             last_written: None,
@@ -835,7 +908,14 @@ impl PodActor {
         match &mut self.run {
             Run::Waiting { .. } => self.try_start().await,
             Run::BackOff { until, .. } if Instant::now() >= *until => self.try_start().await,
-            Run::BackOff { .. } | Run::Done { .. } => {}
+            Run::Pull { until, retry, .. } if Instant::now() >= *until => {
+                if *retry {
+                    self.try_start().await;
+                } else {
+                    self.pull_backed_off();
+                }
+            }
+            Run::BackOff { .. } | Run::Done { .. } | Run::Pull { .. } => {}
             Run::Running {
                 worker: Some(w),
                 ready,
@@ -901,6 +981,10 @@ impl PodActor {
         if self.ip.is_none() {
             let n = self.ctx.next_ip.fetch_add(1, Ordering::SeqCst);
             self.ip = Some(format!("10.88.{}.{}", (n / 250) % 256, n % 250 + 2));
+        }
+        // A kubelet pulls the image before it makes the container's config.
+        if self.pull_failed(container) {
+            return;
         }
         let env = match self.resolve_env(container) {
             Ok(env) => env,
@@ -1009,6 +1093,39 @@ impl PodActor {
                 };
             }
         }
+    }
+
+    /// Pulls the image: `ErrImagePull` when it cannot be pulled ([`pull_failure`]).
+    fn pull_failed(&mut self, container: &Container) -> bool {
+        let Some(message) = container.image.as_deref().and_then(pull_failure) else {
+            return false;
+        };
+        self.run = Run::Pull {
+            reason: "ErrImagePull",
+            message,
+            until: Instant::now() + PULL_ERROR_SHOWN,
+            retry: false,
+        };
+        true
+    }
+
+    /// After `ErrImagePull`: `ImagePullBackOff` until the next attempt, the back-off doubling.
+    fn pull_backed_off(&mut self) {
+        let image = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default();
+        let delay = self.pull_backoff;
+        self.pull_backoff = (self.pull_backoff * 2).min(BACKOFF_MAX);
+        self.run = Run::Pull {
+            reason: "ImagePullBackOff",
+            message: format!("Back-off pulling image {image:?}"),
+            until: Instant::now() + delay,
+            retry: true,
+        };
     }
 
     /// The container exited: back off and restart, or finish, as `restartPolicy` says.
@@ -1171,8 +1288,10 @@ impl PodActor {
 
     async fn wait(&mut self) -> Wake {
         let deadline = match (&self.run, self.retry_write_at) {
-            (Run::BackOff { until, .. }, Some(r)) => Some((*until).min(r)),
-            (Run::BackOff { until, .. }, None) => Some(*until),
+            (Run::BackOff { until, .. } | Run::Pull { until, .. }, Some(r)) => {
+                Some((*until).min(r))
+            }
+            (Run::BackOff { until, .. } | Run::Pull { until, .. }, None) => Some(*until),
             (_, r) => r,
         };
         let sleep = async {
@@ -1293,6 +1412,12 @@ impl PodActor {
             }
             Run::BackOff { message, .. } => (
                 json!({"waiting": {"reason": "CrashLoopBackOff", "message": message}}),
+                false,
+            ),
+            Run::Pull {
+                reason, message, ..
+            } => (
+                json!({"waiting": {"reason": reason, "message": message}}),
                 false,
             ),
             Run::Running { started_at, .. } => {
@@ -1665,6 +1790,29 @@ fn secret_data(secret: &Secret) -> BTreeMap<String, Vec<u8>> {
 
 /// Kubernetes' `$(VAR)` expansion of env values: known names are replaced, `$$` is a literal
 /// `$`, anything else is kept as written.
+/// Why pulling `image` fails as it would for a real kubelet, if it does: its registry host is
+/// a reserved name that never resolves (RFC 2606 `.invalid`). Everything else "pulls".
+fn pull_failure(image: &str) -> Option<String> {
+    let (first, rest) = image.split_once('/')?;
+    let host = first.split(':').next().unwrap_or(first);
+    let registry = first.contains('.') || first.contains(':') || first == "localhost";
+    if !registry || !(host == "invalid" || host.ends_with(".invalid")) {
+        return None;
+    }
+    let (repo, reference) = match rest.rsplit_once('@') {
+        Some((r, d)) => (r, d),
+        None => match rest.rsplit_once(':') {
+            Some((r, t)) if !t.contains('/') => (r, t),
+            _ => (rest, "latest"),
+        },
+    };
+    Some(format!(
+        "failed to pull and unpack image {image:?}: failed to resolve reference {image:?}: \
+         failed to do request: Head \"https://{first}/v2/{repo}/manifests/{reference}\": dial \
+         tcp: lookup {host}: no such host"
+    ))
+}
+
 fn expand(value: &str, env: &BTreeMap<String, String>) -> String {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
@@ -1878,8 +2026,43 @@ async fn describe(conn: Connection, namespace: &str, task_queue: &str) -> Result
 
 #[cfg(test)]
 mod tests {
-    use super::expand;
+    use super::{expand, pull_failure, unschedulable};
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn only_images_of_an_unresolvable_registry_fail_to_pull() {
+        let m = pull_failure("registry.invalid/team/worker:v2").expect("fails");
+        assert!(m.contains("lookup registry.invalid: no such host"), "{m}");
+        assert!(m.contains("/v2/team/worker/manifests/v2"), "{m}");
+        assert!(pull_failure("registry.invalid:5000/w@sha256:abc").is_some());
+        assert_eq!(pull_failure("worker:v2"), None);
+        assert_eq!(pull_failure("ghcr.io/temporalio/worker:v2"), None);
+        assert_eq!(
+            pull_failure("invalid/worker:v2"),
+            None,
+            "a Docker Hub user, not a host"
+        );
+    }
+
+    #[test]
+    fn a_node_selector_the_node_lacks_is_unschedulable() {
+        let pod = |selector: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c"}], "nodeSelector": selector}}))
+            .unwrap()
+        };
+        assert_eq!(
+            unschedulable(&pod(json!({"kubernetes.io/os": "linux"})), "n"),
+            None
+        );
+        let why = unschedulable(&pod(json!({"pool": "gpu"})), "n").expect("unschedulable");
+        assert!(
+            why.contains("didn't match Pod's node affinity/selector"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn env_expansion_follows_kubernetes() {

@@ -20,7 +20,7 @@ local terminalReasons = {
   ConnectionRolloutStalled = true,
   DuplicateInstall = true,
   RolloutAborted = true,
-  NoActivePollers = true,
+  ProgressDeadlineExceeded = true,
 }
 
 local function findCondition(conditions, conditionType)
