@@ -24,6 +24,7 @@ pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod go_status;
 pub mod http;
 pub mod metrics;
 pub mod milestones;

@@ -124,6 +124,14 @@ pub async fn reconcile(
     .await
 }
 
+/// The same for one ClusterConnection, through its Connection-model view.
+pub async fn reconcile_cluster(
+    cluster: Arc<crate::api::ClusterConnection>,
+    ctx: Arc<ConnectionContext>,
+) -> Result<Action, Error> {
+    reconcile(Arc::new(cluster.as_connection()), ctx).await
+}
+
 async fn attempt(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,
