@@ -65,9 +65,7 @@ pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
                 twd: attempt.twd,
             };
             let (decided, streak) = decide(ctx, &retry);
-            if let Some(status) =
-                new_status(&retry, &decided, streak, &deployment_uids(ctx, &retry.twd))
-            {
+            if let Some(status) = new_status(&retry, &decided, streak, &GoInputs::default()) {
                 let _ = write(ctx, &retry, status).await;
             }
             requeue(ctx, decided.requeue, None)
@@ -81,8 +79,14 @@ async fn write_new(
     decided: &Verdict,
     streak: u32,
 ) -> Result<(), Outcome> {
-    let uids = deployment_uids(ctx, &attempt.twd);
-    match new_status(attempt, decided, streak, &uids) {
+    let go = GoInputs {
+        uids: deployment_uids(ctx, &attempt.twd),
+        target_queues: attempt.planned.as_ref().map_or_else(Vec::new, |p| {
+            ctx.pollers
+                .workflow_queues(&attempt.twd.key(), &p.input.desired.build_id)
+        }),
+    };
+    match new_status(attempt, decided, streak, &go) {
         None => Ok(()),
         Some(status) => write(ctx, attempt, status).await,
     }
@@ -166,6 +170,16 @@ fn jitter() -> f64 {
     f64::from(nanos % 1000) / 1000.0
 }
 
+/// What the Go-shaped status fields need beyond the plan's input ([`crate::go_status`]).
+#[derive(Default)]
+struct GoInputs {
+    /// Versioned Deployment name → UID.
+    uids: std::collections::BTreeMap<String, String>,
+    /// The target's workflow task queues as the poller check read them (the plan's input has
+    /// them only while a gate or a migration needs them).
+    target_queues: Vec<String>,
+}
+
 /// Versioned Deployment name → UID, from the cache (for the Go-shaped `deployment`
 /// references, [`crate::go_status`]).
 fn deployment_uids(
@@ -191,7 +205,7 @@ fn new_status(
     attempt: &Attempt,
     verdict: &Verdict,
     streak: u32,
-    uids: &std::collections::BTreeMap<String, String>,
+    go: &GoInputs,
 ) -> Option<TemporalWorkerDeploymentStatus> {
     let blocked = |stalled| match &attempt.outcome {
         Outcome::Failed(f) => Some(Blocked {
@@ -235,9 +249,13 @@ fn new_status(
             &mut status,
             &crate::go_status::GoFacts {
                 namespace: twd.metadata.namespace.as_deref().unwrap_or_default(),
-                uids,
+                uids: &go.uids,
                 conflict_token: &input.temporal.conflict_token,
-                target_task_queues: &input.target_task_queues,
+                target_task_queues: if input.target_task_queues.is_empty() {
+                    &go.target_queues
+                } else {
+                    &input.target_task_queues
+                },
                 connection_ref: &twd.spec.worker_options.connection_ref,
             },
         );
