@@ -129,7 +129,11 @@ pub async fn reconcile_cluster(
     cluster: Arc<crate::api::ClusterConnection>,
     ctx: Arc<ConnectionContext>,
 ) -> Result<Action, Error> {
-    reconcile(Arc::new(cluster.as_connection()), ctx).await
+    let mut view = cluster.as_connection();
+    // The reconciler skeleton keys its span and metrics by namespace: a cluster-scoped
+    // object's is empty (nothing here reads a ClusterConnection's namespace otherwise).
+    view.metadata.namespace = Some(String::new());
+    reconcile(Arc::new(view), ctx).await
 }
 
 async fn attempt(
