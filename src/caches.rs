@@ -31,8 +31,9 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REVISION, KindSet,
-    LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerOwnedResource,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REVISION,
+    ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection,
+    TemporalWorkerOwnedResource,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::render::settings::ANNOTATION_SETTINGS;
@@ -48,6 +49,8 @@ pub struct Caches {
     pub autoscalers: Store<HorizontalPodAutoscaler>,
     pub connections: Vec<(KindSet, Store<TemporalConnection>)>,
     pub templates: Vec<(KindSet, Store<TemporalWorkerOwnedResource>)>,
+    /// The ClusterConnections (cluster installs only; a namespaced install reads none).
+    pub cluster_connections: Option<Store<ClusterConnection>>,
     /// One per store above: whether it has listed.
     listed: Vec<Listed>,
     secrets: Arc<SecretBodies>,
@@ -114,9 +117,23 @@ impl Caches {
             autoscalers,
             connections: connections.into_iter().map(|(k, (s, _))| (k, s)).collect(),
             templates: templates.into_iter().map(|(k, (s, _))| (k, s)).collect(),
+            cluster_connections: None,
             listed,
             secrets: Arc::default(),
         }
+    }
+
+    /// Adds the ClusterConnections' store (a cluster install's).
+    pub fn with_cluster_connections(mut self, (store, listed): Listing<ClusterConnection>) -> Self {
+        self.cluster_connections = Some(store);
+        self.listed.push(listed);
+        self
+    }
+
+    /// The ClusterConnection `name`, if cached, as the Connection model reads it.
+    pub fn cluster_connection(&self, name: &str) -> Option<TemporalConnection> {
+        let store = self.cluster_connections.as_ref()?;
+        store.get(&ObjectRef::new(name)).map(|c| c.as_connection())
     }
 
     /// Resolves once every store has listed (at once afterwards).

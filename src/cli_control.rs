@@ -186,6 +186,9 @@ mod tests {
                     build_id: "v2".into(),
                     status,
                     deployment: None,
+                    deployment_name: None,
+                    task_queues: Vec::new(),
+                    managed_by: None,
                     healthy_since: None,
                     replicas: None,
                     ready_replicas: None,
@@ -197,6 +200,7 @@ mod tests {
                 step_started_at: None,
                 next_step_at: None,
                 gate_workflows: vec![],
+                test_workflows: vec![],
             }),
             ..Default::default()
         });

@@ -19,7 +19,7 @@ use tracing::warn;
 
 use crate::api::KindSet;
 use crate::api::{
-    LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
+    ClusterConnection, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
     TemporalWorkerOwnedResource,
 };
 use crate::caches::{Caches, Listed, Listing};
@@ -47,6 +47,13 @@ pub fn build(
         .map(|set| watch_kind(&client, &scopes, set))
         .unzip();
     let workers = Workers::new(kinds.iter().map(|k| (k.set, listing(&k.workers))).collect());
+    // ClusterConnections are watched by cluster installs only: a namespaced one may not read
+    // cluster-scoped objects, and reports a worker deployment naming one instead.
+    let cluster_connections = ctx
+        .settings
+        .watch_namespaces
+        .is_empty()
+        .then(|| reflect_cluster_connections(&client));
     let (caches, feed) = caches(
         &client,
         &scopes,
@@ -60,6 +67,10 @@ pub fn build(
             .collect(),
         feeds.into_iter().flatten().collect(),
     );
+    let caches = match &cluster_connections {
+        Some(watched) => caches.with_cluster_connections(listing(watched)),
+        None => caches,
+    };
     // Set once per process: a second build (never done) would keep the first caches.
     let _ = ctx.workers.set(workers.clone());
     let _ = ctx.caches.set(caches.clone());
@@ -72,13 +83,19 @@ pub fn build(
     ];
     let owned_ctx = owned_context(&ctx, caches);
     let connection_ctx = connection_context(&ctx, &workers);
+    let cluster = cluster_connections.is_some();
+    if let Some(watched) = cluster_connections {
+        let janitor =
+            build_cluster_connection_janitor(watched, connection_ctx.clone(), shutdown.clone());
+        running.push(janitor.boxed());
+    }
     for k in kinds {
         let (store, _, twds) = k.workers;
         let run = worker_controller(
             k.set,
             store,
             twds,
-            scopes.clone(),
+            (scopes.clone(), cluster),
             k.worker_changes,
             ctx.clone(),
             shutdown.clone(),
@@ -267,7 +284,7 @@ fn worker_controller(
     set: KindSet,
     store: Store<TemporalWorkerDeployment>,
     twds: impl Stream<Item = Result<TemporalWorkerDeployment, watcher::Error>> + Send + 'static,
-    scopes: Vec<Option<String>>,
+    (scopes, cluster): (Vec<Option<String>>, bool),
     deployments: DeploymentChanges,
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -282,7 +299,18 @@ fn worker_controller(
         .touched_objects()
         .boxed()
     }));
+    let cluster_connections = if cluster {
+        watcher(
+            Api::<ClusterConnection>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .boxed()
+    } else {
+        stream::empty().boxed()
+    };
     let mapper_store = store.clone();
+    let cluster_mapper_store = store.clone();
     let won = leadership_won(ctx.leader.clone());
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     Controller::for_stream_with(twds, store, set)
@@ -298,12 +326,31 @@ fn worker_controller(
                     .state()
                     .into_iter()
                     .filter(|t| {
-                        t.namespace() == ns && t.spec.worker_options.connection_ref.name == name
+                        let r = &t.spec.worker_options.connection_ref;
+                        t.namespace() == ns && !r.is_cluster() && r.name == name
                     })
                     .map(|t| ObjectRef::from_obj_with(&*t, set))
                     .collect::<Vec<_>>()
             },
             set,
+        )
+        // A ClusterConnection change requeues every worker deployment, in any namespace,
+        // naming it.
+        .watches_stream_with(
+            cluster_connections,
+            move |cc: ClusterConnection| {
+                let name = cc.name_any();
+                cluster_mapper_store
+                    .state()
+                    .into_iter()
+                    .filter(|t| {
+                        let r = &t.spec.worker_options.connection_ref;
+                        r.is_cluster() && r.name == name
+                    })
+                    .map(|t| ObjectRef::from_obj_with(&*t, set))
+                    .collect::<Vec<_>>()
+            },
+            (),
         )
         // Followers do nothing and wait; the replica that wins the Lease looks at everything.
         .reconcile_all_on(won)
@@ -606,14 +653,63 @@ fn build_connection_janitor(
             users,
             move |t: TemporalWorkerDeployment| {
                 let ns = t.namespace()?;
-                let name = &t.spec.worker_options.connection_ref.name;
-                Some(ObjectRef::new_with(name, set).within(&ns))
+                let r = &t.spec.worker_options.connection_ref;
+                (!r.is_cluster()).then(|| ObjectRef::new_with(&r.name, set).within(&ns))
             },
             set,
         )
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
         .run(crate::connection::reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+}
+
+/// The ClusterConnections' watch (cluster installs only), into one store.
+fn reflect_cluster_connections(client: &kube::Client) -> Watched<ClusterConnection> {
+    let apis = vec![Api::<ClusterConnection>::all(client.clone())];
+    let prepare = |o: &mut ClusterConnection| crate::caches::slim_own(o);
+    let (store, listed, applied) = reflect_apis(
+        &[None],
+        apis,
+        (),
+        watcher::Config::default(),
+        prepare,
+        false,
+    );
+    (store, listed, applied.boxed())
+}
+
+/// The Connection reconciler (`crate::connection`) for ClusterConnections: their users are
+/// worker deployments of both kind sets in every namespace.
+fn build_cluster_connection_janitor(
+    (store, _, connections): Watched<ClusterConnection>,
+    ctx: Arc<crate::connection::ConnectionContext>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let users = stream::select_all(KindSet::ALL.into_iter().map(|set| {
+        watcher(
+            api_in_set::<TemporalWorkerDeployment>(&ctx.client, &None, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(predicates::generation, Default::default())
+        .boxed()
+    }));
+    let won = leadership_won(ctx.leader.clone());
+    let config = controller::Config::default().debounce(std::time::Duration::from_secs(1));
+    Controller::for_stream(connections, store)
+        .with_config(config)
+        .watches_stream_with(
+            users,
+            |t: TemporalWorkerDeployment| {
+                let r = &t.spec.worker_options.connection_ref;
+                r.is_cluster().then(|| ObjectRef::new(&r.name))
+            },
+            KindSet::Canonical,
+        )
+        .reconcile_all_on(won)
+        .graceful_shutdown_on(shutdown)
+        .run(crate::connection::reconcile_cluster, error_policy, ctx)
         .for_each(|_| async {})
 }
 

@@ -7,7 +7,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::api::connection::TemporalConnectionCrd;
+use crate::api::connection::{TemporalConnectionCrd, cluster_connection_crd};
 use crate::api::kinds::{KindSet, Model, crd_for};
 use crate::api::twd::TemporalWorkerDeploymentCrd;
 use crate::api::twor::TemporalWorkerOwnedResourceCrd;
@@ -27,14 +27,21 @@ fn all_crds() -> Vec<CustomResourceDefinition> {
         (Model::Connection, TemporalConnectionCrd::crd()),
         (Model::Template, TemporalWorkerOwnedResourceCrd::crd()),
     ];
-    KindSet::ALL
+    let mut crds: Vec<CustomResourceDefinition> = KindSet::ALL
         .into_iter()
         .flat_map(|set| {
             seeds
                 .iter()
                 .map(move |(model, seed)| crd_for(seed, set, *model))
         })
-        .collect()
+        .collect();
+    let connection = crd_for(
+        &TemporalConnectionCrd::crd(),
+        KindSet::Canonical,
+        Model::Connection,
+    );
+    crds.push(cluster_connection_crd(&connection));
+    crds
 }
 
 fn file_of(crd: &CustomResourceDefinition) -> (String, String) {

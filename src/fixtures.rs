@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 
 use crate::api::twd::{
-    GateSpec, GateWorkflowStatus, LocalRef, RolloutSpec, RolloutStep, RolloutStrategy, SunsetSpec,
-    TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
+    ConnectionRef, GateSpec, GateWorkflowStatus, RolloutSpec, RolloutStep, RolloutStrategy,
+    SunsetSpec, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus, WorkerOptions,
 };
 use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
 use crate::events::EventSink;
@@ -99,9 +99,7 @@ impl TemporalWorkerDeployment {
                 },
                 sunset: SunsetSpec::default(),
                 worker_options: WorkerOptions {
-                    connection_ref: LocalRef {
-                        name: "prod".into(),
-                    },
+                    connection_ref: ConnectionRef::named("prod"),
                     temporal_namespace: "orders-ns".into(),
                     custom_build_id: None,
                     unsafe_custom_build_id: None,
@@ -433,6 +431,9 @@ impl crate::api::twd::DeprecatedVersion {
                 build_id: build.into(),
                 status,
                 deployment: None,
+                deployment_name: None,
+                task_queues: Vec::new(),
+                managed_by: None,
                 healthy_since: None,
                 replicas: None,
                 ready_replicas: None,

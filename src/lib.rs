@@ -28,6 +28,7 @@ pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod go_status;
 pub mod http;
 pub mod luagen;
 pub mod metrics;

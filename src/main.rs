@@ -251,12 +251,35 @@ impl Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Address for /metrics, /healthz, /readyz and the status API.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    http_addr: SocketAddr,
-    /// Use a Lease so that only one replica acts at a time.
+    /// Address for /metrics, /healthz, /readyz and the status API [default: 0.0.0.0:8080,
+    /// or the first of the Go flags below when only those are given].
     #[arg(long)]
+    http_addr: Option<SocketAddr>,
+    /// The Go controller's metrics address (`:8080`, `127.0.0.1:8080`; `0` turns it off):
+    /// served too, with every endpoint, unless its port is already served. See
+    /// [`http_addrs`] for the precedence.
+    #[arg(long, value_parser = go_bind_address)]
+    metrics_bind_address: Option<GoBind>,
+    /// The Go controller's health-probe address (`:8081`): served too, with every endpoint.
+    #[arg(long, value_parser = go_bind_address)]
+    health_probe_bind_address: Option<GoBind>,
+    /// Use a Lease so that only one replica acts at a time (`--leader-elect` or, as the Go
+    /// manager takes it, `--leader-elect=true|false`).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", default_value = "false", action = clap::ArgAction::Set)]
     leader_elect: bool,
+    /// The Go manager's logging flags (`--zap-devel`, `--zap-encoder`, `--zap-log-level`,
+    /// `--zap-stacktrace-level`, `--zap-time-encoding`): accepted and ignored with one warning
+    /// (logging here is set with `RUST_LOG`).
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "true")]
+    zap_devel: Option<String>,
+    #[arg(long, hide = true)]
+    zap_encoder: Option<String>,
+    #[arg(long, hide = true)]
+    zap_log_level: Option<String>,
+    #[arg(long, hide = true)]
+    zap_stacktrace_level: Option<String>,
+    #[arg(long, hide = true)]
+    zap_time_encoding: Option<String>,
     #[arg(long, default_value = defaults::LEASE_NAME)]
     lease_name: String,
     /// Namespace of the Lease (default: POD_NAMESPACE, else the client's default namespace).
@@ -679,10 +702,113 @@ fn predecessors(given: Vec<String>) -> Vec<String> {
     given
 }
 
+/// A Go manager bind address: `host:port`, `:port` (every interface) or `0` (off).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GoBind {
+    Off,
+    At(SocketAddr),
+}
+
+fn go_bind_address(s: &str) -> Result<GoBind, String> {
+    if s == "0" {
+        return Ok(GoBind::Off);
+    }
+    let full = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
+    full.parse()
+        .map(GoBind::At)
+        .map_err(|e| format!("{s:?} is not host:port, :port or 0: {e}"))
+}
+
+/// Where the HTTP server (metrics, health, status API: every endpoint on each address)
+/// listens. Precedence: `--http-addr` when given; otherwise the first Go address given
+/// (`--metrics-bind-address`, then `--health-probe-bind-address`); otherwise 0.0.0.0:8080.
+/// Every other Go address is served too, except one whose port is already served (say the Go
+/// chart's `127.0.0.1:8080` beside our `0.0.0.0:8080`, which already answers there) or `0`.
+/// Never refuses the Go chart's defaults. Returns the addresses and the one line saying what
+/// the Go flags did, if any were given.
+fn http_addrs(
+    ours: Option<SocketAddr>,
+    metrics: Option<GoBind>,
+    probes: Option<GoBind>,
+) -> (Vec<SocketAddr>, Option<String>) {
+    let go: Vec<(&str, SocketAddr)> = [
+        ("--metrics-bind-address", metrics),
+        ("--health-probe-bind-address", probes),
+    ]
+    .into_iter()
+    .filter_map(|(flag, b)| match b {
+        Some(GoBind::At(a)) => Some((flag, a)),
+        _ => None,
+    })
+    .collect();
+    let primary = ours
+        .or_else(|| go.first().map(|(_, a)| *a))
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 8080)));
+    let mut addrs = vec![primary];
+    let mut notes = Vec::new();
+    for (flag, a) in go {
+        if addrs.contains(&a) {
+            notes.push(format!("{flag} {a}: served"));
+        } else if addrs.iter().any(|b| b.port() == a.port()) {
+            notes.push(format!("{flag} {a}: already answered on port {}", a.port()));
+        } else {
+            addrs.push(a);
+            notes.push(format!("{flag} {a}: served"));
+        }
+    }
+    let given = metrics.is_some() || probes.is_some();
+    let line = given.then(|| {
+        let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+        format!(
+            "Go manager flags: HTTP (metrics, /healthz, /readyz, status API) on {} ({})",
+            list.join(" and "),
+            if notes.is_empty() {
+                "metrics off".to_string()
+            } else {
+                notes.join("; ")
+            }
+        )
+    });
+    (addrs, line)
+}
+
+/// The `--zap-*` flags given, for the one warning that they are ignored.
+fn zap_flags(args: &RunArgs) -> Vec<&'static str> {
+    [
+        ("--zap-devel", &args.zap_devel),
+        ("--zap-encoder", &args.zap_encoder),
+        ("--zap-log-level", &args.zap_log_level),
+        ("--zap-stacktrace-level", &args.zap_stacktrace_level),
+        ("--zap-time-encoding", &args.zap_time_encoding),
+    ]
+    .into_iter()
+    .filter_map(|(f, v)| v.as_ref().map(|_| f))
+    .collect()
+}
+
 async fn run_controller(args: RunArgs) -> Result<(), String> {
+    let zap = zap_flags(&args);
+    if !zap.is_empty() {
+        tracing::warn!(
+            flags = %zap.join(", "),
+            "the Go manager's --zap-* logging flags are ignored; set RUST_LOG instead"
+        );
+    }
+    let (addrs, go_note) = http_addrs(
+        args.http_addr,
+        args.metrics_bind_address,
+        args.health_probe_bind_address,
+    );
+    if let Some(note) = go_note {
+        tracing::info!("{note}");
+    }
     let webhook = webhook_options(args.webhook, args.lease_namespace.as_deref())?;
     let opts = run::RunOptions {
-        http_addr: args.http_addr,
+        http_addr: addrs[0],
+        extra_http_addrs: addrs[1..].to_vec(),
         leader_elect: args.leader_elect,
         lease_name: args.lease_name,
         lease_namespace: args.lease_namespace,
@@ -758,6 +884,79 @@ fn kind_list(kinds: Vec<String>) -> Vec<String> {
 mod tests {
     use super::*;
     use temporal_worker_controller::run::{ApiAuth, RunOptions};
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("addr")
+    }
+
+    #[test]
+    fn the_go_charts_manager_flags_are_accepted_and_its_two_addresses_served() {
+        // As the Go chart's templates/manager.yaml passes them.
+        let a = run_args(&[
+            "--leader-elect",
+            "--metrics-bind-address=127.0.0.1:8080",
+            "--health-probe-bind-address=:8081",
+            "--zap-log-level=info",
+            "--zap-devel",
+            "--zap-encoder",
+            "json",
+        ]);
+        assert!(a.leader_elect);
+        assert_eq!(
+            zap_flags(&a),
+            ["--zap-devel", "--zap-encoder", "--zap-log-level"]
+        );
+        let (addrs, note) = http_addrs(
+            a.http_addr,
+            a.metrics_bind_address,
+            a.health_probe_bind_address,
+        );
+        assert_eq!(addrs, [addr("127.0.0.1:8080"), addr("0.0.0.0:8081")]);
+        let note = note.expect("one line about the Go flags");
+        assert!(note.contains("127.0.0.1:8080 and 0.0.0.0:8081"), "{note}");
+    }
+
+    #[test]
+    fn ours_wins_and_a_go_address_on_a_port_already_served_is_not_bound_twice() {
+        let a = run_args(&[
+            "--http-addr=0.0.0.0:8080",
+            "--metrics-bind-address=127.0.0.1:8080",
+            "--health-probe-bind-address=:8081",
+        ]);
+        let (addrs, note) = http_addrs(
+            a.http_addr,
+            a.metrics_bind_address,
+            a.health_probe_bind_address,
+        );
+        assert_eq!(addrs, [addr("0.0.0.0:8080"), addr("0.0.0.0:8081")]);
+        assert!(
+            note.expect("note")
+                .contains("already answered on port 8080")
+        );
+        // Without any Go flag: our default, and nothing to say.
+        let (addrs, note) = http_addrs(None, None, None);
+        assert_eq!((addrs, note), (vec![addr("0.0.0.0:8080")], None));
+        // `0` turns the Go metrics address off.
+        let (addrs, _) = http_addrs(
+            None,
+            Some(GoBind::Off),
+            Some(GoBind::At(addr("0.0.0.0:8081"))),
+        );
+        assert_eq!(addrs, [addr("0.0.0.0:8081")]);
+    }
+
+    #[test]
+    fn go_bind_addresses_parse_as_the_go_manager_takes_them() {
+        assert_eq!(
+            go_bind_address(":8081"),
+            Ok(GoBind::At(addr("0.0.0.0:8081")))
+        );
+        assert_eq!(go_bind_address("0"), Ok(GoBind::Off));
+        assert!(go_bind_address("localhost").is_err());
+        assert!(!run_args(&["--leader-elect=false"]).leader_elect);
+        assert!(run_args(&["--leader-elect=true"]).leader_elect);
+        assert!(!run_args(&[]).leader_elect);
+    }
 
     #[test]
     fn flag_defaults_are_the_library_defaults() {

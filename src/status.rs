@@ -407,7 +407,11 @@ fn info(build: &str, status: VersionStatus, d: Option<&ObservedDeployment>) -> V
     VersionInfo {
         build_id: build.to_string(),
         status,
-        deployment: d.map(|d| d.name.clone()),
+        deployment_name: d.map(|d| d.name.clone()),
+        // The Go-shaped fields are added by `crate::go_status` in the report stage.
+        deployment: None,
+        task_queues: Vec::new(),
+        managed_by: None,
         healthy_since: d.and_then(|d| d.healthy_since).map(Time),
         replicas: d.map(|d| d.replicas.unwrap_or(d.status_replicas)),
         ready_replicas: d.map(|d| d.ready_replicas),
@@ -465,6 +469,7 @@ fn versions(
         step_started_at: step.and_then(|s| s.started_at).map(Time),
         next_step_at: step.and_then(|s| s.next_at).map(Time),
         gate_workflows,
+        test_workflows: Vec::new(),
     };
 
     let current_version = e
@@ -484,7 +489,7 @@ fn versions(
         a.version
             .build_id
             .cmp(&b.version.build_id)
-            .then_with(|| a.version.deployment.cmp(&b.version.deployment))
+            .then_with(|| a.version.deployment_name.cmp(&b.version.deployment_name))
     });
 
     let t = &input.temporal;
@@ -508,6 +513,8 @@ fn versions(
         version_count: i32::try_from(t.versions.len()).unwrap_or(i32::MAX),
         conditions: Vec::new(),
         rollout_control: None,
+        version_conflict_token: None,
+        observed_connection_ref: None,
     }
 }
 
@@ -1383,7 +1390,7 @@ mod tests {
         assert_eq!(g[1].status, GateWorkflowStatus::Running);
         let t = &s.target_version.as_ref().unwrap().version;
         assert_eq!(
-            (t.deployment.as_deref(), t.replicas, t.ready_replicas),
+            (t.deployment_name.as_deref(), t.replicas, t.ready_replicas),
             (Some("w-v2"), Some(3), Some(3))
         );
         assert_eq!(t.healthy_since, Some(Time(ago(600))));

@@ -100,8 +100,14 @@ fn crds_declare_status_subresource_and_short_names() {
             version["subresources"]["status"].is_object(),
             "{file} lacks status subresource"
         );
-        // The Go controller's `Connection` has no short name; ours matches it.
-        if file != "connections.temporal.io.yaml" {
+        // The Go controller's `Connection` and `ClusterConnection` have no short name; ours
+        // match them.
+        if ![
+            "connections.temporal.io.yaml",
+            "clusterconnections.temporal.io.yaml",
+        ]
+        .contains(&file.as_str())
+        {
             assert!(
                 crd["spec"]["names"]["shortNames"]
                     .as_array()
@@ -110,6 +116,40 @@ fn crds_declare_status_subresource_and_short_names() {
             );
         }
     }
+}
+
+#[test]
+fn the_cluster_connection_is_the_connection_schema_served_cluster_wide() {
+    let files = temporal_worker_controller::crdgen::files();
+    let crd = |name: &str| -> serde_json::Value {
+        let (_, yaml) = files.iter().find(|(f, _)| f == name).expect(name);
+        serde_yaml::from_str(yaml).expect("parse")
+    };
+    let (cluster, namespaced) = (
+        crd("clusterconnections.temporal.io.yaml"),
+        crd("connections.temporal.io.yaml"),
+    );
+    assert_eq!(cluster["spec"]["scope"], "Cluster");
+    assert_eq!(cluster["spec"]["names"]["kind"], "ClusterConnection");
+    assert_eq!(
+        cluster["spec"]["versions"][0]["schema"],
+        namespaced["spec"]["versions"][0]["schema"]
+    );
+    // `connectionRef.kind` names the set's own namespaced kind or the ClusterConnection.
+    let kinds = |file: &str| {
+        crd(file)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+            ["properties"]["workerOptions"]["properties"]["connectionRef"]["properties"]["kind"]
+            ["enum"]
+            .clone()
+    };
+    assert_eq!(
+        kinds("workerdeployments.temporal.io.yaml"),
+        serde_json::json!(["Connection", "ClusterConnection"])
+    );
+    assert_eq!(
+        kinds("temporalworkerdeployments.temporal.io.yaml"),
+        serde_json::json!(["TemporalConnection", "ClusterConnection"])
+    );
 }
 
 #[test]

@@ -189,6 +189,7 @@ async fn namespaced_install(tag: &str, watched: usize) -> Result<()> {
     let controller = start_with_charts_roles(&mut install).await?;
     apply_rollouts(&install, &infra).await?;
     wait_for_rollouts(&install).await?;
+    check_cluster_connection_refused(&install, &infra).await?;
     check_unwatched_left_alone(&install).await?;
     check_lease_held(&install).await?;
     controller.stop().await;
@@ -292,6 +293,87 @@ async fn wait_for_rollouts(install: &Install<'_>) -> Result<()> {
         install.watched,
         started.elapsed()
     );
+    Ok(())
+}
+
+/// A WorkerDeployment naming a ClusterConnection (the Go controller v1.10's
+/// `connectionRef.kind`, its PR #549) in a watched namespace: a namespaced install neither
+/// watches nor may read ClusterConnections, so it reports `Stalled=True` with reason
+/// `ClusterConnectionUnsupported` and a message saying why, and creates nothing (no
+/// Deployment, no finalizer on the object or on the ClusterConnection). The chart grants it no
+/// ClusterConnection access, and the audit check after this finds no refusal: it never asks.
+async fn check_cluster_connection_refused(install: &Install<'_>, infra: &Infra) -> Result<()> {
+    use kube::api::{Patch, PatchParams};
+    use temporal_worker_controller::api::ClusterConnection;
+
+    let ns = &install.watched[0];
+    let cc_name = format!("{}-shared", install.tag);
+    let ccs: Api<ClusterConnection> = Api::all(install.admin.clone());
+    ccs.patch(
+        &cc_name,
+        &PatchParams::apply("namespaced-install-test").force(),
+        &Patch::Apply(
+            json!({"apiVersion": "temporal.io/v1alpha1", "kind": "ClusterConnection",
+            "metadata": {"name": cc_name}, "spec": {"hostPort": infra.temporal_address}}),
+        ),
+    )
+    .await?;
+    let mut wd = manifests::twd("via-cluster")
+        .replicas(1)
+        .tag("v1")
+        .task_queue(&format!("tq-cc-{ns}"))
+        .rollout(json!({"strategy": "AllAtOnce"}))
+        .temporal_namespace("ns-install-cc")
+        .build();
+    wd["kind"] = json!("WorkerDeployment");
+    wd["spec"]["workerOptions"]["connectionRef"] =
+        json!({"name": cc_name, "kind": "ClusterConnection"});
+    world::apply(&install.admin, ns, "namespaced-install-test", wd).await?;
+    let wds = TemporalWorkerDeployment::api(install.admin.clone(), ns, KindSet::Canonical);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let stalled = loop {
+        let wd = wds.get("via-cluster").await?;
+        let cond = wd.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Stalled" && c.status == "True")
+                .cloned()
+        });
+        match cond {
+            Some(c)
+                if wd.status.as_ref().and_then(|s| s.observed_generation)
+                    == wd.metadata.generation =>
+            {
+                break (wd, c);
+            }
+            _ if Instant::now() > deadline => bail!(
+                "{ns}/via-cluster not Stalled after 60 s: {}",
+                serde_json::to_string_pretty(&wd.status)?
+            ),
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    };
+    let (wd, cond) = stalled;
+    ensure!(cond.reason == "ClusterConnectionUnsupported", "{cond:?}");
+    ensure!(
+        cond.message.contains(&cc_name) && cond.message.contains("namespace-scoped"),
+        "{cond:?}"
+    );
+    ensure!(
+        wd.metadata.finalizers.unwrap_or_default().is_empty(),
+        "the refused WorkerDeployment got a finalizer"
+    );
+    let created = Api::<Deployment>::namespaced(install.admin.clone(), ns)
+        .list(&ListParams::default().labels("temporal.io/deployment-name=via-cluster"))
+        .await?;
+    ensure!(created.items.is_empty(), "Deployments were created");
+    let cc = ccs.get(&cc_name).await?;
+    ensure!(
+        cc.metadata.finalizers.unwrap_or_default().is_empty() && cc.status.is_none(),
+        "the namespaced install touched the ClusterConnection"
+    );
+    ccs.delete(&cc_name, &Default::default()).await?;
+    eprintln!("[{}] {ns}/via-cluster: {}", install.tag, cond.message);
     Ok(())
 }
 

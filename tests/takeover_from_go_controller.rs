@@ -99,6 +99,16 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
 
     // 3. Stop it, replace its CRDs with ours, start ours on the same objects.
     let before = world.snapshot(&[&v1, &v2]).await?;
+    // What a Go user's jsonpath reads from the Go controller's status: the same values must
+    // come out of ours (decision 16).
+    let go_target = world.worker_deployment().await?["status"]["targetVersion"].clone();
+    ensure!(
+        go_target["deployment"]["name"].is_string()
+            && go_target["taskQueues"]
+                .as_array()
+                .is_some_and(|q| !q.is_empty()),
+        "the Go controller's target has no deployment.name or taskQueues: {go_target}"
+    );
     ensure!(
         before.deployments.len() == 2,
         "expected v1 and v2 Deployments, found {:?}",
@@ -125,7 +135,9 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
     let started = Instant::now();
 
     // 4–5. v2 completes its ramp under our controller; nothing restarts meanwhile.
-    let finished = world.watch_until_promoted(&before, &v1, &v2, &ramp).await;
+    let finished = world
+        .watch_until_promoted(&before, &v1, &v2, &ramp, &go_target)
+        .await;
     let promoted = match finished {
         Ok(p) => p,
         Err(e) => {
@@ -133,6 +145,10 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
             return Err(e);
         }
     };
+    if let Err(e) = world.wait_conflict_token_in_status().await {
+        ours.stop().await;
+        return Err(e);
+    }
     println!(
         "take-over: v1 {v1}, v2 {v2}; second step {:?} and promotion {:?} after our start",
         promoted.second_step_at.map(|t| t.duration_since(started)),
@@ -319,6 +335,33 @@ impl Observer {
         .await
     }
 
+    /// Our status's `versionConflictToken` comes to equal Temporal's current conflict token
+    /// (base64, as the Go controller writes it).
+    async fn wait_conflict_token_in_status(&self) -> Result<()> {
+        use base64::Engine as _;
+        let last = std::sync::Mutex::new((Value::Null, String::new()));
+        test_harness::wait::eventually(
+            "versionConflictToken equal to Temporal's current token",
+            DEADLINE,
+            || async {
+                let resp =
+                    describe_deployment(&self.temporal, &self.temporal_namespace, &self.deployment)
+                        .await?
+                        .context("no worker deployment in Temporal")?;
+                let token = base64::engine::general_purpose::STANDARD.encode(&resp.conflict_token);
+                let wd = self.worker_deployment().await?;
+                let ours = wd["status"]["versionConflictToken"].clone();
+                let equal = ours == json!(token);
+                if let Ok(mut l) = last.lock() {
+                    *l = (ours, token);
+                }
+                Ok(equal.then_some(()))
+            },
+        )
+        .await
+        .with_context(|| format!("last (status, Temporal): {:?}", last.lock().ok()))
+    }
+
     async fn worker_deployment(&self) -> Result<Value> {
         go_controller::get_worker_deployment(&self.client, &self.namespace, NAME)
             .await?
@@ -493,21 +536,36 @@ impl Observer {
         v1: &str,
         v2: &str,
         go_ramp: &Routing,
+        go_target: &Value,
     ) -> Result<Promoted> {
         let deadline = Instant::now() + DEADLINE;
         let mut second_step_at = None;
         let mut ours_seen = false;
+        // Our status, while v2 still ramps, with the Go controller's deployment.name and
+        // taskQueues of the target.
+        let mut go_fields_kept = false;
         loop {
             self.unchanged(before, &[v1, v2]).await?;
             let wd = self.worker_deployment().await?;
             let r = self.routing().await?;
             let extra: Vec<_> = r.versions.keys().filter(|b| *b != v1 && *b != v2).collect();
             ensure!(extra.is_empty(), "new Temporal versions {extra:?}: {r:?}");
-            ours_seen |= Self::our_status_is_true(&wd, v2, &r)?;
+            let ours_now = Self::our_status_is_true(&wd, v2, &r)?;
+            ours_seen |= ours_now;
+            let target = &wd["status"]["targetVersion"];
+            go_fields_kept |= ours_now
+                && r.current.as_deref() == Some(v1)
+                && target["deployment"]["name"] == go_target["deployment"]["name"]
+                && target["taskQueues"] == go_target["taskQueues"];
             if r.current.as_deref() == Some(v2) {
                 ensure!(
                     second_step_at.is_some(),
                     "promoted without the second step: {r:?}"
+                );
+                ensure!(
+                    go_fields_kept,
+                    "our status never showed the Go controller's targetVersion.deployment.name \
+                     and taskQueues while v2 ramped ({go_target}); last: {target}"
                 );
                 if ours_seen && condition(&wd["status"], "Ready")["status"] == "True" {
                     return Ok(Promoted { second_step_at });

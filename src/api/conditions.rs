@@ -29,6 +29,9 @@ pub const PLAN_GENERATION_FAILED: &str = "PlanGenerationFailed";
 pub const PLAN_EXECUTION_FAILED: &str = "PlanExecutionFailed";
 pub const INVALID_SPEC: &str = "InvalidSpec";
 pub const GATE_WORKFLOW_FAILED: &str = "GateWorkflowFailed";
+/// `connectionRef.kind: ClusterConnection` under a namespaced install, which neither watches
+/// nor may read cluster-scoped objects (the Go controller v1.10's reason).
+pub const CLUSTER_CONNECTION_UNSUPPORTED: &str = "ClusterConnectionUnsupported";
 /// Versioned Deployments rolled for a TemporalConnection change did not get their new Pods
 /// Ready by their progress deadline (`ProgressDeadlineExceeded`).
 pub const CONNECTION_ROLLOUT_STALLED: &str = "ConnectionRolloutStalled";
@@ -107,6 +110,7 @@ pub const ALL: &[Reason] = {
         r(POLLER_STATUS_UNKNOWN, Unknown),
         r(INVALID_SPEC, Terminal),
         r(GATE_WORKFLOW_FAILED, Terminal),
+        r(CLUSTER_CONNECTION_UNSUPPORTED, Terminal),
         r(CONNECTION_ROLLOUT_STALLED, Terminal),
         r(DUPLICATE_INSTALL, Terminal),
         r(ROLLOUT_ABORTED, Terminal),

@@ -175,3 +175,124 @@ impl TemporalConnectionSpec {
         self.tls.as_ref().and_then(|t| t.server_name.as_deref())
     }
 }
+
+/// The kind name of the cluster-scoped connection.
+pub const CLUSTER_CONNECTION_KIND: &str = "ClusterConnection";
+/// Its resource (plural) name.
+pub const CLUSTER_CONNECTIONS: &str = "clusterconnections";
+
+/// `ClusterConnection`: the Go controller v1.10's cluster-scoped connection (its
+/// `api/v1alpha1/clusterconnection_types.go`): the spec and status of a Connection, usable by
+/// worker deployments of both kind sets in every namespace (`connectionRef.kind:
+/// ClusterConnection`). As in the Go controller, every Secret it names is read in the
+/// namespace of the worker deployment that uses it (worker Pods can mount only Secrets of their
+/// own namespace). Its CRD is made from the Connection CRD ([`cluster_connection_crd`]).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterConnection {
+    #[serde(default = "crate::api::kinds::default_api_version")]
+    pub api_version: String,
+    #[serde(default = "default_cluster_connection_kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub spec: TemporalConnectionSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TemporalConnectionStatus>,
+}
+
+fn default_cluster_connection_kind() -> String {
+    CLUSTER_CONNECTION_KIND.to_string()
+}
+
+impl ClusterConnection {
+    pub fn new(name: &str, spec: TemporalConnectionSpec) -> Self {
+        Self {
+            api_version: crate::api::kinds::default_api_version(),
+            kind: default_cluster_connection_kind(),
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+
+    /// The same object as the Connection model reads it: one plan, one status, one set of
+    /// rules for both scopes. The view has no namespace and keeps the kind
+    /// `ClusterConnection` ([`TemporalConnection::is_cluster`]).
+    pub fn as_connection(&self) -> TemporalConnection {
+        TemporalConnection {
+            api_version: self.api_version.clone(),
+            kind: CLUSTER_CONNECTION_KIND.to_string(),
+            metadata: self.metadata.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone(),
+        }
+    }
+}
+
+impl kube::Resource for ClusterConnection {
+    type DynamicType = ();
+    type Scope = kube::core::ClusterResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(CLUSTER_CONNECTION_KIND)
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(crate::api::GROUP)
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(crate::api::VERSION)
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(CLUSTER_CONNECTIONS)
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl TemporalConnection {
+    /// True for the view of a `ClusterConnection` ([`ClusterConnection::as_connection`]).
+    pub fn is_cluster(&self) -> bool {
+        self.kind == CLUSTER_CONNECTION_KIND
+    }
+
+    /// The object reference events use: the `ClusterConnection` itself for a view of one.
+    pub fn event_reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        if self.is_cluster() {
+            k8s_openapi::api::core::v1::ObjectReference {
+                api_version: Some(self.api_version.clone()),
+                kind: Some(CLUSTER_CONNECTION_KIND.to_string()),
+                name: self.metadata.name.clone(),
+                uid: self.metadata.uid.clone(),
+                resource_version: self.metadata.resource_version.clone(),
+                ..Default::default()
+            }
+        } else {
+            self.reference()
+        }
+    }
+}
+
+/// The `ClusterConnection` CRD: the canonical Connection CRD (`connection`) under the cluster
+/// kind's names, cluster-scoped, so that the schema is the same by construction.
+pub fn cluster_connection_crd(
+    connection: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut crd = connection.clone();
+    crd.metadata.name = Some(format!("{CLUSTER_CONNECTIONS}.{}", crate::api::GROUP));
+    crd.spec.scope = "Cluster".to_string();
+    let names = &mut crd.spec.names;
+    names.kind = CLUSTER_CONNECTION_KIND.to_string();
+    names.list_kind = Some(format!("{CLUSTER_CONNECTION_KIND}List"));
+    names.plural = CLUSTER_CONNECTIONS.to_string();
+    names.singular = Some(CLUSTER_CONNECTION_KIND.to_lowercase());
+    names.short_names = None;
+    crd
+}

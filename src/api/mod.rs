@@ -10,7 +10,7 @@ pub mod kinds;
 pub mod twd;
 pub mod twor;
 
-pub use connection::{TemporalConnection, TemporalConnectionSpec};
+pub use connection::{ClusterConnection, TemporalConnection, TemporalConnectionSpec};
 pub use kinds::{KindSet, Model};
 pub use twd::{
     TemporalWorkerDeployment, TemporalWorkerDeploymentSpec, TemporalWorkerDeploymentStatus,

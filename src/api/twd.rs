@@ -347,8 +347,10 @@ impl Default for SunsetSpec {
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerOptions {
-    /// The `TemporalConnection` in this namespace to use.
-    pub connection_ref: LocalRef,
+    /// The connection to use: a `TemporalConnection` in this namespace (`kind` unset or
+    /// `TemporalConnection`), or a cluster-scoped `ClusterConnection` (`kind: ClusterConnection`),
+    /// whose Secrets are read in this namespace.
+    pub connection_ref: ConnectionRef,
     /// Temporal namespace the workers poll.
     #[schemars(length(min = 1))]
     pub temporal_namespace: String,
@@ -386,10 +388,63 @@ impl WorkerOptions {
     }
 }
 
+/// `workerOptions.connectionRef`: the Go controller v1.10's `{name, kind}` (its PR #549).
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
-pub struct LocalRef {
+pub struct ConnectionRef {
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 253))]
     pub name: String,
+    /// `TemporalConnection` (the default) or `ClusterConnection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "connection_ref_kind_schema")]
+    pub kind: Option<ConnectionRefKind>,
+}
+
+/// What a `connectionRef.kind` names. On a `WorkerDeployment` the schema admits `Connection`
+/// and `ClusterConnection`, on a `TemporalWorkerDeployment` `TemporalConnection` and
+/// `ClusterConnection` (the canonical CRD is made from the seed one by renaming the seed
+/// kinds); either way an unset kind is the namespaced connection kind of the object's set,
+/// as in the Go controller, which treats an empty kind as `Connection`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConnectionRefKind {
+    /// The namespaced connection of the referrer's kind set, by its canonical name.
+    Connection,
+    /// The same, by its seed name.
+    TemporalConnection,
+    /// The cluster-scoped `ClusterConnection`.
+    ClusterConnection,
+}
+
+fn connection_ref_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "description": "TemporalConnection (the default: in this namespace) or ClusterConnection (cluster-scoped; its Secrets are read in this namespace).",
+        "enum": ["TemporalConnection", "ClusterConnection"]
+    })
+}
+
+impl ConnectionRef {
+    /// A reference to the namespaced connection `name`.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            kind: None,
+        }
+    }
+
+    /// True when it names a cluster-scoped `ClusterConnection`.
+    pub fn is_cluster(&self) -> bool {
+        self.kind == Some(ConnectionRefKind::ClusterConnection)
+    }
+
+    /// The kind it names, for a referrer of `set`: the set's connection kind or
+    /// `ClusterConnection`.
+    pub fn kind_name(&self, set: crate::api::KindSet) -> &'static str {
+        if self.is_cluster() {
+            crate::api::connection::CLUSTER_CONNECTION_KIND
+        } else {
+            set.kind(crate::api::Model::Connection)
+        }
+    }
 }
 
 /// The number of the step at `index` of `spec.rollout.steps`. Steps are numbered from 1
@@ -456,6 +511,13 @@ pub struct TemporalWorkerDeploymentStatus {
     /// never acts on an annotation twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout_control: Option<RolloutControl>,
+    /// Temporal's conflict token of this worker deployment as last read or returned by a
+    /// routing change, base64 (the Go controller's `versionConflictToken`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_conflict_token: Option<String>,
+    /// The `connectionRef` the status was computed with (the Go controller v1.10's field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_connection_ref: Option<ConnectionRef>,
 }
 
 /// The controller's memory of rollout control (see `docs/rollout-control.md`).
@@ -600,12 +662,23 @@ pub struct VersionInfo {
     pub build_id: String,
     pub status: VersionStatus,
     /// Name of the versioned Deployment, when one exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_name: Option<String>,
+    /// The Go controller's `deployment`: a reference to the versioned Deployment. Earlier
+    /// releases of ours wrote the name here as a string, which still reads (as the name).
     #[serde(
         default,
-        deserialize_with = "deployment_name",
+        deserialize_with = "deployment_reference",
         skip_serializing_if = "Option::is_none"
     )]
-    pub deployment: Option<String>,
+    pub deployment: Option<DeploymentReference>,
+    /// The Go controller's `taskQueues`: the target's workflow task queues while it is not
+    /// Current (empty on other versions, as there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_queues: Vec<TaskQueueName>,
+    /// In the Go controller's schema, never written by either controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
     /// When the Deployment last became Available.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy_since: Option<Time>,
@@ -639,6 +712,46 @@ pub struct TargetVersion {
     pub next_step_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gate_workflows: Vec<GateWorkflow>,
+    /// The Go controller's `testWorkflows`: the same gate workflows of `spec.rollout.gate`
+    /// (one per task queue) as `gateWorkflows`, under its name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_workflows: Vec<GateWorkflow>,
+}
+
+/// A reference to a versioned Deployment, in the shape of the core `ObjectReference` the Go
+/// controller writes (`apiVersion`, `kind`, `namespace`, `name`, `uid`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentReference {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field_path: Option<String>,
+}
+
+/// One entry of the Go controller's `taskQueues`.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct TaskQueueName {
+    pub name: String,
+}
+
+impl VersionInfo {
+    /// The versioned Deployment's name, from ours or from the Go controller's reference.
+    pub fn deployment_name(&self) -> Option<&str> {
+        self.deployment_name
+            .as_deref()
+            .or_else(|| self.deployment.as_ref().and_then(|d| d.name.as_deref()))
+    }
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -760,7 +873,9 @@ impl TemporalWorkerDeployment {
 /// `deployment` as we write it (the name), or as the Go controller v1.8.1 wrote it (an
 /// ObjectReference): a WorkerDeployment it managed must stay readable until our first status
 /// write replaces its status (take-over, see `docs/architecture.md`).
-fn deployment_name<'de, D>(d: D) -> Result<Option<String>, D::Error>
+/// `deployment` as the Go controller writes it (a reference) or as our earlier releases did
+/// (the name as a string).
+fn deployment_reference<'de, D>(d: D) -> Result<Option<DeploymentReference>, D::Error>
 where
     D: serde::Deserializer<'de>,
 {
@@ -768,14 +883,17 @@ where
     #[serde(untagged)]
     enum NameOrReference {
         Name(String),
-        Reference { name: Option<String> },
+        Reference(DeploymentReference),
     }
     Ok(match Option::<NameOrReference>::deserialize(d)? {
         None => None,
-        Some(NameOrReference::Name(n)) => Some(n),
-        Some(NameOrReference::Reference { name }) => name,
-    }
-    .filter(|n| !n.is_empty()))
+        Some(NameOrReference::Name(n)) if n.is_empty() => None,
+        Some(NameOrReference::Name(n)) => Some(DeploymentReference {
+            name: Some(n),
+            ..Default::default()
+        }),
+        Some(NameOrReference::Reference(r)) => Some(r),
+    })
 }
 
 #[cfg(test)]
@@ -810,9 +928,14 @@ mod go_status_tests {
         let s: TemporalWorkerDeploymentStatus = serde_json::from_value(go).expect("Go status");
         let target = s.target_version.expect("target");
         assert_eq!(target.version.build_id, "v2-6dd7");
-        assert_eq!(target.version.deployment.as_deref(), Some("orders-v2-6dd7"));
+        assert_eq!(target.version.deployment_name(), Some("orders-v2-6dd7"));
+        assert_eq!(target.version.task_queues[0].name, "takeover-tq");
         assert_eq!(
-            s.current_version.and_then(|c| c.deployment).as_deref(),
+            s.version_conflict_token.as_deref(),
+            Some("AQAAAA7imSGWIs/6FP//")
+        );
+        assert_eq!(
+            s.current_version.as_ref().and_then(|c| c.deployment_name()),
             Some("orders-v1-9488")
         );
         assert_eq!(s.deprecated_versions[0].version.deployment, None);
@@ -822,6 +945,6 @@ mod go_status_tests {
             {"buildID": "v1", "status": "Current", "deployment": "orders-v1"}
         ))
         .expect("ours");
-        assert_eq!(ours.deployment.as_deref(), Some("orders-v1"));
+        assert_eq!(ours.deployment_name(), Some("orders-v1"));
     }
 }

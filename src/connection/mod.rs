@@ -124,6 +124,18 @@ pub async fn reconcile(
     .await
 }
 
+/// The same for one ClusterConnection, through its Connection-model view.
+pub async fn reconcile_cluster(
+    cluster: Arc<crate::api::ClusterConnection>,
+    ctx: Arc<ConnectionContext>,
+) -> Result<Action, Error> {
+    let mut view = cluster.as_connection();
+    // The reconciler skeleton keys its span and metrics by namespace: a cluster-scoped
+    // object's is empty (nothing here reads a ClusterConnection's namespace otherwise).
+    view.metadata.namespace = Some(String::new());
+    reconcile(Arc::new(view), ctx).await
+}
+
 async fn attempt(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,

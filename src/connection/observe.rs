@@ -46,9 +46,28 @@ pub async fn observe(
         Some(Err(dropped)) => return Err(ConnectionFailure::CacheUnavailable(dropped)),
         None => return Err(ConnectionFailure::CacheNotReady),
     }
-    let ns = conn.namespace().unwrap_or_default();
-    let (users, temporal_ns) = users(ctx, conn);
+    let (users, first) = users(ctx, conn);
     let now = Timestamp::now();
+    // A ClusterConnection's Secrets are read in each user's namespace (as the Go controller
+    // does): its own check uses those of its first user.
+    let ns = match (conn.is_cluster(), &first) {
+        (false, _) => conn.namespace().unwrap_or_default(),
+        (true, Some(user)) => user.namespace.clone(),
+        (true, None) if conn.spec.auth_mode().secret().is_some() => {
+            return Ok(Observed {
+                users,
+                auth: Auth::Invalid {
+                    message: NO_USER_FOR_SECRETS.to_string(),
+                    not_after: None,
+                },
+                check: None,
+                fresh: false,
+                now,
+            });
+        }
+        (true, None) => String::new(),
+    };
+    let temporal_ns = first.map(|u| u.temporal_namespace);
     let (auth, key) = match connect::credentials(&ctx.client, ctx.caches.as_ref(), &ns, conn).await
     {
         Ok(key) => (
@@ -93,33 +112,52 @@ pub async fn observe(
     })
 }
 
-/// The users' names, and the Temporal namespace of the first of them (by name), whose pooled
-/// connection the check then shares.
-fn users(ctx: &ConnectionContext, conn: &TemporalConnection) -> (Vec<String>, Option<String>) {
-    let ns = conn.namespace();
-    let name = conn.name_any();
+/// The message of a ClusterConnection with a Secret that no worker deployment uses yet.
+pub const NO_USER_FOR_SECRETS: &str = "no worker deployment uses this ClusterConnection yet: the Secrets it names are read in the namespace of each worker deployment that uses it, so its credentials are checked once one does";
+
+/// The first user of a Connection: whose namespace a ClusterConnection's Secrets are checked
+/// in, and whose Temporal namespace the check's pooled connection shares.
+pub struct FirstUser {
+    pub namespace: String,
+    pub temporal_namespace: String,
+}
+
+/// The users' names (`namespace/name` for a ClusterConnection, used from every namespace and
+/// both kind sets), sorted, and the first of them.
+fn users(ctx: &ConnectionContext, conn: &TemporalConnection) -> (Vec<String>, Option<FirstUser>) {
+    let cluster = conn.is_cluster();
     // References resolve within a kind set: a Connection is used by WorkerDeployments, a
     // TemporalConnection by TemporalWorkerDeployments.
-    let set = conn.kind_set();
-    let mut users: Vec<(String, String)> = ctx
+    let mut users: Vec<(String, FirstUser)> = ctx
         .workers
         .state()
         .iter()
-        .filter(|t| {
-            t.kind_set() == set
-                && t.namespace() == ns
-                && t.spec.worker_options.connection_ref.name == name
-        })
+        .filter(|t| crate::reconcile::act::finalizers::uses(t, conn))
         .map(|t| {
-            (
-                t.name_any(),
-                t.spec.worker_options.temporal_namespace.clone(),
-            )
+            let namespace = t.namespace().unwrap_or_default();
+            let name = if cluster {
+                format!("{namespace}/{}", t.name_any())
+            } else {
+                t.name_any()
+            };
+            let first = FirstUser {
+                namespace,
+                temporal_namespace: t.spec.worker_options.temporal_namespace.clone(),
+            };
+            (name, first)
         })
         .collect();
-    users.sort();
-    let temporal_ns = users.first().map(|(_, n)| n.clone());
-    (users.into_iter().map(|(n, _)| n).collect(), temporal_ns)
+    users.sort_by(|a, b| a.0.cmp(&b.0));
+    users.dedup_by(|a, b| a.0 == b.0);
+    let mut names = Vec::with_capacity(users.len());
+    let mut first = None;
+    for (name, user) in users {
+        if first.is_none() {
+            first = Some(user);
+        }
+        names.push(name);
+    }
+    (names, first)
 }
 
 /// The credentials' failure as the status shows it; an expired certificate keeps its expiry.

@@ -6,8 +6,8 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
 
-use crate::api::TemporalConnection;
 use crate::api::connection::TemporalConnectionStatus;
+use crate::api::{ClusterConnection, TemporalConnection};
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::{ConnectionFailure, verdict};
 use crate::connection::plan::Plan;
@@ -57,7 +57,7 @@ async fn publish(
     }
     for (reason, note) in plan.warnings {
         ctx.events
-            .warning_about(conn.reference(), reason, note)
+            .warning_about(conn.event_reference(), reason, note)
             .await;
     }
     Ok(plan
@@ -78,15 +78,16 @@ async fn write_status(
         }
     }
     let patch = json!({ "status": body });
-    let res = conn
-        .own_api(ctx.client.clone())
-        .patch_status(
-            &conn.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await;
-    ctx.metrics
-        .kube_write("patch", "temporalconnections/status", res.is_ok());
-    res.map(|_| ())
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+    let (res, resource) = if conn.is_cluster() {
+        let api = kube::Api::<ClusterConnection>::all(ctx.client.clone());
+        let res = api.patch_status(&conn.name_any(), &params, &patch).await;
+        (res.map(|_| ()), "clusterconnections/status")
+    } else {
+        let api = conn.own_api(ctx.client.clone());
+        let res = api.patch_status(&conn.name_any(), &params, &patch).await;
+        (res.map(|_| ()), "temporalconnections/status")
+    };
+    ctx.metrics.kube_write("patch", resource, res.is_ok());
+    res
 }

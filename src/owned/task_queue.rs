@@ -52,6 +52,11 @@ pub async fn lookup(
         // Read-only: no routing write records an install here.
         install_id: "",
         caches: ctx.caches.as_ref(),
+        // A namespaced install has no ClusterConnection cache: the read is refused below.
+        cluster_connections: ctx
+            .caches
+            .as_ref()
+            .is_some_and(|c| c.cluster_connections.is_some()),
     };
     let client = connector
         .connect(twd)

@@ -30,6 +30,9 @@ fn go_status(build: &str, reason: &str, observed: Option<i64>) -> TemporalWorker
                 build_id: build.into(),
                 status: VersionStatus::Ramping,
                 deployment: None,
+                deployment_name: None,
+                task_queues: Vec::new(),
+                managed_by: None,
                 healthy_since: None,
                 replicas: None,
                 ready_replicas: None,
@@ -41,6 +44,7 @@ fn go_status(build: &str, reason: &str, observed: Option<i64>) -> TemporalWorker
             step_started_at: None,
             next_step_at: None,
             gate_workflows: vec![],
+            test_workflows: vec![],
         }),
         conditions: vec![ready(reason, observed)],
         ..Default::default()

@@ -8,7 +8,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use crate::api::connection::AuthMode;
-use crate::api::{Model, TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{ClusterConnection, TemporalConnection, TemporalWorkerDeployment};
 use crate::caches::Caches;
 use crate::temporal::{self, AuthError, ClientPool, ConnectionKey, TemporalClient, TemporalError};
 
@@ -24,6 +24,14 @@ pub enum ConnectError {
         name: String,
         namespace: String,
     },
+    /// A namespaced install (`--watch-namespaces`) neither watches nor may read
+    /// cluster-scoped objects (the Go controller's reason and message).
+    #[error(
+        "ClusterConnection {name:?} cannot be used because the controller is namespace-scoped (it watches only the namespaces of --watch-namespaces, Helm value watchNamespaces): name a Connection in this namespace, or install the controller cluster-wide"
+    )]
+    ClusterConnectionUnsupported { name: String },
+    #[error("ClusterConnection {name:?} not found")]
+    ClusterConnectionNotFound { name: String },
     #[error("reading {kind} {name:?}: {source}")]
     ConnectionUnreadable {
         kind: &'static str,
@@ -69,6 +77,8 @@ pub struct Connector<'a> {
     pub install_id: &'a str,
     /// Where the Connection and its Secret are read from; `None` reads the API server.
     pub caches: Option<&'a Caches>,
+    /// ClusterConnections may be read (a cluster install); a namespaced install refuses them.
+    pub cluster_connections: bool,
 }
 
 /// A connected client and the pool key it came from (to evict it when credentials rotate).
@@ -82,12 +92,20 @@ impl Connector<'_> {
     /// The whole sequence for `twd`.
     pub async fn connect(&self, twd: &TemporalWorkerDeployment) -> Result<Connected, ConnectError> {
         let ns = twd.namespace().unwrap_or_default();
+        let reference = &twd.spec.worker_options.connection_ref;
+        if reference.is_cluster() && !self.cluster_connections {
+            return Err(ConnectError::ClusterConnectionUnsupported {
+                name: reference.name.clone(),
+            });
+        }
         let cached = match self.caches {
-            Some(caches) if caches.ready().await.is_ok() => caches.connection(
-                twd.kind_set(),
-                &ns,
-                &twd.spec.worker_options.connection_ref.name,
-            ),
+            Some(caches) if caches.ready().await.is_ok() => {
+                if reference.is_cluster() {
+                    caches.cluster_connection(&reference.name)
+                } else {
+                    caches.connection(twd.kind_set(), &ns, &reference.name)
+                }
+            }
             _ => None,
         };
         // Not cached (yet): the API server decides whether it exists.
@@ -151,10 +169,16 @@ pub async fn connection_opt(
     ns: &str,
     twd: &TemporalWorkerDeployment,
 ) -> Result<Option<TemporalConnection>, kube::Error> {
-    let name = &twd.spec.worker_options.connection_ref.name;
+    let reference = &twd.spec.worker_options.connection_ref;
+    if reference.is_cluster() {
+        return Ok(Api::<ClusterConnection>::all(client.clone())
+            .get_opt(&reference.name)
+            .await?
+            .map(|c| c.as_connection()));
+    }
     // A WorkerDeployment names a Connection, a TemporalWorkerDeployment a TemporalConnection.
     TemporalConnection::api(client.clone(), ns, twd.kind_set())
-        .get_opt(name)
+        .get_opt(&reference.name)
         .await
 }
 
@@ -164,10 +188,14 @@ pub async fn connection(
     ns: &str,
     twd: &TemporalWorkerDeployment,
 ) -> Result<TemporalConnection, ConnectError> {
-    let name = &twd.spec.worker_options.connection_ref.name;
-    let kind = twd.kind_set().kind(Model::Connection);
+    let reference = &twd.spec.worker_options.connection_ref;
+    let name = &reference.name;
+    let kind = reference.kind_name(twd.kind_set());
     match connection_opt(client, ns, twd).await {
         Ok(Some(c)) => Ok(c),
+        Ok(None) if reference.is_cluster() => {
+            Err(ConnectError::ClusterConnectionNotFound { name: name.clone() })
+        }
         Ok(None) => Err(ConnectError::ConnectionNotFound {
             kind,
             name: name.clone(),
@@ -181,8 +209,10 @@ pub async fn connection(
     }
 }
 
-/// The Connection's credentials, read from its Secret and checked (the worker deployments'
-/// connect sequence and the Connection's own status both use this).
+/// The Connection's credentials, read from its Secret in `ns` and checked (the worker
+/// deployments' connect sequence and the Connection's own status both use this). For a
+/// ClusterConnection `ns` is the worker deployment's namespace, as in the Go controller v1.10:
+/// every Secret a ClusterConnection names is read where its user's Pods run.
 pub async fn credentials(
     client: &kube::Client,
     caches: Option<&Caches>,

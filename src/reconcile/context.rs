@@ -165,6 +165,7 @@ impl Context {
             identity: &self.settings.identity,
             install_id: &self.settings.install_id,
             caches: self.caches.get(),
+            cluster_connections: self.settings.watch_namespaces.is_empty(),
         }
     }
 

@@ -152,8 +152,13 @@ impl Failure {
         match self {
             Failure::InvalidSpec(_) | Failure::RenderedInvalid { .. } => reason::INVALID_SPEC,
             Failure::Connect(
-                ConnectError::ConnectionNotFound { .. } | ConnectError::ConnectionUnreadable { .. },
+                ConnectError::ConnectionNotFound { .. }
+                | ConnectError::ClusterConnectionNotFound { .. }
+                | ConnectError::ConnectionUnreadable { .. },
             ) => reason::CONNECTION_NOT_FOUND,
+            Failure::Connect(ConnectError::ClusterConnectionUnsupported { .. }) => {
+                reason::CLUSTER_CONNECTION_UNSUPPORTED
+            }
             Failure::Connect(e) if e.is_auth() => reason::AUTH_SECRET_INVALID,
             Failure::Connect(_) => reason::CLIENT_CREATION_FAILED,
             Failure::GateInputUnavailable(_) => reason::PLAN_GENERATION_FAILED,
@@ -250,7 +255,10 @@ pub fn verdict(outcome: &Outcome, streak: u32) -> Verdict {
         Outcome::Failed(f) => f,
     };
     match failure {
-        Failure::InvalidSpec(_) => v(Conditions::Stalled, Requeue::AwaitChange),
+        Failure::InvalidSpec(_)
+        | Failure::Connect(ConnectError::ClusterConnectionUnsupported { .. }) => {
+            v(Conditions::Stalled, Requeue::AwaitChange)
+        }
         Failure::RenderedInvalid { .. } => v(Conditions::Stalled, Requeue::Idle),
         Failure::Connect(_)
         | Failure::GateInputUnavailable(_)
@@ -316,6 +324,25 @@ mod tests {
                 source: temporal(),
             },
         })
+    }
+
+    #[test]
+    fn a_cluster_connection_under_a_namespaced_install_stalls_until_the_spec_changes() {
+        let f = Failure::Connect(ConnectError::ClusterConnectionUnsupported {
+            name: "shared".into(),
+        });
+        assert_eq!(f.reason(), reason::CLUSTER_CONNECTION_UNSUPPORTED);
+        let v = verdict(&Outcome::Failed(f), 1);
+        assert_eq!(v.conditions, Conditions::Stalled);
+        assert_eq!(v.requeue, Requeue::AwaitChange);
+        let missing = Failure::Connect(ConnectError::ClusterConnectionNotFound {
+            name: "shared".into(),
+        });
+        assert_eq!(missing.reason(), reason::CONNECTION_NOT_FOUND);
+        assert_eq!(
+            missing.to_string(),
+            r#"ClusterConnection "shared" not found"#
+        );
     }
 
     /// One of each kind, by variant name.

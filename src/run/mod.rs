@@ -14,7 +14,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::controller;
 use crate::events::EventSink;
-use crate::http::{self, AppState, Readiness};
+use crate::http::{AppState, Readiness};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::reconcile::Context;
@@ -162,7 +162,8 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         readiness: readiness.clone(),
         auth: token_auth(&client, &opts.api_auth),
     };
-    let http_fut = http::serve_listener(listener, state, shutdown.clone());
+    let http_fut =
+        servers::serve_http(listener, &opts.extra_http_addrs, state, shutdown.clone()).await?;
 
     let (sync_fut, leader_fut) = readiness_inputs(
         store.clone(),

@@ -11,6 +11,9 @@ use crate::temporal::BudgetConfig;
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub http_addr: SocketAddr,
+    /// More addresses serving the same HTTP endpoints (the Go manager's metrics and probe
+    /// addresses, `--metrics-bind-address`, `--health-probe-bind-address`).
+    pub extra_http_addrs: Vec<SocketAddr>,
     pub leader_elect: bool,
     pub lease_name: String,
     pub lease_namespace: Option<String>,
@@ -108,6 +111,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            extra_http_addrs: Vec::new(),
             leader_elect: false,
             lease_name: defaults::LEASE_NAME.into(),
             lease_namespace: None,

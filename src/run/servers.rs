@@ -130,6 +130,34 @@ pub(super) async fn bind(
     Ok((listener, local))
 }
 
+/// Serves the HTTP endpoints on `listener` and on every one of `extra` (the Go manager's
+/// metrics and probe addresses): one future that ends when they all have, with the first
+/// failure.
+pub(super) async fn serve_http<S>(
+    listener: tokio::net::TcpListener,
+    extra: &[SocketAddr],
+    state: crate::http::AppState,
+    shutdown: S,
+) -> Result<impl std::future::Future<Output = std::io::Result<()>> + use<S>, RunError>
+where
+    S: std::future::Future<Output = ()> + Clone + Send + 'static,
+{
+    let mut more = Vec::new();
+    for addr in extra {
+        let (listener, _) = bind(*addr).await?;
+        more.push(crate::http::serve_listener(
+            listener,
+            state.clone(),
+            shutdown.clone(),
+        ));
+    }
+    let main = crate::http::serve_listener(listener, state, shutdown);
+    Ok(async move {
+        let (main, rest) = futures::future::join(main, futures::future::join_all(more)).await;
+        rest.into_iter().find(Result::is_err).unwrap_or(main)
+    })
+}
+
 /// The status API's authentication, if any.
 pub(super) fn token_auth(client: &kube::Client, auth: &ApiAuth) -> Option<TokenAuth> {
     match auth {

@@ -158,3 +158,91 @@ async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
     ensure!(is_ready(&wd), "{:?}", wd.status);
     Ok(())
 }
+
+/// The Go controller v1.10's cluster-scoped `ClusterConnection` (its PR #549,
+/// `api/v1alpha1/clusterconnection_types.go`): a WorkerDeployment naming it with
+/// `connectionRef.kind: ClusterConnection` rolls out; the ClusterConnection is protected by our
+/// finalizer while used, and its status (ours, as on a Connection) lists the user and reads
+/// Ready; the status carries the Go-shaped fields; once the user is gone the ClusterConnection
+/// can be deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_connection_is_used_protected_and_released() -> Result<()> {
+    use kube::api::{DeleteParams, Patch, PatchParams};
+    use temporal_worker_controller::api::ClusterConnection;
+
+    let c = case("clusterconn").await?;
+    let name = format!("cc-{}", c.ns);
+    let ccs: Api<ClusterConnection> = Api::all(c.client.clone());
+    ccs.patch(
+        &name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(
+            json!({"apiVersion": "temporal.io/v1alpha1", "kind": "ClusterConnection",
+            "metadata": {"name": name},
+            "spec": {"hostPort": c.env.temporal_address.clone()}}),
+        ),
+    )
+    .await?;
+    let mut wd = worker_deployment(&c, "orders", "cluster-1");
+    wd["spec"]["workerOptions"]["connectionRef"] =
+        json!({"name": name, "kind": "ClusterConnection"});
+    c.apply(wd).await?;
+    let wd = wait_wd(&c, "orders", "WorkerDeployment Ready", is_ready).await?;
+    ensure!(
+        current_build(&wd).as_deref() == Some("cluster-1"),
+        "{:?}",
+        wd.status
+    );
+    let status = serde_json::to_value(wd.status.as_ref().context("no status")?)?;
+    ensure!(
+        status["observedConnectionRef"] == json!({"name": name, "kind": "ClusterConnection"}),
+        "{status}"
+    );
+    ensure!(
+        status["currentVersion"]["deployment"]["name"]
+            == json!(deployment_of("orders", "cluster-1"))
+            && status["currentVersion"]["deployment"]["namespace"] == json!(c.ns)
+            && status["currentVersion"]["deployment"]["uid"].is_string(),
+        "{status}"
+    );
+    ensure!(status["versionConflictToken"].is_string(), "{status}");
+
+    let user = format!("{}/orders", c.ns);
+    let cc = eventually("ClusterConnection Ready, listing its user", T, || async {
+        let cc = ccs.get(&name).await?;
+        let s = cc.status.clone().unwrap_or_default();
+        let ready = s
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        Ok((ready && s.worker_deployments == [user.clone()]).then_some(cc))
+    })
+    .await?;
+    ensure!(
+        cc.metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == temporal_worker_controller::api::FINALIZER),
+        "the ClusterConnection in use has no finalizer"
+    );
+
+    // Deleting it while used waits (our finalizer holds it); deleting the user releases it.
+    ccs.delete(&name, &DeleteParams::default()).await?;
+    let held = ccs.get_opt(&name).await?;
+    ensure!(
+        held.is_some_and(|cc| cc.metadata.deletion_timestamp.is_some()),
+        "the ClusterConnection went while a WorkerDeployment used it"
+    );
+    wds(&c).delete("orders", &DeleteParams::default()).await?;
+    eventually(
+        "the WorkerDeployment and the ClusterConnection gone",
+        T,
+        || async {
+            let gone =
+                wds(&c).get_opt("orders").await?.is_none() && ccs.get_opt(&name).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await
+}

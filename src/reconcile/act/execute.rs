@@ -63,6 +63,8 @@ pub enum Done {
     },
     ManagerClaimed,
     Routed(RoutingChange),
+    /// Temporal's new conflict token, returned by a manager claim or a routing change.
+    ConflictToken(Vec<u8>),
     /// Temporal was asked to cancel or terminate the workflows pinned to an old version.
     PinnedBatch(PinnedBatch),
     Deleted {
@@ -447,6 +449,7 @@ async fn temporal_writes(
             .await
             .map_err(|e| temporal_fail("claim manager identity", e))?;
         out.done.push(Done::ManagerClaimed);
+        out.done.push(Done::ConflictToken(token.clone()));
     }
 
     if let Some(routing) = &plan.routing {
@@ -471,8 +474,9 @@ async fn temporal_writes(
                 None,
             ),
         };
-        result.map_err(|e| temporal_fail("change routing", e))?;
+        let token = result.map_err(|e| temporal_fail("change routing", e))?;
         out.done.push(Done::Routed(routing.clone()));
+        out.done.push(Done::ConflictToken(token));
         if let Some(build_id) = metadata_build {
             // Metadata is informational: a failure here must not undo or mask the routing change.
             if let Err(e) = ctx

@@ -8,7 +8,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-use crate::api::{FINALIZER, Model, TemporalConnection, TemporalWorkerDeployment};
+use crate::api::{
+    ClusterConnection, FINALIZER, Model, TemporalConnection, TemporalWorkerDeployment,
+};
 use crate::planner::model::ObservedDeployment;
 use crate::reconcile::act::Done;
 use crate::reconcile::{Context, Failure, Outcome};
@@ -60,18 +62,17 @@ pub async fn remove(ctx: &Context, twd: &TemporalWorkerDeployment) -> Result<(),
 /// (found by the chaos suite). Any other failure is retried by the next reconcile.
 pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
     const ATTEMPTS: usize = 3;
-    let api = conn.own_api(ctx.client.clone());
-    let plural = conn.kind_set().plural(Model::Connection);
+    let plural = connection_plural(conn);
     let mut current = conn.clone();
     for _ in 0..ATTEMPTS {
         if current.meta().deletion_timestamp.is_some() || has_ours(&current) {
             return;
         }
-        let res = set_finalizers(&api, &current, with_finalizer(&current)).await;
+        let res = set_connection_finalizers(&ctx.client, &current, with_finalizer(&current)).await;
         ctx.metrics.kube_write("patch", plural, res.is_ok());
         match res {
             Ok(_) => return,
-            Err(e) if is_status(&e, 409) => match api.get_opt(&current.name_any()).await {
+            Err(e) if is_status(&e, 409) => match get_connection(&ctx.client, &current).await {
                 Ok(Some(fresh)) => current = fresh,
                 Ok(None) => return,
                 Err(e) => return not_protected(&e),
@@ -79,6 +80,47 @@ pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
             Err(e) => return not_protected(&e),
         }
     }
+}
+
+/// The resource name of a Connection or ClusterConnection, as metrics label writes.
+fn connection_plural(conn: &TemporalConnection) -> &'static str {
+    if conn.is_cluster() {
+        crate::api::connection::CLUSTER_CONNECTIONS
+    } else {
+        conn.kind_set().plural(Model::Connection)
+    }
+}
+
+/// Reads a Connection or ClusterConnection afresh (as the Connection model reads both).
+async fn get_connection(
+    client: &kube::Client,
+    conn: &TemporalConnection,
+) -> kube::Result<Option<TemporalConnection>> {
+    if conn.is_cluster() {
+        let api = Api::<ClusterConnection>::all(client.clone());
+        return Ok(api
+            .get_opt(&conn.name_any())
+            .await?
+            .map(|c| c.as_connection()));
+    }
+    conn.own_api(client.clone()).get_opt(&conn.name_any()).await
+}
+
+/// [`set_finalizers`] on a Connection or a ClusterConnection.
+async fn set_connection_finalizers(
+    client: &kube::Client,
+    conn: &TemporalConnection,
+    finalizers: Vec<String>,
+) -> kube::Result<()> {
+    if conn.is_cluster() {
+        let api = Api::<ClusterConnection>::all(client.clone());
+        let mut cluster = ClusterConnection::new(&conn.name_any(), conn.spec.clone());
+        cluster.metadata = conn.metadata.clone();
+        return set_finalizers(&api, &cluster, finalizers).await.map(|_| ());
+    }
+    set_finalizers(&conn.own_api(client.clone()), conn, finalizers)
+        .await
+        .map(|_| ())
 }
 
 fn not_protected(e: &kube::Error) {
@@ -91,21 +133,30 @@ pub async fn release_connection(
     twd: &TemporalWorkerDeployment,
     conn: &TemporalConnection,
 ) -> Result<(), kube::Error> {
-    let twds = twd_api(ctx, twd).list(&ListParams::default()).await?;
-    let still_used = twds
-        .items
-        .iter()
-        .any(|t| t.uid() != twd.uid() && needs_connection(t, conn));
+    let still_used = if conn.is_cluster() {
+        // Its users live in every namespace and both kind sets: read from the worker cache
+        // rather than listed cluster-wide on every deletion. Without a listed cache it stays:
+        // the ClusterConnection's own reconciler releases it once it is being deleted and
+        // unused.
+        match ctx.workers.get() {
+            Some(workers) if workers.is_listed() => workers
+                .state()
+                .iter()
+                .any(|t| t.uid() != twd.uid() && needs_connection(t, conn)),
+            _ => true,
+        }
+    } else {
+        let twds = twd_api(ctx, twd).list(&ListParams::default()).await?;
+        twds.items
+            .iter()
+            .any(|t| t.uid() != twd.uid() && needs_connection(t, conn))
+    };
     if still_used || !has_ours(conn) {
         return Ok(());
     }
-    let api = conn.own_api(ctx.client.clone());
-    let res = set_finalizers(&api, conn, without_finalizer(conn)).await;
-    ctx.metrics.kube_write(
-        "patch",
-        conn.kind_set().plural(Model::Connection),
-        res.is_ok(),
-    );
+    let res = set_connection_finalizers(&ctx.client, conn, without_finalizer(conn)).await;
+    ctx.metrics
+        .kube_write("patch", connection_plural(conn), res.is_ok());
     match res {
         Err(e) if !is_status(&e, 404) => Err(e),
         _ => Ok(()),
@@ -115,9 +166,18 @@ pub async fn release_connection(
 /// A TWD needs its Connection while it lives and, being deleted, until its own cleanup of
 /// Temporal is done (our finalizer still on it): when a namespace is deleted, every TWD is
 /// deleted at once, and the first to finish must not take the Connection from the others.
-fn needs_connection(t: &TemporalWorkerDeployment, conn: &TemporalConnection) -> bool {
-    t.spec.worker_options.connection_ref.name == conn.name_any()
-        && (t.meta().deletion_timestamp.is_none() || has_ours(t))
+pub fn needs_connection(t: &TemporalWorkerDeployment, conn: &TemporalConnection) -> bool {
+    uses(t, conn) && (t.meta().deletion_timestamp.is_none() || has_ours(t))
+}
+
+/// `t` names `conn`: a Connection of its kind set in its namespace, or the ClusterConnection
+/// (names are scoped by kind: a Connection and a ClusterConnection may share one).
+pub fn uses(t: &TemporalWorkerDeployment, conn: &TemporalConnection) -> bool {
+    let r = &t.spec.worker_options.connection_ref;
+    if r.name != conn.name_any() || r.is_cluster() != conn.is_cluster() {
+        return false;
+    }
+    conn.is_cluster() || (t.kind_set() == conn.kind_set() && t.namespace() == conn.namespace())
 }
 
 /// The connection janitor's write: drops our finalizer from a Connection being deleted.
@@ -125,10 +185,7 @@ pub async fn release_unused_connection(
     client: &kube::Client,
     conn: &TemporalConnection,
 ) -> Result<(), kube::Error> {
-    let api = conn.own_api(client.clone());
-    set_finalizers(&api, conn, without_finalizer(conn))
-        .await
-        .map(|_| ())
+    set_connection_finalizers(client, conn, without_finalizer(conn)).await
 }
 
 /// Stops the workers of a TWD being deleted: Temporal refuses to delete versions that still
@@ -211,7 +268,16 @@ mod tests {
 
     fn conn() -> TemporalConnection {
         let spec = serde_json::json!({"hostPort": "temporal:7233"});
-        TemporalConnection::new("temporal", serde_json::from_value(spec).expect("spec"))
+        let mut c =
+            TemporalConnection::new("temporal", serde_json::from_value(spec).expect("spec"));
+        c.metadata.namespace = Some("shop".into());
+        c
+    }
+
+    fn cluster_conn() -> TemporalConnection {
+        let spec = serde_json::json!({"hostPort": "temporal:7233"});
+        crate::api::ClusterConnection::new("temporal", serde_json::from_value(spec).expect("spec"))
+            .as_connection()
     }
 
     fn twd(deleting: bool, ours: bool) -> TemporalWorkerDeployment {
@@ -232,5 +298,24 @@ mod tests {
         let mut other = twd(false, true);
         other.spec.worker_options.connection_ref.name = "other".into();
         assert!(!needs_connection(&other, &conn()), "another Connection");
+    }
+
+    #[test]
+    fn names_are_scoped_by_kind_and_a_cluster_connection_is_used_from_every_namespace() {
+        let mut user = twd(false, false);
+        assert!(uses(&user, &conn()) && !uses(&user, &cluster_conn()));
+        user.spec.worker_options.connection_ref.kind =
+            Some(crate::api::twd::ConnectionRefKind::ClusterConnection);
+        assert!(uses(&user, &cluster_conn()) && !uses(&user, &conn()));
+        user.metadata.namespace = Some("elsewhere".into());
+        assert!(uses(&user, &cluster_conn()), "any namespace");
+        let mut canonical = twd(false, false).stamped(crate::api::KindSet::Canonical);
+        assert!(
+            !uses(&canonical, &conn()),
+            "a Connection is used within its kind set"
+        );
+        canonical.spec.worker_options.connection_ref.kind =
+            Some(crate::api::twd::ConnectionRefKind::ClusterConnection);
+        assert!(uses(&canonical, &cluster_conn()), "both kind sets");
     }
 }

@@ -53,6 +53,22 @@ impl PollerChecks {
         self.map().get(key).cloned().unwrap_or_default()
     }
 
+    /// The workflow task queues of `build` as the last poller check read them (a live
+    /// version's), for the Go-shaped `taskQueues` of the status (`crate::go_status`).
+    pub fn workflow_queues(&self, key: &Key, build: &str) -> Vec<String> {
+        let memo = self.get(key);
+        memo.queues
+            .get(build)
+            .map(|q| {
+                q.queues
+                    .iter()
+                    .filter(|(_, kind)| *kind == QueueKind::Workflow)
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Once the object is gone.
     pub fn forget(&self, key: &Key) {
         self.map().remove(key);

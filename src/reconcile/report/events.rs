@@ -177,6 +177,7 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
         ),
         Done::Scaled { .. }
         | Done::ManagerClaimed
+        | Done::ConflictToken(_)
         | Done::Stopped { .. }
         | Done::CleanupAbandoned { .. }
         | Done::Adopted { .. } => return None,

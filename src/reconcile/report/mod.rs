@@ -65,7 +65,7 @@ pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
                 twd: attempt.twd,
             };
             let (decided, streak) = decide(ctx, &retry);
-            if let Some(status) = new_status(&retry, &decided, streak) {
+            if let Some(status) = new_status(&retry, &decided, streak, &GoInputs::default()) {
                 let _ = write(ctx, &retry, status).await;
             }
             requeue(ctx, decided.requeue, None)
@@ -79,7 +79,14 @@ async fn write_new(
     decided: &Verdict,
     streak: u32,
 ) -> Result<(), Outcome> {
-    match new_status(attempt, decided, streak) {
+    let go = GoInputs {
+        uids: deployment_uids(ctx, &attempt.twd),
+        target_queues: attempt.planned.as_ref().map_or_else(Vec::new, |p| {
+            ctx.pollers
+                .workflow_queues(&attempt.twd.key(), &p.input.desired.build_id)
+        }),
+    };
+    match new_status(attempt, decided, streak, &go) {
         None => Ok(()),
         Some(status) => write(ctx, attempt, status).await,
     }
@@ -154,11 +161,42 @@ fn since(t: Timestamp) -> Duration {
     Duration::try_from(Timestamp::now().duration_since(t)).unwrap_or_default()
 }
 
+/// What the Go-shaped status fields need beyond the plan's input ([`crate::go_status`]).
+#[derive(Default)]
+struct GoInputs {
+    /// Versioned Deployment name → UID.
+    uids: std::collections::BTreeMap<String, String>,
+    /// The target's workflow task queues as the poller check read them (the plan's input has
+    /// them only while a gate or a migration needs them).
+    target_queues: Vec<String>,
+}
+
+/// Versioned Deployment name → UID, from the cache (for the Go-shaped `deployment`
+/// references, [`crate::go_status`]).
+fn deployment_uids(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+) -> std::collections::BTreeMap<String, String> {
+    let (Some(caches), Some(ns), Some(name)) = (
+        ctx.caches.get(),
+        twd.metadata.namespace.as_deref(),
+        twd.metadata.name.as_deref(),
+    ) else {
+        return Default::default();
+    };
+    caches
+        .deployments_of(ns, name)
+        .into_iter()
+        .filter_map(|d| Some((d.metadata.name?, d.metadata.uid?)))
+        .collect()
+}
+
 /// The status the verdict asks for; `None` leaves the status untouched.
 fn new_status(
     attempt: &Attempt,
     verdict: &Verdict,
     streak: u32,
+    go: &GoInputs,
 ) -> Option<TemporalWorkerDeploymentStatus> {
     let blocked = |stalled| match &attempt.outcome {
         Outcome::Failed(f) => Some(Blocked {
@@ -191,17 +229,39 @@ fn new_status(
         (None, Ok(())) => return None,
     };
     let twd = &attempt.twd;
-    Some(status::compute(
+    let mut status = status::compute(
         twd.status.as_ref(),
         twd.metadata.generation.unwrap_or_default(),
         &report,
         Timestamp::now(),
-    ))
+    );
+    if let Report::Planned { input, .. } = &report {
+        crate::go_status::fill(
+            &mut status,
+            &crate::go_status::GoFacts {
+                namespace: twd.metadata.namespace.as_deref().unwrap_or_default(),
+                uids: &go.uids,
+                conflict_token: &input.temporal.conflict_token,
+                target_task_queues: if input.target_task_queues.is_empty() {
+                    &go.target_queues
+                } else {
+                    &input.target_task_queues
+                },
+                connection_ref: &twd.spec.worker_options.connection_ref,
+            },
+        );
+    }
+    Some(status)
 }
 
 /// After the act stage: what this reconcile asked Temporal to do is now a fact for the status.
 pub fn note_requested(input: &mut PlanInput, done: &[Done]) {
     for d in done {
+        if let Done::ConflictToken(token) = d {
+            // What a describe would now return (the Go-shaped `versionConflictToken`).
+            input.temporal.conflict_token = token.clone();
+            continue;
+        }
         let Done::PinnedBatch(end) = d else { continue };
         let now = input.now;
         if let Some(v) = input
@@ -454,23 +514,39 @@ mod tests {
         let unreachable = || Failure::GateInputUnavailable("ConfigMap gate not found".into());
         let attempt = unplanned(taken_over(), unreachable());
         let decided = verdict(&attempt.outcome, 1);
-        assert_eq!(super::new_status(&attempt, &decided, 1), None);
+        assert_eq!(
+            super::new_status(&attempt, &decided, 1, &Default::default()),
+            None
+        );
         // A terminal reason is reported: keeping the old status would hide it.
         let invalid = unplanned(taken_over(), Failure::InvalidSpec("bad".into()));
         let decided = verdict(&invalid.outcome, 1);
-        assert!(super::new_status(&invalid, &decided, 1).is_some());
+        assert!(super::new_status(&invalid, &decided, 1, &Default::default()).is_some());
         // Once the status is ours (or the predecessor's is stale, or the object is being
         // deleted), failures are reported as always.
         let ours = unplanned(written(3), unreachable());
-        assert!(super::new_status(&ours, &verdict(&ours.outcome, 1), 1).is_some());
+        assert!(
+            super::new_status(&ours, &verdict(&ours.outcome, 1), 1, &Default::default()).is_some()
+        );
         let stale = unplanned(taken_over().generation(4), unreachable());
-        assert!(super::new_status(&stale, &verdict(&stale.outcome, 1), 1).is_some());
+        assert!(
+            super::new_status(&stale, &verdict(&stale.outcome, 1), 1, &Default::default())
+                .is_some()
+        );
         let mut deleting = taken_over();
         deleting.metadata.deletion_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
         );
         let deleting = unplanned(deleting, unreachable());
-        assert!(super::new_status(&deleting, &verdict(&deleting.outcome, 1), 1).is_some());
+        assert!(
+            super::new_status(
+                &deleting,
+                &verdict(&deleting.outcome, 1),
+                1,
+                &Default::default()
+            )
+            .is_some()
+        );
     }
 
     #[test]

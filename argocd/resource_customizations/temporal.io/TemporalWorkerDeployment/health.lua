@@ -17,6 +17,7 @@
 local terminalReasons = {
   InvalidSpec = true,
   GateWorkflowFailed = true,
+  ClusterConnectionUnsupported = true,
   ConnectionRolloutStalled = true,
   DuplicateInstall = true,
   RolloutAborted = true,
