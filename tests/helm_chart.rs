@@ -1555,8 +1555,7 @@ fn go_default_values() -> Value {
     let path = build
         .module_dir
         .join("helm/temporal-worker-controller/values.yaml");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -1651,10 +1650,21 @@ fn go_notes(name: &str) -> String {
 fn go_key_mapping(key: &str) -> Option<Option<&'static str>> {
     Some(match key {
         // Same key, same meaning in both charts.
-        "image" | "podAnnotations" | "podLabels" | "resources" | "terminationGracePeriodSeconds"
-        | "priorityClassName" | "serviceAccount" | "podSecurityContext"
-        | "containerSecurityContext" | "affinity" | "replicas" | "nodeSelector"
-        | "tolerations" | "rbac.create" | "priority" => Some("same"),
+        "image"
+        | "podAnnotations"
+        | "podLabels"
+        | "resources"
+        | "terminationGracePeriodSeconds"
+        | "priorityClassName"
+        | "serviceAccount"
+        | "podSecurityContext"
+        | "containerSecurityContext"
+        | "affinity"
+        | "replicas"
+        | "nodeSelector"
+        | "tolerations"
+        | "rbac.create"
+        | "priority" => Some("same"),
         "rbac.restrictWatchNamespaces" => Some("watchNamespaces"),
         "rbac.createEndUserRoles" => Some("end-user ClusterRoles"),
         "workerResourceTemplate" => Some("ownedResourceKinds + ownedResourceAllowedKinds"),
@@ -1704,7 +1714,10 @@ fn the_go_charts_default_values_render_and_notes_name_every_key_without_effect()
     assert_eq!(of_kind(&objs, "ValidatingWebhookConfiguration").len(), 1);
     assert!(notes.contains("- webhook.enabled=false"), "{notes}");
     let a = args(&objs);
-    assert!(a.contains(&"--owned-resource-kinds=HorizontalPodAutoscaler".to_string()), "{a:?}");
+    assert!(
+        a.contains(&"--owned-resource-kinds=HorizontalPodAutoscaler".to_string()),
+        "{a:?}"
+    );
     assert_eq!(one(&objs, "Deployment")["spec"]["replicas"], go["replicas"]);
     // rbac.createEndUserRoles (the Go default: true): an editor and a viewer role per kind,
     // under the Go chart's names.
@@ -1723,9 +1736,15 @@ fn go_values_map_onto_ours_and_a_key_in_neither_chart_is_refused() {
     assert!(error.contains("disabelAuth"), "{error}");
     let objs = go_objects("go-mapped");
     let a = args(&objs);
-    assert!(a.iter().any(|x| x.contains("team-a") && x.contains("team-b")), "{a:?}");
     assert!(
-        a.contains(&"--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget".to_string()),
+        a.iter()
+            .any(|x| x.contains("team-a") && x.contains("team-b")),
+        "{a:?}"
+    );
+    assert!(
+        a.contains(
+            &"--owned-resource-kinds=HorizontalPodAutoscaler,PodDisruptionBudget".to_string()
+        ),
         "{a:?}"
     );
     assert!(grants(&objs, "policy", "poddisruptionbudgets", "create"));
@@ -1741,7 +1760,10 @@ fn go_values_map_onto_ours_and_a_key_in_neither_chart_is_refused() {
     assert!(
         of_kind(&objs, "ClusterRole")
             .iter()
-            .all(|r| !r["metadata"]["name"].as_str().unwrap_or("").ends_with("-editor-role")),
+            .all(|r| !r["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .ends_with("-editor-role")),
         "createEndUserRoles=false renders none"
     );
 }

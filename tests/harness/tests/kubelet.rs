@@ -456,7 +456,10 @@ async fn a_volume_over_the_binarys_directory_does_not_hide_it() -> Result<()> {
         "the binary under the volume did not run: exit {} ({message:?}), phase {phase}",
         t.exit_code
     );
-    ensure!(phase == "Failed", "restartPolicy Never, exit {PROCESS_EXIT}: phase {phase}");
+    ensure!(
+        phase == "Failed",
+        "restartPolicy Never, exit {PROCESS_EXIT}: phase {phase}"
+    );
     Ok(())
 }
 

@@ -611,27 +611,32 @@ mod tests {
 
     #[test]
     fn mounts_go_parents_first_and_quote_paths() {
-        let script = mount_script("twc", &[
-            Bind {
-                source: "certs".into(),
-                target: "/tmp/k8s-webhook-server/serving-certs".into(),
-                read_only: true,
-                file: false,
-            },
-            Bind {
-                source: "tmp".into(),
-                target: "/tmp".into(),
-                read_only: false,
-                file: false,
-            },
-        ]);
+        let script = mount_script(
+            "twc",
+            &[
+                Bind {
+                    source: "certs".into(),
+                    target: "/tmp/k8s-webhook-server/serving-certs".into(),
+                    read_only: true,
+                    file: false,
+                },
+                Bind {
+                    source: "tmp".into(),
+                    target: "/tmp".into(),
+                    read_only: false,
+                    file: false,
+                },
+            ],
+        );
         let tmp = script.find("'./tmp' '/tmp'").expect("tmp mount");
         let certs = script.find("'./certs'").expect("certs mount");
         assert!(tmp < certs, "{script}");
         assert!(script.contains("remount,ro,bind '/tmp/k8s-webhook-server/serving-certs'"));
         // The binary comes first, from its host path, before any volume can cover it; it is
         // executed from the Pod's own copy of the image root, never from the host path.
-        let image = script.find("--bind \"$1\" './.image/twc'").expect("binary mount");
+        let image = script
+            .find("--bind \"$1\" './.image/twc'")
+            .expect("binary mount");
         assert!(image < tmp, "{script}");
         assert!(script.ends_with("exec './.image/twc' \"$@\"\n"), "{script}");
         assert_eq!(quote("a'b"), r"'a'\''b'");
