@@ -335,32 +335,47 @@ async fn abort_on_failure_scales_the_failed_build_to_zero() -> Result<()> {
     untouched(&c, &v1, &v1_pods).await
 }
 
-/// `helm install --wait` (Helm 4 engine, kstatus through Flux's fork) of a chart whose
+/// `helm upgrade --wait` (the real Helm 4 CLI, kstatus through Flux's fork) of a chart whose
 /// WorkerDeployment gets an unpullable image returns an error before its own timeout: kstatus
-/// reads Failed at the progress deadline, instead of InProgress until Helm gives up.
+/// reads Failed at the progress deadline, instead of InProgress until Helm gives up. The
+/// version the install made Current keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn helm_install_wait_of_an_unpullable_image_fails_before_its_timeout() -> Result<()> {
+async fn helm_upgrade_wait_to_an_unpullable_image_fails_before_its_timeout() -> Result<()> {
     const HELM_TIMEOUT_S: u64 = 150;
     let c = case("badbuild-helm").await?;
-    let values = json!({
-        "hostPort": c.env.temporal_address,
-        "temporalNamespace": c.temporal_ns,
-        "image": "registry.invalid/payments/orders-worker:1.5.0",
-        "progressDeadlineSeconds": DEADLINE_S,
-        "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": c.task_queue}],
-    });
-    let kubeconfig = c.env.kubeconfig.clone();
-    let ns = c.ns.clone();
-    let install = tokio::task::spawn_blocking(move || {
-        test_harness::gitops::helm_install(&kubeconfig, NAME, &ns, &values, HELM_TIMEOUT_S)
-    })
-    .await??;
-    let took = install.finished - install.started;
-    println!("helm install --wait returned after {took:.1}s: {install:?}");
-    ensure!(!install.ok, "helm install --wait succeeded: {install:?}");
+    let values = |image: &str| {
+        json!({
+            "hostPort": c.env.temporal_address,
+            "temporalNamespace": c.temporal_ns,
+            "image": image,
+            "progressDeadlineSeconds": DEADLINE_S,
+            "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": c.task_queue}],
+        })
+    };
+    let helm = |action: &'static str, values: Value| {
+        let (kubeconfig, ns) = (c.env.kubeconfig.clone(), c.ns.clone());
+        tokio::task::spawn_blocking(move || match action {
+            "install" => {
+                test_harness::gitops::helm_install(&kubeconfig, NAME, &ns, &values, HELM_TIMEOUT_S)
+            }
+            _ => test_harness::gitops::helm_upgrade(&kubeconfig, NAME, &ns, &values, HELM_TIMEOUT_S),
+        })
+    };
+    let install = helm("install", values("registry.example.com/payments/orders-worker:1.4.2"))
+        .await??;
+    ensure!(install.ok, "helm install --wait of the good image: {install:?}");
+    let v1 = current_build(&c.get_twd(NAME).await?).context("no Current build after the install")?;
+    let upgrade = helm("upgrade", values("registry.invalid/payments/orders-worker:1.5.0")).await??;
+    let took = upgrade.finished - upgrade.started;
+    println!("helm upgrade --wait returned after {took:.1}s: {upgrade:?}");
+    ensure!(!upgrade.ok, "helm upgrade --wait succeeded: {upgrade:?}");
     ensure!(
         took < (HELM_TIMEOUT_S / 2) as f64,
-        "helm waited {took:.1}s of its {HELM_TIMEOUT_S}s timeout: {install:?}"
+        "helm waited {took:.1}s of its {HELM_TIMEOUT_S}s timeout: {upgrade:?}"
+    );
+    ensure!(
+        current_build(&c.get_twd(NAME).await?).as_deref() == Some(v1.as_str()),
+        "the installed version is no longer Current"
     );
     let twd = c.get_twd(NAME).await?;
     ensure!(stalled(&twd), "{:?}", twd.status);

@@ -483,8 +483,31 @@ pub fn helm_install(
     values: &Value,
     timeout_s: u64,
 ) -> anyhow::Result<HelmInstall> {
+    helm_action("install", kubeconfig, release, ns, values, timeout_s)
+}
+
+/// [`helm_install`]'s `helm upgrade --wait` of the same chart (the request's values are the
+/// release's, as without `--reuse-values`).
+pub fn helm_upgrade(
+    kubeconfig: &Path,
+    release: &str,
+    ns: &str,
+    values: &Value,
+    timeout_s: u64,
+) -> anyhow::Result<HelmInstall> {
+    helm_action("upgrade", kubeconfig, release, ns, values, timeout_s)
+}
+
+fn helm_action(
+    action: &str,
+    kubeconfig: &Path,
+    release: &str,
+    ns: &str,
+    values: &Value,
+    timeout_s: u64,
+) -> anyhow::Result<HelmInstall> {
     let request = serde_json::json!({
-        "action": "install",
+        "action": action,
         "kubeconfig": kubeconfig,
         "chart": repo_root().join("tests/fixtures/gitops-chart"),
         "release": release,
