@@ -775,12 +775,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn poller_health_reads_over_a_complete_or_moving_rollout() {
+    /// A complete rollout of v2 whose task queue `q` has no live poller of v2.
+    fn pollers_lost_on_current_v2() -> (PlanInput, Plan) {
         use crate::planner::poller_health::{Health, Missing};
         let mut i = PlanInput::test();
         i.temporal.routing.current_build_id = Some("v2".into());
-        let complete = plan_with(Phase::Complete, "Rollout complete for build ID v2");
         i.pollers.health = Some(Health::NoActivePollers {
             missing: vec![Missing {
                 build_id: "v2".into(),
@@ -788,6 +787,13 @@ mod tests {
             }],
             live_within: std::time::Duration::from_secs(120),
         });
+        (i, plan_with(Phase::Complete, "Rollout complete for build ID v2"))
+    }
+
+    #[test]
+    fn poller_health_reads_over_a_complete_or_moving_rollout() {
+        use crate::planner::poller_health::Health;
+        let (mut i, complete) = pollers_lost_on_current_v2();
         let gone = planned(&i, &complete, None);
         // In progress: it may heal (decision 4).
         assert_eq!(
@@ -859,17 +865,8 @@ mod tests {
 
     #[test]
     fn a_loss_of_pollers_past_the_progress_deadline_stalls_and_recovers_as_healthy() {
-        use crate::planner::poller_health::{Health, Missing};
-        let mut i = PlanInput::test();
-        i.temporal.routing.current_build_id = Some("v2".into());
-        let complete = plan_with(Phase::Complete, "Rollout complete for build ID v2");
-        i.pollers.health = Some(Health::NoActivePollers {
-            missing: vec![Missing {
-                build_id: "v2".into(),
-                task_queue: "q".into(),
-            }],
-            live_within: std::time::Duration::from_secs(120),
-        });
+        use crate::planner::poller_health::Health;
+        let (i, complete) = pollers_lost_on_current_v2();
         // Past the progress deadline: Stalled, by the same clock, with the clock in words.
         let mut past = complete.clone();
         past.pollers_lost_too_long = true;

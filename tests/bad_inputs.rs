@@ -1939,7 +1939,7 @@ fn the_table_covers_every_kind_and_every_way_of_refusing() {
     );
 }
 
-/// Both Connection kinds bound `hostPort` (its length, and its port by a CEL rule the rows above
+/// Every Connection kind (ClusterConnection too) bounds `hostPort` (its length, and its port by a CEL rule the rows above
 /// run on the real API server).
 #[test]
 fn the_port_rule_is_in_both_connection_schemas() {
@@ -1950,7 +1950,7 @@ fn the_port_rule_is_in_both_connection_schemas() {
         .filter(|(f, _)| f.contains("connections"))
         .map(|(_, yaml)| yaml)
         .collect();
-    assert_eq!(connections.len(), 2);
+    assert_eq!(connections.len(), 3, "Connection, TemporalConnection, ClusterConnection");
     for yaml in connections {
         let crd: Value = serde_yaml::from_str(yaml).expect("crd yaml");
         let host_port = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
