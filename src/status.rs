@@ -787,7 +787,10 @@ mod tests {
             }],
             live_within: std::time::Duration::from_secs(120),
         });
-        (i, plan_with(Phase::Complete, "Rollout complete for build ID v2"))
+        (
+            i,
+            plan_with(Phase::Complete, "Rollout complete for build ID v2"),
+        )
     }
 
     #[test]

@@ -1950,7 +1950,11 @@ fn the_port_rule_is_in_both_connection_schemas() {
         .filter(|(f, _)| f.contains("connections"))
         .map(|(_, yaml)| yaml)
         .collect();
-    assert_eq!(connections.len(), 3, "Connection, TemporalConnection, ClusterConnection");
+    assert_eq!(
+        connections.len(),
+        3,
+        "Connection, TemporalConnection, ClusterConnection"
+    );
     for yaml in connections {
         let crd: Value = serde_yaml::from_str(yaml).expect("crd yaml");
         let host_port = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]

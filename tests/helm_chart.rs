@@ -1704,9 +1704,9 @@ fn the_go_charts_default_values_render_and_notes_name_every_key_without_effect()
             .unwrap_or_else(|| panic!("Go chart key {key} is neither mapped nor reported"));
         // A line of its own that says the key has no effect here (the webhook's line explains
         // how its Go meaning is kept, so it is mapped, not without effect).
-        let named = notes.lines().any(|l| {
-            l.trim_start().starts_with(&format!("- {key}")) && l.contains("no effect")
-        });
+        let named = notes
+            .lines()
+            .any(|l| l.trim_start().starts_with(&format!("- {key}")) && l.contains("no effect"));
         match mapping {
             Some(_) => assert!(!named, "{key} is mapped but NOTES call it without effect"),
             None => assert!(named, "NOTES do not name {key}:\n{notes}"),

@@ -69,11 +69,22 @@ fn retry_now(view: &View) -> Option<String> {
     (build == view.target && c.record.retried.as_ref() != Some(value)).then(|| value.clone())
 }
 
-/// Whether the target waits on its Pods, so that their trouble is worth reading: not Current
-/// nor ramping, its Deployment there and not all its Pods Ready, and no failure already held.
+/// Whether the target's Pods are worth reading: it waits on them (not Current nor ramping, its
+/// Deployment there and not all its Pods Ready, no failure already held) and its recorded
+/// deadline has come, so this reconcile writes the failure whose message names their trouble.
+/// Only then: the Pods are not cached, and a fleet of waiting rollouts must cost the API server
+/// nothing between events (tests/temporal_budget.rs). Causes the caches and Temporal show (the
+/// Deployment's own deadline, task queues nobody polls) are in the waiting message earlier.
 pub fn wants_pods(input: &PlanInput) -> bool {
     let view = View::new(input);
-    waits(&view)
+    let due = input
+        .desired
+        .control
+        .record
+        .waiting
+        .as_ref()
+        .is_some_and(|w| w.build_id == view.target && input.now >= w.deadline.0);
+    due && waits(&view)
         && view.target_deployment.is_some_and(|d| {
             d.healthy_since.is_none() || d.ready_replicas < d.replicas.unwrap_or(d.status_replicas)
         })

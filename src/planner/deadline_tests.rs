@@ -320,3 +320,24 @@ fn lost_pollers_run_the_same_clock_and_stall_only_past_it() {
     assert_eq!(p.control.pollers_lost, None);
     assert!(!p.pollers_lost_too_long);
 }
+
+#[test]
+fn the_targets_pods_are_read_only_when_its_recorded_deadline_has_come() {
+    use super::deadline::wants_pods;
+    // No clock yet, or one still running: the caches and Temporal say what they know; a fleet
+    // of waiting rollouts reads no Pods (tests/temporal_budget.rs: no API reads in a quiet minute).
+    assert!(!wants_pods(&waiting()));
+    assert!(!wants_pods(&waiting_for(60)));
+    // At the deadline: this reconcile writes the failure, whose message names the Pods' trouble.
+    assert!(wants_pods(&waiting_for(600)));
+    assert!(wants_pods(&waiting_for(700)));
+    // Another build's clock, or a failure already held, reads nothing.
+    let mut other = waiting_for(700);
+    if let Some(w) = other.desired.control.record.waiting.as_mut() {
+        w.build_id = "v1".into();
+    }
+    assert!(!wants_pods(&other));
+    let mut held = waiting_for(700);
+    held.desired.control.record.aborted = Some(failed_record(held.desired.generation));
+    assert!(!wants_pods(&held));
+}

@@ -358,14 +358,27 @@ async fn helm_upgrade_wait_to_an_unpullable_image_fails_before_its_timeout() -> 
             "install" => {
                 test_harness::gitops::helm_install(&kubeconfig, NAME, &ns, &values, HELM_TIMEOUT_S)
             }
-            _ => test_harness::gitops::helm_upgrade(&kubeconfig, NAME, &ns, &values, HELM_TIMEOUT_S),
+            _ => {
+                test_harness::gitops::helm_upgrade(&kubeconfig, NAME, &ns, &values, HELM_TIMEOUT_S)
+            }
         })
     };
-    let install = helm("install", values("registry.example.com/payments/orders-worker:1.4.2"))
-        .await??;
-    ensure!(install.ok, "helm install --wait of the good image: {install:?}");
-    let v1 = current_build(&c.get_twd(NAME).await?).context("no Current build after the install")?;
-    let upgrade = helm("upgrade", values("registry.invalid/payments/orders-worker:1.5.0")).await??;
+    let install = helm(
+        "install",
+        values("registry.example.com/payments/orders-worker:1.4.2"),
+    )
+    .await??;
+    ensure!(
+        install.ok,
+        "helm install --wait of the good image: {install:?}"
+    );
+    let v1 =
+        current_build(&c.get_twd(NAME).await?).context("no Current build after the install")?;
+    let upgrade = helm(
+        "upgrade",
+        values("registry.invalid/payments/orders-worker:1.5.0"),
+    )
+    .await??;
     let took = upgrade.finished - upgrade.started;
     println!("helm upgrade --wait returned after {took:.1}s: {upgrade:?}");
     ensure!(!upgrade.ok, "helm upgrade --wait succeeded: {upgrade:?}");
