@@ -171,8 +171,12 @@ fn run_helm(chart: &str, cases: Vec<(&'static str, Value)>) -> HelmOutput {
 }
 
 fn result(name: &str) -> &'static CaseResult {
-    helm()
-        .results
+    case_of(helm(), name)
+}
+
+/// Case `name` of one Helm run.
+fn case_of(out: &'static HelmOutput, name: &str) -> &'static CaseResult {
+    out.results
         .iter()
         .find(|r| r.name == name)
         .unwrap_or_else(|| panic!("no case {name}"))
@@ -180,7 +184,12 @@ fn result(name: &str) -> &'static CaseResult {
 
 /// Every rendered Kubernetes object of a case (NOTES.txt and empty documents skipped).
 fn objects(name: &str) -> Vec<Value> {
-    let r = result(name);
+    objects_of(result(name))
+}
+
+/// [`objects`] of a case of any Helm run.
+fn objects_of(r: &CaseResult) -> Vec<Value> {
+    let name = &r.name;
     let manifests = r
         .manifests
         .as_ref()
@@ -1612,29 +1621,11 @@ fn go_helm() -> &'static HelmOutput {
 }
 
 fn go_result(name: &str) -> &'static CaseResult {
-    go_helm()
-        .results
-        .iter()
-        .find(|r| r.name == name)
-        .unwrap_or_else(|| panic!("no case {name}"))
+    case_of(go_helm(), name)
 }
 
 fn go_objects(name: &str) -> Vec<Value> {
-    let r = go_result(name);
-    let manifests = r
-        .manifests
-        .as_ref()
-        .unwrap_or_else(|| panic!("{name} did not render: {:?}", r.error));
-    let mut objs = Vec::new();
-    for (template, text) in manifests.iter().filter(|(t, _)| t.ends_with(".yaml")) {
-        for doc in serde_yaml::Deserializer::from_str(text) {
-            let v = Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {template}: {e}"));
-            if !v.is_null() {
-                objs.push(v);
-            }
-        }
-    }
-    objs
+    objects_of(go_result(name))
 }
 
 fn go_notes(name: &str) -> String {
