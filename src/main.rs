@@ -544,51 +544,10 @@ fn main() -> ExitCode {
             print!("{}", temporal_worker_controller::crdgen::all_yaml());
             ExitCode::SUCCESS
         }
-        Command::Status(args) if args.watch => block_on(async move {
-            let name = args.name.unwrap_or_default();
-            cli_watch::run(cli_watch::WatchArgs {
-                source: source(args.api_url, &args.kube),
-                namespace: args.namespace,
-                name,
-                output: args.output,
-            })
-            .await
-            .map_err(|e| e.to_string())
-        }),
-        Command::Status(args) => block_on(async move {
-            cli_status::run(cli_status::StatusArgs {
-                namespace: args.namespace,
-                name: args.name,
-                api_url: args.api_url,
-                kube: args.kube.options(),
-                output: args.output,
-            })
-            .await
-            .map_err(|e| e.to_string())
-        }),
-        Command::Wait(args) => {
-            let wait = cli_wait::WaitArgs {
-                source: source(args.api_url, &args.kube),
-                namespace: args.namespace,
-                name: args.name,
-                wait_for: args.wait_for,
-                timeout: args.timeout.0,
-            };
-            match runtime() {
-                Ok(rt) => rt.block_on(cli_wait::run(wait)),
-                Err(e) => {
-                    eprintln!("error: starting runtime: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Status(args) => status(args),
+        Command::Wait(args) => wait(args),
         Command::Completion { shell } => {
-            let shell = match shell {
-                CompletionShell::Bash => clap_complete::Shell::Bash,
-                CompletionShell::Zsh => clap_complete::Shell::Zsh,
-                CompletionShell::Fish => clap_complete::Shell::Fish,
-            };
-            print!("{}", completion_script(shell));
+            print!("{}", completion_script(shell.into()));
             ExitCode::SUCCESS
         }
         Command::Run(args) => {
@@ -600,6 +559,62 @@ fn main() -> ExitCode {
         | Command::Promote(_)
         | Command::Skip(_)
         | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
+    }
+}
+
+/// `status`, once or followed (`--watch`).
+fn status(args: StatusCli) -> ExitCode {
+    if args.watch {
+        return block_on(async move {
+            let name = args.name.unwrap_or_default();
+            cli_watch::run(cli_watch::WatchArgs {
+                source: source(args.api_url, &args.kube),
+                namespace: args.namespace,
+                name,
+                output: args.output,
+            })
+            .await
+            .map_err(|e| e.to_string())
+        });
+    }
+    block_on(async move {
+        cli_status::run(cli_status::StatusArgs {
+            namespace: args.namespace,
+            name: args.name,
+            api_url: args.api_url,
+            kube: args.kube.options(),
+            output: args.output,
+        })
+        .await
+        .map_err(|e| e.to_string())
+    })
+}
+
+/// `wait`: its own exit codes (`cli_wait::run`), not `block_on`'s.
+fn wait(args: WaitCli) -> ExitCode {
+    let wait = cli_wait::WaitArgs {
+        source: source(args.api_url, &args.kube),
+        namespace: args.namespace,
+        name: args.name,
+        wait_for: args.wait_for,
+        timeout: args.timeout.0,
+    };
+    match runtime() {
+        Ok(rt) => rt.block_on(cli_wait::run(wait)),
+        Err(e) => {
+            eprintln!("error: starting runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl From<CompletionShell> for clap_complete::Shell {
+    fn from(shell: CompletionShell) -> Self {
+        match shell {
+            CompletionShell::Bash => clap_complete::Shell::Bash,
+            CompletionShell::Zsh => clap_complete::Shell::Zsh,
+            CompletionShell::Fish => clap_complete::Shell::Fish,
+        }
     }
 }
 
