@@ -44,6 +44,8 @@ pub const CLEANUP_ABANDONED: &str = "TemporalCleanupAbandoned";
 pub const DRAINING_AT_ZERO: &str = "DrainingVersionAtZero";
 /// The pod template names an image by a mutable reference (`:latest`, no tag, no digest).
 pub const MUTABLE_IMAGE: &str = "MutableImageReference";
+/// The spec uses a deprecated field alias (`spec.deployment.labels`, …) that is still read.
+pub const DEPRECATED_FIELD: &str = "DeprecatedField";
 
 const CONTROLLER: &str = "temporal-worker-controller";
 /// An identical event repeated within this window updates the first one's series.

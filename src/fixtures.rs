@@ -106,6 +106,7 @@ impl TemporalWorkerDeployment {
                 },
                 progress_deadline_seconds: None,
                 deployment: None,
+                deployment_metadata: None,
             },
         );
         twd.metadata.namespace = Some("shop".into());

@@ -1598,6 +1598,20 @@ fn go_helm() -> &'static HelmOutput {
                     "go-typo",
                     merged(go.clone(), json!({"metrics": {"disabelAuth": true}})),
                 ),
+                // The Go chart's main branch after v1.8.1 adds `kubeRBACProxy` (the sidecar's
+                // image, arguments, security context, resources and mounts); written here with
+                // those keys, values of our own.
+                (
+                    "go-later",
+                    merged(
+                        go.clone(),
+                        json!({"kubeRBACProxy": {
+                            "image": {"repository": "kube-rbac-proxy", "tag": "v0.14.1"},
+                            "extraArgs": [], "containerSecurityContext": {},
+                            "resources": {"requests": {"cpu": "5m"}}, "volumeMounts": []
+                        }}),
+                    ),
+                ),
                 (
                     "go-mapped",
                     merged(
@@ -1664,6 +1678,8 @@ fn go_key_mapping(key: &str) -> Option<Option<&'static str>> {
         "prometheus" => Some("serviceMonitor.enabled"),
         "webhook" => Some("webhook (WorkerResourceTemplate check kept on)"),
         "authProxy" => None,
+        // After v1.8.1 (its main branch): the sidecar's settings.
+        "kubeRBACProxy" => None,
         "metrics" => None,
         "namespace" => None,
         "securityContext" => None,
@@ -1723,6 +1739,20 @@ fn the_go_charts_default_values_render_and_notes_name_every_key_without_effect()
         .collect();
     assert_eq!(roles.len(), 12, "{roles:?}");
     assert!(roles.contains(&format!("{RELEASE}-{NS}-workerdeployment-editor-role").as_str()));
+}
+
+#[test]
+fn the_go_charts_later_kube_rbac_proxy_key_is_accepted_and_named_without_effect() {
+    let later = go_result("go-later");
+    assert!(later.error.is_none(), "{:?}", later.error);
+    let notes = go_notes("go-later");
+    assert!(
+        notes
+            .lines()
+            .any(|l| l.trim_start().starts_with("- kubeRBACProxy") && l.contains("no effect")),
+        "{notes}"
+    );
+    assert!(!go_notes("go-defaults").contains("kubeRBACProxy"));
 }
 
 #[test]

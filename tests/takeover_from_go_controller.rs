@@ -43,6 +43,23 @@ const IDENTITY: &str = "twc-takeover";
 const DEADLINE: Duration = Duration::from_secs(240);
 const POLL: Duration = Duration::from_millis(300);
 
+#[test]
+fn a_status_difference_is_found_unless_documented() {
+    let go = json!({"targetVersion": {"deployment": {"name": "a"}, "taskQueues": [{"name": "q"}]},
+                    "conditions": [{"type": "Ready", "reason": "x"}], "versionConflictToken": "t1"});
+    let mut ours = go.clone();
+    ours["conditions"][0]["reason"] = json!("y");
+    ours["versionConflictToken"] = json!("t2");
+    assert!(undocumented_differences(&go, &ours).is_empty());
+    ours["targetVersion"]["taskQueues"] = json!([]);
+    let found = undocumented_differences(&go, &ours);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("/targetVersion/taskQueues/0/name"),
+        "{found:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_controller_takes_over_a_go_controller_rollout_without_restarting_anything()
 -> Result<()> {
@@ -101,18 +118,17 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
     let before = world.snapshot(&[&v1, &v2]).await?;
     // What a Go user's jsonpath reads from the Go controller's status: the same values must
     // come out of ours (decision 16).
-    let go_target = world.worker_deployment().await?["status"]["targetVersion"].clone();
+    let go_status = world.worker_deployment().await?["status"].clone();
+    let go_target = go_status["targetVersion"].clone();
+    let queues = go_target["taskQueues"].as_array();
     ensure!(
-        go_target["deployment"]["name"].is_string()
-            && go_target["taskQueues"]
-                .as_array()
-                .is_some_and(|q| !q.is_empty()),
+        go_target["deployment"]["name"].is_string() && queues.is_some_and(|q| !q.is_empty()),
         "the Go controller's target has no deployment.name or taskQueues: {go_target}"
     );
+    let found = &before.deployments;
     ensure!(
-        before.deployments.len() == 2,
-        "expected v1 and v2 Deployments, found {:?}",
-        before.deployments
+        found.len() == 2,
+        "expected v1 and v2 Deployments, found {found:?}"
     );
     let mut controller = rig.controller.take().context("Go controller not running")?;
     controller.stop();
@@ -145,7 +161,11 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
             return Err(e);
         }
     };
-    if let Err(e) = world.wait_conflict_token_in_status().await {
+    // Then the Go status at the take-over moment against our first status of the same object:
+    // a difference only where the migration guide documents one.
+    let checked = (world.wait_conflict_token_in_status().await)
+        .and_then(|()| check_status_diff(&go_status, &promoted.first_ours));
+    if let Err(e) = checked {
         ours.stop().await;
         return Err(e);
     }
@@ -264,6 +284,85 @@ struct Snapshot {
 
 struct Promoted {
     second_step_at: Option<Instant>,
+    /// Our first status of the object, while the rollout is where the Go controller left it.
+    first_ours: Value,
+}
+
+/// Where our first status may differ from the Go controller's last one (JSON pointers, `*` for
+/// an array index; a pattern covers everything under it), each documented in
+/// `docs/migrating-from-go-controller.md`, "What changes in status, events and metrics".
+const DOCUMENTED_STATUS_DIFFERENCES: &[(&str, &str)] = &[
+    (
+        "/conditions",
+        "the condition set and reasons: Ready/Progressing/Reconciling/Stalled, the deprecated \
+         types gone, messages of ours",
+    ),
+    (
+        "/versionConflictToken",
+        "Temporal's token after this reconcile's reads and routing writes",
+    ),
+];
+
+/// Fails on a difference between the Go status and ours that nothing documents; prints what
+/// was compared.
+fn check_status_diff(go_status: &Value, first_ours: &Value) -> Result<()> {
+    let undocumented = undocumented_differences(go_status, first_ours);
+    let mut compared = Vec::new();
+    leaves(go_status, String::new(), &mut compared);
+    println!(
+        "take-over status diff: {} leaves of the Go status compared: {:?}",
+        compared.len(),
+        compared.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>()
+    );
+    ensure!(
+        undocumented.is_empty(),
+        "our first status differs from the Go controller's last one where nothing documents \
+         it:\n  {}\nGo: {go_status}\nours: {first_ours}",
+        undocumented.join("\n  ")
+    );
+    Ok(())
+}
+
+/// The leaves of `v` as (JSON pointer, value).
+fn leaves(v: &Value, at: String, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(m) => m
+            .iter()
+            .for_each(|(k, x)| leaves(x, format!("{at}/{k}"), out)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .for_each(|(i, x)| leaves(x, format!("{at}/{i}"), out)),
+        _ => out.push((at, v.clone())),
+    }
+}
+
+/// Every leaf of the Go controller's status that ours leaves out or gives another value,
+/// outside [`DOCUMENTED_STATUS_DIFFERENCES`]: what a Go user's jsonpath would read differently.
+fn undocumented_differences(go: &Value, ours: &Value) -> Vec<String> {
+    let mut go_leaves = Vec::new();
+    leaves(go, String::new(), &mut go_leaves);
+    let documented = |pointer: &str| {
+        let general: Vec<&str> = pointer
+            .split('/')
+            .map(|seg| {
+                if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+                    "*"
+                } else {
+                    seg
+                }
+            })
+            .collect();
+        let general = general.join("/");
+        DOCUMENTED_STATUS_DIFFERENCES
+            .iter()
+            .any(|(p, _)| general == *p || general.starts_with(&format!("{p}/")))
+    };
+    go_leaves
+        .into_iter()
+        .filter(|(pointer, value)| ours.pointer(pointer) != Some(value) && !documented(pointer))
+        .map(|(pointer, value)| format!("{pointer}: Go {value}, ours {:?}", ours.pointer(&pointer)))
+        .collect()
 }
 
 struct Observer {
@@ -544,6 +643,7 @@ impl Observer {
         // Our status, while v2 still ramps, with the Go controller's deployment.name and
         // taskQueues of the target.
         let mut go_fields_kept = false;
+        let mut first_ours = None;
         loop {
             self.unchanged(before, &[v1, v2]).await?;
             let wd = self.worker_deployment().await?;
@@ -552,6 +652,9 @@ impl Observer {
             ensure!(extra.is_empty(), "new Temporal versions {extra:?}: {r:?}");
             let ours_now = Self::our_status_is_true(&wd, v2, &r)?;
             ours_seen |= ours_now;
+            if ours_now && first_ours.is_none() && r.current.as_deref() == Some(v1) {
+                first_ours = Some(wd["status"].clone());
+            }
             let target = &wd["status"]["targetVersion"];
             go_fields_kept |= ours_now
                 && r.current.as_deref() == Some(v1)
@@ -568,7 +671,12 @@ impl Observer {
                      and taskQueues while v2 ramped ({go_target}); last: {target}"
                 );
                 if ours_seen && condition(&wd["status"], "Ready")["status"] == "True" {
-                    return Ok(Promoted { second_step_at });
+                    let first_ours =
+                        first_ours.context("no status of ours seen while v2 still ramped")?;
+                    return Ok(Promoted {
+                        second_step_at,
+                        first_ours,
+                    });
                 }
             } else {
                 ensure!(

@@ -40,7 +40,10 @@ pub const MAX_NAME_LEN: usize = 63;
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "!has(self.workerOptions.customBuildID) || !has(self.workerOptions.unsafeCustomBuildID)", "message": "set workerOptions.customBuildID or its alias unsafeCustomBuildID, not both"}
+    {"rule": "!has(self.workerOptions.customBuildID) || !has(self.workerOptions.unsafeCustomBuildID)", "message": "set workerOptions.customBuildID or its alias unsafeCustomBuildID, not both"},
+    {"rule": "!has(self.deployment) || !has(self.deployment.progressDeadlineSeconds) || !has(self.progressDeadlineSeconds) || self.deployment.progressDeadlineSeconds == self.progressDeadlineSeconds", "message": "spec.deployment.progressDeadlineSeconds and spec.progressDeadlineSeconds are the same deadline: when both are set they must be equal"},
+    {"rule": "!has(self.deployment) || !has(self.deployment.minReadySeconds) || !has(self.minReadySeconds) || self.deployment.minReadySeconds == self.minReadySeconds", "message": "spec.deployment.minReadySeconds and spec.minReadySeconds are the same setting: when both are set they must be equal"},
+    {"rule": "!has(self.deploymentMetadata) || !has(self.deployment) || !(has(self.deployment.labels) || has(self.deployment.annotations))", "message": "spec.deployment.labels and spec.deployment.annotations are deprecated aliases of spec.deploymentMetadata: set one shape, not both"}
 ]))]
 pub struct TemporalWorkerDeploymentSpec {
     /// Desired pods per active version (at least 1). Leave unset to let an autoscaler own
@@ -69,34 +72,113 @@ pub struct TemporalWorkerDeploymentSpec {
     pub sunset: SunsetSpec,
     /// Temporal connection, namespace and build ID options.
     pub worker_options: WorkerOptions,
-    /// Settings of every versioned Deployment that the Go controller has no field for: labels
-    /// and annotations on the Deployment objects, and how a roll in place replaces Pods. Not
-    /// part of the build ID: a change updates the existing Deployments in place, with no new
-    /// version and no Pod restarted.
+    /// Settings of every versioned Deployment, each where a Kubernetes `DeploymentSpec` puts it
+    /// (`strategy.rollingUpdate`, `revisionHistoryLimit`, `progressDeadlineSeconds`,
+    /// `minReadySeconds`), so that this field and a future Go `spec.deployment` (its PR #564, a
+    /// full `DeploymentSpec`) read the same YAML the same way. Not part of the build ID: a
+    /// change updates the existing Deployments in place, with no new version and no Pod
+    /// restarted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<DeploymentSettings>,
+    /// Labels and annotations on every versioned Deployment object (not its Pods': those are
+    /// `template.metadata`). A `DeploymentSpec` has no place for them, hence a field of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_metadata: Option<DeploymentMetadata>,
 }
 
-/// `spec.deployment`: passed through to each versioned Deployment, within the controller's
-/// rules (docs/cd-rollouts.md, "Deployment settings").
+impl TemporalWorkerDeploymentSpec {
+    /// `minReadySeconds`, from the top level or `spec.deployment` (they must agree).
+    pub fn min_ready(&self) -> Option<i32> {
+        self.min_ready_seconds
+            .or_else(|| self.deployment.as_ref()?.min_ready_seconds)
+    }
+
+    /// `progressDeadlineSeconds`, from the top level or `spec.deployment` (they must agree).
+    pub fn progress_deadline(&self) -> Option<i32> {
+        self.progress_deadline_seconds
+            .or_else(|| self.deployment.as_ref()?.progress_deadline_seconds)
+    }
+}
+
+/// The CEL rule refusing keys that belong to the controllers in the Deployments' labels and
+/// annotations (both shapes).
+fn reserved_keys_rule() -> serde_json::Value {
+    serde_json::json!({
+        "rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))",
+        "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"
+    })
+}
+
+/// `spec.deployment`: a subset of a Kubernetes `DeploymentSpec`, passed through to each
+/// versioned Deployment within the controller's rules (docs/cd-rollouts.md, "Deployment
+/// settings"). `labels`, `annotations` and `rollingUpdate` directly under it are the shape
+/// before `DeploymentSpec` positions, still read as deprecated aliases (a Warning event says so).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.rollingUpdate) || !has(self.strategy)", "message": "set spec.deployment.strategy.rollingUpdate, or its deprecated alias spec.deployment.rollingUpdate, not both"}
+]))]
 pub struct DeploymentSettings {
-    /// Added to each versioned Deployment's labels (not its Pods': those are
-    /// `template.metadata.labels`). Keys under `temporal.io/` and `deployment.kubernetes.io/`
-    /// belong to the controllers and are refused.
+    /// How a roll in place replaces a version's Pods, as `DeploymentSpec.strategy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<StrategySettings>,
+    /// Old ReplicaSets kept per versioned Deployment, as `DeploymentSpec.revisionHistoryLimit`
+    /// (Kubernetes' default, 10, when unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub revision_history_limit: Option<i32>,
+    /// The same as `spec.progressDeadlineSeconds` (the Go controller's top-level field, which
+    /// its PR #564 moves here); when both are set they must be equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub progress_deadline_seconds: Option<i32>,
+    /// The same as `spec.minReadySeconds`; when both are set they must be equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub min_ready_seconds: Option<i32>,
+    /// Deprecated alias of `spec.deploymentMetadata.labels`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [{"rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))", "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"}]))]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [reserved_keys_rule()]))]
     pub labels: BTreeMap<String, String>,
-    /// Added to each versioned Deployment's annotations, with the same reserved keys.
+    /// Deprecated alias of `spec.deploymentMetadata.annotations`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [{"rule": "self.all(k, !k.startsWith('temporal.io/') && !k.startsWith('deployment.kubernetes.io/'))", "message": "keys under temporal.io/ and deployment.kubernetes.io/ are reserved: they belong to the controllers (they select and record versions)"}]))]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [reserved_keys_rule()]))]
     pub annotations: BTreeMap<String, String>,
+    /// Deprecated alias of `spec.deployment.strategy.rollingUpdate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<RollingUpdateSettings>,
+}
+
+/// `spec.deployment.strategy`: only `RollingUpdate`. `Recreate` takes every Pod of a version
+/// down at once, and a version without ready pollers stops its pinned workflows.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategySettings {
+    /// `RollingUpdate` (the default; the only one taken).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == 'RollingUpdate'", "message": "only RollingUpdate: Recreate takes every Pod of a version down at once, and a version without ready pollers stops its pinned workflows"}]))]
+    pub type_: Option<String>,
     /// How a roll in place (a Connection change, or a pod-template change under a custom build
     /// ID) replaces a version's Pods. Defaults: `maxSurge: 1`, `maxUnavailable: 0`. Values that
     /// could leave a version with no available Pod are refused: its pinned workflows would stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolling_update: Option<RollingUpdateSettings>,
+}
+
+/// `spec.deploymentMetadata`: put on each versioned Deployment object.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentMetadata {
+    /// Added to each versioned Deployment's labels (not its Pods': those are
+    /// `template.metadata.labels`). Keys under `temporal.io/` and `deployment.kubernetes.io/`
+    /// belong to the controllers and are refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [reserved_keys_rule()]))]
+    pub labels: BTreeMap<String, String>,
+    /// Added to each versioned Deployment's annotations, with the same reserved keys.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64, "x-kubernetes-validations" = [reserved_keys_rule()]))]
+    pub annotations: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -132,7 +132,7 @@ pub fn desired(
         upgrade_signal: spec.sunset.upgrade_signal.clone(),
         control: control(twd),
         progress_deadline: spec
-            .progress_deadline_seconds
+            .progress_deadline()
             .and_then(|s| u64::try_from(s).ok())
             .filter(|s| *s > 0)
             .map_or(settings.default_progress_deadline, Duration::from_secs),
@@ -361,7 +361,7 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     {
         p.add("spec.replicas", format!("must not be negative, got {r}"));
     }
-    if let Some(s) = spec.min_ready_seconds
+    if let Some(s) = spec.min_ready()
         && s < 0
     {
         p.add(

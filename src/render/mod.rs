@@ -72,16 +72,14 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
         },
         spec: Some(DeploymentSpec {
             replicas: input.replicas,
-            min_ready_seconds: input.twd.spec.min_ready_seconds,
+            min_ready_seconds: input.twd.spec.min_ready(),
             selector: LabelSelector {
                 match_labels: Some(labels.clone()),
                 match_expressions: None,
             },
             template,
             strategy: Some(rollout_strategy()),
-            progress_deadline_seconds: Some(progress_deadline_seconds(
-                input.twd.spec.min_ready_seconds,
-            )),
+            progress_deadline_seconds: Some(progress_deadline_seconds(input.twd.spec.min_ready())),
             ..Default::default()
         }),
         status: None,
@@ -194,9 +192,8 @@ pub fn refresh_template(
     let mut spec = existing_spec.clone();
     spec.template = template;
     spec.strategy = Some(rollout_strategy());
-    spec.min_ready_seconds = input.twd.spec.min_ready_seconds;
-    spec.progress_deadline_seconds =
-        Some(progress_deadline_seconds(input.twd.spec.min_ready_seconds));
+    spec.min_ready_seconds = input.twd.spec.min_ready();
+    spec.progress_deadline_seconds = Some(progress_deadline_seconds(input.twd.spec.min_ready()));
     if input.replicas.is_some() {
         spec.replicas = input.replicas;
     }

@@ -1,21 +1,26 @@
-//! `spec.deployment`: the versioned Deployments' settings beyond the Go controller's fields
-//! (labels, annotations, rolling update), the rules they must pass, and how they land on a
-//! Deployment. Pure.
+//! `spec.deployment` and `spec.deploymentMetadata`: the versioned Deployments' settings beyond
+//! the pod template (labels, annotations, rolling update, revision history), the rules they
+//! must pass, and how they land on a Deployment. Pure.
 //!
-//! What the user set is recorded on each Deployment (annotation [`ANNOTATION_SETTINGS`]), so
-//! that a change is seen as drift and updated in place, and a removed label or annotation is
-//! removed again (only keys the record names: others' keys are left alone). A Deployment with
-//! no record and a spec without settings is never touched (a Deployment taken over from the Go
-//! controller keeps its generation).
+//! Both shapes are read: `spec.deployment` at `DeploymentSpec` positions with
+//! `spec.deploymentMetadata`, and the earlier `spec.deployment.{labels, annotations,
+//! rollingUpdate}` (deprecated aliases, [`deprecated_aliases`]). [`applied`] is what either
+//! means. It is recorded on each Deployment (annotation [`ANNOTATION_SETTINGS`], in the field
+//! names of the earlier shape, so a record an earlier release wrote reads the same), so that a
+//! change is seen as drift and updated in place, and a removed label or annotation is removed
+//! again (only keys the record names: others' keys are left alone). A Deployment with no record
+//! and a spec without settings is never touched (a Deployment taken over from the Go controller
+//! keeps its generation).
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::{Deserialize, Serialize};
 
-use crate::api::twd::{DeploymentSettings, RollingUpdateSettings, TemporalWorkerDeploymentSpec};
+use crate::api::twd::{RollingUpdateSettings, TemporalWorkerDeploymentSpec};
 
-/// Deployment annotation: the `spec.deployment` last applied (compact JSON).
+/// Deployment annotation: the settings last applied (compact JSON of [`Applied`]).
 pub const ANNOTATION_SETTINGS: &str = "temporal.io/deployment-settings";
 
 /// Key prefixes of labels and annotations that belong to the controllers: ours select and
@@ -23,6 +28,8 @@ pub const ANNOTATION_SETTINGS: &str = "temporal.io/deployment-settings";
 /// records), Kubernetes' Deployment controller writes `deployment.kubernetes.io/revision`.
 pub const RESERVED_PREFIXES: [&str; 2] = ["temporal.io/", "deployment.kubernetes.io/"];
 
+/// The only Deployment strategy taken.
+const ROLLING_UPDATE: &str = "RollingUpdate";
 /// Default surge of a roll in place: one extra Pod at a time.
 const DEFAULT_SURGE: i32 = 1;
 /// Default unavailability: never remove an old Pod before its replacement is Ready.
@@ -31,16 +38,101 @@ const DEFAULT_UNAVAILABLE: i32 = 0;
 /// the small counts are the ones that can round to no available Pod).
 const AUTOSCALED_COUNTS: std::ops::RangeInclusive<i32> = 1..=100;
 
-/// Every problem with `spec.deployment`, as `(path, message)`.
-pub fn problems(spec: &TemporalWorkerDeploymentSpec) -> Vec<(String, String)> {
-    let Some(s) = &spec.deployment else {
+/// What the settings put on each versioned Deployment, whichever shape they were written in.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Applied {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<RollingUpdateSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_history_limit: Option<i32>,
+}
+
+/// What `spec` puts on each versioned Deployment. Where both shapes set something (the CRD
+/// refuses that), the current shape wins.
+pub fn applied(spec: &TemporalWorkerDeploymentSpec) -> Applied {
+    let d = spec.deployment.clone().unwrap_or_default();
+    let m = spec.deployment_metadata.clone().unwrap_or_default();
+    let mut labels = d.labels;
+    labels.extend(m.labels);
+    let mut annotations = d.annotations;
+    annotations.extend(m.annotations);
+    Applied {
+        labels,
+        annotations,
+        rolling_update: d
+            .strategy
+            .and_then(|s| s.rolling_update)
+            .or(d.rolling_update),
+        revision_history_limit: d.revision_history_limit,
+    }
+}
+
+/// The deprecated aliases `spec` uses, each with the field that replaces it.
+pub fn deprecated_aliases(
+    spec: &TemporalWorkerDeploymentSpec,
+) -> Vec<(&'static str, &'static str)> {
+    let Some(d) = &spec.deployment else {
         return Vec::new();
     };
+    [
+        (
+            !d.labels.is_empty(),
+            "spec.deployment.labels",
+            "spec.deploymentMetadata.labels",
+        ),
+        (
+            !d.annotations.is_empty(),
+            "spec.deployment.annotations",
+            "spec.deploymentMetadata.annotations",
+        ),
+        (
+            d.rolling_update.is_some(),
+            "spec.deployment.rollingUpdate",
+            "spec.deployment.strategy.rollingUpdate",
+        ),
+    ]
+    .into_iter()
+    .filter(|(used, _, _)| *used)
+    .map(|(_, old, new)| (old, new))
+    .collect()
+}
+
+/// The Warning note for the deprecated aliases `spec` uses; `None` when it uses none.
+pub fn deprecation_note(spec: &TemporalWorkerDeploymentSpec) -> Option<String> {
+    let aliases = deprecated_aliases(spec);
+    if aliases.is_empty() {
+        return None;
+    }
+    let moves: Vec<String> = aliases
+        .iter()
+        .map(|(old, new)| format!("{old} to {new}"))
+        .collect();
+    Some(format!(
+        "deprecated fields still read: move {} (the same meaning at DeploymentSpec positions, \
+         so a Go spec.deployment reads the same YAML the same way)",
+        moves.join(", ")
+    ))
+}
+
+/// Every problem with `spec.deployment` and `spec.deploymentMetadata`, as `(path, message)`.
+pub fn problems(spec: &TemporalWorkerDeploymentSpec) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for (field, map) in [("labels", &s.labels), ("annotations", &s.annotations)] {
+    let d = spec.deployment.clone().unwrap_or_default();
+    let m = spec.deployment_metadata.clone().unwrap_or_default();
+    for (path, map) in [
+        ("spec.deploymentMetadata.labels", &m.labels),
+        ("spec.deploymentMetadata.annotations", &m.annotations),
+        ("spec.deployment.labels", &d.labels),
+        ("spec.deployment.annotations", &d.annotations),
+    ] {
         for key in map.keys().filter(|k| reserved(k)) {
             out.push((
-                format!("spec.deployment.{field}[{key}]"),
+                format!("{path}[{key}]"),
                 format!(
                     "{key} is reserved: keys under {} belong to the controllers (they select \
                      and record versions), so they cannot be set here",
@@ -49,12 +141,90 @@ pub fn problems(spec: &TemporalWorkerDeploymentSpec) -> Vec<(String, String)> {
             ));
         }
     }
-    if let Some(r) = &s.rolling_update
-        && let Err(why) = keeps_one_available(r, spec.replicas)
-    {
-        out.push(("spec.deployment.rollingUpdate".to_string(), why));
+    if spec.deployment_metadata.is_some() && !(d.labels.is_empty() && d.annotations.is_empty()) {
+        out.push((
+            "spec.deployment.labels".to_string(),
+            "spec.deployment.labels and annotations are deprecated aliases of \
+             spec.deploymentMetadata: set one shape, not both"
+                .to_string(),
+        ));
+    }
+    out.extend(strategy_problems(spec));
+    out.extend(agreement_problems(spec));
+    if let Some(n) = d.revision_history_limit.filter(|n| *n < 0) {
+        out.push((
+            "spec.deployment.revisionHistoryLimit".to_string(),
+            format!("must not be negative, got {n}"),
+        ));
     }
     out
+}
+
+/// The strategy's type and rolling update, in either shape.
+fn strategy_problems(spec: &TemporalWorkerDeploymentSpec) -> Vec<(String, String)> {
+    let Some(d) = &spec.deployment else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let strategy = d.strategy.clone().unwrap_or_default();
+    if let Some(t) = strategy.type_.as_deref().filter(|t| *t != ROLLING_UPDATE) {
+        out.push((
+            "spec.deployment.strategy.type".to_string(),
+            format!(
+                "{t} is not taken, only {ROLLING_UPDATE}: any other strategy takes every Pod of \
+                 a version down at once, and a version without ready pollers stops its pinned \
+                 workflows"
+            ),
+        ));
+    }
+    if strategy.rolling_update.is_some() && d.rolling_update.is_some() {
+        out.push((
+            "spec.deployment.rollingUpdate".to_string(),
+            "set spec.deployment.strategy.rollingUpdate, or its deprecated alias \
+             spec.deployment.rollingUpdate, not both"
+                .to_string(),
+        ));
+    }
+    let (path, rolling) = match (&strategy.rolling_update, &d.rolling_update) {
+        (Some(r), _) => ("spec.deployment.strategy.rollingUpdate", r),
+        (None, Some(r)) => ("spec.deployment.rollingUpdate", r),
+        (None, None) => return out,
+    };
+    if let Err(why) = keeps_one_available(rolling, spec.replicas) {
+        out.push((path.to_string(), why));
+    }
+    out
+}
+
+/// A field set both at the top level and in `spec.deployment` must say the same.
+fn agreement_problems(spec: &TemporalWorkerDeploymentSpec) -> Vec<(String, String)> {
+    let Some(d) = &spec.deployment else {
+        return Vec::new();
+    };
+    [
+        (
+            "progressDeadlineSeconds",
+            spec.progress_deadline_seconds,
+            d.progress_deadline_seconds,
+        ),
+        (
+            "minReadySeconds",
+            spec.min_ready_seconds,
+            d.min_ready_seconds,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(field, top, nested)| match (top, nested) {
+        (Some(a), Some(b)) if a != b => Some((
+            format!("spec.deployment.{field}"),
+            format!(
+                "{b} differs from spec.{field} {a}: they are the same setting, so when both \
+                 are set they must be equal"
+            ),
+        )),
+        _ => None,
+    })
+    .collect()
 }
 
 fn reserved(key: &str) -> bool {
@@ -136,27 +306,23 @@ fn show(v: &IntOrString) -> String {
     }
 }
 
-/// What to record on the Deployments for `spec.deployment`: `None` when nothing is set (then
-/// nothing is recorded, and Deployments without a record are left as they are).
+/// What to record on the Deployments: `None` when nothing is set (then nothing is recorded,
+/// and Deployments without a record are left as they are).
 pub fn record(spec: &TemporalWorkerDeploymentSpec) -> Option<String> {
-    let s = spec
-        .deployment
-        .as_ref()
-        .filter(|s| **s != DeploymentSettings::default())?;
-    serde_json::to_string(s).ok()
+    let a = applied(spec);
+    if a == Applied::default() {
+        return None;
+    }
+    serde_json::to_string(&a).ok()
 }
 
 /// How a versioned Deployment replaces its pods: the user's rolling update, within the rules
 /// above, over the defaults (one extra pod at a time, never an old pod removed before its
 /// replacement is Ready).
 pub fn strategy(spec: &TemporalWorkerDeploymentSpec) -> DeploymentStrategy {
-    let r = spec
-        .deployment
-        .as_ref()
-        .and_then(|d| d.rolling_update.clone())
-        .unwrap_or_default();
+    let r = applied(spec).rolling_update.unwrap_or_default();
     DeploymentStrategy {
-        type_: Some("RollingUpdate".into()),
+        type_: Some(ROLLING_UPDATE.into()),
         rolling_update: Some(RollingUpdateDeployment {
             max_surge: Some(r.max_surge.unwrap_or(IntOrString::Int(DEFAULT_SURGE))),
             max_unavailable: Some(
@@ -167,22 +333,23 @@ pub fn strategy(spec: &TemporalWorkerDeploymentSpec) -> DeploymentStrategy {
     }
 }
 
-/// Puts `spec.deployment` on `d`: removes the labels and annotations the previous record
-/// named, adds the current ones (never over `ours`, the controller's own labels), sets the
-/// strategy and the record.
+/// Puts the settings on `d`: removes the labels and annotations the previous record named,
+/// adds the current ones (never over `ours`, the controller's own labels), sets the strategy,
+/// the revision history (back to Kubernetes' default when the record had one and the spec no
+/// longer does) and the record.
 pub fn apply(
     d: &mut Deployment,
     spec: &TemporalWorkerDeploymentSpec,
     ours: &BTreeMap<String, String>,
 ) {
-    let previous: DeploymentSettings = d
+    let previous: Applied = d
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ANNOTATION_SETTINGS))
         .and_then(|v| serde_json::from_str(v).ok())
         .unwrap_or_default();
-    let current = spec.deployment.clone().unwrap_or_default();
+    let current = applied(spec);
     let mut labels = d.metadata.labels.take().unwrap_or_default();
     replace(&mut labels, &previous.labels, &current.labels);
     labels.extend(ours.clone());
@@ -201,6 +368,10 @@ pub fn apply(
     d.metadata.annotations = Some(annotations).filter(|m| !m.is_empty());
     if let Some(s) = d.spec.as_mut() {
         s.strategy = Some(strategy(spec));
+        if current.revision_history_limit.is_some() || previous.revision_history_limit.is_some() {
+            // None lets the API server default it again.
+            s.revision_history_limit = current.revision_history_limit;
+        }
     }
 }
 

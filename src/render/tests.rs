@@ -682,6 +682,33 @@ fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
 // `spec.deployment` passthrough (`settings.rs`)
 
 fn with_settings(labels: &[(&str, &str)], surge: Option<IntOrString>) -> TemporalWorkerDeployment {
+    use crate::api::twd::{DeploymentMetadata, DeploymentSettings, StrategySettings};
+    let mut t = twd();
+    t.spec.deployment_metadata = Some(DeploymentMetadata {
+        labels: labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        annotations: BTreeMap::from([("owner".to_string(), "payments".to_string())]),
+    });
+    t.spec.deployment = surge.map(|s| DeploymentSettings {
+        strategy: Some(StrategySettings {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(crate::api::twd::RollingUpdateSettings {
+                max_surge: Some(s),
+                max_unavailable: None,
+            }),
+        }),
+        ..Default::default()
+    });
+    t
+}
+
+/// The same settings in the shape before `DeploymentSpec` positions (deprecated aliases).
+fn with_old_settings(
+    labels: &[(&str, &str)],
+    surge: Option<IntOrString>,
+) -> TemporalWorkerDeployment {
     let mut t = twd();
     t.spec.deployment = Some(crate::api::twd::DeploymentSettings {
         labels: labels
@@ -693,8 +720,150 @@ fn with_settings(labels: &[(&str, &str)], surge: Option<IntOrString>) -> Tempora
             max_surge: Some(s),
             max_unavailable: None,
         }),
+        ..Default::default()
     });
     t
+}
+
+#[test]
+fn the_deprecated_shape_renders_the_same_deployment_and_is_named() {
+    let surge = || Some(IntOrString::String("50%".into()));
+    let new = with_settings(&[("team", "payments")], surge());
+    let old = with_old_settings(&[("team", "payments")], surge());
+    assert_eq!(
+        render(&old, &plain(), Some(2)),
+        render(&new, &plain(), Some(2))
+    );
+    assert_eq!(settings::record(&old.spec), settings::record(&new.spec));
+    assert!(settings::deprecated_aliases(&new.spec).is_empty());
+    assert_eq!(settings::deprecation_note(&new.spec), None);
+    assert_eq!(
+        settings::deprecated_aliases(&old.spec),
+        vec![
+            ("spec.deployment.labels", "spec.deploymentMetadata.labels"),
+            (
+                "spec.deployment.annotations",
+                "spec.deploymentMetadata.annotations"
+            ),
+            (
+                "spec.deployment.rollingUpdate",
+                "spec.deployment.strategy.rollingUpdate"
+            ),
+        ]
+    );
+    let note = settings::deprecation_note(&old.spec).expect("a note");
+    assert!(
+        note.contains("move spec.deployment.labels to spec.deploymentMetadata.labels"),
+        "{note}"
+    );
+    // A record an earlier release wrote (the old field names) reads as the same settings.
+    let earlier = r#"{"labels":{"team":"payments"},"annotations":{"owner":"payments"},"rollingUpdate":{"maxSurge":"50%"}}"#;
+    assert_eq!(settings::record(&new.spec).as_deref(), Some(earlier));
+}
+
+#[test]
+fn revision_history_limit_lands_and_goes_back_to_the_default() {
+    let mut t = twd();
+    t.spec.deployment = Some(crate::api::twd::DeploymentSettings {
+        revision_history_limit: Some(3),
+        ..Default::default()
+    });
+    let d = render(&t, &plain(), Some(2));
+    assert_eq!(d.spec.as_ref().unwrap().revision_history_limit, Some(3));
+    let stored = as_stored(d, 2);
+    assert_eq!(
+        stored.spec.as_ref().unwrap().revision_history_limit,
+        Some(10)
+    );
+    let build = build_of(&t);
+    let input = VersionedDeploymentInput {
+        twd: &t,
+        connection: &plain(),
+        build_id: &build,
+        replicas: None,
+    };
+    let again = refresh_settings(&stored, &input).unwrap();
+    assert_eq!(again.spec.as_ref().unwrap().revision_history_limit, Some(3));
+    // Removed from the spec: handed back to the API server's default.
+    let mut without = t.clone();
+    without.spec.deployment = None;
+    let input = VersionedDeploymentInput {
+        twd: &without,
+        ..input
+    };
+    let cleared = refresh_settings(&again, &input).unwrap();
+    assert_eq!(cleared.spec.as_ref().unwrap().revision_history_limit, None);
+    // Never recorded, never touched (a Deployment taken over keeps its own).
+    let unrecorded = as_stored(render(&without, &plain(), Some(2)), 2);
+    let untouched = refresh_settings(&unrecorded, &input).unwrap();
+    assert_eq!(
+        untouched.spec.as_ref().unwrap().revision_history_limit,
+        Some(10)
+    );
+}
+
+#[test]
+fn deploymentspec_fields_must_agree_with_the_top_level_and_take_only_rolling_update() {
+    use crate::api::twd::{DeploymentMetadata, DeploymentSettings, StrategySettings};
+    let mut t = twd();
+    t.spec.progress_deadline_seconds = Some(600);
+    t.spec.min_ready_seconds = Some(5);
+    t.spec.deployment = Some(DeploymentSettings {
+        progress_deadline_seconds: Some(600),
+        min_ready_seconds: Some(5),
+        ..Default::default()
+    });
+    assert_eq!(settings::problems(&t.spec), vec![]);
+    let d = t.spec.deployment.as_mut().unwrap();
+    d.progress_deadline_seconds = Some(300);
+    d.min_ready_seconds = Some(0);
+    d.strategy = Some(StrategySettings {
+        type_: Some("Recreate".into()),
+        rolling_update: None,
+    });
+    let paths: Vec<String> = settings::problems(&t.spec)
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            "spec.deployment.strategy.type",
+            "spec.deployment.progressDeadlineSeconds",
+            "spec.deployment.minReadySeconds"
+        ]
+    );
+    // Only at spec.deployment: that is the deadline and the minimum.
+    let mut only = twd();
+    only.spec.deployment = Some(DeploymentSettings {
+        progress_deadline_seconds: Some(45),
+        min_ready_seconds: Some(7),
+        ..Default::default()
+    });
+    assert_eq!(only.spec.progress_deadline(), Some(45));
+    assert_eq!(only.spec.min_ready(), Some(7));
+    assert_eq!(
+        render(&only, &plain(), Some(1))
+            .spec
+            .unwrap()
+            .min_ready_seconds,
+        Some(7)
+    );
+    // Both shapes of the labels at once, and both rolling updates at once.
+    let mut both = with_old_settings(&[("team", "a")], Some(IntOrString::Int(1)));
+    both.spec.deployment_metadata = Some(DeploymentMetadata::default());
+    both.spec.deployment.as_mut().unwrap().strategy = Some(StrategySettings {
+        type_: None,
+        rolling_update: Some(crate::api::twd::RollingUpdateSettings::default()),
+    });
+    let paths: Vec<String> = settings::problems(&both.spec)
+        .into_iter()
+        .map(|p| p.0)
+        .collect();
+    assert_eq!(
+        paths,
+        vec!["spec.deployment.labels", "spec.deployment.rollingUpdate"]
+    );
 }
 
 #[test]
@@ -789,6 +958,7 @@ fn a_settings_refresh_replaces_what_it_set_and_leaves_pods_and_others_keys_alone
     // Settings removed altogether: their keys and the record go.
     let mut none = after.clone();
     none.spec.deployment = None;
+    none.spec.deployment_metadata = None;
     let input = VersionedDeploymentInput {
         twd: &none,
         ..input
@@ -808,6 +978,12 @@ fn reserved_keys_and_rolls_that_could_empty_a_version_are_refused() {
     use crate::api::twd::RollingUpdateSettings;
     let t = with_settings(&[("temporal.io/build-id", "x")], None);
     let p = settings::problems(&t.spec);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(
+        p[0].0,
+        "spec.deploymentMetadata.labels[temporal.io/build-id]"
+    );
+    let p = settings::problems(&with_old_settings(&[("temporal.io/build-id", "x")], None).spec);
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].0, "spec.deployment.labels[temporal.io/build-id]");
     assert!(p[0].1.contains("reserved"), "{}", p[0].1);

@@ -1,6 +1,8 @@
 //! What only the real API server and kube-controller-manager can show of issue 29 item 5:
-//! `spec.deployment` (labels, annotations, rolling update) lands on the real versioned
-//! Deployment and a change of it updates that Deployment in place without a new ReplicaSet;
+//! `spec.deployment` and `spec.deploymentMetadata` (labels, annotations, rolling update) land on
+//! the real versioned Deployment and a change of them updates that Deployment in place without
+//! a new ReplicaSet; the earlier shape (deprecated aliases) gives a `DeprecatedField` Warning,
+//! and moving to the current shape updates no Deployment;
 //! a mutable image reference (`:latest`) gives one `MutableImageReference` Warning event and a
 //! Ready message that says so, without holding the rollout back. The rules themselves are
 //! unit-tested (`src/render/tests.rs`, `src/planner/images.rs`, `src/planner/drift_tests.rs`).
@@ -29,22 +31,29 @@ fn revision(d: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// The settings in the current shape (`DeploymentSpec` positions and `deploymentMetadata`).
+fn settings(team: &str) -> serde_json::Value {
+    json!({
+        "deploymentMetadata": {"labels": {"team": team}, "annotations": {"owner": "payments"}},
+        "deployment": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "50%"}}}
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployment_settings_land_in_place_and_a_latest_tag_is_warned_about() -> Result<()> {
     let c = case("settings").await?;
-    let settings = |team: &str| {
-        json!({"deployment": {
-            "labels": {"team": team},
-            "annotations": {"owner": "payments"},
-            "rollingUpdate": {"maxSurge": "50%"}
-        }})
-    };
+    // The earlier shape: deprecated aliases of the same settings.
+    let earlier = json!({"deployment": {
+        "labels": {"team": "payments"},
+        "annotations": {"owner": "payments"},
+        "rollingUpdate": {"maxSurge": "50%"}
+    }});
     // `:latest`: a mutable reference, warned about, never refused.
     c.apply_twd(
         "ledger",
         "latest",
         json!({"strategy": "AllAtOnce"}),
-        settings("payments"),
+        earlier,
     )
     .await?;
     let twd = c
@@ -87,7 +96,18 @@ async fn deployment_settings_land_in_place_and_a_latest_tag_is_warned_about() ->
     let warned = events_with_reason(&c, "MutableImageReference").await?;
     ensure!(warned.len() == 1, "one Warning: {warned:?}");
     ensure!(warned[0]["type"] == "Warning", "{:?}", warned[0]);
+    let deprecated = events_with_reason(&c, "DeprecatedField").await?;
+    ensure!(
+        deprecated.len() == 1
+            && deprecated[0]["type"] == "Warning"
+            && deprecated[0]["note"].as_str().is_some_and(
+                |n| n.contains("spec.deployment.labels to spec.deploymentMetadata.labels")
+            ),
+        "one DeprecatedField Warning naming the move: {deprecated:?}"
+    );
     let first_revision = revision(&d).map(str::to_string);
+
+    the_current_shape_changes_nothing(&c, &name, &d).await?;
 
     // A label change: the same Deployment is updated in place, no new ReplicaSet (revision).
     c.apply_twd(
@@ -118,13 +138,44 @@ async fn deployment_settings_land_in_place_and_a_latest_tag_is_warned_about() ->
         "one Warning event, not a new one per reconcile"
     );
 
-    // A reserved key is refused at admission (CEL), before any controller sees it.
+    refused_at_admission(&c).await
+}
+
+/// The same settings moved from the deprecated aliases to the current shape: nothing on the
+/// Deployment changes (the record is the same).
+async fn the_current_shape_changes_nothing(c: &Case, name: &str, d: &Deployment) -> Result<()> {
+    c.apply_twd(
+        "ledger",
+        "latest",
+        json!({"strategy": "AllAtOnce"}),
+        settings("payments"),
+    )
+    .await?;
+    c.wait_twd("ledger", "the current shape observed", T, is_ready)
+        .await?;
+    let same = c.deployments().get(name).await?;
+    ensure!(
+        same.metadata.generation == d.metadata.generation
+            && same.metadata.annotations == d.metadata.annotations
+            && same.metadata.labels == d.metadata.labels,
+        "moving to the current shape updated the Deployment: generation {:?} -> {:?}",
+        d.metadata.generation,
+        same.metadata.generation
+    );
+
+    Ok(())
+}
+
+/// A reserved key, a strategy that takes every Pod of a version down at once and a nested
+/// deadline that disagrees with the top-level one are refused at admission (CEL), before any
+/// controller sees them.
+async fn refused_at_admission(c: &Case) -> Result<()> {
     let refused = c
         .apply_twd(
             "ledger",
             "latest",
             json!({"strategy": "AllAtOnce"}),
-            json!({"deployment": {"labels": {"temporal.io/build-id": "mine"}}}),
+            json!({"deploymentMetadata": {"labels": {"temporal.io/build-id": "mine"}}}),
         )
         .await
         .expect_err("a reserved label key is refused");
@@ -132,5 +183,26 @@ async fn deployment_settings_land_in_place_and_a_latest_tag_is_warned_about() ->
         format!("{refused:#}").contains("are reserved"),
         "{refused:#}"
     );
+    for (deployment, says) in [
+        (
+            json!({"strategy": {"type": "Recreate"}}),
+            "only RollingUpdate",
+        ),
+        (
+            json!({"progressDeadlineSeconds": 30}),
+            "are the same deadline",
+        ),
+    ] {
+        let refused = c
+            .apply_twd(
+                "ledger",
+                "latest",
+                json!({"strategy": "AllAtOnce"}),
+                json!({"deployment": deployment, "progressDeadlineSeconds": 60}),
+            )
+            .await
+            .expect_err("refused at admission");
+        ensure!(format!("{refused:#}").contains(says), "{refused:#}");
+    }
     Ok(())
 }

@@ -264,6 +264,9 @@ once per template gives the same values. Keys with no effect here are named in N
 {{- if hasKey $v "authProxy" -}}
 {{- $lines = append $lines "authProxy: no effect: no kube-rbac-proxy sidecar here; /metrics takes a Kubernetes token with statusApi.auth.mode=token-review and statusApi.auth.protectMetrics=true" -}}
 {{- end -}}
+{{- if hasKey $v "kubeRBACProxy" -}}
+{{- $lines = append $lines "kubeRBACProxy.*: no effect: no kube-rbac-proxy sidecar here (see authProxy)" -}}
+{{- end -}}
 {{- with $v.metrics -}}
 {{- if hasKey . "enabled" -}}
 {{- $lines = append $lines (printf "metrics.enabled: no effect: /metrics is always served, on http.port (%v) with the status API and probes" $v.http.port) -}}

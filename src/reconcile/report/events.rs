@@ -95,6 +95,26 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
     }
     draining_at_zero(ctx, twd, planned).await;
     mutable_images(ctx, twd, planned).await;
+    deprecated_fields(ctx, twd).await;
+}
+
+/// One Warning per spec generation that uses deprecated field aliases: the first reconcile
+/// of a generation (the last status observed another one) reports it; a restart does not.
+async fn deprecated_fields(ctx: &Context, twd: &TemporalWorkerDeployment) {
+    if let Some(note) = deprecation_warning(twd) {
+        ctx.events
+            .warning(twd, events::DEPRECATED_FIELD, note)
+            .await;
+    }
+}
+
+/// The `DeprecatedField` note to emit now: only for a generation no status has observed yet.
+fn deprecation_warning(twd: &TemporalWorkerDeployment) -> Option<String> {
+    let observed = twd.status.as_ref().and_then(|s| s.observed_generation);
+    if observed.is_some() && observed == twd.metadata.generation {
+        return None;
+    }
+    crate::render::settings::deprecation_note(&twd.spec)
 }
 
 /// The Ready message of the last status written: what was already reported.
@@ -288,5 +308,38 @@ pub async fn analysis(
         ctx.events
             .warning(twd, ANALYSIS_FAILED, a.message.clone())
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::twd::DeploymentSettings;
+
+    #[test]
+    fn deprecated_aliases_are_warned_about_once_per_generation() {
+        let mut twd = TemporalWorkerDeployment::test().generation(2);
+        assert_eq!(
+            deprecation_warning(&twd),
+            None,
+            "the current shape is not warned about"
+        );
+        twd.spec.deployment = Some(DeploymentSettings {
+            labels: [("team".to_string(), "a".to_string())].into(),
+            ..Default::default()
+        });
+        let note = deprecation_warning(&twd).expect("a first reconcile warns");
+        assert!(note.contains("spec.deployment.labels"), "{note}");
+        let seen = twd.clone().with_conditions(2, &[]);
+        assert_eq!(
+            deprecation_warning(&seen),
+            None,
+            "already reported for generation 2"
+        );
+        let changed = seen.generation(3);
+        assert!(
+            deprecation_warning(&changed).is_some(),
+            "a new generation warns again"
+        );
     }
 }
