@@ -1,5 +1,5 @@
 //! temporal-worker-controller: runs Temporal workers as rainbow deployments using Temporal
-//! Worker Versioning. `main.rs` only parses flags; everything lives behind this library.
+//! Worker Versioning. `main.rs` only calls [`command::main`]; everything lives behind this library.
 //!
 //! Where to find things (`docs/architecture.md` has the whole map): `api` (CRD types, the
 //! condition vocabulary), `build_id`, `render` (versioned Deployments), `reconcile` (one
@@ -19,6 +19,7 @@ pub mod cli_kube;
 pub mod cli_status;
 pub mod cli_wait;
 pub mod cli_watch;
+pub mod command;
 pub mod connection;
 pub mod controller;
 pub mod crdgen;

@@ -21,6 +21,7 @@ use crate::reconcile::Context;
 use crate::temporal::budget::Class;
 use crate::temporal::{Budgets, ClientPool};
 
+pub mod args;
 mod leadership;
 mod options;
 mod servers;

@@ -1,5 +1,7 @@
-//! The typed options of `run` (filled from the command line by `src/main.rs`, or directly by
-//! the end-to-end tests) and the reconciler settings they give.
+//! The typed options of `run` (filled from the command line by [`RunArgs::options`], or
+//! directly by the end-to-end tests) and the reconciler settings they give.
+//!
+//! [`RunArgs::options`]: crate::run::args::RunArgs::options
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,0 +1,545 @@
+//! The command line: the subcommands (`run`, `status`, `wait`, the rollout controls, `crds`,
+//! `completion`), how each is dispatched, and the name it goes by as a kubectl plugin. The
+//! binary's `main` only calls [`main`]; `run`'s flags are [`RunArgs`].
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
+
+use crate::cli_control::{self, Action};
+use crate::cli_follow::Source;
+use crate::cli_kube::KubeOptions;
+use crate::cli_status::OutputFormat;
+use crate::cli_wait::{self, WaitFor};
+use crate::run::args::{GoDuration, LogFormat, RunArgs};
+use crate::{cli_status, cli_watch, run};
+
+#[derive(Parser)]
+#[command(
+    name = "temporal-worker-controller",
+    version,
+    about = "Runs Temporal workers as rainbow deployments"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the controller against the cluster from KUBECONFIG / in-cluster config.
+    Run(Box<RunArgs>),
+    /// Print the CustomResourceDefinitions as YAML.
+    Crds,
+    /// Print a human summary of rollouts, or follow one live (`--watch`).
+    Status(StatusCli),
+    /// Wait until a rollout is Ready, its target build Current, or Stalled.
+    #[command(after_help = WAIT_EXIT_CODES)]
+    Wait(WaitCli),
+    /// Hold a rollout at its step (patches spec.rollout.paused).
+    Pause(ControlArgs),
+    /// Continue a paused rollout with the time its step had left.
+    Resume(ControlArgs),
+    /// Promote the target now, skipping its remaining steps and gates (annotation).
+    Promote(ControlArgs),
+    /// End the step in effect now (annotation).
+    Skip(ControlArgs),
+    /// Ramp the target back to 0% and keep the current version (patches spec.rollout.abort).
+    Abort {
+        #[command(flatten)]
+        target: ControlArgs,
+        /// Clear the abort instead: the rollout starts again from its first step.
+        #[arg(long)]
+        clear: bool,
+    },
+    /// Print a shell completion script (e.g. `source <(temporal-worker-controller completion bash)`).
+    Completion {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+}
+
+pub const WAIT_EXIT_CODES: &str = "\
+Exit codes:
+  0  the condition was reached (on the rollout's current generation)
+  1  the rollout is Stalled (reason and message on stderr), was deleted, or could not be read
+  2  timed out (or a usage error)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// The user's kubeconfig, for every client subcommand.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct KubeArgs {
+    /// The kubeconfig file (default: KUBECONFIG, then ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "PATH")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+}
+
+impl KubeArgs {
+    fn options(&self) -> KubeOptions {
+        KubeOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct StatusCli {
+    /// Namespace (default: all; with NAME, the one rollout of that name, else the context's).
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// One rollout's name.
+    name: Option<String>,
+    /// Read from the controller's status API (e.g. http://localhost:8080) instead of the
+    /// Kubernetes API.
+    #[arg(long)]
+    api_url: Option<String>,
+    /// Follow NAME and redraw its per-version table on every change (cleared on a terminal;
+    /// on a pipe, each new table after a blank line).
+    #[arg(short, long, requires = "name")]
+    watch: bool,
+    /// Print the status API's JSON shape instead (docs/openapi.yaml): a RolloutList, or one
+    /// Rollout with NAME; with --watch, one document per change.
+    #[arg(short, long, value_enum)]
+    output: Option<OutputFormat>,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+#[derive(clap::Args)]
+pub struct WaitCli {
+    /// The rollout's name.
+    name: String,
+    /// Namespace (default: the context's; with --api-url, the one rollout of that name).
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// `ready`: Ready=True; `current`: the target build is Current in Temporal; `stalled`:
+    /// Stalled=True. Only a status written for the object's current generation counts.
+    #[arg(long = "for", value_enum, default_value = "ready")]
+    wait_for: WaitFor,
+    /// Give up after this long (Go duration, e.g. 90s, 10m).
+    #[arg(long, default_value = "10m")]
+    timeout: GoDuration,
+    /// Follow the controller's status API instead of the Kubernetes API.
+    #[arg(long)]
+    api_url: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+/// The rollout a control subcommand acts on, with the user's kubeconfig.
+#[derive(clap::Args)]
+pub struct ControlArgs {
+    /// The TemporalWorkerDeployment's name.
+    name: String,
+    /// Namespace (default: the kube context's).
+    #[arg(short, long)]
+    namespace: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+impl Command {
+    /// The control action and its target, for the control subcommands.
+    fn control(&self) -> Option<(Action, &ControlArgs)> {
+        Some(match self {
+            Command::Pause(a) => (Action::Pause, a),
+            Command::Resume(a) => (Action::Resume, a),
+            Command::Promote(a) => (Action::Promote, a),
+            Command::Skip(a) => (Action::Skip, a),
+            Command::Abort { target, clear } => {
+                let action = if *clear {
+                    Action::ClearAbort
+                } else {
+                    Action::Abort
+                };
+                (action, target)
+            }
+            Command::Run(_)
+            | Command::Crds
+            | Command::Status(_)
+            | Command::Wait(_)
+            | Command::Completion { .. } => return None,
+        })
+    }
+}
+
+/// The name `kubectl` shows for this program run as a kubectl plugin (`kubectl-temporal_workers`
+/// is `kubectl temporal-workers`), or None when run under its own name.
+pub fn plugin_name(argv0: &std::ffi::OsStr) -> Option<String> {
+    let base = std::path::Path::new(argv0).file_name()?.to_str()?;
+    let plugin = base.strip_prefix("kubectl-").filter(|p| !p.is_empty())?;
+    Some(format!("kubectl {}", plugin.replace('_', "-")))
+}
+
+/// The command line definition, named as it was invoked (itself, or a kubectl plugin).
+pub fn cli_command(plugin: Option<&str>) -> clap::Command {
+    let command = Cli::command();
+    match plugin {
+        Some(name) => command.name(name.to_string()).bin_name(name.to_string()),
+        None => command,
+    }
+}
+
+pub fn main() -> ExitCode {
+    let plugin = std::env::args_os().next().as_deref().and_then(plugin_name);
+    let matches = cli_command(plugin.as_deref()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if let Some((action, args)) = cli.command.control() {
+        let (name, ns, kube) = (
+            args.name.clone(),
+            args.namespace.clone(),
+            args.kube.options(),
+        );
+        return block_on(async move {
+            cli_control::run(action, &name, ns.as_deref(), &kube)
+                .await
+                .map_err(|e| e.to_string())
+        });
+    }
+    match cli.command {
+        Command::Crds => {
+            print!("{}", crate::crdgen::all_yaml());
+            ExitCode::SUCCESS
+        }
+        Command::Status(args) => status(args),
+        Command::Wait(args) => wait(args),
+        Command::Completion { shell } => {
+            print!("{}", completion_script(shell.into()));
+            ExitCode::SUCCESS
+        }
+        Command::Run(args) => {
+            init_tracing(args.log_format);
+            block_on(run_controller(*args))
+        }
+        Command::Pause(_)
+        | Command::Resume(_)
+        | Command::Promote(_)
+        | Command::Skip(_)
+        | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
+    }
+}
+
+/// `status`, once or followed (`--watch`).
+fn status(args: StatusCli) -> ExitCode {
+    if args.watch {
+        return block_on(async move {
+            let name = args.name.unwrap_or_default();
+            cli_watch::run(cli_watch::WatchArgs {
+                source: source(args.api_url, &args.kube),
+                namespace: args.namespace,
+                name,
+                output: args.output,
+            })
+            .await
+            .map_err(|e| e.to_string())
+        });
+    }
+    block_on(async move {
+        cli_status::run(cli_status::StatusArgs {
+            namespace: args.namespace,
+            name: args.name,
+            api_url: args.api_url,
+            kube: args.kube.options(),
+            output: args.output,
+        })
+        .await
+        .map_err(|e| e.to_string())
+    })
+}
+
+/// `wait`: its own exit codes (`cli_wait::run`), not `block_on`'s.
+fn wait(args: WaitCli) -> ExitCode {
+    let wait = cli_wait::WaitArgs {
+        source: source(args.api_url, &args.kube),
+        namespace: args.namespace,
+        name: args.name,
+        wait_for: args.wait_for,
+        timeout: args.timeout.0,
+    };
+    match runtime() {
+        Ok(rt) => rt.block_on(cli_wait::run(wait)),
+        Err(e) => {
+            eprintln!("error: starting runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl From<CompletionShell> for clap_complete::Shell {
+    fn from(shell: CompletionShell) -> Self {
+        match shell {
+            CompletionShell::Bash => clap_complete::Shell::Bash,
+            CompletionShell::Zsh => clap_complete::Shell::Zsh,
+            CompletionShell::Fish => clap_complete::Shell::Fish,
+        }
+    }
+}
+
+pub const BIN_NAME: &str = "temporal-worker-controller";
+
+/// The completion script of `shell`. clap_complete 4.6 spells a hyphenated program name one way
+/// in bash's subcommand state and another in the `case` arms that match it, so no option of a
+/// subcommand ever completed (clap-rs/clap#6421); the arms are respelt as the state is.
+fn completion_script(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cli_command(None), BIN_NAME, &mut out);
+    let script = String::from_utf8_lossy(&out).into_owned();
+    if shell != clap_complete::Shell::Bash {
+        return script;
+    }
+    const SEP: &str = "__subcmd__";
+    let misspelt = format!("{}{SEP}", BIN_NAME.replace('-', SEP));
+    let state = format!("{}{SEP}", BIN_NAME.replace('-', "__"));
+    script.replace(&misspelt, &state)
+}
+
+/// The status API when `--api-url` is given, else the Kubernetes API.
+fn source(api_url: Option<String>, kube: &KubeArgs) -> Source {
+    match api_url {
+        Some(url) => Source::Api(url),
+        None => Source::Kube(kube.options()),
+    }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+fn block_on(fut: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(fut) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube_runtime=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if format == LogFormat::Json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn run_controller(args: RunArgs) -> Result<(), String> {
+    let opts = args.options()?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("building Kubernetes client: {e}"))?;
+    let running = run::start(client, opts).await.map_err(|e| e.to_string())?;
+    tracing::info!(addr = %running.http_addr, "controller started");
+    // Kubernetes sends SIGTERM, and as PID 1 an unhandled SIGTERM is ignored (the pod is
+    // SIGKILLed mid-reconcile 30 s later, still holding the lease).
+    let signal = run::shutdown_signal()
+        .await
+        .map_err(|e| format!("installing signal handlers: {e}"))?;
+    tracing::info!(
+        signal,
+        "shutting down: no new work, finishing in-flight reconciles, then releasing the lease"
+    );
+    running.stop().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn control_subcommands_parse() {
+        let action = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("parse");
+            cli.command
+                .control()
+                .map(|(a, t)| (a, t.name.clone(), t.namespace.clone()))
+        };
+        assert_eq!(
+            action(&["twc", "pause", "orders", "-n", "shop"]),
+            Some((Action::Pause, "orders".into(), Some("shop".into())))
+        );
+        assert_eq!(
+            action(&["twc", "abort", "orders", "--clear"]),
+            Some((Action::ClearAbort, "orders".into(), None))
+        );
+        for (word, want) in [
+            ("resume", Action::Resume),
+            ("promote", Action::Promote),
+            ("skip", Action::Skip),
+            ("abort", Action::Abort),
+        ] {
+            assert_eq!(action(&["twc", word, "x"]).map(|a| a.0), Some(want));
+        }
+        assert!(
+            Cli::try_parse_from(["twc", "pause"]).is_err(),
+            "name required"
+        );
+        assert_eq!(action(&["twc", "crds"]), None);
+    }
+
+    #[test]
+    fn client_subcommands_take_the_kubeconfig_and_context() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).expect("parse");
+        let kube = ["--kubeconfig", "/tmp/k.yaml", "--context", "prod"];
+        let want = KubeOptions {
+            kubeconfig: Some("/tmp/k.yaml".into()),
+            context: Some("prod".into()),
+        };
+        for word in ["pause", "resume", "promote", "skip", "abort"] {
+            let mut argv = vec!["twc", word, "orders"];
+            argv.extend(kube);
+            let cli = parse(&argv);
+            let (_, target) = cli.command.control().expect("control");
+            assert_eq!(target.kube.options(), want, "{word}");
+        }
+        let mut argv = vec!["twc", "status"];
+        argv.extend(kube);
+        let Command::Status(status) = parse(&argv).command else {
+            panic!("status")
+        };
+        assert_eq!(status.kube.options(), want);
+        let mut argv = vec!["twc", "wait", "orders"];
+        argv.extend(kube);
+        let Command::Wait(wait) = parse(&argv).command else {
+            panic!("wait")
+        };
+        assert_eq!(wait.kube.options(), want);
+        // `run` is not a client command: it reads the in-cluster config.
+        assert!(Cli::try_parse_from(["twc", "run", "--context", "prod"]).is_err());
+    }
+
+    #[test]
+    fn status_watch_output_and_wait_flags() {
+        let Command::Status(s) =
+            Cli::try_parse_from(["twc", "status", "orders", "-w", "-o", "yaml", "-n", "shop"])
+                .expect("parse")
+                .command
+        else {
+            panic!("status")
+        };
+        assert!(s.watch);
+        assert_eq!(s.output, Some(OutputFormat::Yaml));
+        assert!(
+            Cli::try_parse_from(["twc", "status", "--watch"]).is_err(),
+            "--watch follows one rollout"
+        );
+        assert!(Cli::try_parse_from(["twc", "status", "-o", "table"]).is_err());
+
+        let Command::Wait(w) = Cli::try_parse_from(["twc", "wait", "orders"])
+            .expect("parse")
+            .command
+        else {
+            panic!("wait")
+        };
+        assert_eq!(
+            (w.wait_for, w.timeout.0),
+            (WaitFor::Ready, Duration::from_secs(600))
+        );
+        let Command::Wait(w) = Cli::try_parse_from([
+            "twc",
+            "wait",
+            "orders",
+            "--for",
+            "current",
+            "--timeout",
+            "1m30s",
+        ])
+        .expect("parse")
+        .command
+        else {
+            panic!("wait")
+        };
+        assert_eq!(
+            (w.wait_for, w.timeout.0),
+            (WaitFor::Current, Duration::from_secs(90))
+        );
+        let usage = Cli::try_parse_from(["twc", "wait", "orders", "--timeout", "soon"])
+            .err()
+            .expect("bad duration");
+        assert_eq!(usage.exit_code(), i32::from(cli_wait::exit::TIMEOUT));
+        let help = Cli::command()
+            .find_subcommand_mut("wait")
+            .expect("wait")
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains("Exit codes:") && help.contains("Stalled"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn invoked_as_a_kubectl_plugin_it_names_itself_so() {
+        use std::ffi::OsStr;
+        assert_eq!(
+            plugin_name(OsStr::new("/home/u/.local/bin/kubectl-temporal_workers")).as_deref(),
+            Some("kubectl temporal-workers")
+        );
+        assert_eq!(plugin_name(OsStr::new("temporal-worker-controller")), None);
+        assert_eq!(plugin_name(OsStr::new("/usr/bin/kubectl-")), None);
+        let mut cmd = cli_command(Some("kubectl temporal-workers"));
+        let usage = cmd.render_usage().to_string();
+        assert!(usage.contains("kubectl temporal-workers"), "{usage}");
+        let matches = cli_command(Some("kubectl temporal-workers"))
+            .try_get_matches_from(["kubectl-temporal_workers", "status", "-n", "shop"])
+            .expect("parse");
+        assert!(matches!(
+            Cli::from_arg_matches(&matches).expect("cli").command,
+            Command::Status(_)
+        ));
+    }
+
+    #[test]
+    fn completion_scripts_name_the_subcommands() {
+        use clap_complete::Shell;
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = completion_script(shell);
+            for word in ["status", "wait", "completion", "kubeconfig"] {
+                assert!(script.contains(word), "{shell:?} lacks {word}");
+            }
+        }
+        // Every state bash's word loop can reach has its `case` arm (clap-rs/clap#6421).
+        let bash = completion_script(Shell::Bash);
+        let states: Vec<&str> = bash
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("cmd=\""))
+            .filter_map(|l| l.strip_suffix('"'))
+            .filter(|state| !state.is_empty())
+            .collect();
+        assert!(states.len() > 10, "{bash}");
+        for state in states {
+            assert!(
+                bash.lines().any(|l| l.trim() == format!("{state})")),
+                "no case arm for {state}"
+            );
+        }
+    }
+}
