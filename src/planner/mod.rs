@@ -76,6 +76,24 @@ use crate::planner::clock::Wake;
 use crate::planner::model::{Phase, Plan, PlanInput, ScaleDeployment, ScaleReason};
 use crate::planner::view::View;
 
+/// `spec.rollout.onFailure: Abort`: the failed target is scaled to zero (an autoscaler's
+/// version is left to it) instead of being kept at its replicas.
+fn scale_failed_to_zero(view: &View, scale: &mut Vec<ScaleDeployment>) {
+    scale.retain(|s| s.build_id != view.target);
+    if let Some(d) = view
+        .target_deployment
+        .filter(|d| !d.autoscaled && d.replicas != Some(0))
+    {
+        scale.push(ScaleDeployment {
+            name: d.name.clone(),
+            build_id: d.build_id.clone(),
+            replicas: 0,
+            reason: ScaleReason::Failed,
+            record_scaled_down_at: None,
+        });
+    }
+}
+
 /// Decides everything one reconcile should do. See the module docs for where each rule lives.
 pub fn plan(input: &PlanInput) -> Plan {
     let view = View::new(input);
@@ -86,16 +104,12 @@ pub fn plan(input: &PlanInput) -> Plan {
     // The limit protects Temporal's per-deployment version cap, so it only holds back a
     // build Temporal does not know yet (re-creating a known version's Deployment adds none).
     let mut create = scaling::create(&view);
-    let mut held_back = None;
-    if create.is_some()
+    let held_back = (create.is_some()
         && view.target_version.is_none()
-        && retirement.ineligible >= input.desired.max_versions_ineligible_for_deletion
-    {
+        && retirement.ineligible >= input.desired.max_versions_ineligible_for_deletion)
+        .then(|| sunset::too_many_versions_message(retirement.ineligible, &input.desired));
+    if held_back.is_some() {
         create = None;
-        held_back = Some(sunset::too_many_versions_message(
-            retirement.ineligible,
-            &input.desired,
-        ));
     }
 
     let stalled = drift::stalled(&view);
@@ -120,22 +134,9 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     let mut scale = scaling::active(&view);
     if decision.progress.phase == Phase::DeadlineExceeded && input.desired.abort_on_failure {
-        // The failed build is scaled to zero (an autoscaler's version is left to it) and not
-        // re-created.
+        // The failed build is not re-created.
         create = None;
-        scale.retain(|s| s.build_id != view.target);
-        if let Some(d) = view
-            .target_deployment
-            .filter(|d| !d.autoscaled && d.replicas != Some(0))
-        {
-            scale.push(ScaleDeployment {
-                name: d.name.clone(),
-                build_id: d.build_id.clone(),
-                replicas: 0,
-                reason: ScaleReason::Failed,
-                record_scaled_down_at: None,
-            });
-        }
+        scale_failed_to_zero(&view, &mut scale);
     }
     scale.extend(retirement.scale);
     let (rewoken, held_at_zero) = scaling::draining_at_zero(&view);

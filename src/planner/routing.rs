@@ -235,22 +235,7 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         return d;
     }
 
-    let missing = view.missing_queues();
-    if !view.target_healthy() || !missing.is_empty() {
-        let message = if view.target_healthy() {
-            format!(
-                "Build ID {target} is registered, but its workers do not poll task queue(s) {} \
-                 that the Current version polls (they poll {}); nothing is routed to it until \
-                 they do",
-                missing.join(", "),
-                input.target_task_queues.join(", ")
-            )
-        } else {
-            format!(
-                "Build ID {target} is registered; waiting for its Deployment to become Available ({})",
-                view.target_readiness()
-            )
-        };
+    if let Some(message) = not_yet_routable(view) {
         return Decision {
             start_gates,
             progress: progress(Phase::WaitingForPromotion, message),
@@ -268,17 +253,46 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
         return d;
     }
 
+    let mut d = by_strategy(view, wake);
+    d.start_gates = start_gates;
+    d
+}
+
+/// A routable target's next routing change by the strategy: the first version of a worker
+/// deployment (nothing Current, no unversioned pollers, no ramp yet) is promoted at once.
+fn by_strategy(view: &View, wake: &mut Wake) -> Decision {
+    let input = view.input;
     let first_version = view.current.is_none()
         && !input.unversioned_pollers_on_all_queues
         && view.target_ramp().is_none();
-    let mut d = match &desired.strategy {
+    match &input.desired.strategy {
         _ if first_version => promote(view, wake),
         Strategy::AllAtOnce => promote(view, wake),
-        Strategy::Manual => Decision::default(), // handled above
+        Strategy::Manual => Decision::default(), // the caller waits for a human
         Strategy::Progressive(steps) => progressive_step(view, steps, wake),
-    };
-    d.start_gates = start_gates;
-    d
+    }
+}
+
+/// Why nothing may be routed to the registered target yet: its Deployment is not Available, or
+/// its workers do not poll every task queue the Current version polls. `None` once it may be.
+fn not_yet_routable(view: &View) -> Option<String> {
+    let target = view.target;
+    if !view.target_healthy() {
+        return Some(format!(
+            "Build ID {target} is registered; waiting for its Deployment to become Available ({})",
+            view.target_readiness()
+        ));
+    }
+    let missing = view.missing_queues();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Build ID {target} is registered, but its workers do not poll task queue(s) {} that the \
+         Current version polls (they poll {}); nothing is routed to it until they do",
+        missing.join(", "),
+        view.input.target_task_queues.join(", ")
+    ))
 }
 
 /// A failed gate stops the target; a pending one holds it and is looked at again with a

@@ -10,7 +10,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Container;
 
 use crate::api::twd::{
-    DefaultVerdict, GateSpec, MAX_NAME_LEN, RolloutStrategy, TemporalWorkerDeployment,
+    AnalysisSpec, DefaultVerdict, GateSpec, MAX_NAME_LEN, RolloutStrategy,
+    TemporalWorkerDeployment, TemporalWorkerDeploymentSpec,
 };
 use crate::api::{
     ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
@@ -89,33 +90,10 @@ pub fn desired(
     let build_id = build_id::compute(&spec.template, custom).map_err(|e| InvalidSpec {
         message: e.to_string(),
     })?;
-    // Validation guarantees every duration below parses; the error path stays for safety.
-    let parse = |path: &str, value: &str| {
-        duration::parse(value).map_err(|e| InvalidSpec {
-            message: format!("{path}: {e}"),
-        })
-    };
-    let strategy = match spec.rollout.strategy {
-        RolloutStrategy::Manual => Strategy::Manual,
-        RolloutStrategy::AllAtOnce => Strategy::AllAtOnce,
-        RolloutStrategy::Progressive => {
-            let mut steps = Vec::with_capacity(spec.rollout.steps.len());
-            for (i, s) in spec.rollout.steps.iter().enumerate() {
-                steps.push(Step {
-                    ramp_percentage: s.ramp_percentage as f32,
-                    pause: parse(
-                        &format!("spec.rollout.steps[{i}].pauseDuration"),
-                        &s.pause_duration,
-                    )?,
-                });
-            }
-            Strategy::Progressive(steps)
-        }
-    };
     Ok(Desired {
         build_id,
         replicas: spec.replicas,
-        strategy,
+        strategy: strategy(spec)?,
         gate: spec.rollout.gate.as_ref().map(|g| Gate {
             workflow_type: g.workflow_type.clone(),
         }),
@@ -148,22 +126,50 @@ pub fn desired(
                 })
             })
             .collect(),
-        analysis: match &spec.rollout.analysis {
-            None => None,
-            Some(a) => Some(Analysis {
-                interval: parse("spec.rollout.analysis.interval", &a.interval)?,
-                max_failure_rate: a.max_failure_rate,
-                max_failure_rate_increase: a.max_failure_rate_increase,
-                min_sample_size: u64::try_from(a.min_sample_size.max(1)).unwrap_or(1),
-                workflow_types: a.workflow_types.clone(),
-                max_inconclusive: parse(
-                    "spec.rollout.analysis.maxInconclusive",
-                    &a.max_inconclusive,
-                )?,
-                inconclusive_passes: a.inconclusive_verdict == DefaultVerdict::Pass,
-                dry_run: a.dry_run,
-            }),
-        },
+        analysis: spec.rollout.analysis.as_ref().map(analysis).transpose()?,
+    })
+}
+
+/// A duration of the spec. Validation guarantees every one parses; the error path stays for
+/// safety.
+fn parse(path: &str, value: &str) -> Result<Duration, InvalidSpec> {
+    duration::parse(value).map_err(|e| InvalidSpec {
+        message: format!("{path}: {e}"),
+    })
+}
+
+/// `spec.rollout.strategy` with its steps' pauses parsed.
+fn strategy(spec: &TemporalWorkerDeploymentSpec) -> Result<Strategy, InvalidSpec> {
+    Ok(match spec.rollout.strategy {
+        RolloutStrategy::Manual => Strategy::Manual,
+        RolloutStrategy::AllAtOnce => Strategy::AllAtOnce,
+        RolloutStrategy::Progressive => {
+            let mut steps = Vec::with_capacity(spec.rollout.steps.len());
+            for (i, s) in spec.rollout.steps.iter().enumerate() {
+                steps.push(Step {
+                    ramp_percentage: s.ramp_percentage as f32,
+                    pause: parse(
+                        &format!("spec.rollout.steps[{i}].pauseDuration"),
+                        &s.pause_duration,
+                    )?,
+                });
+            }
+            Strategy::Progressive(steps)
+        }
+    })
+}
+
+/// `spec.rollout.analysis` with its durations parsed.
+fn analysis(a: &AnalysisSpec) -> Result<Analysis, InvalidSpec> {
+    Ok(Analysis {
+        interval: parse("spec.rollout.analysis.interval", &a.interval)?,
+        max_failure_rate: a.max_failure_rate,
+        max_failure_rate_increase: a.max_failure_rate_increase,
+        min_sample_size: u64::try_from(a.min_sample_size.max(1)).unwrap_or(1),
+        workflow_types: a.workflow_types.clone(),
+        max_inconclusive: parse("spec.rollout.analysis.maxInconclusive", &a.max_inconclusive)?,
+        inconclusive_passes: a.inconclusive_verdict == DefaultVerdict::Pass,
+        dry_run: a.dry_run,
     })
 }
 
