@@ -55,9 +55,6 @@ pub const GITOPS_WARNING: &str = "warning: this patches the TemporalWorkerDeploy
 /// The patch and explanation for `action` on `twd` as it is now.
 pub fn decide(action: Action, twd: &TemporalWorkerDeployment) -> Result<Change, ControlError> {
     let name = twd.metadata.name.clone().unwrap_or_default();
-    let status = twd.status.as_ref();
-    let target = status.and_then(|s| s.target_version.as_ref());
-    let target_build = target.map(|t| t.version.build_id.clone());
     let manual = twd.spec.rollout.strategy == RolloutStrategy::Manual;
     let not = |why: String| Err(ControlError::NotApplicable(why));
     let spec = |rollout: Value, explanation: String| {
@@ -65,13 +62,6 @@ pub fn decide(action: Action, twd: &TemporalWorkerDeployment) -> Result<Change, 
             patch: json!({"spec": {"rollout": rollout}}),
             explanation,
             spec_patch: true,
-        })
-    };
-    let annotation = |key: &str, value: String, explanation: String| {
-        Ok(Change {
-            patch: json!({"metadata": {"annotations": {key: value}}}),
-            explanation,
-            spec_patch: false,
         })
     };
     if manual && matches!(action, Action::Pause | Action::Abort) {
@@ -103,37 +93,55 @@ pub fn decide(action: Action, twd: &TemporalWorkerDeployment) -> Result<Change, 
             json!({"abort": null}),
             format!("Clearing the abort of {name}: the rollout starts again from its first step"),
         ),
-        Action::Promote => {
-            let Some(build) = target_build.filter(|_| !target_is_current(twd)) else {
-                return not(format!(
-                    "{name} has no target version waiting to be promoted"
-                ));
-            };
-            annotation(
-                ANNOTATION_PROMOTE,
-                build.clone(),
-                format!(
-                    "Promoting build ID {build} of {name} now, skipping its remaining steps and \
-                     gates (once it has ready pollers); sets {ANNOTATION_PROMOTE}={build}"
-                ),
-            )
-        }
-        Action::Skip => {
-            let step = target.and_then(|t| t.current_step);
-            let (Some(build), Some(step)) = (target_build, step) else {
-                return not(format!("{name} is not ramping through a step"));
-            };
-            let value = format!("{build}/{step}");
-            annotation(
-                ANNOTATION_SKIP_STEP,
-                value.clone(),
-                format!(
-                    "Ending step {step} of build ID {build} of {name} now (the next step, or \
-                     promotion after the last); sets {ANNOTATION_SKIP_STEP}={value}"
-                ),
-            )
-        }
+        Action::Promote | Action::Skip => one_shot(action, twd, &name),
     }
+}
+
+/// The one-shot annotations (`promote`, `skip`): they name the target build (and its step),
+/// so they act on that rollout only.
+fn one_shot(
+    action: Action,
+    twd: &TemporalWorkerDeployment,
+    name: &str,
+) -> Result<Change, ControlError> {
+    let target = twd.status.as_ref().and_then(|s| s.target_version.as_ref());
+    let target_build = target.map(|t| t.version.build_id.clone());
+    let not = |why: String| Err(ControlError::NotApplicable(why));
+    let annotation = |key: &str, value: String, explanation: String| {
+        Ok(Change {
+            patch: json!({"metadata": {"annotations": {key: value}}}),
+            explanation,
+            spec_patch: false,
+        })
+    };
+    if action == Action::Promote {
+        let Some(build) = target_build.filter(|_| !target_is_current(twd)) else {
+            return not(format!(
+                "{name} has no target version waiting to be promoted"
+            ));
+        };
+        return annotation(
+            ANNOTATION_PROMOTE,
+            build.clone(),
+            format!(
+                "Promoting build ID {build} of {name} now, skipping its remaining steps and \
+                 gates (once it has ready pollers); sets {ANNOTATION_PROMOTE}={build}"
+            ),
+        );
+    }
+    let step = target.and_then(|t| t.current_step);
+    let (Some(build), Some(step)) = (target_build, step) else {
+        return not(format!("{name} is not ramping through a step"));
+    };
+    let value = format!("{build}/{step}");
+    annotation(
+        ANNOTATION_SKIP_STEP,
+        value.clone(),
+        format!(
+            "Ending step {step} of build ID {build} of {name} now (the next step, or promotion \
+             after the last); sets {ANNOTATION_SKIP_STEP}={value}"
+        ),
+    )
 }
 
 fn target_is_current(twd: &TemporalWorkerDeployment) -> bool {

@@ -236,27 +236,32 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
             events::VERSION_DELETED,
             format!("Deleted Deployment {name} of build ID {build_id}"),
         ),
-        Done::PinnedBatch(PinnedBatch { build_id, action }) => match action {
-            PinnedAction::Signal { name, new_build_id } => (
-                events::PINNED_SIGNALLED,
-                format!(
-                    "Signalled {name} to the workflows pinned to build ID {build_id}, naming {new_build_id} (spec.sunset.upgradeSignal)"
-                ),
-            ),
-            PinnedAction::Cancel => (
-                events::PINNED_CANCELLED,
-                format!(
-                    "Requested cancellation of the workflows still pinned to build ID {build_id} (spec.sunset.cancelPinnedAfter)"
-                ),
-            ),
-            PinnedAction::Terminate => (
-                events::PINNED_TERMINATED,
-                format!(
-                    "Terminated the workflows still pinned to build ID {build_id} (spec.sunset.terminatePinnedAfter)"
-                ),
-            ),
-        },
+        Done::PinnedBatch(batch) => pinned_milestone(batch),
     })
+}
+
+/// The Normal event for one batch of actions on pinned workflows.
+fn pinned_milestone(PinnedBatch { build_id, action }: &PinnedBatch) -> (&'static str, String) {
+    match action {
+        PinnedAction::Signal { name, new_build_id } => (
+            events::PINNED_SIGNALLED,
+            format!(
+                "Signalled {name} to the workflows pinned to build ID {build_id}, naming {new_build_id} (spec.sunset.upgradeSignal)"
+            ),
+        ),
+        PinnedAction::Cancel => (
+            events::PINNED_CANCELLED,
+            format!(
+                "Requested cancellation of the workflows still pinned to build ID {build_id} (spec.sunset.cancelPinnedAfter)"
+            ),
+        ),
+        PinnedAction::Terminate => (
+            events::PINNED_TERMINATED,
+            format!(
+                "Terminated the workflows still pinned to build ID {build_id} (spec.sunset.terminatePinnedAfter)"
+            ),
+        ),
+    }
 }
 
 /// Events of the deletion path: a Normal event per stopped version, a Warning when Temporal
