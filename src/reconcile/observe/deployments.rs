@@ -1,7 +1,7 @@
 //! Observe: the versioned Deployments a TWD controls, as the planner sees them.
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
@@ -56,13 +56,31 @@ use crate::api::ANNOTATION_REVISION;
 /// for `spec.progressDeadlineSeconds`.
 const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 
+/// Whether kube-controller-manager reports the Deployment past its own progress deadline, for
+/// the spec it last saw: right after our update the condition still describes the previous
+/// template until it catches up, so only a status of the current generation counts.
+fn deadline_exceeded(d: &Deployment, status: &DeploymentStatus) -> bool {
+    let current = match (d.meta().generation, status.observed_generation) {
+        (Some(generation), Some(observed)) => observed >= generation,
+        (_, None) => false,
+        (None, Some(_)) => true,
+    };
+    current
+        && status.conditions.iter().flatten().any(|c| {
+            c.type_ == "Progressing"
+                && c.status == "False"
+                && c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED)
+        })
+}
+
 /// Converts a Deployment to the planner's view; `None` for Deployments without a build ID.
 pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     let build_id = d.labels().get(LABEL_BUILD_ID)?.clone();
     let status = d.status.clone().unwrap_or_default();
-    let conditions = status.conditions.unwrap_or_default();
-    let healthy_since = conditions
+    let healthy_since = status
+        .conditions
         .iter()
+        .flatten()
         .find(|c| c.type_ == "Available" && c.status == "True")
         .map(|c| {
             c.last_transition_time
@@ -70,19 +88,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
                 .map(|t| t.0)
                 .unwrap_or_else(Timestamp::now)
         });
-    // Judged by kube-controller-manager for the spec it last saw: right after our update the
-    // condition still describes the previous template until it catches up.
-    let current = match (d.meta().generation, status.observed_generation) {
-        (Some(generation), Some(observed)) => observed >= generation,
-        (_, None) => false,
-        (None, Some(_)) => true,
-    };
-    let progress_deadline_exceeded = current
-        && conditions.iter().any(|c| {
-            c.type_ == "Progressing"
-                && c.status == "False"
-                && c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED)
-        });
+    let progress_deadline_exceeded = deadline_exceeded(d, &status);
     let rolled_in_place = d
         .annotations()
         .get(ANNOTATION_REVISION)
