@@ -125,8 +125,8 @@ fn same_build(
 }
 
 /// How a versioned Deployment replaces its pods (a connection change, or pod-template drift
-/// under a custom build ID) by default, i.e. without `spec.deployment.rollingUpdate`
-/// ([`settings::strategy`]): one extra pod at a time, and never an old pod removed before its
+/// under a custom build ID) by default, i.e. without a rolling update in `spec.deployment`
+/// (`strategy()` in [`settings`]): one extra pod at a time, and never an old pod removed before its
 /// replacement is Ready. A Current or Draining version keeps serving its workflows, and new
 /// workers that never become ready stall the rollout visibly instead of emptying the version.
 pub fn rollout_strategy() -> DeploymentStrategy {

@@ -309,18 +309,21 @@ fn show(v: &IntOrString) -> String {
 /// What to record on the Deployments: `None` when nothing is set (then nothing is recorded,
 /// and Deployments without a record are left as they are).
 pub fn record(spec: &TemporalWorkerDeploymentSpec) -> Option<String> {
-    let a = applied(spec);
-    if a == Applied::default() {
+    record_of(&applied(spec))
+}
+
+fn record_of(a: &Applied) -> Option<String> {
+    if *a == Applied::default() {
         return None;
     }
-    serde_json::to_string(&a).ok()
+    serde_json::to_string(a).ok()
 }
 
 /// How a versioned Deployment replaces its pods: the user's rolling update, within the rules
 /// above, over the defaults (one extra pod at a time, never an old pod removed before its
 /// replacement is Ready).
-pub fn strategy(spec: &TemporalWorkerDeploymentSpec) -> DeploymentStrategy {
-    let r = applied(spec).rolling_update.unwrap_or_default();
+fn strategy(a: &Applied) -> DeploymentStrategy {
+    let r = a.rolling_update.clone().unwrap_or_default();
     DeploymentStrategy {
         type_: Some(ROLLING_UPDATE.into()),
         rolling_update: Some(RollingUpdateDeployment {
@@ -359,7 +362,7 @@ pub fn apply(
         &previous.annotations,
         &current.annotations,
     );
-    match record(spec) {
+    match record_of(&current) {
         Some(r) => annotations.insert(ANNOTATION_SETTINGS.to_string(), r),
         None => annotations.remove(ANNOTATION_SETTINGS),
     };
@@ -367,7 +370,7 @@ pub fn apply(
     d.metadata.labels = Some(labels).filter(|m| !m.is_empty());
     d.metadata.annotations = Some(annotations).filter(|m| !m.is_empty());
     if let Some(s) = d.spec.as_mut() {
-        s.strategy = Some(strategy(spec));
+        s.strategy = Some(strategy(&current));
         if current.revision_history_limit.is_some() || previous.revision_history_limit.is_some() {
             // None lets the API server default it again.
             s.revision_history_limit = current.revision_history_limit;
