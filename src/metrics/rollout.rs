@@ -123,14 +123,8 @@ impl RolloutFamilies {
     }
 }
 
-/// Registers the rollout families of every TWD in `store` into `reg` (already prefixed).
-pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now: jiff::Timestamp) {
-    let f = RolloutFamilies::default();
-    for phase in Phase::ALL {
-        let _ = f.by_phase.get_or_create(&PhaseLabels {
-            phase: phase.as_str(),
-        });
-    }
+/// Records every TWD of `store` that acts into `f`.
+fn fill(f: &RolloutFamilies, store: &crate::workers::Workers, now: jiff::Timestamp) {
     let now_s = unix_seconds(now);
     let all = store.state();
     // A seed object standing down for a WorkerDeployment of its name would repeat that
@@ -146,6 +140,17 @@ pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now:
     }) {
         f.record(&RolloutSummary::from_twd(twd), now_s);
     }
+}
+
+/// Registers the rollout families of every TWD in `store` into `reg` (already prefixed).
+pub(super) fn register(reg: &mut Registry, store: &crate::workers::Workers, now: jiff::Timestamp) {
+    let f = RolloutFamilies::default();
+    for phase in Phase::ALL {
+        let _ = f.by_phase.get_or_create(&PhaseLabels {
+            phase: phase.as_str(),
+        });
+    }
+    fill(&f, store, now);
     reg.register(
         "rollout_info",
         "One series per worker deployment (value 1) carrying its kind, strategy, phase, reason and the target and current build IDs",
