@@ -416,29 +416,7 @@ async fn temporal_writes(
     plan: &Plan,
     out: &mut Executed,
 ) -> Result<(), Failure> {
-    if let Some(workflow_type) = ctx.gate_workflow_type {
-        for tq in &plan.start_gates {
-            ctx.temporal
-                .start_gate(
-                    ctx.deployment_name,
-                    ctx.target_build_id,
-                    tq,
-                    workflow_type,
-                    ctx.gate_input,
-                )
-                .await
-                .map_err(|e| temporal_fail("start gate workflow", e))?;
-            out.done.push(Done::GateStarted {
-                task_queue: tq.clone(),
-                workflow_id: TemporalClient::gate_workflow_id(
-                    ctx.deployment_name,
-                    ctx.target_build_id,
-                    tq,
-                ),
-            });
-        }
-    }
-
+    start_gates(ctx, plan, out).await?;
     start_step_gates(ctx, plan, out).await?;
 
     let mut token = ctx.conflict_token.clone();
@@ -453,40 +431,7 @@ async fn temporal_writes(
     }
 
     if let Some(routing) = &plan.routing {
-        let (result, metadata_build) = match routing {
-            RoutingChange::SetCurrent { build_id } => (
-                ctx.temporal
-                    .set_current(ctx.deployment_name, build_id, &token)
-                    .await,
-                Some(build_id),
-            ),
-            RoutingChange::SetRamping {
-                build_id,
-                percentage,
-            } => (
-                ctx.temporal
-                    .set_ramping(ctx.deployment_name, build_id, *percentage, &token)
-                    .await,
-                Some(build_id),
-            ),
-            RoutingChange::ClearRamp => (
-                ctx.temporal.clear_ramp(ctx.deployment_name, &token).await,
-                None,
-            ),
-        };
-        let token = result.map_err(|e| temporal_fail("change routing", e))?;
-        out.done.push(Done::Routed(routing.clone()));
-        out.done.push(Done::ConflictToken(token));
-        if let Some(build_id) = metadata_build {
-            // Metadata is informational: a failure here must not undo or mask the routing change.
-            if let Err(e) = ctx
-                .temporal
-                .update_version_metadata(ctx.deployment_name, build_id, ctx.controller_version)
-                .await
-            {
-                tracing::warn!(error = %e, build_id, "failed to update version metadata");
-            }
-        }
+        change_routing(ctx, routing, &token, out).await?;
     }
 
     for end in &plan.pinned_batches {
@@ -496,6 +441,82 @@ async fn temporal_writes(
             .map_err(|e| temporal_fail("end pinned workflows", e))?;
         ctx.metrics.pinned_workflows_ended(end.action.as_str());
         out.done.push(Done::PinnedBatch(end.clone()));
+    }
+    Ok(())
+}
+
+/// The target's gate workflows the plan starts (one per task queue).
+async fn start_gates(
+    ctx: &ExecContext<'_>,
+    plan: &Plan,
+    out: &mut Executed,
+) -> Result<(), Failure> {
+    let Some(workflow_type) = ctx.gate_workflow_type else {
+        return Ok(());
+    };
+    for tq in &plan.start_gates {
+        ctx.temporal
+            .start_gate(
+                ctx.deployment_name,
+                ctx.target_build_id,
+                tq,
+                workflow_type,
+                ctx.gate_input,
+            )
+            .await
+            .map_err(|e| temporal_fail("start gate workflow", e))?;
+        out.done.push(Done::GateStarted {
+            task_queue: tq.clone(),
+            workflow_id: TemporalClient::gate_workflow_id(
+                ctx.deployment_name,
+                ctx.target_build_id,
+                tq,
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The routing change, under `token`, and the version metadata after it.
+async fn change_routing(
+    ctx: &ExecContext<'_>,
+    routing: &RoutingChange,
+    token: &[u8],
+    out: &mut Executed,
+) -> Result<(), Failure> {
+    let (result, metadata_build) = match routing {
+        RoutingChange::SetCurrent { build_id } => (
+            ctx.temporal
+                .set_current(ctx.deployment_name, build_id, token)
+                .await,
+            Some(build_id),
+        ),
+        RoutingChange::SetRamping {
+            build_id,
+            percentage,
+        } => (
+            ctx.temporal
+                .set_ramping(ctx.deployment_name, build_id, *percentage, token)
+                .await,
+            Some(build_id),
+        ),
+        RoutingChange::ClearRamp => (
+            ctx.temporal.clear_ramp(ctx.deployment_name, token).await,
+            None,
+        ),
+    };
+    let token = result.map_err(|e| temporal_fail("change routing", e))?;
+    out.done.push(Done::Routed(routing.clone()));
+    out.done.push(Done::ConflictToken(token));
+    if let Some(build_id) = metadata_build {
+        // Metadata is informational: a failure here must not undo or mask the routing change.
+        if let Err(e) = ctx
+            .temporal
+            .update_version_metadata(ctx.deployment_name, build_id, ctx.controller_version)
+            .await
+        {
+            tracing::warn!(error = %e, build_id, "failed to update version metadata");
+        }
     }
     Ok(())
 }
