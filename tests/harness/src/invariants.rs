@@ -11,7 +11,9 @@
 //!   deployment is polled at [`CheckerOptions::poll`] with `DescribeWorkerDeployment`; its
 //!   conflict token (and the routing revision) tells a change apart, and a skipped revision is
 //!   counted as an unseen change. Each new Current or Ramping version must have a running
-//!   worker in a Pod of its Deployment, by the kubelet stand-in's own knowledge.
+//!   worker in a Pod of its Deployment, by the kubelet stand-in's own knowledge, unless its
+//!   worker deployment or namespace is being deleted (confirmed by a fresh read: deletion stops
+//!   the workers before it clears the routing).
 //! - **One writer**: from the API server's audit log, every successful write of a controller
 //!   user must come from the user that last acquired or renewed the Lease
 //!   ([`single_writer_violations`], pure). Temporal routing changes are counted by identity.
@@ -491,7 +493,10 @@ async fn poll_temporal(shared: Arc<Shared>) {
             let answer = describe_deployment(&shared.opts.temporal, &view.temporal_ns, &key).await;
             shared.with(|s| s.counts.temporal_polls += 1);
             match answer {
-                Ok(Some(resp)) => on_routing(&shared, &key, &resp),
+                Ok(Some(resp)) => {
+                    let suspects = on_routing(&shared, &key, &resp);
+                    confirm_routed(&shared, &key, suspects).await;
+                }
                 Ok(None) => {}
                 Err(e) => {
                     tracing::debug!(error = %format!("{e:#}"), "checker: describe failed");
@@ -502,9 +507,28 @@ async fn poll_temporal(shared: Arc<Shared>) {
     }
 }
 
-/// Compares one poll with the last: on a new conflict token, counts the change and checks each
-/// new routing target for running workers.
-fn on_routing(shared: &Shared, key: &str, resp: &DescribeWorkerDeploymentResponse) {
+/// Records routing suspects unless the worker deployment (or its namespace) is being deleted
+/// by now, by the checker's view and a fresh read. The poll's list of worker deployments is
+/// taken before a round of describes that can last seconds: a deletion that began meanwhile
+/// stops the workers before it clears Temporal's routing, by design.
+async fn confirm_routed(shared: &Shared, key: &str, suspects: Vec<Violation>) {
+    if suspects.is_empty() {
+        return;
+    }
+    let deleting = shared.with(|s| s.workers.get(key).is_none_or(|v| v.deleting));
+    if deleting || worker_deleting(shared, key).await {
+        return;
+    }
+    shared.with(|s| suspects.into_iter().for_each(|v| s.push(v)));
+}
+
+/// Compares one poll with the last: on a new conflict token, counts the change and returns
+/// each new routing target without running workers (suspects, for [`confirm_routed`]).
+fn on_routing(
+    shared: &Shared,
+    key: &str,
+    resp: &DescribeWorkerDeploymentResponse,
+) -> Vec<Violation> {
     let now = routing_of(resp);
     let modifier = resp
         .worker_deployment_info
@@ -514,7 +538,7 @@ fn on_routing(shared: &Shared, key: &str, resp: &DescribeWorkerDeploymentRespons
     let before = shared.with(|s| s.routing.insert(key.to_string(), now.clone()));
     let before = before.unwrap_or_default();
     if before.token == now.token {
-        return;
+        return Vec::new();
     }
     let mut targets = Vec::new();
     if now.current.is_some() && now.current != before.current {
@@ -544,8 +568,8 @@ fn on_routing(shared: &Shared, key: &str, resp: &DescribeWorkerDeploymentRespons
             .or_default() += 1;
         s.counts.routing_targets_checked += (now.current != before.current) as u64
             + (now.ramping != before.ramping && now.ramping.is_some()) as u64;
-        found.into_iter().for_each(|v| s.push(v));
     });
+    found
 }
 
 /// Running workers (by the kubelet stand-in) in the Pods of `build`'s Deployments.
