@@ -4,16 +4,13 @@
 use std::sync::Arc;
 
 use futures::{FutureExt as _, Stream, StreamExt, stream};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+use kube::ResourceExt;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -22,7 +19,10 @@ use crate::api::{
     ClusterConnection, LABEL_DEPLOYMENT_NAME, TemporalConnection, TemporalWorkerDeployment,
     TemporalWorkerOwnedResource,
 };
-use crate::caches::{Caches, Listed, Listing};
+use crate::caches::reflect::{
+    Watched, api_in_set, listing, reflect_apis, reflect_builtin, reflect_scopes, scopes,
+};
+use crate::caches::{Caches, Listing};
 use crate::error::Error;
 use crate::reconcile::{self, Context};
 use crate::workers::Workers;
@@ -90,39 +90,57 @@ pub fn build(
         running.push(janitor.boxed());
     }
     for k in kinds {
-        let (store, _, twds) = k.workers;
-        let run = worker_controller(
-            k.set,
-            store,
-            twds,
-            (scopes.clone(), cluster),
-            k.worker_changes,
-            ctx.clone(),
+        running.extend(kind_controllers(
+            k,
+            (&scopes, cluster),
+            &ctx,
+            (&owned_ctx, &connection_ctx),
             shutdown.clone(),
-        );
-        running.push(run.boxed());
-        let owned = build_owned_controller(
-            client.clone(),
-            scopes.clone(),
-            k.set,
-            k.templates,
-            k.template_changes,
-            owned_ctx.clone(),
-            shutdown.clone(),
-        );
-        running.push(owned.boxed());
-        let janitor = build_connection_janitor(
-            scopes.clone(),
-            k.set,
-            k.connections,
-            connection_ctx.clone(),
-            shutdown.clone(),
-        );
-        running.push(janitor.boxed());
+        ));
     }
     (workers, async move {
         futures::future::join_all(running).await;
     })
+}
+
+/// The three controllers of one kind set: worker deployments, templates, Connections.
+fn kind_controllers(
+    k: KindWatches,
+    (scopes, cluster): (&[Option<String>], bool),
+    ctx: &Arc<Context>,
+    (owned_ctx, connection_ctx): (
+        &Arc<crate::owned::OwnedContext>,
+        &Arc<crate::connection::ConnectionContext>,
+    ),
+    shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
+) -> [futures::future::BoxFuture<'static, ()>; 3] {
+    let (store, _, twds) = k.workers;
+    let workers = worker_controller(
+        k.set,
+        store,
+        twds,
+        (scopes.to_vec(), cluster),
+        k.worker_changes,
+        ctx.clone(),
+        shutdown.clone(),
+    );
+    let owned = build_owned_controller(
+        ctx.client.clone(),
+        scopes.to_vec(),
+        k.set,
+        k.templates,
+        k.template_changes,
+        owned_ctx.clone(),
+        shutdown.clone(),
+    );
+    let janitor = build_connection_janitor(
+        scopes.to_vec(),
+        k.set,
+        k.connections,
+        connection_ctx.clone(),
+        shutdown,
+    );
+    [workers.boxed(), owned.boxed(), janitor.boxed()]
 }
 
 /// What one kind set watches, for its three controllers, and the Deployment changes each of
@@ -153,14 +171,6 @@ fn watch_kind(
         connections: reflect_scopes(client, scopes, set, Default::default()),
     };
     (watches, [to_workers, to_templates])
-}
-
-/// The store and listed flag of a watch (for the caches that read it).
-fn listing<K: Resource + Clone + 'static>(watched: &Watched<K>) -> Listing<K>
-where
-    K::DynamicType: Clone + Eq + std::hash::Hash,
-{
-    (watched.0.clone(), watched.1.clone())
 }
 
 /// The Connection reconcilers' context, from the worker controllers'.
@@ -309,47 +319,19 @@ fn worker_controller(
     } else {
         stream::empty().boxed()
     };
-    let mapper_store = store.clone();
-    let cluster_mapper_store = store.clone();
+    let users = store.clone();
     let won = leadership_won(ctx.leader.clone());
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     Controller::for_stream_with(twds, store, set)
         .with_config(config)
         .reconcile_on(owners)
         // A Connection change requeues every worker deployment (of its kind set) naming it.
-        .watches_stream_with(
-            connections,
-            move |conn: TemporalConnection| {
-                let ns = conn.namespace();
-                let name = conn.name_any();
-                mapper_store
-                    .state()
-                    .into_iter()
-                    .filter(|t| {
-                        let r = &t.spec.worker_options.connection_ref;
-                        t.namespace() == ns && !r.is_cluster() && r.name == name
-                    })
-                    .map(|t| ObjectRef::from_obj_with(&*t, set))
-                    .collect::<Vec<_>>()
-            },
-            set,
-        )
+        .watches_stream_with(connections, users_of_connection(&users, set), set)
         // A ClusterConnection change requeues every worker deployment, in any namespace,
         // naming it.
         .watches_stream_with(
             cluster_connections,
-            move |cc: ClusterConnection| {
-                let name = cc.name_any();
-                cluster_mapper_store
-                    .state()
-                    .into_iter()
-                    .filter(|t| {
-                        let r = &t.spec.worker_options.connection_ref;
-                        r.is_cluster() && r.name == name
-                    })
-                    .map(|t| ObjectRef::from_obj_with(&*t, set))
-                    .collect::<Vec<_>>()
-            },
+            users_of_cluster_connection(&users, set),
             (),
         )
         // Followers do nothing and wait; the replica that wins the Lease looks at everything.
@@ -363,255 +345,53 @@ fn worker_controller(
         })
 }
 
+/// The worker deployments of `set` naming a namespaced Connection (same namespace).
+fn users_of_connection(
+    store: &Store<TemporalWorkerDeployment>,
+    set: KindSet,
+) -> impl Fn(TemporalConnection) -> Vec<ObjectRef<TemporalWorkerDeployment>> + Send + Sync + 'static
+{
+    let store = store.clone();
+    move |conn| {
+        let (ns, name) = (conn.namespace(), conn.name_any());
+        store
+            .state()
+            .into_iter()
+            .filter(|t| {
+                let r = &t.spec.worker_options.connection_ref;
+                t.namespace() == ns && !r.is_cluster() && r.name == name
+            })
+            .map(|t| ObjectRef::from_obj_with(&*t, set))
+            .collect()
+    }
+}
+
+/// The worker deployments of `set`, in any namespace, naming a ClusterConnection.
+fn users_of_cluster_connection(
+    store: &Store<TemporalWorkerDeployment>,
+    set: KindSet,
+) -> impl Fn(ClusterConnection) -> Vec<ObjectRef<TemporalWorkerDeployment>> + Send + Sync + 'static
+{
+    let store = store.clone();
+    move |cc| {
+        let name = cc.name_any();
+        store
+            .state()
+            .into_iter()
+            .filter(|t| {
+                let r = &t.spec.worker_options.connection_ref;
+                r.is_cluster() && r.name == name
+            })
+            .map(|t| ObjectRef::from_obj_with(&*t, set))
+            .collect()
+    }
+}
+
 /// One item each time this replica becomes the leader (and at once if it already is).
 fn leadership_won(leader: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
     tokio_stream::wrappers::WatchStream::new(leader)
         .filter_map(|leads| std::future::ready(leads.then_some(())))
 }
-
-/// Where the controller watches: the whole cluster (`None`) when no namespace is named, else
-/// each named namespace once.
-fn scopes(watch_namespaces: &[String]) -> Vec<Option<String>> {
-    if watch_namespaces.is_empty() {
-        return vec![None];
-    }
-    let mut out: Vec<Option<String>> = Vec::new();
-    for ns in watch_namespaces {
-        if !out.iter().any(|s| s.as_deref() == Some(ns.as_str())) {
-            out.push(Some(ns.clone()));
-        }
-    }
-    out
-}
-
-fn api_in<K>(client: &kube::Client, scope: &Option<String>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match scope {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-/// `K`'s API in `scope` under `set`'s kind name.
-fn api_in_set<K>(client: &kube::Client, scope: &Option<String>, set: KindSet) -> Api<K>
-where
-    K: Resource<Scope = kube::core::DynamicResourceScope, DynamicType = KindSet>,
-{
-    match scope {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &set),
-        None => Api::all_with(client.clone(), &set),
-    }
-}
-
-/// Watches `K` in every scope into one reflector store. Returns the store and the stream of
-/// applied objects (the controller's trigger).
-fn reflect_scopes<K>(
-    client: &kube::Client,
-    scopes: &[Option<String>],
-    set: KindSet,
-    config: watcher::Config,
-) -> Watched<K>
-where
-    K: Resource<Scope = kube::core::DynamicResourceScope, DynamicType = KindSet>
-        + crate::api::kinds::Stamped
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let apis = scopes
-        .iter()
-        .map(|s| api_in_set::<K>(client, s, set))
-        .collect();
-    // Every object carries its kind set from here on, whatever the answer carried; nobody
-    // reads `managedFields` or the last-applied copy, often most of an object (status writes
-    // are PUTs to the status subresource, which leave metadata as it is on the server).
-    let prepare = move |o: &mut K| {
-        o.stamp(set);
-        crate::caches::slim_own(o);
-    };
-    let (store, listed, applied) = reflect_apis(scopes, apis, set, config, prepare, false);
-    (store, listed, applied.boxed())
-}
-
-/// [`reflect_scopes`] for a built-in kind, each object trimmed by `slim` before it is stored.
-fn reflect_builtin<K>(
-    client: &kube::Client,
-    scopes: &[Option<String>],
-    config: watcher::Config,
-    slim: fn(&mut K),
-) -> (
-    Store<K>,
-    Listed,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let apis = scopes.iter().map(|s| api_in::<K>(client, s)).collect();
-    // Deletions too: a deleted versioned Deployment is a reason to look again.
-    reflect_apis(scopes, apis, (), config, slim, true)
-}
-
-/// One watch per API (one per scope) into one [`ScopedWriter`] store.
-fn reflect_apis<K>(
-    scopes: &[Option<String>],
-    apis: Vec<Api<K>>,
-    dyntype: K::DynamicType,
-    config: watcher::Config,
-    prepare: impl Fn(&mut K) + Clone + Send + 'static,
-    with_deletes: bool,
-) -> (
-    Store<K>,
-    Listed,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync,
-{
-    let mut writer = ScopedWriter::new(scopes.to_vec(), dyntype);
-    let reader = writer.reader();
-    let listed = writer.listed();
-    let events = stream::select_all(apis.into_iter().enumerate().map(|(i, api)| {
-        let prepare = prepare.clone();
-        watcher(api, config.clone())
-            // A watch that keeps failing (RBAC, API server down) retries with backoff rather
-            // than in a tight loop.
-            .default_backoff()
-            .map(move |event| (i, event.map(|e| e.modify(|o| prepare(o)))))
-            .boxed()
-    }));
-    let applied = events.filter_map(move |(i, event)| {
-        let out = match event {
-            Ok(event) => {
-                writer.apply(i, &event);
-                match event {
-                    watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => Some(Ok(obj)),
-                    watcher::Event::Delete(obj) if with_deletes => Some(Ok(obj)),
-                    _ => None,
-                }
-            }
-            Err(e) => Some(Err(e)),
-        };
-        std::future::ready(out)
-    });
-    (reader, listed, applied)
-}
-
-/// One reflector store fed by one watch per scope. A watch's (re)list only replaces the
-/// objects of its own scope (a plain `Writer` would replace the whole store), and the store
-/// reads as ready once every scope has listed.
-struct ScopedWriter<K: Resource + Clone + 'static>
-where
-    K::DynamicType: Clone + Eq + std::hash::Hash,
-{
-    writer: Writer<K>,
-    dyntype: K::DynamicType,
-    scopes: Vec<Option<String>>,
-    /// The objects of a (re)list in progress, per scope.
-    buffers: Vec<Option<Vec<K>>>,
-    listed: Vec<bool>,
-    ready: bool,
-    /// Set once every scope has listed (see [`Listed`] for why not the store's own flag).
-    ready_flag: watch::Sender<bool>,
-}
-
-impl<K: Resource + Clone + 'static> ScopedWriter<K>
-where
-    K::DynamicType: Clone + Eq + std::hash::Hash,
-{
-    fn new(scopes: Vec<Option<String>>, dyntype: K::DynamicType) -> Self {
-        let n = scopes.len();
-        Self {
-            dyntype: dyntype.clone(),
-            writer: Writer::new(dyntype),
-            scopes,
-            buffers: vec![None; n],
-            listed: vec![false; n],
-            ready: false,
-            ready_flag: watch::channel(false).0,
-        }
-    }
-
-    fn reader(&self) -> Store<K> {
-        self.writer.as_reader()
-    }
-
-    fn listed(&self) -> Listed {
-        Listed::of(self.ready_flag.subscribe())
-    }
-
-    fn key(&self, obj: &K) -> ObjectRef<K> {
-        ObjectRef::from_obj_with(obj, self.dyntype.clone())
-    }
-
-    fn apply(&mut self, scope: usize, event: &watcher::Event<K>) {
-        match event {
-            watcher::Event::Apply(_) | watcher::Event::Delete(_) => {
-                self.writer.apply_watcher_event(event);
-            }
-            watcher::Event::Init => self.buffers[scope] = Some(Vec::new()),
-            watcher::Event::InitApply(obj) => self.buffers[scope]
-                .get_or_insert_with(Vec::new)
-                .push(obj.clone()),
-            watcher::Event::InitDone => {
-                let fresh = self.buffers[scope].take().unwrap_or_default();
-                let keep: std::collections::HashSet<ObjectRef<K>> =
-                    fresh.iter().map(|o| self.key(o)).collect();
-                let reader = self.writer.as_reader();
-                let within = self.scopes[scope].clone();
-                let gone: Vec<_> = reader
-                    .state()
-                    .into_iter()
-                    .filter(|o| {
-                        within
-                            .as_ref()
-                            .is_none_or(|ns| o.namespace().as_ref() == Some(ns))
-                            && !keep.contains(&self.key(o))
-                    })
-                    .collect();
-                for gone in gone {
-                    self.writer
-                        .apply_watcher_event(&watcher::Event::Delete((*gone).clone()));
-                }
-                for obj in fresh {
-                    self.writer.apply_watcher_event(&watcher::Event::Apply(obj));
-                }
-                self.listed[scope] = true;
-                if !self.ready && self.listed.iter().all(|l| *l) {
-                    // Every scope has listed: mark the store ready (a relist of what it holds).
-                    self.writer.apply_watcher_event(&watcher::Event::Init);
-                    for obj in reader.state() {
-                        self.writer
-                            .apply_watcher_event(&watcher::Event::InitApply((*obj).clone()));
-                    }
-                    self.writer.apply_watcher_event(&watcher::Event::InitDone);
-                    self.ready = true;
-                    self.ready_flag.send_replace(true);
-                }
-            }
-        }
-    }
-}
-
-/// A reflector store and the stream of objects its watch applied (a controller's trigger).
-type Watched<K> = (
-    Store<K>,
-    Listed,
-    futures::stream::BoxStream<'static, Result<K, watcher::Error>>,
-);
 
 /// The error policy of every reconciler. Only errors that prevent any reconcile (an object
 /// without a namespace) end up here; every other failure is reported and counted by the
@@ -771,65 +551,4 @@ fn referring(
         .filter(|t| t.namespace() == ns && names(t.spec.worker_name()))
         .map(|t| ObjectRef::from_obj_with(&*t, set))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::core::v1::ConfigMap;
-
-    fn cm(ns: &str, name: &str) -> ConfigMap {
-        let mut cm = ConfigMap::default();
-        cm.metadata.namespace = Some(ns.into());
-        cm.metadata.name = Some(name.into());
-        cm
-    }
-
-    fn names(store: &Store<ConfigMap>) -> Vec<String> {
-        let mut v: Vec<String> = store
-            .state()
-            .iter()
-            .map(|c| format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()))
-            .collect();
-        v.sort();
-        v
-    }
-
-    fn list(w: &mut ScopedWriter<ConfigMap>, scope: usize, objs: &[ConfigMap]) {
-        w.apply(scope, &watcher::Event::Init);
-        for o in objs {
-            w.apply(scope, &watcher::Event::InitApply(o.clone()));
-        }
-        w.apply(scope, &watcher::Event::InitDone);
-    }
-
-    #[test]
-    fn one_watch_per_named_namespace_and_one_cluster_wide_watch_otherwise() {
-        assert_eq!(scopes(&[]), vec![None]);
-        assert_eq!(
-            scopes(&["a".into(), "b".into(), "a".into()]),
-            vec![Some("a".to_string()), Some("b".to_string())]
-        );
-    }
-
-    #[test]
-    fn a_relist_of_one_namespace_keeps_the_others_and_ready_waits_for_all() {
-        let mut w = ScopedWriter::<ConfigMap>::new(vec![Some("a".into()), Some("b".into())], ());
-        let store = w.reader();
-        list(&mut w, 0, &[cm("a", "x")]);
-        assert_eq!(names(&store), ["a/x"]);
-        assert!(
-            store.wait_until_ready().now_or_never().is_none(),
-            "ready before namespace b listed"
-        );
-        list(&mut w, 1, &[cm("b", "y")]);
-        assert!(store.wait_until_ready().now_or_never().is_some());
-        assert_eq!(names(&store), ["a/x", "b/y"]);
-        w.apply(1, &watcher::Event::Apply(cm("b", "z")));
-        // Namespace a relists (e.g. after its watch expired): x is gone, w is new; b is kept.
-        list(&mut w, 0, &[cm("a", "w")]);
-        assert_eq!(names(&store), ["a/w", "b/y", "b/z"]);
-        w.apply(1, &watcher::Event::Delete(cm("b", "y")));
-        assert_eq!(names(&store), ["a/w", "b/z"]);
-    }
 }

@@ -16,6 +16,8 @@
 //! of the API server once more before it counts as absent (the watch may not have delivered an
 //! object created a moment ago), which costs reads only while something is missing.
 
+pub(crate) mod reflect;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

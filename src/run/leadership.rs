@@ -39,22 +39,42 @@ pub(super) async fn leader_channel(
     metrics: Arc<Metrics>,
 ) -> Result<(watch::Receiver<bool>, LeaseHandle), RunError> {
     let (release_tx, release_rx) = oneshot::channel::<()>();
-    if !opts.leader_elect {
-        metrics.set_leader(true);
-        let (tx, rx) = watch::channel(true);
-        // Keep the sender alive until the release.
-        let task = tokio::spawn(async move {
-            let _ = release_rx.await;
-            drop(tx);
-        });
-        return Ok((
-            rx,
-            LeaseHandle {
-                release: release_tx,
-                task,
-            },
-        ));
-    }
+    let (rx, task) = if opts.leader_elect {
+        elect(client, opts, metrics, release_rx).await?
+    } else {
+        always_leader(&metrics, release_rx)
+    };
+    Ok((
+        rx,
+        LeaseHandle {
+            release: release_tx,
+            task,
+        },
+    ))
+}
+
+/// Without election: `true` until the release.
+fn always_leader(
+    metrics: &Metrics,
+    release: oneshot::Receiver<()>,
+) -> (watch::Receiver<bool>, tokio::task::JoinHandle<()>) {
+    metrics.set_leader(true);
+    let (tx, rx) = watch::channel(true);
+    // Keep the sender alive until the release.
+    let task = tokio::spawn(async move {
+        let _ = release.await;
+        drop(tx);
+    });
+    (rx, task)
+}
+
+/// Joins the election on the Lease; the task follows it until the release.
+async fn elect(
+    client: &kube::Client,
+    opts: &RunOptions,
+    metrics: Arc<Metrics>,
+    release: oneshot::Receiver<()>,
+) -> Result<(watch::Receiver<bool>, tokio::task::JoinHandle<()>), RunError> {
     let lease = LeaseConfig {
         client: client.clone(),
         name: opts.lease_name.clone(),
@@ -65,58 +85,62 @@ pub(super) async fn leader_channel(
             .unwrap_or_else(|| "default".to_string()),
         identity: lease_identity(opts),
     };
-    let (mut lease_rx, mut watcher) = lease.watch().await?;
+    let (lease_rx, watcher) = lease.watch().await?;
     let (tx, rx) = watch::channel(*lease_rx.borrow());
     metrics.set_leader(*lease_rx.borrow());
-    let task = tokio::spawn(async move {
-        let mut release = std::pin::pin!(release_rx);
-        let mut follow = tokio::time::interval(FOLLOWER_RECHECK);
-        follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        // When our Lease ends, as last confirmed by reading it back (see `acting`).
-        let mut confirmed_until = lease_rx.borrow().then(lease_end_from_now);
-        loop {
-            tokio::select! {
-                _ = &mut release => break,
-                changed = lease_rx.changed() => {
-                    if changed.is_err() { break; }
-                    let leader = *lease_rx.borrow();
-                    tracing::info!(leader, "leader election state changed");
-                    // The manager has just acquired or renewed the Lease when it says leader.
-                    confirmed_until = leader.then(lease_end_from_now);
-                    metrics.set_leader(leader);
-                    if tx.send(leader).is_err() { break; }
-                }
-                // A leader confirms how much of its Lease is left; a follower looks for a
-                // released Lease (see the two functions).
-                _ = follow.tick() => {
-                    let keep_going = if *lease_rx.borrow() {
-                        confirm_leadership(&lease, &mut confirmed_until, &tx, &metrics).await
-                    } else {
-                        take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await
-                    };
-                    if !keep_going { break; }
-                }
+    let task = tokio::spawn(follow(lease, (lease_rx, watcher), tx, metrics, release));
+    Ok((rx, task))
+}
+
+/// Passes the lease manager's verdict on, confirmed by reading the Lease back, until the
+/// release; then stops acting and releases the Lease.
+async fn follow(
+    lease: LeaseConfig,
+    (mut lease_rx, mut watcher): (watch::Receiver<bool>, LeaseWatcher),
+    tx: watch::Sender<bool>,
+    metrics: Arc<Metrics>,
+    release: oneshot::Receiver<()>,
+) {
+    let mut release = std::pin::pin!(release);
+    let mut follow = tokio::time::interval(FOLLOWER_RECHECK);
+    follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When our Lease ends, as last confirmed by reading it back (see `acting`).
+    let mut confirmed_until = lease_rx.borrow().then(lease_end_from_now);
+    loop {
+        tokio::select! {
+            _ = &mut release => break,
+            changed = lease_rx.changed() => {
+                if changed.is_err() { break; }
+                let leader = *lease_rx.borrow();
+                tracing::info!(leader, "leader election state changed");
+                // The manager has just acquired or renewed the Lease when it says leader.
+                confirmed_until = leader.then(lease_end_from_now);
+                metrics.set_leader(leader);
+                if tx.send(leader).is_err() { break; }
+            }
+            // A leader confirms how much of its Lease is left; a follower looks for a
+            // released Lease (see the two functions).
+            _ = follow.tick() => {
+                let keep_going = if *lease_rx.borrow() {
+                    confirm_leadership(&lease, &mut confirmed_until, &tx, &metrics).await
+                } else {
+                    take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await
+                };
+                if !keep_going { break; }
             }
         }
-        // Released, or the lease task is gone (we can no longer prove leadership): stop acting.
-        let _ = tx.send(false);
-        metrics.set_leader(false);
-        // Closing the lease channel makes the lease manager clear holderIdentity and return.
-        drop(lease_rx);
-        match watcher.await {
-            Ok(Ok(_)) => tracing::info!("leader lease released"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "releasing the leader lease failed"),
-            Err(e) if e.is_cancelled() => {}
-            Err(e) => tracing::warn!(error = %e, "leader lease task failed"),
-        }
-    });
-    Ok((
-        rx,
-        LeaseHandle {
-            release: release_tx,
-            task,
-        },
-    ))
+    }
+    // Released, or the lease task is gone (we can no longer prove leadership): stop acting.
+    let _ = tx.send(false);
+    metrics.set_leader(false);
+    // Closing the lease channel makes the lease manager clear holderIdentity and return.
+    drop(lease_rx);
+    match watcher.await {
+        Ok(Ok(_)) => tracing::info!("leader lease released"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "releasing the leader lease failed"),
+        Err(e) if e.is_cancelled() => {}
+        Err(e) => tracing::warn!(error = %e, "leader lease task failed"),
+    }
 }
 
 /// How often a follower re-reads the Lease to notice that it was released.

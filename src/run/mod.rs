@@ -102,21 +102,20 @@ pub async fn shutdown_signal() -> std::io::Result<&'static str> {
     tokio::signal::ctrl_c().await.map(|()| "Ctrl-C")
 }
 
-/// Starts everything and returns once the HTTP listener is bound.
-pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let shutdown = {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|s| *s).await;
-        }
-        .shared()
-    };
+/// Resolves once a stop is requested (shared by every part that stops).
+fn stopped(
+    stop: &watch::Receiver<bool>,
+) -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
+    let mut rx = stop.clone();
+    async move {
+        let _ = rx.wait_for(|s| *s).await;
+    }
+    .boxed()
+    .shared()
+}
 
-    let metrics = Arc::new(Metrics::new());
-    let milestones = Arc::new(Milestones::default());
-    let (feed, _) = broadcast::channel(256);
-    let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
+/// Temporal clients that count their calls in the metrics and wait on the request budget.
+fn temporal_pool(opts: &RunOptions, metrics: &Arc<Metrics>) -> Arc<ClientPool> {
     let rpc_metrics = metrics.clone();
     let wait_metrics = metrics.clone();
     let budgets = Arc::new(Budgets::new(
@@ -125,12 +124,23 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
             wait_metrics.budget_wait(class.label(), waited)
         })),
     ));
-    let pool = Arc::new(
+    Arc::new(
         ClientPool::with_observer(Arc::new(move |method, code, latency| {
             rpc_metrics.temporal_rpc(method, code, latency)
         }))
         .with_budgets(budgets),
-    );
+    )
+}
+
+/// Starts everything and returns once the HTTP listener is bound.
+pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shutdown = stopped(&stop_rx);
+    let metrics = Arc::new(Metrics::new());
+    let milestones = Arc::new(Milestones::default());
+    let (feed, _) = broadcast::channel(256);
+    let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
+    let pool = temporal_pool(&opts, &metrics);
     let identity = options::identity(&client, &opts).await?;
     let settings = settings(&opts, &identity);
     let events = EventSink::new(
@@ -180,14 +190,13 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
                 tracing::error!(error = %e, "HTTP server failed");
             }
         };
-        tokio::join!(
-            controller_fut,
-            http,
-            sync_fut,
-            leader_fut.then(|_| async {}),
-            backlog_fut,
-            webhook_fut
-        );
+        let parts = [controller_fut.boxed(), http.boxed(), sync_fut.boxed()];
+        let more = [
+            leader_fut.map(|_| ()).boxed(),
+            backlog_fut.boxed(),
+            webhook_fut.boxed(),
+        ];
+        futures::future::join_all(parts.into_iter().chain(more)).await;
     });
     Ok(Running {
         http_addr,

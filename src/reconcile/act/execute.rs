@@ -10,7 +10,8 @@ use serde_json::json;
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
 use crate::planner::model::{
-    CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment, UpdateReason,
+    CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment, UpdateDeployment,
+    UpdateReason,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover::{
@@ -186,35 +187,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     }
 
     for update in &plan.update {
-        let existing = deployments
-            .get(&update.name)
-            .await
-            .map_err(|e| fail("get Deployment", e))?;
-        let input = VersionedDeploymentInput {
-            twd: ctx.twd,
-            connection: ctx.connection,
-            build_id: &update.build_id,
-            replicas: None,
-        };
-        let refreshed = match update.reason {
-            UpdateReason::SettingsDrift => render::refresh_settings(&existing, &input),
-            UpdateReason::PodTemplateDrift | UpdateReason::ConnectionDrift => {
-                render::refresh_template(&existing, &input)
-            }
-        }
-        .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
-        let res = deployments
-            .replace(
-                &update.name,
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..Default::default()
-                },
-                &refreshed,
-            )
-            .await;
-        ctx.metrics.kube_write("update", "deployments", res.is_ok());
-        res.map_err(|e| render_write_fail("update Deployment", e))?;
+        update_deployment(ctx, &deployments, update).await?;
         out.done.push(Done::Updated {
             name: update.name.clone(),
             build_id: update.build_id.clone(),
@@ -233,24 +206,65 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     temporal_writes(ctx, plan, out).await?;
 
     for delete in &plan.delete {
-        let res = deployments
-            .delete(&delete.name, &DeleteParams::background())
-            .await;
-        match res {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => {
-                ctx.metrics.kube_write("delete", "deployments", false);
-                return Err(fail("delete Deployment", e));
-            }
-        }
-        ctx.metrics.kube_write("delete", "deployments", true);
+        delete_deployment(ctx, &deployments, &delete.name).await?;
         out.done.push(Done::Deleted {
             name: delete.name.clone(),
             build_id: delete.build_id.clone(),
         });
     }
     forget_versions(ctx, plan, out).await;
+    Ok(())
+}
+
+/// Re-renders a versioned Deployment from its recorded settings or the current template and
+/// replaces it (with its resourceVersion: a concurrent change answers 409).
+async fn update_deployment(
+    ctx: &ExecContext<'_>,
+    deployments: &Api<Deployment>,
+    update: &UpdateDeployment,
+) -> Result<(), Failure> {
+    let existing = deployments
+        .get(&update.name)
+        .await
+        .map_err(|e| fail("get Deployment", e))?;
+    let input = VersionedDeploymentInput {
+        twd: ctx.twd,
+        connection: ctx.connection,
+        build_id: &update.build_id,
+        replicas: None,
+    };
+    let refreshed = match update.reason {
+        UpdateReason::SettingsDrift => render::refresh_settings(&existing, &input),
+        UpdateReason::PodTemplateDrift | UpdateReason::ConnectionDrift => {
+            render::refresh_template(&existing, &input)
+        }
+    }
+    .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    let res = deployments.replace(&update.name, &params, &refreshed).await;
+    ctx.metrics.kube_write("update", "deployments", res.is_ok());
+    res.map_err(|e| render_write_fail("update Deployment", e))?;
+    Ok(())
+}
+
+/// Deletes a versioned Deployment (its Pods in the background); already gone is done.
+async fn delete_deployment(
+    ctx: &ExecContext<'_>,
+    deployments: &Api<Deployment>,
+    name: &str,
+) -> Result<(), Failure> {
+    match deployments.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => {
+            ctx.metrics.kube_write("delete", "deployments", false);
+            return Err(fail("delete Deployment", e));
+        }
+    }
+    ctx.metrics.kube_write("delete", "deployments", true);
     Ok(())
 }
 
