@@ -10,7 +10,8 @@ use std::time::Duration;
 use crate::api::conditions as cond;
 use crate::api::twd::{DeprecatedVersion, RolloutStrategy, VersionInfo, VersionStatus};
 use crate::cli_follow::{self, Source, Update};
-use crate::cli_status::{self, CliError, OutputFormat, eta, rel, table};
+use crate::cli_render::{eta, old_version_eta, rel, table};
+use crate::cli_status::{self, CliError, OutputFormat};
 use crate::summary::{self as view, Phase, RolloutView};
 
 /// Clears the screen and homes the cursor (a TTY's redraw).
@@ -154,7 +155,7 @@ fn drain(d: &DeprecatedVersion, now: jiff::Timestamp) -> String {
             }
             text
         }
-        VersionStatus::Drained => match cli_status::old_version_eta(d, now).as_str() {
+        VersionStatus::Drained => match old_version_eta(d, now).as_str() {
             "-" => "drained".into(),
             eta => format!("drained, {eta}"),
         },

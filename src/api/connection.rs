@@ -296,3 +296,62 @@ pub fn cluster_connection_crd(
     names.short_names = None;
     crd
 }
+
+/// `workerOptions.connectionRef`: the Go controller v1.10's `{name, kind}` (its PR #549).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct ConnectionRef {
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 253))]
+    pub name: String,
+    /// `TemporalConnection` (the default) or `ClusterConnection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "connection_ref_kind_schema")]
+    pub kind: Option<ConnectionRefKind>,
+}
+
+/// What a `connectionRef.kind` names. On a `WorkerDeployment` the schema admits `Connection`
+/// and `ClusterConnection`, on a `TemporalWorkerDeployment` `TemporalConnection` and
+/// `ClusterConnection` (the canonical CRD is made from the seed one by renaming the seed
+/// kinds); either way an unset kind is the namespaced connection kind of the object's set,
+/// as in the Go controller, which treats an empty kind as `Connection`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConnectionRefKind {
+    /// The namespaced connection of the referrer's kind set, by its canonical name.
+    Connection,
+    /// The same, by its seed name.
+    TemporalConnection,
+    /// The cluster-scoped `ClusterConnection`.
+    ClusterConnection,
+}
+
+fn connection_ref_kind_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "description": "TemporalConnection (the default: in this namespace) or ClusterConnection (cluster-scoped; its Secrets are read in this namespace).",
+        "enum": ["TemporalConnection", "ClusterConnection"]
+    })
+}
+
+impl ConnectionRef {
+    /// A reference to the namespaced connection `name`.
+    pub fn named(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            kind: None,
+        }
+    }
+
+    /// True when it names a cluster-scoped `ClusterConnection`.
+    pub fn is_cluster(&self) -> bool {
+        self.kind == Some(ConnectionRefKind::ClusterConnection)
+    }
+
+    /// The kind it names, for a referrer of `set`: the set's connection kind or
+    /// `ClusterConnection`.
+    pub fn kind_name(&self, set: crate::api::KindSet) -> &'static str {
+        if self.is_cluster() {
+            crate::api::connection::CLUSTER_CONNECTION_KIND
+        } else {
+            set.kind(crate::api::Model::Connection)
+        }
+    }
+}

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod duration;
 pub mod kinds;
 pub mod twd;
+pub mod twd_status;
 pub mod twor;
 
 pub use connection::{ClusterConnection, TemporalConnection, TemporalConnectionSpec};
