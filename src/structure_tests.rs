@@ -189,13 +189,71 @@ fn use_tree(text: &str) -> (Vec<Vec<String>>, usize) {
     }
 }
 
+/// The driver of a folder (its `mod.rs`) as a node of [`folder_graphs`]: an item defined there.
+const DRIVER: &str = "(mod.rs)";
+
+/// Production code: before the first test module, without comment lines (a doc link names a
+/// module without importing it).
+fn production_code(text: &str) -> String {
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Folder → (item name → the child module it comes from), from the `pub use` lines of each
+/// folder's `mod.rs` that re-export a child's items (`pub use child::Item;`).
+fn reexports(
+    files: &[(String, String)],
+    modules: &[Vec<String>],
+) -> BTreeMap<Vec<String>, BTreeMap<String, String>> {
+    let mut out: BTreeMap<Vec<String>, BTreeMap<String, String>> = BTreeMap::new();
+    for ((rel, text), folder) in files.iter().zip(modules) {
+        if !(rel.ends_with("/mod.rs") || rel == "lib.rs") {
+            continue;
+        }
+        for line in production_code(text).lines() {
+            let line = line.trim_start();
+            let Some(rest) = ["pub use ", "pub(crate) use ", "pub(super) use "]
+                .iter()
+                .find_map(|p| line.strip_prefix(p))
+            else {
+                continue;
+            };
+            for path in use_tree(rest).0 {
+                let mut segs: Vec<String> = path.into_iter().filter(|s| s != "self").collect();
+                if segs.first().is_some_and(|s| s == "crate") {
+                    if !segs[1..].starts_with(folder) {
+                        continue;
+                    }
+                    segs.drain(..=folder.len());
+                }
+                if let (Some(child), Some(item)) = (segs.first(), segs.last())
+                    && segs.len() > 1
+                {
+                    out.entry(folder.clone())
+                        .or_default()
+                        .insert(item.clone(), child.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Folder → (child module → the sibling child modules its non-test code imports), from
-/// `(path relative to src/, source text)` pairs. Only `crate::folder::child` and `super::child`
-/// paths count: an item re-exported by the folder's `mod.rs` is not an edge.
+/// `(path relative to src/, source text)` pairs. `crate::folder::child` and `super::child`
+/// paths count, and so does an item the folder's `mod.rs` re-exports (an edge to the child it
+/// comes from: a re-export hides no cycle). An item defined in `mod.rs` itself is an edge to
+/// [`DRIVER`].
 fn folder_graphs(
     files: &[(String, String)],
 ) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let modules: Vec<Vec<String>> = files.iter().map(|(rel, _)| module_path(rel)).collect();
+    let reexported = reexports(files, &modules);
     let mut graphs: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let is_child = |folder: &[String], name: &str| {
         modules
@@ -208,15 +266,7 @@ fn folder_graphs(
         }
         // `super` in `a/b.rs` and in `a/b/mod.rs` both name `a`.
         let parent = module[..module.len().saturating_sub(1)].to_vec();
-        // Doc links name a module without importing it.
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
+        let code = production_code(text);
         let mut targets = Vec::new();
         for (start, keyword) in code
             .match_indices("crate::")
@@ -247,14 +297,22 @@ fn folder_graphs(
             let from = &module[depth];
             for target in &targets {
                 if target.len() > depth && target.starts_with(folder) {
-                    let to = &target[depth];
-                    if to != from && is_child(folder, to) {
+                    let named = &target[depth];
+                    let to: &str = if is_child(folder, named) {
+                        named
+                    } else {
+                        match reexported.get(folder).and_then(|r| r.get(named)) {
+                            Some(child) => child,
+                            None => DRIVER,
+                        }
+                    };
+                    if to != from {
                         graphs
                             .entry(folder.join("/"))
                             .or_default()
                             .entry(from.clone())
                             .or_default()
-                            .insert(to.clone());
+                            .insert(to.to_string());
                     }
                 }
             }
@@ -294,6 +352,52 @@ fn modules_inside_a_folder_do_not_import_each_other_in_a_cycle() {
         cycles.is_empty(),
         "import cycles inside folders: {cycles:#?}"
     );
+}
+
+/// `(folder, stage)` pairs where a stage of a folder imports an item its driver (`mod.rs`)
+/// defines rather than one of a sibling module.
+fn stages_importing_their_driver(files: &[(String, String)], folders: &[&str]) -> Vec<String> {
+    let graphs = folder_graphs(files);
+    folders
+        .iter()
+        .flat_map(|folder| {
+            graphs
+                .get(*folder)
+                .into_iter()
+                .flatten()
+                .filter(|(_, to)| to.contains(DRIVER))
+                .map(move |(from, _)| format!("{folder}/{from}"))
+        })
+        .collect()
+}
+
+/// The reconcilers' folders: each a driver (`mod.rs`) over its stages.
+const RECONCILERS: [&str; 3] = ["reconcile", "owned", "connection"];
+
+#[test]
+fn a_stage_never_imports_its_driver() {
+    let found = stages_importing_their_driver(&source_files(), &RECONCILERS);
+    assert!(found.is_empty(), "stages importing their driver: {found:?}");
+}
+
+#[test]
+fn no_reconciler_imports_another_reconcilers_folder() {
+    let mut found = Vec::new();
+    for (rel, text) in source_files() {
+        let Some(own) = RECONCILERS
+            .iter()
+            .find(|r| rel.starts_with(&format!("{r}/")))
+        else {
+            continue;
+        };
+        let code = production_code(&text);
+        for other in RECONCILERS.iter().filter(|r| *r != own) {
+            if idents_after(&code, "crate::").contains(other) {
+                found.push(format!("{rel} imports crate::{other}"));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
 }
 
 #[test]
@@ -336,6 +440,22 @@ fn the_folder_graph_sees_cycles_inside_a_folder() {
     ]));
     let cycle = find_cycle(&cyclic["top"]).expect("a cycle inside `top`");
     assert_eq!(cycle.len(), 4, "{cycle:?}");
+    // Behind a re-export of the folder's `mod.rs`: `a` imports `Ctx`, which comes from `ctx`,
+    // which imports `a`. An item `mod.rs` defines itself is an import of the driver.
+    let behind = src(&[
+        (
+            "top/mod.rs",
+            "mod a; mod ctx;\npub use ctx::Ctx;\npub struct Attempt;",
+        ),
+        ("top/a.rs", "use crate::top::{Ctx, Attempt};"),
+        ("top/ctx.rs", "use crate::top::a::Memory;"),
+    ]);
+    let graphs = folder_graphs(&behind);
+    assert!(
+        find_cycle(&graphs["top"]).is_some(),
+        "a cycle behind a re-export: {graphs:#?}"
+    );
+    assert_eq!(stages_importing_their_driver(&behind, &["top"]), ["top/a"]);
 }
 
 /// Backticked tokens of a Markdown text.

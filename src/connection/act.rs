@@ -6,7 +6,7 @@ use crate::connection::ConnectionContext;
 use crate::connection::observe::Observed;
 use crate::connection::outcome::ConnectionFailure;
 use crate::connection::plan::{Finalizer, Plan};
-use crate::reconcile::act::finalizers;
+use crate::reconciler::finalizers;
 
 pub async fn act(
     ctx: &ConnectionContext,

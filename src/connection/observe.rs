@@ -17,7 +17,7 @@ use crate::api::TemporalConnection;
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::ConnectionFailure;
 use crate::connection::rules::{self, Auth, LastCheck, Reach};
-use crate::reconcile::connect::{self, ConnectError};
+use crate::reconciler::connect::{self, ConnectError};
 use crate::temporal::{AuthError, ConnectionKey};
 
 /// The Temporal namespace a Connection nobody uses yet is checked under: `GetSystemInfo`
@@ -132,7 +132,7 @@ fn users(ctx: &ConnectionContext, conn: &TemporalConnection) -> (Vec<String>, Op
         .workers
         .state()
         .iter()
-        .filter(|t| crate::reconcile::act::finalizers::uses(t, conn))
+        .filter(|t| crate::reconciler::finalizers::uses(t, conn))
         .map(|t| {
             let namespace = t.namespace().unwrap_or_default();
             let name = if cluster {

@@ -15,6 +15,7 @@
 
 pub mod act;
 pub mod apply;
+mod context;
 pub mod observe;
 pub mod outcome;
 pub mod plan;
@@ -26,73 +27,14 @@ pub mod task_queue;
 pub mod template;
 pub mod versions;
 
+pub use context::OwnedContext;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
-use tokio::sync::watch;
 
 use crate::api::TemporalWorkerOwnedResource;
 use crate::error::Error;
-use crate::metrics::Metrics;
-use crate::reconciler::{ControllerKind, Streaks, lead};
-use crate::temporal::ClientPool;
-use apply::Resources;
-
-/// Shared state of the TWOR controller.
-pub struct OwnedContext {
-    pub client: kube::Client,
-    /// True while this replica may write (see `reconcile::Context::leads`).
-    pub leader: watch::Receiver<bool>,
-    /// Kinds a TWOR may carry.
-    pub allowed_kinds: Vec<String>,
-    /// Whether the webhook checked each TWOR's author, or TWORs of unchecked kinds are refused.
-    pub access_check: rules::AccessCheck,
-    /// Temporal clients (shared with the TWD reconciler) and the identity to use, for
-    /// task-queue lookups.
-    pub pool: Arc<ClientPool>,
-    pub identity: String,
-    pub metrics: Arc<Metrics>,
-    /// What passes read of Kubernetes (`crate::caches`, `crate::workers`); `None` (tests)
-    /// reads the API server.
-    pub caches: Option<crate::caches::Caches>,
-    pub workers: Option<crate::workers::Workers>,
-    resources: Resources,
-    task_queues: task_queue::Known,
-    streaks: Streaks<ObjectRef<TemporalWorkerOwnedResource>>,
-}
-
-impl OwnedContext {
-    pub fn new(
-        client: kube::Client,
-        leader: watch::Receiver<bool>,
-        pool: Arc<ClientPool>,
-        identity: String,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            client,
-            leader,
-            pool,
-            identity,
-            metrics,
-            caches: None,
-            workers: None,
-            task_queues: task_queue::Known::default(),
-            allowed_kinds: rules::DEFAULT_ALLOWED_KINDS
-                .iter()
-                .map(|k| k.to_string())
-                .collect(),
-            resources: Resources::default(),
-            streaks: Streaks::default(),
-            access_check: rules::AccessCheck::default(),
-        }
-    }
-
-    fn leads(&self) -> bool {
-        *self.leader.borrow()
-    }
-}
+use crate::reconciler::{ControllerKind, lead};
 
 /// The kube-runtime entry point for one TWOR: observe → plan → act → report.
 pub async fn reconcile(

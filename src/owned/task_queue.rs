@@ -2,36 +2,11 @@
 //! asked of Temporal (`DescribeWorkerDeploymentVersion`) through the TWD's Connection, only
 //! for TWORs that need it, and remembered once found (a version's task queues do not change).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use kube::ResourceExt;
 
 use crate::api::TemporalWorkerDeployment;
-use crate::owned::OwnedContext;
-use crate::reconcile::connect::{ConnectError, Connector};
-
-/// Found task queues by (TWD uid, build ID).
-#[derive(Default)]
-pub struct Known(Mutex<HashMap<(String, String), String>>);
-
-impl Known {
-    fn get(&self, key: &(String, String)) -> Option<String> {
-        // A poisoned lock only means another reconcile panicked mid-insert; the map is intact.
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
-    }
-
-    fn insert(&self, key: (String, String), queue: String) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key, queue);
-    }
-}
+use crate::owned::context::OwnedContext;
+use crate::reconciler::connect::{ConnectError, Connector};
 
 /// The one workflow task queue `build` polls; `None` while Temporal does not know the version
 /// (or it polls nothing yet). Several queues are an error: the object must say which. Errors

@@ -11,12 +11,13 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
-use crate::reconcile::connect::Connector;
-use crate::reconcile::observe::{PinnedCounts, PollerChecks};
 use crate::reconcile::outcome::Outcome;
 use crate::reconcile::remembered::RememberedViews;
+use crate::reconcile::remembered::pinned::PinnedCounts;
+use crate::reconcile::remembered::pollers::PollerChecks;
 use crate::reconcile::validate::ControllerSettings;
 use crate::reconciler::Streaks;
+use crate::reconciler::connect::Connector;
 use crate::temporal::ClientPool;
 
 /// Runtime settings (typed once from the command line in `run::RunOptions`).

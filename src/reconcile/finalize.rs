@@ -11,9 +11,9 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
 use crate::reconcile::act::{Done, finalizers};
-use crate::reconcile::connect;
 use crate::reconcile::outcome::CleanupError;
 use crate::reconcile::{Attempt, Context, Failure, Outcome, observe};
+use crate::reconciler::connect;
 
 /// After this long in deletion, the finalizer is released even if Temporal cleanup failed
 /// (twice Temporal's default PollerHistoryTTL plus slack).

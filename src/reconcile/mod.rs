@@ -16,7 +16,6 @@
 //! stage. `docs/architecture.md` walks through the stages and the order of writes.
 
 pub mod act;
-pub mod connect;
 mod context;
 mod finalize;
 pub mod observe;
@@ -34,31 +33,13 @@ use kube::{Resource, ResourceExt};
 
 pub use context::{Context, Settings};
 pub use outcome::{Failure, Outcome, Verdict, verdict};
+pub use report::{Attempt, Planned};
 
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
-use crate::planner::{self, model::Plan, model::PlanInput};
+use crate::planner::{self};
 use crate::reconciler::{ControllerKind, ReconcileOutcome, lead};
 use crate::temporal::budget;
-use act::Done;
-
-/// What one pass through the stages produced, for the report stage.
-pub struct Attempt {
-    /// The object as last seen or written (after the act stage added its finalizer).
-    pub twd: Arc<TemporalWorkerDeployment>,
-    /// `None` when the reconcile ended before planning.
-    pub planned: Option<Planned>,
-    /// What the deletion path did (for its events).
-    pub finalized: Vec<Done>,
-    pub outcome: Outcome,
-}
-
-/// The plan, what it was made from, and the writes that succeeded.
-pub struct Planned {
-    pub input: PlanInput,
-    pub plan: Plan,
-    pub done: Vec<Done>,
-}
 
 /// The kube-runtime entry point: one span and one timer per reconcile.
 pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Result<Action> {

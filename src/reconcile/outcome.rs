@@ -7,8 +7,8 @@
 //! table-driven tests below name every kind).
 
 use crate::api::conditions as reason;
-use crate::reconcile::connect::ConnectError;
 use crate::reconciler::ReconcileFailure;
+use crate::reconciler::connect::ConnectError;
 use crate::temporal::TemporalError;
 
 /// Rate-limited or raced Temporal calls retry quietly this many times in a row before the

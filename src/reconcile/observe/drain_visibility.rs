@@ -1,39 +1,17 @@
 //! Part of the observe stage: what keeps each old version alive, for the status (drain
 //! visibility). Which versions and when to ask again are decided in `crate::planner::drain`.
-//! Counts are remembered in memory ([`PinnedCounts`]) rather than in the status: a timestamp
+//! Counts are remembered in memory (`PinnedCounts`) rather than in the status: a timestamp
 //! in the status would be a write per poll with nothing changed, and a restart only costs one
 //! extra count.
-
-use std::collections::HashMap;
-use std::sync::Mutex;
 
 use jiff::Timestamp;
 
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::drain;
 use crate::planner::model::PlanInput;
+use crate::reconcile::remembered::pinned::PinnedCounts;
 use crate::temporal::state::{PinnedAsked, PinnedView, TemporalVersionStatus};
 use crate::temporal::{TemporalClient, TemporalError};
-
-/// The last count per (Temporal worker deployment, build ID).
-#[derive(Debug, Default)]
-pub struct PinnedCounts(Mutex<HashMap<(String, String), PinnedView>>);
-
-impl PinnedCounts {
-    fn get(&self, deployment: &str, build: &str) -> Option<PinnedView> {
-        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(&(deployment.to_string(), build.to_string())).cloned()
-    }
-
-    /// Keeps exactly `views` for `deployment`: versions no longer shown are forgotten.
-    fn set(&self, deployment: &str, views: Vec<(String, PinnedView)>) {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        m.retain(|(d, _), _| d != deployment);
-        for (build, view) in views {
-            m.insert((deployment.to_string(), build), view);
-        }
-    }
-}
 
 /// Fills `pinned` on every version the status shows the pinned workflows of, and what was
 /// already asked of Temporal about them (from the last status). A failed read keeps the last

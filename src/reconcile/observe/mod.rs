@@ -1,5 +1,5 @@
 //! The observe stage: reads the facts one reconcile needs — a Temporal client through the
-//! Connection ([`crate::reconcile::connect`]), gate input, the versioned Deployments and
+//! Connection ([`crate::reconciler::connect`]), gate input, the versioned Deployments and
 //! Temporal's view of the worker deployment, then the facts single rules need (autoscalers,
 //! step gates, pinned workflows, drain visibility, analysis samples, the Current version's task
 //! queues and the target's Pods while the target waits), one file each.
@@ -17,8 +17,6 @@ mod target_pods;
 mod temporal;
 
 pub use deployments::{observed, owned_deployments};
-pub use drain_visibility::PinnedCounts;
-pub use pollers::PollerChecks;
 
 use jiff::Timestamp;
 use kube::ResourceExt;

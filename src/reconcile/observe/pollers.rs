@@ -9,71 +9,17 @@
 //! Stops at the first failed call: after a refusal or a timeout, more calls only add load.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 
 use jiff::Timestamp;
-use kube::runtime::reflector::ObjectRef;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::clock;
 use crate::planner::model::PlanInput;
 use crate::planner::poller_health::{self, Check, PollerSettings, QUEUES_MAX_AGE, QueueLook};
+use crate::reconcile::remembered::pollers::{PollerChecks, Queues};
 use crate::temporal::TemporalClient;
 use crate::temporal::client::QueueKind;
 use crate::temporal::error::TemporalError;
-
-type Key = ObjectRef<TemporalWorkerDeployment>;
-
-/// A version's task queues, each with the type it is asked with, as read at `at`.
-#[derive(Clone, Debug)]
-struct Queues {
-    at: Timestamp,
-    queues: Vec<(String, QueueKind)>,
-}
-
-#[derive(Clone, Debug, Default)]
-struct Memo {
-    check: Option<Check>,
-    queues: HashMap<String, Queues>,
-}
-
-/// The last check of every object, and its versions' queue lists.
-#[derive(Default)]
-pub struct PollerChecks {
-    memos: Mutex<HashMap<Key, Memo>>,
-}
-
-impl PollerChecks {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Memo>> {
-        // A poisoned map only means another reconcile panicked mid-insert; the data is usable.
-        self.memos.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn get(&self, key: &Key) -> Memo {
-        self.map().get(key).cloned().unwrap_or_default()
-    }
-
-    /// The workflow task queues of `build` as the last poller check read them (a live
-    /// version's), for the Go-shaped `taskQueues` of the status (`crate::go_status`).
-    pub fn workflow_queues(&self, key: &Key, build: &str) -> Vec<String> {
-        let memo = self.get(key);
-        memo.queues
-            .get(build)
-            .map(|q| {
-                q.queues
-                    .iter()
-                    .filter(|(_, kind)| *kind == QueueKind::Workflow)
-                    .map(|(name, _)| name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Once the object is gone.
-    pub fn forget(&self, key: &Key) {
-        self.map().remove(key);
-    }
-}
 
 /// Checks the live versions when due and tells the planner what the last check found.
 pub async fn observe(

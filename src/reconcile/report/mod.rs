@@ -14,10 +14,10 @@ use kube::runtime::controller::Action;
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::gates;
-use crate::planner::model::{PinnedAction, PlanInput, RoutingChange};
+use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
 use crate::reconcile::act::Done;
 use crate::reconcile::outcome::{Conditions, Requeue};
-use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned, Verdict, verdict};
+use crate::reconcile::{Context, Failure, Outcome, Verdict, verdict};
 use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 use crate::status::{self, Blocked, Report};
 
@@ -29,6 +29,24 @@ const SOON: Duration = Duration::from_secs(1);
 const CLEANUP_RETRY: Duration = Duration::from_secs(5);
 /// Least interval between looks while another identity manages routing.
 const MANAGER_POLL_MIN: Duration = Duration::from_secs(2);
+
+/// What one pass through the stages produced, for the report stage.
+pub struct Attempt {
+    /// The object as last seen or written (after the act stage added its finalizer).
+    pub twd: Arc<TemporalWorkerDeployment>,
+    /// `None` when the reconcile ended before planning.
+    pub planned: Option<Planned>,
+    /// What the deletion path did (for its events).
+    pub finalized: Vec<Done>,
+    pub outcome: Outcome,
+}
+
+/// The plan, what it was made from, and the writes that succeeded.
+pub struct Planned {
+    pub input: PlanInput,
+    pub plan: Plan,
+    pub done: Vec<Done>,
+}
 
 pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
     let (decided, streak) = decide(ctx, &attempt);

@@ -25,6 +25,9 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use tracing::{Instrument, info_span};
 
+pub mod connect;
+pub mod finalizers;
+
 use crate::error::Error;
 
 use crate::metrics::Metrics;

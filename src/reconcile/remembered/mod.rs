@@ -2,6 +2,9 @@
 //! can skip describing it while nothing there can have changed (`polling::may_reuse` in
 //! `src/planner/polling.rs` decides). In memory only: a restarted controller describes once.
 
+pub mod pinned;
+pub mod pollers;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
