@@ -16,7 +16,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
-use temporal_worker_controller::owned::{self, OwnedContext, render, rules};
+use temporal_worker_controller::owned::{self, OwnedContext, render, validate};
 use test_harness::control_plane::{self, AuditEvent, ControlPlane};
 
 const TWORS: usize = 50;
@@ -114,7 +114,7 @@ fn render_only() -> Res<Duration> {
                 &format!("r{i}"),
                 &object,
                 &version,
-                rules::DEFAULT_ALLOWED_KINDS,
+                validate::DEFAULT_ALLOWED_KINDS,
             )?;
         }
     }

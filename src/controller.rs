@@ -206,8 +206,8 @@ fn owned_context(ctx: &Context, caches: Caches) -> Arc<crate::owned::OwnedContex
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
     }
     owned_ctx.access_check = match &ctx.settings.owned_unchecked_kinds {
-        None => crate::owned::rules::AccessCheck::AtAdmission,
-        Some(kinds) => crate::owned::rules::AccessCheck::Refused {
+        None => crate::owned::validate::AccessCheck::AtAdmission,
+        Some(kinds) => crate::owned::validate::AccessCheck::Refused {
             unchecked_kinds: kinds.clone(),
         },
     };

@@ -410,7 +410,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         budget_delay_report: std::time::Duration::from_secs(5),
         backlog_scope: crate::backlog::Scope::Consumed,
         pollers: Default::default(),
-        certificate_expiry_warning: crate::connection::rules::DEFAULT_EXPIRY_WARNING,
+        certificate_expiry_warning: crate::connection::status::DEFAULT_EXPIRY_WARNING,
     };
     let ctx = Context::new(
         client,

@@ -41,7 +41,6 @@ pub mod reconcile;
 pub mod reconciler;
 pub mod render;
 pub mod run;
-pub mod status;
 pub mod summary;
 pub mod temporal;
 pub mod webhook;

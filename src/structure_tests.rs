@@ -380,6 +380,43 @@ fn a_stage_never_imports_its_driver() {
     assert!(found.is_empty(), "stages importing their driver: {found:?}");
 }
 
+/// Every reconciler's folder has these stage modules (a file or a folder), besides its driver.
+const STAGES: [&str; 8] = [
+    "validate", "observe", "plan", "act", "report", "status", "outcome", "context",
+];
+
+#[test]
+fn every_reconciler_lays_out_the_same_stage_files() {
+    // The two exceptions, each for a reason: the worker deployment's plan stage is the
+    // planner, a module tree of its own (`src/planner/`, every rollout rule), and a
+    // Connection has nothing the schema does not already check.
+    let elsewhere = [
+        ("reconcile", "plan", "planner"),
+        ("connection", "validate", ""),
+    ];
+    let src = root().join("src");
+    let mut missing = Vec::new();
+    for folder in RECONCILERS {
+        for stage in STAGES {
+            let here = src.join(folder).join(format!("{stage}.rs")).exists()
+                || src.join(folder).join(stage).join("mod.rs").exists();
+            let excused = elsewhere
+                .iter()
+                .find(|(f, s, _)| *f == folder && *s == stage);
+            match (here, excused) {
+                (true, None) => {}
+                (false, Some((_, _, ""))) => {}
+                (false, Some((_, _, other))) if src.join(other).join("mod.rs").exists() => {}
+                _ => missing.push(format!("{folder}/{stage}")),
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "stage files missing or misplaced: {missing:?}"
+    );
+}
+
 #[test]
 fn no_reconciler_imports_another_reconcilers_folder() {
     let mut found = Vec::new();

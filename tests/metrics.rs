@@ -541,7 +541,7 @@ fn promtool_finds_no_problems() {
 /// series of its own version (docs/autoscaling.md).
 #[test]
 fn backlog_series_carry_the_labels_an_owned_hpa_selects_on() {
-    use temporal_worker_controller::owned::rules;
+    use temporal_worker_controller::owned::validate;
     let (_w, store) = store_with(&fixtures());
     let text = busy_metrics().encode(&store);
     let line = text
@@ -549,9 +549,9 @@ fn backlog_series_carry_the_labels_an_owned_hpa_selects_on() {
         .find(|l| l.starts_with("temporal_worker_controller_version_backlog_tasks{"))
         .expect("a backlog series");
     for (label, value) in [
-        (rules::METRIC_LABEL_DEPLOYMENT, "shop_orders"),
-        (rules::METRIC_LABEL_BUILD_ID, "v1"),
-        (rules::METRIC_LABEL_NAMESPACE, "prod"),
+        (validate::METRIC_LABEL_DEPLOYMENT, "shop_orders"),
+        (validate::METRIC_LABEL_BUILD_ID, "v1"),
+        (validate::METRIC_LABEL_NAMESPACE, "prod"),
     ] {
         assert!(
             line.contains(&format!("{label}=\"{value}\"")),

@@ -9,7 +9,7 @@ use kube::runtime::reflector::ObjectRef;
 use tokio::sync::watch;
 
 use crate::api::TemporalConnection;
-use crate::connection::rules;
+use crate::connection::status;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::reconciler::Streaks;
@@ -36,7 +36,7 @@ pub struct ConnectionContext {
     pub caches: Option<crate::caches::Caches>,
     pub(crate) streaks: Streaks<ObjectRef<TemporalConnection>>,
     /// The last reachability check per Connection.
-    checks: Mutex<HashMap<ObjectRef<TemporalConnection>, rules::LastCheck>>,
+    checks: Mutex<HashMap<ObjectRef<TemporalConnection>, status::LastCheck>>,
 }
 
 impl ConnectionContext {
@@ -71,16 +71,16 @@ impl ConnectionContext {
 
     fn checks(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<TemporalConnection>, rules::LastCheck>> {
+    ) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<TemporalConnection>, status::LastCheck>> {
         // A poisoned map only means another reconcile panicked mid-update; it is still usable.
         self.checks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn last_check(&self, conn: &TemporalConnection) -> Option<rules::LastCheck> {
+    pub(crate) fn last_check(&self, conn: &TemporalConnection) -> Option<status::LastCheck> {
         self.checks().get(&conn.key()).cloned()
     }
 
-    pub(crate) fn remember_check(&self, conn: &TemporalConnection, check: rules::LastCheck) {
+    pub(crate) fn remember_check(&self, conn: &TemporalConnection, check: status::LastCheck) {
         self.checks().insert(conn.key(), check);
     }
 

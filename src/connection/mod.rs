@@ -15,7 +15,7 @@ pub mod observe;
 pub mod outcome;
 pub mod plan;
 pub mod report;
-pub mod rules;
+pub mod status;
 
 pub use context::ConnectionContext;
 use std::sync::Arc;

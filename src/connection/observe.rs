@@ -2,7 +2,7 @@
 //! (from the worker-deployment reconciler's cache), what its auth Secret says (the same
 //! read and checks as the worker deployments' connect sequence, `src/reconcile/connect.rs`),
 //! and whether the Temporal frontend answers, asked through the shared client pool only when
-//! [`rules::check_due`] says so.
+//! [`status::check_due`] says so.
 //!
 //! A cache that has not listed yet is never read: it would look empty, and every Connection
 //! would look unused. The pass fails instead and is retried with backoff; it does not wait
@@ -16,7 +16,7 @@ use kube::ResourceExt;
 use crate::api::TemporalConnection;
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::ConnectionFailure;
-use crate::connection::rules::{self, Auth, LastCheck, Reach};
+use crate::connection::status::{self, Auth, LastCheck, Reach};
 use crate::reconciler::connect::{self, ConnectError};
 use crate::temporal::{AuthError, ConnectionKey};
 
@@ -89,7 +89,7 @@ pub async fn observe(
         });
     };
     let last = ctx.last_check(conn);
-    if !rules::check_due(last.as_ref(), key.fingerprint(), now) {
+    if !status::check_due(last.as_ref(), key.fingerprint(), now) {
         return Ok(Observed {
             users,
             auth,

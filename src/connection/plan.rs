@@ -1,6 +1,6 @@
 //! Plan stage of the Connection reconciler (pure): release our finalizer or not, the status
 //! to write (only when it differs from the one the object has), the Warnings to emit and when
-//! to look again. The status rules are in [`crate::connection::rules`].
+//! to look again. The status rules are in [`crate::connection::status`].
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::connection::TemporalConnectionStatus;
 use crate::api::{FINALIZER, TemporalConnection};
 use crate::connection::observe::Observed;
-use crate::connection::rules::{self, Auth, Facts};
+use crate::connection::status::{self, Auth, Facts};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Finalizer {
@@ -45,11 +45,11 @@ pub fn plan(conn: &TemporalConnection, observed: &Observed, warn_before: Duratio
             finalizer,
             status: None,
             warnings: Vec::new(),
-            requeue: (finalizer == Finalizer::Keep).then_some(rules::RECHECK),
+            requeue: (finalizer == Finalizer::Keep).then_some(status::RECHECK),
         };
     }
     let old = conn.status.as_ref();
-    let new = rules::status(
+    let new = status::status(
         old,
         &Facts {
             generation: conn.meta().generation.unwrap_or_default(),
@@ -66,9 +66,9 @@ pub fn plan(conn: &TemporalConnection, observed: &Observed, warn_before: Duratio
     };
     Plan {
         finalizer: Finalizer::Keep,
-        warnings: rules::warnings(old, &new),
+        warnings: status::warnings(old, &new),
         status: (old != Some(&new)).then_some(new),
-        requeue: Some(rules::next_look(
+        requeue: Some(status::next_look(
             observed.check.as_ref(),
             not_after,
             warn_before,
@@ -84,7 +84,7 @@ mod tests {
 
     use super::*;
     use crate::api::conditions as reason;
-    use crate::connection::rules::{LastCheck, Reach};
+    use crate::connection::status::{LastCheck, Reach};
     use crate::fixtures::{NOW, ts};
 
     fn conn(deleting: bool, finalizer: bool) -> TemporalConnection {
@@ -120,7 +120,7 @@ mod tests {
         }
     }
 
-    const W: Duration = rules::DEFAULT_EXPIRY_WARNING;
+    const W: Duration = status::DEFAULT_EXPIRY_WARNING;
 
     #[test]
     fn only_an_unused_connection_being_deleted_with_our_finalizer_is_released() {
@@ -168,7 +168,7 @@ mod tests {
         let again = plan(&c, &later, W);
         assert_eq!(again.status, None, "no idle write");
         assert!(again.warnings.is_empty());
-        assert_eq!(again.requeue, Some(rules::RECHECK));
+        assert_eq!(again.requeue, Some(status::RECHECK));
     }
 
     #[test]

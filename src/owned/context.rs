@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::api::TemporalWorkerOwnedResource;
 use crate::metrics::Metrics;
 use crate::owned::apply::Resources;
-use crate::owned::rules;
+use crate::owned::validate;
 use crate::reconciler::Streaks;
 use crate::temporal::ClientPool;
 
@@ -22,7 +22,7 @@ pub struct OwnedContext {
     /// Kinds a TWOR may carry.
     pub allowed_kinds: Vec<String>,
     /// Whether the webhook checked each TWOR's author, or TWORs of unchecked kinds are refused.
-    pub access_check: rules::AccessCheck,
+    pub access_check: validate::AccessCheck,
     /// Temporal clients (shared with the TWD reconciler) and the identity to use, for
     /// task-queue lookups.
     pub pool: Arc<ClientPool>,
@@ -54,13 +54,13 @@ impl OwnedContext {
             caches: None,
             workers: None,
             task_queues: Known::default(),
-            allowed_kinds: rules::DEFAULT_ALLOWED_KINDS
+            allowed_kinds: validate::DEFAULT_ALLOWED_KINDS
                 .iter()
                 .map(|k| k.to_string())
                 .collect(),
             resources: Resources::default(),
             streaks: Streaks::default(),
-            access_check: rules::AccessCheck::default(),
+            access_check: validate::AccessCheck::default(),
         }
     }
 

@@ -21,10 +21,10 @@ pub mod outcome;
 pub mod plan;
 pub mod render;
 pub mod report;
-pub mod rules;
 pub mod status;
 pub mod task_queue;
 pub mod template;
+pub mod validate;
 pub mod versions;
 
 pub use context::OwnedContext;
@@ -63,7 +63,7 @@ async fn attempt(
     let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
     // Validate: the webhook's rules, checked before anything else, so with the webhook off a
     // refused object is reported in status with the webhook's words and nothing is applied.
-    let valid = rules::check_template_spec(&twor.spec, &allowed)
+    let valid = validate::check_template_spec(&twor.spec, &allowed)
         .and_then(|()| ctx.access_check.check(twor.spec.object()));
     let observed = observe::observe(ctx, twor, ns, valid.is_ok()).await?;
     let plan = plan::plan(twor, &observed, valid, &allowed);

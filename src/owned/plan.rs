@@ -11,8 +11,8 @@ use crate::api::twor::OwnedVersionStatus;
 use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::owned::observe::Observed;
 use crate::owned::render::{self, Rendered, Version};
-use crate::owned::rules::Invalid;
 use crate::owned::status::Pass;
+use crate::owned::validate::Invalid;
 use crate::owned::versions::{build_of, next_scaledown, retiring};
 
 /// How often an idle TWOR is looked at again (copies are also re-applied on every change of
@@ -64,7 +64,7 @@ pub struct VersionWork {
     pub replaced: Option<OwnedVersionStatus>,
 }
 
-/// `valid`: the result of [`rules::check`] on `spec.object` (the validate stage).
+/// `valid`: the result of [`validate::check`] on `spec.object` (the validate stage).
 pub fn plan(
     twor: &TemporalWorkerOwnedResource,
     observed: &Observed,

@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::api::{LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, LABEL_OWNED_RESOURCE};
-use crate::owned::rules::{self, Invalid};
 use crate::owned::template::{self, TemplateError};
+use crate::owned::validate::{self, Invalid};
 
 /// Longest copy name: safe for any kind, Deployments included.
 pub const MAX_NAME_LEN: usize = 47;
@@ -78,9 +78,9 @@ pub fn resource_name(twd: &str, twor: &str, build_id: &str) -> String {
 /// KEDA temporal trigger opting in to `taskQueue`), which costs a Temporal lookup.
 pub fn needs_task_queue(object: &Value) -> bool {
     let in_trigger = object.get("spec").is_some_and(|spec| {
-        rules::temporal_triggers(spec).iter().any(|(_, m)| {
-            m.get(rules::KEDA_TASK_QUEUE)
-                .is_some_and(rules::opts_in_str)
+        validate::temporal_triggers(spec).iter().any(|(_, m)| {
+            m.get(validate::KEDA_TASK_QUEUE)
+                .is_some_and(validate::opts_in_str)
         })
     });
     in_trigger || mentions_task_queue(object)
@@ -102,7 +102,7 @@ pub fn render(
     version: &Version,
     allowed_kinds: &[&str],
 ) -> Result<Rendered, RenderError> {
-    rules::check(object, allowed_kinds)?;
+    validate::check(object, allowed_kinds)?;
     let values = template::Values {
         deployment_name: version.deployment_name,
         build_id: version.build_id,
@@ -160,18 +160,21 @@ fn inject(spec: &mut Value, version: &Version) -> Result<(), RenderError> {
         .get_mut("selector")
         .and_then(|s| s.as_object_mut())
         .and_then(|s| s.get_mut("matchLabels"))
-        && rules::opts_in(labels)
+        && validate::opts_in(labels)
     {
         *labels = json!(version.selector_labels);
     }
     let metric_labels = [
         (
-            rules::METRIC_LABEL_DEPLOYMENT,
+            validate::METRIC_LABEL_DEPLOYMENT,
             format!("{}_{}", version.namespace, version.twd_name),
         ),
-        (rules::METRIC_LABEL_BUILD_ID, version.build_id.to_string()),
         (
-            rules::METRIC_LABEL_NAMESPACE,
+            validate::METRIC_LABEL_BUILD_ID,
+            version.build_id.to_string(),
+        ),
+        (
+            validate::METRIC_LABEL_NAMESPACE,
             version.temporal_namespace.to_string(),
         ),
     ];
@@ -209,10 +212,10 @@ fn inject(spec: &mut Value, version: &Version) -> Result<(), RenderError> {
 fn inject_keda(spec: &mut Value, version: &Version) -> Result<(), RenderError> {
     let deployment = format!("{}/{}", version.namespace, version.twd_name);
     let fills = [
-        (rules::KEDA_DEPLOYMENT_NAME, Some(deployment.as_str())),
-        (rules::KEDA_BUILD_ID, Some(version.build_id)),
-        (rules::KEDA_NAMESPACE, Some(version.temporal_namespace)),
-        (rules::KEDA_TASK_QUEUE, version.task_queue),
+        (validate::KEDA_DEPLOYMENT_NAME, Some(deployment.as_str())),
+        (validate::KEDA_BUILD_ID, Some(version.build_id)),
+        (validate::KEDA_NAMESPACE, Some(version.temporal_namespace)),
+        (validate::KEDA_TASK_QUEUE, version.task_queue),
     ];
     let triggers = spec
         .get_mut("triggers")
@@ -228,7 +231,7 @@ fn inject_keda(spec: &mut Value, version: &Version) -> Result<(), RenderError> {
             let Some(slot) = meta.get_mut(key) else {
                 continue;
             };
-            if !rules::opts_in_str(slot) {
+            if !validate::opts_in_str(slot) {
                 continue;
             }
             let value = value.ok_or(RenderError::TaskQueueUnknown)?;
@@ -242,7 +245,7 @@ fn fill_scale_target_refs(v: &mut Value, target: &Value) {
     match v {
         Value::Object(map) => {
             for (k, child) in map.iter_mut() {
-                if k == "scaleTargetRef" && rules::opts_in(child) {
+                if k == "scaleTargetRef" && validate::opts_in(child) {
                     *child = target.clone();
                 } else {
                     fill_scale_target_refs(child, target);
@@ -329,7 +332,7 @@ mod tests {
             "scaler",
             &object,
             &version(&l, Some("orders")),
-            rules::DEFAULT_ALLOWED_KINDS,
+            validate::DEFAULT_ALLOWED_KINDS,
         )
         .expect("renders")
     }
@@ -441,13 +444,26 @@ mod tests {
             "spec": {"triggers": [{"type": "temporal", "metadata": {"taskQueue": ""}}]}});
         assert!(needs_task_queue(&asks));
         assert_eq!(
-            render("s", &asks, &version(&l, None), rules::DEFAULT_ALLOWED_KINDS),
+            render(
+                "s",
+                &asks,
+                &version(&l, None),
+                validate::DEFAULT_ALLOWED_KINDS
+            ),
             Err(RenderError::TaskQueueUnknown)
         );
         let own = json!({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
             "spec": {"triggers": [{"type": "temporal", "metadata": {"taskQueue": "mine"}}]}});
         assert!(!needs_task_queue(&own));
-        assert!(render("s", &own, &version(&l, None), rules::DEFAULT_ALLOWED_KINDS).is_ok());
+        assert!(
+            render(
+                "s",
+                &own,
+                &version(&l, None),
+                validate::DEFAULT_ALLOWED_KINDS
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -467,14 +483,26 @@ mod tests {
     fn the_hash_changes_with_the_owner_so_a_recreated_version_is_applied_again() {
         let l = labels();
         let obj = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "spec": {"maxUnavailable": 1}});
-        let a = render("s", &obj, &version(&l, None), rules::DEFAULT_ALLOWED_KINDS).expect("a");
-        let again = render("s", &obj, &version(&l, None), rules::DEFAULT_ALLOWED_KINDS).expect("b");
+        let a = render(
+            "s",
+            &obj,
+            &version(&l, None),
+            validate::DEFAULT_ALLOWED_KINDS,
+        )
+        .expect("a");
+        let again = render(
+            "s",
+            &obj,
+            &version(&l, None),
+            validate::DEFAULT_ALLOWED_KINDS,
+        )
+        .expect("b");
         assert_eq!(a.hash, again.hash);
         let recreated = Version {
             deployment_uid: "uid-2",
             ..version(&l, None)
         };
-        let c = render("s", &obj, &recreated, rules::DEFAULT_ALLOWED_KINDS).expect("c");
+        let c = render("s", &obj, &recreated, validate::DEFAULT_ALLOWED_KINDS).expect("c");
         assert_ne!(a.hash, c.hash);
     }
 
@@ -484,7 +512,12 @@ mod tests {
         let bad = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
             "spec": {"scaleTargetRef": {"name": "mine"}}});
         assert!(matches!(
-            render("s", &bad, &version(&l, None), rules::DEFAULT_ALLOWED_KINDS),
+            render(
+                "s",
+                &bad,
+                &version(&l, None),
+                validate::DEFAULT_ALLOWED_KINDS
+            ),
             Err(RenderError::Invalid(_))
         ));
     }

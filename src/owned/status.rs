@@ -19,7 +19,7 @@ pub enum Pass {
     WorkerNotFound { worker: String },
     /// One entry per live version, in build-ID order.
     Applied(Vec<OwnedVersionStatus>),
-    /// `spec.object` breaks a rule of `rules::check` (the webhook's message); nothing was
+    /// `spec.object` breaks a rule of `validate::check` (the webhook's message); nothing was
     /// applied.
     Invalid { message: String },
 }

@@ -22,6 +22,7 @@ pub mod observe;
 pub mod outcome;
 mod remembered;
 mod report;
+pub mod status;
 pub mod superseded;
 mod takeover;
 pub mod validate;

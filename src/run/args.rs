@@ -281,7 +281,7 @@ pub struct WebhookArgs {
 }
 
 pub fn default_owned_kinds() -> Vec<String> {
-    crate::owned::rules::DEFAULT_ALLOWED_KINDS
+    crate::owned::validate::DEFAULT_ALLOWED_KINDS
         .iter()
         .map(|k| (*k).to_string())
         .collect()

@@ -106,7 +106,7 @@ pub mod defaults {
     pub const BUDGET_DELAY_REPORT: Duration = Duration::from_secs(5);
     /// Days, not minutes: time for a human or cert-manager to renew.
     pub const CERTIFICATE_EXPIRY_WARNING: Duration =
-        crate::connection::rules::DEFAULT_EXPIRY_WARNING;
+        crate::connection::status::DEFAULT_EXPIRY_WARNING;
 }
 
 impl Default for RunOptions {
@@ -135,7 +135,7 @@ impl Default for RunOptions {
             backlog_poll: Some(defaults::BACKLOG_POLL),
             backlog_scope: crate::backlog::Scope::Consumed,
             webhook: None,
-            owned_kinds: crate::owned::rules::DEFAULT_ALLOWED_KINDS
+            owned_kinds: crate::owned::validate::DEFAULT_ALLOWED_KINDS
                 .iter()
                 .map(|k| (*k).to_string())
                 .collect(),

@@ -205,7 +205,7 @@ pub async fn start(
     let tls = server::tls_config(cert.clone())?;
     // An empty list means the default, as for the controller's own check.
     let allowed_kinds = if allowed_kinds.is_empty() {
-        crate::owned::rules::DEFAULT_ALLOWED_KINDS
+        crate::owned::validate::DEFAULT_ALLOWED_KINDS
             .iter()
             .map(|k| (*k).to_string())
             .collect()

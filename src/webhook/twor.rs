@@ -1,5 +1,5 @@
 //! Admission of a TemporalWorkerOwnedResource: the controller's own rules
-//! ([`crate::owned::rules::check`], so the webhook and the status say the same thing), the
+//! ([`crate::owned::validate::check`], so the webhook and the status say the same thing), the
 //! immutable `workerRef`, and the access check ([`super::access`]) that only admission can
 //! make, because only admission knows who asks.
 
@@ -12,7 +12,7 @@ use super::State;
 use super::access::{self, Target};
 use super::review::Verdict;
 use crate::api::TemporalWorkerOwnedResource;
-use crate::owned::rules;
+use crate::owned::validate;
 
 /// The message for a changed `workerRef` (the CRD's CEL rule says the same).
 pub fn worker_ref_changed(old: &str, new: &str) -> String {
@@ -37,7 +37,7 @@ pub fn problems(
             new.spec.worker_name(),
         ));
     }
-    if let Err(rules::Invalid(p)) = rules::check_template_spec(&new.spec, allowed_kinds) {
+    if let Err(validate::Invalid(p)) = validate::check_template_spec(&new.spec, allowed_kinds) {
         out.extend(p);
     }
     out
@@ -113,7 +113,7 @@ pub async fn admit_delete(
     deleted: &TemporalWorkerOwnedResource,
 ) -> Verdict {
     let allowed: Vec<&str> = state.allowed_kinds.iter().map(String::as_str).collect();
-    if rules::check(deleted.spec.object(), &allowed).is_err() {
+    if validate::check(deleted.spec.object(), &allowed).is_err() {
         return Verdict::Allow;
     }
     let kind = deleted
@@ -186,20 +186,24 @@ mod tests {
     fn the_webhook_refuses_what_the_controller_refuses_with_the_same_words() {
         let bad = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
             "metadata": {"name": "x"}, "spec": {"minReplicas": 0, "scaleTargetRef": {"name": "d"}}});
-        let controller = match rules::check(&bad, rules::DEFAULT_ALLOWED_KINDS) {
-            Err(rules::Invalid(p)) => p,
+        let controller = match validate::check(&bad, validate::DEFAULT_ALLOWED_KINDS) {
+            Err(validate::Invalid(p)) => p,
             Ok(()) => panic!("the rules must refuse it"),
         };
-        let webhook = problems(&twor("w", bad), None, rules::DEFAULT_ALLOWED_KINDS);
+        let webhook = problems(&twor("w", bad), None, validate::DEFAULT_ALLOWED_KINDS);
         assert_eq!(webhook, controller);
         assert_eq!(webhook.len(), 3, "{webhook:?}");
-        assert!(problems(&twor("w", hpa()), None, rules::DEFAULT_ALLOWED_KINDS).is_empty());
+        assert!(problems(&twor("w", hpa()), None, validate::DEFAULT_ALLOWED_KINDS).is_empty());
     }
 
     #[test]
     fn the_kind_allow_list_is_configurable() {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap"});
-        let p = problems(&twor("w", cm.clone()), None, rules::DEFAULT_ALLOWED_KINDS);
+        let p = problems(
+            &twor("w", cm.clone()),
+            None,
+            validate::DEFAULT_ALLOWED_KINDS,
+        );
         assert!(p[0].contains("kind \"ConfigMap\" is not allowed"), "{p:?}");
         assert!(problems(&twor("w", cm), None, &["ConfigMap"]).is_empty());
     }
@@ -208,7 +212,7 @@ mod tests {
     fn the_worker_ref_is_immutable_but_unchanged_specs_pass_unchecked() {
         let old = twor("a", hpa());
         let moved = twor("b", hpa());
-        let p = problems(&moved, Some(&old), rules::DEFAULT_ALLOWED_KINDS);
+        let p = problems(&moved, Some(&old), validate::DEFAULT_ALLOWED_KINDS);
         assert_eq!(p, vec![worker_ref_changed("a", "b")]);
         assert!(p[0].contains("spec.workerRef.name is immutable"));
 

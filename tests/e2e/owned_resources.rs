@@ -531,9 +531,9 @@ async fn a_refused_object_is_reported_and_a_kind_change_replaces_the_copies() ->
     // (word for word), before any version is tried.
     let zero = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
         "spec": {"scaleTargetRef": {}, "minReplicas": 0, "maxReplicas": 3}});
-    let rules_say = temporal_worker_controller::owned::rules::check(
+    let rules_say = temporal_worker_controller::owned::validate::check(
         &zero,
-        temporal_worker_controller::owned::rules::DEFAULT_ALLOWED_KINDS,
+        temporal_worker_controller::owned::validate::DEFAULT_ALLOWED_KINDS,
     )
     .err()
     .context("the rules refuse scale-to-zero")?

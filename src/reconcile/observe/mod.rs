@@ -181,7 +181,7 @@ mod connection_roll_tests {
     use crate::api::{ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID};
     use crate::planner;
     use crate::planner::model::RoutingChange;
-    use crate::status::{self, Report};
+    use crate::reconcile::status::{self, Report};
     use k8s_openapi::api::apps::v1::Deployment;
 
     /// The versioned Deployment of `build` as the API server returns it: rolled in place to

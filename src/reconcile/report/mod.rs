@@ -17,9 +17,9 @@ use crate::planner::gates;
 use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
 use crate::reconcile::act::Done;
 use crate::reconcile::outcome::{Conditions, Requeue};
+use crate::reconcile::status::{self, Blocked, Report};
 use crate::reconcile::{Context, Failure, Outcome, Verdict, verdict};
 use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
-use crate::status::{self, Blocked, Report};
 
 /// Retry delay after a status write lost a race with the watch cache.
 const STALE_RETRY: Duration = Duration::from_millis(200);
