@@ -218,12 +218,12 @@ async fn start_controller(
     if std::env::var_os("PLAYGROUND_EXTERNAL_CONTROLLER").is_some() {
         return Ok(None);
     }
-    let opts = temporal_worker_controller::run::RunOptions {
-        http_addr: "127.0.0.1:0".parse()?,
-        fast_poll: Duration::from_millis(300),
-        idle_interval: Duration::from_secs(10),
-        ..Default::default()
-    };
+    // The flags a user passes to `temporal-worker-controller run`, checked as the binary checks
+    // them.
+    let flags = ["--http-addr=127.0.0.1:0", "--fast-poll=300ms", "--idle-interval=10s"];
+    let opts = temporal_worker_controller::run::args::RunArgs::from_flags(flags)?
+        .options()
+        .map_err(anyhow::Error::msg)?;
     let running = temporal_worker_controller::run::start(client.clone(), opts).await?;
     println!(
         "  controller: metrics and status API on http://{}",

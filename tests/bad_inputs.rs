@@ -23,6 +23,9 @@
 //! `Connection`, `WorkerResourceTemplate` and the seed `Temporal*` kinds), each in namespaces of
 //! its own.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -1197,10 +1200,7 @@ fn values(url: &str) -> Value {
 
 async fn start_env() -> Result<Arc<Env>> {
     record_controller_panics();
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+    controller::init_tracing("warn");
     let infra =
         test_harness::world::Infra::start(test_harness::world::InfraOptions::default()).await?;
     let plane = infra
@@ -1209,34 +1209,25 @@ async fn start_env() -> Result<Arc<Env>> {
     let placeholder = values("https://127.0.0.1:1");
     let id = test_harness::chart::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
     let objects = test_harness::chart::render(&placeholder, CONTROLLER_NS)?;
-    let webhook = temporal_worker_controller::webhook::WebhookOptions {
-        addr: "127.0.0.1:0".parse()?,
-        certs: temporal_worker_controller::webhook::CertMode::SelfManaged {
-            secret_name: test_harness::chart::chart_arg(&objects, "webhook-secret-name")?,
-            configuration_name: test_harness::chart::chart_arg(
-                &objects,
-                "webhook-configuration-name",
-            )?,
-            validity: Default::default(),
-        },
-        namespace: CONTROLLER_NS.into(),
-        service_name: None,
-        extra_hosts: vec!["127.0.0.1".into()],
-        check_interval: Duration::from_secs(1),
-    };
-    let opts = temporal_worker_controller::run::RunOptions {
-        http_addr: "127.0.0.1:0".parse()?,
-        leader_elect: true,
-        lease_namespace: Some(CONTROLLER_NS.into()),
-        identity: "twc-bad-inputs".into(),
-        idle_interval: Duration::from_secs(10),
-        fast_poll: Duration::from_millis(300),
-        backlog_poll: None,
-        webhook: Some(webhook),
-        ..Default::default()
-    };
+    let secret = test_harness::chart::chart_arg(&objects, "webhook-secret-name")?;
+    let configuration = test_harness::chart::chart_arg(&objects, "webhook-configuration-name")?;
+    let flags = [
+        "--leader-elect".to_string(),
+        format!("--lease-namespace={CONTROLLER_NS}"),
+        "--identity=twc-bad-inputs".into(),
+        "--idle-interval=10s".into(),
+        "--fast-poll=300ms".into(),
+        "--backlog-poll-interval=0s".into(),
+        "--webhook-port=0".into(),
+        "--webhook-bind=127.0.0.1".into(),
+        format!("--webhook-secret-name={secret}"),
+        format!("--webhook-configuration-name={configuration}"),
+        format!("--webhook-namespace={CONTROLLER_NS}"),
+        "--webhook-hosts=127.0.0.1".into(),
+        "--webhook-cert-check-interval=1s".into(),
+    ];
     let sa = test_harness::control_plane::client_from(&id.kubeconfig).await?;
-    let controller = temporal_worker_controller::run::start(sa, opts).await?;
+    let controller = controller::start(sa, &flags).await?;
     let url = format!("https://{}", controller.webhook_addr.context("no webhook")?);
     // Helm runs off the runtime's workers: the webhook's accept loop must not wait behind it.
     let objects = tokio::task::spawn_blocking(move || {

@@ -10,6 +10,9 @@
 //! once, while a stray worker outside Kubernetes keeps polling `orders`' version (Temporal
 //! refuses to delete a version it sees pollers for) until `idle` is gone.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
@@ -18,7 +21,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self, RunOptions, Running};
+use temporal_worker_controller::run::{self, Running};
 use test_harness::manifests;
 use test_harness::worker::{self, WorkerConfig};
 use test_harness::world::{self, World, wait};
@@ -34,15 +37,13 @@ const DELETION_DEADLINE: Duration = Duration::from_secs(240);
 async fn controller(client: &kube::Client, namespaces: &[&str]) -> Result<Running> {
     Ok(run::start(
         client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
-            identity: IDENTITY.into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
-            ..Default::default()
-        },
+        controller::options(&[
+            format!("--watch-namespaces={}", namespaces.join(",")),
+            format!("--identity={IDENTITY}"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+        ])?,
     )
     .await?)
 }

@@ -5,6 +5,9 @@
 //! json|yaml` checked against docs/openapi.yaml; bash completion in a real bash; the kubectl
 //! plugin through the real `kubectl`.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -15,7 +18,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
-use temporal_worker_controller::run::{self, RunOptions, Running};
+use temporal_worker_controller::run::{self, Running};
 use test_harness::manifests;
 use test_harness::world::{World, wait};
 use tokio::sync::OnceCell;
@@ -53,15 +56,13 @@ async fn start() -> Result<Arc<Env>> {
         .to_path_buf();
     let controller = run::start(
         world.client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![world.ns.clone()],
-            identity: IDENTITY.into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
-            ..Default::default()
-        },
+        controller::options(&[
+            format!("--watch-namespaces={}", world.ns),
+            format!("--identity={IDENTITY}"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+        ])?,
     )
     .await?;
     Ok(Arc::new(Env {

@@ -8,6 +8,9 @@
 //! read as "in progress" everywhere: the CRD's schema default for `status` (`Ready=Unknown`,
 //! reason `WaitingForController`) is applied by the API server on every read.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -617,11 +620,7 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
 
     let controller = temporal_worker_controller::run::start(
         client.clone(),
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![ns.clone()],
-            ..Default::default()
-        },
+        controller::options(&[format!("--watch-namespaces={ns}")])?,
     )
     .await?;
     let written = eventually(

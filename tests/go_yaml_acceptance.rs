@@ -30,6 +30,9 @@
 //! control plane of its own; everything else uses the binary's shared one, isolated by
 //! namespaces.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -878,15 +881,13 @@ async fn the_go_docs_pair_and_the_seed_kind_pair_roll_out_with_our_controller() 
     let id = test_harness::chart::install_identity(plane, &json!({}), CONTROLLER_NS).await?;
     let controller = temporal_worker_controller::run::start(
         control_plane::client_from(&id.kubeconfig).await?,
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: namespaces.to_vec(),
-            identity: IDENTITY.into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
-            ..Default::default()
-        },
+        controller::options(&[
+            format!("--watch-namespaces={}", namespaces.join(",")),
+            format!("--identity={IDENTITY}"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+        ])?,
     )
     .await?;
     let observer = dev.connect("go-yaml-observer").await?;

@@ -7,14 +7,15 @@
 //! Two real control planes (each with our CRDs and its own kubelet stand-in) and one Temporal
 //! dev server.
 
-use std::time::Duration;
+#[path = "common/controller.rs"]
+mod controller;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use serde_json::json;
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
-use temporal_worker_controller::run::{self, RunOptions, Running};
+use temporal_worker_controller::run::{self, Running};
 use test_harness::control_plane::{self, ControlPlane};
 use test_harness::kubelet::Kubelet;
 use test_harness::observe::describe_deployment;
@@ -75,17 +76,20 @@ impl Cluster {
     async fn controller(&self, namespace_uid: bool) -> Result<Running> {
         Ok(run::start(
             self.client.clone(),
-            RunOptions {
-                http_addr: "127.0.0.1:0".parse()?,
-                lease_namespace: Some(CONTROLLER_NS.into()),
-                watch_namespaces: vec![self.ns.clone()],
-                identity: IDENTITY.into(),
-                identity_namespace_uid: namespace_uid,
-                idle_interval: Duration::from_secs(10),
-                fast_poll: Duration::from_millis(300),
-                backlog_poll: None,
-                ..Default::default()
-            },
+            controller::options(&{
+                let mut flags = vec![
+                    format!("--lease-namespace={CONTROLLER_NS}"),
+                    format!("--watch-namespaces={}", self.ns),
+                    format!("--identity={IDENTITY}"),
+                    String::from("--idle-interval=10s"),
+                    String::from("--fast-poll=300ms"),
+                    String::from("--backlog-poll-interval=0s"),
+                ];
+                if namespace_uid {
+                    flags.push(String::from("--identity-namespace-uid"));
+                }
+                flags
+            })?,
         )
         .await?)
     }

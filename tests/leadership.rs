@@ -6,6 +6,9 @@
 //! by a foreign identity until the test releases it. No Temporal: the Connection points at a
 //! closed port.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail, ensure};
@@ -30,14 +33,12 @@ async fn run() -> Result<()> {
 
     let controller = temporal_worker_controller::run::start(
         admin.clone(),
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            leader_elect: true,
-            lease_name: LEASE.into(),
-            lease_namespace: Some(NS.into()),
-            watch_namespaces: vec![NS.into()],
-            ..Default::default()
-        },
+        controller::options(&[
+            String::from("--leader-elect"),
+            format!("--lease-name={LEASE}"),
+            format!("--lease-namespace={NS}"),
+            format!("--watch-namespaces={NS}"),
+        ])?,
     )
     .await?;
 
@@ -212,13 +213,11 @@ async fn lost_renewals() -> Result<()> {
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let controller = temporal_worker_controller::run::start(
         client,
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            leader_elect: true,
-            lease_namespace: Some(RELEASE_NS.into()),
-            watch_namespaces: vec![RELEASE_NS.into()],
-            ..Default::default()
-        },
+        controller::options(&[
+            String::from("--leader-elect"),
+            format!("--lease-namespace={RELEASE_NS}"),
+            format!("--watch-namespaces={RELEASE_NS}"),
+        ])?,
     )
     .await?;
     test_harness::wait::eventually("leadership", Duration::from_secs(30), || async {

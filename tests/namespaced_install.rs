@@ -8,6 +8,9 @@
 //! Real control plane, real Temporal dev server, real workers run by the kubelet stand-in (one
 //! per test binary, shared by both cases).
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -222,16 +225,14 @@ async fn start_with_charts_roles(
     let controller_client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
     let controller = temporal_worker_controller::run::start(
         controller_client,
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            leader_elect: true,
-            lease_namespace: Some(install.release_ns.clone()),
-            watch_namespaces: install.watched.clone(),
-            identity: format!("twc-{tag}"),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            ..Default::default()
-        },
+        controller::options(&[
+            String::from("--leader-elect"),
+            format!("--lease-namespace={}", install.release_ns),
+            format!("--watch-namespaces={}", install.watched.join(",")),
+            format!("--identity=twc-{tag}"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+        ])?,
     )
     .await?;
     Ok(controller)

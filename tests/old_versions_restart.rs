@@ -4,6 +4,9 @@
 //! plane, real Temporal, real workers (kubelet stand-in); this binary runs its own controllers
 //! (stopped and started), not the e2e suite's shared one.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
@@ -13,7 +16,7 @@ use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::DeprecatedVersion;
 
-use temporal_worker_controller::run::{self, RunOptions, Running};
+use temporal_worker_controller::run::{self, Running};
 use test_harness::manifests;
 use test_harness::world::{T, World, wait};
 
@@ -36,15 +39,13 @@ fn twd(tag: &str, temporal_ns: &str) -> Value {
 async fn controller(world: &World) -> Result<Running> {
     Ok(run::start(
         world.client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![world.ns.clone()],
-            identity: IDENTITY.into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
-            ..Default::default()
-        },
+        controller::options(&[
+            format!("--watch-namespaces={}", world.ns),
+            format!("--identity={IDENTITY}"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+        ])?,
     )
     .await?)
 }

@@ -12,6 +12,9 @@
 //! keys use the system roots, like the Go controller). The workers trust it through the kubelet stand-in's
 //! image trust store.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -267,13 +270,11 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
     .await?;
     let controller = temporal_worker_controller::run::start(
         client.clone(),
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            identity: "twc-hygiene".into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            ..Default::default()
-        },
+        controller::options(&[
+            String::from("--identity=twc-hygiene"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+        ])?,
     )
     .await?;
     let http = controller.http_addr;

@@ -16,6 +16,9 @@
 //! 6. v1 drains and keeps its worker while the pinned workflow is open, and is sunset only
 //!    after the workflow completes.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -25,7 +28,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
-use temporal_worker_controller::run::{self, RunOptions};
+use temporal_worker_controller::run::{self};
 use temporalio_client::Connection;
 use test_harness::go_controller::{self, GoRig, RigCase};
 use test_harness::observe::describe_deployment;
@@ -137,15 +140,13 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
         .context("replacing the Go controller's CRDs with ours")?;
     let ours = run::start(
         rig.client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![case.namespace.clone()],
-            identity: IDENTITY.into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
-            ..Default::default()
-        },
+        controller::options(&[
+            format!("--watch-namespaces={}", case.namespace),
+            format!("--identity={IDENTITY}"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+        ])?,
     )
     .await?;
     let started = Instant::now();

@@ -14,6 +14,9 @@
 //! It prints the Temporal requests per minute of both phases. One test: the 300 waiting
 //! rollouts are the load the 10 run under.
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -25,7 +28,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self, RunOptions};
+use temporal_worker_controller::run::{self};
 use temporalio_common::protos::temporal::api::deployment::v1::{
     WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
 };
@@ -87,13 +90,11 @@ async fn start_controller(
     .await?;
     Ok(run::start(
         controller_client,
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![world.ns.clone()],
-            backlog_poll: None,
-            max_concurrent_reconciles: concurrency()?,
-            ..Default::default()
-        },
+        controller::options(&[
+            format!("--watch-namespaces={}", world.ns),
+            String::from("--backlog-poll-interval=0s"),
+            format!("--max-concurrent-reconciles={}", concurrency()?),
+        ])?,
     )
     .await?)
 }

@@ -23,6 +23,9 @@
 //! `harness = false`: `main` re-runs this binary as a child with `SSL_CERT_FILE` set, since the
 //! process environment cannot be changed safely once threads exist (as tests/secret_hygiene.rs).
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
@@ -214,12 +217,10 @@ async fn run(dir: &Path) -> Result<String> {
 
     let controller = temporal_worker_controller::run::start(
         client.clone(),
-        temporal_worker_controller::run::RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            identity: "twc-cloud-tls".into(),
-            fast_poll: Duration::from_millis(300),
-            ..Default::default()
-        },
+        controller::options(&[
+            String::from("--identity=twc-cloud-tls"),
+            String::from("--fast-poll=300ms"),
+        ])?,
     )
     .await?;
 

@@ -6,7 +6,8 @@
 //! the deletion, Temporal keeps the records up to its cap (3). Own dev server (the cap is
 //! global), real control plane, real workers.
 
-use std::time::Duration;
+#[path = "common/controller.rs"]
+mod controller;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::events::v1::Event;
@@ -14,7 +15,7 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self, RunOptions};
+use temporal_worker_controller::run::{self};
 use test_harness::world::{World, wait};
 use test_harness::{manifests, temporal_server};
 
@@ -49,18 +50,16 @@ async fn more_rollouts_than_the_version_cap_all_complete_and_old_records_go() ->
     let world = World::new("vcap").await?;
     let running = run::start(
         world.client.clone(),
-        RunOptions {
-            http_addr: "127.0.0.1:0".parse()?,
-            watch_namespaces: vec![world.ns.clone()],
-            identity: "twc-version-records-test".into(),
-            idle_interval: Duration::from_secs(10),
-            fast_poll: Duration::from_millis(300),
-            backlog_poll: None,
+        controller::options(&[
             // A version Current within the rollback window keeps its record (going back to it
             // is a rollback); the test's rollouts are seconds apart.
-            rollback_window: Duration::from_secs(5),
-            ..Default::default()
-        },
+            format!("--watch-namespaces={}", world.ns),
+            String::from("--identity=twc-version-records-test"),
+            String::from("--idle-interval=10s"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+            String::from("--rollback-window=5s"),
+        ])?,
     )
     .await?;
     let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);

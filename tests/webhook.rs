@@ -14,6 +14,9 @@
 //! What the webhook refuses, and what the controller reports where the chart's
 //! `webhook.excludeNamespaces` turns it off, is in the bad-input table (tests/bad_inputs.rs).
 
+#[path = "common/controller.rs"]
+mod controller;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,13 +76,7 @@ fn values(url: &str) -> Value {
 }
 
 async fn start_env() -> Result<Arc<Env>> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("RUST_LOG")
-                .unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()),
-        )
-        .with_test_writer()
-        .try_init();
+    controller::init_tracing("warn,temporal_worker_controller=info");
     let (plane, _admin_client) = test_harness::control_plane::shared_with_crds().await?;
     let admin = plane.kubeconfig_path().to_path_buf();
     // The port is known only once the controller listens; the identity (RBAC) and the names
@@ -92,35 +89,28 @@ async fn start_env() -> Result<Arc<Env>> {
         test_harness::chart::chart_arg(&objects, "webhook-configuration-name")?;
 
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
-    let opts = temporal_worker_controller::run::RunOptions {
-        http_addr: "127.0.0.1:0".parse()?,
-        leader_elect: true,
-        lease_namespace: Some(CONTROLLER_NS.into()),
-        identity: "twc-webhook-e2e".into(),
-        backlog_poll: None,
-        webhook: Some(temporal_worker_controller::webhook::WebhookOptions {
-            addr: "127.0.0.1:0".parse()?,
-            certs: temporal_worker_controller::webhook::CertMode::SelfManaged {
-                secret_name: secret_name.clone(),
-                configuration_name: configuration_name.clone(),
-                validity: temporal_worker_controller::webhook::certs::Validity {
-                    valid_for: VALID_FOR,
-                    renew_before: RENEW_BEFORE,
-                },
-            },
-            namespace: CONTROLLER_NS.into(),
-            service_name: None,
-            extra_hosts: vec!["127.0.0.1".into()],
-            check_interval: Duration::from_secs(1),
-        }),
-        ..Default::default()
-    };
-    let controller = temporal_worker_controller::run::start(client.clone(), opts.clone()).await?;
+    let flags = [
+        "--leader-elect".to_string(),
+        format!("--lease-namespace={CONTROLLER_NS}"),
+        "--identity=twc-webhook-e2e".into(),
+        "--backlog-poll-interval=0s".into(),
+        "--webhook-port=0".into(),
+        "--webhook-bind=127.0.0.1".into(),
+        "--webhook-cert-mode=self-managed".into(),
+        format!("--webhook-secret-name={secret_name}"),
+        format!("--webhook-configuration-name={configuration_name}"),
+        format!("--webhook-cert-validity={}s", VALID_FOR.as_secs()),
+        format!("--webhook-cert-renew-before={}s", RENEW_BEFORE.as_secs()),
+        format!("--webhook-namespace={CONTROLLER_NS}"),
+        "--webhook-hosts=127.0.0.1".into(),
+        "--webhook-cert-check-interval=1s".into(),
+    ];
+    let controller = controller::start(client.clone(), &flags).await?;
     let addr = controller
         .webhook_addr
         .context("the controller serves no webhook")?;
     // A second replica on the same Lease: whichever does not hold it only reads the Secret.
-    let second = temporal_worker_controller::run::start(client, opts).await?;
+    let second = controller::start(client, &flags).await?;
     let second_addr = second
         .webhook_addr
         .context("the second replica serves no webhook")?;

@@ -6,6 +6,8 @@
 
 mod backlog;
 mod bad_build;
+#[path = "../common/controller.rs"]
+mod controller;
 mod deployment_settings;
 mod draining;
 mod engines;

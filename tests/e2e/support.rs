@@ -53,13 +53,7 @@ pub async fn env() -> Arc<Env> {
 }
 
 async fn start_env() -> Result<Arc<Env>> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("RUST_LOG")
-                .unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()),
-        )
-        .with_test_writer()
-        .try_init();
+    crate::controller::init_tracing("warn,temporal_worker_controller=info");
     let infra = test_harness::world::Infra::start(test_harness::world::InfraOptions {
         audit_log: Some(test_harness::chart::e2e_audit_log(env!(
             "CARGO_TARGET_TMPDIR"
@@ -97,38 +91,30 @@ async fn start_env() -> Result<Arc<Env>> {
         }
         None => (client.clone(), false),
     };
-    let opts = temporal_worker_controller::run::RunOptions {
-        http_addr: "127.0.0.1:0".parse()?,
-        leader_elect,
-        lease_namespace: Some(CONTROLLER_NS.into()),
-        identity: IDENTITY.into(),
-        idle_interval: Duration::from_secs(10),
-        fast_poll: Duration::from_millis(300),
-        rollback_window: Duration::from_secs(3600),
+    let unchecked = test_harness::chart::E2E_UNCHECKED_KINDS.join(",");
+    let flags = [
+        format!("--leader-elect={leader_elect}"),
+        format!("--lease-namespace={CONTROLLER_NS}"),
+        format!("--identity={IDENTITY}"),
+        "--idle-interval=10s".into(),
+        "--fast-poll=300ms".into(),
+        "--rollback-window=1h".into(),
         // Fast enough for the backlog test to see a backlog come and go within its deadlines.
-        backlog_poll: Some(Duration::from_secs(2)),
+        "--backlog-poll-interval=2s".into(),
         // No webhook here (tests/webhook.rs and tests/webhook_default.rs cover it), so the
         // suite opts out of the TWOR access check for the kinds it copies, as the chart's
         // values below do (webhook.kindsWithoutAccessCheck).
-        owned_kinds_without_access_check: test_harness::chart::E2E_UNCHECKED_KINDS
-            .iter()
-            .map(|k| k.to_string())
-            .collect(),
-        api_auth: temporal_worker_controller::run::ApiAuth::TokenReview {
-            audiences: vec![API_AUDIENCE.into()],
-            protect_metrics: false,
-        },
+        format!("--owned-resource-kinds-without-access-check={unchecked}"),
+        "--api-auth=token-review".into(),
+        format!("--api-auth-audiences={API_AUDIENCE}"),
         // The dev server forgets a stopped poller after 5 s (`matching.PollerHistoryTTL`) and
         // live ones re-poll every 2 s, so a 10 s threshold judges by the poller list alone;
         // checked every 5 s so that the poller case sees a vanished worker within seconds.
-        pollers: temporal_worker_controller::planner::poller_health::PollerSettings {
-            live_within: Duration::from_secs(10),
-            interval: Some(Duration::from_secs(5)),
-        },
-        ..Default::default()
-    };
+        "--poller-live-threshold=10s".into(),
+        "--poller-check-interval=5s".into(),
+    ];
     let api_token = mint_token(&client, READER_NS, READER_SA, API_AUDIENCE).await?;
-    let controller = temporal_worker_controller::run::start(controller_client, opts).await?;
+    let controller = crate::controller::start(controller_client, &flags).await?;
     Ok(Arc::new(Env {
         kubeconfig,
         temporal_address,
