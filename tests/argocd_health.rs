@@ -115,6 +115,13 @@ fn kind_of_dir(dir: &Path) -> &str {
         .expect("kind directory name")
 }
 
+/// `obj` as Argo CD hands it to the health check of `kind` (the directory's kind, either name
+/// of the model).
+fn as_kind(obj: Value, kind: &str) -> Value {
+    let kinds = test_harness::manifests::Kinds::of(kind).expect("a kind of the controller");
+    test_harness::manifests::in_kinds(obj, kinds)
+}
+
 /// Runs every case of every `health_test.yaml`, each with `kind` set to its directory's kind;
 /// returns (cases run, failures).
 fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
@@ -130,7 +137,7 @@ fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
         let model = model_of(kind);
         let script = std::fs::read_to_string(dir.join("health.lua")).expect("read health.lua");
         for (input, want_status, want_message) in cases_of(&dir) {
-            let mut obj = load_yaml(&dir.join(&input));
+            let obj = load_yaml(&dir.join(&input));
             let written = obj["kind"].as_str().unwrap_or_default();
             assert!(
                 written == model.canonical || written == model.alias,
@@ -139,7 +146,7 @@ fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
                 model.canonical,
                 model.alias
             );
-            obj["kind"] = json!(kind);
+            let obj = as_kind(obj, kind);
             let (status, message) = argocd_health_with(sandbox, &script, &obj);
             ran += 1;
             if status != want_status || message != want_message {
@@ -523,8 +530,7 @@ fn differential(dir: &Path, mlua_script: &str, gopher_script: &str) -> (usize, V
     let mut ran = 0;
     let mut failures = Vec::new();
     for (input, want_status, want_message) in cases_of(dir) {
-        let mut obj = load_yaml(&dir.join(&input));
-        obj["kind"] = json!(kind);
+        let obj = as_kind(load_yaml(&dir.join(&input)), kind);
         for (sandbox, open_libs) in [(Sandbox::ArgoCmDefault, false), (Sandbox::OpenLibs, true)] {
             let mlua = argocd_health_with(sandbox, mlua_script, &obj);
             let gopher = argocd_gopher_lua(gopher_script, &obj, open_libs);

@@ -1253,8 +1253,11 @@ async fn start_env() -> Result<Arc<Env>> {
             test_harness::world::enter(&infra, &ns, &format!("e2e-{ns}"), "bad-inputs").await?;
             if set == KindSet::Canonical {
                 // `enter` makes a `temporal` TemporalConnection; a WorkerDeployment needs a Connection.
-                let mut c = manifests::connection("temporal", &infra.temporal_address);
-                c["kind"] = json!("Connection");
+                let c = manifests::connection_in(
+                    manifests::Kinds::Canonical,
+                    "temporal",
+                    &infra.temporal_address,
+                );
                 test_harness::world::apply(&infra.client, &ns, "bad-inputs", c).await?;
             }
         }
@@ -1300,11 +1303,12 @@ async fn wait_for_the_webhook(client: &kube::Client) -> Result<()> {
 // The runner.
 
 /// `manifest` with our kinds renamed to kind set `set`'s.
-fn in_set(mut manifest: Value, set: KindSet) -> Value {
-    if let Some((_, model)) = manifest["kind"].as_str().and_then(KindSet::of_kind) {
-        manifest["kind"] = json!(set.kind(model));
-    }
-    manifest
+fn in_set(manifest: Value, set: KindSet) -> Value {
+    let kinds = match set {
+        KindSet::Seed => manifests::Kinds::Seed,
+        KindSet::Canonical => manifests::Kinds::Canonical,
+    };
+    manifests::in_kinds(manifest, kinds)
 }
 
 fn model_of(manifest: &Value) -> Option<Model> {

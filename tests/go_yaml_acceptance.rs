@@ -35,6 +35,7 @@ mod controller;
 
 use std::path::Path;
 use std::time::Duration;
+use test_harness::manifests::Kinds;
 
 use anyhow::{Context as _, Result, bail, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
@@ -372,10 +373,11 @@ fn probes(found: &[Found]) -> Result<Vec<Case>> {
         .context("no WorkerDeployment with a pod template in the module's YAML")?;
     let mut cases = Vec::new();
     for (i, refusal) in REFUSALS.iter().enumerate() {
-        for kind in ["WorkerDeployment", "TemporalWorkerDeployment"] {
+        for kinds in [Kinds::Canonical, Kinds::Seed] {
             let mut manifest = base.manifest.clone();
             (refusal.probe)(&mut manifest);
-            manifest["kind"] = json!(kind);
+            let manifest = manifests::in_kinds(manifest, kinds);
+            let kind = kinds.worker();
             cases.push(Case {
                 found: Found {
                     source: format!("probe `{}` of {} as {kind}", refusal.what, base.source),
@@ -614,27 +616,10 @@ fn docs_pair(module: &Path) -> Result<(Found, Found)> {
     Ok((wd.clone(), conn.clone()))
 }
 
-/// Which kinds a pair is written in.
-#[derive(Clone, Copy, Debug)]
-struct Kinds {
-    deployment: &'static str,
-    connection: &'static str,
-}
-
-const CANONICAL: Kinds = Kinds {
-    deployment: "WorkerDeployment",
-    connection: "Connection",
-};
-const SEED: Kinds = Kinds {
-    deployment: "TemporalWorkerDeployment",
-    connection: "TemporalConnection",
-};
-
 /// The docs' Connection with the dev server's address; its TLS and credentials go (the dev
 /// server is plaintext).
 fn adapt_connection(doc: &Value, kinds: Kinds, address: &str) -> Value {
-    let mut conn = doc.clone();
-    conn["kind"] = json!(kinds.connection);
+    let mut conn = manifests::in_kinds(doc.clone(), kinds);
     conn["spec"]["hostPort"] = json!(address);
     if let Some(spec) = conn["spec"].as_object_mut() {
         for field in ["tls", "mutualTLSSecretRef", "apiKeySecretRef"] {
@@ -646,8 +631,7 @@ fn adapt_connection(doc: &Value, kinds: Kinds, address: &str) -> Value {
 
 /// The docs' WorkerDeployment running the stand-in's image at `tag`, polling `task_queue`.
 fn adapt_deployment(doc: &Value, kinds: Kinds, tag: &str, task_queue: &str) -> Result<Value> {
-    let mut wd = doc.clone();
-    wd["kind"] = json!(kinds.deployment);
+    let mut wd = manifests::in_kinds(doc.clone(), kinds);
     let containers = wd["spec"]["template"]["spec"]["containers"]
         .as_array_mut()
         .context("no containers")?;
@@ -735,7 +719,7 @@ impl Rollout<'_> {
     }
 
     async fn status(&self) -> Result<Value> {
-        let obj = get(self.client, &self.ns, self.kinds.deployment, self.name()).await?;
+        let obj = get(self.client, &self.ns, self.kinds.worker(), self.name()).await?;
         if let Ok(mut last) = self.last.lock() {
             *last = obj["status"].clone();
         }
@@ -758,7 +742,7 @@ impl Rollout<'_> {
         self.apply("v1").await?;
         let what = format!(
             "{} {}/{} v1 Ready",
-            self.kinds.deployment,
+            self.kinds.worker(),
             self.ns,
             self.name()
         );
@@ -841,7 +825,7 @@ async fn roll_out(r: Rollout<'_>) -> Result<String> {
     let v2 = r.second_version(&v1).await?;
     Ok(format!(
         "{} {}/{}: v1 {v1} Current, v2 {v2} ramping at the docs' first step",
-        r.kinds.deployment,
+        r.kinds.worker(),
         r.ns,
         r.name()
     ))
@@ -903,8 +887,8 @@ async fn the_go_docs_pair_and_the_seed_kind_pair_roll_out_with_our_controller() 
         last: std::sync::Mutex::new(Value::Null),
     };
     let (docs, seed) = tokio::join!(
-        roll_out(pair(&namespaces[0], CANONICAL, "go-docs-tq")),
-        roll_out(pair(&namespaces[1], SEED, "seed-kinds-tq")),
+        roll_out(pair(&namespaces[0], Kinds::Canonical, "go-docs-tq")),
+        roll_out(pair(&namespaces[1], Kinds::Seed, "seed-kinds-tq")),
     );
     controller.stop().await;
     println!(

@@ -51,9 +51,9 @@ const OWNED_KINDS: [&str; 2] = ["WorkerResourceTemplate", "TemporalWorkerOwnedRe
 /// that kstatus names the kind in its message for an unobserved generation (recorded in the
 /// `kstatus-message` annotation).
 fn as_kind(obj: &Value, kind: &str) -> Value {
-    let mut out = obj.clone();
     let old = obj["kind"].as_str().unwrap_or_default().to_string();
-    out["kind"] = json!(kind);
+    let kinds = test_harness::manifests::Kinds::of(kind).expect("a kind of the controller");
+    let mut out = test_harness::manifests::in_kinds(obj.clone(), kinds);
     let key = format!("{ANN}kstatus-message");
     if let Some(message) = obj["metadata"]["annotations"][&key].as_str() {
         let prefix = format!("{old} generation is ");

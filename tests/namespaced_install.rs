@@ -325,8 +325,8 @@ async fn check_cluster_connection_refused(install: &Install<'_>, infra: &Infra) 
         .task_queue(&format!("tq-cc-{ns}"))
         .rollout(json!({"strategy": "AllAtOnce"}))
         .temporal_namespace("ns-install-cc")
+        .kinds(manifests::Kinds::Canonical)
         .build();
-    wd["kind"] = json!("WorkerDeployment");
     wd["spec"]["workerOptions"]["connectionRef"] =
         json!({"name": cc_name, "kind": "ClusterConnection"});
     world::apply(&install.admin, ns, "namespaced-install-test", wd).await?;

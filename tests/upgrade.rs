@@ -220,8 +220,8 @@ async fn workload_namespace(client: &kube::Client, ns: &str) -> Result<String> {
     let temporal_ns = format!("upgrade-{ns}-{}", std::process::id() % 10000);
     temporal.create_namespace(&temporal_ns).await?;
     world::ensure_namespace(client, ns).await?;
-    let mut conn = manifests::connection("temporal", &temporal.address());
-    conn["kind"] = json!("Connection");
+    let conn =
+        manifests::connection_in(manifests::Kinds::Canonical, "temporal", &temporal.address());
     world::apply(client, ns, "upgrade-test", conn).await?;
     Ok(temporal_ns)
 }
@@ -229,7 +229,7 @@ async fn workload_namespace(client: &kube::Client, ns: &str) -> Result<String> {
 /// A WorkerDeployment (the Go controller's kind) of image tag `tag`, with a long sunset so
 /// that no version's Pods go away during the test.
 fn worker_deployment(name: &str, temporal_ns: &str, tag: &str, rollout: Value) -> Value {
-    let mut wd = manifests::twd(name)
+    manifests::twd(name)
         .replicas(1)
         .pod_labels(json!({"app": name}))
         .tag(tag)
@@ -237,9 +237,8 @@ fn worker_deployment(name: &str, temporal_ns: &str, tag: &str, rollout: Value) -
         .rollout(rollout)
         .sunset("1h", "1h")
         .temporal_namespace(temporal_ns)
-        .build();
-    wd["kind"] = json!("WorkerDeployment");
-    wd
+        .kinds(manifests::Kinds::Canonical)
+        .build()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

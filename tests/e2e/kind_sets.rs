@@ -3,6 +3,7 @@
 //! WorkerDeployment's name stands down.
 
 use std::time::Duration;
+use test_harness::manifests::Kinds;
 
 use anyhow::{Context as _, Result, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
@@ -18,7 +19,13 @@ const T: Duration = Duration::from_secs(120);
 /// A WorkerDeployment as the Go controller's users write it: `sunset` present, the custom
 /// build ID under its Go name.
 fn worker_deployment(c: &Case, name: &str, build_id: &str) -> Value {
-    let mut wd = test_harness::manifests::twd(name)
+    worker_deployment_in(c, Kinds::Canonical, name, build_id)
+}
+
+/// [`worker_deployment`] of kind set `kinds`.
+fn worker_deployment_in(c: &Case, kinds: Kinds, name: &str, build_id: &str) -> Value {
+    test_harness::manifests::twd(name)
+        .kinds(kinds)
         .replicas(1)
         .pod_labels(json!({"app": name}))
         .tag("v1")
@@ -28,9 +35,7 @@ fn worker_deployment(c: &Case, name: &str, build_id: &str) -> Value {
         .temporal_namespace(&c.temporal_ns)
         .connection("temporal-go")
         .spec(json!({"workerOptions": {"unsafeCustomBuildID": build_id}}))
-        .build();
-    wd["kind"] = json!("WorkerDeployment");
-    wd
+        .build()
 }
 
 fn wds(c: &Case) -> Api<TemporalWorkerDeployment> {
@@ -130,8 +135,7 @@ async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
 
     // A TemporalWorkerDeployment of the same name would drive the same Temporal worker
     // deployment: it is refused and does nothing, and the WorkerDeployment stays Ready.
-    let mut seed = worker_deployment(&c, "orders", "release-2");
-    seed["kind"] = json!("TemporalWorkerDeployment");
+    let mut seed = worker_deployment_in(&c, Kinds::Seed, "orders", "release-2");
     seed["spec"]["workerOptions"]["connectionRef"]["name"] = json!("temporal");
     c.apply(seed).await?;
     let refused = c

@@ -21,14 +21,85 @@ pub fn worker_image(tag: &str) -> String {
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct Twd {
+    kinds: Kinds,
     metadata: Value,
     spec: Value,
     status: Option<Value>,
 }
 
+/// The two names the controller serves each kind under: the seed's (`TemporalWorkerDeployment`,
+/// `TemporalConnection`, `TemporalWorkerOwnedResource`) and the Go controller's canonical ones
+/// (`WorkerDeployment`, `Connection`, `WorkerResourceTemplate`). Every builder here writes the
+/// seed's unless told the set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kinds {
+    #[default]
+    Seed,
+    Canonical,
+}
+
+/// The three models of the controller's kinds, by (seed, canonical) name.
+const MODELS: [(&str, &str); 3] = [
+    ("TemporalWorkerDeployment", "WorkerDeployment"),
+    ("TemporalConnection", "Connection"),
+    ("TemporalWorkerOwnedResource", "WorkerResourceTemplate"),
+];
+
+impl Kinds {
+    pub const ALL: [Kinds; 2] = [Kinds::Seed, Kinds::Canonical];
+
+    fn pick(self, (seed, canonical): (&'static str, &'static str)) -> &'static str {
+        match self {
+            Kinds::Seed => seed,
+            Kinds::Canonical => canonical,
+        }
+    }
+
+    pub fn worker(self) -> &'static str {
+        self.pick(MODELS[0])
+    }
+
+    pub fn connection(self) -> &'static str {
+        self.pick(MODELS[1])
+    }
+
+    pub fn template(self) -> &'static str {
+        self.pick(MODELS[2])
+    }
+
+    /// The set `kind` (one of the controller's kinds) belongs to.
+    pub fn of(kind: &str) -> Option<Kinds> {
+        MODELS.iter().find_map(|(seed, canonical)| {
+            (kind == *seed)
+                .then_some(Kinds::Seed)
+                .or((kind == *canonical).then_some(Kinds::Canonical))
+        })
+    }
+
+    /// This set's name of `kind`, any name of one of the controller's models; `None` for any
+    /// other kind.
+    pub fn name_of(self, kind: &str) -> Option<&'static str> {
+        MODELS
+            .iter()
+            .find(|(seed, canonical)| kind == *seed || kind == *canonical)
+            .map(|m| self.pick(*m))
+    }
+}
+
+/// `manifest` as an object of kind set `kinds`: a kind of the controller renamed to the set's
+/// name of its model (every engine must read both names of a model alike); any other kind
+/// is left as it is.
+pub fn in_kinds(mut manifest: Value, kinds: Kinds) -> Value {
+    if let Some(kind) = manifest["kind"].as_str().and_then(|k| kinds.name_of(k)) {
+        manifest["kind"] = json!(kind);
+    }
+    manifest
+}
+
 /// A [`Twd`] named `name`.
 pub fn twd(name: &str) -> Twd {
     Twd {
+        kinds: Kinds::Seed,
         metadata: json!({"name": name}),
         spec: json!({
             "template": {"spec": {"containers": [
@@ -41,6 +112,12 @@ pub fn twd(name: &str) -> Twd {
 }
 
 impl Twd {
+    /// The kind set the manifest is of (`Kinds::Seed` unless set).
+    pub fn kinds(mut self, kinds: Kinds) -> Twd {
+        self.kinds = kinds;
+        self
+    }
+
     pub fn namespace(mut self, ns: &str) -> Twd {
         self.metadata["namespace"] = json!(ns);
         self
@@ -121,7 +198,7 @@ impl Twd {
     pub fn build(self) -> Value {
         let mut twd = json!({
             "apiVersion": API_VERSION,
-            "kind": "TemporalWorkerDeployment",
+            "kind": self.kinds.worker(),
             "metadata": self.metadata,
             "spec": self.spec,
         });
@@ -134,9 +211,14 @@ impl Twd {
 
 /// A TemporalConnection `name` to the Temporal frontend at `host_port`, without TLS.
 pub fn connection(name: &str, host_port: &str) -> Value {
+    connection_in(Kinds::Seed, name, host_port)
+}
+
+/// [`connection`] of kind set `kinds` (`Connection` for the canonical set).
+pub fn connection_in(kinds: Kinds, name: &str, host_port: &str) -> Value {
     json!({
         "apiVersion": API_VERSION,
-        "kind": "TemporalConnection",
+        "kind": kinds.connection(),
         "metadata": {"name": name},
         "spec": {"hostPort": host_port},
     })
@@ -173,6 +255,25 @@ pub fn merge(base: &mut Value, patch: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builders_write_the_kind_set_asked_for_and_renaming_keeps_other_kinds() {
+        let wd = twd("orders").kinds(Kinds::Canonical).build();
+        assert_eq!(wd["kind"], "WorkerDeployment");
+        assert_eq!(
+            connection_in(Kinds::Canonical, "t", "h:1")["kind"],
+            "Connection"
+        );
+        assert_eq!(connection("t", "h:1")["kind"], "TemporalConnection");
+        let seed = in_kinds(wd, Kinds::Seed);
+        assert_eq!(seed["kind"], "TemporalWorkerDeployment");
+        assert_eq!(seed["metadata"]["name"], "orders");
+        let hpa = json!({"kind": "HorizontalPodAutoscaler"});
+        assert_eq!(in_kinds(hpa.clone(), Kinds::Canonical), hpa);
+        assert_eq!(Kinds::of("WorkerResourceTemplate"), Some(Kinds::Canonical));
+        assert_eq!(Kinds::of("TemporalConnection"), Some(Kinds::Seed));
+        assert_eq!(Kinds::of("Deployment"), None);
+    }
 
     #[test]
     fn a_twd_has_the_fields_asked_for_and_nothing_else() {
