@@ -1,7 +1,9 @@
 //! A paused step keeps its remaining time across a controller restart (issue 16): the pause is
-//! recorded in the status, not in the controller's memory. Real control plane, real Temporal,
-//! real workers (kubelet stand-in); the controller runs in-process and is stopped and started
-//! again, so this binary has its own controller rather than the e2e suite's shared one.
+//! recorded in the status, not in the controller's memory; and, request by request, a step's
+//! writes come in the order the status contract needs (the status after the routing it
+//! reports). Real control plane, real Temporal, real workers (kubelet stand-in); the
+//! controller runs in-process and is stopped and started again, so this binary has its own
+//! controller rather than the e2e suite's shared one.
 
 #[path = "common/controller.rs"]
 mod controller;
@@ -283,6 +285,220 @@ async fn a_progress_deadline_is_not_restarted_by_a_controller_restart() -> Resul
         "stalled {after:.1}s after the target's creation; deadline {DEADLINE_S}s (a restarted \
          clock would give about {}s)",
         DEADLINE_S + DEADLINE_S / 2 + 3
+    );
+    Ok(())
+}
+
+/// One request of the controller, in the order it was sent.
+#[derive(Clone, Debug)]
+enum Call {
+    /// A Temporal method (`SetWorkerDeploymentRampingVersion`, ...).
+    Temporal(String),
+    /// A Kubernetes request; for a worker deployment's status write, the routing it reports
+    /// (`targetVersion.status`, `targetVersion.rampPercentage`).
+    Kube {
+        verb: String,
+        path: String,
+        reports: Option<(String, Option<f64>)>,
+    },
+}
+
+type Log = std::sync::Arc<std::sync::Mutex<Vec<Call>>>;
+
+fn push(log: &Log, call: Call) {
+    log.lock().unwrap_or_else(|p| p.into_inner()).push(call);
+}
+
+/// The routing a status write reports, from its body (a body kube has in memory).
+fn reported(req: &http::Request<kube::client::Body>) -> Option<(String, Option<f64>)> {
+    use futures::FutureExt as _;
+    use http_body_util::BodyExt as _;
+    let path = req.uri().path();
+    if !(path.contains("temporalworkerdeployments/") && path.ends_with("/status")) {
+        return None;
+    }
+    let body = req.body().try_clone()?.collect().now_or_never()?.ok()?;
+    let json: Value = serde_json::from_slice(&body.to_bytes()).ok()?;
+    let target = &json["status"]["targetVersion"];
+    Some((
+        target["status"].as_str().unwrap_or_default().to_string(),
+        target["rampPercentage"].as_f64(),
+    ))
+}
+
+/// A client of the shared control plane that logs every request before sending it.
+async fn recording_client(log: &Log) -> Result<kube::Client> {
+    let plane = test_harness::control_plane::shared().await?;
+    let kc = kube::config::Kubeconfig::read_from(plane.kubeconfig_path())?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    let log = log.clone();
+    let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        let call = Call::Kube {
+            verb: req.method().to_string(),
+            path: req.uri().path().to_string(),
+            reports: reported(&req),
+        };
+        push(&log, call);
+        req
+    });
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .build())
+}
+
+/// The status writes' reports that change the routing they report, each with the number of
+/// Temporal routing writes sent since the previous status write.
+fn reports_with_routing_writes_before(calls: &[Call]) -> Vec<((String, Option<f64>), usize)> {
+    let mut out = Vec::new();
+    let (mut last, mut routed) = (None, 0);
+    for call in calls {
+        match call {
+            Call::Temporal(m)
+                if m.ends_with("SetWorkerDeploymentRampingVersion")
+                    || m.ends_with("SetWorkerDeploymentCurrentVersion") =>
+            {
+                routed += 1;
+            }
+            Call::Kube {
+                reports: Some(r), ..
+            } => {
+                if last.as_ref() != Some(r) {
+                    out.push((r.clone(), routed));
+                    last = Some(r.clone());
+                }
+                routed = 0;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn the_order_check_fails_a_status_written_before_its_routing() {
+    let status = |s: &str, p: Option<f64>| Call::Kube {
+        verb: "PUT".into(),
+        path: "/status".into(),
+        reports: Some((s.into(), p)),
+    };
+    let ramp = || Call::Temporal("/x/SetWorkerDeploymentRampingVersion".into());
+    let good = [
+        status("Inactive", None),
+        ramp(),
+        status("Ramping", Some(25.0)),
+    ];
+    let bad = [
+        status("Inactive", None),
+        status("Ramping", Some(25.0)),
+        ramp(),
+    ];
+    assert_eq!(reports_with_routing_writes_before(&good)[1].1, 1);
+    assert_eq!(reports_with_routing_writes_before(&bad)[1].1, 0);
+}
+
+/// Every status write that reports a new routing of the target (a ramp step, promotion) comes
+/// after the Temporal write that made it: the status never claims a routing Temporal has not
+/// accepted (docs/cd-rollouts.md). The controller's Kubernetes requests (a layer on its
+/// client) and Temporal requests (a recording gRPC proxy in front of the dev server) go into
+/// one log, in the order they were sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steps_status_is_written_after_the_routing_it_reports() -> Result<()> {
+    let world = World::new("write-order").await?;
+    let temporal_ns = world.temporal_ns.clone();
+    let log: Log = Default::default();
+    let temporal_log = log.clone();
+    let upstream: std::net::SocketAddr = world.address.parse()?;
+    let proxy = test_harness::tls_proxy::GrpcTlsProxy::start_recording(
+        upstream,
+        std::sync::Arc::new(move |path: &str| {
+            let method = path.rsplit('/').next().unwrap_or(path).to_string();
+            push(&temporal_log, Call::Temporal(method));
+        }),
+    )
+    .await?;
+    test_harness::world::apply(
+        &world.client,
+        &world.ns,
+        "write-order-test",
+        manifests::connection("recorded", &proxy.host_port()),
+    )
+    .await?;
+    let client = recording_client(&log).await?;
+    let _running = run::start(
+        client,
+        controller::options(&[
+            format!("--watch-namespaces={}", world.ns),
+            String::from("--identity=twc-write-order-test"),
+            String::from("--fast-poll=300ms"),
+            String::from("--backlog-poll-interval=0s"),
+        ])?,
+    )
+    .await?;
+    let ssa = PatchParams::apply("write-order-test").force();
+    let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);
+    let manifest = |tag: &str, rollout: Value| {
+        manifests::twd("ordered")
+            .replicas(1)
+            .tag(tag)
+            .task_queue("write-order")
+            .temporal_namespace(&temporal_ns)
+            .connection("recorded")
+            .rollout(rollout)
+            .build()
+    };
+    api.patch(
+        "ordered",
+        &ssa,
+        &Patch::Apply(manifest("v1", json!({"strategy": "AllAtOnce"}))),
+    )
+    .await?;
+    wait(&api, "ordered", "v1 Ready", |t| {
+        reason(t) == "RolloutComplete"
+    })
+    .await?;
+    let steps = json!({"strategy": "Progressive", "steps": [
+        {"rampPercentage": 25, "pauseDuration": "3s"},
+        {"rampPercentage": 50, "pauseDuration": "3s"},
+    ]});
+    api.patch("ordered", &ssa, &Patch::Apply(manifest("v2", steps)))
+        .await?;
+    wait(&api, "ordered", "v2 Ready", |t| {
+        reason(t) == "RolloutComplete"
+            && t.status.as_ref().and_then(|s| s.observed_generation) == t.metadata.generation
+    })
+    .await?;
+    let calls = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let reports = reports_with_routing_writes_before(&calls);
+    let writes = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Kube { verb, .. } if verb != "GET"))
+        .count();
+    let status_writes = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Kube { verb, path, .. } if verb != "GET" && path.ends_with("/status")))
+        .count();
+    let temporal = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Temporal(_)))
+        .count();
+    println!(
+        "{} requests: {writes} Kubernetes writes ({status_writes} of status), {temporal} Temporal; \
+         status reports with the routing writes before each: {reports:?}",
+        calls.len()
+    );
+    let routed: Vec<_> = reports
+        .iter()
+        .filter(|((status, _), _)| status == "Ramping" || status == "Current")
+        .collect();
+    // v1 Current, v2 at 25 % and 50 %, v2 Current.
+    ensure!(
+        routed.len() >= 4,
+        "too few routing changes reported to judge: {reports:?}"
+    );
+    let early: Vec<_> = routed.iter().filter(|(_, n)| *n == 0).collect();
+    ensure!(
+        early.is_empty(),
+        "status written before the routing it reports: {early:?} in {calls:?}"
     );
     Ok(())
 }

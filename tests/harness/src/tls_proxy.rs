@@ -120,8 +120,13 @@ struct Stats {
     rejected: AtomicU64,
 }
 
+/// Called with the path of every request (`/temporal.api.workflowservice.v1.WorkflowService/<Method>`)
+/// before it is forwarded.
+pub type Recorder = Arc<dyn Fn(&str) + Send + Sync>;
+
 struct Shared {
     upstream: SocketAddr,
+    record: Option<Recorder>,
     /// `Bearer <key>` in API-key mode.
     expected_authorization: Option<String>,
     client: Client<HttpConnector, Incoming>,
@@ -132,7 +137,8 @@ struct Shared {
 pub struct GrpcTlsProxy {
     addr: SocketAddr,
     upstream: SocketAddr,
-    auth: ProxyAuth,
+    /// `None`: plaintext, recording (see [`GrpcTlsProxy::start_recording`]).
+    auth: Option<ProxyAuth>,
     stats: Arc<Stats>,
     accept: JoinHandle<()>,
 }
@@ -166,27 +172,50 @@ impl GrpcTlsProxy {
             .local_addr()
             .context("reading the proxy's address")?;
 
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(5)));
-        let client = Client::builder(TokioExecutor::new())
-            .http2_only(true)
-            .build(connector);
         let stats = Arc::new(Stats::default());
         let shared = Arc::new(Shared {
             upstream,
+            record: None,
             expected_authorization: match &auth {
                 ProxyAuth::ApiKey(key) => Some(format!("Bearer {key}")),
                 ProxyAuth::ClientCert => None,
             },
-            client,
+            client: upstream_client(),
             stats: stats.clone(),
         });
-        let accept = tokio::spawn(accept_loop(listener, acceptor, shared));
+        let accept = tokio::spawn(accept_loop(listener, Some(acceptor), shared));
         Ok(GrpcTlsProxy {
             addr,
             upstream,
-            auth,
+            auth: Some(auth),
+            stats,
+            accept,
+        })
+    }
+
+    /// Listens on `127.0.0.1:0` in plaintext (h2c, as the dev server) and forwards every
+    /// request to `upstream`, telling `record` its method first: the Temporal half of a
+    /// request-level log of what a controller does, the real server answering.
+    pub async fn start_recording(upstream: SocketAddr, record: Recorder) -> Result<GrpcTlsProxy> {
+        let listener = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
+            .await
+            .context("binding the recording proxy listener")?;
+        let addr = listener
+            .local_addr()
+            .context("reading the proxy's address")?;
+        let stats = Arc::new(Stats::default());
+        let shared = Arc::new(Shared {
+            upstream,
+            record: Some(record),
+            expected_authorization: None,
+            client: upstream_client(),
+            stats: stats.clone(),
+        });
+        let accept = tokio::spawn(accept_loop(listener, None, shared));
+        Ok(GrpcTlsProxy {
+            addr,
+            upstream,
+            auth: None,
             stats,
             accept,
         })
@@ -217,6 +246,16 @@ impl Drop for GrpcTlsProxy {
         // The accept task owns the connection tasks (a JoinSet): aborting it closes them all.
         self.accept.abort();
     }
+}
+
+/// The HTTP/2 client to the plaintext upstream.
+fn upstream_client() -> Client<HttpConnector, Incoming> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(5)));
+    Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build(connector)
 }
 
 fn server_config(pki: &TestPki, auth: &ProxyAuth) -> Result<ServerConfig> {
@@ -250,7 +289,8 @@ fn server_config(pki: &TestPki, auth: &ProxyAuth) -> Result<ServerConfig> {
     Ok(config)
 }
 
-async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<Shared>) {
+/// Without an acceptor, connections are served in plaintext.
+async fn accept_loop(listener: TcpListener, acceptor: Option<TlsAcceptor>, shared: Arc<Shared>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -272,10 +312,13 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, shared: Arc<S
 async fn serve_connection(
     tcp: TcpStream,
     peer: SocketAddr,
-    acceptor: TlsAcceptor,
+    acceptor: Option<TlsAcceptor>,
     shared: Arc<Shared>,
 ) {
     let _ = tcp.set_nodelay(true);
+    let Some(acceptor) = acceptor else {
+        return serve_h2(TokioIo::new(tcp), peer, shared).await;
+    };
     let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
@@ -289,15 +332,22 @@ async fn serve_connection(
             return;
         }
     };
+    serve_h2(TokioIo::new(tls), peer, shared).await;
+}
+
+async fn serve_h2<I>(io: I, peer: SocketAddr, shared: Arc<Shared>)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
         async move { Ok::<_, Infallible>(forward(req, &shared).await) }
     });
     if let Err(e) = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(tls), service)
+        .serve_connection(io, service)
         .await
     {
-        tracing::debug!(%peer, error = %e, "TLS proxy connection ended with an error");
+        tracing::debug!(%peer, error = %e, "gRPC proxy connection ended with an error");
     }
 }
 
@@ -340,6 +390,9 @@ async fn forward(req: Request<Incoming>, shared: &Shared) -> Response<ProxyBody>
     };
     // An HTTP/1-only header would make the HTTP/2 client refuse the request.
     parts.headers.remove(hyper::header::HOST);
+    if let Some(record) = &shared.record {
+        record(parts.uri.path());
+    }
     shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
     match shared
         .client
