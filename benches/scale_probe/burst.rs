@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use kube::api::ListParams;
 
+use crate::ground::{Scenario, reached_state};
 use crate::measure;
+use crate::measure::controller_methods;
 use crate::promote::promoted_past;
 use crate::rig::Rig;
 use crate::rollout;
-use crate::scenarios::{Scenario, controller_methods, reached_state};
 
 /// Every object must promote v2 within this.
 const DEADLINE: Duration = Duration::from_secs(900);
@@ -34,11 +35,11 @@ pub async fn run(rig: &mut Rig) -> Result<BurstTimes> {
     let v1 = rollout::current_builds(&rig.client).await?;
     reset_peak_rss(rig.controller.pid())?;
     let metrics: SocketAddr = rig.temporal.metrics_address().parse()?;
-    let api = crate::rig::worker_deployments(&rig.client);
+    let api = crate::ground::worker_deployments(&rig.client);
     let begin = Instant::now();
-    crate::scenarios::apply_all(
+    crate::ground::apply_all(
         &rig.client,
-        (0..v1.len()).map(|i| crate::promote::manifest_at(i, "v2")),
+        (0..v1.len()).map(|i| crate::ground::manifest_at(i, "v2")),
     )
     .await?;
     let mut peak = 0.0f64;

@@ -27,6 +27,7 @@
 //! and exits: it starts servers.
 
 mod burst;
+mod ground;
 mod measure;
 mod promote;
 mod report;
@@ -38,8 +39,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
+use ground::Scenario;
 use rig::Which;
-use scenarios::{Outcome, Scenario, Timing};
+use scenarios::{Outcome, Timing};
 
 /// What to run.
 #[derive(Clone, Debug)]

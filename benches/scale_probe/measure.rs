@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{Context as _, Result, ensure};
 use test_harness::control_plane::AuditEvent;
 
-use crate::rig::CONTROLLER_USER;
+use crate::ground::CONTROLLER_USER;
 
 /// Requests of the controller in a stretch of the audit log.
 #[derive(Clone, Debug, Default)]
@@ -278,4 +278,12 @@ fn clock_ticks() -> f64 {
             .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
             .unwrap_or(100.0)
     })
+}
+
+/// The methods a controller calls (worker polls and heartbeats left out).
+pub fn controller_methods(counts: TemporalCounts) -> TemporalCounts {
+    counts
+        .into_iter()
+        .filter(|(m, _)| !is_worker_method(m))
+        .collect()
 }

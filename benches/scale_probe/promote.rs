@@ -20,32 +20,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use kube::api::ListParams;
-use serde_json::{Value, json};
+use serde_json::Value;
 use temporalio_common::protos::temporal::api::enums::v1::VersionDrainageStatus;
 use test_harness::control_plane::AuditEvent;
 
+use crate::ground::{NS, SCALEDOWN_DELAY, manifest_at};
 use crate::measure::AuditMark;
-use crate::rig::{NS, Rig};
+use crate::rig::Rig;
 use crate::rollout;
-use crate::scenarios::{Scenario, manifest};
 
-/// How long after Drained a version is scaled down.
-pub const SCALEDOWN_DELAY: Duration = Duration::from_secs(45);
 /// Every object must be promoted and its v1 scaled down within this.
 const DEADLINE: Duration = Duration::from_secs(600);
-
-/// `wd-<i>` at `tag`, AllAtOnce, scaled down [`SCALEDOWN_DELAY`] after Drained (deleted much
-/// later, so that nothing is deleted while the probe reads).
-pub fn manifest_at(i: usize, tag: &str) -> Value {
-    let mut wd = manifest(Scenario::Idle, i);
-    wd["spec"]["sunset"] = json!({
-        "scaledownDelay": format!("{}s", SCALEDOWN_DELAY.as_secs()),
-        "deleteDelay": "1h",
-    });
-    wd["spec"]["template"]["spec"]["containers"][0]["image"] =
-        json!(test_harness::manifests::worker_image(tag));
-    wd
-}
 
 /// What the scenario measured, per object.
 #[derive(Clone, Debug, Default)]
@@ -77,7 +62,7 @@ pub async fn run(rig: &mut Rig) -> Result<Promoted> {
     let audit = rig.plane.audit_log_path().to_path_buf();
     let mark = crate::measure::audit_mark(&audit)?;
     rollout::apply_staggered(&rig.client, v1.len(), manifest_at).await?;
-    let api = crate::rig::worker_deployments(&rig.client);
+    let api = crate::ground::worker_deployments(&rig.client);
     let begin = Instant::now();
     let (mut scaled, mut read_to) = (BTreeMap::new(), mark);
     loop {
@@ -197,11 +182,11 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
         let v2_ready = ready
             .iter()
             .filter(|r| r.deployment_name == deployment && r.build_id == current)
-            .map(|r| rollout::system_ms(r.at))
+            .map(|r| crate::ground::system_ms(r.at))
             .reduce(f64::max);
         let current_since = rollout::summary_of(&info, current)
             .and_then(|s| s.current_since_time.as_ref())
-            .map(rollout::ts_ms);
+            .map(crate::ground::ts_ms);
         if let (Some(ready), Some(since)) = (v2_ready, current_since) {
             out.ready_to_current_ms.push(since - ready);
         }
@@ -218,7 +203,7 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
             .and_then(|i| i.drainage_info)
             .filter(|d| d.status == VersionDrainageStatus::Drained as i32)
             .and_then(|d| d.last_changed_time)
-            .map(|t| rollout::ts_ms(&t));
+            .map(|t| crate::ground::ts_ms(&t));
         if let (Some(drained), Some(at)) = (drained, scaled.get(name)) {
             out.drained_to_scaled_ms.push(at - (drained + delay));
         }

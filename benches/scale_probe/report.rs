@@ -5,9 +5,11 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use crate::ground::Scenario;
+use crate::measure::controller_methods;
 use crate::measure::{self, KubeTally};
 use crate::rig::Which;
-use crate::scenarios::{Outcome, Scenario, controller_methods};
+use crate::scenarios::Outcome;
 
 /// One summary row: a name and a value per outcome (`None`: not applicable).
 struct Row {

@@ -14,26 +14,13 @@ use test_harness::go_controller::{self, GoController, GoControllerBuild, GoContr
 use test_harness::kubelet::Kubelet;
 use test_harness::temporal_server::DevServer;
 
-/// The Kubernetes and Temporal namespace of every object of a scenario.
-pub const NS: &str = "bench";
-/// The controller's own namespace (its Lease, the Go controller's identity suffix).
-pub const SYSTEM_NS: &str = "bench-system";
-/// The user both controllers authenticate as (client certificate, `system:masters`).
-pub const CONTROLLER_USER: &str = "bench-controller";
+use crate::ground::{CONTROLLER_USER, NS, SYSTEM_NS};
+
 /// Temporal refuses the pollers of more than 100 worker deployments per namespace by default
 /// (`matching.maxDeployments`); the burst scenario needs 200.
 const TEMPORAL_CONFIG: &[&str] = &["matching.maxDeployments=1000"];
 /// How long our controller may take to answer `/readyz` on a loaded machine.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
-
-/// The `WorkerDeployment`s of [`NS`] (the Go controller's kind, which both controllers serve).
-pub fn worker_deployments(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
-    kube::Api::namespaced_with(
-        client.clone(),
-        NS,
-        &go_controller::api_resource("WorkerDeployment"),
-    )
-}
 
 /// Which controller a rig runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,9 +132,9 @@ impl Rig {
         let connection = go_controller::connection_manifest("temporal", &temporal.address());
         go_controller::apply(&client, NS, &connection).await?;
         let kubelet = Kubelet::start(client.clone()).await?;
-        crate::scenarios::apply_all(&client, preload.iter().cloned()).await?;
+        crate::ground::apply_all(&client, preload.iter().cloned()).await?;
         let kubeconfig = plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?;
-        let spawned_ms = crate::rollout::now_ms();
+        let spawned_ms = crate::ground::now_ms();
         let controller = match go_build {
             Some(build) => {
                 let options = GoControllerOptions::new(SYSTEM_NS);

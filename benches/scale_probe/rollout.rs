@@ -10,11 +10,11 @@
 //! after a routing write meets Temporal's busy deployment workflow, and a step lasts far longer.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use kube::api::ListParams;
-use serde_json::{Value, json};
+use serde_json::Value;
 use temporalio_client::Connection;
 use temporalio_client::grpc::WorkflowService as _;
 use temporalio_common::protos::temporal::api::deployment::v1::worker_deployment_info::WorkerDeploymentVersionSummary;
@@ -23,28 +23,14 @@ use temporalio_common::protos::temporal::api::deployment::v1::{
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
 
-use crate::rig::{NS, Rig};
-use crate::scenarios::{Scenario, manifest};
+use crate::ground::{NS, PAUSE, now_ms, ts_ms};
+use crate::rig::Rig;
 
-pub const PAUSE: Duration = Duration::from_secs(30);
 /// Between two objects' changes to v2 (this scenario and the promotion one).
 pub const STAGGER: Duration = Duration::from_millis(1500);
 const SETTLED: Duration = Duration::from_secs(3);
 /// Every rollout must finish within this (two pauses plus a generous margin).
 const ROLLOUT_DEADLINE: Duration = Duration::from_secs(600);
-
-/// `wd-<i>` at `tag` with the two-step Progressive strategy.
-pub fn progressive(i: usize, tag: &str) -> Value {
-    let mut wd = manifest(Scenario::Idle, i);
-    let pause = format!("{}s", PAUSE.as_secs());
-    wd["spec"]["rollout"] = json!({"strategy": "Progressive", "steps": [
-        {"rampPercentage": 25, "pauseDuration": pause},
-        {"rampPercentage": 50, "pauseDuration": pause},
-    ]});
-    wd["spec"]["template"]["spec"]["containers"][0]["image"] =
-        json!(test_harness::manifests::worker_image(tag));
-    wd
-}
 
 /// One object's v2 routing, as Temporal timestamped it (ms since the epoch).
 #[derive(Clone, Debug, Default)]
@@ -90,23 +76,6 @@ impl RolloutTimes {
     }
 }
 
-/// Now, in ms since the epoch (Temporal's timestamps come from the same machine's clock).
-pub fn now_ms() -> f64 {
-    system_ms(SystemTime::now())
-}
-
-/// `t` in ms since the epoch.
-pub fn system_ms(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64() * 1e3)
-        .unwrap_or_default()
-}
-
-/// A protobuf timestamp in ms since the epoch.
-pub fn ts_ms(ts: &prost_wkt_types::Timestamp) -> f64 {
-    ts.seconds as f64 * 1e3 + f64::from(ts.nanos) / 1e6
-}
-
 /// The Current build of a worker deployment as Temporal described it.
 pub fn current_build(info: &WorkerDeploymentInfo) -> Option<&str> {
     let current = info
@@ -143,7 +112,7 @@ pub async fn apply_staggered(
             .unwrap_or_default()
             .to_string();
         applied.insert(name, now_ms());
-        crate::scenarios::apply_all(client, std::iter::once(wd)).await?;
+        crate::ground::apply_all(client, std::iter::once(wd)).await?;
         tokio::time::sleep(STAGGER).await;
     }
     Ok(applied)
@@ -158,7 +127,7 @@ pub async fn record(
     // The probe's own reads, taken out of the controller's Temporal count afterwards.
     let mut reads = 0u64;
     let conn = rig.temporal.connect("scale-probe").await?;
-    let api = crate::rig::worker_deployments(&rig.client);
+    let api = crate::ground::worker_deployments(&rig.client);
     let mut timelines: BTreeMap<String, Timeline> = v1_builds
         .keys()
         .map(|n| (n.clone(), Timeline::default()))
@@ -258,7 +227,7 @@ pub async fn version_info(
 
 /// Every object's current build (its v1), by name.
 pub async fn current_builds(client: &kube::Client) -> Result<BTreeMap<String, String>> {
-    let api = crate::rig::worker_deployments(client);
+    let api = crate::ground::worker_deployments(client);
     Ok(api
         .list(&ListParams::default())
         .await?

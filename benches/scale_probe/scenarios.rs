@@ -7,60 +7,23 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use futures::{StreamExt as _, TryStreamExt as _};
 use kube::api::ListParams;
-use serde_json::{Value, json};
-use test_harness::go_controller;
+use serde_json::Value;
 
+use crate::ground::{NS, Scenario, apply_all, manifest, reached_state};
 use crate::measure::{self, KubeTally, ProcSample, TemporalCounts};
-use crate::rig::{NS, Rig, Which};
+use crate::rig::{Rig, Which};
 use crate::{burst, promote, rollout};
 
-/// What the N objects do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scenario {
-    /// Pods never become Ready (their scheduler does not exist): rollouts wait for pollers.
-    Waiting,
-    /// Rolled out (AllAtOnce) with one live worker each, then left alone.
-    Idle,
-    /// Rolled out at v1 with live workers, then changed to v2 one after another: a
-    /// Progressive rollout of two steps ([`rollout::PAUSE`] each).
-    Rollout,
-    /// Rolled out at v1, then changed to v2 one after another (AllAtOnce): pollers →
-    /// SetCurrent, then v1 drains and is scaled down ([`promote`]).
-    Promote,
-    /// Rolled out at v1, then all changed to v2 at once ([`burst`]).
-    Burst,
-    /// N waiting objects exist before the controller starts: its cold start.
-    Startup,
-}
-
-impl Scenario {
-    pub fn label(self) -> &'static str {
-        match self {
-            Scenario::Waiting => "waiting",
-            Scenario::Idle => "idle (rolled out, live workers)",
-            Scenario::Rollout => {
-                "Progressive rollouts v1 → v2 (25 %, 50 %, 30 s pauses), 1.5 s apart"
-            }
-            Scenario::Promote => {
-                "AllAtOnce rollouts v1 → v2 1.5 s apart, then v1 drains (scaledownDelay 45 s)"
-            }
-            Scenario::Burst => "burst: all change image at once (AllAtOnce)",
-            Scenario::Startup => "cold start with N waiting objects",
-        }
-    }
-
-    /// The window of steady measurement after the scenario's own span.
-    fn window(self, timing: Timing) -> Duration {
-        match self {
-            Scenario::Idle => timing.window,
-            // Nothing changes while Pods wait: a shorter window reads the same rates.
-            Scenario::Waiting => timing.window.min(WAITING_WINDOW),
-            // What follows a cold start is the waiting scenario's steady state.
-            Scenario::Startup => timing.window.min(STARTUP_WINDOW),
-            Scenario::Rollout | Scenario::Promote | Scenario::Burst => Duration::ZERO,
-        }
+/// The window of steady measurement after the scenario's own span.
+fn window(scenario: Scenario, timing: Timing) -> Duration {
+    match scenario {
+        Scenario::Idle => timing.window,
+        // Nothing changes while Pods wait: a shorter window reads the same rates.
+        Scenario::Waiting => timing.window.min(WAITING_WINDOW),
+        // What follows a cold start is the waiting scenario's steady state.
+        Scenario::Startup => timing.window.min(STARTUP_WINDOW),
+        Scenario::Rollout | Scenario::Promote | Scenario::Burst => Duration::ZERO,
     }
 }
 
@@ -150,7 +113,7 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
     wait_reached(&mut rig, scenario, n, timing.reach_deadline).await?;
     // A cold start counts from the process's spawn.
     let reach = if cold {
-        Duration::from_secs_f64((rollout::now_ms() - rig.spawned_ms).max(0.0) / 1e3)
+        Duration::from_secs_f64((crate::ground::now_ms() - rig.spawned_ms).max(0.0) / 1e3)
     } else {
         begin.elapsed()
     };
@@ -162,7 +125,7 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
     let (creation, mark) = measure::audit_since(&audit, mark)?;
     let (t1, x1) = measure::temporal_counts(metrics).await?;
     let (settled, mark) = settle(&audit, mark, timing).await?;
-    let span = measured_span(&mut rig, scenario, mark, scenario.window(timing)).await?;
+    let span = measured_span(&mut rig, scenario, mark, window(scenario, timing)).await?;
     let steady = span.steady;
     let (promote_ms, temporal_rtt_ms) = match scenario {
         Scenario::Idle => routing_latencies(&rig, n).await?,
@@ -183,7 +146,7 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
         ready_in: rig.controller.ready_in(),
         reach,
         creation,
-        creation_temporal: controller_methods(measure::grown(&t0, &t1)),
+        creation_temporal: measure::controller_methods(measure::grown(&t0, &t1)),
         creation_exhausted: x1 - x0,
         settled,
         window: steady.elapsed,
@@ -204,50 +167,6 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
     })
 }
 
-/// The methods a controller calls (worker polls and heartbeats left out).
-pub fn controller_methods(counts: TemporalCounts) -> TemporalCounts {
-    counts
-        .into_iter()
-        .filter(|(m, _)| !measure::is_worker_method(m))
-        .collect()
-}
-
-/// `WorkerDeployment` `wd-<i>`: one replica polling its own task queue, AllAtOnce.
-pub fn manifest(scenario: Scenario, i: usize) -> Value {
-    match scenario {
-        Scenario::Rollout => return rollout::progressive(i, "v1"),
-        Scenario::Promote | Scenario::Burst => return promote::manifest_at(i, "v1"),
-        Scenario::Waiting | Scenario::Idle | Scenario::Startup => {}
-    }
-    let name = format!("wd-{i:04}");
-    let mut wd = go_controller::worker_deployment_manifest(
-        &name,
-        "temporal",
-        NS,
-        &test_harness::manifests::worker_image("v1"),
-        &format!("q-{name}"),
-        json!({"strategy": "AllAtOnce"}),
-    );
-    if matches!(scenario, Scenario::Waiting | Scenario::Startup) {
-        // No scheduler by that name runs, so the Pods stay Pending, as on a full cluster.
-        wd["spec"]["template"]["spec"]["schedulerName"] = json!("nobody");
-    }
-    wd
-}
-
-/// Server-side applies every manifest, 16 at a time, as the admin.
-pub async fn apply_all(
-    client: &kube::Client,
-    manifests: impl Iterator<Item = Value>,
-) -> Result<()> {
-    futures::stream::iter(manifests)
-        .map(|m| async move { go_controller::apply(client, NS, &m).await })
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(())
-}
-
 /// Waits until every object has a target version in its status (Waiting) or its current
 /// version is the target (Idle); both controllers write these fields alike.
 async fn wait_reached(
@@ -256,7 +175,7 @@ async fn wait_reached(
     n: usize,
     deadline: Duration,
 ) -> Result<()> {
-    let api = crate::rig::worker_deployments(&rig.client);
+    let api = crate::ground::worker_deployments(&rig.client);
     let begin = Instant::now();
     loop {
         rig.controller.check_alive()?;
@@ -277,17 +196,6 @@ async fn wait_reached(
             );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// Whether an object's status shows the scenario's state (see [`wait_reached`]).
-pub fn reached_state(scenario: Scenario, status: &Value) -> bool {
-    let target = status["targetVersion"]["buildID"].as_str().unwrap_or("");
-    match scenario {
-        Scenario::Waiting | Scenario::Startup => !target.is_empty(),
-        Scenario::Idle | Scenario::Rollout | Scenario::Promote | Scenario::Burst => {
-            !target.is_empty() && status["currentVersion"]["buildID"].as_str() == Some(target)
-        }
     }
 }
 
@@ -424,7 +332,7 @@ async fn measured_span(
         Scenario::Rollout => {
             let v1 = rollout::current_builds(&rig.client).await?;
             let applied =
-                rollout::apply_staggered(&rig.client, v1.len(), rollout::progressive).await?;
+                rollout::apply_staggered(&rig.client, v1.len(), crate::ground::progressive).await?;
             let (timelines, reads) = rollout::record(rig, &v1).await?;
             probe_reads = reads;
             rollout_times = Some(rollout::RolloutTimes::from_timelines(&applied, &timelines));
@@ -471,7 +379,7 @@ async fn routing_latencies(rig: &Rig, n: usize) -> Result<(Vec<f64>, Vec<f64>)> 
             .and_then(|s| {
                 let created = s.create_time.as_ref()?;
                 let current = s.current_since_time.as_ref()?;
-                Some(rollout::ts_ms(current) - rollout::ts_ms(created))
+                Some(crate::ground::ts_ms(current) - crate::ground::ts_ms(created))
             });
         promote.extend(times);
     }

@@ -1,0 +1,159 @@
+//! The ground every scenario stands on: the namespace, the controller's user, the objects the
+//! scenarios apply (one manifest per object and scenario) and the clock their timings read.
+//! It imports no other module of the probe, so the scenarios and the rig import it freely.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use futures::{StreamExt as _, TryStreamExt as _};
+use serde_json::{Value, json};
+use test_harness::go_controller;
+
+/// The Kubernetes and Temporal namespace of every object of a scenario.
+pub const NS: &str = "bench";
+
+/// The controller's own namespace (its Lease, the Go controller's identity suffix).
+pub const SYSTEM_NS: &str = "bench-system";
+
+/// The user both controllers authenticate as (client certificate, `system:masters`).
+pub const CONTROLLER_USER: &str = "bench-controller";
+
+/// The `WorkerDeployment`s of [`NS`] (the Go controller's kind, which both controllers serve).
+pub fn worker_deployments(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
+    kube::Api::namespaced_with(
+        client.clone(),
+        NS,
+        &go_controller::api_resource("WorkerDeployment"),
+    )
+}
+
+/// What the N objects do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// Pods never become Ready (their scheduler does not exist): rollouts wait for pollers.
+    Waiting,
+    /// Rolled out (AllAtOnce) with one live worker each, then left alone.
+    Idle,
+    /// Rolled out at v1 with live workers, then changed to v2 one after another: a
+    /// Progressive rollout of two steps ([`rollout::PAUSE`] each).
+    Rollout,
+    /// Rolled out at v1, then changed to v2 one after another (AllAtOnce): pollers →
+    /// SetCurrent, then v1 drains and is scaled down ([`promote`]).
+    Promote,
+    /// Rolled out at v1, then all changed to v2 at once ([`burst`]).
+    Burst,
+    /// N waiting objects exist before the controller starts: its cold start.
+    Startup,
+}
+
+impl Scenario {
+    pub fn label(self) -> &'static str {
+        match self {
+            Scenario::Waiting => "waiting",
+            Scenario::Idle => "idle (rolled out, live workers)",
+            Scenario::Rollout => {
+                "Progressive rollouts v1 → v2 (25 %, 50 %, 30 s pauses), 1.5 s apart"
+            }
+            Scenario::Promote => {
+                "AllAtOnce rollouts v1 → v2 1.5 s apart, then v1 drains (scaledownDelay 45 s)"
+            }
+            Scenario::Burst => "burst: all change image at once (AllAtOnce)",
+            Scenario::Startup => "cold start with N waiting objects",
+        }
+    }
+}
+
+/// `WorkerDeployment` `wd-<i>`: one replica polling its own task queue, AllAtOnce.
+pub fn manifest(scenario: Scenario, i: usize) -> Value {
+    match scenario {
+        Scenario::Rollout => return progressive(i, "v1"),
+        Scenario::Promote | Scenario::Burst => return manifest_at(i, "v1"),
+        Scenario::Waiting | Scenario::Idle | Scenario::Startup => {}
+    }
+    let name = format!("wd-{i:04}");
+    let mut wd = go_controller::worker_deployment_manifest(
+        &name,
+        "temporal",
+        NS,
+        &test_harness::manifests::worker_image("v1"),
+        &format!("q-{name}"),
+        json!({"strategy": "AllAtOnce"}),
+    );
+    if matches!(scenario, Scenario::Waiting | Scenario::Startup) {
+        // No scheduler by that name runs, so the Pods stay Pending, as on a full cluster.
+        wd["spec"]["template"]["spec"]["schedulerName"] = json!("nobody");
+    }
+    wd
+}
+
+pub const PAUSE: Duration = Duration::from_secs(30);
+
+/// `wd-<i>` at `tag` with the two-step Progressive strategy.
+pub fn progressive(i: usize, tag: &str) -> Value {
+    let mut wd = manifest(Scenario::Idle, i);
+    let pause = format!("{}s", PAUSE.as_secs());
+    wd["spec"]["rollout"] = json!({"strategy": "Progressive", "steps": [
+        {"rampPercentage": 25, "pauseDuration": pause},
+        {"rampPercentage": 50, "pauseDuration": pause},
+    ]});
+    wd["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!(test_harness::manifests::worker_image(tag));
+    wd
+}
+
+/// How long after Drained a version is scaled down.
+pub const SCALEDOWN_DELAY: Duration = Duration::from_secs(45);
+
+/// `wd-<i>` at `tag`, AllAtOnce, scaled down [`SCALEDOWN_DELAY`] after Drained (deleted much
+/// later, so that nothing is deleted while the probe reads).
+pub fn manifest_at(i: usize, tag: &str) -> Value {
+    let mut wd = manifest(Scenario::Idle, i);
+    wd["spec"]["sunset"] = json!({
+        "scaledownDelay": format!("{}s", SCALEDOWN_DELAY.as_secs()),
+        "deleteDelay": "1h",
+    });
+    wd["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!(test_harness::manifests::worker_image(tag));
+    wd
+}
+
+/// Server-side applies every manifest, 16 at a time, as the admin.
+pub async fn apply_all(
+    client: &kube::Client,
+    manifests: impl Iterator<Item = Value>,
+) -> Result<()> {
+    futures::stream::iter(manifests)
+        .map(|m| async move { go_controller::apply(client, NS, &m).await })
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Whether an object's status shows the scenario's state (see `wait_reached` in `scenarios`).
+pub fn reached_state(scenario: Scenario, status: &Value) -> bool {
+    let target = status["targetVersion"]["buildID"].as_str().unwrap_or("");
+    match scenario {
+        Scenario::Waiting | Scenario::Startup => !target.is_empty(),
+        Scenario::Idle | Scenario::Rollout | Scenario::Promote | Scenario::Burst => {
+            !target.is_empty() && status["currentVersion"]["buildID"].as_str() == Some(target)
+        }
+    }
+}
+
+/// Now, in ms since the epoch (Temporal's timestamps come from the same machine's clock).
+pub fn now_ms() -> f64 {
+    system_ms(SystemTime::now())
+}
+
+/// `t` in ms since the epoch.
+pub fn system_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or_default()
+}
+
+/// A protobuf timestamp in ms since the epoch.
+pub fn ts_ms(ts: &prost_wkt_types::Timestamp) -> f64 {
+    ts.seconds as f64 * 1e3 + f64::from(ts.nanos) / 1e6
+}
