@@ -31,6 +31,7 @@ pub mod analysis;
 pub mod clock;
 mod control;
 pub mod deadline;
+pub mod deletion;
 pub mod drain;
 mod drift;
 pub mod gates;

@@ -4,20 +4,16 @@
 //! so the report stage writes the `Deleting` status, emits the events and counts failures.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use kube::{Resource, ResourceExt};
 
 use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
+use crate::planner::deletion::{self, CleanupFailed, DeletionInput, DeletionStep};
 use crate::reconcile::act::{Done, finalizers};
 use crate::reconcile::outcome::CleanupError;
 use crate::reconcile::{Attempt, Context, Failure, Outcome, observe};
 use crate::reconciler::connect;
-
-/// After this long in deletion, the finalizer is released even if Temporal cleanup failed
-/// (twice Temporal's default PollerHistoryTTL plus slack).
-const CLEANUP_GIVE_UP_AFTER: Duration = Duration::from_secs(15 * 60);
 
 pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
     ctx.backlog
@@ -58,35 +54,68 @@ async fn finalize(
     twd: &TemporalWorkerDeployment,
     done: &mut Vec<Done>,
 ) -> Result<(), Outcome> {
-    if !twd.finalizers().iter().any(|f| f == FINALIZER) {
-        return Ok(());
-    }
-    leads(ctx)?;
-    if crate::reconcile::superseded::superseded(twd, ctx.canonical_of(twd).as_deref()).is_some() {
-        // Temporal and the workers belong to the WorkerDeployment of this name.
-        return finalizers::remove(ctx, twd)
-            .await
-            .map_err(|e| step_failed("removing the finalizer", e));
-    }
-    // Deletion lists afresh: what it leaves behind must not depend on a watch's lag.
-    let deployments = observe::owned_deployments(&ctx.client, None, twd)
-        .await
-        .map_err(|e| step_failed("listing versioned Deployments", e))?;
-    finalizers::delete_owned_deployments(ctx, twd, &deployments, done)
-        .await
-        .map_err(|e| step_failed("deleting versioned Deployments", e))?;
-    let ns = twd.namespace().unwrap_or_default();
-    let connection = connect::connection_opt(&ctx.client, &ns, twd)
-        .await
-        .map_err(|e| step_failed("reading the TemporalConnection", e))?;
-    // Without a Connection Temporal cannot be reached: keep the finalizer and say so (status
-    // and Warning event) rather than leave the worker deployment in Temporal for good. A
-    // person who accepts that loss removes the finalizer (docs/architecture.md).
-    let Some(connection) = connection else {
-        return Err(Outcome::Failed(Failure::CleanupNeedsConnection {
-            name: twd.spec.worker_options.connection_ref.name.clone(),
-        }));
+    let mut input = DeletionInput {
+        ours: twd.finalizers().iter().any(|f| f == FINALIZER),
+        superseded: crate::reconcile::superseded::superseded(twd, ctx.canonical_of(twd).as_deref())
+            .is_some(),
+        ..Default::default()
     };
+    if input.ours && !input.superseded {
+        // Deletion lists afresh: what it leaves behind must not depend on a watch's lag.
+        input.deployments = observe::owned_deployments(&ctx.client, None, twd)
+            .await
+            .map_err(|e| step_failed("listing versioned Deployments", e))?;
+    }
+    let mut connection = None;
+    loop {
+        match deletion::next_step(&input) {
+            DeletionStep::Done => return Ok(()),
+            DeletionStep::ReleaseOnly => {
+                // Temporal and the workers belong to the WorkerDeployment of this name.
+                leads(ctx)?;
+                return finalizers::remove(ctx, twd)
+                    .await
+                    .map_err(|e| step_failed("removing the finalizer", e));
+            }
+            DeletionStep::Stop(running) => {
+                leads(ctx)?;
+                finalizers::stop_workers(ctx, twd, &running, done)
+                    .await
+                    .map_err(|e| step_failed("deleting versioned Deployments", e))?;
+                input.deployments.clear();
+            }
+            DeletionStep::ReadConnection => {
+                let ns = twd.namespace().unwrap_or_default();
+                connection = connect::connection_opt(&ctx.client, &ns, twd)
+                    .await
+                    .map_err(|e| step_failed("reading the TemporalConnection", e))?;
+                input.connection_found = Some(connection.is_some());
+            }
+            // Without a Connection Temporal cannot be reached: keep the finalizer and say so
+            // (status and Warning event) rather than leave the worker deployment in Temporal
+            // for good. A person who accepts that loss removes the finalizer
+            // (docs/architecture.md).
+            DeletionStep::NeedsConnection => {
+                return Err(Outcome::Failed(Failure::CleanupNeedsConnection {
+                    name: twd.spec.worker_options.connection_ref.name.clone(),
+                }));
+            }
+            DeletionStep::CleanAndRelease => {
+                let connection = connection.take().ok_or(Outcome::Stale)?;
+                return clean_and_release(ctx, twd, connection, done).await;
+            }
+        }
+    }
+}
+
+/// Cleans Temporal, releases the Connection, drops our finalizer: each only while leading.
+async fn clean_and_release(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    connection: TemporalConnection,
+    done: &mut Vec<Done>,
+) -> Result<(), Outcome> {
+    let ns = twd.namespace().unwrap_or_default();
     leads(ctx)?;
     clean_temporal(ctx, twd, &ns, connection.clone(), done).await?;
     leads(ctx)?;
@@ -99,8 +128,8 @@ async fn finalize(
         .map_err(|e| step_failed("removing the finalizer", e))
 }
 
-/// Deletes the worker deployment in Temporal; keeps the finalizer while that fails, up to
-/// [`CLEANUP_GIVE_UP_AFTER`], then gives up loudly.
+/// Deletes the worker deployment in Temporal; keeps the finalizer while that fails, until the
+/// planner gives up (`deletion::on_cleanup_failure`).
 async fn clean_temporal(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -120,24 +149,21 @@ async fn clean_temporal(
         Err(e) => Err(e),
     };
     let Err(error) = result else { return Ok(()) };
-    let deleting_for = twd
-        .meta()
-        .deletion_timestamp
-        .as_ref()
-        .map(|t| Timestamp::now().duration_since(t.0).unsigned_abs())
-        .unwrap_or_default();
-    if deleting_for < CLEANUP_GIVE_UP_AFTER {
+    let since = twd.meta().deletion_timestamp.as_ref().map(|t| t.0);
+    match deletion::on_cleanup_failure(since, Timestamp::now()) {
         // Keep the finalizer and retry: Temporal would otherwise keep a stale deployment.
         // Stopped workers stay "pollers" for matching.PollerHistoryTTL.
-        return Err(Outcome::Failed(Failure::CleanupPending(error)));
+        CleanupFailed::Retry => Err(Outcome::Failed(Failure::CleanupPending(error))),
+        // Never hang deletion forever: leave Temporal state behind, loudly.
+        CleanupFailed::GiveUp { deleting_for } => {
+            done.push(Done::CleanupAbandoned {
+                message: format!(
+                    "gave up cleaning worker deployment {:?} in Temporal after {}s: {error}",
+                    twd.temporal_deployment_name(),
+                    deleting_for.as_secs()
+                ),
+            });
+            Ok(())
+        }
     }
-    // Never hang deletion forever: leave Temporal state behind, loudly.
-    done.push(Done::CleanupAbandoned {
-        message: format!(
-            "gave up cleaning worker deployment {:?} in Temporal after {}s: {error}",
-            twd.temporal_deployment_name(),
-            deleting_for.as_secs()
-        ),
-    });
-    Ok(())
 }

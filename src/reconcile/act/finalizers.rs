@@ -9,7 +9,6 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Model, TemporalConnection, TemporalWorkerDeployment};
-use crate::planner::model::ObservedDeployment;
 use crate::reconcile::act::Done;
 use crate::reconcile::{Context, Failure, Outcome};
 use crate::reconciler::finalizers::{
@@ -112,24 +111,23 @@ pub async fn release_connection(
     }
 }
 
-/// Stops the workers of a TWD being deleted: Temporal refuses to delete versions that still
-/// have pollers, and garbage collection would only remove the Deployments after our
-/// finalizer is gone. Each deletion made is added to `done`.
-pub async fn delete_owned_deployments(
+/// Stops the workers of a TWD being deleted (the planner's `DeletionStep::Stop`): deletes
+/// the given versioned Deployments (name, build ID). Each deletion made is added to `done`.
+pub async fn stop_workers(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
-    deployments: &[ObservedDeployment],
+    running: &[(String, String)],
     done: &mut Vec<Done>,
 ) -> Result<(), kube::Error> {
     let api: Api<Deployment> =
         Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default());
-    for d in deployments.iter().filter(|d| !d.deleting) {
-        let res = api.delete(&d.name, &DeleteParams::background()).await;
+    for (name, build_id) in running {
+        let res = api.delete(name, &DeleteParams::background()).await;
         ctx.metrics.kube_write("delete", "deployments", res.is_ok());
         match res {
             Ok(_) => done.push(Done::Stopped {
-                name: d.name.clone(),
-                build_id: d.build_id.clone(),
+                name: name.clone(),
+                build_id: build_id.clone(),
             }),
             Err(e) if is_status(&e, 404) => {}
             Err(e) => return Err(e),
