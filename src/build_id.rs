@@ -4,6 +4,15 @@
 //! changed hash means a new build ID, and a new build ID means a new rollout. So hashes are
 //! taken over a canonical JSON form that we write ourselves (sorted keys, no insignificant
 //! whitespace) rather than over `Debug` output or whatever map order serde_json happens to use.
+//!
+//! A target's build ID has two sources, and only two:
+//! 1. [`compute`] here: the cleaned `customBuildID`, else the first image's tag (or short
+//!    digest) plus a short hash of the whole pod template (the validate stage);
+//! 2. for an object taken over from a predecessor controller, the build ID of the version that
+//!    controller already made for this same template (`adopted_target()` in
+//!    `src/planner/takeover.rs`), so the take-over starts no new rollout. The observe stage puts
+//!    it in place of the computed one (`target_build_id()` in `src/reconcile/observe/mod.rs`)
+//!    before Temporal is asked about the target.
 
 use std::fmt::Write as _;
 

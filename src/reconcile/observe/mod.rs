@@ -122,8 +122,15 @@ pub async fn everything(
     Ok((observed, input))
 }
 
-/// `desired.build_id` becomes the version adopted from a predecessor controller for this pod
-/// template, if any (`planner::takeover::adopted_target`), before Temporal is asked about it.
+/// The target's build ID from its second source (the first is `crate::build_id::compute`):
+/// the version a predecessor controller made for this pod template, if any
+/// (`planner::takeover::adopted_target`). Set before Temporal is asked about the target.
+fn target_build_id(desired: &mut Desired, deployments: &[ObservedDeployment]) {
+    if let Some(adopted) = crate::planner::takeover::adopted_target(desired, deployments) {
+        desired.build_id = adopted;
+    }
+}
+
 async fn kubernetes_and_temporal(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -135,9 +142,7 @@ async fn kubernetes_and_temporal(
     let deployments = owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
         .await
         .map_err(Failure::DeploymentsUnreadable)?;
-    if let Some(adopted) = crate::planner::takeover::adopted_target(desired, &deployments) {
-        desired.build_id = adopted;
-    }
+    target_build_id(desired, &deployments);
     let desired = &*desired;
     let name = twd.temporal_deployment_name();
     let (temporal, gate_queues) = temporal::state(
