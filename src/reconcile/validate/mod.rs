@@ -5,26 +5,27 @@
 //! controller checks everything again before acting. Every problem is reported at once,
 //! each prefixed with its field path, so a user can fix the spec in one go.
 
+mod control;
+mod problems;
+mod rollout;
+mod template;
+
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Container;
-
-use crate::api::twd::{
-    AnalysisSpec, DefaultVerdict, GateSpec, MAX_NAME_LEN, RolloutStrategy,
-    TemporalWorkerDeployment, TemporalWorkerDeploymentSpec,
-};
-use crate::api::{
-    ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME, duration,
-};
+use crate::api::duration;
+use crate::api::twd::{MAX_NAME_LEN, TemporalWorkerDeployment};
 use crate::build_id;
-use crate::planner::model::{
-    Analysis, Control, Desired, Gate, MutableImage, SkipStep, Step, Strategy,
-};
+use crate::planner::model::{Desired, Gate};
 
-/// Most steps a Progressive rollout may have.
-pub const MAX_STEPS: usize = 20;
-/// Shortest pause a step may have.
-pub const MIN_PAUSE: Duration = Duration::from_secs(1);
+pub use control::parse_skip_step;
+pub use problems::InvalidSpec;
+pub use rollout::{MAX_STEPS, MIN_PAUSE};
+pub use template::mutable_images;
+
+use control::{check_control, control};
+use problems::{Problems, optional, parse};
+use rollout::{analysis, check_analysis, check_rollout, strategy};
+use template::check_template;
 
 /// Controller-wide settings that shape the planner's decisions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,13 +52,6 @@ impl Default for ControllerSettings {
 /// The progress deadline when neither the spec nor the controller's flag sets one: the
 /// Kubernetes Deployment default.
 pub const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
-
-/// The spec cannot be acted on; `message` lists every problem, `; `-separated.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct InvalidSpec {
-    pub message: String,
-}
 
 /// Checks everything the controller relies on; see the module docs.
 /// Why `spec.replicas: 0` is refused, and what to do instead (also the CEL rule's message).
@@ -130,213 +124,6 @@ pub fn desired(
     })
 }
 
-/// A duration of the spec. Validation guarantees every one parses; the error path stays for
-/// safety.
-fn parse(path: &str, value: &str) -> Result<Duration, InvalidSpec> {
-    duration::parse(value).map_err(|e| InvalidSpec {
-        message: format!("{path}: {e}"),
-    })
-}
-
-/// `spec.rollout.strategy` with its steps' pauses parsed.
-fn strategy(spec: &TemporalWorkerDeploymentSpec) -> Result<Strategy, InvalidSpec> {
-    Ok(match spec.rollout.strategy {
-        RolloutStrategy::Manual => Strategy::Manual,
-        RolloutStrategy::AllAtOnce => Strategy::AllAtOnce,
-        RolloutStrategy::Progressive => {
-            let mut steps = Vec::with_capacity(spec.rollout.steps.len());
-            for (i, s) in spec.rollout.steps.iter().enumerate() {
-                steps.push(Step {
-                    ramp_percentage: s.ramp_percentage as f32,
-                    pause: parse(
-                        &format!("spec.rollout.steps[{i}].pauseDuration"),
-                        &s.pause_duration,
-                    )?,
-                });
-            }
-            Strategy::Progressive(steps)
-        }
-    })
-}
-
-/// `spec.rollout.analysis` with its durations parsed.
-fn analysis(a: &AnalysisSpec) -> Result<Analysis, InvalidSpec> {
-    Ok(Analysis {
-        interval: parse("spec.rollout.analysis.interval", &a.interval)?,
-        max_failure_rate: a.max_failure_rate,
-        max_failure_rate_increase: a.max_failure_rate_increase,
-        min_sample_size: u64::try_from(a.min_sample_size.max(1)).unwrap_or(1),
-        workflow_types: a.workflow_types.clone(),
-        max_inconclusive: parse("spec.rollout.analysis.maxInconclusive", &a.max_inconclusive)?,
-        inconclusive_passes: a.inconclusive_verdict == DefaultVerdict::Pass,
-        dry_run: a.dry_run,
-    })
-}
-
-/// The containers (init containers too) whose image reference is mutable
-/// ([`build_id::mutable_reference`]): reported as a warning, never refused.
-pub fn mutable_images(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Vec<MutableImage> {
-    let Some(pod) = &template.spec else {
-        return Vec::new();
-    };
-    pod.init_containers
-        .iter()
-        .flatten()
-        .chain(&pod.containers)
-        .filter_map(|c| {
-            let image = c.image.as_deref()?;
-            build_id::mutable_reference(image).map(|why| MutableImage {
-                container: c.name.clone(),
-                image: image.trim().to_string(),
-                why,
-            })
-        })
-        .collect()
-}
-
-/// An optional sunset duration, already validated by [`check_sunset`].
-fn optional(value: &Option<String>) -> Result<Option<std::time::Duration>, InvalidSpec> {
-    value
-        .as_deref()
-        .map(duration::parse)
-        .transpose()
-        .map_err(|e| InvalidSpec {
-            message: e.to_string(),
-        })
-}
-
-fn check_analysis(twd: &TemporalWorkerDeployment, p: &mut Problems) {
-    let Some(a) = &twd.spec.rollout.analysis else {
-        return;
-    };
-    let path = "spec.rollout.analysis";
-    if a.max_failure_rate.is_none() && a.max_failure_rate_increase.is_none() {
-        p.add(
-            path,
-            "set maxFailureRate, maxFailureRateIncrease or both: without a threshold no analysis can fail",
-        );
-    }
-    for (field, v) in [
-        ("maxFailureRate", a.max_failure_rate),
-        ("maxFailureRateIncrease", a.max_failure_rate_increase),
-    ] {
-        if let Some(v) = v
-            && !(0.0..=100.0).contains(&v)
-        {
-            p.add(
-                format!("{path}.{field}"),
-                format!("must be between 0 and 100, got {v}"),
-            );
-        }
-    }
-    if a.min_sample_size < 1 {
-        p.add(format!("{path}.minSampleSize"), "must be at least 1");
-    }
-    match duration::parse(&a.interval) {
-        Ok(d) if d < MIN_PAUSE => p.add(format!("{path}.interval"), "must be at least 1s"),
-        Ok(_) => {}
-        Err(e) => p.add(format!("{path}.interval"), e),
-    }
-    if let Err(e) = duration::parse(&a.max_inconclusive) {
-        p.add(format!("{path}.maxInconclusive"), e);
-    }
-    for (i, t) in a.workflow_types.iter().enumerate() {
-        if t.is_empty() || t.contains(['\'', '"', '\\']) {
-            p.add(
-                format!("{path}.workflowTypes[{i}]"),
-                "must be a workflow type name without quotes or backslashes",
-            );
-        }
-    }
-}
-
-/// Rollout control as the planner sees it (annotations already checked by [`validate`]).
-fn control(twd: &TemporalWorkerDeployment) -> Control {
-    let annotation = |key: &str| {
-        twd.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    Control {
-        paused: twd.spec.rollout.paused,
-        abort: twd.spec.rollout.abort,
-        promote: annotation(ANNOTATION_PROMOTE),
-        skip_step: annotation(ANNOTATION_SKIP_STEP).and_then(|v| parse_skip_step(&v).ok()),
-        retry: annotation(crate::api::ANNOTATION_RETRY),
-        record: twd
-            .status
-            .as_ref()
-            .and_then(|s| s.rollout_control.clone())
-            .unwrap_or_default(),
-    }
-}
-
-/// `<buildID>/<step>`; build IDs never contain `/` (they are label values).
-pub fn parse_skip_step(value: &str) -> Result<SkipStep, String> {
-    let problem = || {
-        format!(
-            "{value:?} must be <buildID>/<step>, the build ID of the target and the number of \
-             the step to end, from 1 (as in status.targetVersion.currentStep), e.g. v2-abc123/1"
-        )
-    };
-    let (build, step) = value.rsplit_once('/').ok_or_else(problem)?;
-    let step: i32 = step.parse().map_err(|_| problem())?;
-    let step = crate::api::twd::step_index(step).ok_or_else(problem)?;
-    if build.is_empty() {
-        return Err(problem());
-    }
-    Ok(SkipStep {
-        build_id: build.to_string(),
-        step,
-        value: value.to_string(),
-    })
-}
-
-fn check_control(twd: &TemporalWorkerDeployment, p: &mut Problems) {
-    let rollout = &twd.spec.rollout;
-    if rollout.strategy == RolloutStrategy::Manual && (rollout.paused || rollout.abort) {
-        p.add(
-            "spec.rollout",
-            "paused and abort steer the controller's own routing changes, and with the Manual \
-             strategy it makes none: promote or ramp in Temporal instead",
-        );
-    }
-    let skip = twd
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_SKIP_STEP))
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty());
-    if let Some(value) = skip
-        && let Err(e) = parse_skip_step(value)
-    {
-        p.add(format!("metadata.annotations[{ANNOTATION_SKIP_STEP}]"), e);
-    }
-}
-
-#[derive(Default)]
-struct Problems(Vec<String>);
-
-impl Problems {
-    fn add(&mut self, path: impl std::fmt::Display, message: impl std::fmt::Display) {
-        self.0.push(format!("{path}: {message}"));
-    }
-
-    fn into_result(self) -> Result<(), InvalidSpec> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(InvalidSpec {
-                message: self.0.join("; "),
-            })
-        }
-    }
-}
-
 fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     let name = twd.metadata.name.as_deref().unwrap_or("");
     if name.is_empty() {
@@ -404,7 +191,7 @@ fn check(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         && let Err(e) = build_id::compute(&spec.template, Some(custom))
     {
         // The error text already carries the field path.
-        p.0.push(e.to_string());
+        p.add_whole(e);
     }
 }
 
@@ -452,295 +239,17 @@ fn check_sunset(twd: &TemporalWorkerDeployment, p: &mut Problems) {
     }
 }
 
-fn check_template(twd: &TemporalWorkerDeployment, p: &mut Problems) {
-    let Some(pod) = twd.spec.template.spec.as_ref() else {
-        p.add(
-            "spec.template.spec.containers",
-            "at least one container is required",
-        );
-        return;
-    };
-    if pod.containers.is_empty() {
-        p.add(
-            "spec.template.spec.containers",
-            "at least one container is required",
-        );
-    }
-    for (i, c) in pod.containers.iter().enumerate() {
-        check_container(i, c, p);
-    }
-    for (i, v) in pod.volumes.iter().flatten().enumerate() {
-        if v.name == TLS_VOLUME {
-            p.add(
-                format!("spec.template.spec.volumes[{i}].name"),
-                format!(
-                    "{TLS_VOLUME:?} is reserved for the client certificate the controller mounts; \
-                     use another name"
-                ),
-            );
-        }
-    }
-}
-
-fn check_container(i: usize, c: &Container, p: &mut Problems) {
-    for (j, env) in c.env.iter().flatten().enumerate() {
-        if RESERVED_ENV.contains(&env.name.as_str()) {
-            p.add(
-                format!("spec.template.spec.containers[{i}].env[{j}]"),
-                format!(
-                    "container {:?} sets {}, which the controller injects from the \
-                     TemporalConnection and workerOptions; remove it",
-                    c.name, env.name
-                ),
-            );
-        }
-    }
-    for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
-        if m.mount_path.trim_end_matches('/') == TLS_MOUNT_PATH {
-            p.add(
-                format!("spec.template.spec.containers[{i}].volumeMounts[{j}].mountPath"),
-                format!(
-                    "container {:?} mounts {TLS_MOUNT_PATH}, which is reserved for the client \
-                     certificate the controller mounts",
-                    c.name
-                ),
-            );
-        }
-    }
-}
-
-fn check_rollout(twd: &TemporalWorkerDeployment, p: &mut Problems) {
-    let rollout = &twd.spec.rollout;
-    if rollout.strategy == RolloutStrategy::Progressive && rollout.steps.is_empty() {
-        p.add(
-            "spec.rollout.steps",
-            "a Progressive rollout needs at least one step",
-        );
-    }
-    if rollout.steps.len() > MAX_STEPS {
-        p.add(
-            "spec.rollout.steps",
-            format!(
-                "at most {MAX_STEPS} steps are allowed, got {}",
-                rollout.steps.len()
-            ),
-        );
-    }
-    let mut previous: Option<i32> = None;
-    for (i, step) in rollout.steps.iter().enumerate() {
-        let pct = step.ramp_percentage;
-        let path = format!("spec.rollout.steps[{i}].rampPercentage");
-        if !(1..=99).contains(&pct) {
-            p.add(&path, format!("must be between 1 and 99, got {pct}"));
-        }
-        if let Some(prev) = previous
-            && pct <= prev
-        {
-            p.add(
-                &path,
-                format!("must be greater than the previous step ({prev}), got {pct}"),
-            );
-        }
-        previous = Some(pct);
-        let path = format!("spec.rollout.steps[{i}].pauseDuration");
-        match duration::parse(&step.pause_duration) {
-            Ok(d) if d < MIN_PAUSE => p.add(
-                &path,
-                format!("must be at least 1s, got {:?}", step.pause_duration),
-            ),
-            Ok(_) => {}
-            Err(e) => p.add(&path, format!("{e} (examples: 30s, 5m, 1h30m)")),
-        }
-    }
-
-    if let Some(gate) = &rollout.gate {
-        check_gate("spec.rollout.gate", gate, p);
-    }
-    for (i, step) in rollout.steps.iter().enumerate() {
-        if let Some(gate) = &step.gate {
-            check_gate(&format!("spec.rollout.steps[{i}].gate"), gate, p);
-        }
-    }
-}
-
-fn check_gate(path: &str, gate: &GateSpec, p: &mut Problems) {
-    if gate.workflow_type.trim().is_empty() {
-        p.add(format!("{path}.workflowType"), "must not be empty");
-    }
-    if gate.input.is_some() && gate.input_from.is_some() {
-        p.add(path, "only one of input or inputFrom may be set");
-    }
-    if let Some(from) = &gate.input_from {
-        let refs = [
-            ("configMapKeyRef", from.config_map_key_ref.as_ref()),
-            ("secretKeyRef", from.secret_key_ref.as_ref()),
-        ];
-        let set = refs.iter().filter(|(_, r)| r.is_some()).count();
-        if set != 1 {
-            p.add(
-                format!("{path}.inputFrom"),
-                format!("exactly one of configMapKeyRef or secretKeyRef must be set, got {set}"),
-            );
-        }
-        for (field, r) in refs {
-            let Some(r) = r else { continue };
-            if r.name.is_empty() {
-                p.add(
-                    format!("{path}.inputFrom.{field}.name"),
-                    "must not be empty",
-                );
-            }
-            if r.key.is_empty() {
-                p.add(format!("{path}.inputFrom.{field}.key"), "must not be empty");
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod control_tests {
-    use super::*;
-
-    #[test]
-    fn skip_step_annotation_must_name_a_build_and_a_step() {
-        assert_eq!(
-            parse_skip_step("v2-abc/1"),
-            Ok(SkipStep {
-                build_id: "v2-abc".into(),
-                step: 0,
-                value: "v2-abc/1".into()
-            }),
-            "steps are numbered from 1: step 1 is steps[0]"
-        );
-        for bad in ["v2", "v2/", "/1", "v2/one", "v2/-1", "v2/0"] {
-            assert!(parse_skip_step(bad).is_err(), "{bad}");
-        }
-        let mut twd = TemporalWorkerDeployment::test();
-        twd.metadata.annotations =
-            Some([(ANNOTATION_SKIP_STEP.to_string(), "v2".to_string())].into());
-        let e = validate(&twd).expect_err("refused");
-        assert!(
-            e.message
-                .contains("metadata.annotations[temporal.io/skip-step]"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn control_comes_from_spec_annotations_and_the_status_record() {
-        let mut twd = TemporalWorkerDeployment::test();
-        twd.spec.rollout.paused = true;
-        twd.metadata.annotations = Some(
-            [
-                (ANNOTATION_PROMOTE.to_string(), " v9 ".to_string()),
-                (ANNOTATION_SKIP_STEP.to_string(), "v9/1".to_string()),
-            ]
-            .into(),
-        );
-        twd.status = Some(crate::api::TemporalWorkerDeploymentStatus {
-            rollout_control: Some(crate::api::twd::RolloutControl {
-                promoted: Some("v8".into()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        let c = desired(&twd, &ControllerSettings::default())
-            .expect("valid")
-            .control;
-        assert!(c.paused && !c.abort);
-        assert_eq!(c.promote.as_deref(), Some("v9"));
-        assert_eq!(c.skip_step.map(|s| s.step), Some(0));
-        assert_eq!(c.record.promoted.as_deref(), Some("v8"));
-    }
-
-    #[test]
-    fn analysis_and_step_gates_are_checked() {
-        use crate::api::twd::{AnalysisSpec, GateSpec};
-        let mut twd = TemporalWorkerDeployment::test();
-        twd.spec.rollout.analysis = Some(AnalysisSpec {
-            interval: "500ms".into(),
-            max_failure_rate: None,
-            max_failure_rate_increase: None,
-            min_sample_size: 0,
-            workflow_types: vec!["it's".into()],
-            max_inconclusive: "soon".into(),
-            inconclusive_verdict: DefaultVerdict::Fail,
-            dry_run: false,
-        });
-        let e = validate(&twd).expect_err("refused").message;
-        for want in [
-            "spec.rollout.analysis: set maxFailureRate",
-            "spec.rollout.analysis.interval: must be at least 1s",
-            "spec.rollout.analysis.minSampleSize",
-            "spec.rollout.analysis.workflowTypes[0]",
-            "spec.rollout.analysis.maxInconclusive",
-        ] {
-            assert!(e.contains(want), "{want} missing from {e}");
-        }
-        let mut twd = TemporalWorkerDeployment::test();
-        twd.spec.rollout.strategy = RolloutStrategy::Progressive;
-        twd.spec.rollout.steps = vec![crate::api::twd::RolloutStep {
-            ramp_percentage: 10,
-            pause_duration: "1m".into(),
-            gate: Some(GateSpec {
-                workflow_type: " ".into(),
-                input: None,
-                input_from: None,
-            }),
-        }];
-        let e = validate(&twd).expect_err("refused").message;
-        assert!(e.contains("spec.rollout.steps[0].gate.workflowType"), "{e}");
-        // Valid settings convert.
-        twd.spec.rollout.steps[0].gate = Some(GateSpec {
-            workflow_type: "Smoke".into(),
-            input: None,
-            input_from: None,
-        });
-        twd.spec.rollout.analysis = Some(AnalysisSpec {
-            interval: "10s".into(),
-            max_failure_rate: Some(5.0),
-            max_failure_rate_increase: None,
-            min_sample_size: 20,
-            workflow_types: vec![],
-            max_inconclusive: "1m".into(),
-            inconclusive_verdict: DefaultVerdict::Fail,
-            dry_run: true,
-        });
-        let d = desired(&twd, &ControllerSettings::default()).expect("valid");
-        let a = d.analysis.expect("analysis");
-        assert_eq!(
-            (
-                a.interval,
-                a.min_sample_size,
-                a.inconclusive_passes,
-                a.dry_run
-            ),
-            (Duration::from_secs(10), 20, false, true)
-        );
-        assert_eq!(
-            d.step_gates,
-            vec![Some(Gate {
-                workflow_type: "Smoke".into()
-            })]
-        );
-    }
-
-    #[test]
-    fn manual_cannot_be_paused_or_aborted() {
-        let mut twd = TemporalWorkerDeployment::test();
-        twd.spec.rollout.strategy = RolloutStrategy::Manual;
-        twd.spec.rollout.abort = true;
-        let e = validate(&twd).expect_err("refused");
-        assert!(e.message.contains("Manual"), "{e}");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::api::ENV_ADDRESS;
+    use crate::api::twd::RolloutStrategy;
     use crate::api::twd::{GateInputSource, KeyRef, RolloutStep};
+    use crate::api::{RESERVED_ENV, TLS_VOLUME};
+    use crate::planner::model::{Gate, Step, Strategy};
+    use k8s_openapi::api::core::v1::Container;
     use k8s_openapi::api::core::v1::{EnvVar, Volume, VolumeMount};
+    use std::time::Duration;
 
     fn step(pct: i32, pause: &str) -> RolloutStep {
         RolloutStep {
