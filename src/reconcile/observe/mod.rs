@@ -11,64 +11,21 @@ mod autoscalers;
 mod deployments;
 mod drain_visibility;
 mod gate_input;
+mod observed;
 mod pollers;
 mod step_gates;
 mod target_pods;
 mod temporal;
 
 pub use deployments::{observed, owned_deployments};
+pub use observed::Observed;
 
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::{TemporalConnection, TemporalWorkerDeployment};
-use crate::build_id;
+use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
-use crate::reconcile::{Context, Failure, Settings};
-use crate::temporal::TemporalClient;
-use crate::temporal::state::WorkerDeploymentState;
-use temporal::TargetFacts;
-
-/// Everything observed for one reconcile.
-pub struct Observed {
-    pub connection: TemporalConnection,
-    /// Connected to the TWD's Temporal namespace.
-    pub client: TemporalClient,
-    /// Resolved gate input (may come from a Secret: never log it).
-    pub gate_input: Option<serde_json::Value>,
-    /// Resolved input of the step gate in effect (`step_gates.rs`).
-    pub step_gate_input: Option<serde_json::Value>,
-    pub deployments: Vec<ObservedDeployment>,
-    pub temporal: WorkerDeploymentState,
-    pub facts: TargetFacts,
-}
-
-impl Observed {
-    /// The planner's input: the validated spec plus what was observed.
-    pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
-        PlanInput {
-            desired,
-            deployments: self.deployments.clone(),
-            temporal: self.temporal.clone(),
-            gates: self.facts.gates.clone(),
-            target_task_queues: self.facts.task_queues.clone(),
-            unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
-            connection_hash: build_id::connection_hash(&self.connection.spec),
-            predecessor_connection_hash: build_id::go_connection_hash(&self.connection.spec),
-            succession: settings.succession.clone(),
-            analysis: None,
-            step_gates: vec![],
-            controller_identity: settings.identity.clone(),
-            install_id: self.client.install_id().to_string(),
-            fast_poll: settings.fast_poll,
-            now,
-            delayed_by_budget: None,
-            pollers: Default::default(),
-            current_task_queues: Vec::new(),
-            target_pods: None,
-        }
-    }
-}
+use crate::reconcile::{Context, Failure};
 
 /// The observe stage: Kubernetes and Temporal state, in the order a user fixes things
 /// (Connection, credentials, Temporal reachability, gate input, Deployments, Temporal's

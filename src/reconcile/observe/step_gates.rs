@@ -7,8 +7,8 @@ use kube::ResourceExt;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::PlanInput;
 use crate::planner::step_gates::in_effect;
-use crate::reconcile::observe::Observed;
 use crate::reconcile::observe::gate_input::resolve_gate_input;
+use crate::reconcile::observe::observed::Observed;
 use crate::reconcile::{Context, Failure};
 
 /// Fills `input.step_gates` and `observed.step_gate_input` for the step gate in effect.

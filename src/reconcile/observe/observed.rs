@@ -1,0 +1,52 @@
+//! What one reconcile observed, and the planner's input made from it.
+
+use jiff::Timestamp;
+
+use crate::api::TemporalConnection;
+use crate::build_id;
+use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
+use crate::reconcile::Settings;
+use crate::reconcile::observe::temporal::TargetFacts;
+use crate::temporal::TemporalClient;
+use crate::temporal::state::WorkerDeploymentState;
+
+/// Everything observed for one reconcile.
+pub struct Observed {
+    pub connection: TemporalConnection,
+    /// Connected to the TWD's Temporal namespace.
+    pub client: TemporalClient,
+    /// Resolved gate input (may come from a Secret: never log it).
+    pub gate_input: Option<serde_json::Value>,
+    /// Resolved input of the step gate in effect (`step_gates.rs`).
+    pub step_gate_input: Option<serde_json::Value>,
+    pub deployments: Vec<ObservedDeployment>,
+    pub temporal: WorkerDeploymentState,
+    pub facts: TargetFacts,
+}
+
+impl Observed {
+    /// The planner's input: the validated spec plus what was observed.
+    pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
+        PlanInput {
+            desired,
+            deployments: self.deployments.clone(),
+            temporal: self.temporal.clone(),
+            gates: self.facts.gates.clone(),
+            target_task_queues: self.facts.task_queues.clone(),
+            unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
+            connection_hash: build_id::connection_hash(&self.connection.spec),
+            predecessor_connection_hash: build_id::go_connection_hash(&self.connection.spec),
+            succession: settings.succession.clone(),
+            analysis: None,
+            step_gates: vec![],
+            controller_identity: settings.identity.clone(),
+            install_id: self.client.install_id().to_string(),
+            fast_poll: settings.fast_poll,
+            now,
+            delayed_by_budget: None,
+            pollers: Default::default(),
+            current_task_queues: Vec::new(),
+            target_pods: None,
+        }
+    }
+}
