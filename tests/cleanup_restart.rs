@@ -37,13 +37,7 @@ const DELETION_DEADLINE: Duration = Duration::from_secs(240);
 async fn controller(client: &kube::Client, namespaces: &[&str]) -> Result<Running> {
     Ok(run::start(
         client.clone(),
-        controller::options(&[
-            format!("--watch-namespaces={}", namespaces.join(",")),
-            format!("--identity={IDENTITY}"),
-            String::from("--idle-interval=10s"),
-            String::from("--fast-poll=300ms"),
-            String::from("--backlog-poll-interval=0s"),
-        ])?,
+        controller::options(&controller::watching(&namespaces.join(","), IDENTITY))?,
     )
     .await?)
 }

@@ -56,13 +56,7 @@ async fn start() -> Result<Arc<Env>> {
         .to_path_buf();
     let controller = run::start(
         world.client.clone(),
-        controller::options(&[
-            format!("--watch-namespaces={}", world.ns),
-            format!("--identity={IDENTITY}"),
-            String::from("--idle-interval=10s"),
-            String::from("--fast-poll=300ms"),
-            String::from("--backlog-poll-interval=0s"),
-        ])?,
+        controller::options(&controller::watching(&world.ns, IDENTITY))?,
     )
     .await?;
     Ok(Arc::new(Env {

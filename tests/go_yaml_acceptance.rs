@@ -865,13 +865,7 @@ async fn the_go_docs_pair_and_the_seed_kind_pair_roll_out_with_our_controller() 
     let id = test_harness::chart::install_identity(plane, &json!({}), CONTROLLER_NS).await?;
     let controller = temporal_worker_controller::run::start(
         control_plane::client_from(&id.kubeconfig).await?,
-        controller::options(&[
-            format!("--watch-namespaces={}", namespaces.join(",")),
-            format!("--identity={IDENTITY}"),
-            String::from("--idle-interval=10s"),
-            String::from("--fast-poll=300ms"),
-            String::from("--backlog-poll-interval=0s"),
-        ])?,
+        controller::options(&controller::watching(&namespaces.join(","), IDENTITY))?,
     )
     .await?;
     let observer = dev.connect("go-yaml-observer").await?;

@@ -77,14 +77,8 @@ impl Cluster {
         Ok(run::start(
             self.client.clone(),
             controller::options(&{
-                let mut flags = vec![
-                    format!("--lease-namespace={CONTROLLER_NS}"),
-                    format!("--watch-namespaces={}", self.ns),
-                    format!("--identity={IDENTITY}"),
-                    String::from("--idle-interval=10s"),
-                    String::from("--fast-poll=300ms"),
-                    String::from("--backlog-poll-interval=0s"),
-                ];
+                let mut flags = controller::watching(&self.ns, IDENTITY);
+                flags.push(format!("--lease-namespace={CONTROLLER_NS}"));
                 if namespace_uid {
                     flags.push(String::from("--identity-namespace-uid"));
                 }

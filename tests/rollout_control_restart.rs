@@ -39,13 +39,7 @@ fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
 async fn controller(world: &World) -> Result<Running> {
     Ok(run::start(
         world.client.clone(),
-        controller::options(&[
-            format!("--watch-namespaces={}", world.ns),
-            format!("--identity={IDENTITY}"),
-            String::from("--idle-interval=10s"),
-            String::from("--fast-poll=300ms"),
-            String::from("--backlog-poll-interval=0s"),
-        ])?,
+        controller::options(&controller::watching(&world.ns, IDENTITY))?,
     )
     .await?)
 }

@@ -140,13 +140,7 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
         .context("replacing the Go controller's CRDs with ours")?;
     let ours = run::start(
         rig.client.clone(),
-        controller::options(&[
-            format!("--watch-namespaces={}", case.namespace),
-            format!("--identity={IDENTITY}"),
-            String::from("--idle-interval=10s"),
-            String::from("--fast-poll=300ms"),
-            String::from("--backlog-poll-interval=0s"),
-        ])?,
+        controller::options(&controller::watching(&case.namespace, IDENTITY))?,
     )
     .await?;
     let started = Instant::now();

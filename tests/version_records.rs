@@ -50,16 +50,13 @@ async fn more_rollouts_than_the_version_cap_all_complete_and_old_records_go() ->
     let world = World::new("vcap").await?;
     let running = run::start(
         world.client.clone(),
-        controller::options(&[
+        controller::options(&{
+            let mut flags = controller::watching(&world.ns, "twc-version-records-test");
             // A version Current within the rollback window keeps its record (going back to it
             // is a rollback); the test's rollouts are seconds apart.
-            format!("--watch-namespaces={}", world.ns),
-            String::from("--identity=twc-version-records-test"),
-            String::from("--idle-interval=10s"),
-            String::from("--fast-poll=300ms"),
-            String::from("--backlog-poll-interval=0s"),
-            String::from("--rollback-window=5s"),
-        ])?,
+            flags.push("--rollback-window=5s".into());
+            flags
+        })?,
     )
     .await?;
     let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);

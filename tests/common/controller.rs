@@ -25,6 +25,18 @@ pub fn options<S: AsRef<str>>(flags: &[S]) -> Result<RunOptions> {
         .with_context(|| format!("flags {argv:?}"))
 }
 
+/// The flags most suites run with: watching only `namespaces` (comma-separated), acting as
+/// `identity`, polling fast (a test's rollouts are seconds long), without the backlog poller.
+pub fn watching(namespaces: &str, identity: &str) -> Vec<String> {
+    vec![
+        format!("--watch-namespaces={namespaces}"),
+        format!("--identity={identity}"),
+        "--idle-interval=10s".into(),
+        "--fast-poll=300ms".into(),
+        "--backlog-poll-interval=0s".into(),
+    ]
+}
+
 /// Starts the controller as `client` with `flags`.
 pub async fn start<S: AsRef<str>>(client: kube::Client, flags: &[S]) -> Result<Running> {
     let opts = options(flags)?;

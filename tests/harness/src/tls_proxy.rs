@@ -165,57 +165,38 @@ impl GrpcTlsProxy {
     ) -> Result<GrpcTlsProxy> {
         let config = server_config(pki, &auth)?;
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let listener = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
-            .await
-            .context("binding the TLS proxy listener")?;
-        let addr = listener
-            .local_addr()
-            .context("reading the proxy's address")?;
-
-        let stats = Arc::new(Stats::default());
-        let shared = Arc::new(Shared {
-            upstream,
-            record: None,
-            expected_authorization: match &auth {
-                ProxyAuth::ApiKey(key) => Some(format!("Bearer {key}")),
-                ProxyAuth::ClientCert => None,
-            },
-            client: upstream_client(),
-            stats: stats.clone(),
-        });
-        let accept = tokio::spawn(accept_loop(listener, Some(acceptor), shared));
-        Ok(GrpcTlsProxy {
-            addr,
-            upstream,
-            auth: Some(auth),
-            stats,
-            accept,
-        })
+        let expected_authorization = match &auth {
+            ProxyAuth::ApiKey(key) => Some(format!("Bearer {key}")),
+            ProxyAuth::ClientCert => None,
+        };
+        let shared = Shared::new(upstream, None, expected_authorization);
+        Self::listen(shared, Some(acceptor), Some(auth)).await
     }
 
     /// Listens on `127.0.0.1:0` in plaintext (h2c, as the dev server) and forwards every
     /// request to `upstream`, telling `record` its method first: the Temporal half of a
     /// request-level log of what a controller does, the real server answering.
     pub async fn start_recording(upstream: SocketAddr, record: Recorder) -> Result<GrpcTlsProxy> {
+        Self::listen(Shared::new(upstream, Some(record), None), None, None).await
+    }
+
+    async fn listen(
+        shared: Shared,
+        acceptor: Option<TlsAcceptor>,
+        auth: Option<ProxyAuth>,
+    ) -> Result<GrpcTlsProxy> {
         let listener = TcpListener::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0))
             .await
-            .context("binding the recording proxy listener")?;
+            .context("binding the proxy listener")?;
         let addr = listener
             .local_addr()
             .context("reading the proxy's address")?;
-        let stats = Arc::new(Stats::default());
-        let shared = Arc::new(Shared {
-            upstream,
-            record: Some(record),
-            expected_authorization: None,
-            client: upstream_client(),
-            stats: stats.clone(),
-        });
-        let accept = tokio::spawn(accept_loop(listener, None, shared));
+        let (upstream, stats) = (shared.upstream, shared.stats.clone());
+        let accept = tokio::spawn(accept_loop(listener, acceptor, Arc::new(shared)));
         Ok(GrpcTlsProxy {
             addr,
             upstream,
-            auth: None,
+            auth,
             stats,
             accept,
         })
@@ -245,6 +226,22 @@ impl Drop for GrpcTlsProxy {
     fn drop(&mut self) {
         // The accept task owns the connection tasks (a JoinSet): aborting it closes them all.
         self.accept.abort();
+    }
+}
+
+impl Shared {
+    fn new(
+        upstream: SocketAddr,
+        record: Option<Recorder>,
+        expected_authorization: Option<String>,
+    ) -> Shared {
+        Shared {
+            upstream,
+            record,
+            expected_authorization,
+            client: upstream_client(),
+            stats: Arc::default(),
+        }
     }
 }
 
