@@ -669,3 +669,82 @@ fn project_files_cite_no_notes_outside_the_repository() {
         }
     }
 }
+
+/// Production lines of a source file: those before its first test module.
+fn production_lines(text: &str) -> Vec<&str> {
+    text.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .collect()
+}
+
+/// `(name, lines)` of every function of `lines` longer than `max`, a function ending at the
+/// first line that closes it at its own indentation (rustfmt's layout).
+fn long_functions(lines: &[&str], max: usize) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let signature = [
+            "fn ",
+            "pub fn ",
+            "async fn ",
+            "pub async fn ",
+            "pub(crate) fn ",
+            "pub(crate) async fn ",
+            "pub(super) fn ",
+            "pub(super) async fn ",
+        ]
+        .iter()
+        .find_map(|p| code.strip_prefix(p));
+        let Some(rest) = signature else { continue };
+        if code.ends_with(';') {
+            continue; // a declaration without a body
+        }
+        let closing = format!("{indent}}}");
+        if let Some(end) = lines[i + 1..].iter().position(|l| *l == closing) {
+            let len = end + 2;
+            if len > max {
+                let name = rest.split(['(', '<']).next().unwrap_or(rest);
+                out.push((name.to_string(), len));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_production_file_or_function_is_longer_than_the_house_allows() {
+    const MAX_FILE: usize = 600;
+    const MAX_FN: usize = 80;
+    let mut too_long = Vec::new();
+    for (rel, text) in source_files() {
+        if rel.ends_with("tests.rs") || rel == "fixtures.rs" {
+            continue;
+        }
+        let lines = production_lines(&text);
+        if lines.len() > MAX_FILE {
+            too_long.push(format!("{rel}: {} production lines", lines.len()));
+        }
+        for (name, len) in long_functions(&lines, MAX_FN) {
+            too_long.push(format!("{rel}: fn {name} has {len} lines"));
+        }
+    }
+    assert!(too_long.is_empty(), "{too_long:#?}");
+    // The main binary parses arguments only.
+    let main = fs::read_to_string(root().join("src/main.rs")).expect("main.rs");
+    assert!(main.lines().count() < 100, "src/main.rs has grown");
+}
+
+#[test]
+fn the_length_check_sees_a_long_function_and_skips_declarations() {
+    let mut text = vec![
+        "trait T {",
+        "    fn declared(&self);",
+        "}",
+        "pub fn long() {",
+    ];
+    text.extend(std::iter::repeat_n("    step();", 90));
+    text.push("}");
+    assert_eq!(long_functions(&text, 80), [("long".to_string(), 92)]);
+    assert!(long_functions(&text, 100).is_empty());
+}
