@@ -56,8 +56,7 @@ impl Recipe {
             .find(|b| b.contains("kind: WorkerResourceTemplate") && b.contains(METRIC))
             .context("docs/autoscaling.md has no WorkerResourceTemplate on the backlog metric")?;
         let mut template: Value = serde_yaml::from_str(template_text)?;
-        let window = &mut template["spec"]["template"]["spec"]["behavior"]["scaleDown"]
-            ["stabilizationWindowSeconds"];
+        let window = &mut template["spec"]["template"]["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"];
         ensure!(
             window.is_number(),
             "the recipe's HPA has no behavior.scaleDown.stabilizationWindowSeconds to shorten"
@@ -88,8 +87,8 @@ impl Recipe {
 
     /// The labels the recipe's selector adds to the version's own.
     fn selector(&self) -> Vec<(String, String)> {
-        let labels = &self.template["spec"]["template"]["spec"]["metrics"][0]["external"]
-            ["metric"]["selector"]["matchLabels"];
+        let labels = &self.template["spec"]["template"]["spec"]["metrics"][0]["external"]["metric"]
+            ["selector"]["matchLabels"];
         labels
             .as_object()
             .into_iter()
@@ -128,7 +127,11 @@ struct Rig {
 
 static RIG: OnceCell<Rig> = OnceCell::const_new();
 
-async fn rig(plane: &'static ControlPlane, controller: SocketAddr, config: &str) -> Result<&'static Rig> {
+async fn rig(
+    plane: &'static ControlPlane,
+    controller: SocketAddr,
+    config: &str,
+) -> Result<&'static Rig> {
     let config = config.to_string();
     RIG.get_or_try_init(|| async move {
         test_harness::runtime::on_infra(async move {
@@ -169,8 +172,10 @@ fn worker_deployment(c: &Case, name: &str, tag: &str, rollout: Value) -> Value {
         .build();
     wd["kind"] = json!("WorkerDeployment");
     if let Some(env) = wd["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut() {
-        env.push(json!({"name": test_harness::worker::ENV_ACTIVITIES_PER_SECOND,
-                        "value": ACTIVITIES_PER_SECOND.to_string()}));
+        env.push(
+            json!({"name": test_harness::worker::ENV_ACTIVITIES_PER_SECOND,
+                        "value": ACTIVITIES_PER_SECOND.to_string()}),
+        );
     }
     wd
 }
@@ -248,9 +253,9 @@ fn replica_writes(events: &[AuditEvent], user: &str, ns: &str, name: &str) -> Ve
         .enumerate()
         .filter(|(_, e)| e.acting_user() == user && matches!(e.verb.as_str(), "update" | "patch"))
         .filter(|(_, e)| {
-            e.object_ref.as_ref().is_some_and(|o| {
-                o.resource == "deployments" && o.namespace == ns && o.name == name
-            })
+            e.object_ref
+                .as_ref()
+                .is_some_and(|o| o.resource == "deployments" && o.namespace == ns && o.name == name)
         })
         .filter_map(|(i, e)| e.requested_replicas().map(|r| (r, i)))
         .collect()
@@ -271,17 +276,29 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
 
     // v1 Current, then v2 the target waiting for a human: two live versions, each with its
     // own HPA copy from the recipe's template.
-    c.apply(json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
+    c.apply(
+        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
         "metadata": {"name": "temporal"},
-        "spec": {"hostPort": c.env.temporal_address.clone()}}))
-        .await?;
-    c.apply(worker_deployment(&c, &name, "v1", json!({"strategy": "AllAtOnce"})))
-        .await?;
+        "spec": {"hostPort": c.env.temporal_address.clone()}}),
+    )
+    .await?;
+    c.apply(worker_deployment(
+        &c,
+        &name,
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+    ))
+    .await?;
     c.apply(recipe.template.clone()).await?;
-    let v1 = current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?)
-        .context("v1 current")?;
-    c.apply(worker_deployment(&c, &name, "v2", json!({"strategy": "Manual"})))
-        .await?;
+    let v1 =
+        current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
+    c.apply(worker_deployment(
+        &c,
+        &name,
+        "v2",
+        json!({"strategy": "Manual"}),
+    ))
+    .await?;
     let v2 = target_build(
         &wait_wd(&c, &name, "v2 waiting for promotion", |wd| {
             condition_is(wd, "Progressing", "True", "WaitingForPromotion")
@@ -301,8 +318,8 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
     // The whole path answers before the load: controller → Prometheus → adapter → aggregator.
     let sel1 = version_selector(&c, &recipe, &name, &v1);
     eventually("v1's backlog served as an external metric", T, || async {
-        let v = test_harness::metrics_adapter::external_metric(&c.client, &c.ns, METRIC, &sel1)
-            .await?;
+        let v =
+            test_harness::metrics_adapter::external_metric(&c.client, &c.ns, METRIC, &sel1).await?;
         Ok((v == Some(0.0)).then_some(()))
     })
     .await
@@ -321,7 +338,9 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
     })
     .await?;
     let lag = raised - above;
-    eprintln!("scaling lag (backlog above target on /metrics -> v1's spec.replicas raised): {lag:?}");
+    eprintln!(
+        "scaling lag (backlog above target on /metrics -> v1's spec.replicas raised): {lag:?}"
+    );
     ensure!(replicas(&c, &dep2).await? == 1, "v2 was scaled with v1");
 
     // The backlog drains and the HPA gives the replicas back after its window.
@@ -351,7 +370,10 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
         test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
     for dep in [&dep1, &dep2] {
         let ours = replica_writes(&events, &user, &c.ns, dep);
-        ensure!(ours.is_empty(), "the controller wrote {dep}'s replicas: {ours:?}");
+        ensure!(
+            ours.is_empty(),
+            "the controller wrote {dep}'s replicas: {ours:?}"
+        );
     }
     eprintln!("autoscaling case took {:?}", begin.elapsed());
     Ok(())
@@ -387,8 +409,16 @@ async fn hpa_of(c: &Case, deployment: &str) -> Result<Option<String>> {
 /// Starts a `fanout` burst of [`BURST`] activities; it runs on the Current version.
 async fn burst(c: &Case, id: &str) -> Result<()> {
     c.temporal_cli(&[
-        "workflow", "start", "--type", "fanout", "--task-queue", &c.task_queue,
-        "--workflow-id", &format!("{id}-{}", c.ns), "--input", &BURST.to_string(),
+        "workflow",
+        "start",
+        "--type",
+        "fanout",
+        "--task-queue",
+        &c.task_queue,
+        "--workflow-id",
+        &format!("{id}-{}", c.ns),
+        "--input",
+        &BURST.to_string(),
     ])
     .await?;
     Ok(())
@@ -406,15 +436,22 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
     let recipe = Recipe::from_doc()?;
     rig(plane, c.env.http_addr, &recipe.adapter_config).await?;
     let name = recipe.worker()?;
-    c.apply(json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
+    c.apply(
+        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
         "metadata": {"name": "temporal"},
-        "spec": {"hostPort": c.env.temporal_address.clone()}}))
-        .await?;
-    c.apply(worker_deployment(&c, &name, "v1", json!({"strategy": "AllAtOnce"})))
-        .await?;
+        "spec": {"hostPort": c.env.temporal_address.clone()}}),
+    )
+    .await?;
+    c.apply(worker_deployment(
+        &c,
+        &name,
+        "v1",
+        json!({"strategy": "AllAtOnce"}),
+    ))
+    .await?;
     c.apply(recipe.template.clone()).await?;
-    let v1 = current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?)
-        .context("v1 current")?;
+    let v1 =
+        current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
     let dep1 = deployment_of(&name, &v1);
     let copy1 = eventually("v1's HPA copy", T, || hpa_of(&c, &dep1)).await?;
 
@@ -488,13 +525,25 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
     // The HPA raised v1 under its burst and v2 under its own, and never scaled v1 after the
     // sunset.
     let hpa1 = replica_writes(&events, HPA_CONTROLLER, &c.ns, &dep1);
-    ensure!(hpa1.iter().any(|(r, _)| *r > 1), "the HPA never raised v1: {hpa1:?}");
+    ensure!(
+        hpa1.iter().any(|(r, _)| *r > 1),
+        "the HPA never raised v1: {hpa1:?}"
+    );
     let after: Vec<_> = hpa1.iter().filter(|(_, i)| *i > scaled_down).collect();
-    ensure!(after.is_empty(), "the HPA scaled v1 after its sunset: {after:?}");
+    ensure!(
+        after.is_empty(),
+        "the HPA scaled v1 after its sunset: {after:?}"
+    );
     let hpa2 = replica_writes(&events, HPA_CONTROLLER, &c.ns, &dep2);
-    ensure!(hpa2.iter().any(|(r, _)| *r > 1), "the HPA never raised v2: {hpa2:?}");
+    ensure!(
+        hpa2.iter().any(|(r, _)| *r > 1),
+        "the HPA never raised v2: {hpa2:?}"
+    );
     let ours2 = replica_writes(&events, &user, &c.ns, &dep2);
-    ensure!(ours2.is_empty(), "the controller wrote v2's replicas: {ours2:?}");
+    ensure!(
+        ours2.is_empty(),
+        "the controller wrote v2's replicas: {ours2:?}"
+    );
     ensure!(replicas(&c, &dep1).await? == 0, "v1 scaled back up");
     eprintln!("autoscaling rollout case took {:?}", begin.elapsed());
     Ok(())
@@ -515,5 +564,8 @@ fn the_docs_recipe_is_complete() {
 #[test]
 fn yaml_blocks_skip_other_languages() {
     let md = "text\n```sh\necho\n```\n```yaml\na: 1\n```\n```\nplain\n```\n```yaml\nb: 2\n```\n";
-    assert_eq!(yaml_blocks(md), vec!["a: 1\n".to_string(), "b: 2\n".to_string()]);
+    assert_eq!(
+        yaml_blocks(md),
+        vec!["a: 1\n".to_string(), "b: 2\n".to_string()]
+    );
 }

@@ -63,8 +63,9 @@ impl Prometheus {
         let config_path = dir.join("prometheus.yml");
         std::fs::write(&config_path, serde_json::to_vec_pretty(&config)?)?;
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
-        let program = which("prometheus")
-            .context("prometheus is not on PATH (Debian package `prometheus`; run .ci/setup-tests)")?;
+        let program = which("prometheus").context(
+            "prometheus is not on PATH (Debian package `prometheus`; run .ci/setup-tests)",
+        )?;
         let process = Supervised::spawn(
             "prometheus",
             &program,
@@ -123,8 +124,8 @@ impl MetricsAdapter {
         config: &str,
         relist: Duration,
     ) -> Result<MetricsAdapter> {
-        let binary = tokio::task::spawn_blocking(|| crate::cached_build("prometheus-adapter"))
-            .await??;
+        let binary =
+            tokio::task::spawn_blocking(|| crate::cached_build("prometheus-adapter")).await??;
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let client = plane.client().await?;
         grant_upstream_rbac(&client).await?;
@@ -162,6 +163,9 @@ impl MetricsAdapter {
                 format!("--prometheus-url={prometheus}"),
                 format!("--config={}", files.config.display()),
                 format!("--metrics-relist-interval={}s", relist.as_secs().max(1)),
+                // Series seen within this window are listed: wider than one scrape interval, so
+                // a relist never misses a series between two scrapes.
+                "--metrics-max-age=30s".into(),
                 "--v=1".into(),
             ],
             &dir.join("prometheus-adapter.log"),
@@ -289,7 +293,10 @@ async fn grant_upstream_rbac(client: &kube::Client) -> Result<()> {
         .await?;
     for (name, role) in [
         (NAME.to_string(), NAME),
-        (format!("{NAME}:system:auth-delegator"), "system:auth-delegator"),
+        (
+            format!("{NAME}:system:auth-delegator"),
+            "system:auth-delegator",
+        ),
     ] {
         let binding = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -343,7 +350,9 @@ pub async fn external_metric(
     let items = list["items"].as_array().cloned().unwrap_or_default();
     let mut total = 0.0;
     for item in &items {
-        let text = item["value"].as_str().context("an external metric item without a value")?;
+        let text = item["value"]
+            .as_str()
+            .context("an external metric item without a value")?;
         total += parse_quantity(text)?;
     }
     Ok((!items.is_empty()).then_some(total))
