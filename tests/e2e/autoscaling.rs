@@ -261,21 +261,28 @@ fn replica_writes(events: &[AuditEvent], user: &str, ns: &str, name: &str) -> Ve
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -> Result<()> {
-    let begin = Instant::now();
-    let c = case("hpa").await?;
+/// A case with the rig up, the recipe applied and v1 of its WorkerDeployment Current.
+struct Scaled {
+    c: Case,
+    plane: &'static ControlPlane,
+    recipe: Recipe,
+    rig: &'static Rig,
+    name: String,
+    v1: String,
+}
+
+/// Starts a case `prefix`: the rig, a `Connection`, v1 (AllAtOnce) of the WorkerDeployment the
+/// recipe names, and the recipe's template; waits until v1 is Ready. `None` off the local
+/// control plane (the rig registers an APIService of its own).
+async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
+    let c = case(prefix).await?;
     let Some(plane) = c.env.plane else {
         eprintln!("skipped: needs the local control plane (an APIService of the test's own)");
-        return Ok(());
+        return Ok(None);
     };
     let recipe = Recipe::from_doc()?;
     let rig = rig(plane, c.env.http_addr, &recipe.adapter_config).await?;
     let name = recipe.worker()?;
-    let target = recipe.target()?;
-
-    // v1 Current, then v2 the target waiting for a human: two live versions, each with its
-    // own HPA copy from the recipe's template.
     c.apply(
         json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
         "metadata": {"name": "temporal"},
@@ -292,6 +299,41 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
     c.apply(recipe.template.clone()).await?;
     let v1 =
         current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
+    Ok(Some(Scaled {
+        c,
+        plane,
+        recipe,
+        rig,
+        name,
+        v1,
+    }))
+}
+
+/// The controller's user name (the chart's ServiceAccount).
+fn controller_user() -> Result<String> {
+    let (user, _) =
+        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
+    Ok(user)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -> Result<()> {
+    let begin = Instant::now();
+    let Some(s) = first_version("hpa").await? else {
+        return Ok(());
+    };
+    let Scaled {
+        c,
+        plane,
+        recipe,
+        rig,
+        name,
+        v1,
+    } = s;
+    let target = recipe.target()?;
+
+    // v2 the target waiting for a human, v1 Current: two live versions, each with its own HPA
+    // copy from the recipe's template.
     c.apply(worker_deployment(
         &c,
         &name,
@@ -354,28 +396,37 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
     .await?;
     ensure!(replicas(&c, &dep2).await? == 1, "v2 was scaled");
 
-    // The audit log: the HPA controller wrote v1's replicas up and back down; it never wrote
-    // v2's; the controller never wrote either's replicas after creating them.
+    check_only_the_hpa_scaled_v1(plane, &c.ns, &dep1, &dep2).await?;
+    eprintln!("autoscaling case took {:?}", begin.elapsed());
+    Ok(())
+}
+
+/// The audit log: the HPA controller wrote v1's replicas up and back down and never wrote v2's;
+/// the controller never wrote either's replicas after creating them.
+async fn check_only_the_hpa_scaled_v1(
+    plane: &ControlPlane,
+    ns: &str,
+    dep1: &str,
+    dep2: &str,
+) -> Result<()> {
     let events = eventually("the HPA's scale-down in the audit log", T, || async {
         let events = plane.audit_events()?;
-        let writes = replica_writes(&events, HPA_CONTROLLER, &c.ns, &dep1);
+        let writes = replica_writes(&events, HPA_CONTROLLER, ns, dep1);
         let up = writes.iter().any(|(r, _)| *r > 1);
         let down = writes.last().is_some_and(|(r, _)| *r == 1);
         Ok((up && down).then_some(events))
     })
     .await?;
-    let hpa_on_v2 = replica_writes(&events, HPA_CONTROLLER, &c.ns, &dep2);
+    let hpa_on_v2 = replica_writes(&events, HPA_CONTROLLER, ns, dep2);
     ensure!(hpa_on_v2.is_empty(), "the HPA scaled v2: {hpa_on_v2:?}");
-    let (user, _) =
-        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
-    for dep in [&dep1, &dep2] {
-        let ours = replica_writes(&events, &user, &c.ns, dep);
+    let user = controller_user()?;
+    for dep in [dep1, dep2] {
+        let ours = replica_writes(&events, &user, ns, dep);
         ensure!(
             ours.is_empty(),
             "the controller wrote {dep}'s replicas: {ours:?}"
         );
     }
-    eprintln!("autoscaling case took {:?}", begin.elapsed());
     Ok(())
 }
 
@@ -428,30 +479,12 @@ async fn burst(c: &Case, id: &str) -> Result<()> {
 async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_removes_the_hpa_first()
 -> Result<()> {
     let begin = Instant::now();
-    let c = case("hpa-roll").await?;
-    let Some(plane) = c.env.plane else {
-        eprintln!("skipped: needs the local control plane (an APIService of the test's own)");
+    let Some(s) = first_version("hpa-roll").await? else {
         return Ok(());
     };
-    let recipe = Recipe::from_doc()?;
-    rig(plane, c.env.http_addr, &recipe.adapter_config).await?;
-    let name = recipe.worker()?;
-    c.apply(
-        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
-        "metadata": {"name": "temporal"},
-        "spec": {"hostPort": c.env.temporal_address.clone()}}),
-    )
-    .await?;
-    c.apply(worker_deployment(
-        &c,
-        &name,
-        "v1",
-        json!({"strategy": "AllAtOnce"}),
-    ))
-    .await?;
-    c.apply(recipe.template.clone()).await?;
-    let v1 =
-        current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
+    let Scaled {
+        c, plane, name, v1, ..
+    } = s;
     let dep1 = deployment_of(&name, &v1);
     let copy1 = eventually("v1's HPA copy", T, || hpa_of(&c, &dep1)).await?;
 
@@ -499,24 +532,39 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
         hpa_of(&c, &dep1).await?.is_none(),
         "an HPA still targets v1 after its sunset"
     );
-    let (user, _) =
-        test_harness::chart::rendered_grants(&test_harness::chart::e2e_values(), CONTROLLER_NS)?;
+    check_sunset_order(plane, &c.ns, &copy1, &dep1, &dep2).await?;
+    ensure!(replicas(&c, &dep1).await? == 0, "v1 scaled back up");
+    eprintln!("autoscaling rollout case took {:?}", begin.elapsed());
+    Ok(())
+}
+
+/// The audit log of the rollout case: the controller wrote v1's replicas once, the sunset's 0,
+/// after it deleted v1's HPA copy `copy`; the HPA raised v1 and v2 on their own backlogs and
+/// never scaled v1 after the sunset; the controller never wrote v2's replicas.
+async fn check_sunset_order(
+    plane: &ControlPlane,
+    ns: &str,
+    copy: &str,
+    dep1: &str,
+    dep2: &str,
+) -> Result<()> {
+    let user = controller_user()?;
     let events = eventually("the sunset's scale-down in the audit log", T, || async {
         let events = plane.audit_events()?;
-        let zero = replica_writes(&events, &user, &c.ns, &dep1)
+        let zero = replica_writes(&events, &user, ns, dep1)
             .iter()
             .any(|(r, _)| *r == 0);
         Ok(zero.then_some(events))
     })
     .await?;
     // The controller wrote v1's replicas once: the sunset's 0, after it deleted v1's HPA copy.
-    let ours = replica_writes(&events, &user, &c.ns, &dep1);
+    let ours = replica_writes(&events, &user, ns, dep1);
     ensure!(
         ours.len() == 1 && ours[0].0 == 0,
         "the controller wrote v1's replicas other than once to 0 at its sunset: {ours:?}"
     );
     let scaled_down = ours[0].1;
-    let deleted = copy_deleted_at(&events, &user, &c.ns, &copy1)
+    let deleted = copy_deleted_at(&events, &user, ns, copy)
         .context("the controller never deleted v1's HPA copy")?;
     ensure!(
         deleted < scaled_down,
@@ -524,7 +572,7 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
     );
     // The HPA raised v1 under its burst and v2 under its own, and never scaled v1 after the
     // sunset.
-    let hpa1 = replica_writes(&events, HPA_CONTROLLER, &c.ns, &dep1);
+    let hpa1 = replica_writes(&events, HPA_CONTROLLER, ns, dep1);
     ensure!(
         hpa1.iter().any(|(r, _)| *r > 1),
         "the HPA never raised v1: {hpa1:?}"
@@ -534,18 +582,16 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
         after.is_empty(),
         "the HPA scaled v1 after its sunset: {after:?}"
     );
-    let hpa2 = replica_writes(&events, HPA_CONTROLLER, &c.ns, &dep2);
+    let hpa2 = replica_writes(&events, HPA_CONTROLLER, ns, dep2);
     ensure!(
         hpa2.iter().any(|(r, _)| *r > 1),
         "the HPA never raised v2: {hpa2:?}"
     );
-    let ours2 = replica_writes(&events, &user, &c.ns, &dep2);
+    let ours2 = replica_writes(&events, &user, ns, dep2);
     ensure!(
         ours2.is_empty(),
         "the controller wrote v2's replicas: {ours2:?}"
     );
-    ensure!(replicas(&c, &dep1).await? == 0, "v1 scaled back up");
-    eprintln!("autoscaling rollout case took {:?}", begin.elapsed());
     Ok(())
 }
 

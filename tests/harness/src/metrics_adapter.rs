@@ -171,7 +171,7 @@ impl MetricsAdapter {
             &dir.join("prometheus-adapter.log"),
         )?;
         let mut adapter = MetricsAdapter { port, process };
-        register(&client, &plane.ca_pem().to_string(), port).await?;
+        register(&client, plane.ca_pem(), port).await?;
         adapter.wait_available(&client).await?;
         Ok(adapter)
     }
