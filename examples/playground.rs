@@ -220,7 +220,11 @@ async fn start_controller(
     }
     // The flags a user passes to `temporal-worker-controller run`, checked as the binary checks
     // them.
-    let flags = ["--http-addr=127.0.0.1:0", "--fast-poll=300ms", "--idle-interval=10s"];
+    let flags = [
+        "--http-addr=127.0.0.1:0",
+        "--fast-poll=300ms",
+        "--idle-interval=10s",
+    ];
     let opts = temporal_worker_controller::run::args::RunArgs::from_flags(flags)?
         .options()
         .map_err(anyhow::Error::msg)?;

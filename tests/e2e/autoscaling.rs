@@ -16,6 +16,7 @@ use kube::api::Api;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
 use test_harness::control_plane::{AuditEvent, ControlPlane};
+use test_harness::manifests::{Kinds, connection_in};
 use test_harness::metrics_adapter::{MetricsAdapter, Prometheus};
 use tokio::sync::OnceCell;
 
@@ -163,6 +164,7 @@ fn wds(c: &Case) -> Api<TemporalWorkerDeployment> {
 /// workers run at most [`ACTIVITIES_PER_SECOND`] activities each.
 fn worker_deployment(c: &Case, name: &str, tag: &str, rollout: Value) -> Value {
     let mut wd = test_harness::manifests::twd(name)
+        .kinds(Kinds::Canonical)
         .pod_labels(json!({"app": name}))
         .tag(tag)
         .task_queue(&c.task_queue)
@@ -170,7 +172,6 @@ fn worker_deployment(c: &Case, name: &str, tag: &str, rollout: Value) -> Value {
         .sunset("1s", "1h")
         .temporal_namespace(&c.temporal_ns)
         .build();
-    wd["kind"] = json!("WorkerDeployment");
     if let Some(env) = wd["spec"]["template"]["spec"]["containers"][0]["env"].as_array_mut() {
         env.push(
             json!({"name": test_harness::worker::ENV_ACTIVITIES_PER_SECOND,
@@ -283,11 +284,11 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
     let recipe = Recipe::from_doc()?;
     let rig = rig(plane, c.env.http_addr, &recipe.adapter_config).await?;
     let name = recipe.worker()?;
-    c.apply(
-        json!({"apiVersion": "temporal.io/v1alpha1", "kind": "Connection",
-        "metadata": {"name": "temporal"},
-        "spec": {"hostPort": c.env.temporal_address.clone()}}),
-    )
+    c.apply(connection_in(
+        Kinds::Canonical,
+        "temporal",
+        &c.env.temporal_address,
+    ))
     .await?;
     c.apply(worker_deployment(
         &c,
