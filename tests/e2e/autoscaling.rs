@@ -25,9 +25,9 @@ use crate::support::*;
 const T: Duration = Duration::from_secs(120);
 /// What each worker of these cases may run per second.
 const ACTIVITIES_PER_SECOND: u32 = 1;
-/// The activities one `fanout` workflow schedules at once: 40 s of work for one replica, four
+/// The activities one `fanout` workflow schedules at once: 30 s of work for one replica, three
 /// replicas at the recipe's target of 10 per replica.
-const BURST: u32 = 40;
+const BURST: u32 = 30;
 /// The recipe's scale-down window (60 s) shortened so that the case ends within a minute.
 const SCALE_DOWN_WINDOW_SECONDS: i64 = 5;
 /// How often the adapter re-lists the series (finds a new version's series).
@@ -127,6 +127,10 @@ struct Rig {
 }
 
 static RIG: OnceCell<Rig> = OnceCell::const_new();
+
+/// The cases take turns: each scales workers up to several replicas, and two at once on two
+/// cores would slow the timing-sensitive cases running beside them.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn rig(
     plane: &'static ControlPlane,
@@ -264,6 +268,9 @@ fn replica_writes(events: &[AuditEvent], user: &str, ns: &str, name: &str) -> Ve
 
 /// A case with the rig up, the recipe applied and v1 of its WorkerDeployment Current.
 struct Scaled {
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+    /// When the case got its turn.
+    begin: Instant,
     c: Case,
     plane: &'static ControlPlane,
     recipe: Recipe,
@@ -276,6 +283,8 @@ struct Scaled {
 /// recipe names, and the recipe's template; waits until v1 is Ready. `None` off the local
 /// control plane (the rig registers an APIService of its own).
 async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
+    let turn = ONE_AT_A_TIME.lock().await;
+    let begin = Instant::now();
     let c = case(prefix).await?;
     let Some(plane) = c.env.plane else {
         eprintln!("skipped: needs the local control plane (an APIService of the test's own)");
@@ -301,6 +310,8 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
     let v1 =
         current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
     Ok(Some(Scaled {
+        _turn: turn,
+        begin,
         c,
         plane,
         recipe,
@@ -319,11 +330,12 @@ fn controller_user() -> Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -> Result<()> {
-    let begin = Instant::now();
     let Some(s) = first_version("hpa").await? else {
         return Ok(());
     };
     let Scaled {
+        _turn,
+        begin,
         c,
         plane,
         recipe,
@@ -479,12 +491,17 @@ async fn burst(c: &Case, id: &str) -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_removes_the_hpa_first()
 -> Result<()> {
-    let begin = Instant::now();
     let Some(s) = first_version("hpa-roll").await? else {
         return Ok(());
     };
     let Scaled {
-        c, plane, name, v1, ..
+        _turn,
+        begin,
+        c,
+        plane,
+        name,
+        v1,
+        ..
     } = s;
     let dep1 = deployment_of(&name, &v1);
     let copy1 = eventually("v1's HPA copy", T, || hpa_of(&c, &dep1)).await?;
