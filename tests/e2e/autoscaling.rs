@@ -18,7 +18,6 @@ use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
 use test_harness::control_plane::{AuditEvent, ControlPlane};
 use test_harness::manifests::{Kinds, connection_in};
 use test_harness::metrics_adapter::{MetricsAdapter, Prometheus};
-use tokio::sync::OnceCell;
 
 use crate::support::*;
 
@@ -120,44 +119,39 @@ fn yaml_blocks(markdown: &str) -> Vec<String> {
     blocks
 }
 
-/// Prometheus and the adapter, one pair per test binary (one APIService per cluster).
+/// Prometheus and the adapter of one case, and the case's turn. Dropped in this order: the
+/// adapter (unregistered first), Prometheus, then the turn, so the next case starts its own on
+/// a clean slate and nothing keeps scraping the controller once the cases are done.
 struct Rig {
-    _prometheus: Prometheus,
     adapter: MetricsAdapter,
+    _prometheus: Prometheus,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
 }
 
-static RIG: OnceCell<Rig> = OnceCell::const_new();
-
-/// The cases take turns: each scales workers up to several replicas, and two at once on two
-/// cores would slow the timing-sensitive cases running beside them.
+/// The cases take turns (one APIService per cluster), and their workers, Prometheus and the
+/// adapter do not crowd the timing-sensitive cases running beside them for longer than a case.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn rig(
-    plane: &'static ControlPlane,
-    controller: SocketAddr,
-    config: &str,
-) -> Result<&'static Rig> {
-    let config = config.to_string();
-    RIG.get_or_try_init(|| async move {
-        test_harness::runtime::on_infra(async move {
-            let dir = plane.dir().join("autoscaling");
-            let prometheus = Prometheus::start(&dir.join("prometheus"), controller).await?;
-            let adapter = MetricsAdapter::start(
-                plane,
-                &dir.join("adapter"),
-                &prometheus.url(),
-                &config,
-                ADAPTER_RELIST,
-            )
-            .await?;
-            anyhow::Ok(Rig {
-                _prometheus: prometheus,
-                adapter,
-            })
-        })
-        .await
+async fn rig(plane: &ControlPlane, controller: SocketAddr, config: &str) -> Result<Rig> {
+    let turn = ONE_AT_A_TIME.lock().await;
+    let dir = plane.dir().join(format!(
+        "autoscaling-{}",
+        test_harness::names::unique("rig")
+    ));
+    let prometheus = Prometheus::start(&dir.join("prometheus"), controller).await?;
+    let adapter = MetricsAdapter::start(
+        plane,
+        &dir.join("adapter"),
+        &prometheus.url(),
+        config,
+        ADAPTER_RELIST,
+    )
+    .await?;
+    Ok(Rig {
+        adapter,
+        _prometheus: prometheus,
+        _turn: turn,
     })
-    .await
 }
 
 fn wds(c: &Case) -> Api<TemporalWorkerDeployment> {
@@ -268,13 +262,12 @@ fn replica_writes(events: &[AuditEvent], user: &str, ns: &str, name: &str) -> Ve
 
 /// A case with the rig up, the recipe applied and v1 of its WorkerDeployment Current.
 struct Scaled {
-    _turn: tokio::sync::MutexGuard<'static, ()>,
     /// When the case got its turn.
     begin: Instant,
     c: Case,
     plane: &'static ControlPlane,
     recipe: Recipe,
-    rig: &'static Rig,
+    rig: Rig,
     name: String,
     v1: String,
 }
@@ -283,8 +276,6 @@ struct Scaled {
 /// recipe names, and the recipe's template; waits until v1 is Ready. `None` off the local
 /// control plane (the rig registers an APIService of its own).
 async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
-    let turn = ONE_AT_A_TIME.lock().await;
-    let begin = Instant::now();
     let c = case(prefix).await?;
     let Some(plane) = c.env.plane else {
         eprintln!("skipped: needs the local control plane (an APIService of the test's own)");
@@ -292,6 +283,7 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
     };
     let recipe = Recipe::from_doc()?;
     let rig = rig(plane, c.env.http_addr, &recipe.adapter_config).await?;
+    let begin = Instant::now();
     let name = recipe.worker()?;
     c.apply(connection_in(
         Kinds::Canonical,
@@ -310,7 +302,6 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
     let v1 =
         current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
     Ok(Some(Scaled {
-        _turn: turn,
         begin,
         c,
         plane,
@@ -319,6 +310,14 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
         name,
         v1,
     }))
+}
+
+/// Deletes the WorkerDeployment once a case has passed: its versions' Deployments, and with them
+/// their workers and HPA copies, go, so that nothing of the case keeps polling Temporal or the
+/// adapter while the rest of the suite runs (a failed case keeps them for a look).
+async fn stop_workers(c: &Case, name: &str) -> Result<()> {
+    wds(c).delete(name, &Default::default()).await?;
+    Ok(())
 }
 
 /// The controller's user name (the chart's ServiceAccount).
@@ -334,7 +333,6 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
         return Ok(());
     };
     let Scaled {
-        _turn,
         begin,
         c,
         plane,
@@ -411,7 +409,7 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
 
     check_only_the_hpa_scaled_v1(plane, &c.ns, &dep1, &dep2).await?;
     eprintln!("autoscaling case took {:?}", begin.elapsed());
-    Ok(())
+    stop_workers(&c, &name).await
 }
 
 /// The audit log: the HPA controller wrote v1's replicas up and back down and never wrote v2's;
@@ -495,7 +493,6 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
         return Ok(());
     };
     let Scaled {
-        _turn,
         begin,
         c,
         plane,
@@ -553,7 +550,7 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
     check_sunset_order(plane, &c.ns, &copy1, &dep1, &dep2).await?;
     ensure!(replicas(&c, &dep1).await? == 0, "v1 scaled back up");
     eprintln!("autoscaling rollout case took {:?}", begin.elapsed());
-    Ok(())
+    stop_workers(&c, &name).await
 }
 
 /// The audit log of the rollout case: the controller wrote v1's replicas once, the sunset's 0,

@@ -107,10 +107,39 @@ impl Prometheus {
     }
 }
 
-/// The running prometheus-adapter, registered as the cluster's external metrics API.
+/// The running prometheus-adapter, registered as the cluster's external metrics API. Dropping
+/// it deletes the APIService before the adapter stops: an APIService that does not answer makes
+/// discovery fail, and with it every namespace deletion of the cluster.
 pub struct MetricsAdapter {
     pub port: u16,
+    admin_kubeconfig: PathBuf,
     process: Supervised,
+}
+
+impl Drop for MetricsAdapter {
+    fn drop(&mut self) {
+        // Synchronous (a drop cannot await) and bounded; the process stops after this.
+        let deleted = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&self.admin_kubeconfig)
+            .args([
+                "delete",
+                "apiservice",
+                API_SERVICE,
+                "--ignore-not-found",
+                "--wait=false",
+                "--request-timeout=10s",
+            ])
+            .output();
+        match deleted {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => tracing::warn!(
+                stderr = %String::from_utf8_lossy(&out.stderr),
+                "deleting the {API_SERVICE} APIService failed"
+            ),
+            Err(e) => tracing::warn!(error = %e, "running kubectl to delete {API_SERVICE}"),
+        }
+    }
 }
 
 impl MetricsAdapter {
@@ -170,7 +199,11 @@ impl MetricsAdapter {
             ],
             &dir.join("prometheus-adapter.log"),
         )?;
-        let mut adapter = MetricsAdapter { port, process };
+        let mut adapter = MetricsAdapter {
+            port,
+            admin_kubeconfig: plane.kubeconfig_path().to_path_buf(),
+            process,
+        };
         register(&client, plane.ca_pem(), port).await?;
         adapter.wait_available(&client).await?;
         Ok(adapter)
