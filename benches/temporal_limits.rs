@@ -144,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
         api_key: None,
         trusted_ca_pem: None,
         flaky_fails: false,
+        activities_per_second: None,
     })?;
     worker.wait_running(Duration::from_secs(60)).await?;
     let conn = Connection::connect(

@@ -20,6 +20,7 @@ pub mod kubectl;
 pub mod kubelet;
 pub mod loopback_http;
 pub mod manifests;
+pub mod metrics_adapter;
 pub mod names;
 pub mod observe;
 pub mod runtime;

@@ -22,8 +22,8 @@ use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use tokio::sync::watch;
 
 pub use workflows::{
-    FailingFlakyWorkflow, FlakyInput, FlakyWorkflow, GateInput, GateWorkflow, HelloWorkflow,
-    UpgradableWorkflow, WaitWorkflow,
+    FailingFlakyWorkflow, FanoutWorkflow, FlakyInput, FlakyWorkflow, GateInput, GateWorkflow,
+    HelloWorkflow, TestActivities, UpgradableWorkflow, WaitWorkflow,
 };
 
 /// Env var names the controller injects (product decision 2) plus the task queue the user sets.
@@ -44,6 +44,10 @@ pub const ENV_TLS_CLIENT_KEY_PATH: &str = "TEMPORAL_TLS_CLIENT_KEY_PATH";
 pub const ENV_API_KEY: &str = "TEMPORAL_API_KEY";
 /// Test-only: makes this worker's `flaky` workflow fail as its input asks ([`FlakyInput`]).
 pub const ENV_FLAKY_FAILS: &str = "TEST_FLAKY_FAILS";
+/// Test-only: the most activities per second this worker runs (the SDK's
+/// `max_worker_activities_per_second`), so that a burst of `fanout` work waits in the version's
+/// activity queue as a backlog and more replicas drain it faster.
+pub const ENV_ACTIVITIES_PER_SECOND: &str = "TEST_ACTIVITIES_PER_SECOND";
 
 /// Connecting includes the SDK's own retries; an unreachable address must not hang a test.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(20);
@@ -58,6 +62,8 @@ pub enum WorkerConfigError {
     BadAddress(String, String),
     #[error("env var {0} must be a boolean (true/false), got {1:?}")]
     BadBool(&'static str, String),
+    #[error("env var {0} must be a positive whole number, got {1:?}")]
+    BadCount(&'static str, String),
     #[error("env var {set} is set but {missing} is not: mTLS needs both a certificate and a key")]
     Incomplete {
         set: &'static str,
@@ -99,6 +105,8 @@ pub struct WorkerConfig {
     /// `TEST_FLAKY_FAILS=true`: this worker's `flaky` workflow fails the share of runs its input
     /// asks for (a bad build, for canary analysis); otherwise `flaky` always succeeds.
     pub flaky_fails: bool,
+    /// `TEST_ACTIVITIES_PER_SECOND`: at most this many activities per second on this worker.
+    pub activities_per_second: Option<u32>,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -188,6 +196,15 @@ impl WorkerConfig {
             None => false,
             Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_FLAKY_FAILS, v))?,
         };
+        let activities_per_second = match opt(ENV_ACTIVITIES_PER_SECOND) {
+            None => None,
+            Some(v) => Some(
+                v.parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or(WorkerConfigError::BadCount(ENV_ACTIVITIES_PER_SECOND, v))?,
+            ),
+        };
         let cfg = WorkerConfig {
             address: get(ENV_ADDRESS)?,
             namespace: get(ENV_NAMESPACE)?,
@@ -202,6 +219,7 @@ impl WorkerConfig {
             api_key,
             trusted_ca_pem: None,
             flaky_fails,
+            activities_per_second,
         };
         cfg.url()?;
         Ok(WorkerConfig {
@@ -407,7 +425,10 @@ fn worker_options(cfg: &WorkerConfig) -> Result<WorkerOptions> {
         .register_workflow::<HelloWorkflow>()?
         .register_workflow::<WaitWorkflow>()?
         .register_workflow::<UpgradableWorkflow>()?
-        .register_workflow::<GateWorkflow>()?;
+        .register_workflow::<GateWorkflow>()?
+        .register_workflow::<FanoutWorkflow>()?
+        .register_activities(TestActivities)
+        .maybe_max_worker_activities_per_second(cfg.activities_per_second.map(f64::from));
     // One `flaky` workflow type, failing only on a worker configured as a bad build.
     let opts = if cfg.flaky_fails {
         opts.register_workflow::<FailingFlakyWorkflow>()?
@@ -535,6 +556,13 @@ mod workflows {
         SyncWorkflowContext, WorkflowContext, WorkflowResult,
     };
 
+    use std::time::Duration;
+
+    use temporalio_macros::activities;
+    use temporalio_sdk::ActivityOptions;
+    use temporalio_sdk::activities::{ActivityContext, ActivityError};
+    use temporalio_sdk::workflows::join_all;
+
     use super::decode_json;
 
     fn bad_input(message: String) -> ApplicationFailure {
@@ -625,6 +653,52 @@ mod workflows {
         #[signal(name = "finish")]
         pub fn finish(&mut self, _ctx: &mut SyncWorkflowContext<Self>, _input: RawValue) {
             self.finished = true;
+        }
+    }
+
+    /// The activities of every test worker.
+    pub struct TestActivities;
+
+    #[activities]
+    impl TestActivities {
+        /// `work`: one unit of work; how fast a worker takes them is its
+        /// `TEST_ACTIVITIES_PER_SECOND`.
+        #[activity(name = "work")]
+        pub async fn work(_ctx: ActivityContext) -> Result<(), ActivityError> {
+            Ok(())
+        }
+    }
+
+    /// `fanout`: schedules `n` `work` activities at once (input: the number `n`) and completes
+    /// once all have run: a burst of `n` activity tasks on the version it is pinned to.
+    #[workflow]
+    #[derive(Default)]
+    pub struct FanoutWorkflow;
+
+    #[workflow_methods]
+    impl FanoutWorkflow {
+        #[run(name = "fanout")]
+        pub async fn run(
+            ctx: &mut WorkflowContext<Self>,
+            input: RawValue,
+        ) -> WorkflowResult<String> {
+            let n = decode_json(&input)
+                .map_err(bad_input)?
+                .and_then(|v| v.as_u64())
+                .ok_or_else(|| bad_input("fanout wants a whole number of activities".into()))?;
+            let calls: Vec<_> = (0..n)
+                .map(|_| {
+                    ctx.execute_activity(
+                        TestActivities::work,
+                        (),
+                        ActivityOptions::start_to_close_timeout(Duration::from_secs(60)),
+                    )
+                })
+                .collect();
+            for done in join_all(calls).await {
+                done?;
+            }
+            Ok(format!("{n} done"))
         }
     }
 

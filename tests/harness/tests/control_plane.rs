@@ -43,6 +43,41 @@ async fn kubectl_reports_the_pinned_kubernetes_version() -> Result<()> {
     Ok(())
 }
 
+/// The aggregation layer is configured as in a real cluster: the API server publishes the
+/// front-proxy CA and the request-header names that aggregated API servers (the e2e suite's
+/// prometheus-adapter) read to trust the user it names.
+#[tokio::test]
+async fn the_aggregation_layer_publishes_its_request_header_settings() -> Result<()> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let plane = plane().await;
+    let cms: Api<ConfigMap> = Api::namespaced(plane.client().await?, "kube-system");
+    let data = eventually(
+        "extension-apiserver-authentication published",
+        Duration::from_secs(30),
+        || async {
+            let cm = cms.get_opt("extension-apiserver-authentication").await?;
+            Ok(cm
+                .and_then(|c| c.data)
+                .filter(|d| d.contains_key("requestheader-client-ca-file")))
+        },
+    )
+    .await?;
+    let ca = data["requestheader-client-ca-file"].trim();
+    ensure!(
+        ca == plane.pki().front_proxy_ca_pem.trim(),
+        "the published request-header CA is not the front-proxy CA"
+    );
+    ensure!(
+        ca != plane.ca_pem().trim(),
+        "the front-proxy CA must not be the cluster CA"
+    );
+    let names: Vec<String> = serde_json::from_str(&data["requestheader-allowed-names"])?;
+    ensure!(names == ["front-proxy-client"], "allowed names {names:?}");
+    let users: Vec<String> = serde_json::from_str(&data["requestheader-username-headers"])?;
+    ensure!(users == ["X-Remote-User"], "username headers {users:?}");
+    Ok(())
+}
+
 /// The three commands the old emulator failed (`couldn't get version/kind; json parse error`
 /// for the first two, NotFound for `auth can-i`), plus `create serviceaccount`.
 #[tokio::test]

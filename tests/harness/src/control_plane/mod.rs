@@ -462,6 +462,9 @@ async fn ensure_service_account(client: &kube::Client, namespace: &str, name: &s
 
 struct Files {
     ca: PathBuf,
+    front_proxy_ca: PathBuf,
+    proxy_client_cert: PathBuf,
+    proxy_client_key: PathBuf,
     serving_cert: PathBuf,
     serving_key: PathBuf,
     sa_key: PathBuf,
@@ -491,6 +494,9 @@ impl Files {
     fn write(dir: &Path, pki: &ClusterPki, audit_log: Option<PathBuf>) -> Result<Files> {
         let files = Files {
             ca: dir.join("ca.crt"),
+            front_proxy_ca: dir.join("front-proxy-ca.crt"),
+            proxy_client_cert: dir.join("front-proxy-client.crt"),
+            proxy_client_key: dir.join("front-proxy-client.key"),
             serving_cert: dir.join("apiserver.crt"),
             serving_key: dir.join("apiserver.key"),
             sa_key: dir.join("service-account.key"),
@@ -501,6 +507,15 @@ impl Files {
         };
         for (path, content) in [
             (&files.ca, pki.ca_pem.as_str()),
+            (&files.front_proxy_ca, pki.front_proxy_ca_pem.as_str()),
+            (
+                &files.proxy_client_cert,
+                pki.front_proxy_client.cert_pem.as_str(),
+            ),
+            (
+                &files.proxy_client_key,
+                pki.front_proxy_client.key_pem.as_str(),
+            ),
             (&files.serving_cert, pki.serving.cert_pem.as_str()),
             (&files.serving_key, pki.serving.key_pem.as_str()),
             (&files.sa_key, pki.service_account_key_pem.as_str()),
@@ -557,6 +572,22 @@ fn apiserver_spec(bins: &Binaries, f: &Files, etcd_port: u16, port: u16) -> Proc
             format!("--service-account-signing-key-file={}", p(&f.sa_key)),
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             "--authorization-mode=Node,RBAC".into(),
+            // The aggregation layer, as a real cluster has it: the API server proxies
+            // `/apis/<aggregated group>` with this client certificate and names the user in
+            // these headers; aggregated servers read the CA and names from the
+            // kube-system/extension-apiserver-authentication ConfigMap the API server publishes.
+            format!("--requestheader-client-ca-file={}", p(&f.front_proxy_ca)),
+            format!("--requestheader-allowed-names={}", pki::FRONT_PROXY_CLIENT),
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-".into(),
+            "--requestheader-group-headers=X-Remote-Group".into(),
+            "--requestheader-username-headers=X-Remote-User".into(),
+            format!("--proxy-client-cert-file={}", p(&f.proxy_client_cert)),
+            format!("--proxy-client-key-file={}", p(&f.proxy_client_key)),
+            // The default, stated because the test rig relies on it: with aggregator routing
+            // off, an APIService's Service is resolved to its ClusterIP, or for an ExternalName
+            // Service to the external name itself (k8s.io/apiserver ResolveCluster), which is
+            // how an aggregated server on loopback is reached ([`crate::metrics_adapter`]).
+            "--enable-aggregator-routing=false".into(),
             // On top of the defaults, as hardened clusters (e.g. OpenShift) run it: setting
             // blockOwnerDeletion needs `update` on the owner's finalizers.
             "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".into(),
