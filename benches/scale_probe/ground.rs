@@ -2,6 +2,7 @@
 //! scenarios apply (one manifest per object and scenario) and the clock their timings read.
 //! It imports no other module of the probe, so the scenarios and the rig import it freely.
 
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
@@ -35,7 +36,7 @@ pub enum Scenario {
     /// Rolled out (AllAtOnce) with one live worker each, then left alone.
     Idle,
     /// Rolled out at v1 with live workers, then changed to v2 one after another: a
-    /// Progressive rollout of two steps ([`rollout::PAUSE`] each).
+    /// Progressive rollout of two steps ([`pause`] each).
     Rollout,
     /// Rolled out at v1, then changed to v2 one after another (AllAtOnce): pollers →
     /// SetCurrent, then v1 drains and is scaled down ([`promote`]).
@@ -47,18 +48,20 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> String {
         match self {
-            Scenario::Waiting => "waiting",
-            Scenario::Idle => "idle (rolled out, live workers)",
-            Scenario::Rollout => {
-                "Progressive rollouts v1 → v2 (25 %, 50 %, 30 s pauses), 1.5 s apart"
-            }
-            Scenario::Promote => {
-                "AllAtOnce rollouts v1 → v2 1.5 s apart, then v1 drains (scaledownDelay 45 s)"
-            }
-            Scenario::Burst => "burst: all change image at once (AllAtOnce)",
-            Scenario::Startup => "cold start with N waiting objects",
+            Scenario::Waiting => "waiting".into(),
+            Scenario::Idle => "idle (rolled out, live workers)".into(),
+            Scenario::Rollout => format!(
+                "Progressive rollouts v1 → v2 (25 %, 50 %, {} s pauses), 1.5 s apart",
+                pause().as_secs()
+            ),
+            Scenario::Promote => format!(
+                "AllAtOnce rollouts v1 → v2 1.5 s apart, then v1 drains (scaledownDelay {} s)",
+                scaledown_delay().as_secs()
+            ),
+            Scenario::Burst => "burst: all change image at once (AllAtOnce)".into(),
+            Scenario::Startup => "cold start with N waiting objects".into(),
         }
     }
 }
@@ -86,12 +89,33 @@ pub fn manifest(scenario: Scenario, i: usize) -> Value {
     wd
 }
 
-pub const PAUSE: Duration = Duration::from_secs(30);
+/// The step pause of the Progressive scenario and the scale-down delay of the promotion
+/// scenario: the benchmark's, or a smoke test's (`--quick`), set once by `main` before any
+/// scenario runs. The quick ones keep the CI smoke test short; every measured row of
+/// docs/performance.md comes from a full run.
+static TIMES: OnceLock<(Duration, Duration)> = OnceLock::new();
+const FULL_TIMES: (Duration, Duration) = (Duration::from_secs(30), Duration::from_secs(45));
+const QUICK_TIMES: (Duration, Duration) = (Duration::from_secs(8), Duration::from_secs(10));
+
+/// Uses the smoke test's shorter pause and scale-down delay (call before any scenario).
+pub fn use_quick_times() {
+    let _ = TIMES.set(QUICK_TIMES);
+}
+
+/// Each step's pause in the Progressive scenario.
+pub fn pause() -> Duration {
+    TIMES.get().unwrap_or(&FULL_TIMES).0
+}
+
+/// The promotion scenario's `scaledownDelay`.
+pub fn scaledown_delay() -> Duration {
+    TIMES.get().unwrap_or(&FULL_TIMES).1
+}
 
 /// `wd-<i>` at `tag` with the two-step Progressive strategy.
 pub fn progressive(i: usize, tag: &str) -> Value {
     let mut wd = manifest(Scenario::Idle, i);
-    let pause = format!("{}s", PAUSE.as_secs());
+    let pause = format!("{}s", pause().as_secs());
     wd["spec"]["rollout"] = json!({"strategy": "Progressive", "steps": [
         {"rampPercentage": 25, "pauseDuration": pause},
         {"rampPercentage": 50, "pauseDuration": pause},
@@ -101,15 +125,12 @@ pub fn progressive(i: usize, tag: &str) -> Value {
     wd
 }
 
-/// How long after Drained a version is scaled down.
-pub const SCALEDOWN_DELAY: Duration = Duration::from_secs(45);
-
-/// `wd-<i>` at `tag`, AllAtOnce, scaled down [`SCALEDOWN_DELAY`] after Drained (deleted much
+/// `wd-<i>` at `tag`, AllAtOnce, scaled down [`scaledown_delay`] after Drained (deleted much
 /// later, so that nothing is deleted while the probe reads).
 pub fn manifest_at(i: usize, tag: &str) -> Value {
     let mut wd = manifest(Scenario::Idle, i);
     wd["spec"]["sunset"] = json!({
-        "scaledownDelay": format!("{}s", SCALEDOWN_DELAY.as_secs()),
+        "scaledownDelay": format!("{}s", scaledown_delay().as_secs()),
         "deleteDelay": "1h",
     });
     wd["spec"]["template"]["spec"]["containers"][0]["image"] =

@@ -126,6 +126,9 @@ fn main() -> Result<()> {
         );
         return Ok(());
     }
+    if quick {
+        ground::use_quick_times();
+    }
     let plan = plan(&args, quick)?;
     println!("scale_probe plan: {plan:?}");
     let runtime = tokio::runtime::Builder::new_multi_thread()

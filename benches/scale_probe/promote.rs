@@ -1,5 +1,5 @@
 //! The promotion-and-drain scenario (issue 27 item 1, first and third latency): N objects
-//! rolled out at v1 (AllAtOnce, `scaledownDelay` [`SCALEDOWN_DELAY`]), then changed to v2 one
+//! rolled out at v1 (AllAtOnce, `scaledownDelay` [`scaledown_delay`](crate::ground::scaledown_delay)), then changed to v2 one
 //! after another, [`rollout::STAGGER`] apart, so that each is a rollout of its own
 //! rather than one burst. For each object:
 //!
@@ -24,7 +24,7 @@ use serde_json::Value;
 use temporalio_common::protos::temporal::api::enums::v1::VersionDrainageStatus;
 use test_harness::control_plane::AuditEvent;
 
-use crate::ground::{NS, SCALEDOWN_DELAY, manifest_at};
+use crate::ground::{NS, manifest_at, scaledown_delay};
 use crate::measure::AuditMark;
 use crate::rig::Rig;
 use crate::rollout;
@@ -170,7 +170,7 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
     let conn = rig.temporal.connect("scale-probe").await?;
     let ready = rig.kubelet.readiness();
     let deployment_ready = v2_deployments_ready(rig.plane.audit_log_path(), *mark)?;
-    let delay = SCALEDOWN_DELAY.as_secs_f64() * 1e3;
+    let delay = scaledown_delay().as_secs_f64() * 1e3;
     let mut out = PromoteTimes::default();
     for (name, v1_build) in v1 {
         let deployment = format!("{NS}/{name}");

@@ -1,6 +1,6 @@
 //! The Progressive rollout scenario (issue 27 items 1 and 2): N objects rolled out at v1, then
 //! changed to v2 one after another, [`STAGGER`] apart (so that each step deadline is a
-//! rollout's own, not one burst of N), with two steps (25 %, 50 %) of [`PAUSE`] each (the Go
+//! rollout's own, not one burst of N), with two steps (25 %, 50 %) of [`pause`](crate::ground::pause) each (the Go
 //! controller's CRD refuses pauses under 30 s). Each step change and the promotion are read
 //! from Temporal's own timestamps (`routingChangedTime`, `currentSinceTime` of the v2 version),
 //! so lateness = step change − (previous change + pause), and overhead = promotion − apply −
@@ -23,7 +23,7 @@ use temporalio_common::protos::temporal::api::deployment::v1::{
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
 
-use crate::ground::{NS, PAUSE, now_ms, ts_ms};
+use crate::ground::{NS, now_ms, pause, ts_ms};
 use crate::rig::Rig;
 
 /// Between two objects' changes to v2 (this scenario and the promotion one).
@@ -57,7 +57,7 @@ impl RolloutTimes {
         applied_ms: &BTreeMap<String, f64>,
         timelines: &BTreeMap<String, Timeline>,
     ) -> Self {
-        let pause = PAUSE.as_secs_f64() * 1e3;
+        let pause = pause().as_secs_f64() * 1e3;
         let mut out = RolloutTimes::default();
         for (name, t) in timelines {
             let (Some(s25), Some(s50), Some(done), Some(applied_ms)) = (
