@@ -833,13 +833,7 @@ async fn roll_out(r: Rollout<'_>) -> Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_go_docs_pair_and_the_seed_kind_pair_roll_out_with_our_controller() -> Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            std::env::var("RUST_LOG")
-                .unwrap_or_else(|_| "warn,temporal_worker_controller=info".into()),
-        )
-        .with_test_writer()
-        .try_init();
+    controller::init_tracing("warn,temporal_worker_controller=info");
     let build = GoControllerBuild::locate_async().await?;
     let (wd_doc, conn_doc) = docs_pair(&build.module_dir)?;
     println!(

@@ -142,10 +142,7 @@ async fn manager(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_installed_alike_get_different_identities_in_one_temporal_namespace()
 -> Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+    controller::init_tracing("warn");
     let temporal = temporal_server::shared().await?;
     let temporal_ns = names::unique("identity");
     temporal.create_namespace(&temporal_ns).await?;

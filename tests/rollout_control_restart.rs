@@ -323,8 +323,7 @@ fn reported(req: &http::Request<kube::client::Body>) -> Option<(String, Option<f
 /// A client of the shared control plane that logs every request before sending it.
 async fn recording_client(log: &Log) -> Result<kube::Client> {
     let plane = test_harness::control_plane::shared().await?;
-    let kc = kube::config::Kubeconfig::read_from(plane.kubeconfig_path())?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+    let config = test_harness::control_plane::config_from(plane.kubeconfig_path()).await?;
     let log = log.clone();
     let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
         let call = Call::Kube {

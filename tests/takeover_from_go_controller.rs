@@ -66,10 +66,7 @@ fn a_status_difference_is_found_unless_documented() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_controller_takes_over_a_go_controller_rollout_without_restarting_anything()
 -> Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_test_writer()
-        .try_init();
+    controller::init_tracing("warn");
     let mut rig = GoRig::start().await?;
     let result = take_over(&mut rig).await;
     if result.is_err() {

@@ -14,7 +14,6 @@ use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::api::Api;
 use serde_json::{Value, json};
-use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
 use test_harness::control_plane::{AuditEvent, ControlPlane};
 use test_harness::manifests::{Kinds, connection_in};
 use test_harness::metrics_adapter::{MetricsAdapter, Prometheus};
@@ -154,10 +153,6 @@ async fn rig(plane: &ControlPlane, controller: SocketAddr, config: &str) -> Resu
     })
 }
 
-fn wds(c: &Case) -> Api<TemporalWorkerDeployment> {
-    TemporalWorkerDeployment::api(c.client.clone(), &c.ns, KindSet::Canonical)
-}
-
 /// WorkerDeployment `name` at `tag` without `spec.replicas` (the autoscaler owns them), whose
 /// workers run at most [`ACTIVITIES_PER_SECOND`] activities each.
 fn worker_deployment(c: &Case, name: &str, tag: &str, rollout: Value) -> Value {
@@ -177,34 +172,6 @@ fn worker_deployment(c: &Case, name: &str, tag: &str, rollout: Value) -> Value {
         );
     }
     wd
-}
-
-async fn wait_wd(
-    c: &Case,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
-) -> Result<TemporalWorkerDeployment> {
-    eventually(what, T, || async {
-        let wd = wds(c).get(name).await?;
-        Ok(pred(&wd).then_some(wd))
-    })
-    .await
-}
-
-/// The activity-queue backlog of `build` the controller exports on `/metrics`, if any.
-async fn exported_backlog(c: &Case, name: &str, build: &str) -> Result<Option<f64>> {
-    let (_, text) =
-        test_harness::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
-    let prefix = format!(
-        "{METRIC}{{namespace=\"{}\",name=\"{name}\",build_id=\"{build}\",task_queue=\"{}\",task_queue_type=\"activity\",",
-        c.ns, c.task_queue
-    );
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.rsplit_once(' '))
-        .and_then(|(_, v)| v.trim().parse().ok()))
 }
 
 /// The label selector an HPA copy of `build` sends: the recipe's labels plus the version's.
@@ -232,15 +199,37 @@ async fn replicas(c: &Case, deployment: &str) -> Result<i32> {
         .with_context(|| format!("{deployment} has no spec.replicas"))
 }
 
-/// The HPA copies in the case's namespace, by the Deployment they scale.
-async fn hpa_targets(c: &Case) -> Result<Vec<String>> {
+/// Waits until `deployment`'s `spec.replicas` satisfies `pred`; returns when that was seen.
+async fn wait_replicas(
+    c: &Case,
+    deployment: &str,
+    what: &str,
+    pred: impl Fn(i32) -> bool,
+) -> Result<Instant> {
+    eventually(what, T, || async {
+        Ok(pred(replicas(c, deployment).await?).then(Instant::now))
+    })
+    .await
+}
+
+/// The HPA copies in the case's namespace: (the Deployment each scales, its name).
+async fn hpas(c: &Case) -> Result<Vec<(String, String)>> {
     let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(c.client.clone(), &c.ns);
     Ok(hpas
         .list(&Default::default())
         .await?
         .items
         .into_iter()
-        .filter_map(|h| h.spec.map(|s| s.scale_target_ref.name))
+        .filter_map(|h| Some((h.spec?.scale_target_ref.name, h.metadata.name?)))
+        .collect())
+}
+
+/// The Deployments the case's HPA copies scale.
+async fn hpa_targets(c: &Case) -> Result<Vec<String>> {
+    Ok(hpas(c)
+        .await?
+        .into_iter()
+        .map(|(target, _)| target)
         .collect())
 }
 
@@ -300,7 +289,7 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
     .await?;
     c.apply(recipe.template.clone()).await?;
     let v1 =
-        current_build(&wait_wd(&c, &name, "v1 Ready", is_ready).await?).context("v1 current")?;
+        current_build(&c.wait_wd(&name, "v1 Ready", T, is_ready).await?).context("v1 current")?;
     Ok(Some(Scaled {
         begin,
         c,
@@ -316,7 +305,7 @@ async fn first_version(prefix: &str) -> Result<Option<Scaled>> {
 /// their workers and HPA copies, go, so that nothing of the case keeps polling Temporal or the
 /// adapter while the rest of the suite runs (a failed case keeps them for a look).
 async fn stop_workers(c: &Case, name: &str) -> Result<()> {
-    wds(c).delete(name, &Default::default()).await?;
+    c.wds().delete(name, &Default::default()).await?;
     Ok(())
 }
 
@@ -353,7 +342,7 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
     ))
     .await?;
     let v2 = target_build(
-        &wait_wd(&c, &name, "v2 waiting for promotion", |wd| {
+        &c.wait_wd(&name, "v2 waiting for promotion", T, |wd| {
             condition_is(wd, "Progressing", "True", "WaitingForPromotion")
         })
         .await?,
@@ -382,14 +371,11 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
     // controller raises v1's replicas.
     burst(&c, "burst").await?;
     let above = eventually("v1's backlog above the target on /metrics", T, || async {
-        let b = exported_backlog(&c, &name, &v1).await?;
+        let b = c.exported_backlog::<f64>(&name, &v1, "activity").await?;
         Ok(b.is_some_and(|b| b > target).then(Instant::now))
     })
     .await?;
-    let raised = eventually("the HPA raises v1's replicas", T, || async {
-        Ok((replicas(&c, &dep1).await? > 1).then(Instant::now))
-    })
-    .await?;
+    let raised = wait_replicas(&c, &dep1, "the HPA raises v1's replicas", |r| r > 1).await?;
     let lag = raised - above;
     eprintln!(
         "scaling lag (backlog above target on /metrics -> v1's spec.replicas raised): {lag:?}"
@@ -398,11 +384,11 @@ async fn the_hpa_scales_a_version_by_its_own_backlog_and_back_when_it_drains() -
 
     // The backlog drains and the HPA gives the replicas back after its window.
     eventually("v1's backlog drained", T, || async {
-        Ok((exported_backlog(&c, &name, &v1).await? == Some(0.0)).then_some(()))
+        Ok((c.exported_backlog::<f64>(&name, &v1, "activity").await? == Some(0.0)).then_some(()))
     })
     .await?;
-    eventually("the HPA takes v1 back to one replica", T, || async {
-        Ok((replicas(&c, &dep1).await? == 1).then_some(()))
+    wait_replicas(&c, &dep1, "the HPA takes v1 back to one replica", |r| {
+        r == 1
     })
     .await?;
     ensure!(replicas(&c, &dep2).await? == 1, "v2 was scaled");
@@ -454,18 +440,10 @@ fn copy_deleted_at(events: &[AuditEvent], user: &str, ns: &str, copy: &str) -> O
 
 /// The name of the HPA copy that scales `deployment`.
 async fn hpa_of(c: &Case, deployment: &str) -> Result<Option<String>> {
-    let hpas: Api<HorizontalPodAutoscaler> = Api::namespaced(c.client.clone(), &c.ns);
-    Ok(hpas
-        .list(&Default::default())
+    Ok(hpas(c)
         .await?
-        .items
         .into_iter()
-        .find(|h| {
-            h.spec
-                .as_ref()
-                .is_some_and(|s| s.scale_target_ref.name == deployment)
-        })
-        .and_then(|h| h.metadata.name))
+        .find_map(|(target, name)| (target == deployment).then_some(name)))
 }
 
 /// Starts a `fanout` burst of [`BURST`] activities; it runs on the Current version.
@@ -505,44 +483,35 @@ async fn across_a_rollout_each_version_scales_on_its_own_backlog_and_sunset_remo
 
     // v1 scaled up by its HPA under a burst pinned to it.
     burst(&c, "on-v1").await?;
-    eventually("the HPA raises v1's replicas", T, || async {
-        Ok((replicas(&c, &dep1).await? > 1).then_some(()))
-    })
-    .await?;
+    wait_replicas(&c, &dep1, "the HPA raises v1's replicas", |r| r > 1).await?;
 
     // v2 rolls out Progressive meanwhile; its HPA copy exists while v1 is still Current.
     let steps = json!({"strategy": "Progressive",
         "steps": [{"rampPercentage": 50, "pauseDuration": "8s"}]});
     c.apply(worker_deployment(&c, &name, "v2", steps)).await?;
     let v2 = eventually("v2 the target", T, || async {
-        let wd = wds(&c).get(&name).await?;
+        let wd = c.wds().get(&name).await?;
         Ok(target_build(&wd).filter(|b| *b != v1))
     })
     .await?;
     let dep2 = deployment_of(&name, &v2);
     eventually("v2's HPA copy", T, || hpa_of(&c, &dep2)).await?;
-    let current = current_build(&wds(&c).get(&name).await?);
+    let current = current_build(&c.wds().get(&name).await?);
     ensure!(
         current.as_deref() == Some(v1.as_str()),
         "v2's HPA copy came only after v2 became Current ({current:?})"
     );
-    wait_wd(&c, &name, "v2 Current", |wd| {
+    c.wait_wd(&name, "v2 Current", T, |wd| {
         is_ready(wd) && current_build(wd).as_deref() == Some(v2.as_str())
     })
     .await?;
 
     // New work goes to v2 now: its own backlog raises its own replicas.
     burst(&c, "on-v2").await?;
-    eventually("the HPA raises v2's replicas", T, || async {
-        Ok((replicas(&c, &dep2).await? > 1).then_some(()))
-    })
-    .await?;
+    wait_replicas(&c, &dep2, "the HPA raises v2's replicas", |r| r > 1).await?;
 
     // v1's pinned burst completes, v1 drains, and its sunset scales it to 0.
-    eventually("v1 scaled to 0 at its sunset", T, || async {
-        Ok((replicas(&c, &dep1).await? == 0).then_some(()))
-    })
-    .await?;
+    wait_replicas(&c, &dep1, "v1 scaled to 0 at its sunset", |r| r == 0).await?;
     ensure!(
         hpa_of(&c, &dep1).await?.is_none(),
         "an HPA still targets v1 after its sunset"

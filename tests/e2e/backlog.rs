@@ -13,17 +13,7 @@ const T: Duration = Duration::from_secs(120);
 
 /// The value of the workflow-queue backlog gauge of `build` on `/metrics`, if exported.
 async fn backlog(c: &Case, name: &str, build: &str) -> Result<Option<i64>> {
-    let (_, text) =
-        test_harness::loopback_http::get(c.env.http_addr, "/metrics", "text/plain", None).await?;
-    let prefix = format!(
-        "temporal_worker_controller_version_backlog_tasks{{namespace=\"{}\",name=\"{name}\",build_id=\"{build}\",task_queue=\"{}\",task_queue_type=\"workflow\",",
-        c.ns, c.task_queue
-    );
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.rsplit_once(' '))
-        .and_then(|(_, v)| v.trim().parse().ok()))
+    c.exported_backlog(name, build, "workflow").await
 }
 
 /// Scales a versioned Deployment the way an autoscaler would (the scale subresource).

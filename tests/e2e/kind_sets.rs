@@ -8,9 +8,7 @@ use test_harness::manifests::Kinds;
 use anyhow::{Context as _, Result, ensure};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
-use temporal_worker_controller::api::{
-    KindSet, TemporalWorkerDeployment, TemporalWorkerOwnedResource,
-};
+use temporal_worker_controller::api::{KindSet, TemporalWorkerOwnedResource};
 
 use crate::support::*;
 
@@ -38,23 +36,6 @@ fn worker_deployment_in(c: &Case, kinds: Kinds, name: &str, build_id: &str) -> V
         .build()
 }
 
-fn wds(c: &Case) -> Api<TemporalWorkerDeployment> {
-    TemporalWorkerDeployment::api(c.client.clone(), &c.ns, KindSet::Canonical)
-}
-
-async fn wait_wd(
-    c: &Case,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&TemporalWorkerDeployment) -> bool,
-) -> Result<TemporalWorkerDeployment> {
-    eventually(what, T, || async {
-        let wd = wds(c).get(name).await?;
-        Ok(pred(&wd).then_some(wd))
-    })
-    .await
-}
-
 /// A PodDisruptionBudget per version of `orders`, in the Go controller's field names.
 fn pdb_template() -> serde_json::Value {
     json!({"apiVersion": "temporal.io/v1alpha1", "kind": "WorkerResourceTemplate",
@@ -73,7 +54,7 @@ async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
     c.apply(pdb_template()).await?;
     c.apply(worker_deployment(&c, "orders", "release-1"))
         .await?;
-    wait_wd(&c, "orders", "ConnectionNotFound", |wd| {
+    c.wait_wd("orders", "ConnectionNotFound", T, |wd| {
         condition_is(wd, "Ready", "False", "ConnectionNotFound")
     })
     .await?;
@@ -83,7 +64,9 @@ async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
         "spec": {"hostPort": c.env.temporal_address.clone()}}),
     )
     .await?;
-    let wd = wait_wd(&c, "orders", "WorkerDeployment Ready", is_ready).await?;
+    let wd = c
+        .wait_wd("orders", "WorkerDeployment Ready", T, is_ready)
+        .await?;
     ensure!(
         current_build(&wd).as_deref() == Some("release-1"),
         "{:?}",
@@ -158,7 +141,7 @@ async fn go_controller_kinds_roll_out_and_own_their_versions() -> Result<()> {
         refused.metadata.finalizers.unwrap_or_default().is_empty(),
         "the refused object got our finalizer"
     );
-    let wd = wds(&c).get("orders").await?;
+    let wd = c.wds().get("orders").await?;
     ensure!(is_ready(&wd), "{:?}", wd.status);
     Ok(())
 }
@@ -191,7 +174,9 @@ async fn a_cluster_connection_is_used_protected_and_released() -> Result<()> {
     wd["spec"]["workerOptions"]["connectionRef"] =
         json!({"name": name, "kind": "ClusterConnection"});
     c.apply(wd).await?;
-    let wd = wait_wd(&c, "orders", "WorkerDeployment Ready", is_ready).await?;
+    let wd = c
+        .wait_wd("orders", "WorkerDeployment Ready", T, is_ready)
+        .await?;
     ensure!(
         current_build(&wd).as_deref() == Some("cluster-1"),
         "{:?}",
@@ -238,13 +223,13 @@ async fn a_cluster_connection_is_used_protected_and_released() -> Result<()> {
         held.is_some_and(|cc| cc.metadata.deletion_timestamp.is_some()),
         "the ClusterConnection went while a WorkerDeployment used it"
     );
-    wds(&c).delete("orders", &DeleteParams::default()).await?;
+    c.wds().delete("orders", &DeleteParams::default()).await?;
     eventually(
         "the WorkerDeployment and the ClusterConnection gone",
         T,
         || async {
             let gone =
-                wds(&c).get_opt("orders").await?.is_none() && ccs.get_opt(&name).await?.is_none();
+                c.wds().get_opt("orders").await?.is_none() && ccs.get_opt(&name).await?.is_none();
             Ok(gone.then_some(()))
         },
     )

@@ -242,6 +242,49 @@ impl Case {
         TemporalWorkerDeployment::api(self.client.clone(), &self.ns, KindSet::Seed)
     }
 
+    /// The case's worker deployments under the canonical kind (`WorkerDeployment`).
+    pub fn wds(&self) -> Api<TemporalWorkerDeployment> {
+        TemporalWorkerDeployment::api(self.client.clone(), &self.ns, KindSet::Canonical)
+    }
+
+    /// Polls WorkerDeployment `name` (the canonical kind) until `pred` holds, at most `timeout`;
+    /// returns that object.
+    pub async fn wait_wd(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&TemporalWorkerDeployment) -> bool,
+    ) -> Result<TemporalWorkerDeployment> {
+        eventually(what, timeout, || async {
+            let wd = self.wds().get(name).await?;
+            Ok(pred(&wd).then_some(wd))
+        })
+        .await
+    }
+
+    /// The backlog the controller exports on `/metrics` for `build`'s task queue of type
+    /// `queue_type` (`workflow` or `activity`), if it exports one.
+    pub async fn exported_backlog<N: std::str::FromStr>(
+        &self,
+        name: &str,
+        build: &str,
+        queue_type: &str,
+    ) -> Result<Option<N>> {
+        let (_, text) =
+            test_harness::loopback_http::get(self.env.http_addr, "/metrics", "text/plain", None)
+                .await?;
+        let prefix = format!(
+            "temporal_worker_controller_version_backlog_tasks{{namespace=\"{}\",name=\"{name}\",build_id=\"{build}\",task_queue=\"{}\",task_queue_type=\"{queue_type}\",",
+            self.ns, self.task_queue
+        );
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|rest| rest.rsplit_once(' '))
+            .and_then(|(_, v)| v.trim().parse().ok()))
+    }
+
     pub fn deployments(&self) -> Api<Deployment> {
         Api::namespaced(self.client.clone(), &self.ns)
     }

@@ -404,9 +404,13 @@ pub async fn shared() -> Result<&'static ControlPlane> {
 
 /// A client from a kubeconfig file.
 pub async fn client_from(path: &Path) -> Result<kube::Client> {
+    Ok(kube::Client::try_from(config_from(path).await?)?)
+}
+
+/// The client configuration of a kubeconfig file (for a client built with layers of its own).
+pub async fn config_from(path: &Path) -> Result<kube::Config> {
     let kc = kube::config::Kubeconfig::read_from(path)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?)
 }
 
 /// Creates (if needed) namespace `namespace` and ServiceAccount `name` with `client`, and
