@@ -235,12 +235,9 @@ fn acting(until: Option<jiff::Timestamp>, now: jiff::Timestamp) -> bool {
 /// these reads plus the lease manager's 20 GETs and 20 PATCHes (client-go's default is about
 /// 60 requests a minute).
 fn read_back_due(until: Option<jiff::Timestamp>, now: jiff::Timestamp) -> bool {
-    until.is_none_or(|u| {
-        u.duration_since(now)
-            .try_into()
-            .is_ok_and(|left: Duration| left < min_lease_left() + FOLLOWER_RECHECK)
-            || u <= now
-    })
+    let low = jiff::SignedDuration::try_from(min_lease_left() + FOLLOWER_RECHECK)
+        .unwrap_or(jiff::SignedDuration::MAX);
+    until.is_none_or(|u| u.duration_since(now) < low)
 }
 
 /// The end of a Lease renewed just now.
