@@ -41,10 +41,11 @@ pub fn build(
 ) -> (Workers, impl std::future::Future<Output = ()>) {
     let client = ctx.client.clone();
     let scopes = scopes(&ctx.settings.watch_namespaces);
+    let shard = ctx.settings.shard.as_deref();
     let shutdown = shutdown.shared();
     let (kinds, feeds): (Vec<_>, Vec<_>) = KindSet::ALL
         .into_iter()
-        .map(|set| watch_kind(&client, &scopes, set))
+        .map(|set| watch_kind(&client, &scopes, set, shard))
         .unzip();
     let workers = Workers::new(kinds.iter().map(|k| (k.set, listing(&k.workers))).collect());
     // ClusterConnections are watched by cluster installs only: a namespaced one may not read
@@ -56,7 +57,7 @@ pub fn build(
         .then(|| reflect_cluster_connections(&client));
     let (caches, feed) = caches(
         &client,
-        &scopes,
+        (&scopes, shard),
         kinds
             .iter()
             .map(|k| (k.set, listing(&k.templates)))
@@ -154,17 +155,24 @@ struct KindWatches {
     connections: Watched<TemporalConnection>,
 }
 
-/// The watches of `set` and the two feeds the Deployment cache sends its changes into.
+/// The watches of `set` and the two feeds the Deployment cache sends its changes into. A
+/// shard watches only its worker deployments; templates and Connections are watched whole
+/// (a template follows its worker deployment's shard, and any worker may name any Connection).
 fn watch_kind(
     client: &kube::Client,
     scopes: &[Option<String>],
     set: KindSet,
+    shard: Option<&crate::shard::Shard>,
 ) -> (KindWatches, [DeploymentFeed; 2]) {
+    let workers = match shard {
+        Some(shard) => watcher::Config::default().labels(shard.selector()),
+        None => watcher::Config::default(),
+    };
     let (to_workers, worker_changes) = futures::channel::mpsc::unbounded();
     let (to_templates, template_changes) = futures::channel::mpsc::unbounded();
     let watches = KindWatches {
         set,
-        workers: reflect_scopes(client, scopes, set, Default::default()),
+        workers: reflect_scopes(client, scopes, set, workers),
         worker_changes,
         templates: reflect_scopes(client, scopes, set, Default::default()),
         template_changes,
@@ -188,6 +196,7 @@ fn connection_context(
         ctx.settings.certificate_expiry_warning,
     );
     connection_ctx.caches = ctx.caches.get().cloned();
+    connection_ctx.shard = ctx.settings.shard.clone();
     Arc::new(connection_ctx)
 }
 
@@ -201,6 +210,8 @@ fn owned_context(ctx: &Context, caches: Caches) -> Arc<crate::owned::OwnedContex
         ctx.metrics.clone(),
     );
     owned_ctx.caches = Some(caches);
+    owned_ctx.shard = ctx.settings.shard.clone();
+    owned_ctx.claims = ctx.claims.clone();
     owned_ctx.workers = ctx.workers.get().cloned();
     if !ctx.settings.owned_kinds.is_empty() {
         owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
@@ -219,7 +230,7 @@ fn owned_context(ctx: &Context, caches: Caches) -> Arc<crate::owned::OwnedContex
 /// two watches of its own; it runs for as long as the controllers do.
 fn caches(
     client: &kube::Client,
-    scopes: &[Option<String>],
+    (scopes, shard): (&[Option<String>], Option<&crate::shard::Shard>),
     templates: Vec<(KindSet, Listing<TemporalWorkerOwnedResource>)>,
     connections: Vec<(KindSet, Listing<TemporalConnection>)>,
     subscribers: Vec<DeploymentFeed>,
@@ -227,7 +238,13 @@ fn caches(
     Caches,
     impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let labelled = watcher::Config::default().labels(LABEL_DEPLOYMENT_NAME);
+    // A shard's versioned Deployments carry its labels (`Shard::dress`). Autoscalers are
+    // watched whole: a user's own HPA carries no shard label, and missing it would make the
+    // controller fight it over replicas.
+    let labelled = watcher::Config::default().labels(&match shard {
+        Some(shard) => format!("{LABEL_DEPLOYMENT_NAME},{}", shard.selector()),
+        None => LABEL_DEPLOYMENT_NAME.to_string(),
+    });
     let (deployments, deployments_listed, deployment_events) =
         reflect_builtin::<Deployment>(client, scopes, labelled, crate::caches::slim_deployment);
     let (autoscalers, autoscalers_listed, autoscaler_events) =
@@ -254,12 +271,13 @@ fn caches(
         let autoscalers = autoscaler_events.for_each(|e| async move { log_watch_error(e.err()) });
         futures::future::join(deployments, autoscalers).await;
     };
-    let caches = Caches::new(
+    let mut caches = Caches::new(
         (deployments, deployments_listed),
         (autoscalers, autoscalers_listed),
         connections,
         templates,
     );
+    caches.sharded = shard.is_some();
     (caches, feed)
 }
 

@@ -382,11 +382,16 @@ impl PlanInput {
     }
 }
 
+/// A Kubernetes client pointing at a closed port: any I/O fails.
+pub fn offline_client() -> kube::Client {
+    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
+    kube::Client::try_from(config).expect("client")
+}
+
 /// A context whose Kubernetes client points at a closed port: any I/O would fail, and a
 /// failed reconcile would ask to be retried rather than to wait for a change.
 pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
-    let config = kube::Config::new("http://127.0.0.1:1".parse().expect("url"));
-    let client = kube::Client::try_from(config).expect("client");
+    let client = offline_client();
     let metrics = Arc::new(Metrics::new());
     let events = EventSink::new(
         client.clone(),
@@ -411,6 +416,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         backlog_scope: crate::backlog::Scope::Consumed,
         pollers: Default::default(),
         certificate_expiry_warning: crate::connection::status::DEFAULT_EXPIRY_WARNING,
+        shard: None,
     };
     let ctx = Context::new(
         client,

@@ -41,6 +41,7 @@ pub mod reconcile;
 pub mod reconciler;
 pub mod render;
 pub mod run;
+pub mod shard;
 pub mod summary;
 pub mod temporal;
 pub mod webhook;

@@ -35,6 +35,9 @@ pub const CLUSTER_CONNECTION_UNSUPPORTED: &str = "ClusterConnectionUnsupported";
 /// Versioned Deployments rolled for a TemporalConnection change did not get their new Pods
 /// Ready by their progress deadline (`ProgressDeadlineExceeded`).
 pub const CONNECTION_ROLLOUT_STALLED: &str = "ConnectionRolloutStalled";
+/// A sharded install: another shard serves this worker deployment's Temporal namespace and
+/// holds its request budget; retried until that shard releases it (`docs/sharding.md`).
+pub const TEMPORAL_NAMESPACE_IN_OTHER_SHARD: &str = "TemporalNamespaceInOtherShard";
 /// Another install of the controller changes routing under this controller's identity.
 pub const DUPLICATE_INSTALL: &str = "DuplicateInstall";
 /// `spec.rollout.paused`: the rollout holds its step until resumed.
@@ -99,6 +102,7 @@ pub const ALL: &[Reason] = {
         r(NO_ACTIVE_POLLERS, Progressing),
         r(TOO_MANY_VERSIONS, Blocked),
         r(MANAGED_ELSEWHERE, Blocked),
+        r(TEMPORAL_NAMESPACE_IN_OTHER_SHARD, Blocked),
         r(ROLLOUT_PAUSED, Blocked),
         r(DELETING, Blocked),
         r(CONNECTION_NOT_FOUND, Blocked),

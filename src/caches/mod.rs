@@ -53,6 +53,9 @@ pub struct Caches {
     pub templates: Vec<(KindSet, Store<TemporalWorkerOwnedResource>)>,
     /// The ClusterConnections (cluster installs only; a namespaced install reads none).
     pub cluster_connections: Option<Store<ClusterConnection>>,
+    /// The Deployment watch is a shard's (label-selected): a Deployment missing from it may
+    /// still exist, labelled for another shard.
+    pub sharded: bool,
     /// One per store above: whether it has listed.
     listed: Vec<Listed>,
     secrets: Arc<SecretBodies>,
@@ -120,6 +123,7 @@ impl Caches {
             connections: connections.into_iter().map(|(k, (s, _))| (k, s)).collect(),
             templates: templates.into_iter().map(|(k, (s, _))| (k, s)).collect(),
             cluster_connections: None,
+            sharded: false,
             listed,
             secrets: Arc::default(),
         }

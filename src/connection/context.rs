@@ -34,6 +34,9 @@ pub struct ConnectionContext {
     pub expiry_warning: Duration,
     /// Where the Secret is read from (`crate::caches`); `None` (tests) reads the API server.
     pub caches: Option<crate::caches::Caches>,
+    /// A sharded install's shard: it reconciles only the Connections its selector matches,
+    /// and asks the API server which worker deployments (of every shard) use them.
+    pub shard: Option<Arc<crate::shard::Shard>>,
     pub(crate) streaks: Streaks<ObjectRef<TemporalConnection>>,
     /// The last reachability check per Connection.
     checks: Mutex<HashMap<ObjectRef<TemporalConnection>, status::LastCheck>>,
@@ -60,6 +63,7 @@ impl ConnectionContext {
             events,
             expiry_warning,
             caches: None,
+            shard: None,
             streaks: Streaks::default(),
             checks: Mutex::default(),
         }

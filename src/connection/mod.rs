@@ -20,6 +20,7 @@ pub mod status;
 pub use context::ConnectionContext;
 use std::sync::Arc;
 
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
 use crate::api::TemporalConnection;
@@ -31,6 +32,14 @@ pub async fn reconcile(
     conn: Arc<TemporalConnection>,
     ctx: Arc<ConnectionContext>,
 ) -> Result<Action, Error> {
+    if ctx
+        .shard
+        .as_ref()
+        .is_some_and(|shard| !shard.matches(conn.labels()))
+    {
+        // Another shard's Connection (every shard reads it; one writes it).
+        return Ok(Action::await_change());
+    }
     let (metrics, leads) = (&ctx.metrics, ctx.leads());
     lead(
         ControllerKind::Connection,

@@ -13,7 +13,7 @@ use futures::FutureExt as _;
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::TemporalConnection;
+use crate::api::{KindSet, TemporalConnection, TemporalWorkerDeployment};
 use crate::connection::ConnectionContext;
 use crate::connection::outcome::ConnectionFailure;
 use crate::connection::status::{self, Auth, LastCheck, Reach};
@@ -46,7 +46,13 @@ pub async fn observe(
         Some(Err(dropped)) => return Err(ConnectionFailure::CacheUnavailable(dropped)),
         None => return Err(ConnectionFailure::CacheNotReady),
     }
-    let (users, first) = users(ctx, conn);
+    let candidates = match &ctx.shard {
+        None => ctx.workers.state(),
+        Some(_) => every_shards_workers(ctx, conn)
+            .await
+            .map_err(ConnectionFailure::UsersUnreadable)?,
+    };
+    let (users, first) = users(&candidates, conn);
     let now = Timestamp::now();
     // A ClusterConnection's Secrets are read in each user's namespace (as the Go controller
     // does): its own check uses those of its first user.
@@ -122,15 +128,50 @@ pub struct FirstUser {
     pub temporal_namespace: String,
 }
 
+/// A sharded install's view across shards: the worker deployments that may name `conn`, from
+/// the API server (the shard's own cache holds only its own). A Connection is checked rarely
+/// (its changes, its users' spec changes, the periodic recheck), so this read is too.
+async fn every_shards_workers(
+    ctx: &ConnectionContext,
+    conn: &TemporalConnection,
+) -> Result<Vec<std::sync::Arc<TemporalWorkerDeployment>>, kube::Error> {
+    let sets = if conn.is_cluster() {
+        KindSet::ALL.to_vec()
+    } else {
+        vec![conn.kind_set()]
+    };
+    let ns = (!conn.is_cluster()).then(|| conn.namespace()).flatten();
+    let mut out = Vec::new();
+    for set in sets {
+        let api = crate::caches::reflect::api_in_set::<TemporalWorkerDeployment>(
+            &ctx.client,
+            &ns,
+            set,
+        );
+        out.extend(
+            api.list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .map(|mut t| {
+                    crate::api::kinds::Stamped::stamp(&mut t, set);
+                    std::sync::Arc::new(t)
+                }),
+        );
+    }
+    Ok(out)
+}
+
 /// The users' names (`namespace/name` for a ClusterConnection, used from every namespace and
 /// both kind sets), sorted, and the first of them.
-fn users(ctx: &ConnectionContext, conn: &TemporalConnection) -> (Vec<String>, Option<FirstUser>) {
+fn users(
+    candidates: &[std::sync::Arc<TemporalWorkerDeployment>],
+    conn: &TemporalConnection,
+) -> (Vec<String>, Option<FirstUser>) {
     let cluster = conn.is_cluster();
     // References resolve within a kind set: a Connection is used by WorkerDeployments, a
     // TemporalConnection by TemporalWorkerDeployments.
-    let mut users: Vec<(String, FirstUser)> = ctx
-        .workers
-        .state()
+    let mut users: Vec<(String, FirstUser)> = candidates
         .iter()
         .filter(|t| crate::reconciler::finalizers::uses(t, conn))
         .map(|t| {

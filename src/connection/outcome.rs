@@ -15,6 +15,9 @@ pub enum ConnectionFailure {
     /// Observe: the TWD cache has not listed yet.
     #[error("the TemporalWorkerDeployment cache has not listed yet")]
     CacheNotReady,
+    /// Observe (sharded install): listing the worker deployments of every shard failed.
+    #[error("listing the worker deployments that may use the Connection: {0}")]
+    UsersUnreadable(#[source] kube::Error),
     /// Act: dropping our finalizer failed.
     #[error("releasing the TemporalConnection's finalizer: {0}")]
     ReleaseFailed(#[source] kube::Error),
@@ -28,6 +31,7 @@ impl ReconcileFailure for ConnectionFailure {
         match self {
             ConnectionFailure::CacheUnavailable(_) => "CacheUnavailable",
             ConnectionFailure::CacheNotReady => "CacheNotReady",
+            ConnectionFailure::UsersUnreadable(_) => "UsersUnreadable",
             ConnectionFailure::ReleaseFailed(_) => "ReleaseFailed",
             ConnectionFailure::StatusWriteFailed(_) => "StatusWriteFailed",
         }
@@ -39,6 +43,7 @@ pub fn verdict(failure: &ConnectionFailure, streak: u32) -> Duration {
     match failure {
         ConnectionFailure::CacheUnavailable(_)
         | ConnectionFailure::CacheNotReady
+        | ConnectionFailure::UsersUnreadable(_)
         | ConnectionFailure::ReleaseFailed(_)
         | ConnectionFailure::StatusWriteFailed(_) => backoff(streak),
     }

@@ -32,6 +32,10 @@ pub struct OwnedContext {
     /// reads the API server.
     pub caches: Option<crate::caches::Caches>,
     pub workers: Option<crate::workers::Workers>,
+    /// A sharded install's shard and Temporal namespace claims (`crate::shard`): a template
+    /// follows its worker deployment's shard.
+    pub shard: Option<Arc<crate::shard::Shard>>,
+    pub claims: Option<Arc<crate::shard::Claims>>,
     pub(crate) resources: Resources,
     pub(crate) task_queues: Known,
     pub(crate) streaks: Streaks<ObjectRef<TemporalWorkerOwnedResource>>,
@@ -46,6 +50,8 @@ impl OwnedContext {
         metrics: Arc<Metrics>,
     ) -> Self {
         Self {
+            shard: None,
+            claims: None,
             client,
             leader,
             pool,

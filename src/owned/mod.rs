@@ -41,6 +41,11 @@ pub async fn reconcile(
     twor: Arc<TemporalWorkerOwnedResource>,
     ctx: Arc<OwnedContext>,
 ) -> Result<Action, Error> {
+    if let Some(shard) = &ctx.shard
+        && !follows_to_this_shard(&ctx, shard, &twor).await
+    {
+        return Ok(Action::await_change());
+    }
     let (metrics, leads) = (&ctx.metrics, ctx.leads());
     lead(
         ControllerKind::OwnedResource,
@@ -53,6 +58,36 @@ pub async fn reconcile(
         },
     )
     .await
+}
+
+/// Whether a template is this shard's: it follows the worker deployment it names (this
+/// shard's cache holds only this shard's; one missing from it is asked of the API server),
+/// and only a template whose worker deployment does not exist goes by its own labels. A read
+/// that fails counts as another shard's: nothing is written, and the worker deployment's next
+/// change looks again.
+async fn follows_to_this_shard(
+    ctx: &OwnedContext,
+    shard: &crate::shard::Shard,
+    twor: &TemporalWorkerOwnedResource,
+) -> bool {
+    use kube::ResourceExt;
+    let ns = twor.namespace().unwrap_or_default();
+    let name = twor.spec.worker_name();
+    let set = twor.kind_set();
+    if let Some(workers) = &ctx.workers
+        && workers.get(set, &ns, name).is_some()
+    {
+        return true;
+    }
+    let api = crate::api::TemporalWorkerDeployment::api(ctx.client.clone(), &ns, set);
+    match api.get_opt(name).await {
+        Ok(Some(worker)) => shard.matches(worker.labels()),
+        Ok(None) => shard.matches(twor.labels()),
+        Err(e) => {
+            tracing::debug!(error = %e, "reading a template's worker deployment to find its shard");
+            false
+        }
+    }
 }
 
 async fn attempt(

@@ -32,6 +32,7 @@ pub async fn lookup(
             .caches
             .as_ref()
             .is_some_and(|c| c.cluster_connections.is_some()),
+        claims: ctx.claims.as_deref(),
     };
     let client = connector
         .connect(twd)

@@ -56,6 +56,8 @@ pub struct Settings {
     /// A Connection's client certificate this close to expiry is reported (Warning event,
     /// `expiringSoon`, metric).
     pub certificate_expiry_warning: Duration,
+    /// This replica's shard (`crate::shard`); `None`: the install is not sharded.
+    pub shard: Option<Arc<crate::shard::Shard>>,
 }
 
 impl Settings {
@@ -88,6 +90,8 @@ pub struct Context {
     pub remembered: RememberedViews,
     /// The last poller health check of each object.
     pub pollers: PollerChecks,
+    /// A sharded install's claims of Temporal namespaces (`crate::shard::claims`).
+    pub claims: Option<Arc<crate::shard::Claims>>,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
     failures: Streaks<ObjectRef<TemporalWorkerDeployment>>,
     /// Our last successful status write per object: newer than the watch cache until the
@@ -153,6 +157,7 @@ impl Context {
             pinned: PinnedCounts::default(),
             remembered: RememberedViews::default(),
             pollers: PollerChecks::default(),
+            claims: None,
             failures: Streaks::default(),
             written: Mutex::default(),
         }
@@ -167,7 +172,28 @@ impl Context {
             install_id: &self.settings.install_id,
             caches: self.caches.get(),
             cluster_connections: self.settings.watch_namespaces.is_empty(),
+            claims: self.claims.as_deref(),
         }
+    }
+
+    /// Whether `twd` is still this shard's (always, unsharded): its cached copy is there and
+    /// matches the shard's selector. A worker deployment relabelled for another shard leaves
+    /// this shard's watch; a reconcile already under way then stops before it writes.
+    pub fn still_ours(&self, twd: &TemporalWorkerDeployment) -> bool {
+        use kube::ResourceExt;
+        let Some(shard) = &self.settings.shard else {
+            return true;
+        };
+        let cached = match self.workers.get() {
+            Some(workers) => workers.get(
+                twd.kind_set(),
+                &twd.namespace().unwrap_or_default(),
+                &twd.name_any(),
+            ),
+            // Tools and tests without caches: the object as given.
+            None => Some(Arc::new(twd.clone())),
+        };
+        cached.is_some_and(|c| shard.matches(c.labels()))
     }
 
     /// True while this replica may write (it holds the leader lease, or runs without

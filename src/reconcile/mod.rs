@@ -45,7 +45,7 @@ use crate::temporal::budget;
 /// The kube-runtime entry point: one span and one timer per reconcile.
 pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Result<Action> {
     let ns = twd.namespace().ok_or(Error::MissingObjectKey)?;
-    if !ctx.settings.watches(&ns) {
+    if !ctx.settings.watches(&ns) || !ctx.still_ours(&twd) {
         return Ok(Action::await_change());
     }
     let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
@@ -56,6 +56,11 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
 /// One pass: the deletion path, or validate → observe → plan → act; then report.
 async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
     let twd = ctx.freshest(twd);
+    // A shard passes its labels on to the versioned Deployments, through their settings.
+    let twd = match &ctx.settings.shard {
+        Some(shard) => Arc::new(shard.dress(&twd)),
+        None => twd,
+    };
     let attempt = if twd.meta().deletion_timestamp.is_some() {
         ctx.remembered.forget(&twd.key());
         ctx.pollers.forget(&twd.key());
@@ -67,8 +72,9 @@ async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, R
         Outcome::Failed(_) => ReconcileOutcome::Error,
         Outcome::Done | Outcome::Stale => ReconcileOutcome::Success,
     };
-    if !ctx.leads() {
-        // Leadership was lost mid-reconcile: the new leader reports.
+    if !ctx.leads() || !ctx.still_ours(&attempt.twd) {
+        // Leadership was lost mid-reconcile, or the object moved to another shard: the new
+        // leader reports.
         return (Action::await_change(), ended);
     }
     (report::report(ctx, attempt).await, ended)

@@ -160,6 +160,9 @@ impl Failure {
                 reason::CLUSTER_CONNECTION_UNSUPPORTED
             }
             Failure::Connect(e) if e.is_auth() => reason::AUTH_SECRET_INVALID,
+            Failure::Connect(ConnectError::Claim(crate::shard::ClaimError::OtherShard {
+                ..
+            })) => reason::TEMPORAL_NAMESPACE_IN_OTHER_SHARD,
             Failure::Connect(_) => reason::CLIENT_CREATION_FAILED,
             Failure::GateInputUnavailable(_) => reason::PLAN_GENERATION_FAILED,
             Failure::StateFetchFailed { .. } | Failure::StateFetchThrottled { .. } => {

@@ -49,6 +49,8 @@ pub enum ConnectError {
     },
     #[error(transparent)]
     AuthInvalid(#[from] AuthError),
+    #[error(transparent)]
+    Claim(#[from] crate::shard::ClaimError),
     #[error("connecting to Temporal at {address}: {source}")]
     ClientCreationFailed {
         address: String,
@@ -79,6 +81,9 @@ pub struct Connector<'a> {
     pub caches: Option<&'a Caches>,
     /// ClusterConnections may be read (a cluster install); a namespaced install refuses them.
     pub cluster_connections: bool,
+    /// A sharded install's claims: a Temporal namespace another shard serves is refused
+    /// before any call to it (its request budget lives in that shard).
+    pub claims: Option<&'a crate::shard::Claims>,
 }
 
 /// A connected client and the pool key it came from (to evict it when credentials rotate).
@@ -141,12 +146,18 @@ impl Connector<'_> {
         connection: TemporalConnection,
         twd: &TemporalWorkerDeployment,
     ) -> Result<Connected, ConnectError> {
+        let temporal_namespace = &twd.spec.worker_options.temporal_namespace;
+        if let Some(claims) = self.claims {
+            claims
+                .check(&connection.spec.host_port, temporal_namespace)
+                .await?;
+        }
         let key = credentials(self.kube, self.caches, ns, &connection).await?;
         let client = self
             .pool
             .get_or_connect(
                 key.clone(),
-                &twd.spec.worker_options.temporal_namespace,
+                temporal_namespace,
                 self.identity,
             )
             .await

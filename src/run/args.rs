@@ -211,6 +211,15 @@ pub struct RunArgs {
     /// `connection_certificate_expiring_soon` metric: whole days (`14d`) or a Go duration.
     #[arg(long, default_value_t = DaysOrDuration(defaults::CERTIFICATE_EXPIRY_WARNING))]
     pub certificate_expiry_warning: DaysOrDuration,
+    /// This replica's shard of a sharded install (docs/sharding.md): a name of its own, with
+    /// `--shard-selector`. Its leader Lease is `<lease-name>-shard-<name>`.
+    #[arg(long, env = "TWC_SHARD")]
+    pub shard: Option<String>,
+    /// The label selector of the worker deployments this shard reconciles (for example
+    /// `sharding.temporal.io/key=a`, or `sharding.temporal.io/key notin (a,b)` for the default
+    /// shard); their versioned Deployments carry the same labels.
+    #[arg(long, env = "TWC_SHARD_SELECTOR")]
+    pub shard_selector: Option<String>,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     #[arg(long, env = "POD_NAME")]
@@ -553,6 +562,11 @@ impl RunArgs {
                 interval: Some(self.poller_check_interval.0).filter(|d| !d.is_zero()),
             },
             certificate_expiry_warning: self.certificate_expiry_warning.0,
+            shard: crate::shard::Shard::from_flags(
+                self.shard.as_deref(),
+                self.shard_selector.as_deref(),
+            )
+            .map_err(|e| e.to_string())?,
             api_auth: api_auth(
                 self.api_auth,
                 self.api_auth_audiences,

@@ -132,6 +132,54 @@ fn temporal_pool(opts: &RunOptions, metrics: &Arc<Metrics>) -> Arc<ClientPool> {
     )
 }
 
+/// The options with the shard's own leader Lease (each shard elects its leader apart); the
+/// install ID stays derived from the install's lease name, shared by all its shards.
+fn shard_lease(opts: &RunOptions) -> RunOptions {
+    let mut out = opts.clone();
+    if let Some(shard) = &opts.shard {
+        out.lease_name = shard.lease_name(&opts.lease_name);
+    }
+    out
+}
+
+/// A sharded install's claims of Temporal namespaces, on Leases beside the leader Lease.
+fn claims(client: &kube::Client, opts: &RunOptions) -> Option<Arc<crate::shard::Claims>> {
+    let shard = opts.shard.as_ref()?;
+    let namespace = opts
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    Some(Arc::new(crate::shard::Claims::new(
+        client.clone(),
+        &namespace,
+        &opts.lease_name,
+        shard.name(),
+    )))
+}
+
+/// While this replica leads its shard: renews the Temporal namespace claims its worker
+/// deployments use and releases the others, every [`crate::shard::claims::RENEW_EVERY`].
+async fn keep_claims(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
+    let Some(claims) = ctx.claims.clone() else {
+        return;
+    };
+    let until = stopped(&stop);
+    let keeping = async {
+        let mut tick = tokio::time::interval(crate::shard::claims::RENEW_EVERY);
+        loop {
+            tick.tick().await;
+            if !ctx.leads() {
+                claims.forget();
+                continue;
+            }
+            if let (Some(workers), Some(caches)) = (ctx.workers.get(), ctx.ready_caches().await) {
+                claims.keep(&crate::shard::claims::in_use(workers, caches)).await;
+            }
+        }
+    };
+    futures::future::select(Box::pin(keeping), until).await;
+}
+
 /// Starts everything and returns once the HTTP listener is bound.
 pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -139,7 +187,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let metrics = Arc::new(Metrics::new());
     let milestones = Arc::new(Milestones::default());
     let (feed, _) = broadcast::channel(256);
-    let (leader, lease) = leader_channel(&client, &opts, metrics.clone()).await?;
+    let (leader, lease) = leader_channel(&client, &shard_lease(&opts), metrics.clone()).await?;
     let pool = temporal_pool(&opts, &metrics);
     let identity = options::identity(&client, &opts).await?;
     let settings = settings(&opts, &identity);
@@ -149,7 +197,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         milestones.clone(),
         metrics.clone(),
     );
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         pool,
         settings,
@@ -157,8 +205,11 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
         metrics.clone(),
         feed.clone(),
         leader.clone(),
-    ));
+    );
+    ctx.claims = claims(&client, &opts);
+    let ctx = Arc::new(ctx);
     let backlog_fut = backlog_poller(&opts, &ctx, &metrics, &leader, &stop_rx);
+    let claims_fut = keep_claims(ctx.clone(), stop_rx.clone());
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());
 
     let readiness = Readiness::default();
@@ -195,6 +246,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
             leader_fut.map(|_| ()).boxed(),
             backlog_fut.boxed(),
             webhook_fut.boxed(),
+            claims_fut.boxed(),
         ];
         futures::future::join_all(parts.into_iter().chain(more)).await;
     });

@@ -68,6 +68,8 @@ pub struct RunOptions {
     /// A Connection's mTLS client certificate this close to its expiry gets a Warning event,
     /// `status.clientCertificate.expiringSoon` and the metric.
     pub certificate_expiry_warning: Duration,
+    /// This replica's shard (`--shard`, `--shard-selector`); `None`: not sharded.
+    pub shard: Option<crate::shard::Shard>,
 }
 
 /// Who may read the status API.
@@ -145,6 +147,7 @@ impl Default for RunOptions {
             budget_delay_report: defaults::BUDGET_DELAY_REPORT,
             pollers: Default::default(),
             certificate_expiry_warning: defaults::CERTIFICATE_EXPIRY_WARNING,
+            shard: None,
         }
     }
 }
@@ -283,6 +286,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         backlog_scope: opts.backlog_scope,
         pollers: opts.pollers,
         certificate_expiry_warning: opts.certificate_expiry_warning,
+        shard: opts.shard.clone().map(std::sync::Arc::new),
     }
 }
 

@@ -41,7 +41,7 @@ pub async fn apply(
         // Nothing written; the new leader looks again.
         outcome: Outcome::Stale,
     };
-    if !ctx.leads() {
+    if !ctx.leads() || !ctx.still_ours(twd) {
         return not_leader();
     }
     let twd = match finalizers::ensure(ctx, twd).await {
@@ -58,7 +58,7 @@ pub async fn apply(
         return not_leader();
     }
     finalizers::protect_connection(ctx, &observed.connection).await;
-    if !ctx.leads() {
+    if !ctx.leads() || !ctx.still_ours(&twd) {
         return not_leader();
     }
     let exec = ExecContext {

@@ -15,7 +15,10 @@ use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover;
 
 /// Versioned Deployments controlled by this TWD, oldest first: from the cache when there is
-/// one, else listed.
+/// one, else listed. A shard's cache holds only Deployments labelled for it: one its status
+/// names but the cache lacks (the worker deployment just moved here from another shard, whose
+/// labels its Deployments still carry) sends the shard to the API server, so that it sees
+/// every version, and relabels them, before it acts.
 pub async fn owned_deployments(
     client: &kube::Client,
     caches: Option<&Caches>,
@@ -23,8 +26,11 @@ pub async fn owned_deployments(
 ) -> Result<Vec<ObservedDeployment>, kube::Error> {
     let ns = twd.namespace().unwrap_or_default();
     let label = crate::render::label_value(&twd.name_any());
-    let items = match caches {
-        Some(caches) => caches.deployments_of(&ns, &label),
+    let cached = caches
+        .map(|c| c.deployments_of(&ns, &label))
+        .filter(|items| caches.is_none_or(|c| !c.sharded) || names_every_version(twd, items));
+    let items = match cached {
+        Some(items) => items,
         None => {
             let api: Api<Deployment> = Api::namespaced(client.clone(), &ns);
             let selector = format!("{LABEL_DEPLOYMENT_NAME}={label}");
@@ -49,6 +55,26 @@ pub async fn owned_deployments(
             .then_with(|| a.name.cmp(&b.name))
     });
     Ok(out)
+}
+
+/// Whether `items` holds every Deployment `twd`'s status names.
+fn names_every_version(twd: &TemporalWorkerDeployment, items: &[Deployment]) -> bool {
+    let Some(status) = &twd.status else {
+        return true;
+    };
+    let versions = status
+        .target_version
+        .iter()
+        .map(|t| &t.version)
+        .chain(status.current_version.iter())
+        .chain(status.deprecated_versions.iter().map(|d| &d.version));
+    versions
+        .filter_map(|v| {
+            v.deployment_name
+                .as_ref()
+                .or(v.deployment.as_ref().and_then(|d| d.name.as_ref()))
+        })
+        .all(|name| items.iter().any(|d| d.metadata.name.as_ref() == Some(name)))
 }
 
 use crate::api::ANNOTATION_REVISION;
