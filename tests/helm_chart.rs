@@ -103,6 +103,11 @@ fn cases() -> Vec<(&'static str, Value)> {
             json!({"ownedResourceKinds": [{"apiGroups": ["*"], "resources": ["*"]}]}),
         ),
         ("typo", json!({"replica": 3})),
+        ("sharded", json!({"sharding": {"shards": ["a", "b"]}})),
+        (
+            "shard-named-default",
+            json!({"sharding": {"shards": ["a", "default"]}}),
+        ),
         (
             "token-review",
             json!({
@@ -277,6 +282,7 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "own-affinity",
         "prometheus-rule",
         "prometheus-rule-custom",
+        "sharded",
     ] {
         let lint = &result(name).lint;
         assert_eq!(lint["total_charts_linted"], 1, "{name}: {lint}");
@@ -295,6 +301,78 @@ fn chart_lints_clean_for_every_valid_value_set() {
             result(name).error
         );
     }
+}
+
+/// `sharding.shards: [a, b]`: the default shard keeps the unsharded Deployment (name and
+/// selector), each named shard gets its own with a selector of its own; every Deployment's
+/// flags parse as the binary parses them, and their shard selectors give every object exactly
+/// one shard.
+#[test]
+fn sharded_install_renders_one_deployment_per_shard_and_a_default() {
+    use temporal_worker_controller::run::args::RunArgs;
+    let objs = objects("sharded");
+    let deployments = of_kind(&objs, "Deployment");
+    let names: Vec<&str> = deployments
+        .iter()
+        .filter_map(|d| d["metadata"]["name"].as_str())
+        .collect();
+    let unsharded = objects("default");
+    let unsharded = one(&unsharded, "Deployment");
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert_eq!(
+        names[0], unsharded["metadata"]["name"],
+        "the default shard keeps the Deployment"
+    );
+    assert_eq!(
+        deployments[0]["spec"]["selector"],
+        unsharded["spec"]["selector"]
+    );
+    let selectors: std::collections::BTreeSet<String> = deployments
+        .iter()
+        .map(|d| d["spec"]["selector"].to_string())
+        .collect();
+    assert_eq!(selectors.len(), 3, "two Deployments select alike");
+    let shards: Vec<temporal_worker_controller::shard::Shard> = deployments
+        .iter()
+        .map(|d| {
+            let container = &d["spec"]["template"]["spec"]["containers"][0];
+            let argv: Vec<String> = strings(&container["args"])[1..]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            let opts = RunArgs::from_flags(&argv)
+                .expect("flags parse")
+                .options()
+                .expect("options");
+            opts.shard.expect("a shard")
+        })
+        .collect();
+    let shard_names: Vec<&str> = shards.iter().map(|s| s.name()).collect();
+    assert_eq!(shard_names, ["default", "a", "b"]);
+    for (labels, owner) in [
+        (json!({"sharding.temporal.io/key": "a"}), "a"),
+        (json!({"sharding.temporal.io/key": "b"}), "b"),
+        (json!({}), "default"),
+        (json!({"sharding.temporal.io/key": "c", "team": "x"}), "default"),
+    ] {
+        let labels: std::collections::BTreeMap<String, String> =
+            serde_json::from_value(labels.clone()).expect("labels");
+        let owners: Vec<&str> = shards
+            .iter()
+            .filter(|s| s.matches(&labels))
+            .map(|s| s.name())
+            .collect();
+        assert_eq!(owners, [owner], "{labels:?}");
+    }
+    let refused = result("shard-named-default");
+    assert!(
+        refused
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("is not a shard name")),
+        "{:?}",
+        refused.error
+    );
 }
 
 #[test]

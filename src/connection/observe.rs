@@ -143,11 +143,8 @@ async fn every_shards_workers(
     let ns = (!conn.is_cluster()).then(|| conn.namespace()).flatten();
     let mut out = Vec::new();
     for set in sets {
-        let api = crate::caches::reflect::api_in_set::<TemporalWorkerDeployment>(
-            &ctx.client,
-            &ns,
-            set,
-        );
+        let api =
+            crate::caches::reflect::api_in_set::<TemporalWorkerDeployment>(&ctx.client, &ns, set);
         out.extend(
             api.list(&Default::default())
                 .await?

@@ -176,6 +176,16 @@ impl Context {
         }
     }
 
+    /// `twd` as this shard reconciles it: with its shard labels among those it puts on its
+    /// versioned Deployments (`Shard::dress`). Every copy read from the API server in a pass
+    /// goes through here.
+    pub fn dressed(&self, twd: Arc<TemporalWorkerDeployment>) -> Arc<TemporalWorkerDeployment> {
+        match &self.settings.shard {
+            Some(shard) => Arc::new(shard.dress(&twd)),
+            None => twd,
+        }
+    }
+
     /// Whether `twd` is still this shard's (always, unsharded): its cached copy is there and
     /// matches the shard's selector. A worker deployment relabelled for another shard leaves
     /// this shard's watch; a reconcile already under way then stops before it writes.

@@ -55,12 +55,7 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
 
 /// One pass: the deletion path, or validate → observe → plan → act; then report.
 async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
-    let twd = ctx.freshest(twd);
-    // A shard passes its labels on to the versioned Deployments, through their settings.
-    let twd = match &ctx.settings.shard {
-        Some(shard) => Arc::new(shard.dress(&twd)),
-        None => twd,
-    };
+    let twd = ctx.dressed(ctx.freshest(twd));
     let attempt = if twd.meta().deletion_timestamp.is_some() {
         ctx.remembered.forget(&twd.key());
         ctx.pollers.forget(&twd.key());

@@ -155,11 +155,7 @@ impl Connector<'_> {
         let key = credentials(self.kube, self.caches, ns, &connection).await?;
         let client = self
             .pool
-            .get_or_connect(
-                key.clone(),
-                temporal_namespace,
-                self.identity,
-            )
+            .get_or_connect(key.clone(), temporal_namespace, self.identity)
             .await
             .map_err(|source| ConnectError::ClientCreationFailed {
                 address: connection.spec.host_port.clone(),

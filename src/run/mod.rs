@@ -173,7 +173,9 @@ async fn keep_claims(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
                 continue;
             }
             if let (Some(workers), Some(caches)) = (ctx.workers.get(), ctx.ready_caches().await) {
-                claims.keep(&crate::shard::claims::in_use(workers, caches)).await;
+                claims
+                    .keep(&crate::shard::claims::in_use(workers, caches))
+                    .await;
             }
         }
     };

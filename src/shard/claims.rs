@@ -156,7 +156,9 @@ impl Claims {
             Step::Renew | Step::TakeOver => {
                 tracing::debug!(lease = %name, ?step, "writing a Temporal namespace claim");
                 let lease = self.lease(key, read.as_ref());
-                self.api.replace(&name, &PostParams::default(), &lease).await
+                self.api
+                    .replace(&name, &PostParams::default(), &lease)
+                    .await
             }
         };
         self.settle(key, written.map(|_| ()))
@@ -339,6 +341,9 @@ mod tests {
         assert_ne!(one, two);
         assert!(one.starts_with("twc-ns-") && one.len() == "twc-ns-".len() + 12);
         // The same namespace at another address is another budget.
-        assert_ne!(one, claims.lease_name(&("other:7233".into(), "orders".into())));
+        assert_ne!(
+            one,
+            claims.lease_name(&("other:7233".into(), "orders".into()))
+        );
     }
 }

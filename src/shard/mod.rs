@@ -201,7 +201,10 @@ mod tests {
             Err(ShardError::BadName(_))
         ));
         let reserved = Shard::new("a", "temporal.io/deployment-name=x").unwrap_err();
-        assert!(reserved.to_string().contains("controller's own"), "{reserved}");
+        assert!(
+            reserved.to_string().contains("controller's own"),
+            "{reserved}"
+        );
         let unclosed = Shard::new("a", "k in (a,b").unwrap_err();
         assert!(matches!(unclosed, ShardError::BadSelector { .. }));
     }
@@ -225,9 +228,8 @@ mod tests {
         assert_eq!(meta.labels, labels(&[(KEY, "a")]));
         // The earlier shape keeps its labels there (both shapes at once would be refused).
         let mut earlier = twd.clone();
-        earlier.spec.deployment = Some(serde_json::from_value(
-            serde_json::json!({"labels": {"team": "x"}}),
-        ).unwrap());
+        earlier.spec.deployment =
+            Some(serde_json::from_value(serde_json::json!({"labels": {"team": "x"}})).unwrap());
         let dressed = shard.dress(&earlier);
         assert!(dressed.spec.deployment_metadata.is_none());
         assert_eq!(

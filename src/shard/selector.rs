@@ -59,7 +59,10 @@ fn requirement(part: &str) -> Result<Expression, String> {
         return Ok(Expression::DoesNotExist(label_key(k.trim())?));
     }
     for (op, build) in [
-        ("!=", Expression::NotEqual as fn(String, String) -> Expression),
+        (
+            "!=",
+            Expression::NotEqual as fn(String, String) -> Expression,
+        ),
         ("==", Expression::Equal),
         ("=", Expression::Equal),
     ] {

@@ -108,12 +108,26 @@ pub struct Controller {
     child: Option<Child>,
     /// Starts so far (restarts + 1).
     pub starts: u32,
+    /// The Lease it competes for, and flags beyond the common ones (e.g. a shard's).
+    lease: String,
+    extra: Vec<String>,
 }
 
 impl Controller {
     /// Starts `temporal-worker-controller run` as `user` (its kubeconfig) with pod name `name`,
     /// leader election on [`LEASE`] in `lease_ns`, logs appended to a file.
     pub fn start(name: &str, user: &str, kubeconfig: &Path, lease_ns: &str) -> Result<Controller> {
+        Controller::start_with(name, user, kubeconfig, (lease_ns, LEASE), Vec::new())
+    }
+
+    /// [`Controller::start`] on Lease `lease` in `lease_ns`, with `extra` flags.
+    pub fn start_with(
+        name: &str,
+        user: &str,
+        kubeconfig: &Path,
+        (lease_ns, lease): (&str, &str),
+        extra: Vec<String>,
+    ) -> Result<Controller> {
         let log = std::env::temp_dir().join(format!("twc-chaos-{}-{name}.log", std::process::id()));
         let _ = std::fs::remove_file(&log);
         let mut c = Controller {
@@ -124,6 +138,8 @@ impl Controller {
             log,
             child: None,
             starts: 0,
+            lease: lease.into(),
+            extra,
         };
         c.spawn(lease_ns)?;
         Ok(c)
@@ -139,7 +155,7 @@ impl Controller {
                 "run",
                 "--leader-elect",
                 "--lease-name",
-                LEASE,
+                &self.lease,
                 "--lease-namespace",
                 lease_ns,
             ])
@@ -162,6 +178,7 @@ impl Controller {
                 "PodDisruptionBudget",
             ])
             .args(["--backlog-poll-interval", "0s", "--log-format", "json"])
+            .args(&self.extra)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("RUST_LOG", "info,temporal_worker_controller=debug")
             .stdin(Stdio::null())

@@ -45,7 +45,8 @@ pub async fn apply(
         return not_leader();
     }
     let twd = match finalizers::ensure(ctx, twd).await {
-        Ok(twd) => twd,
+        // The API server's copy, when the finalizer was just added.
+        Ok(twd) => ctx.dressed(twd),
         Err(outcome) => {
             return Acted {
                 twd: twd.clone(),

@@ -225,6 +225,21 @@ where
     }
 }
 
+/// Polls until object `name` is gone (finalizers done), for at most [`T`].
+pub async fn wait_gone<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: Clone + Debug + DeserializeOwned,
+{
+    let deadline = Instant::now() + T;
+    while api.get_opt(name).await?.is_some() {
+        if Instant::now() > deadline {
+            bail!("{name} still exists {T:?} after its deletion");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
