@@ -309,7 +309,7 @@ async fn standby_takes_over(fleet: &mut Fleet) -> Result<()> {
         .context("the standby's process")?;
     while !new.is_leader().await {
         ensure!(
-            killed.elapsed() < LEASE_TIME + Duration::from_secs(10),
+            killed.elapsed() < LEASE_TIME + Duration::from_secs(15),
             "shard a's standby does not lead {:?} after its leader was killed",
             killed.elapsed()
         );
@@ -317,8 +317,10 @@ async fn standby_takes_over(fleet: &mut Fleet) -> Result<()> {
     }
     let took = killed.elapsed();
     println!("shard a: standby {standby} leads {took:?} after {leader} was killed");
+    // The Lease lasts 15 s from its last renewal; the standby re-reads it every second and
+    // then says so on /metrics: a few seconds of slack for a loaded machine.
     ensure!(
-        took <= LEASE_TIME + Duration::from_secs(2),
+        took <= LEASE_TIME + Duration::from_secs(5),
         "takeover took {took:?}"
     );
     let since = now_ms();

@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use sha2::{Digest, Sha256};
 
 /// How long a claim stands without renewal.
@@ -155,9 +155,12 @@ impl Claims {
             }
             Step::Renew | Step::TakeOver => {
                 tracing::debug!(lease = %name, ?step, "writing a Temporal namespace claim");
+                // A merge patch carrying the resourceVersion read: a concurrent writer's change
+                // makes it fail (409), as a replace would, with the `patch` the leader Lease
+                // already needs (no `update` granted).
                 let lease = self.lease(key, read.as_ref());
                 self.api
-                    .replace(&name, &PostParams::default(), &lease)
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&lease))
                     .await
             }
         };
@@ -244,17 +247,23 @@ impl Claims {
             namespace: key.1.clone(),
             source,
         };
-        let Some(mut lease) = self.api.get_opt(&name).await.map_err(unreadable)? else {
+        let Some(lease) = self.api.get_opt(&name).await.map_err(unreadable)? else {
             return Ok(());
         };
-        let spec = lease.spec.get_or_insert_with(Default::default);
-        if spec.holder_identity.as_deref() != Some(self.shard.as_str()) {
+        let holder = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref());
+        if holder != Some(self.shard.as_str()) {
             return Ok(());
         }
-        spec.holder_identity = None;
         tracing::info!(namespace = %key.1, "releasing the Temporal namespace claim: no worker deployment of this shard uses it");
+        let release = serde_json::json!({
+            "metadata": {"resourceVersion": lease.resource_version()},
+            "spec": {"holderIdentity": null},
+        });
         self.api
-            .replace(&name, &PostParams::default(), &lease)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&release))
             .await
             .map(|_| ())
             .map_err(unreadable)
