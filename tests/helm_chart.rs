@@ -353,7 +353,10 @@ fn sharded_install_renders_one_deployment_per_shard_and_a_default() {
         (json!({"sharding.temporal.io/key": "a"}), "a"),
         (json!({"sharding.temporal.io/key": "b"}), "b"),
         (json!({}), "default"),
-        (json!({"sharding.temporal.io/key": "c", "team": "x"}), "default"),
+        (
+            json!({"sharding.temporal.io/key": "c", "team": "x"}),
+            "default",
+        ),
     ] {
         let labels: std::collections::BTreeMap<String, String> =
             serde_json::from_value(labels.clone()).expect("labels");
