@@ -183,6 +183,29 @@ mod tests {
     use serde_json::json;
     use std::collections::BTreeMap;
 
+    /// A shard that just took a worker deployment over has none of its Deployments cached
+    /// (they carry the old shard's labels): the status names them, so it lists them.
+    #[test]
+    fn a_deployment_the_status_names_but_the_cache_lacks_sends_the_shard_to_the_api() {
+        let named = |name: &str| -> Deployment {
+            serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+        };
+        let mut twd = TemporalWorkerDeployment::test();
+        assert!(names_every_version(&twd, &[]), "no status names nothing");
+        twd.status = Some(
+            serde_json::from_value(json!({
+                "currentVersion": {"buildID": "v1", "status": "Current", "deploymentName": "w-v1"},
+                "targetVersion": {"buildID": "v2", "status": "Ramping",
+                    "deployment": {"name": "w-v2"}},
+                "deprecatedVersions": [{"buildID": "v0", "status": "Drained"}],
+            }))
+            .unwrap(),
+        );
+        assert!(!names_every_version(&twd, &[]));
+        assert!(!names_every_version(&twd, &[named("w-v1")]));
+        assert!(names_every_version(&twd, &[named("w-v1"), named("w-v2")]));
+    }
+
     #[test]
     fn a_slim_deployment_keeps_what_observe_reads() {
         let mut d: Deployment = serde_json::from_value(json!({
