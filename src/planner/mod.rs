@@ -34,6 +34,7 @@ pub mod deadline;
 pub mod deletion;
 pub mod drain;
 mod drift;
+pub mod first_look;
 pub mod gates;
 pub mod images;
 pub mod model;

@@ -18,6 +18,7 @@
 pub mod act;
 mod context;
 mod finalize;
+mod first_look;
 pub mod observe;
 pub mod outcome;
 mod remembered;
@@ -105,6 +106,9 @@ async fn plan_and_act(
     }
     let desired = validate::desired(twd, &ctx.settings.planner)
         .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
+    if let Some(first) = first_look::attempt(ctx, twd, &desired).await? {
+        return Ok(first);
+    }
     takeover::record(ctx, twd, &desired).await?;
     let (observed, input) = observe::everything(ctx, twd, desired).await?;
     let plan = planner::plan(&input);

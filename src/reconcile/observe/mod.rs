@@ -18,7 +18,7 @@ mod target_pods;
 mod temporal;
 
 pub use deployments::{observed, owned_deployments};
-pub use observed::Observed;
+pub use observed::{Observed, before_temporal};
 
 use jiff::Timestamp;
 use kube::ResourceExt;

@@ -24,6 +24,37 @@ pub struct Observed {
     pub facts: TargetFacts,
 }
 
+/// The planner's input before Temporal was asked (a first look, `crate::planner::first_look`):
+/// the validated spec and the versioned Deployments, Temporal's view unknown (empty).
+pub fn before_temporal(
+    desired: Desired,
+    deployments: Vec<ObservedDeployment>,
+    settings: &Settings,
+    now: Timestamp,
+) -> PlanInput {
+    PlanInput {
+        desired,
+        deployments,
+        temporal: WorkerDeploymentState::default(),
+        gates: Vec::new(),
+        target_task_queues: Vec::new(),
+        unversioned_pollers_on_all_queues: false,
+        connection_hash: String::new(),
+        predecessor_connection_hash: String::new(),
+        succession: settings.succession.clone(),
+        analysis: None,
+        step_gates: vec![],
+        controller_identity: settings.identity.clone(),
+        install_id: settings.install_id.clone(),
+        fast_poll: settings.fast_poll,
+        now,
+        delayed_by_budget: None,
+        pollers: Default::default(),
+        current_task_queues: Vec::new(),
+        target_pods: None,
+    }
+}
+
 impl Observed {
     /// The planner's input: the validated spec plus what was observed.
     pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
