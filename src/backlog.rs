@@ -54,6 +54,13 @@ impl Targets {
         m.remove(key);
     }
 
+    /// Keeps only the TWDs `keep` says are still this replica's (a sharded install: one that
+    /// moved to another shard is that shard's to read).
+    pub fn retain(&self, keep: impl Fn(&Key) -> bool) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|k, _| keep(k));
+    }
+
     fn snapshot(&self) -> Vec<(Key, Target)> {
         let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         m.iter().map(|(k, t)| (k.clone(), t.clone())).collect()

@@ -173,6 +173,9 @@ async fn keep_claims(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
                 continue;
             }
             if let (Some(workers), Some(caches)) = (ctx.workers.get(), ctx.ready_caches().await) {
+                // A worker deployment moved to another shard: its backlog is that shard's to read.
+                ctx.backlog
+                    .retain(|(ns, name)| workers.find(ns, name).is_some());
                 claims
                     .keep(&crate::shard::claims::in_use(workers, caches))
                     .await;
