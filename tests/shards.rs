@@ -27,7 +27,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use support::{Controller, Rig, complete, condition, current_build, twds};
-use temporal_worker_controller::api::TemporalWorkerDeployment;
+use temporal_worker_controller::api::{KindSet, TemporalConnection, TemporalWorkerDeployment};
 use test_harness::control_plane::AuditEvent;
 use test_harness::{names, world};
 
@@ -247,6 +247,7 @@ async fn shards_split_the_fleet_hand_over_and_keep_one_budget_per_temporal_names
         fleet.wait_complete(name, "v1").await?;
     }
     each_object_is_written_by_its_own_shard(&fleet)?;
+    the_connection_sees_every_shards_users(&fleet).await?;
     for (shard, _, users) in SHARDS {
         let holder = fleet.leader_of(shard).await?;
         ensure!(
@@ -284,6 +285,41 @@ fn each_object_is_written_by_its_own_shard(fleet: &Fleet) -> Result<()> {
         );
         println!("{name}: {} writes, all by shard {shard}", writes.len());
     }
+    Ok(())
+}
+
+/// The Connection (unlabelled: the default shard's) lists the worker deployments of every
+/// shard, and only the default shard writes it.
+async fn the_connection_sees_every_shards_users(fleet: &Fleet) -> Result<()> {
+    let connections: Api<TemporalConnection> =
+        TemporalConnection::api(fleet.rig.admin.clone(), &fleet.ns, KindSet::Seed);
+    world::wait(&connections, "temporal", "users of every shard", |c| {
+        c.status.as_ref().is_some_and(|s| {
+            ["alpha", "bravo", "delta"]
+                .iter()
+                .all(|u| s.worker_deployments.iter().any(|w| w == u))
+        })
+    })
+    .await?;
+    let writers: BTreeSet<&str> = fleet
+        .rig
+        .plane
+        .audit_events()?
+        .iter()
+        .filter(|e| e.is_write() && (200..300).contains(&e.code()))
+        .filter(|e| {
+            e.object_ref.as_ref().is_some_and(|o| {
+                o.resource == "temporalconnections"
+                    && o.name == "temporal"
+                    && o.subresource == "status"
+            })
+        })
+        .filter_map(|e| Fleet::shard_of(e.acting_user()))
+        .collect();
+    ensure!(
+        writers == BTreeSet::from(["default"]),
+        "the Connection's status was written by shards {writers:?}"
+    );
     Ok(())
 }
 
