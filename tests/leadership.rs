@@ -251,3 +251,92 @@ async fn lost_renewals() -> Result<()> {
     controller.stop().await;
     Ok(())
 }
+
+/// Issue 41: leader election costs at most 60 Lease requests a minute per install (client-go's
+/// default is about 60; ours is designed for 45: a PATCH and the lease manager's GET per
+/// renewal every 4 s, and one read-back per renewal). The controller's client counts its Lease
+/// requests over ten renewal intervals of a leader (about 40 s), from its first renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_costs_at_most_60_lease_requests_a_minute() {
+    lease_cost().await.expect("lease cost");
+}
+
+async fn lease_cost() -> Result<()> {
+    const COST_NS: &str = "leadership-cost";
+    const INTERVALS: usize = 10;
+    type Seen = std::sync::Arc<std::sync::Mutex<Vec<(Instant, String)>>>;
+    let (plane, admin) = test_harness::control_plane::shared_with_crds().await?;
+    test_harness::world::ensure_namespace(&admin, COST_NS).await?;
+    let seen: Seen = Default::default();
+    let log = seen.clone();
+    let layer = tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+        if req
+            .uri()
+            .path()
+            .contains(&format!("/namespaces/{COST_NS}/leases"))
+        {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((Instant::now(), req.method().to_string()));
+        }
+        req
+    });
+    let config = test_harness::control_plane::config_from(plane.kubeconfig_path()).await?;
+    let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .build();
+    let controller = temporal_worker_controller::run::start(
+        client,
+        controller::options(&[
+            String::from("--leader-elect"),
+            format!("--lease-namespace={COST_NS}"),
+            format!("--watch-namespaces={COST_NS}"),
+        ])?,
+    )
+    .await?;
+    test_harness::wait::eventually("leadership", Duration::from_secs(30), || async {
+        Ok(controller.metrics.is_leader().then_some(()))
+    })
+    .await?;
+    let patches = |seen: &Seen| -> Vec<Instant> {
+        let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.iter()
+            .filter(|(_, verb)| verb == "PATCH")
+            .map(|(at, _)| *at)
+            .collect()
+    };
+    // The acquisition is one or two PATCHes; count from the first renewal after it.
+    let start = patches(&seen).len() + 1;
+    let mut stopped_acting = 0;
+    let renewals =
+        test_harness::wait::eventually("ten renewal intervals", Duration::from_secs(120), || {
+            stopped_acting += usize::from(!controller.metrics.is_leader());
+            let p = patches(&seen);
+            async move { Ok((p.len() > start + INTERVALS).then_some(p)) }
+        })
+        .await?;
+    let (from, to) = (renewals[start], renewals[start + INTERVALS]);
+    let counted: Vec<String> = seen
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|(at, _)| *at >= from && *at < to)
+        .map(|(_, verb)| verb.clone())
+        .collect();
+    let minutes = (to - from).as_secs_f64() / 60.0;
+    let per_minute = counted.len() as f64 / minutes;
+    let gets = counted.iter().filter(|v| *v == "GET").count();
+    println!(
+        "{} Lease requests ({gets} GET, {} PATCH) in {:.1} s: {per_minute:.1} a minute; \
+         looked {stopped_acting} times while not acting",
+        counted.len(),
+        counted.len() - gets,
+        minutes * 60.0
+    );
+    controller.stop().await;
+    ensure!(
+        per_minute <= 60.0,
+        "leader election cost {per_minute:.1} Lease requests a minute: {counted:?}"
+    );
+    Ok(())
+}

@@ -104,9 +104,11 @@ async fn follow(
     let mut release = std::pin::pin!(release);
     let mut follow = tokio::time::interval(FOLLOWER_RECHECK);
     follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // When our Lease ends, as last confirmed by reading it back (see `acting`).
-    let mut confirmed_until = lease_rx.borrow().then(lease_end_from_now);
+    // What the leader last confirmed by reading its Lease back (see `acting`).
+    let mut confirmed = Confirmed::new(lease_rx.borrow().then(lease_end_from_now));
     loop {
+        let leader = *lease_rx.borrow();
+        let wait = confirmed.wait(jiff::Timestamp::now());
         tokio::select! {
             _ = &mut release => break,
             changed = lease_rx.changed() => {
@@ -114,19 +116,20 @@ async fn follow(
                 let leader = *lease_rx.borrow();
                 tracing::info!(leader, "leader election state changed");
                 // The manager has just acquired or renewed the Lease when it says leader.
-                confirmed_until = leader.then(lease_end_from_now);
+                confirmed = Confirmed::new(leader.then(lease_end_from_now));
                 metrics.set_leader(leader);
                 if tx.send(leader).is_err() { break; }
             }
-            // A leader confirms how much of its Lease is left; a follower looks for a
-            // released Lease (see the two functions).
-            _ = follow.tick() => {
-                let keep_going = if *lease_rx.borrow() {
-                    confirm_leadership(&lease, &mut confirmed_until, &tx, &metrics).await
-                } else {
-                    take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await
-                };
-                if !keep_going { break; }
+            // A leader reads its Lease back when a renewal should show, and stops acting the
+            // moment too little of it is confirmed (see `Confirmed`).
+            () = tokio::time::sleep(wait), if leader => {
+                if !confirm_leadership(&lease, &mut confirmed, &tx, &metrics).await { break; }
+            }
+            // A follower looks for a released Lease.
+            _ = follow.tick(), if !leader => {
+                if !take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await {
+                    break;
+                }
             }
         }
     }
@@ -146,36 +149,42 @@ async fn follow(
 /// How often a follower re-reads the Lease to notice that it was released.
 const FOLLOWER_RECHECK: Duration = Duration::from_secs(1);
 /// The Lease's validity after each renewal, and how long before its end the leader renews it
-/// (every 3 s, so a read-back normally finds 12–15 s left, well above `min_lease_left`). While renewals succeed, the holder's Lease always has at least the grace left,
+/// (every 4 s). While renewals succeed, the holder's Lease always has at least the grace left,
 /// so a Temporal write it starts (bounded by `temporal::client::WRITE_TIMEOUT`, shorter than the
 /// grace) ends before that Lease could expire and another replica take over, even if the
 /// renewals after the write started all fail. A crashed leader is still replaced after 15 s.
+/// Renewing every 4 s rather than 3 s is what brings the cost under client-go's 60 requests a
+/// minute (issue 41): each renewal costs a PATCH, the lease manager's GET and our read-back.
 const LEASE_DURATION_SECS: u64 = 15;
-const LEASE_GRACE_SECS: u64 = 12;
+const LEASE_GRACE_SECS: u64 = 11;
 /// Clock skew between this node and the next leader's that the write bound tolerates.
 const CLOCK_SKEW_ALLOWANCE: Duration = Duration::from_secs(1);
 
 /// kube-lease-manager keeps saying "leader" while its renewals fail, until it sees another
-/// holder. So a leader reads its Lease back and stops acting once too little of it is confirmed
-/// left for a write to finish inside it (and acts again once a renewal shows). False when the
-/// receiver is gone.
+/// holder. So a leader reads its Lease back when a renewal should show, and stops acting once
+/// too little of it is confirmed left for a write to finish inside it (and acts again once a
+/// renewal shows). False when the receiver is gone.
 async fn confirm_leadership(
     lease: &LeaseConfig,
-    confirmed_until: &mut Option<jiff::Timestamp>,
+    confirmed: &mut Confirmed,
     tx: &watch::Sender<bool>,
     metrics: &Metrics,
 ) -> bool {
-    if read_back_due(*confirmed_until, jiff::Timestamp::now()) {
+    let now = jiff::Timestamp::now();
+    if confirmed.read_back_due(now) {
         match lease.held_until().await {
-            Ok(held) => *confirmed_until = held,
-            Err(e) => tracing::debug!(error = %e, "reading our Lease back failed"),
+            Ok(held) => confirmed.read(held, now),
+            Err(e) => {
+                tracing::debug!(error = %e, "reading our Lease back failed");
+                confirmed.read(confirmed.until, now);
+            }
         }
     }
-    let act = acting(*confirmed_until, jiff::Timestamp::now());
+    let act = acting(confirmed.until, jiff::Timestamp::now());
     if *tx.borrow() == act {
         return true;
     }
-    tracing::warn!(acting = act, until = ?confirmed_until, "leadership confirmation changed");
+    tracing::warn!(acting = act, until = ?confirmed.until, "leadership confirmation changed");
     metrics.set_leader(act);
     tx.send(act).is_ok()
 }
@@ -224,20 +233,92 @@ fn acting(until: Option<jiff::Timestamp>, now: jiff::Timestamp) -> bool {
     until.is_some_and(|u| {
         u.duration_since(now)
             .try_into()
-            .is_ok_and(|left: Duration| left >= min_lease_left())
+            // Strictly more: the loop wakes at the very moment the least is left, and stops.
+            .is_ok_and(|left: Duration| left > min_lease_left())
     })
 }
 
-/// Whether the leader reads its Lease back now: only once what is confirmed left comes within
-/// one recheck of the least a leader may act with, so a healthy leader (renewing every 3 s)
-/// reads about every 3-6 s instead of every second, and still never stops acting between two
-/// renewals. Issue 41: leader election cost 80 GETs and 20 PATCHes a minute, now about 13 of
-/// these reads plus the lease manager's 20 GETs and 20 PATCHes (client-go's default is about
-/// 60 requests a minute).
-fn read_back_due(until: Option<jiff::Timestamp>, now: jiff::Timestamp) -> bool {
-    let low = jiff::SignedDuration::try_from(min_lease_left() + FOLLOWER_RECHECK)
-        .unwrap_or(jiff::SignedDuration::MAX);
-    until.is_none_or(|u| u.duration_since(now) < low)
+/// After the renewal a read-back looks for should have landed, how long to wait before reading:
+/// a PATCH on a healthy API server takes milliseconds, so a read at this delay finds the
+/// renewal with one request.
+const RENEWAL_SETTLE: Duration = Duration::from_millis(750);
+/// Between read-backs while a renewal is late and the leader still acts: a late renewal is
+/// seen within this, well before acting would stop.
+const LATE_RENEWAL_RECHECK: Duration = Duration::from_millis(250);
+
+/// What a leader has confirmed of its Lease by reading it back, and when it reads next (pure:
+/// the times come in). The lease manager renews `LEASE_GRACE_SECS` before the end it last
+/// stored; a read just after that renewal shows it, and confirms the leader for one more
+/// renewal interval. So a healthy leader reads once per renewal (15 a minute), the fewest that
+/// keep it acting: a read can only confirm renewals already made, and a renewal is good for
+/// `LEASE_DURATION_SECS - min_lease_left()` of acting, less than two renewal intervals. Issue
+/// 41: 15 PATCHes, the lease manager's 15 GETs and these 15 reads, 45 requests a minute
+/// (client-go's default is about 60).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Confirmed {
+    /// When our Lease ends, as last confirmed; `None` when unconfirmed or held by another.
+    until: Option<jiff::Timestamp>,
+    /// When we last read it back.
+    read_at: Option<jiff::Timestamp>,
+}
+
+impl Confirmed {
+    fn new(until: Option<jiff::Timestamp>) -> Self {
+        Self {
+            until,
+            read_at: None,
+        }
+    }
+
+    /// A read-back at `now` found `until` (a failed read confirms nothing new).
+    fn read(&mut self, until: Option<jiff::Timestamp>, now: jiff::Timestamp) {
+        self.until = until;
+        self.read_at = Some(now);
+    }
+
+    /// When the next read-back is due: once the renewal after the confirmed one should show;
+    /// while it is late, every [`LATE_RENEWAL_RECHECK`] as long as the leader acts, else every
+    /// [`FOLLOWER_RECHECK`].
+    fn next_read(&self) -> Option<jiff::Timestamp> {
+        let span = |d: Duration| jiff::SignedDuration::try_from(d).unwrap_or_default();
+        let renewal_shows = self.until.map(|u| {
+            u - jiff::SignedDuration::from_secs(LEASE_GRACE_SECS as i64) + span(RENEWAL_SETTLE)
+        });
+        let retry = self.read_at.map(|r| {
+            let acts = acting(self.until, r);
+            r + span(if acts {
+                LATE_RENEWAL_RECHECK
+            } else {
+                FOLLOWER_RECHECK
+            })
+        });
+        match (renewal_shows, retry) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn read_back_due(&self, now: jiff::Timestamp) -> bool {
+        self.next_read().is_none_or(|t| t <= now)
+    }
+
+    /// When acting must stop unless a renewal is confirmed first.
+    fn stop_acting_at(&self) -> Option<jiff::Timestamp> {
+        let least = jiff::SignedDuration::try_from(min_lease_left()).unwrap_or_default();
+        self.until.map(|u| u - least)
+    }
+
+    /// How long the leader's loop sleeps from `now`: to the next read-back, or to the moment
+    /// acting must stop if that comes first (so acting never outlasts the confirmed Lease by a
+    /// tick).
+    fn wait(&self, now: jiff::Timestamp) -> Duration {
+        let stop = self.stop_acting_at().filter(|s| *s > now);
+        let wake = match (self.next_read(), stop) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(now),
+        };
+        Duration::try_from(wake.duration_since(now)).unwrap_or_default()
+    }
 }
 
 /// The end of a Lease renewed just now.
@@ -363,29 +444,126 @@ mod tests {
         assert!(Duration::from_secs(LEASE_GRACE_SECS) >= min_lease_left() + FOLLOWER_RECHECK);
     }
 
+    /// What [`simulate`] counted.
+    #[derive(Debug)]
+    struct Simulated {
+        /// Lease requests a minute: the lease manager's PATCH and GET per renewal, our reads.
+        per_minute: f64,
+        /// How often the leader stopped or started acting.
+        flips: usize,
+        /// When it last stopped acting.
+        stopped: Option<jiff::Timestamp>,
+    }
+
+    /// `minutes` of a leader that took its Lease at `t0`: the lease manager renews every
+    /// `LEASE_DURATION_SECS - LEASE_GRACE_SECS` (each renewal visible `latency` after it is
+    /// made) until `fails_after`; the leader's loop sleeps [`Confirmed::wait`], reads back when
+    /// due and acts per [`acting`], as `follow()` does. Checks the fence at every wake: while
+    /// acting, the Lease as really renewed so far lasts `min_lease_left()` beyond the wake.
+    fn simulate(minutes: i64, latency: Duration, fails_after: Option<i64>) -> Simulated {
+        let secs = |s: i64| jiff::SignedDuration::from_secs(s);
+        let span = |d: Duration| jiff::SignedDuration::try_from(d).expect("small");
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        let (end, period) = (
+            t0 + secs(minutes * 60),
+            (LEASE_DURATION_SECS - LEASE_GRACE_SECS) as i64,
+        );
+        let fails = fails_after.map(|s| t0 + secs(s));
+        // The last renewal made by `t` (acquisition included), its end.
+        let renewed = |t: jiff::Timestamp, seen_late: Duration| {
+            let k = (t - span(seen_late)).duration_since(t0).as_secs() / period;
+            let mut r = t0 + secs(k.max(0) * period);
+            while fails.is_some_and(|f| r >= f) {
+                r -= secs(period);
+            }
+            Some(r + secs(LEASE_DURATION_SECS as i64))
+        };
+        let mut confirmed = Confirmed::new(renewed(t0, Duration::ZERO));
+        let (mut now, mut reads, mut acts, mut flips, mut stopped) = (t0, 0u64, true, 0, None);
+        while now < end {
+            let next = now + span(confirmed.wait(now).max(Duration::from_millis(1)));
+            if acts {
+                let left = renewed(now, Duration::ZERO)
+                    .expect("ended")
+                    .duration_since(next);
+                assert!(
+                    left >= span(min_lease_left()),
+                    "acting at {next} with {left} left"
+                );
+            }
+            now = next;
+            if confirmed.read_back_due(now) {
+                reads += 1;
+                confirmed.read(renewed(now, latency), now);
+            }
+            if acting(confirmed.until, now) != acts {
+                (acts, flips) = (!acts, flips + 1);
+                stopped = (!acts).then_some(now);
+            }
+        }
+        let renewing = fails
+            .map_or(end, |f| f.min(end))
+            .duration_since(t0)
+            .as_secs();
+        let renewals = (renewing / period) as u64;
+        Simulated {
+            per_minute: (2 * renewals + reads) as f64 / minutes as f64,
+            flips,
+            stopped,
+        }
+    }
+
     #[test]
-    fn a_leader_reads_its_lease_back_only_as_its_confirmed_time_runs_low() {
-        let now = jiff::Timestamp::now();
-        let at = |secs: i64| Some(now + jiff::SignedDuration::from_secs(secs));
-        // Just confirmed (a renewal at most 3 s old): no read for the next few ticks.
-        assert!(!read_back_due(at(15), now));
-        assert!(!read_back_due(at(12), now));
-        // Within one recheck of the least a leader acts with: read, while still acting.
-        let low = min_lease_left() + FOLLOWER_RECHECK - Duration::from_millis(500);
-        let low_at = Some(now + jiff::SignedDuration::try_from(low).expect("small"));
-        assert!(read_back_due(low_at, now));
-        assert!(acting(low_at, now), "the read comes before acting stops");
-        assert!(read_back_due(at(-1), now), "expired");
-        assert!(
-            read_back_due(None, now),
-            "never confirmed, or held by another"
-        );
-        // A renewal every 3 s keeps a read every 3-6 s enough: after a read that finds the
-        // oldest renewal, the next read is due before acting would stop.
-        let renew = Duration::from_secs(LEASE_DURATION_SECS - LEASE_GRACE_SECS);
-        assert!(
-            Duration::from_secs(LEASE_DURATION_SECS) - renew >= min_lease_left() + FOLLOWER_RECHECK
-        );
+    fn a_healthy_leader_costs_45_lease_requests_a_minute_and_never_stops_acting() {
+        let ms = Duration::from_millis;
+        for latency in [ms(5), ms(200), ms(700)] {
+            let sim = simulate(10, latency, None);
+            println!("renewals visible after {latency:?}: {sim:?}");
+            assert_eq!(sim.flips, 0, "{latency:?}: {sim:?}");
+            assert!(sim.per_minute <= 45.5, "{latency:?}: {sim:?}");
+        }
+        // A renewal seen late costs a few more reads, and still never stops a healthy leader.
+        let slow = simulate(10, ms(1500), None);
+        println!("renewals visible after 1.5 s: {slow:?}");
+        assert_eq!(slow.flips, 0, "{slow:?}");
+        assert!(slow.per_minute <= 100.0, "{slow:?}");
+    }
+
+    #[test]
+    fn a_leader_whose_renewals_fail_stops_acting_as_its_confirmed_lease_runs_low() {
+        let secs = jiff::SignedDuration::from_secs;
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        // Renewals stop after 2 minutes: the last one (at 119 s... the 4-s grid: 116 s) ends at
+        // 131 s, so acting stops at 131 s less the least a write needs. `simulate` checks the
+        // fence at every wake.
+        let sim = simulate(4, Duration::from_millis(5), Some(120));
+        let last = t0 + secs(116 + LEASE_DURATION_SECS as i64);
+        let least = jiff::SignedDuration::try_from(min_lease_left()).expect("small");
+        assert_eq!(sim.flips, 1, "{sim:?}");
+        assert_eq!(sim.stopped, Some(last - least), "{sim:?}");
+    }
+
+    #[test]
+    fn a_read_back_is_due_when_the_next_renewal_should_show_and_retried_while_late() {
+        let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().expect("time");
+        let at = |ms: i64| now + jiff::SignedDuration::from_millis(ms);
+        // Just renewed: the next renewal is made in 4 s and read 0.75 s later.
+        let mut c = Confirmed::new(Some(at(15_000)));
+        assert_eq!(c.next_read(), Some(at(4_750)));
+        assert!(!c.read_back_due(at(4_000)));
+        assert!(c.read_back_due(at(4_750)));
+        // Not there yet: read again soon while acting ...
+        c.read(Some(at(15_000)), at(4_750));
+        assert_eq!(c.next_read(), Some(at(5_000)));
+        // ... and the loop wakes when acting must stop, whether or not a read is due.
+        assert_eq!(c.stop_acting_at(), Some(at(6_000)));
+        c.read(Some(at(15_000)), at(5_900));
+        assert_eq!(c.wait(at(5_900)), Duration::from_millis(100));
+        // Held by another, or never confirmed: read every second, without acting.
+        c.read(None, at(7_000));
+        assert_eq!(c.next_read(), Some(at(8_000)));
+        assert!(!acting(c.until, at(7_000)));
+        assert!(Confirmed::new(None).read_back_due(now));
     }
 
     #[test]
