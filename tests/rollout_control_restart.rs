@@ -288,6 +288,8 @@ async fn a_progress_deadline_is_not_restarted_by_a_controller_restart() -> Resul
 enum Call {
     /// A Temporal method (`SetWorkerDeploymentRampingVersion`, ...).
     Temporal(String),
+    /// Temporal's answer to a call of that method arrived.
+    Answered(String),
     /// A Kubernetes request; for a worker deployment's status write, the routing it reports
     /// (`targetVersion.status`, `targetVersion.rampPercentage`).
     Kube {
@@ -297,10 +299,42 @@ enum Call {
     },
 }
 
-type Log = std::sync::Arc<std::sync::Mutex<Vec<Call>>>;
+/// Each request with when it was sent (or answered).
+type Log = std::sync::Arc<std::sync::Mutex<Vec<(Instant, Call)>>>;
 
 fn push(log: &Log, call: Call) {
-    log.lock().unwrap_or_else(|p| p.into_inner()).push(call);
+    log.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((Instant::now(), call));
+}
+
+fn is_routing_write(method: &str) -> bool {
+    method.ends_with("SetWorkerDeploymentRampingVersion")
+        || method.ends_with("SetWorkerDeploymentCurrentVersion")
+}
+
+/// For each status write that reports a new routing, how long after Temporal answered the
+/// routing write it reports it was sent: how far the status trails Temporal.
+fn routing_lags(calls: &[(Instant, Call)]) -> Vec<Duration> {
+    let mut out = Vec::new();
+    let (mut last, mut answered) = (None, None);
+    for (at, call) in calls {
+        match call {
+            Call::Answered(m) if is_routing_write(m) => answered = Some(*at),
+            Call::Kube {
+                reports: Some(r), ..
+            } => {
+                if last.as_ref() != Some(r)
+                    && let Some(t) = answered.take()
+                {
+                    out.push(at.duration_since(t));
+                }
+                last = Some(r.clone());
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The routing a status write reports, from its body (a body kube has in memory).
@@ -341,17 +375,14 @@ async fn recording_client(log: &Log) -> Result<kube::Client> {
 
 /// The status writes' reports that change the routing they report, each with the number of
 /// Temporal routing writes sent since the previous status write.
-fn reports_with_routing_writes_before(calls: &[Call]) -> Vec<((String, Option<f64>), usize)> {
+fn reports_with_routing_writes_before<'a>(
+    calls: impl IntoIterator<Item = &'a Call>,
+) -> Vec<((String, Option<f64>), usize)> {
     let mut out = Vec::new();
     let (mut last, mut routed) = (None, 0);
     for call in calls {
         match call {
-            Call::Temporal(m)
-                if m.ends_with("SetWorkerDeploymentRampingVersion")
-                    || m.ends_with("SetWorkerDeploymentCurrentVersion") =>
-            {
-                routed += 1;
-            }
+            Call::Temporal(m) if is_routing_write(m) => routed += 1,
             Call::Kube {
                 reports: Some(r), ..
             } => {
@@ -387,6 +418,20 @@ fn the_order_check_fails_a_status_written_before_its_routing() {
     ];
     assert_eq!(reports_with_routing_writes_before(&good)[1].1, 1);
     assert_eq!(reports_with_routing_writes_before(&bad)[1].1, 0);
+    // The lag runs from the routing write's answer to the status write that reports it.
+    let t0 = Instant::now();
+    let ms = |n| t0 + Duration::from_millis(n);
+    let timed = [
+        (ms(0), status("Inactive", None)),
+        (ms(10), ramp()),
+        (
+            ms(90),
+            Call::Answered("SetWorkerDeploymentRampingVersion".into()),
+        ),
+        (ms(130), status("Ramping", Some(25.0))),
+        (ms(1500), status("Ramping", Some(25.0))),
+    ];
+    assert_eq!(routing_lags(&timed), vec![Duration::from_millis(40)]);
 }
 
 /// Every status write that reports a new routing of the target (a ramp step, promotion) comes
@@ -401,12 +446,12 @@ async fn a_steps_status_is_written_after_the_routing_it_reports() -> Result<()> 
     let log: Log = Default::default();
     let temporal_log = log.clone();
     let upstream: std::net::SocketAddr = world.address.parse()?;
-    let proxy = test_harness::tls_proxy::GrpcTlsProxy::start_recording(
+    let answer_log = log.clone();
+    let method = |path: &str| path.rsplit('/').next().unwrap_or(path).to_string();
+    let proxy = test_harness::tls_proxy::GrpcTlsProxy::start_recording_answers(
         upstream,
-        std::sync::Arc::new(move |path: &str| {
-            let method = path.rsplit('/').next().unwrap_or(path).to_string();
-            push(&temporal_log, Call::Temporal(method));
-        }),
+        std::sync::Arc::new(move |path: &str| push(&temporal_log, Call::Temporal(method(path)))),
+        std::sync::Arc::new(move |path: &str| push(&answer_log, Call::Answered(method(path)))),
     )
     .await?;
     test_harness::world::apply(
@@ -460,8 +505,15 @@ async fn a_steps_status_is_written_after_the_routing_it_reports() -> Result<()> 
             && t.status.as_ref().and_then(|s| s.observed_generation) == t.metadata.generation
     })
     .await?;
-    let calls = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    let reports = reports_with_routing_writes_before(&calls);
+    let timed = log.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    judge_write_order(&timed)
+}
+
+/// The write order (each status after the routing it reports) and how long after each routing
+/// write's answer its status was written.
+fn judge_write_order(timed: &[(Instant, Call)]) -> Result<()> {
+    let calls: Vec<&Call> = timed.iter().map(|(_, c)| c).collect();
+    let reports = reports_with_routing_writes_before(calls.iter().copied());
     let writes = calls
         .iter()
         .filter(|c| matches!(c, Call::Kube { verb, .. } if verb != "GET"))
@@ -478,6 +530,10 @@ async fn a_steps_status_is_written_after_the_routing_it_reports() -> Result<()> 
         "{} requests: {writes} Kubernetes writes ({status_writes} of status), {temporal} Temporal; \
          status reports with the routing writes before each: {reports:?}",
         calls.len()
+            - calls
+                .iter()
+                .filter(|c| matches!(c, Call::Answered(_)))
+                .count()
     );
     let routed: Vec<_> = reports
         .iter()
@@ -493,5 +549,225 @@ async fn a_steps_status_is_written_after_the_routing_it_reports() -> Result<()> 
         early.is_empty(),
         "status written before the routing it reports: {early:?} in {calls:?}"
     );
+    // Issue 41: the status trails Temporal by the rest of the reconcile that routed (its
+    // events and the status write), not by a describe. 1 s of slack for a loaded machine.
+    let mut lags = routing_lags(timed);
+    lags.sort();
+    println!(
+        "routing write answered -> status write reporting it: {lags:?}; p50 {:?}, max {:?}",
+        lags.get(lags.len() / 2),
+        lags.last()
+    );
+    ensure!(lags.len() >= 4, "too few lags measured: {lags:?}");
+    ensure!(
+        lags.iter().all(|l| *l < Duration::from_secs(1)),
+        "a status write trailed its routing write by a second or more: {lags:?}"
+    );
     Ok(())
+}
+
+/// One look at the worker deployment after a routing write.
+#[derive(Debug)]
+struct Look {
+    /// Since the write returned (ms).
+    after_ms: f64,
+    /// How long the describe took (ms).
+    took_ms: f64,
+    /// `Ok(update in progress, token as the write returned it, routing as written)`, or the
+    /// refusal (code and message).
+    seen: std::result::Result<(bool, bool, bool), String>,
+}
+
+/// What Temporal 1.32 answers when a worker deployment is described right after a routing
+/// write (issue 41: the settle before the next describe). Real dev server, two real versioned
+/// workers. Each round writes routing with the token of the last write, records the install on
+/// the version as the controller does, and describes `delay` after the write's answer (the
+/// measured variable, swept from 0 to 3 s), then every 50 ms, without the SDK's retries (so a
+/// refusal shows as one), until Temporal reports the update completed. Prints every look;
+/// asserts only what the controller relies on: the token a write returns is the token Temporal
+/// then describes, and the write is what Temporal describes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_describe_right_after_a_routing_write() -> Result<()> {
+    const DELAYS_MS: [u64; 7] = [0, 250, 500, 1000, 1500, 2000, 3000];
+    let server = test_harness::temporal_server::shared().await?;
+    let deployment = format!("after-write/{}", test_harness::names::unique("probe"));
+    let (client, mut raw, workers) = probe_setup(server, &deployment).await?;
+    let mut token = client
+        .describe_deployment(&deployment)
+        .await?
+        .conflict_token;
+    // (build, ramp %): 0 % is a SetCurrent.
+    let writes = [
+        ("v1", 0.0),
+        ("v2", 25.0),
+        ("v2", 50.0),
+        ("v2", 0.0),
+        ("v1", 25.0),
+        ("v1", 0.0),
+    ];
+    let mut rounds = Vec::new();
+    for round in 0..2 * DELAYS_MS.len() + 1 {
+        let (build, pct) = writes[round % writes.len()];
+        // Round 0 routes a fresh deployment; the sweep runs twice after it.
+        let delay = Duration::from_millis(DELAYS_MS[round.saturating_sub(1) % DELAYS_MS.len()]);
+        let started = Instant::now();
+        token = if pct == 0.0 {
+            client.set_current(&deployment, build, &token).await?
+        } else {
+            client.set_ramping(&deployment, build, pct, &token).await?
+        };
+        let (wrote, returned) = (started.elapsed(), Instant::now());
+        client
+            .update_version_metadata(&deployment, build, "probe")
+            .await?;
+        let metadata = returned.elapsed();
+        // The delay is what this probe measures, not a wait for a condition.
+        tokio::time::sleep_until((returned + delay).into()).await;
+        let mut looks = Vec::new();
+        loop {
+            let look = describe_once(&mut raw, &deployment, returned, &token, (build, pct)).await;
+            let done = matches!(look.seen, Ok((false, true, true)));
+            looks.push(look);
+            if done || returned.elapsed() > Duration::from_secs(10) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        println!(
+            "round {round}: {build} {pct}% written in {wrote:?}, metadata in {metadata:?}, \
+             described {delay:?} after: {looks:?}"
+        );
+        rounds.push((delay, wrote, metadata, looks));
+    }
+    for d in DELAYS_MS {
+        let first: Vec<String> = rounds
+            .iter()
+            .skip(1)
+            .filter(|r| r.0 == Duration::from_millis(d))
+            .map(|r| format!("{:.0} ms at +{:.0} ms", r.3[0].took_ms, r.3[0].after_ms))
+            .collect();
+        println!("described {d} ms after the write: the first describe took {first:?}");
+    }
+    let ms = |d: &Duration| (d.as_secs_f64() * 1e3).round();
+    let refused = rounds
+        .iter()
+        .flat_map(|r| &r.3)
+        .filter(|l| l.seen.is_err())
+        .count();
+    let in_progress = rounds
+        .iter()
+        .filter(|r| r.3.iter().any(|l| matches!(l.seen, Ok((true, _, _)))))
+        .count();
+    println!(
+        "writes took {:?} ms, the metadata write after each {:?} ms (sorted); {refused} refusals; \
+         update in progress seen in {in_progress}/{} rounds",
+        sorted(rounds.iter().map(|r| ms(&r.1)).collect()),
+        sorted(rounds.iter().map(|r| ms(&r.2)).collect()),
+        rounds.len()
+    );
+    for w in workers {
+        w.stop().await?;
+    }
+    ensure!(
+        rounds
+            .iter()
+            .all(|r| matches!(r.3.last().map(|l| &l.seen), Some(Ok((false, true, true))))),
+        "a write was never described as written with its token"
+    );
+    Ok(())
+}
+
+type Probe = (
+    temporal_worker_controller::temporal::TemporalClient,
+    temporalio_client::Connection,
+    Vec<test_harness::worker::WorkerHandle>,
+);
+
+/// Two versioned workers (v1, v2) of `deployment`, both registered; the controller's client;
+/// a raw connection without retries.
+async fn probe_setup(
+    server: &test_harness::temporal_server::DevServer,
+    deployment: &str,
+) -> Result<Probe> {
+    use temporal_worker_controller::temporal::{AuthMaterial, ClientPool, ConnectionKey};
+    let mut workers = Vec::new();
+    for build in ["v1", "v2"] {
+        let w = test_harness::worker::spawn(test_harness::worker::WorkerConfig {
+            address: server.address(),
+            namespace: "default".into(),
+            deployment_name: deployment.to_string(),
+            build_id: build.into(),
+            task_queue: "after-write".into(),
+            identity: format!("{deployment}@{build}"),
+            ..Default::default()
+        })?;
+        w.wait_running(Duration::from_secs(60)).await?;
+        workers.push(w);
+    }
+    let client = ClientPool::default()
+        .get_or_connect(
+            ConnectionKey::from_parts(&server.address(), None, AuthMaterial::Plain),
+            "default",
+            "after-write-probe",
+        )
+        .await?;
+    let mut raw = server.connect("after-write-raw").await?;
+    *raw.retry_options_mut() = temporalio_client::RetryOptions::no_retries();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = client.describe_deployment(deployment).await?;
+        if s.version("v1").is_some() && s.version("v2").is_some() {
+            return Ok((client, raw, workers));
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "v1 and v2 never registered: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One describe without retries: whether Temporal shows the write (`build` Current at 0 %,
+/// else ramping at `pct`) with its `token`, and how long it took.
+async fn describe_once(
+    raw: &mut temporalio_client::Connection,
+    deployment: &str,
+    returned: Instant,
+    token: &[u8],
+    (build, pct): (&str, f32),
+) -> Look {
+    use temporalio_client::grpc::WorkflowService as _;
+    use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentRequest;
+    let asked = Instant::now();
+    let req = DescribeWorkerDeploymentRequest {
+        namespace: "default".into(),
+        deployment_name: deployment.to_string(),
+    };
+    let seen = match raw.describe_worker_deployment(tonic_request(req)).await {
+        Ok(resp) => {
+            let s = temporal_worker_controller::temporal::convert::deployment_state(resp.get_ref());
+            let r = &s.routing;
+            let as_written = if pct == 0.0 {
+                r.current_build_id.as_deref() == Some(build)
+            } else {
+                r.ramping_build_id.as_deref() == Some(build) && r.ramp_percentage == pct
+            };
+            Ok((r.update_in_progress, s.conflict_token == token, as_written))
+        }
+        Err(status) => Err(format!("{:?}: {}", status.code(), status.message())),
+    };
+    Look {
+        after_ms: asked.duration_since(returned).as_secs_f64() * 1e3,
+        took_ms: asked.elapsed().as_secs_f64() * 1e3,
+        seen,
+    }
+}
+
+fn tonic_request<T>(t: T) -> temporalio_client::tonic::Request<T> {
+    temporalio_client::tonic::Request::new(t)
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v.iter().map(|x| x.round()).collect()
 }

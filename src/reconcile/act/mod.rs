@@ -14,6 +14,7 @@ pub use execute::Done;
 use crate::api::TemporalWorkerDeployment;
 
 use crate::planner::model::{Phase, Plan, PlanInput};
+use crate::planner::polling;
 use crate::reconcile::observe::Observed;
 use crate::reconcile::{Context, Outcome};
 use execute::ExecContext;
@@ -82,7 +83,7 @@ pub async fn apply(
         metrics: &ctx.metrics,
     };
     let executed = execute::execute(&exec, plan).await;
-    remember(ctx, &twd, input, plan, &executed.done);
+    remember(ctx, &twd, input, plan, &executed.done, &observed.client);
     Acted {
         twd: twd.clone(),
         done: executed.done,
@@ -91,9 +92,8 @@ pub async fn apply(
 }
 
 /// What the next reconcile may take from this one instead of asking Temporal again: the
-/// target's task queues while it waits for its gate, and that our own write made the
-/// remembered view of Temporal stale (and keeps the worker deployment's system workflow busy
-/// for a moment).
+/// target's task queues while it waits for its gate, and the view our own write left
+/// (`polling::view_after_write`), which stands in for a describe while Temporal is busy with it.
 /// The target's task queues while it waits only for its running gate workflows: then the
 /// next passes ask only the gates. Not while its task queues are still unknown (a target that
 /// has not polled yet): that wait needs the version described again, and remembering no queues
@@ -109,12 +109,37 @@ fn remember(
     input: &PlanInput,
     plan: &Plan,
     done: &[Done],
+    client: &crate::temporal::TemporalClient,
 ) {
     let object = twd.key();
     ctx.remembered
         .note_gate(&object, gate_queues_to_remember(input, plan));
     if done.iter().any(Done::wrote_temporal_deployment) {
-        ctx.remembered.wrote(&object);
+        let write = polling::OwnWrite {
+            routed: done.iter().find_map(|d| match d {
+                Done::Routed(r) => Some(r),
+                _ => None,
+            }),
+            claimed_manager: done.iter().any(|d| matches!(d, Done::ManagerClaimed)),
+            forgotten: done
+                .iter()
+                .filter_map(|d| match d {
+                    Done::VersionForgotten { build_id } => Some(build_id.as_str()),
+                    _ => None,
+                })
+                .collect(),
+            conflict_token: done.iter().rev().find_map(|d| match d {
+                Done::ConflictToken(t) => Some(t.as_slice()),
+                _ => None,
+            }),
+            identity: client.identity(),
+            install_id: client.install_id(),
+        };
+        let view = polling::view_after_write(&input.temporal, &write, input.now);
+        let generation = twd.metadata.generation.unwrap_or_default();
+        // The settle counts from the write's answer, not from the observation before it.
+        ctx.remembered
+            .wrote(&object, generation, view, jiff::Timestamp::now());
     }
 }
 

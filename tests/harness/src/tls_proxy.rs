@@ -127,6 +127,9 @@ pub type Recorder = Arc<dyn Fn(&str) + Send + Sync>;
 struct Shared {
     upstream: SocketAddr,
     record: Option<Recorder>,
+    /// Told the path again once the upstream's response headers arrive (for a unary call, when
+    /// the server has answered).
+    answered: Option<Recorder>,
     /// `Bearer <key>` in API-key mode.
     expected_authorization: Option<String>,
     client: Client<HttpConnector, Incoming>,
@@ -178,6 +181,18 @@ impl GrpcTlsProxy {
     /// request-level log of what a controller does, the real server answering.
     pub async fn start_recording(upstream: SocketAddr, record: Recorder) -> Result<GrpcTlsProxy> {
         Self::listen(Shared::new(upstream, Some(record), None), None, None).await
+    }
+
+    /// [`GrpcTlsProxy::start_recording`], also telling `answered` each request's path when its
+    /// answer arrives: how long after a call's answer the controller did something else.
+    pub async fn start_recording_answers(
+        upstream: SocketAddr,
+        record: Recorder,
+        answered: Recorder,
+    ) -> Result<GrpcTlsProxy> {
+        let mut shared = Shared::new(upstream, Some(record), None);
+        shared.answered = Some(answered);
+        Self::listen(shared, None, None).await
     }
 
     async fn listen(
@@ -238,6 +253,7 @@ impl Shared {
         Shared {
             upstream,
             record,
+            answered: None,
             expected_authorization,
             client: upstream_client(),
             stats: Arc::default(),
@@ -391,12 +407,21 @@ async fn forward(req: Request<Incoming>, shared: &Shared) -> Response<ProxyBody>
         record(parts.uri.path());
     }
     shared.stats.forwarded.fetch_add(1, Ordering::SeqCst);
+    let method = shared
+        .answered
+        .as_ref()
+        .map(|_| parts.uri.path().to_string());
     match shared
         .client
         .request(Request::from_parts(parts, body))
         .await
     {
-        Ok(resp) => resp.map(Either::Left),
+        Ok(resp) => {
+            if let (Some(answered), Some(method)) = (&shared.answered, method) {
+                answered(&method);
+            }
+            resp.map(Either::Left)
+        }
         Err(e) => grpc_error(
             GRPC_UNAVAILABLE,
             &format!("test TLS proxy cannot reach upstream: {e}"),
