@@ -861,6 +861,11 @@ fn assert_leases_only_in_the_release_namespace(
             grants(objs, "coordination.k8s.io", "leases", "patch")
                 && !grants(objs, "coordination.k8s.io", "leases", "update")
         );
+        // A standby watches the Lease rather than polling it (src/run/leadership.rs).
+        assert!(
+            grants(objs, "coordination.k8s.io", "leases", "list")
+                && grants(objs, "coordination.k8s.io", "leases", "watch")
+        );
         assert!(
             lease_roles
                 .iter()

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use tokio::sync::{oneshot, watch};
 
 use crate::metrics::Metrics;
@@ -102,8 +103,12 @@ async fn follow(
     release: oneshot::Receiver<()>,
 ) {
     let mut release = std::pin::pin!(release);
-    let mut follow = tokio::time::interval(FOLLOWER_RECHECK);
-    follow.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut backstop = tokio::time::interval(FOLLOWER_BACKSTOP);
+    backstop.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A follower watches the Lease (no polling): each renewal says when it would lapse, and a
+    // release says so at once.
+    let mut changes = lease.changes();
+    let mut lapses: Option<jiff::Timestamp> = None;
     // What the leader last confirmed by reading its Lease back (see `acting`).
     let mut confirmed = Confirmed::new(lease_rx.borrow().then(lease_end_from_now));
     loop {
@@ -125,8 +130,16 @@ async fn follow(
             () = tokio::time::sleep(wait), if leader => {
                 if !confirm_leadership(&lease, &mut confirmed, &tx, &metrics).await { break; }
             }
-            // A follower looks for a released Lease.
-            _ = follow.tick(), if !leader => {
+            // A follower learns from the watch when the Lease lapses (or was released)...
+            Some(at) = changes.next(), if !leader => lapses = Some(at),
+            () = tokio::time::sleep(until(lapses)), if !leader && lapses.is_some() => {
+                lapses = None;
+                if !take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await {
+                    break;
+                }
+            }
+            // ...and reads it now and then in case the watch is broken (no `watch` granted).
+            _ = backstop.tick(), if !leader => {
                 if !take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await {
                     break;
                 }
@@ -146,8 +159,33 @@ async fn follow(
     }
 }
 
-/// How often a follower re-reads the Lease to notice that it was released.
+/// How often a leader whose renewal is late and who no longer acts re-reads its Lease.
 const FOLLOWER_RECHECK: Duration = Duration::from_secs(1);
+/// How often a follower reads the Lease beside its watch (which tells it of every renewal and
+/// release without a request): only a broken watch makes this the way it notices a release.
+const FOLLOWER_BACKSTOP: Duration = Duration::from_secs(15);
+/// A follower tries to take a lapsed Lease over this long after it lapsed (the holder's clock
+/// may run a little behind ours).
+const LAPSE_MARGIN: Duration = Duration::from_millis(100);
+
+/// How long to sleep until `at` (plus [`LAPSE_MARGIN`]); at once if it has passed.
+fn until(at: Option<jiff::Timestamp>) -> Duration {
+    at.and_then(|at| Duration::try_from(at.duration_since(jiff::Timestamp::now())).ok())
+        .unwrap_or_default()
+        + LAPSE_MARGIN
+}
+
+/// When `spec`'s Lease stops binding its holder: its renewal plus its duration; released (no
+/// holder) or never renewed, at once (the earliest time).
+fn lapses_at(spec: &k8s_openapi::api::coordination::v1::LeaseSpec) -> jiff::Timestamp {
+    if spec.holder_identity.as_deref().is_none_or(str::is_empty) {
+        return jiff::Timestamp::MIN;
+    }
+    match (&spec.renew_time, spec.lease_duration_seconds) {
+        (Some(renewed), Some(secs)) => renewed.0 + jiff::SignedDuration::from_secs(i64::from(secs)),
+        _ => jiff::Timestamp::MIN,
+    }
+}
 /// The Lease's validity after each renewal, and how long before its end the leader renews it
 /// (every 4 s). While renewals succeed, the holder's Lease always has at least the grace left,
 /// so a Temporal write it starts (bounded by `temporal::client::WRITE_TIMEOUT`, shorter than the
@@ -373,17 +411,21 @@ impl LeaseConfig {
         let Ok(Some(lease)) = leases.get_opt(&self.name).await else {
             return false;
         };
-        let spec = lease.spec.unwrap_or_default();
-        if spec.holder_identity.as_deref().is_none_or(str::is_empty) {
-            return true;
-        }
-        match (spec.renew_time, spec.lease_duration_seconds) {
-            (Some(renewed), Some(secs)) => {
-                let until = renewed.0 + jiff::SignedDuration::from_secs(i64::from(secs));
-                until < jiff::Timestamp::now()
-            }
-            _ => true,
-        }
+        lapses_at(&lease.spec.unwrap_or_default()) < jiff::Timestamp::now()
+    }
+
+    /// When the Lease lapses, at each change a watch of it delivers (retried with backoff).
+    fn changes(&self) -> futures::stream::BoxStream<'static, jiff::Timestamp> {
+        use kube::runtime::{WatchStreamExt as _, watcher};
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(self.client.clone(), &self.namespace);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        watcher(leases, config)
+            .default_backoff()
+            .applied_objects()
+            .filter_map(|l| std::future::ready(l.ok()))
+            .map(|l| lapses_at(&l.spec.unwrap_or_default()))
+            .boxed()
     }
 }
 
@@ -415,6 +457,41 @@ fn lease_identity(opts: &RunOptions) -> String {
 mod tests {
     use super::*;
     use crate::run::defaults;
+
+    #[test]
+    fn a_follower_learns_when_the_lease_lapses_from_what_the_watch_delivers() {
+        use k8s_openapi::api::coordination::v1::LeaseSpec;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let renewed = jiff::Timestamp::now();
+        let held = LeaseSpec {
+            holder_identity: Some("pod-a".into()),
+            lease_duration_seconds: Some(15),
+            renew_time: Some(MicroTime(renewed)),
+            ..Default::default()
+        };
+        assert_eq!(
+            lapses_at(&held),
+            renewed + jiff::SignedDuration::from_secs(15)
+        );
+        let released = LeaseSpec {
+            holder_identity: None,
+            ..held.clone()
+        };
+        assert_eq!(
+            lapses_at(&released),
+            jiff::Timestamp::MIN,
+            "released: free at once"
+        );
+        let never_renewed = LeaseSpec {
+            renew_time: None,
+            ..held
+        };
+        assert_eq!(lapses_at(&never_renewed), jiff::Timestamp::MIN);
+        // A lapse in the past is acted on at once (after the margin), a future one when due.
+        assert_eq!(until(Some(jiff::Timestamp::MIN)), LAPSE_MARGIN);
+        let later = until(Some(renewed + jiff::SignedDuration::from_secs(10)));
+        assert!(later > Duration::from_secs(9) && later <= Duration::from_secs(10) + LAPSE_MARGIN);
+    }
 
     #[test]
     fn every_process_has_its_own_lease_identity_even_without_a_pod_name() {
