@@ -347,7 +347,11 @@ async fn write(
     let twd = &attempt.twd;
     events::warn_on_transition(ctx, twd, &status).await;
     events::pollers_recovered(ctx, twd, &status).await;
-    if twd.status.as_ref() == Some(&status) {
+    if twd
+        .status
+        .as_ref()
+        .is_some_and(|old| same_on_the_server(old, &status))
+    {
         return Ok(());
     }
     let mut obj = (**twd).clone();
@@ -391,8 +395,44 @@ fn recorded_gates(twd: &TemporalWorkerDeployment) -> &[crate::api::twd::GateWork
         .unwrap_or_default()
 }
 
+/// Whether writing `new` over `old` would change nothing the server keeps. Times are kept to
+/// the second (`metav1.Time`) while ours carry nanoseconds: compared as written, a status that
+/// differs only below the second is not written again.
+fn same_on_the_server(
+    old: &TemporalWorkerDeploymentStatus,
+    new: &TemporalWorkerDeploymentStatus,
+) -> bool {
+    match (serde_json::to_value(old), serde_json::to_value(new)) {
+        (Ok(old), Ok(new)) => old == new,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_status_that_differs_only_below_the_second_is_not_written_again() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at = |nanos: i32| {
+            let mut s = crate::api::twd::TemporalWorkerDeploymentStatus::default();
+            let t = jiff::Timestamp::new(1_800_000_000, nanos).unwrap();
+            s.conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "RolloutComplete".into(),
+                message: "done".into(),
+                last_transition_time: Time(t),
+                observed_generation: Some(1),
+            }];
+            s
+        };
+        assert!(super::same_on_the_server(&at(0), &at(123_456_789)));
+        let mut later = at(0);
+        later.conditions[0].last_transition_time =
+            Time(jiff::Timestamp::new(1_800_000_001, 0).unwrap());
+        assert!(!super::same_on_the_server(&at(0), &later));
+    }
+
     #[test]
     fn a_deadline_timer_takes_off_the_time_the_reconcile_took() {
         use std::time::Duration;
