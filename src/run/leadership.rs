@@ -131,7 +131,8 @@ async fn follow(
                 if !confirm_leadership(&lease, &mut confirmed, &tx, &metrics).await { break; }
             }
             // A follower learns from the watch when the Lease lapses (or was released)...
-            Some(at) = changes.next(), if !leader => lapses = Some(at),
+            // (Read by a leader too, so that it knows the latest lapse the moment it follows.)
+            Some(at) = changes.next() => lapses = Some(at),
             () = tokio::time::sleep(until(lapses)), if !leader && lapses.is_some() => {
                 lapses = None;
                 if !take_over_if_free(&lease, &mut lease_rx, &mut watcher, &tx, &metrics).await {
