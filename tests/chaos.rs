@@ -244,6 +244,7 @@ impl Run {
         self.webhook.set_share(0.3);
         self.faults.add("admission:500/409");
         self.hold(Duration::from_secs(8)).await?;
+        self.until_a_write_is_refused().await?;
         self.webhook.set_share(0.0);
         // (d) Temporal unreachable, mid-ramp.
         self.temporal_cut(Duration::from_secs(15)).await?;
@@ -298,6 +299,29 @@ impl Run {
     }
 
     /// Lets the rollouts run under the faults for `d`, checking the controllers are alive.
+    /// A controller at rest writes nothing for the admission faults to refuse (it writes a
+    /// status only when it changes): while none was refused, change the PDB template so that
+    /// the owned-resource controller has copies and a status to write (at most 30 s).
+    async fn until_a_write_is_refused(&mut self) -> Result<()> {
+        let templates = world::api_resource("TemporalWorkerOwnedResource");
+        let api: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.rig.admin.clone(), &self.ns, &templates);
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut unavailable = 2;
+        while self.webhook.refused().is_empty() && Instant::now() < until {
+            let patch = json!({"spec": {"object": {"spec": {"maxUnavailable": unavailable}}}});
+            api.patch(
+                "alpha-pdb",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await?;
+            unavailable = 3 - unavailable;
+            self.hold(Duration::from_secs(2)).await?;
+        }
+        Ok(())
+    }
+
     async fn hold(&mut self, d: Duration) -> Result<()> {
         let until = Instant::now() + d;
         while Instant::now() < until {
