@@ -135,11 +135,14 @@ fn remember(
             identity: client.identity(),
             install_id: client.install_id(),
         };
-        let view = polling::view_after_write(&input.temporal, &write, input.now);
+        // The write's answer, not the observation before it (which may be seconds older): the
+        // times the view gives the routing change (a step's start, a version's draining) are then
+        // never earlier than Temporal's own, so no pause and no cancelPinnedAfter is cut short
+        // while the view stands in, and the settle counts from the write too.
+        let answered = jiff::Timestamp::now();
+        let view = polling::view_after_write(&input.temporal, &write, answered);
         let generation = twd.metadata.generation.unwrap_or_default();
-        // The settle counts from the write's answer, not from the observation before it.
-        ctx.remembered
-            .wrote(&object, generation, view, jiff::Timestamp::now());
+        ctx.remembered.wrote(&object, generation, view, answered);
     }
 }
 
