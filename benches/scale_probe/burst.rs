@@ -32,7 +32,7 @@ pub struct BurstTimes {
 
 /// Changes every object to v2 at once and waits until all show it Current.
 pub async fn run(rig: &mut Rig) -> Result<BurstTimes> {
-    let v1 = rollout::current_builds(&rig.client).await?;
+    let v1 = rollout::current_builds(&rig.client, "fleet").await?;
     reset_peak_rss(rig.controller.pid())?;
     let metrics: SocketAddr = rig.temporal.metrics_address().parse()?;
     let api = crate::ground::worker_deployments(&rig.client);

@@ -10,8 +10,78 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use serde_json::{Value, json};
 use test_harness::go_controller;
 
-/// The Kubernetes and Temporal namespace of every object of a scenario.
+/// The Kubernetes and Temporal namespace of the first [`PER_KUBE_NS`] objects of a scenario
+/// (every object of a scenario of at most that many).
 pub const NS: &str = "bench";
+
+/// Objects per Kubernetes namespace, as a fleet spreads them: object `i` lives in [`NS`] for
+/// `i < PER_KUBE_NS`, else in `bench-<i / PER_KUBE_NS>` ([`kube_ns`]).
+pub const PER_KUBE_NS: usize = 500;
+
+/// The Kubernetes namespaces share this many Temporal namespaces, round robin ([`temporal_ns`]):
+/// at 10,000 objects, 20 Kubernetes namespaces over 4 Temporal ones (2,500 objects each).
+pub const TEMPORAL_NAMESPACES: usize = 4;
+
+/// The label that tells a scenario's objects apart: `fleet` (the N objects), `beside` (the
+/// Progressive rollouts run beside a waiting fleet) or `churn`.
+pub const ROLE: &str = "scale-probe/role";
+
+/// The Kubernetes namespace of object `i`.
+pub fn kube_ns(i: usize) -> String {
+    match i / PER_KUBE_NS {
+        0 => NS.into(),
+        j => format!("{NS}-{j}"),
+    }
+}
+
+/// The Temporal namespace of object `i` (the same for every object of a Kubernetes namespace).
+pub fn temporal_ns(i: usize) -> String {
+    match (i / PER_KUBE_NS) % TEMPORAL_NAMESPACES {
+        0 => NS.into(),
+        j => format!("{NS}-t{j}"),
+    }
+}
+
+/// The name of object `i`.
+pub fn object_name(i: usize) -> String {
+    format!("wd-{i:04}")
+}
+
+/// The index of the object named `name` ([`object_name`]).
+pub fn index_of(name: &str) -> Option<usize> {
+    name.strip_prefix("wd-")?.parse().ok()
+}
+
+/// The Temporal namespace and worker deployment name (`<k8s-namespace>/<name>`) of the object
+/// named `name`.
+pub fn temporal_of(name: &str) -> (String, String) {
+    let i = index_of(name).unwrap_or_default();
+    (temporal_ns(i), format!("{}/{name}", kube_ns(i)))
+}
+
+/// The Kubernetes and Temporal namespaces objects `0..n` live in, each once.
+pub fn namespaces(n: usize) -> (Vec<String>, Vec<String>) {
+    let kube: Vec<String> = (0..n.max(1).div_ceil(PER_KUBE_NS))
+        .map(|j| kube_ns(j * PER_KUBE_NS))
+        .collect();
+    let mut temporal: Vec<String> = (0..kube.len())
+        .map(|j| temporal_ns(j * PER_KUBE_NS))
+        .collect();
+    temporal.sort();
+    temporal.dedup();
+    (kube, temporal)
+}
+
+/// `wd` labelled with its role ([`ROLE`]).
+pub fn with_role(mut wd: Value, role: &str) -> Value {
+    wd["metadata"]["labels"][ROLE] = json!(role);
+    wd
+}
+
+/// List parameters selecting the objects of one role.
+pub fn of_role(role: &str) -> kube::api::ListParams {
+    kube::api::ListParams::default().labels(&format!("{ROLE}={role}"))
+}
 
 /// The controller's own namespace (its Lease, the Go controller's identity suffix).
 pub const SYSTEM_NS: &str = "bench-system";
@@ -19,11 +89,11 @@ pub const SYSTEM_NS: &str = "bench-system";
 /// The user both controllers authenticate as (client certificate, `system:masters`).
 pub const CONTROLLER_USER: &str = "bench-controller";
 
-/// The `WorkerDeployment`s of [`NS`] (the Go controller's kind, which both controllers serve).
+/// The `WorkerDeployment`s of every namespace (the Go controller's kind, which both
+/// controllers serve).
 pub fn worker_deployments(client: &kube::Client) -> kube::Api<kube::api::DynamicObject> {
-    kube::Api::namespaced_with(
+    kube::Api::all_with(
         client.clone(),
-        NS,
         &go_controller::api_resource("WorkerDeployment"),
     )
 }
@@ -45,6 +115,9 @@ pub enum Scenario {
     Burst,
     /// N waiting objects exist before the controller starts: its cold start.
     Startup,
+    /// N objects a minute created with live workers and deleted a minute later, for several
+    /// minutes; then nothing of them may be left ([`churn`](crate::churn)).
+    Churn,
 }
 
 impl Scenario {
@@ -62,26 +135,34 @@ impl Scenario {
             ),
             Scenario::Burst => "burst: all change image at once (AllAtOnce)".into(),
             Scenario::Startup => "cold start with N waiting objects".into(),
+            Scenario::Churn => format!(
+                "churn: N objects a minute created and deleted {} s later",
+                crate::churn::LIFETIME.as_secs()
+            ),
         }
     }
 }
 
-/// `WorkerDeployment` `wd-<i>`: one replica polling its own task queue, AllAtOnce.
+/// `WorkerDeployment` `wd-<i>` in [`kube_ns`]`(i)`: one replica polling its own task queue in
+/// [`temporal_ns`]`(i)`, AllAtOnce, labelled `fleet` ([`ROLE`]).
 pub fn manifest(scenario: Scenario, i: usize) -> Value {
     match scenario {
         Scenario::Rollout => return progressive(i, "v1"),
         Scenario::Promote | Scenario::Burst => return manifest_at(i, "v1"),
+        Scenario::Churn => return with_role(manifest(Scenario::Idle, i), "churn"),
         Scenario::Waiting | Scenario::Idle | Scenario::Startup => {}
     }
-    let name = format!("wd-{i:04}");
+    let name = object_name(i);
     let mut wd = go_controller::worker_deployment_manifest(
         &name,
         "temporal",
-        NS,
+        &temporal_ns(i),
         &test_harness::manifests::worker_image("v1"),
         &format!("q-{name}"),
         json!({"strategy": "AllAtOnce"}),
     );
+    wd["metadata"]["namespace"] = json!(kube_ns(i));
+    let mut wd = with_role(wd, "fleet");
     if matches!(scenario, Scenario::Waiting | Scenario::Startup) {
         // No scheduler by that name runs, so the Pods stay Pending, as on a full cluster.
         wd["spec"]["template"]["spec"]["schedulerName"] = json!("nobody");
@@ -139,13 +220,20 @@ pub fn manifest_at(i: usize, tag: &str) -> Value {
     wd
 }
 
-/// Server-side applies every manifest, 16 at a time, as the admin.
+/// Server-side applies every manifest (in its `metadata.namespace`, else [`NS`]), 16 at a
+/// time, as the admin.
 pub async fn apply_all(
     client: &kube::Client,
     manifests: impl Iterator<Item = Value>,
 ) -> Result<()> {
     futures::stream::iter(manifests)
-        .map(|m| async move { go_controller::apply(client, NS, &m).await })
+        .map(|m| async move {
+            let ns = m["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(NS)
+                .to_string();
+            go_controller::apply(client, &ns, &m).await
+        })
         .buffer_unordered(16)
         .try_collect::<Vec<()>>()
         .await?;
@@ -157,7 +245,11 @@ pub fn reached_state(scenario: Scenario, status: &Value) -> bool {
     let target = status["targetVersion"]["buildID"].as_str().unwrap_or("");
     match scenario {
         Scenario::Waiting | Scenario::Startup => !target.is_empty(),
-        Scenario::Idle | Scenario::Rollout | Scenario::Promote | Scenario::Burst => {
+        Scenario::Idle
+        | Scenario::Rollout
+        | Scenario::Promote
+        | Scenario::Burst
+        | Scenario::Churn => {
             !target.is_empty() && status["currentVersion"]["buildID"].as_str() == Some(target)
         }
     }

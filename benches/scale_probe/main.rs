@@ -13,20 +13,30 @@
 //! - `rollout`: N objects rolled out at v1, then changed to v2 1.5 s apart, Progressive with
 //!   two 30 s pauses: step and promotion lateness from Temporal's timestamps, overhead;
 //! - `promote`: the same with AllAtOnce: pollers → SetCurrent, then Drained → scaled down;
-//! - `burst`: N objects rolled out at v1, then all changed to v2 at once.
+//! - `burst`: N objects rolled out at v1, then all changed to v2 at once;
+//! - `churn`: N objects a minute created (live workers) and deleted a minute later, for
+//!   `--churn-minutes`; then nothing of them may be left in Kubernetes or Temporal.
+//!
+//! Objects spread as a fleet does: 500 per Kubernetes namespace (`bench`, `bench-1`, …), the
+//! Kubernetes namespaces round robin over up to 4 Temporal namespaces (`bench`, `bench-t1`, …),
+//! so N ≤ 500 stays in `bench`. `--beside K` runs K Progressive rollouts beside a waiting (or
+//! cold-started) fleet after its window: their step lateness beside N.
 //!
 //! Run (see docs/performance.md for recorded runs and the defaults):
 //!   cargo bench --bench scale_probe -- [--controller ours|go|both]
 //!       [--scenarios idle,waiting,startup,rollout,promote,burst] [--idle-n 50,200]
 //!       [--waiting-n 300] [--startup-n 300] [--rollout-n 20] [--promote-n 20]
-//!       [--burst-n 100] [--window 300]
-//!   cargo test --bench scale_probe -- --quick     (CI smoke test: every scenario at a small
-//!       N with a 10 s window; fails only if a scenario does not complete)
+//!       [--burst-n 100] [--churn-n 60] [--churn-minutes 5] [--beside 0] [--window 300]
+//!       [--reach-deadline 900]
+//!   cargo test --bench scale_probe -- --quick     (CI smoke test: every scenario but churn,
+//!       whose minutes are its point, at a small N with a 10 s window; fails only if a
+//!       scenario does not complete)
 //! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_<SCENARIO>_N,
-//! TWC_PROBE_WINDOW. Under `cargo test --benches` without `--quick` it prints how to run it
+//! TWC_PROBE_WINDOW, TWC_PROBE_CHURN_MINUTES, TWC_PROBE_BESIDE, TWC_PROBE_REACH_DEADLINE. Under `cargo test --benches` without `--quick` it prints how to run it
 //! and exits: it starts servers.
 
 mod burst;
+mod churn;
 mod ground;
 mod measure;
 mod promote;
@@ -113,6 +123,14 @@ const SCENARIOS: &[(Scenario, &str, &str, &str, &str, &str)] = &[
         "100",
         "2",
     ),
+    (
+        Scenario::Churn,
+        "churn",
+        "--churn-n",
+        "TWC_PROBE_CHURN_N",
+        "60",
+        "2",
+    ),
 ];
 
 fn main() -> Result<()> {
@@ -158,6 +176,14 @@ async fn run(plan: Plan) -> Result<()> {
                 };
                 println!("done: {what} in {:.0} s", t.elapsed().as_secs_f64());
                 print!("{}", report::raw(&outcome));
+                // Something of the churned objects left behind is a failure.
+                if let Some(churn) = outcome.churn.as_ref().filter(|c| !c.left_behind.is_empty()) {
+                    println!("FAILED: {what}: left behind:");
+                    for line in &churn.left_behind {
+                        println!("  {line}");
+                    }
+                    failed.push(format!("{what}: {} left behind", churn.left_behind.len()));
+                }
                 outcomes.push(outcome);
             }
             let same: Vec<&Outcome> = outcomes
@@ -209,6 +235,12 @@ fn plan(args: &[String], quick: bool) -> Result<Plan> {
     };
     let names: Vec<&str> = SCENARIOS.iter().map(|s| s.1).collect();
     let scenarios = match get("--scenarios", "TWC_PROBE_SCENARIOS") {
+        // The smoke test leaves churn out: its minutes are its point.
+        None if quick => SCENARIOS
+            .iter()
+            .map(|s| s.0)
+            .filter(|s| *s != Scenario::Churn)
+            .collect(),
         None => SCENARIOS.iter().map(|s| s.0).collect(),
         Some(list) => list
             .split(',')
@@ -237,11 +269,22 @@ fn plan(args: &[String], quick: bool) -> Result<Plan> {
         .unwrap_or_else(|| window_default.into())
         .parse()
         .context("--window (seconds)")?;
+    let number = |flag: &str, env: &str, default: u64| -> Result<u64> {
+        get(flag, env).map_or(Ok(default), |v| {
+            v.trim().parse().with_context(|| format!("{flag} {v:?}"))
+        })
+    };
     let timing = Timing {
         window: Duration::from_secs(window),
         quiet: Duration::from_secs(if quick { 2 } else { 10 }),
         settle_max: Duration::from_secs(if quick { 15 } else { 60 }),
-        reach_deadline: Duration::from_secs(900),
+        reach_deadline: Duration::from_secs(number(
+            "--reach-deadline",
+            "TWC_PROBE_REACH_DEADLINE",
+            900,
+        )?),
+        beside: number("--beside", "TWC_PROBE_BESIDE", 0)? as usize,
+        churn_minutes: number("--churn-minutes", "TWC_PROBE_CHURN_MINUTES", 5)?,
     };
     Ok(Plan {
         controllers,

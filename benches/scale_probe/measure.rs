@@ -241,6 +241,10 @@ pub async fn ours_requests(http: SocketAddr) -> Result<(TemporalCounts, Temporal
 pub struct ProcSample {
     pub rss_kib: u64,
     pub peak_rss_kib: u64,
+    /// The two parts of the RSS (the breakdown of issue 30's memory work): anonymous memory
+    /// (heap, stacks) and the executable's pages mapped in.
+    pub rss_anon_kib: u64,
+    pub rss_file_kib: u64,
     /// User + system CPU seconds since the process started.
     pub cpu_secs: f64,
 }
@@ -263,6 +267,8 @@ pub fn proc_sample(pid: u32) -> Result<ProcSample> {
     Ok(ProcSample {
         rss_kib: kib("VmRSS:"),
         peak_rss_kib: kib("VmHWM:"),
+        rss_anon_kib: kib("RssAnon:"),
+        rss_file_kib: kib("RssFile:"),
         cpu_secs: (ticks(11) + ticks(12)) / clock_ticks(),
     })
 }

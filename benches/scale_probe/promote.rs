@@ -24,7 +24,7 @@ use serde_json::Value;
 use temporalio_common::protos::temporal::api::enums::v1::VersionDrainageStatus;
 use test_harness::control_plane::AuditEvent;
 
-use crate::ground::{NS, manifest_at, scaledown_delay};
+use crate::ground::{manifest_at, scaledown_delay, temporal_of};
 use crate::measure::AuditMark;
 use crate::rig::Rig;
 use crate::rollout;
@@ -58,10 +58,10 @@ pub struct Promoted {
 /// Changes every object to v2, one every [`rollout::STAGGER`], and follows them until each
 /// promoted v2 and scaled v1 down.
 pub async fn run(rig: &mut Rig) -> Result<Promoted> {
-    let v1 = rollout::current_builds(&rig.client).await?;
+    let v1 = rollout::current_builds(&rig.client, "fleet").await?;
     let audit = rig.plane.audit_log_path().to_path_buf();
     let mark = crate::measure::audit_mark(&audit)?;
-    rollout::apply_staggered(&rig.client, v1.len(), manifest_at).await?;
+    rollout::apply_staggered(&rig.client, 0..v1.len(), manifest_at).await?;
     let api = crate::ground::worker_deployments(&rig.client);
     let begin = Instant::now();
     let (mut scaled, mut read_to) = (BTreeMap::new(), mark);
@@ -173,8 +173,9 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
     let delay = scaledown_delay().as_secs_f64() * 1e3;
     let mut out = PromoteTimes::default();
     for (name, v1_build) in v1 {
-        let deployment = format!("{NS}/{name}");
-        let described = test_harness::observe::describe_deployment(&conn, NS, &deployment).await?;
+        let (namespace, deployment) = temporal_of(name);
+        let described =
+            test_harness::observe::describe_deployment(&conn, &namespace, &deployment).await?;
         let Some(info) = described.and_then(|d| d.worker_deployment_info) else {
             continue;
         };
@@ -198,7 +199,7 @@ pub async fn times(rig: &Rig, promoted: &Promoted) -> Result<PromoteTimes> {
         if let (Some(ready), Some(kcm)) = (v2_ready, kcm) {
             out.ready_to_deployment_ms.push(kcm - ready);
         }
-        let drained = rollout::version_info(&conn, &deployment, v1_build)
+        let drained = rollout::version_info(&conn, &namespace, &deployment, v1_build)
             .await
             .and_then(|i| i.drainage_info)
             .filter(|d| d.status == VersionDrainageStatus::Drained as i32)

@@ -177,6 +177,26 @@ const ROWS: &[Row] = &[
         target: none(),
     },
     Row {
+        name: "of it: RssAnon (heap, stacks) at window end (MiB)",
+        value: |o| Some(mib(o.proc_after.rss_anon_kib)),
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "of it: RssFile (the executable mapped in) at window end (MiB)",
+        value: |o| Some(mib(o.proc_after.rss_file_kib)),
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "RssAnon growth per object (KiB)",
+        value: |o| {
+            Some((o.proc_after.rss_anon_kib as f64 - o.proc_empty.rss_anon_kib as f64) / o.n as f64)
+        },
+        digits: 1,
+        target: none(),
+    },
+    Row {
         name: "peak RSS (MiB)",
         value: |o| Some(mib(o.proc_after.peak_rss_kib)),
         digits: 1,
@@ -306,6 +326,51 @@ const ROWS: &[Row] = &[
         target: none(),
     },
     Row {
+        name: "churn: objects created and deleted",
+        value: |o| Some(o.churn.as_ref()?.created as f64),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "churn: created → Current p50 (ms, 1 s looks)",
+        value: |o| percentile(&o.churn.as_ref()?.create_to_current_ms, 50.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "churn: created → Current p99 (ms, 1 s looks)",
+        value: |o| percentile(&o.churn.as_ref()?.create_to_current_ms, 99.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "churn: deleted → gone p50 (ms, 1 s looks)",
+        value: |o| percentile(&o.churn.as_ref()?.delete_to_gone_ms, 50.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "churn: deleted → gone p99 (ms, 1 s looks)",
+        value: |o| percentile(&o.churn.as_ref()?.delete_to_gone_ms, 99.0),
+        digits: 0,
+        target: none(),
+    },
+    Row {
+        name: "churn: last deletion → nothing left in K8s and Temporal (s)",
+        value: |o| o.churn.as_ref()?.cleanup_s,
+        digits: 1,
+        target: none(),
+    },
+    Row {
+        name: "churn: things left behind",
+        value: |o| Some(o.churn.as_ref()?.left_behind.len() as f64),
+        digits: 0,
+        target: Some(Target {
+            text: "0",
+            met: |v, _, _| Some(v == 0.0),
+        }),
+    },
+    Row {
         name: "floor: SetWorkerDeploymentRampingVersion RTT mean (ms, ours' own)",
         value: |o| {
             o.ours_rtt_ms
@@ -345,8 +410,12 @@ pub fn summary(outcomes: &[&Outcome]) -> String {
     let Some(first) = outcomes.first() else {
         return String::new();
     };
+    let beside = match first.beside {
+        0 => String::new(),
+        k => format!(", then {k} Progressive rollouts beside it (step rows)"),
+    };
     let mut out = format!(
-        "\n### {} — N = {}, window {:.0} s\n\n| metric |",
+        "\n### {} — N = {}, window {:.0} s{beside}\n\n| metric |",
         first.scenario.label(),
         first.n,
         first.window.as_secs_f64()

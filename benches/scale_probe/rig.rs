@@ -1,6 +1,7 @@
 //! One fresh world per scenario and controller: a control plane with the controller's own
-//! CRDs, a Temporal dev server (with its metrics endpoint), the kubelet stand-in, namespace
-//! [`NS`] with Connection `temporal`, and the controller under test as a process of its own,
+//! CRDs, a Temporal dev server (with its metrics endpoint), the kubelet stand-in, the
+//! scenario's namespaces (Kubernetes `bench`, `bench-1`, …, each with Connection `temporal`;
+//! Temporal `bench`, `bench-t1`, …), and the controller under test as a process of its own,
 //! authenticated as [`CONTROLLER_USER`] so that the audit log tells its requests apart.
 
 use std::net::SocketAddr;
@@ -14,11 +15,20 @@ use test_harness::go_controller::{self, GoController, GoControllerBuild, GoContr
 use test_harness::kubelet::Kubelet;
 use test_harness::temporal_server::DevServer;
 
-use crate::ground::{CONTROLLER_USER, NS, SYSTEM_NS};
+use crate::ground::{CONTROLLER_USER, SYSTEM_NS};
 
-/// Temporal refuses the pollers of more than 100 worker deployments per namespace by default
-/// (`matching.maxDeployments`); the burst scenario needs 200.
-const TEMPORAL_CONFIG: &[&str] = &["matching.maxDeployments=1000"];
+/// The dev server's per-namespace limits, raised so that a fleet fits:
+/// - Temporal refuses the pollers of more than 100 worker deployments per namespace by default
+///   (`matching.maxDeployments`); the burst scenario needs 200, a fleet of 10,000 over
+///   [`TEMPORAL_NAMESPACES`](crate::ground::TEMPORAL_NAMESPACES) namespaces 2,500 each;
+/// - the frontend admits 1,200 concurrent long polls per namespace (`frontend.namespaceCount`),
+///   fewer than the pollers of a few hundred live workers.
+///
+/// Request rates are left at the server's defaults: both controllers meet the same limits.
+const TEMPORAL_CONFIG: &[&str] = &[
+    "matching.maxDeployments=20000",
+    "frontend.namespaceCount=20000",
+];
 /// How long our controller may take to answer `/readyz` on a loaded machine.
 const READY_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -108,8 +118,10 @@ pub struct Rig {
 
 impl Rig {
     /// Starts a fresh rig for `which` (the Go controller's build comes from its cache), with
-    /// the `preload` manifests applied before the controller starts (a cold start).
-    pub async fn start(which: Which, preload: &[serde_json::Value]) -> Result<Rig> {
+    /// the namespaces of objects `0..objects` ([`crate::ground::namespaces`]: each Kubernetes
+    /// one with its `Connection`) and the `preload` manifests applied before the controller
+    /// starts (a cold start).
+    pub async fn start(which: Which, objects: usize, preload: &[serde_json::Value]) -> Result<Rig> {
         let go_build = match which {
             Which::Go => Some(GoControllerBuild::locate_async().await?),
             Which::Ours => None,
@@ -124,13 +136,17 @@ impl Rig {
             Some(build) => go_controller::install_crds(&client, build).await?,
             None => control_plane::install_crds(&client, &control_plane::repo_crds_dir()).await?,
         }
-        for ns in [NS, SYSTEM_NS] {
-            go_controller::create_namespace(&client, ns).await?;
-        }
-        temporal.create_namespace(NS).await?;
+        let (kube_namespaces, temporal_namespaces) = crate::ground::namespaces(objects);
+        go_controller::create_namespace(&client, SYSTEM_NS).await?;
         // Both controllers serve the Go controller's `Connection` kind.
         let connection = go_controller::connection_manifest("temporal", &temporal.address());
-        go_controller::apply(&client, NS, &connection).await?;
+        for ns in &kube_namespaces {
+            go_controller::create_namespace(&client, ns).await?;
+            go_controller::apply(&client, ns, &connection).await?;
+        }
+        for ns in &temporal_namespaces {
+            temporal.create_namespace(ns).await?;
+        }
         let kubelet = Kubelet::start(client.clone()).await?;
         crate::ground::apply_all(&client, preload.iter().cloned()).await?;
         let kubeconfig = plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?;

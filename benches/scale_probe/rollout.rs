@@ -13,7 +13,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use kube::api::ListParams;
 use serde_json::Value;
 use temporalio_client::Connection;
 use temporalio_client::grpc::WorkflowService as _;
@@ -23,7 +22,7 @@ use temporalio_common::protos::temporal::api::deployment::v1::{
 };
 use temporalio_common::protos::temporal::api::workflowservice::v1::DescribeWorkerDeploymentVersionRequest;
 
-use crate::ground::{NS, now_ms, pause, ts_ms};
+use crate::ground::{now_ms, of_role, pause, temporal_of, ts_ms};
 use crate::rig::Rig;
 
 /// Between two objects' changes to v2 (this scenario and the promotion one).
@@ -98,14 +97,15 @@ pub fn summary_of<'a>(
     })
 }
 
-/// Changes object `i` to v2, one every [`STAGGER`]; returns when each was applied (ms).
+/// Changes each object of `indices` to v2, one every [`STAGGER`]; returns when each was
+/// applied (ms).
 pub async fn apply_staggered(
     client: &kube::Client,
-    n: usize,
+    indices: std::ops::Range<usize>,
     at_tag: impl Fn(usize, &str) -> Value,
 ) -> Result<BTreeMap<String, f64>> {
     let mut applied = BTreeMap::new();
-    for i in 0..n {
+    for i in indices {
         let wd = at_tag(i, "v2");
         let name = wd["metadata"]["name"]
             .as_str()
@@ -118,11 +118,13 @@ pub async fn apply_staggered(
     Ok(applied)
 }
 
-/// Follows every object's status until each promoted its v2 (not one of `v1_builds`), reading
-/// Temporal once per routing change; returns the timelines and how many reads that took.
+/// Follows the status of every object of `role` until each promoted its v2 (not one of
+/// `v1_builds`), reading Temporal once per routing change; returns the timelines and how many
+/// reads that took.
 pub async fn record(
     rig: &mut Rig,
     v1_builds: &BTreeMap<String, String>,
+    role: &str,
 ) -> Result<(BTreeMap<String, Timeline>, u64)> {
     // The probe's own reads, taken out of the controller's Temporal count afterwards.
     let mut reads = 0u64;
@@ -137,8 +139,11 @@ pub async fn record(
     let begin = Instant::now();
     loop {
         rig.controller.check_alive()?;
-        for obj in api.list(&ListParams::default()).await?.items {
+        for obj in api.list(&of_role(role)).await?.items {
             let name = obj.metadata.name.clone().unwrap_or_default();
+            if !v1_builds.contains_key(&name) {
+                continue;
+            }
             let Some((build, routing)) = v2_routing(&obj.data["status"], v1_builds.get(&name))
             else {
                 continue;
@@ -153,7 +158,8 @@ pub async fn record(
                 continue;
             }
             reads += 1;
-            let Some(info) = version_info(&conn, &format!("{NS}/{name}"), &build).await else {
+            let (namespace, deployment) = temporal_of(&name);
+            let Some(info) = version_info(&conn, &namespace, &deployment, &build).await else {
                 continue;
             };
             entry.2 = true;
@@ -205,12 +211,13 @@ fn v2_routing(status: &Value, v1: Option<&String>) -> Option<(String, String)> {
 /// `DescribeWorkerDeploymentVersion`, or `None` while Temporal does not know it (or is busy).
 pub async fn version_info(
     conn: &Connection,
+    namespace: &str,
     deployment: &str,
     build: &str,
 ) -> Option<WorkerDeploymentVersionInfo> {
     #[allow(deprecated)]
     let req = DescribeWorkerDeploymentVersionRequest {
-        namespace: NS.into(),
+        namespace: namespace.into(),
         deployment_version: Some(WorkerDeploymentVersion {
             deployment_name: deployment.into(),
             build_id: build.into(),
@@ -225,11 +232,11 @@ pub async fn version_info(
         .worker_deployment_version_info
 }
 
-/// Every object's current build (its v1), by name.
-pub async fn current_builds(client: &kube::Client) -> Result<BTreeMap<String, String>> {
+/// The current build (its v1) of every object of `role`, by name.
+pub async fn current_builds(client: &kube::Client, role: &str) -> Result<BTreeMap<String, String>> {
     let api = crate::ground::worker_deployments(client);
     Ok(api
-        .list(&ListParams::default())
+        .list(&of_role(role))
         .await?
         .items
         .into_iter()
@@ -240,4 +247,81 @@ pub async fn current_builds(client: &kube::Client) -> Result<BTreeMap<String, St
             Some((o.metadata.name?, build))
         })
         .collect())
+}
+
+/// `k` Progressive rollouts beside a fleet (issue 41): objects `first..first + k`, labelled
+/// `beside`, rolled out at v1 (live workers), then changed to v2 [`STAGGER`] apart and followed
+/// as in the rollout scenario. Returns their times and the probe's own Temporal reads.
+///
+/// They start once kube-controller-manager has caught up with the fleet (a Pod for every
+/// Deployment): at its default client rate (20 requests/s per controller) the rig's
+/// kube-controller-manager needs about 10 minutes for the ReplicaSets, statuses and Pods of
+/// 5,000 Deployments, and a rollout created before that waits in its queue for its first Pod.
+pub async fn beside(rig: &mut Rig, first: usize, k: usize) -> Result<(RolloutTimes, u64)> {
+    let waited = kube_controller_manager_caught_up(&rig.client).await?;
+    println!(
+        "beside: kube-controller-manager caught up with the fleet after {:.0} s more",
+        waited.as_secs_f64()
+    );
+    let indices = first..first + k;
+    let at = |i: usize, tag: &str| {
+        crate::ground::with_role(crate::ground::progressive(i, tag), "beside")
+    };
+    crate::ground::apply_all(&rig.client, indices.clone().map(|i| at(i, "v1"))).await?;
+    let api = crate::ground::worker_deployments(&rig.client);
+    let begin = Instant::now();
+    loop {
+        rig.controller.check_alive()?;
+        let items = api.list(&of_role("beside")).await?.items;
+        let current = items
+            .iter()
+            .filter(|o| {
+                crate::ground::reached_state(crate::ground::Scenario::Rollout, &o.data["status"])
+            })
+            .count();
+        if current >= k {
+            break;
+        }
+        if begin.elapsed() > ROLLOUT_DEADLINE {
+            bail!(
+                "{current} of {k} rollouts beside the fleet reached v1 within {ROLLOUT_DEADLINE:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let v1 = current_builds(&rig.client, "beside").await?;
+    let applied = apply_staggered(&rig.client, indices, at).await?;
+    let (timelines, reads) = record(rig, &v1, "beside").await?;
+    Ok((RolloutTimes::from_timelines(&applied, &timelines), reads))
+}
+
+/// Waits until there are as many Pods as Deployments (each object of a fleet has one replica):
+/// kube-controller-manager has worked through the fleet. Returns how long that took.
+async fn kube_controller_manager_caught_up(client: &kube::Client) -> Result<Duration> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Pod;
+    const DEADLINE: Duration = Duration::from_secs(1800);
+    // One item and the server's count of the rest: no list of thousands.
+    let count = |meta: &kube::api::ListMeta, items: usize| {
+        items as i64 + meta.remaining_item_count.unwrap_or_default()
+    };
+    let one = kube::api::ListParams::default().limit(1);
+    let begin = Instant::now();
+    loop {
+        let deployments = kube::Api::<Deployment>::all(client.clone())
+            .list(&one)
+            .await?;
+        let pods = kube::Api::<Pod>::all(client.clone()).list(&one).await?;
+        let (d, p) = (
+            count(&deployments.metadata, deployments.items.len()),
+            count(&pods.metadata, pods.items.len()),
+        );
+        if p >= d {
+            return Ok(begin.elapsed());
+        }
+        if begin.elapsed() > DEADLINE {
+            bail!("kube-controller-manager made {p} Pods for {d} Deployments within {DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
 }

@@ -7,13 +7,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::ground::{NS, Scenario, apply_all, manifest, reached_state};
+use crate::ground::{Scenario, apply_all, manifest, reached_state, temporal_of};
 use crate::measure::{self, KubeTally, ProcSample, TemporalCounts};
 use crate::rig::{Rig, Which};
-use crate::{burst, promote, rollout};
+use crate::{burst, churn, promote, rollout};
 
 /// The window of steady measurement after the scenario's own span.
 fn window(scenario: Scenario, timing: Timing) -> Duration {
@@ -23,7 +22,7 @@ fn window(scenario: Scenario, timing: Timing) -> Duration {
         Scenario::Waiting => timing.window.min(WAITING_WINDOW),
         // What follows a cold start is the waiting scenario's steady state.
         Scenario::Startup => timing.window.min(STARTUP_WINDOW),
-        Scenario::Rollout | Scenario::Promote | Scenario::Burst => Duration::ZERO,
+        Scenario::Rollout | Scenario::Promote | Scenario::Burst | Scenario::Churn => Duration::ZERO,
     }
 }
 
@@ -43,6 +42,11 @@ pub struct Timing {
     pub settle_max: Duration,
     /// Every object must reach its state within this.
     pub reach_deadline: Duration,
+    /// Progressive rollouts run beside a waiting fleet (waiting and cold start) after its
+    /// window: issue 41's step lateness beside N.
+    pub beside: usize,
+    /// How many minutes the churn scenario creates and deletes objects.
+    pub churn_minutes: u64,
 }
 
 /// Everything measured in one scenario run.
@@ -88,14 +92,28 @@ pub struct Outcome {
     pub burst: Option<burst::BurstTimes>,
     /// Startup: controller spawn → its first status write (ms).
     pub first_write_ms: Option<f64>,
+    /// Progressive rollouts run beside the fleet (their times are in [`Outcome::rollout`]).
+    pub beside: usize,
+    pub churn: Option<churn::ChurnTimes>,
 }
 
 /// Runs `scenario` with `n` objects on a fresh rig of `which`.
 pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> Result<Outcome> {
-    let manifests: Vec<Value> = (0..n).map(|i| manifest(scenario, i)).collect();
+    let churning = scenario == Scenario::Churn;
+    // The churn scenario creates its objects in its measured span.
+    let fleet = if churning { 0 } else { n };
+    let manifests: Vec<Value> = (0..fleet).map(|i| manifest(scenario, i)).collect();
     let cold = scenario == Scenario::Startup;
     let preload: &[Value] = if cold { &manifests } else { &[] };
-    let mut rig = Rig::start(which, preload).await?;
+    let beside = match scenario {
+        Scenario::Waiting | Scenario::Startup => timing.beside,
+        _ => 0,
+    };
+    let objects = match scenario {
+        Scenario::Churn => n * timing.churn_minutes as usize,
+        _ => n + beside,
+    };
+    let mut rig = Rig::start(which, objects, preload).await?;
     let pid = rig.controller.pid();
     let proc_empty = measure::proc_sample(pid)?;
     let audit = rig.plane.audit_log_path().to_path_buf();
@@ -110,7 +128,7 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
     if !cold {
         apply_all(&rig.client, manifests.into_iter()).await?;
     }
-    wait_reached(&mut rig, scenario, n, timing.reach_deadline).await?;
+    wait_reached(&mut rig, scenario, fleet, timing.reach_deadline).await?;
     // A cold start counts from the process's spawn.
     let reach = if cold {
         Duration::from_secs_f64((crate::ground::now_ms() - rig.spawned_ms).max(0.0) / 1e3)
@@ -125,7 +143,15 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
     let (creation, mark) = measure::audit_since(&audit, mark)?;
     let (t1, x1) = measure::temporal_counts(metrics).await?;
     let (settled, mark) = settle(&audit, mark, timing).await?;
-    let span = measured_span(&mut rig, scenario, mark, window(scenario, timing)).await?;
+    let span = measured_span(
+        &mut rig,
+        scenario,
+        n,
+        mark,
+        window(scenario, timing),
+        timing,
+    )
+    .await?;
     let steady = span.steady;
     let (promote_ms, temporal_rtt_ms) = match scenario {
         Scenario::Idle => routing_latencies(&rig, n).await?,
@@ -133,7 +159,7 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
         Scenario::Rollout | Scenario::Promote | Scenario::Burst => {
             (Vec::new(), routing_latencies(&rig, n).await?.1)
         }
-        Scenario::Waiting | Scenario::Startup => (Vec::new(), Vec::new()),
+        Scenario::Waiting | Scenario::Startup | Scenario::Churn => (Vec::new(), Vec::new()),
     };
     let promote = match &span.promoted {
         Some(promoted) => Some(promote::times(&rig, promoted).await?),
@@ -164,6 +190,8 @@ pub async fn run(which: Which, scenario: Scenario, n: usize, timing: Timing) -> 
         promote,
         burst: span.burst,
         first_write_ms,
+        beside,
+        churn: span.churn,
     })
 }
 
@@ -177,9 +205,12 @@ async fn wait_reached(
 ) -> Result<()> {
     let api = crate::ground::worker_deployments(&rig.client);
     let begin = Instant::now();
+    // A list of 10,000 objects is tens of MB: look less often the more there are (the time to
+    // reach the state is then known to within this, against minutes).
+    let every = Duration::from_millis((n as u64 / 2).clamp(1000, 5000));
     loop {
         rig.controller.check_alive()?;
-        let list = api.list(&ListParams::default()).await?;
+        let list = api.list(&crate::ground::of_role("fleet")).await?;
         let reached = list
             .items
             .iter()
@@ -195,7 +226,7 @@ async fn wait_reached(
                 scenario.label()
             );
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -315,6 +346,7 @@ struct Span {
     rollout: Option<rollout::RolloutTimes>,
     promoted: Option<promote::Promoted>,
     burst: Option<burst::BurstTimes>,
+    churn: Option<churn::ChurnTimes>,
 }
 
 /// The measured span: a steady window of fixed length (the measurement is "what happens in
@@ -322,23 +354,30 @@ struct Span {
 async fn measured_span(
     rig: &mut Rig,
     scenario: Scenario,
+    n: usize,
     mark: measure::AuditMark,
     window: Duration,
+    timing: Timing,
 ) -> Result<Span> {
     let probe = Probe::of(rig)?;
     let start = probe.start(mark).await?;
     let (mut rollout_times, mut promoted, mut burst_times, mut probe_reads) = (None, None, None, 0);
+    let mut churn_times = None;
     match scenario {
         Scenario::Rollout => {
-            let v1 = rollout::current_builds(&rig.client).await?;
+            let v1 = rollout::current_builds(&rig.client, "fleet").await?;
             let applied =
-                rollout::apply_staggered(&rig.client, v1.len(), crate::ground::progressive).await?;
-            let (timelines, reads) = rollout::record(rig, &v1).await?;
+                rollout::apply_staggered(&rig.client, 0..v1.len(), crate::ground::progressive)
+                    .await?;
+            let (timelines, reads) = rollout::record(rig, &v1, "fleet").await?;
             probe_reads = reads;
             rollout_times = Some(rollout::RolloutTimes::from_timelines(&applied, &timelines));
         }
         Scenario::Promote => promoted = Some(promote::run(rig).await?),
         Scenario::Burst => burst_times = Some(burst::run(rig).await?),
+        Scenario::Churn => {
+            churn_times = Some(churn::run(rig, n, timing.churn_minutes).await?);
+        }
         Scenario::Waiting | Scenario::Idle | Scenario::Startup => {
             tokio::time::sleep(window).await;
         }
@@ -348,11 +387,20 @@ async fn measured_span(
     if let Some(count) = steady.temporal.get_mut("DescribeWorkerDeploymentVersion") {
         *count = (*count - probe_reads as f64).max(0.0);
     }
+    // After the window, so that its rates are the fleet's alone.
+    if matches!(scenario, Scenario::Waiting | Scenario::Startup) && timing.beside > 0 {
+        // Their failure leaves the fleet's numbers standing.
+        match rollout::beside(rig, n, timing.beside).await {
+            Ok((times, _)) => rollout_times = Some(times),
+            Err(e) => println!("FAILED: the rollouts beside N = {n}: {e:#}"),
+        }
+    }
     Ok(Span {
         steady,
         rollout: rollout_times,
         promoted,
         burst: burst_times,
+        churn: churn_times,
     })
 }
 
@@ -364,9 +412,9 @@ async fn routing_latencies(rig: &Rig, n: usize) -> Result<(Vec<f64>, Vec<f64>)> 
     let mut promote = Vec::new();
     let mut rtt = Vec::new();
     for i in 0..n {
-        let deployment = format!("{NS}/wd-{i:04}");
+        let (namespace, deployment) = temporal_of(&crate::ground::object_name(i));
         let begin = Instant::now();
-        let described = test_harness::observe::describe_deployment(&conn, NS, &deployment)
+        let described = test_harness::observe::describe_deployment(&conn, &namespace, &deployment)
             .await?
             .with_context(|| format!("{deployment} unknown to Temporal"))?;
         rtt.push(begin.elapsed().as_secs_f64() * 1e3);
