@@ -68,7 +68,13 @@ pub struct OwnWrite<'a> {
     pub install_id: &'a str,
 }
 
-/// Temporal's view as our own write left it, made at `now` on `before`: what a describe returns
+/// Temporal's view as our own write left it, on `before`. Temporal timed the change between
+/// `sent` (before our writes) and `answered`: the routing change gets `sent`, so a wake for the
+/// step it starts comes early, never late (the decision then describes afresh), and a demoted
+/// version's draining gets `answered`, so no pinned workflow is cancelled or terminated early
+/// while this view stands in.
+///
+/// Otherwise: what a describe returns
 /// once the write has propagated (Temporal's answer to a Set call is the new conflict token,
 /// and its routing is the one we asked for). Versions that lose the current or ramping slot
 /// are Draining at once, as Temporal marks them inside the Set call. Not "in progress": that
@@ -78,7 +84,7 @@ pub struct OwnWrite<'a> {
 pub fn view_after_write(
     before: &WorkerDeploymentState,
     write: &OwnWrite<'_>,
-    now: Timestamp,
+    (sent, answered): (Timestamp, Timestamp),
 ) -> WorkerDeploymentState {
     let mut view = before.clone();
     if let Some(token) = write.conflict_token {
@@ -93,7 +99,7 @@ pub fn view_after_write(
         return view;
     };
     view.last_modifier_identity = write.identity.to_string();
-    let (routed_to, demoted) = route(&mut view, change, now);
+    let (routed_to, demoted) = route(&mut view, change, sent);
     view.last_routing_install = routed_to
         .clone()
         .filter(|_| !write.install_id.is_empty())
@@ -104,7 +110,7 @@ pub fn view_after_write(
     for v in &mut view.versions {
         if demoted.as_ref() == Some(&v.build_id) {
             v.status = TemporalVersionStatus::Draining;
-            v.drainage_changed_at = Some(now);
+            v.drainage_changed_at = Some(answered);
         }
     }
     view
@@ -403,7 +409,11 @@ mod tests {
         Remembered {
             generation: 2,
             at: ts("2026-03-02T09:59:59Z"),
-            state: view_after_write(&before, &write, ts("2026-03-02T09:59:59Z")),
+            state: view_after_write(
+                &before,
+                &write,
+                (ts("2026-03-02T09:59:59Z"), ts("2026-03-02T09:59:59Z")),
+            ),
             gate_queues: None,
             written: true,
         }
@@ -459,6 +469,31 @@ mod tests {
         assert_eq!(s.last_routed_build(), Some("v2"));
     }
 
+    /// Temporal timed a routing change between our sending and its answer: the step it starts
+    /// counts from the send (a wake never late), a demoted version drains from the answer (no
+    /// pinned workflow cancelled early).
+    #[test]
+    fn a_routing_change_counts_from_the_send_and_a_drain_from_the_answer() {
+        let ramped = written(&RoutingChange::SetRamping {
+            build_id: "v2".into(),
+            percentage: 25.0,
+        });
+        let (sent, answered) = (ts("2026-03-02T10:00:00Z"), ts("2026-03-02T10:00:03Z"));
+        let promote = RoutingChange::SetCurrent {
+            build_id: "v2".into(),
+        };
+        let write = OwnWrite {
+            routed: Some(&promote),
+            identity: "twc",
+            ..Default::default()
+        };
+        let s = view_after_write(&ramped.state, &write, (sent, answered));
+        assert_eq!(s.routing.current_changed_at, Some(sent));
+        let v1 = s.version("v1").expect("v1");
+        assert_eq!(v1.status, TemporalVersionStatus::Draining);
+        assert_eq!(v1.drainage_changed_at, Some(answered));
+    }
+
     #[test]
     fn the_view_after_a_ramp_and_after_its_promotion() {
         let at = ts("2026-03-02T09:59:59Z");
@@ -493,7 +528,7 @@ mod tests {
             identity: "twc",
             ..Default::default()
         };
-        r.state = view_after_write(&r.state, &write(&step), later);
+        r.state = view_after_write(&r.state, &write(&step), (later, later));
         assert_eq!(
             r.state.routing.ramping_changed_at,
             Some(at),
@@ -504,7 +539,7 @@ mod tests {
         let promote = RoutingChange::SetCurrent {
             build_id: "v2".into(),
         };
-        let s = view_after_write(&r.state, &write(&promote), later);
+        let s = view_after_write(&r.state, &write(&promote), (later, later));
         assert_eq!(s.routing.ramping_build_id, None);
         assert_eq!(s.routing.ramp_percentage, 0.0);
         assert_eq!(
@@ -516,7 +551,7 @@ mod tests {
             Some(TemporalVersionStatus::Draining)
         );
         // Clearing a ramp drains the build that ramped.
-        let s = view_after_write(&r.state, &write(&RoutingChange::ClearRamp), later);
+        let s = view_after_write(&r.state, &write(&RoutingChange::ClearRamp), (later, later));
         assert_eq!(s.routing.ramping_build_id, None);
         assert_eq!(
             s.version("v2").map(|v| v.status),
@@ -537,7 +572,7 @@ mod tests {
             identity: "twc",
             ..Default::default()
         };
-        let s = view_after_write(&before, &write, ts(NOW));
+        let s = view_after_write(&before, &write, (ts(NOW), ts(NOW)));
         assert_eq!(
             (s.manager_identity.as_str(), &s.conflict_token[..]),
             ("twc", &b"t3"[..])
@@ -553,7 +588,10 @@ mod tests {
             forgotten: vec!["v0"],
             ..Default::default()
         };
-        assert_eq!(view_after_write(&with_old, &write, ts(NOW)), before);
+        assert_eq!(
+            view_after_write(&with_old, &write, (ts(NOW), ts(NOW))),
+            before
+        );
     }
 
     #[test]

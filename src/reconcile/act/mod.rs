@@ -82,8 +82,15 @@ pub async fn apply(
         controller_version: &ctx.settings.controller_version,
         metrics: &ctx.metrics,
     };
+    let sent = jiff::Timestamp::now();
     let executed = execute::execute(&exec, plan).await;
-    remember(ctx, &twd, input, plan, &executed.done, &observed.client);
+    remember(
+        ctx,
+        &twd,
+        (input, plan),
+        &executed.done,
+        (&observed.client, sent),
+    );
     Acted {
         twd: twd.clone(),
         done: executed.done,
@@ -106,10 +113,9 @@ fn gate_queues_to_remember(input: &PlanInput, plan: &Plan) -> Option<Vec<String>
 fn remember(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
-    input: &PlanInput,
-    plan: &Plan,
+    (input, plan): (&PlanInput, &Plan),
     done: &[Done],
-    client: &crate::temporal::TemporalClient,
+    (client, sent): (&crate::temporal::TemporalClient, jiff::Timestamp),
 ) {
     let object = twd.key();
     ctx.remembered
@@ -135,12 +141,11 @@ fn remember(
             identity: client.identity(),
             install_id: client.install_id(),
         };
-        // The write's answer, not the observation before it (which may be seconds older): the
-        // times the view gives the routing change (a step's start, a version's draining) are then
-        // never earlier than Temporal's own, so no pause and no cancelPinnedAfter is cut short
-        // while the view stands in, and the settle counts from the write too.
+        // Temporal timed the change between `sent` and `answered`, not at the observation
+        // before it (which may be seconds older): see `view_after_write` for which bound each
+        // time takes. The settle counts from the answer.
         let answered = jiff::Timestamp::now();
-        let view = polling::view_after_write(&input.temporal, &write, answered);
+        let view = polling::view_after_write(&input.temporal, &write, (sent, answered));
         let generation = twd.metadata.generation.unwrap_or_default();
         ctx.remembered.wrote(&object, generation, view, answered);
     }
