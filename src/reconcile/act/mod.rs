@@ -14,7 +14,6 @@ pub use execute::Done;
 use crate::api::TemporalWorkerDeployment;
 
 use crate::planner::model::{Phase, Plan, PlanInput};
-use crate::planner::polling;
 use crate::reconcile::observe::Observed;
 use crate::reconcile::{Context, Outcome};
 use execute::ExecContext;
@@ -82,15 +81,8 @@ pub async fn apply(
         controller_version: &ctx.settings.controller_version,
         metrics: &ctx.metrics,
     };
-    let sent = jiff::Timestamp::now();
     let executed = execute::execute(&exec, plan).await;
-    remember(
-        ctx,
-        &twd,
-        (input, plan),
-        &executed.done,
-        (&observed.client, sent),
-    );
+    remember(ctx, &twd, input, plan, &executed.done);
     Acted {
         twd: twd.clone(),
         done: executed.done,
@@ -99,8 +91,9 @@ pub async fn apply(
 }
 
 /// What the next reconcile may take from this one instead of asking Temporal again: the
-/// target's task queues while it waits for its gate, and the view our own write left
-/// (`polling::view_after_write`), which stands in for a describe while Temporal is busy with it.
+/// target's task queues while it waits for its gate, and that our own write made the
+/// remembered view of Temporal stale (and keeps the worker deployment's system workflow busy
+/// for a moment).
 /// The target's task queues while it waits only for its running gate workflows: then the
 /// next passes ask only the gates. Not while its task queues are still unknown (a target that
 /// has not polled yet): that wait needs the version described again, and remembering no queues
@@ -113,41 +106,15 @@ fn gate_queues_to_remember(input: &PlanInput, plan: &Plan) -> Option<Vec<String>
 fn remember(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
-    (input, plan): (&PlanInput, &Plan),
+    input: &PlanInput,
+    plan: &Plan,
     done: &[Done],
-    (client, sent): (&crate::temporal::TemporalClient, jiff::Timestamp),
 ) {
     let object = twd.key();
     ctx.remembered
         .note_gate(&object, gate_queues_to_remember(input, plan));
     if done.iter().any(Done::wrote_temporal_deployment) {
-        let write = polling::OwnWrite {
-            routed: done.iter().find_map(|d| match d {
-                Done::Routed(r) => Some(r),
-                _ => None,
-            }),
-            claimed_manager: done.iter().any(|d| matches!(d, Done::ManagerClaimed)),
-            forgotten: done
-                .iter()
-                .filter_map(|d| match d {
-                    Done::VersionForgotten { build_id } => Some(build_id.as_str()),
-                    _ => None,
-                })
-                .collect(),
-            conflict_token: done.iter().rev().find_map(|d| match d {
-                Done::ConflictToken(t) => Some(t.as_slice()),
-                _ => None,
-            }),
-            identity: client.identity(),
-            install_id: client.install_id(),
-        };
-        // Temporal timed the change between `sent` and `answered`, not at the observation
-        // before it (which may be seconds older): see `view_after_write` for which bound each
-        // time takes. The settle counts from the answer.
-        let answered = jiff::Timestamp::now();
-        let view = polling::view_after_write(&input.temporal, &write, (sent, answered));
-        let generation = twd.metadata.generation.unwrap_or_default();
-        ctx.remembered.wrote(&object, generation, view, answered);
+        ctx.remembered.wrote(&object);
     }
 }
 

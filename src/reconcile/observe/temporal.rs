@@ -17,9 +17,8 @@ use crate::temporal::{ConnectionKey, TemporalClient, TemporalError};
 use kube::ResourceExt;
 
 /// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
-/// there can have changed, or as our own write left it while Temporal is still busy with that
-/// write (`polling::may_reuse`), else described afresh and remembered. With a remembered view,
-/// the target's task queues if the rollout waits for its gate.
+/// there can have changed (`polling::may_reuse`), else described afresh and remembered. With
+/// a remembered view, the target's task queues if the rollout waits for its gate.
 pub async fn state(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -37,6 +36,10 @@ pub async fn state(
     {
         tracing::debug!("nothing to see in Temporal: its view remembered, not described");
         return Ok((r.state.clone(), r.gate_queues.clone()));
+    }
+    if let Some(left) = ctx.remembered.settle_left(&object) {
+        // Right after our own write the describe would stall or be refused (BusyWorkflow).
+        tokio::time::sleep(left).await;
     }
     let name = twd.temporal_deployment_name();
     let mut state = match client.describe_deployment(&name).await {
@@ -82,7 +85,6 @@ pub async fn state(
             at: now,
             state: state.clone(),
             gate_queues: None,
-            written: false,
         },
     );
     Ok((state, None))

@@ -7,21 +7,26 @@ pub mod pollers;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
-use jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::polling::Remembered;
-use crate::temporal::state::WorkerDeploymentState;
 
 type Key = ObjectRef<TemporalWorkerDeployment>;
+
+/// How long the worker deployment's system workflow stays busy after one of our writes:
+/// Temporal 1.32 stalls a describe issued sooner for about 1 s and may refuse it with
+/// `ResourceExhausted` (cause `BusyWorkflow`).
+pub const AFTER_WRITE_SETTLE: Duration = Duration::from_millis(1500);
 
 #[derive(Default)]
 pub struct RememberedViews {
     /// Boxed: a view is several hundred bytes, and a map sized for 1,000 objects holds room
     /// for nearly twice as many (issue 30: memory per object).
     views: Mutex<HashMap<Key, Box<Remembered>>>,
+    written: Mutex<HashMap<Key, Instant>>,
 }
 
 impl RememberedViews {
@@ -30,20 +35,28 @@ impl RememberedViews {
         self.views.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// After our own write to the worker deployment: the view that write left
-    /// (`polling::view_after_write`) stands in for a describe while Temporal is still busy with
-    /// the write (`polling::AFTER_WRITE_SETTLE`); nothing waits for it.
-    pub fn wrote(&self, key: &Key, generation: i64, view: WorkerDeploymentState, at: Timestamp) {
-        self.put(
-            key.clone(),
-            Remembered {
-                generation,
-                at,
-                state: view,
-                gate_queues: None,
-                written: true,
-            },
-        );
+    fn written(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Instant>> {
+        self.written.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// After our own write to the worker deployment: the view is stale, and the next
+    /// describe waits until [`AFTER_WRITE_SETTLE`] has passed.
+    pub fn wrote(&self, key: &Key) {
+        self.forget(key);
+        self.written().insert(key.clone(), Instant::now());
+    }
+
+    /// How long a describe should still wait after our last write, if at all.
+    pub fn settle_left(&self, key: &Key) -> Option<Duration> {
+        let mut written = self.written();
+        let left = written
+            .get(key)
+            .and_then(|at| AFTER_WRITE_SETTLE.checked_sub(at.elapsed()))
+            .filter(|d| !d.is_zero());
+        if left.is_none() {
+            written.remove(key);
+        }
+        left
     }
 
     pub fn get(&self, key: &Key) -> Option<Remembered> {
@@ -62,7 +75,7 @@ impl RememberedViews {
         }
     }
 
-    /// Once the object is gone.
+    /// After our own routing write, or once the object is gone.
     pub fn forget(&self, key: &Key) {
         self.map().remove(key);
     }
