@@ -59,25 +59,14 @@ impl Observed {
     /// The planner's input: the validated spec plus what was observed.
     pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
         PlanInput {
-            desired,
-            deployments: self.deployments.clone(),
             temporal: self.temporal.clone(),
             gates: self.facts.gates.clone(),
             target_task_queues: self.facts.task_queues.clone(),
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
             predecessor_connection_hash: build_id::go_connection_hash(&self.connection.spec),
-            succession: settings.succession.clone(),
-            analysis: None,
-            step_gates: vec![],
-            controller_identity: settings.identity.clone(),
             install_id: self.client.install_id().to_string(),
-            fast_poll: settings.fast_poll,
-            now,
-            delayed_by_budget: None,
-            pollers: Default::default(),
-            current_task_queues: Vec::new(),
-            target_pods: None,
+            ..before_temporal(desired, self.deployments.clone(), settings, now)
         }
     }
 }
