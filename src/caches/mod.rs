@@ -186,6 +186,21 @@ impl Caches {
             .collect()
     }
 
+    /// The Connection `twd` names, if cached: a ClusterConnection by name, else the Connection
+    /// of its kind set in its namespace.
+    pub fn connection_of(
+        &self,
+        twd: &crate::api::TemporalWorkerDeployment,
+    ) -> Option<TemporalConnection> {
+        let reference = &twd.spec.worker_options.connection_ref;
+        if reference.is_cluster() {
+            self.cluster_connection(&reference.name)
+        } else {
+            let ns = twd.namespace().unwrap_or_default();
+            self.connection(twd.kind_set(), &ns, &reference.name)
+        }
+    }
+
     /// The Connection of `set` named `ns/name`, if cached.
     pub fn connection(&self, set: KindSet, ns: &str, name: &str) -> Option<TemporalConnection> {
         let key = ObjectRef::new_with(name, set).within(ns);

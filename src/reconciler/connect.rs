@@ -104,13 +104,7 @@ impl Connector<'_> {
             });
         }
         let cached = match self.caches {
-            Some(caches) if caches.ready().await.is_ok() => {
-                if reference.is_cluster() {
-                    caches.cluster_connection(&reference.name)
-                } else {
-                    caches.connection(twd.kind_set(), &ns, &reference.name)
-                }
-            }
+            Some(caches) if caches.ready().await.is_ok() => caches.connection_of(twd),
             _ => None,
         };
         // Not cached (yet): the API server decides whether it exists.

@@ -282,13 +282,7 @@ pub fn in_use(workers: &crate::workers::Workers, caches: &crate::caches::Caches)
         .state()
         .iter()
         .filter_map(|twd| {
-            let reference = &twd.spec.worker_options.connection_ref;
-            let connection = if reference.is_cluster() {
-                caches.cluster_connection(&reference.name)
-            } else {
-                let ns = twd.namespace().unwrap_or_default();
-                caches.connection(twd.kind_set(), &ns, &reference.name)
-            }?;
+            let connection = caches.connection_of(twd)?;
             Some((
                 connection.spec.host_port,
                 twd.spec.worker_options.temporal_namespace.clone(),
