@@ -67,6 +67,15 @@ pub struct TemporalWorkerDeploymentStatus {
     pub observed_connection_ref: Option<ConnectionRef>,
 }
 
+impl TemporalWorkerDeploymentStatus {
+    /// Whether a controller ever wrote this status: the schema's placeholder (and an empty
+    /// status) has neither an observed generation nor a target version; every status a
+    /// controller writes, ours or the Go controller's, has at least one of them.
+    pub fn reported(&self) -> bool {
+        self.observed_generation.is_some() || self.target_version.is_some()
+    }
+}
+
 /// The controller's memory of rollout control (see `docs/rollout-control.md`).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -457,5 +466,36 @@ mod go_status_tests {
         ))
         .expect("ours");
         assert_eq!(ours.deployment_name(), Some("orders-v1"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::CustomResourceExt;
+
+    use super::*;
+    use crate::api::twd::TemporalWorkerDeploymentCrd;
+
+    #[test]
+    fn the_schema_placeholder_is_not_a_report_and_a_written_status_is() {
+        let crd = serde_json::to_value(TemporalWorkerDeploymentCrd::crd()).expect("serialises");
+        let placeholder = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+            ["status"]["default"];
+        let placeholder: TemporalWorkerDeploymentStatus =
+            serde_json::from_value(placeholder.clone()).expect("the default is a status");
+        assert!(!placeholder.conditions.is_empty(), "read the real default");
+        assert!(!placeholder.reported());
+        assert!(!TemporalWorkerDeploymentStatus::default().reported());
+        let observed = TemporalWorkerDeploymentStatus {
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        assert!(observed.reported());
+        // The Go controller's status has no observedGeneration.
+        let targeted: TemporalWorkerDeploymentStatus = serde_json::from_value(
+            serde_json::json!({"targetVersion": {"buildID": "v1", "status": "Inactive"}}),
+        )
+        .expect("a status with a target");
+        assert!(targeted.reported());
     }
 }

@@ -8,12 +8,15 @@
 use std::time::Duration;
 
 use crate::planner::model::{Phase, Plan, PlanInput, Progress};
+#[cfg(doc)]
+use crate::api::twd::TemporalWorkerDeploymentStatus;
 
-/// Whether this pass may be a first look: never reported on (no status) and nothing built for
+/// Whether this pass may be a first look: never reported on (no status but the schema's
+/// placeholder, [`TemporalWorkerDeploymentStatus::reported`]) and nothing built for
 /// it yet (a worker deployment with versioned Deployments, such as one a predecessor
 /// controller managed, needs Temporal's view before anything is said about it).
-pub fn due(has_status: bool, input: &PlanInput) -> bool {
-    !has_status && input.deployments.is_empty()
+pub fn due(reported: bool, input: &PlanInput) -> bool {
+    !reported && input.deployments.is_empty()
 }
 
 /// The plan of a first look: nothing to do but report that the rollout of the target build

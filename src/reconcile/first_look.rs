@@ -18,7 +18,9 @@ pub async fn attempt(
     twd: &Arc<TemporalWorkerDeployment>,
     desired: &Desired,
 ) -> Result<Option<Attempt>, Failure> {
-    if twd.status.is_some() {
+    // The API server fills in the schema's placeholder status, so "no status" is never seen.
+    let reported = twd.status.as_ref().is_some_and(|s| s.reported());
+    if reported {
         return Ok(None);
     }
     let deployments = observe::owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
@@ -30,7 +32,7 @@ pub async fn attempt(
         &ctx.settings,
         Timestamp::now(),
     );
-    if !first_look::due(twd.status.is_some(), &input) {
+    if !first_look::due(reported, &input) {
         return Ok(None);
     }
     let plan = first_look::plan(&input);

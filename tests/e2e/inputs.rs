@@ -68,6 +68,7 @@ async fn unreachable_temporal_is_reported_then_the_rollout_completes() -> Result
     let c = case("unreach").await?;
     // Port 1 on loopback: connection refused at once.
     c.apply_connection("temporal", "127.0.0.1:1").await?;
+    let rec = c.record("api").await?;
     c.apply_twd("api", "v1", json!({"strategy": "AllAtOnce"}), json!({}))
         .await?;
     let twd = c
@@ -75,6 +76,17 @@ async fn unreachable_temporal_is_reported_then_the_rollout_completes() -> Result
             observed(t) && condition_is(t, "Progressing", "False", "TemporalClientCreationFailed")
         })
         .await?;
+    // The first look: the target build is reported before Temporal is asked (issue 41), so
+    // even a Temporal that cannot be reached leaves the status saying what rolls out.
+    let (_, history) = rec.finish().await?;
+    let first_look = history.iter().any(|v| {
+        v["status"]["targetVersion"]["buildID"].is_string()
+            && v["status"]["observedGeneration"] == v["metadata"]["generation"]
+    });
+    ensure!(
+        first_look,
+        "no status named the target build before Temporal was reached: {history:#?}"
+    );
     ensure!(
         message(&twd, "Progressing").contains("127.0.0.1:1"),
         "message does not name the address: {}",
