@@ -479,8 +479,8 @@ mod tests {
     #[test]
     fn the_schema_placeholder_is_not_a_report_and_a_written_status_is() {
         let crd = serde_json::to_value(TemporalWorkerDeploymentCrd::crd()).expect("serialises");
-        let placeholder = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
-            ["status"]["default"];
+        let placeholder = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["default"];
         let placeholder: TemporalWorkerDeploymentStatus =
             serde_json::from_value(placeholder.clone()).expect("the default is a status");
         assert!(!placeholder.conditions.is_empty(), "read the real default");

@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use crate::planner::model::{Phase, Plan, PlanInput, Progress};
 #[cfg(doc)]
 use crate::api::twd::TemporalWorkerDeploymentStatus;
+use crate::planner::model::{Phase, Plan, PlanInput, Progress};
 
 /// Whether this pass may be a first look: never reported on (no status but the schema's
 /// placeholder, [`TemporalWorkerDeploymentStatus::reported`]) and nothing built for

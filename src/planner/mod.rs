@@ -41,6 +41,7 @@ pub mod model;
 pub mod poller_health;
 pub mod polling;
 pub mod progressive;
+pub mod punctual;
 mod routing;
 pub mod scaling;
 pub mod step_gates;

@@ -111,7 +111,7 @@ async fn plan_and_act(
     }
     takeover::record(ctx, twd, &desired).await?;
     let (observed, input) = observe::everything(ctx, twd, desired).await?;
-    let plan = planner::plan(&input);
+    let (input, plan) = planner::punctual::plan(input);
     tracing::debug!(?plan, "planned");
     let acted = act::apply(ctx, twd, &observed, &input, &plan).await;
     Ok(Attempt {

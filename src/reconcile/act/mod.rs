@@ -13,6 +13,9 @@ pub use execute::Done;
 
 use crate::api::TemporalWorkerDeployment;
 
+use jiff::Timestamp;
+
+use crate::planner::clock;
 use crate::planner::model::{Phase, Plan, PlanInput};
 use crate::reconcile::observe::Observed;
 use crate::reconcile::{Context, Outcome};
@@ -35,6 +38,10 @@ pub async fn apply(
     input: &PlanInput,
     plan: &Plan,
 ) -> Acted {
+    // Never before the time the plan was made for (`crate::planner::punctual`).
+    if let Some(early) = clock::until(Timestamp::now(), input.now) {
+        tokio::time::sleep(early).await;
+    }
     let not_leader = || Acted {
         twd: twd.clone(),
         done: Vec::new(),

@@ -13,8 +13,8 @@ use kube::runtime::controller::Action;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
-use crate::planner::gates;
 use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
+use crate::planner::{gates, punctual};
 use crate::reconcile::act::Done;
 use crate::reconcile::outcome::{Conditions, Requeue};
 use crate::reconcile::status::{self, Blocked, Report};
@@ -150,7 +150,7 @@ fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
             Some(p) => p
                 .plan
                 .requeue_after
-                .map(|d| timer(d, since(p.input.now)))
+                .map(|d| punctual::wake(&p.plan, timer(d, since(p.input.now))))
                 .unwrap_or(s.idle_interval),
             // Deletion finished, or nothing to do without a plan.
             None => return Action::await_change(),
