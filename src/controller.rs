@@ -325,6 +325,7 @@ fn worker_controller(
             watcher::Config::default(),
         )
         .touched_objects()
+        .predicate_filter(what_users_read, Default::default())
         .boxed()
     }));
     let cluster_connections = if cluster {
@@ -333,6 +334,7 @@ fn worker_controller(
             watcher::Config::default(),
         )
         .touched_objects()
+        .predicate_filter(what_users_read, Default::default())
         .boxed()
     } else {
         stream::empty().boxed()
@@ -361,6 +363,19 @@ fn worker_controller(
                 tracing::debug!(error = %e, "reconcile stream error");
             }
         })
+}
+
+/// What a worker deployment's reconcile reads of its Connection: the spec (its generation,
+/// which deletion bumps too). Not its status, nor its finalizers: at a cold start with 1,000
+/// users, the first users' finalizer patch and the Connection's own status writes each cost a
+/// pass of all 1,000. A finalizer someone else removes is put back by the next pass of any
+/// user (at the latest after the idle interval).
+fn what_users_read<K: kube::Resource>(conn: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = conn.meta();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (meta.generation, meta.deletion_timestamp.is_some()).hash(&mut h);
+    Some(h.finish())
 }
 
 /// The worker deployments of `set` naming a namespaced Connection (same namespace).
@@ -569,4 +584,35 @@ fn referring(
         .filter(|t| t.namespace() == ns && names(t.spec.worker_name()))
         .map(|t| ObjectRef::from_obj_with(&*t, set))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::what_users_read;
+
+    fn object(generation: i64) -> ConfigMap {
+        let mut o = ConfigMap::default();
+        o.metadata.generation = Some(generation);
+        o
+    }
+
+    #[test]
+    fn users_look_again_for_a_spec_change_or_a_deletion_only() {
+        let seen = what_users_read(&object(1));
+        let mut finalized = object(1);
+        finalized.metadata.finalizers = Some(vec![crate::api::FINALIZER.into()]);
+        finalized.metadata.resource_version = Some("7".into());
+        assert_eq!(
+            what_users_read(&finalized),
+            seen,
+            "a finalizer or status write is no change to users"
+        );
+        assert_ne!(what_users_read(&object(2)), seen, "a spec change");
+        let mut deleted = object(1);
+        deleted.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+        assert_ne!(what_users_read(&deleted), seen, "a deletion");
+    }
 }
