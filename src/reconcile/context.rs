@@ -97,6 +97,9 @@ pub struct Context {
     /// Our last successful status write per object: newer than the watch cache until the
     /// watch delivers it (see `report::after_own_write`).
     written: Mutex<HashMap<ObjectRef<TemporalWorkerDeployment>, Written>>,
+    /// Set once the leader's first looks of the objects it found unreported are written
+    /// (`first_look::sweep`).
+    pub(super) swept: tokio::sync::OnceCell<()>,
 }
 
 /// What a status write left on the server, enough to write again on top of it.
@@ -160,6 +163,7 @@ impl Context {
             claims: None,
             failures: Streaks::default(),
             written: Mutex::default(),
+            swept: tokio::sync::OnceCell::new(),
         }
     }
 

@@ -49,6 +49,10 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
     if !ctx.settings.watches(&ns) || !ctx.still_ours(&twd) {
         return Ok(Action::await_change());
     }
+    if ctx.leads() {
+        // Every first look before the first full pass: a cold start's statuses come first.
+        ctx.swept.get_or_init(|| first_look::sweep(&ctx)).await;
+    }
     let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
     let kind = ControllerKind::WorkerDeployment;
     lead(kind, metrics, leads, &*object, |_ns| stages(&ctx, twd)).await
