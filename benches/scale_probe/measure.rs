@@ -135,6 +135,14 @@ fn count(tally: &mut KubeTally, event: &AuditEvent) {
 fn read_from(path: &Path, offset: u64) -> Result<String> {
     let mut file =
         std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let len = file.metadata()?.len();
+    if len < offset {
+        // A rotated log: every count from here on would be silently zero.
+        anyhow::bail!(
+            "{} is {len} bytes, shorter than the {offset} already read: rotated",
+            path.display()
+        );
+    }
     file.seek(SeekFrom::Start(offset))?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
