@@ -12,8 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DynamicObject, ListParams, WatchEvent, WatchParams};
 use serde_json::Value;
 use test_harness::{manifests, world};
 
@@ -126,49 +125,30 @@ async fn every_first_look_is_written_before_any_full_pass() {
 
 /// The namespace, a Connection to a closed port and `N` worker deployments.
 async fn create_unreported_worker_deployments(client: &kube::Client) -> Api<DynamicObject> {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": NS}})).expect("namespace");
-    namespaces
-        .create(&PostParams::default(), &ns)
+    world::ensure_namespace(client, NS)
         .await
-        .expect("create the namespace");
-    let conns: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        NS,
-        &world::api_resource("TemporalConnection"),
-    );
-    let twds: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        NS,
-        &world::api_resource("TemporalWorkerDeployment"),
-    );
-    let conn: DynamicObject =
-        serde_json::from_value(manifests::connection("closed-port", "127.0.0.1:1"))
-            .expect("connection");
-    conns
-        .create(&PostParams::default(), &conn)
+        .expect("the namespace");
+    let conn = manifests::connection("closed-port", "127.0.0.1:1");
+    world::apply(client, NS, "test", conn)
         .await
-        .expect("create the Connection");
+        .expect("the Connection");
     futures::stream::iter(0..N)
         .map(|i| {
-            let twds = twds.clone();
-            async move {
-                let twd: DynamicObject = serde_json::from_value(
-                    manifests::twd(&format!("w-{i:02}"))
-                        .replicas(1)
-                        .image("orders:v1")
-                        .rollout(serde_json::json!({"strategy": "AllAtOnce"}))
-                        .connection("closed-port")
-                        .build(),
-                )
-                .expect("twd");
-                twds.create(&PostParams::default(), &twd).await
-            }
+            let twd = manifests::twd(&format!("w-{i:02}"))
+                .replicas(1)
+                .image("orders:v1")
+                .rollout(serde_json::json!({"strategy": "AllAtOnce"}))
+                .connection("closed-port")
+                .build();
+            world::apply(client, NS, "test", twd)
         })
         .buffer_unordered(8)
         .try_collect::<Vec<_>>()
         .await
         .expect("create the worker deployments");
-    twds
+    Api::namespaced_with(
+        client.clone(),
+        NS,
+        &world::api_resource("TemporalWorkerDeployment"),
+    )
 }
