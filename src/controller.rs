@@ -318,12 +318,6 @@ fn worker_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let client = ctx.client.clone();
-    let (offers, first_looks) = reconcile::first_look::lane(ctx.clone());
-    let twds = twds.inspect(move |t| {
-        if let Ok(t) = t {
-            offers.offer(t);
-        }
-    });
     let owners = deployments.filter_map(move |d| std::future::ready(owner(set, &d)));
     let connections = stream::select_all(scopes.iter().map(|scope| {
         watcher(
@@ -348,7 +342,7 @@ fn worker_controller(
     let users = store.clone();
     let won = leadership_won(ctx.leader.clone());
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
-    let controller = Controller::for_stream_with(twds, store, set)
+    Controller::for_stream_with(twds, store, set)
         .with_config(config)
         .reconcile_on(owners)
         // A Connection change requeues every worker deployment (of its kind set) naming it.
@@ -368,9 +362,7 @@ fn worker_controller(
             if let Err(e) = res {
                 tracing::debug!(error = %e, "reconcile stream error");
             }
-        });
-    // The lane ends with the watch that feeds it, when the controller stops.
-    futures::future::join(controller, first_looks).map(|_| ())
+        })
 }
 
 /// What a worker deployment's reconcile reads of its Connection: the spec (its generation,

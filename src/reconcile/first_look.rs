@@ -49,44 +49,6 @@ pub async fn sweep(ctx: &Context) {
     tracing::info!(written, elapsed = ?began.elapsed(), "first looks written before any full pass");
 }
 
-/// Where the watch offers the objects nobody has reported on ([`lane`]).
-pub struct Offers(futures::channel::mpsc::UnboundedSender<Arc<TemporalWorkerDeployment>>);
-
-impl Offers {
-    /// Offers `twd` to the lane if nobody has reported on it (a clone of those only).
-    pub fn offer(&self, twd: &TemporalWorkerDeployment) {
-        let unreported = !twd.status.as_ref().is_some_and(|s| s.reported());
-        if unreported && twd.metadata.deletion_timestamp.is_none() {
-            let _ = self.0.unbounded_send(Arc::new(twd.clone()));
-        }
-    }
-}
-
-/// A lane of its own for the first looks of objects that appear while the controller runs
-/// (a GitOps sync of a whole fleet): in the order they arrive, up to the reconcile concurrency
-/// at a time, beside the reconcile queue, whose random order would otherwise leave a new
-/// object's first status behind the full passes of those before it. The lane waits for the
-/// leader's [`sweep`]; a first look the reconcile already wrote is skipped without a request,
-/// and one written by both at once costs a refused write (the status carries its
-/// resourceVersion). Ends when the offers end.
-pub fn lane(ctx: Arc<Context>) -> (Offers, impl std::future::Future<Output = ()> + Send) {
-    let (offers, offered) = futures::channel::mpsc::unbounded();
-    let at_once = usize::from(ctx.settings.max_concurrent_reconciles.max(1));
-    let run = offered
-        .map(move |twd: Arc<TemporalWorkerDeployment>| {
-            let ctx = ctx.clone();
-            async move {
-                if ctx.leads() && ctx.settings.watches(&twd.namespace().unwrap_or_default()) {
-                    ctx.swept.get_or_init(|| sweep(&ctx)).await;
-                    look(&ctx, twd).await;
-                }
-            }
-        })
-        .buffer_unordered(at_once)
-        .for_each(|()| std::future::ready(()));
-    (Offers(offers), run)
-}
-
 /// One object's first look, written by the report stage; whether one was due and reported.
 async fn look(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> bool {
     let twd = ctx.dressed(ctx.freshest(twd));

@@ -18,7 +18,7 @@
 pub mod act;
 mod context;
 mod finalize;
-pub mod first_look;
+mod first_look;
 pub mod observe;
 pub mod outcome;
 mod remembered;
