@@ -36,7 +36,7 @@ pub async fn sweep(ctx: &Context) {
         .state()
         .into_iter()
         .filter(|t| t.metadata.deletion_timestamp.is_none())
-        .filter(|t| !t.status.as_ref().is_some_and(|s| s.reported()))
+        .filter(|t| !reported(t))
         .filter(|t| ctx.settings.watches(&t.namespace().unwrap_or_default()))
         .collect();
     let at_once = usize::from(ctx.settings.max_concurrent_reconciles.max(1));
@@ -47,6 +47,12 @@ pub async fn sweep(ctx: &Context) {
         .count()
         .await;
     tracing::info!(written, elapsed = ?began.elapsed(), "first looks written before any full pass");
+}
+
+/// Whether a controller has reported on `twd` (the API server fills in the schema's
+/// placeholder status, so "no status" is never seen).
+fn reported(twd: &TemporalWorkerDeployment) -> bool {
+    twd.status.as_ref().is_some_and(|s| s.reported())
 }
 
 /// One object's first look, written by the report stage; whether one was due and reported.
@@ -77,8 +83,7 @@ pub async fn attempt(
     twd: &Arc<TemporalWorkerDeployment>,
     desired: &Desired,
 ) -> Result<Option<Attempt>, Failure> {
-    // The API server fills in the schema's placeholder status, so "no status" is never seen.
-    let reported = twd.status.as_ref().is_some_and(|s| s.reported());
+    let reported = reported(twd);
     if reported {
         return Ok(None);
     }
