@@ -311,7 +311,7 @@ async fn wait_scaled_down(client: &kube::Client, v1: &str, pace: Pace) -> Result
         let replicas = deployments
             .get_opt(&v1_deployment)
             .await?
-            .map(|d| d.spec.and_then(|s| s.replicas).unwrap_or(1));
+            .map(|d| d.spec.replicas.unwrap_or(1));
         if replicas == Some(0) {
             return Ok(());
         }
@@ -497,7 +497,8 @@ fn summary(t: &TemporalWorkerDeployment) -> String {
             line.push_str(&format!(" {p}%"));
         }
         if let Some(step) = target.current_step {
-            line.push_str(&format!(" step {}", step + 1));
+            // `currentStep` is numbered from 1 already.
+            line.push_str(&format!(" step {step}"));
         }
     }
     if let Some(current) = &s.current_version {

@@ -190,9 +190,29 @@ pub fn cli_command(plugin: Option<&str>) -> clap::Command {
     }
 }
 
+/// The arguments as the subcommands read them: a list whose first argument is a flag (other than
+/// help or version) means `run`. The Go controller's chart sets no `command` and passes only
+/// `--leader-elect --metrics-bind-address=… --health-probe-bind-address=…` as the container's
+/// `args`, which replace the image's default command (`run`); with this, our image runs under
+/// that Deployment unchanged.
+pub fn with_default_subcommand(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let first_is_run_flag = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .is_some_and(|a| a.starts_with('-') && !matches!(a, "-h" | "--help" | "-V" | "--version"));
+    if first_is_run_flag {
+        args.insert(1, "run".into());
+    }
+    args
+}
+
 pub fn main() -> ExitCode {
-    let plugin = std::env::args_os().next().as_deref().and_then(plugin_name);
-    let matches = cli_command(plugin.as_deref()).get_matches();
+    let args = with_default_subcommand(std::env::args_os());
+    let plugin = args.first().map(|a| a.as_os_str()).and_then(plugin_name);
+    let matches = cli_command(plugin.as_deref()).get_matches_from(args);
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -373,6 +393,35 @@ async fn run_controller(args: RunArgs) -> Result<(), String> {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn an_argument_list_that_starts_with_a_flag_means_run() {
+        let args = |a: &[&str]| -> Vec<String> {
+            with_default_subcommand(a.iter().map(std::ffi::OsString::from))
+                .into_iter()
+                .map(|a| a.into_string().expect("utf-8"))
+                .collect()
+        };
+        // The Go v1.8.1 chart's container args, with no command.
+        let go = [
+            "twc",
+            "--leader-elect",
+            "--metrics-bind-address=127.0.0.1:8080",
+        ];
+        assert_eq!(args(&go)[1], "run");
+        let Command::Run(run) = Cli::try_parse_from(args(&go)).expect("parse").command else {
+            panic!("the Go chart's args must run the controller");
+        };
+        assert!(run.leader_elect);
+        for unchanged in [
+            &["twc", "status", "-n", "x"][..],
+            &["twc", "--help"],
+            &["twc", "-V"],
+            &["twc"],
+        ] {
+            assert_eq!(args(unchanged), unchanged.to_vec(), "{unchanged:?}");
+        }
+    }
 
     #[test]
     fn control_subcommands_parse() {

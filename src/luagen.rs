@@ -12,7 +12,7 @@ pub const ARGOCD_CM: &str = "argocd/argocd-cm.yaml";
 /// The command that regenerates every generated copy (CRDs and Lua alike).
 pub const REGENERATE: &str = "UPDATE_CRDS=1 cargo test --test crds";
 
-/// One health script (one status shape) and the two kinds it is installed under.
+/// One health script (one status shape) and the kinds it is installed under.
 #[derive(Debug, Clone, Copy)]
 pub struct HealthScript {
     /// The source file, relative to the repository root.
@@ -21,8 +21,16 @@ pub struct HealthScript {
     pub text: &'static str,
     /// The kind users write today (the Go controller's name).
     pub canonical: &'static str,
-    /// The seed kind, an alias of the same shape.
-    pub alias: &'static str,
+    /// The other kinds of the same status shape: the seed kind, and for the Connection shape the
+    /// cluster-scoped `ClusterConnection` too.
+    pub aliases: &'static [&'static str],
+}
+
+impl HealthScript {
+    /// Every kind the script is installed under, the canonical one first.
+    pub fn kinds(&self) -> impl Iterator<Item = &'static str> + use<> {
+        std::iter::once(self.canonical).chain(self.aliases.iter().copied())
+    }
 }
 
 /// Every health script, in the order `argocd-cm.yaml` lists them.
@@ -31,27 +39,27 @@ pub const SCRIPTS: [HealthScript; 3] = [
         source: "lua/temporalworkerdeployment-health.lua",
         text: include_str!("../lua/temporalworkerdeployment-health.lua"),
         canonical: "WorkerDeployment",
-        alias: "TemporalWorkerDeployment",
+        aliases: &["TemporalWorkerDeployment"],
     },
     HealthScript {
         source: "lua/temporalworkerownedresource-health.lua",
         text: include_str!("../lua/temporalworkerownedresource-health.lua"),
         canonical: "WorkerResourceTemplate",
-        alias: "TemporalWorkerOwnedResource",
+        aliases: &["TemporalWorkerOwnedResource"],
     },
     HealthScript {
         source: "lua/temporalconnection-health.lua",
         text: include_str!("../lua/temporalconnection-health.lua"),
         canonical: "Connection",
-        alias: "TemporalConnection",
+        aliases: &["TemporalConnection", "ClusterConnection"],
     },
 ];
 
 const CM_HEADER: &str = "\
 # Argo CD health checks for temporal-worker-controller's kinds, as argocd-cm customizations: one
 # script per status shape (lua/), each installed under the kind users write today and under its
-# alias kind (WorkerDeployment and TemporalWorkerDeployment, WorkerResourceTemplate and
-# TemporalWorkerOwnedResource, Connection and TemporalConnection). The alias keys reuse the script
+# alias kinds (WorkerDeployment and TemporalWorkerDeployment, WorkerResourceTemplate and
+# TemporalWorkerOwnedResource, Connection, TemporalConnection and ClusterConnection). The alias keys reuse the script
 # through a YAML alias (`*name`), which kubectl resolves, so each script is written here once.
 # Merge it into the existing ConfigMap rather than replacing it, e.g.
 #   kubectl -n argocd patch configmap argocd-cm --type merge --patch-file argocd/argocd-cm.yaml
@@ -93,7 +101,9 @@ pub fn argocd_cm() -> String {
         let anchor = s.canonical.to_ascii_lowercase();
         out.push_str(&format!("  {}: &{anchor} |\n", cm_key(s.canonical)));
         out.push_str(&literal_block(s.text));
-        out.push_str(&format!("  {}: *{anchor}\n", cm_key(s.alias)));
+        for alias in s.aliases {
+            out.push_str(&format!("  {}: *{anchor}\n", cm_key(alias)));
+        }
     }
     out
 }
@@ -103,7 +113,7 @@ pub fn outputs() -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = SCRIPTS
         .iter()
         .flat_map(|s| {
-            [s.canonical, s.alias].map(|kind| {
+            s.kinds().map(|kind| {
                 (
                     format!("{CUSTOMIZATIONS_DIR}/{kind}/health.lua"),
                     s.text.to_string(),
@@ -123,7 +133,7 @@ mod tests {
     fn the_cm_snippet_holds_each_script_verbatim() {
         let cm: serde_json::Value = serde_yaml::from_str(&argocd_cm()).expect("YAML");
         for s in &SCRIPTS {
-            for kind in [s.canonical, s.alias] {
+            for kind in s.kinds() {
                 assert_eq!(cm["data"][cm_key(kind)], s.text, "{kind}");
             }
         }

@@ -22,12 +22,19 @@ const KIND_DIR: &str = "argocd/resource_customizations/temporal.io/WorkerDeploym
 const OWNED_LUA: &str = include_str!("../lua/temporalworkerownedresource-health.lua");
 const CONNECTION_LUA: &str = include_str!("../lua/temporalconnection-health.lua");
 
-/// One status shape: its script in `lua/`, the kind users write today, and its alias kind.
+/// One status shape: its script in `lua/`, the kind users write today, and its alias kinds (the
+/// seed kind; for the Connection shape also the cluster-scoped `ClusterConnection`).
 struct Model {
     lua: &'static str,
     script: &'static str,
     canonical: &'static str,
-    alias: &'static str,
+    aliases: &'static [&'static str],
+}
+
+impl Model {
+    fn kinds(&self) -> impl Iterator<Item = &'static str> + use<> {
+        std::iter::once(self.canonical).chain(self.aliases.iter().copied())
+    }
 }
 
 const MODELS: [Model; 3] = [
@@ -35,19 +42,19 @@ const MODELS: [Model; 3] = [
         lua: "lua/temporalworkerdeployment-health.lua",
         script: HEALTH_LUA,
         canonical: "WorkerDeployment",
-        alias: "TemporalWorkerDeployment",
+        aliases: &["TemporalWorkerDeployment"],
     },
     Model {
         lua: "lua/temporalworkerownedresource-health.lua",
         script: OWNED_LUA,
         canonical: "WorkerResourceTemplate",
-        alias: "TemporalWorkerOwnedResource",
+        aliases: &["TemporalWorkerOwnedResource"],
     },
     Model {
         lua: "lua/temporalconnection-health.lua",
         script: CONNECTION_LUA,
         canonical: "Connection",
-        alias: "TemporalConnection",
+        aliases: &["TemporalConnection", "ClusterConnection"],
     },
 ];
 
@@ -55,7 +62,7 @@ const MODELS: [Model; 3] = [
 fn model_of(kind: &str) -> &'static Model {
     MODELS
         .iter()
-        .find(|m| m.canonical == kind || m.alias == kind)
+        .find(|m| m.kinds().any(|k| k == kind))
         .unwrap_or_else(|| panic!("{CUSTOMIZATIONS}/{kind}: not one of our kinds"))
 }
 
@@ -118,6 +125,9 @@ fn kind_of_dir(dir: &Path) -> &str {
 /// `obj` as Argo CD hands it to the health check of `kind` (the directory's kind, either name
 /// of the model).
 fn as_kind(obj: Value, kind: &str) -> Value {
+    if kind == "ClusterConnection" {
+        return test_harness::manifests::as_cluster_connection(obj);
+    }
     let kinds = test_harness::manifests::Kinds::of(kind).expect("a kind of the controller");
     test_harness::manifests::in_kinds(obj, kinds)
 }
@@ -140,11 +150,10 @@ fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
             let obj = load_yaml(&dir.join(&input));
             let written = obj["kind"].as_str().unwrap_or_default();
             assert!(
-                written == model.canonical || written == model.alias,
-                "{}/{input}: kind {written:?} is not {} or {}",
+                model.kinds().any(|k| k == written),
+                "{}/{input}: kind {written:?} is not one of {:?}",
                 dir.display(),
-                model.canonical,
-                model.alias
+                model.kinds().collect::<Vec<_>>()
             );
             let obj = as_kind(obj, kind);
             let (status, message) = argocd_health_with(sandbox, &script, &obj);
@@ -163,10 +172,10 @@ fn run_health_tests(sandbox: Sandbox) -> (usize, Vec<String>) {
 #[test]
 fn health_test_yaml_cases_pass_in_the_argocd_cm_sandbox() {
     let (ran, failures) = run_health_tests(Sandbox::ArgoCmDefault);
-    // Each model's cases run twice, once under each kind.
+    // Each model's cases run once under each of its kinds (Connection's under three).
     assert!(
-        ran >= 2 * (20 + 7 + 7),
-        "expected at least 68 cases, ran {ran}"
+        ran >= 2 * (20 + 7) + 3 * 7,
+        "expected at least 75 cases, ran {ran}"
     );
     assert!(
         failures.is_empty(),
@@ -232,14 +241,14 @@ fn each_script_is_installed_under_both_kinds_with_the_same_cases() {
     installed.sort();
     let mut want: Vec<String> = MODELS
         .iter()
-        .flat_map(|m| [m.canonical.to_string(), m.alias.to_string()])
+        .flat_map(|m| m.kinds().map(str::to_string))
         .collect();
     want.sort();
     assert_eq!(installed, want, "kind directories under {CUSTOMIZATIONS}");
     for model in &MODELS {
         let on_disk = std::fs::read_to_string(repo_root().join(model.lua)).expect("lua/ script");
         assert_eq!(on_disk, model.script, "{}", model.lua);
-        for kind in [model.canonical, model.alias] {
+        for kind in model.kinds() {
             let copy = std::fs::read_to_string(root.join(kind).join("health.lua"))
                 .unwrap_or_else(|e| panic!("{kind}/health.lua: {e}"));
             assert!(
@@ -250,21 +259,23 @@ fn each_script_is_installed_under_both_kinds_with_the_same_cases() {
             );
         }
         let canonical = cases_of(&root.join(model.canonical));
-        let through_alias: Vec<(String, String, String)> = cases_of(&root.join(model.alias))
-            .into_iter()
-            .map(|(input, status, message)| {
-                let prefix = format!("../{}/", model.canonical);
-                let local = input
-                    .strip_prefix(&prefix)
-                    .unwrap_or_else(|| panic!("{}: {input} is not under {prefix}", model.alias));
-                (local.to_string(), status, message)
-            })
-            .collect();
-        assert_eq!(
-            through_alias, canonical,
-            "{}/health_test.yaml must list {}'s cases",
-            model.alias, model.canonical
-        );
+        for alias in model.aliases {
+            let through_alias: Vec<(String, String, String)> = cases_of(&root.join(alias))
+                .into_iter()
+                .map(|(input, status, message)| {
+                    let prefix = format!("../{}/", model.canonical);
+                    let local = input
+                        .strip_prefix(&prefix)
+                        .unwrap_or_else(|| panic!("{alias}: {input} is not under {prefix}"));
+                    (local.to_string(), status, message)
+                })
+                .collect();
+            assert_eq!(
+                through_alias, canonical,
+                "{alias}/health_test.yaml must list {}'s cases",
+                model.canonical
+            );
+        }
     }
 }
 
@@ -345,7 +356,7 @@ fn argocd_cm_snippet_embeds_exactly_the_scripts() {
     let data = cm["data"].as_object().expect("data");
     let mut want_keys = Vec::new();
     for model in &MODELS {
-        for kind in [model.canonical, model.alias] {
+        for kind in model.kinds() {
             let key = format!("resource.customizations.health.temporal.io_{kind}");
             let embedded = data
                 .get(&key)

@@ -52,8 +52,13 @@ const OWNED_KINDS: [&str; 2] = ["WorkerResourceTemplate", "TemporalWorkerOwnedRe
 /// `kstatus-message` annotation).
 fn as_kind(obj: &Value, kind: &str) -> Value {
     let old = obj["kind"].as_str().unwrap_or_default().to_string();
-    let kinds = test_harness::manifests::Kinds::of(kind).expect("a kind of the controller");
-    let mut out = test_harness::manifests::in_kinds(obj.clone(), kinds);
+    let mut out = match test_harness::manifests::Kinds::of(kind) {
+        Some(kinds) => test_harness::manifests::in_kinds(obj.clone(), kinds),
+        None if kind == "ClusterConnection" => {
+            test_harness::manifests::as_cluster_connection(obj.clone())
+        }
+        None => panic!("{kind}: not a kind of the controller"),
+    };
     let key = format!("{ANN}kstatus-message");
     if let Some(message) = obj["metadata"]["annotations"][&key].as_str() {
         let prefix = format!("{old} generation is ");
@@ -65,7 +70,10 @@ fn as_kind(obj: &Value, kind: &str) -> Value {
 }
 
 /// Every fixture once under each of the `kinds`.
-fn under_each_kind(fixtures: Vec<(PathBuf, Value)>, kinds: [&str; 2]) -> Vec<(String, Value)> {
+fn under_each_kind<const N: usize>(
+    fixtures: Vec<(PathBuf, Value)>,
+    kinds: [&str; N],
+) -> Vec<(String, Value)> {
     fixtures
         .into_iter()
         .flat_map(|(path, obj)| {
@@ -1035,7 +1043,8 @@ fn owned_resource_fixtures_get_their_recorded_verdicts_and_cover_every_reason() 
 /// Connection states (`flux/fixtures/connection/`), each recording what kstatus (which Flux and
 /// Helm 4 use for a Connection: it needs no `healthCheckExprs` entry) and the Argo CD check
 /// answer, one per condition reason of `api::conditions::CONNECTION_ALL` plus a certificate
-/// within the warning window (still healthy); each checked under both Connection kinds.
+/// within the warning window (still healthy); each checked under all three Connection kinds (the
+/// cluster-scoped `ClusterConnection` included: bad credentials read Degraded/InProgress there too).
 #[test]
 fn connection_fixtures_get_their_recorded_verdicts_and_cover_every_reason() {
     use temporal_worker_controller::api::conditions::CONNECTION_ALL;
@@ -1052,7 +1061,8 @@ fn connection_fixtures_get_their_recorded_verdicts_and_cover_every_reason() {
         "{} Connection fixtures",
         fixtures.len()
     );
-    for (name, obj) in under_each_kind(fixtures, ["Connection", "TemporalConnection"]) {
+    let kinds = ["Connection", "TemporalConnection", "ClusterConnection"];
+    for (name, obj) in under_each_kind(fixtures, kinds) {
         let got = (
             kstatus(&obj),
             test_harness::gitops::argocd_health_with(

@@ -564,8 +564,9 @@ fn check_api_key_by_reference(deployments: &[Deployment]) -> Result<()> {
     for d in deployments {
         let containers = d
             .spec
+            .template
+            .spec
             .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
             .map(|p| p.containers.clone())
             .unwrap_or_default();
         for c in containers {

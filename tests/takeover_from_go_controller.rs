@@ -504,7 +504,7 @@ impl Observer {
             let facts = DeploymentFacts {
                 uid: d.uid().unwrap_or_default(),
                 generation: d.metadata.generation.unwrap_or_default(),
-                replicas: d.spec.as_ref().and_then(|s| s.replicas),
+                replicas: d.spec.replicas,
             };
             if out.insert(build.clone(), facts).is_some() {
                 bail!("two Deployments for build {build}");
@@ -523,7 +523,7 @@ impl Observer {
         Ok(serde_json::to_string(&json!({
             "managedFields": d.metadata.managed_fields,
             "annotations": d.metadata.annotations,
-            "podAnnotations": d.spec.as_ref().and_then(|s| s.template.metadata.as_ref()).and_then(|m| m.annotations.clone()),
+            "podAnnotations": d.spec.template.metadata.as_ref().and_then(|m| m.annotations.clone()),
         }))?)
     }
 

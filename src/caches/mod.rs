@@ -310,7 +310,8 @@ pub fn slim_deployment(d: &mut Deployment) {
             ANNOTATION_SETTINGS,
         ],
     );
-    if let Some(spec) = &mut d.spec {
+    {
+        let spec = &mut d.spec;
         spec.template.spec = None;
         if let Some(meta) = &mut spec.template.metadata {
             *meta = ObjectMeta {
@@ -362,10 +363,8 @@ pub fn slim_autoscaler(h: &mut HorizontalPodAutoscaler) {
     h.metadata.annotations = None;
     h.metadata.labels = None;
     h.status = None;
-    if let Some(spec) = &mut h.spec {
-        spec.metrics = None;
-        spec.behavior = None;
-    }
+    h.spec.metrics = None;
+    h.spec.behavior = None;
 }
 
 #[cfg(test)]
@@ -414,15 +413,13 @@ mod tests {
     #[test]
     fn a_workers_deployments_are_found_by_namespace_and_label_only() {
         let mut d = deployment("shop", "orders-v1", "orders");
-        d.spec = Some(
-            serde_json::from_value(json!({"selector": {}, "template": {
-            "metadata": {"annotations": {"a": "b"}},
-            "spec": {"containers": [{"name": "worker"}]}}}))
-            .expect("spec"),
-        );
+        d.spec = serde_json::from_value(json!({"selector": {}, "template": {
+        "metadata": {"annotations": {"a": "b"}},
+        "spec": {"containers": [{"name": "worker"}]}}}))
+        .expect("spec");
         slim_deployment(&mut d);
         assert!(d.metadata.managed_fields.is_none());
-        let template = &d.spec.as_ref().expect("spec").template;
+        let template = &d.spec.template;
         assert!(template.spec.is_none(), "the Pod spec is not kept");
         let annotations = template
             .metadata

@@ -58,7 +58,7 @@ impl TokenReviewer for KubeTokenReviewer {
             let api: Api<TokenReview> = Api::all(self.client.clone());
             let review = TokenReview {
                 spec: TokenReviewSpec {
-                    token: Some(token.to_string()),
+                    token: token.to_string(),
                     audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
                 },
                 ..Default::default()

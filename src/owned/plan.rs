@@ -119,11 +119,7 @@ fn version(
     let (api_version, kind) = spec_kind(twor);
     let twd_name = twd.name_any();
     let (deployment_name, uid) = (d.name_any(), d.uid().unwrap_or_default());
-    let selector = d
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.match_labels.clone())
-        .unwrap_or_default();
+    let selector = d.spec.selector.match_labels.clone().unwrap_or_default();
     let queue = observed.task_queues.get(build).cloned().unwrap_or(Ok(None));
     let version = Version {
         twd_name: &twd_name,

@@ -11,7 +11,7 @@ use crate::api::{LABEL_BUILD_ID, TemporalWorkerDeployment};
 /// True for a version whose copies must go: its Deployment is at 0, or the TWD's status says
 /// its scale-down is due.
 pub fn retiring(d: &Deployment, twd: Option<&TemporalWorkerDeployment>, now: Timestamp) -> bool {
-    if d.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
+    if d.spec.replicas == Some(0) {
         return true;
     }
     let Some(build) = build_of(d) else {

@@ -262,7 +262,9 @@ pub fn hold(change: &mut Option<RoutingChange>, view: &PollerView, routing: &Rou
 /// How poller health changes what `Ready` says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reading {
-    /// `Ready=False`, `Stalled=True`: `NoActivePollers`.
+    /// `Ready=False/NoActivePollers`, in progress (`Progressing` and `Reconciling` True: it may
+    /// heal); `Stalled=True/ProgressDeadlineExceeded` only once the loss outlasts the progress
+    /// deadline (`reconcile::status`).
     NoActivePollers(String),
     /// `Ready=Unknown`: `PollerStatusUnknown` (Temporal could not be asked; not unhealthy).
     Unknown(String),

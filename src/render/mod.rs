@@ -41,8 +41,6 @@ pub enum RenderError {
     InvalidBuildId(String),
     #[error("TemporalWorkerDeployment has no spec.template.spec")]
     MissingPodSpec,
-    #[error("Deployment {0:?} has no spec")]
-    ExistingWithoutSpec(String),
     #[error("Deployment {deployment:?} is labelled with build ID {existing:?}, not {requested:?}")]
     BuildIdMismatch {
         deployment: String,
@@ -70,7 +68,7 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
             owner_references: Some(vec![owner_reference(&id)]),
             ..Default::default()
         },
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: input.replicas,
             min_ready_seconds: input.twd.spec.min_ready(),
             selector: LabelSelector {
@@ -81,7 +79,7 @@ pub fn versioned_deployment(input: &VersionedDeploymentInput) -> Result<Deployme
             strategy: Some(rollout_strategy()),
             progress_deadline_seconds: Some(progress_deadline_seconds(input.twd.spec.min_ready())),
             ..Default::default()
-        }),
+        },
         status: None,
     };
     settings::apply(&mut d, &input.twd.spec, &labels);
@@ -96,10 +94,7 @@ pub fn refresh_settings(
     input: &VersionedDeploymentInput,
 ) -> Result<Deployment, RenderError> {
     let id = Identity::of(input)?;
-    let name = same_build(existing, input)?;
-    if existing.spec.is_none() {
-        return Err(RenderError::ExistingWithoutSpec(name));
-    }
+    same_build(existing, input)?;
     let mut out = existing.clone();
     out.metadata.managed_fields = None;
     out.status = None;
@@ -166,10 +161,8 @@ pub fn refresh_template(
     input: &VersionedDeploymentInput,
 ) -> Result<Deployment, RenderError> {
     let id = Identity::of(input)?;
-    let name = same_build(existing, input)?;
-    let Some(existing_spec) = existing.spec.as_ref() else {
-        return Err(RenderError::ExistingWithoutSpec(name));
-    };
+    same_build(existing, input)?;
+    let existing_spec = &existing.spec;
     let spec_build_id = build_id::compute(
         &input.twd.spec.template,
         input.twd.spec.worker_options.build_id_pin(),
@@ -197,7 +190,7 @@ pub fn refresh_template(
     if input.replicas.is_some() {
         spec.replicas = input.replicas;
     }
-    out.spec = Some(spec);
+    out.spec = spec;
     settings::apply(&mut out, &input.twd.spec, &id.labels());
     Ok(out)
 }

@@ -369,12 +369,11 @@ pub fn apply(
     // An empty map stays absent, so a Deployment without settings renders as before.
     d.metadata.labels = Some(labels).filter(|m| !m.is_empty());
     d.metadata.annotations = Some(annotations).filter(|m| !m.is_empty());
-    if let Some(s) = d.spec.as_mut() {
-        s.strategy = Some(strategy(&current));
-        if current.revision_history_limit.is_some() || previous.revision_history_limit.is_some() {
-            // None lets the API server default it again.
-            s.revision_history_limit = current.revision_history_limit;
-        }
+    let s = &mut d.spec;
+    s.strategy = Some(strategy(&current));
+    if current.revision_history_limit.is_some() || previous.revision_history_limit.is_some() {
+        // None lets the API server default it again.
+        s.revision_history_limit = current.revision_history_limit;
     }
 }
 

@@ -74,7 +74,7 @@ fn render(
 }
 
 fn pod(d: &Deployment) -> &PodTemplateSpec {
-    &d.spec.as_ref().unwrap().template
+    &d.spec.template
 }
 
 fn pod_spec(d: &Deployment) -> &PodSpec {
@@ -162,7 +162,7 @@ fn metadata_labels_selector_and_owner() {
         (LABEL_BUILD_ID.to_string(), build.clone()),
     ]);
     assert_eq!(d.metadata.labels.as_ref(), Some(&ours));
-    let spec = d.spec.as_ref().unwrap();
+    let spec = &d.spec;
     assert_eq!(spec.selector.match_labels.as_ref(), Some(&ours));
     assert_eq!(spec.replicas, Some(2));
     assert_eq!(spec.min_ready_seconds, Some(7));
@@ -185,7 +185,7 @@ fn metadata_labels_selector_and_owner() {
         Some("orders")
     );
     // Unset replicas stay unset so an autoscaler can own them.
-    assert_eq!(render(&twd, &plain(), None).spec.unwrap().replicas, None);
+    assert_eq!(render(&twd, &plain(), None).spec.replicas, None);
 }
 
 #[test]
@@ -378,7 +378,8 @@ fn as_stored(mut d: Deployment, replicas: i32) -> Deployment {
     d.metadata.resource_version = Some("42".into());
     d.metadata.uid = Some("dep-uid".into());
     d.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-    if let Some(spec) = d.spec.as_mut() {
+    {
+        let spec = &mut d.spec;
         spec.replicas = Some(replicas);
         spec.revision_history_limit = Some(10);
     }
@@ -403,8 +404,8 @@ fn refresh_of_target_rebuilds_template_under_custom_build_id() {
     assert_eq!(out.metadata.resource_version.as_deref(), Some("42"));
     assert_eq!(out.metadata.managed_fields, None);
     assert_eq!(out.status, None);
-    let spec = out.spec.as_ref().unwrap();
-    let old_spec = existing.spec.as_ref().unwrap();
+    let spec = &out.spec;
+    let old_spec = &existing.spec;
     assert_eq!(spec.selector, old_spec.selector);
     assert_eq!(
         spec.replicas,
@@ -431,7 +432,7 @@ fn refresh_of_target_rebuilds_template_under_custom_build_id() {
             ..input
         },
     );
-    assert_eq!(scaled.unwrap().spec.unwrap().replicas, Some(1));
+    assert_eq!(scaled.unwrap().spec.replicas, Some(1));
 }
 
 #[test]
@@ -539,7 +540,7 @@ fn refresh_of_older_version_keeps_its_code() {
         "the template hash still describes the old version's template"
     );
     assert_only_injection_for(&out, &conn);
-    assert_eq!(out.spec.as_ref().unwrap().replicas, Some(1));
+    assert_eq!(out.spec.replicas, Some(1));
 }
 
 #[test]
@@ -555,19 +556,6 @@ fn refresh_refuses_a_different_build() {
     assert!(matches!(
         refresh_template(&existing, &input),
         Err(RenderError::BuildIdMismatch { requested, .. }) if requested == "other"
-    ));
-    let mut no_spec = existing.clone();
-    no_spec.spec = None;
-    let build = build_of(&twd);
-    let input = VersionedDeploymentInput {
-        twd: &twd,
-        connection: &plain(),
-        build_id: &build,
-        replicas: None,
-    };
-    assert!(matches!(
-        refresh_template(&no_spec, &input),
-        Err(RenderError::ExistingWithoutSpec(_))
     ));
 }
 
@@ -603,7 +591,7 @@ fn label_value_is_label_safe() {
 }
 
 fn assert_keeps_old_pods_until_new_ones_are_ready(d: &Deployment) {
-    let strategy = d.spec.as_ref().and_then(|s| s.strategy.as_ref());
+    let strategy = d.spec.strategy.as_ref();
     let rolling = strategy.and_then(|s| s.rolling_update.as_ref());
     assert_eq!(
         strategy.and_then(|s| s.type_.as_deref()),
@@ -638,7 +626,8 @@ fn versioned_deployments_roll_without_losing_ready_workers() {
 
     // A Deployment made before this rule (or edited by someone) gets it back on refresh.
     let mut old = created.clone();
-    if let Some(spec) = old.spec.as_mut() {
+    {
+        let spec = &mut old.spec;
         spec.strategy = None;
     }
     let refreshed = refresh_template(&old, &input).unwrap();
@@ -649,7 +638,7 @@ fn versioned_deployments_roll_without_losing_ready_workers() {
 /// (`ProgressDeadlineExceeded`) after a bounded time that `minReadySeconds` cannot eat.
 #[test]
 fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
-    let deadline = |d: &Deployment| d.spec.as_ref().and_then(|s| s.progress_deadline_seconds);
+    let deadline = |d: &Deployment| d.spec.progress_deadline_seconds;
     for (min_ready, want) in [(None, 600), (Some(30), 630)] {
         let mut twd = TemporalWorkerDeployment::test();
         twd.spec.min_ready_seconds = min_ready;
@@ -666,7 +655,8 @@ fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
             "created, minReady {min_ready:?}"
         );
         let mut old = created.clone();
-        if let Some(spec) = old.spec.as_mut() {
+        {
+            let spec = &mut old.spec;
             spec.progress_deadline_seconds = None;
         }
         let refreshed = refresh_template(&old, &input).unwrap();
@@ -769,12 +759,9 @@ fn revision_history_limit_lands_and_goes_back_to_the_default() {
         ..Default::default()
     });
     let d = render(&t, &plain(), Some(2));
-    assert_eq!(d.spec.as_ref().unwrap().revision_history_limit, Some(3));
+    assert_eq!(d.spec.revision_history_limit, Some(3));
     let stored = as_stored(d, 2);
-    assert_eq!(
-        stored.spec.as_ref().unwrap().revision_history_limit,
-        Some(10)
-    );
+    assert_eq!(stored.spec.revision_history_limit, Some(10));
     let build = build_of(&t);
     let input = VersionedDeploymentInput {
         twd: &t,
@@ -783,7 +770,7 @@ fn revision_history_limit_lands_and_goes_back_to_the_default() {
         replicas: None,
     };
     let again = refresh_settings(&stored, &input).unwrap();
-    assert_eq!(again.spec.as_ref().unwrap().revision_history_limit, Some(3));
+    assert_eq!(again.spec.revision_history_limit, Some(3));
     // Removed from the spec: handed back to the API server's default.
     let mut without = t.clone();
     without.spec.deployment = None;
@@ -792,14 +779,11 @@ fn revision_history_limit_lands_and_goes_back_to_the_default() {
         ..input
     };
     let cleared = refresh_settings(&again, &input).unwrap();
-    assert_eq!(cleared.spec.as_ref().unwrap().revision_history_limit, None);
+    assert_eq!(cleared.spec.revision_history_limit, None);
     // Never recorded, never touched (a Deployment taken over keeps its own).
     let unrecorded = as_stored(render(&without, &plain(), Some(2)), 2);
     let untouched = refresh_settings(&unrecorded, &input).unwrap();
-    assert_eq!(
-        untouched.spec.as_ref().unwrap().revision_history_limit,
-        Some(10)
-    );
+    assert_eq!(untouched.spec.revision_history_limit, Some(10));
 }
 
 #[test]
@@ -843,10 +827,7 @@ fn deploymentspec_fields_must_agree_with_the_top_level_and_take_only_rolling_upd
     assert_eq!(only.spec.progress_deadline(), Some(45));
     assert_eq!(only.spec.min_ready(), Some(7));
     assert_eq!(
-        render(&only, &plain(), Some(1))
-            .spec
-            .unwrap()
-            .min_ready_seconds,
+        render(&only, &plain(), Some(1)).spec.min_ready_seconds,
         Some(7)
     );
     // Both shapes of the labels at once, and both rolling updates at once.
@@ -888,7 +869,7 @@ fn deployment_settings_land_on_the_deployment_not_on_its_pods() {
             .map(String::as_str),
         settings::record(&t.spec).as_deref()
     );
-    let strategy = d.spec.as_ref().and_then(|s| s.strategy.clone()).unwrap();
+    let strategy = d.spec.strategy.clone().unwrap();
     let rolling = strategy.rolling_update.unwrap();
     assert_eq!(rolling.max_surge, Some(IntOrString::String("50%".into())));
     assert_eq!(
@@ -898,17 +879,11 @@ fn deployment_settings_land_on_the_deployment_not_on_its_pods() {
     );
     // The pods, selector and build ID are those of the same spec without settings.
     assert_eq!(pod(&d), pod(&plain_render));
-    assert_eq!(
-        d.spec.as_ref().map(|s| &s.selector),
-        plain_render.spec.as_ref().map(|s| &s.selector)
-    );
+    assert_eq!(d.spec.selector, plain_render.spec.selector);
     assert_eq!(build_of(&t), build_of(&twd()), "not part of the build ID");
     // Without settings nothing is recorded and the default strategy applies.
     assert_eq!(plain_render.metadata.annotations, None);
-    assert_eq!(
-        plain_render.spec.as_ref().and_then(|s| s.strategy.clone()),
-        Some(rollout_strategy())
-    );
+    assert_eq!(plain_render.spec.strategy.clone(), Some(rollout_strategy()));
 }
 
 #[test]
@@ -922,7 +897,8 @@ fn a_settings_refresh_replaces_what_it_set_and_leaves_pods_and_others_keys_alone
         .labels
         .get_or_insert_with(BTreeMap::new)
         .insert("cost-center".into(), "42".into());
-    if let Some(s) = existing.spec.as_mut() {
+    {
+        let s = &mut existing.spec;
         s.template
             .metadata
             .get_or_insert_with(Default::default)
@@ -946,11 +922,8 @@ fn a_settings_refresh_replaces_what_it_set_and_leaves_pods_and_others_keys_alone
     assert_eq!(labels.get("cost-center").map(String::as_str), Some("42"));
     assert_eq!(labels.get(LABEL_BUILD_ID), Some(&build));
     assert_eq!(pod(&d), pod(&existing), "no Pod restarts");
-    assert_eq!(
-        d.spec.as_ref().and_then(|s| s.replicas),
-        existing.spec.as_ref().and_then(|s| s.replicas)
-    );
-    let rolling = d.spec.as_ref().and_then(|s| s.strategy.clone()).unwrap();
+    assert_eq!(d.spec.replicas, existing.spec.replicas);
+    let rolling = d.spec.strategy.clone().unwrap();
     assert_eq!(
         rolling.rolling_update.and_then(|r| r.max_surge),
         Some(IntOrString::Int(3))

@@ -438,7 +438,7 @@ mod tests {
         );
         assert_eq!(d.metadata.owner_references, None);
         assert_eq!(d.metadata.namespace.as_deref(), Some("ns"));
-        let pod = d.spec.and_then(|s| s.template.spec).expect("pod");
+        let pod = d.spec.template.spec.expect("pod");
         let env: Vec<String> = pod.containers[0]
             .env
             .iter()

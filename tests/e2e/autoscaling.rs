@@ -195,7 +195,7 @@ fn version_selector(c: &Case, recipe: &Recipe, name: &str, build: &str) -> Strin
 async fn replicas(c: &Case, deployment: &str) -> Result<i32> {
     let d = c.deployments().get(deployment).await?;
     d.spec
-        .and_then(|s| s.replicas)
+        .replicas
         .with_context(|| format!("{deployment} has no spec.replicas"))
 }
 
@@ -220,7 +220,7 @@ async fn hpas(c: &Case) -> Result<Vec<(String, String)>> {
         .await?
         .items
         .into_iter()
-        .filter_map(|h| Some((h.spec?.scale_target_ref.name, h.metadata.name?)))
+        .filter_map(|h| Some((h.spec.scale_target_ref.name, h.metadata.name?)))
         .collect())
 }
 

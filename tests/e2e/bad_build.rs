@@ -189,7 +189,7 @@ async fn an_unpullable_image_stalls_is_remembered_and_retried_on_request() -> Re
     ensure!(record.build_id == v2 && record.reason == "ProgressDeadlineExceeded");
     // Hold (the default): the failed build's Pods are kept for inspection.
     let d = c.deployments().get(&deployment_of(NAME, &v2)).await?;
-    ensure!(d.spec.and_then(|s| s.replicas) == Some(1), "v2 was scaled");
+    ensure!(d.spec.replicas == Some(1), "v2 was scaled");
 
     // A GitOps re-sync of the same spec: no new wait, the recorded failure holds.
     c.apply(bad).await?;
@@ -326,7 +326,7 @@ async fn abort_on_failure_scales_the_failed_build_to_zero() -> Result<()> {
     let dep = deployment_of(NAME, &v2);
     eventually("the failed build at zero", T, || async {
         let d = c.deployments().get(&dep).await?;
-        let spec = d.spec.and_then(|s| s.replicas);
+        let spec = d.spec.replicas;
         let pods = pod_uids(&c, &v2).await?;
         Ok((spec == Some(0) && pods.is_empty()).then_some(()))
     })

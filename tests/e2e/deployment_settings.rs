@@ -84,8 +84,8 @@ async fn deployment_settings_land_in_place_and_a_latest_tag_is_warned_about() ->
     ensure!(annotations.get("owner").map(String::as_str) == Some("payments"));
     let rolling = d
         .spec
+        .strategy
         .as_ref()
-        .and_then(|s| s.strategy.as_ref())
         .and_then(|s| s.rolling_update.clone())
         .context("no rolling update")?;
     ensure!(

@@ -29,11 +29,7 @@ async fn scale_to_zero(c: &Case, deployment: &str) -> Result<()> {
 }
 
 async fn replicas(c: &Case, deployment: &str) -> Result<Option<i32>> {
-    Ok(c.deployments()
-        .get(deployment)
-        .await?
-        .spec
-        .and_then(|s| s.replicas))
+    Ok(c.deployments().get(deployment).await?.spec.replicas)
 }
 
 /// The value of `temporal_worker_controller_draining_versions_at_zero_total{action}`.

@@ -326,8 +326,9 @@ async fn custom_build_id_turns_pod_changes_into_rolling_updates() -> Result<()> 
         let d = c.deployments().get(&dep_name).await?;
         let image = d
             .spec
+            .template
+            .spec
             .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
             .and_then(|p| p.containers.first())
             .and_then(|c| c.image.clone());
         Ok((image.as_deref() == Some("registry.example/worker:v1-patched")).then_some(d))

@@ -143,7 +143,7 @@ async fn watch_v1_kept_over_two_drain_polls(
     while std::time::Instant::now() < watch_until {
         let d = c.deployments().get(&v1_dep).await?;
         ensure!(
-            d.spec.and_then(|s| s.replicas) == Some(1),
+            d.spec.replicas == Some(1),
             "v1 scaled down while a pinned workflow runs"
         );
         let s = describe_soon(temporal, &dep_name).await?;

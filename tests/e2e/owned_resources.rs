@@ -402,12 +402,7 @@ async fn check_v1s_pdb_selects_its_pods(
     let copies = copies_of(pdbs, "budget").await?;
     ensure!(copies.len() == 1 && copies[0].0 == v1, "{copies:?}");
     let dep = c.deployments().get(&deployment_of("pay", v1)).await?;
-    let selector = dep
-        .spec
-        .context("spec")?
-        .selector
-        .match_labels
-        .context("selector")?;
+    let selector = dep.spec.selector.match_labels.context("selector")?;
     ensure!(
         copies[0].1["spec"]["selector"]["matchLabels"] == json!(selector),
         "{}",
@@ -472,7 +467,7 @@ async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves
     // kube-controller-manager's HPA controller raises the Deployment to minReplicas.
     eventually("the HPA scales v1 to 2 ready pods", T, || async {
         let d = c.deployments().get(&dep).await?;
-        let want = d.spec.as_ref().and_then(|s| s.replicas) == Some(2)
+        let want = d.spec.replicas == Some(2)
             && d.status.as_ref().and_then(|s| s.ready_replicas) == Some(2);
         Ok(want.then_some(()))
     })
@@ -516,10 +511,7 @@ async fn an_hpa_above_spec_replicas_scales_the_version_and_the_controller_leaves
         "the controller wrote v1's Deployment after the HPA took over: {writes:?}"
     );
     let d = c.deployments().get(&dep).await?;
-    ensure!(
-        d.spec.and_then(|s| s.replicas) == Some(2),
-        "replicas left to the HPA"
-    );
+    ensure!(d.spec.replicas == Some(2), "replicas left to the HPA");
     Ok(())
 }
 
@@ -661,7 +653,7 @@ async fn sunset_removes_the_autoscaler_copy_before_scaling_the_version_to_zero()
     let dep = deployment_of("pay", &v1);
     eventually("v1 scaled to 0 at its sunset", T, || async {
         let d = c.deployments().get(&dep).await?;
-        Ok((d.spec.and_then(|s| s.replicas) == Some(0)).then_some(()))
+        Ok((d.spec.replicas == Some(0)).then_some(()))
     })
     .await?;
 

@@ -612,8 +612,7 @@ async fn manual_strategy_waits_for_a_human_promotion() -> Result<()> {
             let old_dep = deployment_of("mailer", old);
             eventually("replaced version retired", T, || async {
                 let d = c.deployments().get_opt(&old_dep).await?;
-                Ok(d.is_none_or(|d| d.spec.and_then(|s| s.replicas) == Some(0))
-                    .then_some(()))
+                Ok(d.is_none_or(|d| d.spec.replicas == Some(0)).then_some(()))
             })
             .await?;
         }
@@ -674,8 +673,7 @@ async fn a_spec_change_mid_ramp_supersedes_the_ramping_version() -> Result<()> {
             .deployments()
             .get_opt(&deployment_of("search", &v2))
             .await?;
-        Ok(d.is_none_or(|d| d.spec.and_then(|s| s.replicas) == Some(0))
-            .then_some(()))
+        Ok(d.is_none_or(|d| d.spec.replicas == Some(0)).then_some(()))
     })
     .await?;
     Ok(())

@@ -334,7 +334,7 @@ impl Case {
         use k8s_openapi::api::apps::v1::ReplicaSet;
         use k8s_openapi::api::core::v1::Pod;
         let dep = self.deployments().get(deployment).await?;
-        let want = dep.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let want = dep.spec.replicas.unwrap_or(1);
         let available = dep
             .status
             .as_ref()
@@ -569,8 +569,9 @@ pub fn current_build(twd: &TemporalWorkerDeployment) -> Option<String> {
 
 pub fn env_of(d: &Deployment) -> BTreeMap<String, String> {
     d.spec
+        .template
+        .spec
         .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
         .and_then(|p| p.containers.first())
         .and_then(|c| c.env.clone())
         .unwrap_or_default()

@@ -6,6 +6,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
+# Another minor for the smoke command (tools/control-plane/smoke.sh), cached beside the default.
+KUBERNETES_VERSION="${TWC_KUBERNETES_VERSION:-$KUBERNETES_VERSION}"
 cache_root="${TWC_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/temporal-worker-controller/control-plane}"
 bin_dir="$cache_root/k8s-$KUBERNETES_VERSION-etcd-$ETCD_VERSION/bin"
 work="$cache_root/work"

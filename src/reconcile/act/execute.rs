@@ -146,7 +146,7 @@ async fn scale_deployment(
         .annotations
         .get_or_insert_with(Default::default)
         .insert(ANNOTATION_SCALED_DOWN_AT.to_string(), at.to_string());
-    existing.spec.get_or_insert_with(Default::default).replicas = Some(scale.replicas);
+    existing.spec.replicas = Some(scale.replicas);
     // A 409 (someone wrote in between) fails this pass; the next one plans it again.
     let res = deployments
         .replace(

@@ -93,8 +93,8 @@ fn deadline_exceeded(d: &Deployment, status: &DeploymentStatus) -> bool {
     };
     current
         && status.conditions.iter().flatten().any(|c| {
-            c.type_ == "Progressing"
-                && c.status == "False"
+            c.type_.as_deref() == Some("Progressing")
+                && c.status.as_deref() == Some("False")
                 && c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED)
         })
 }
@@ -107,7 +107,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .conditions
         .iter()
         .flatten()
-        .find(|c| c.type_ == "Available" && c.status == "True")
+        .find(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"))
         .map(|c| {
             c.last_transition_time
                 .as_ref()
@@ -122,8 +122,9 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .is_some_and(|r| r > 1);
     let pod_annotations = d
         .spec
+        .template
+        .metadata
         .as_ref()
-        .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
     // A take-over record (a Deployment label) stands for the predecessor's pod-template hashes.
@@ -145,7 +146,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     Some(ObservedDeployment {
         name: d.name_any(),
         build_id,
-        replicas: d.spec.as_ref().and_then(|s| s.replicas),
+        replicas: d.spec.replicas,
         status_replicas: status.replicas.unwrap_or(0),
         ready_replicas: status.ready_replicas.unwrap_or(0),
         healthy_since,
@@ -232,14 +233,7 @@ mod tests {
             3,
             "only the annotations observe reads"
         );
-        let template = d
-            .spec
-            .as_ref()
-            .expect("spec")
-            .template
-            .metadata
-            .as_ref()
-            .expect("meta");
+        let template = d.spec.template.metadata.as_ref().expect("meta");
         assert!(template.labels.is_none());
         assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(2));
         let c = &d

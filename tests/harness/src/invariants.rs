@@ -312,7 +312,7 @@ fn seen(d: &Deployment) -> Option<Seen> {
         key: format!("{ns}/{name}"),
         worker: format!("{ns}/{owner}"),
         build_id,
-        replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+        replicas: d.spec.replicas.unwrap_or(1),
     })
 }
 

@@ -435,6 +435,13 @@ async fn register_node(client: &kube::Client, node: &str) -> Result<()> {
         .create(&PostParams::default(), &body)
         .await
         .with_context(|| format!("registering Node {node}"))?;
+    // A kubelet reports its own version, which matches the control plane's minor; the stand-in
+    // takes the API server's, so a rig on another minor (the smoke command) reads as one.
+    let kubelet_version = client
+        .apiserver_version()
+        .await
+        .context("reading the API server's version")?
+        .git_version;
     let t = time(now());
     let status = json!({"status": {
         "capacity": {"cpu": "64", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "100Gi"},
@@ -453,7 +460,7 @@ async fn register_node(client: &kube::Client, node: &str) -> Result<()> {
             "machineID": node, "systemUUID": node, "bootID": node,
             "kernelVersion": "", "osImage": "twc kubelet stand-in",
             "containerRuntimeVersion": "twc-standin://1",
-            "kubeletVersion": "v1.33.13", "kubeProxyVersion": "",
+            "kubeletVersion": kubelet_version, "kubeProxyVersion": "",
             "operatingSystem": "linux", "architecture": arch,
         },
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},

@@ -96,6 +96,17 @@ pub fn in_kinds(mut manifest: Value, kinds: Kinds) -> Value {
     manifest
 }
 
+/// A Connection manifest (of either kind set) as the cluster-scoped `ClusterConnection` with the
+/// same spec and status: a third kind of the Connection model (Go v1.10), outside the two kind
+/// sets, so it has no namespace.
+pub fn as_cluster_connection(mut manifest: Value) -> Value {
+    manifest["kind"] = json!("ClusterConnection");
+    if let Some(meta) = manifest["metadata"].as_object_mut() {
+        meta.remove("namespace");
+    }
+    manifest
+}
+
 /// A [`Twd`] named `name`.
 pub fn twd(name: &str) -> Twd {
     Twd {

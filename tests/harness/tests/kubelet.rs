@@ -556,8 +556,9 @@ async fn create_healthy_unreachable_and_ghost_workers(
     let mut ghost = create("ghost", &w.temporal_address)?;
     if let Some(c) = ghost
         .spec
+        .template
+        .spec
         .as_mut()
-        .and_then(|s| s.template.spec.as_mut())
         .and_then(|s| s.containers.first_mut())
         && let Some(env) = c.env.as_mut()
     {

@@ -487,8 +487,8 @@ async fn wait_status(
             .conditions
             .iter()
             .flatten()
-            .find(|c| c.type_ == "Available")
-            .map(|c| c.status.clone())
+            .find(|c| c.type_.as_deref() == Some("Available"))
+            .and_then(|c| c.status.clone())
             .unwrap_or_default();
         if current && pred(status.ready_replicas.unwrap_or(0), &available) {
             return Ok(());

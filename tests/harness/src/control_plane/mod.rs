@@ -426,11 +426,11 @@ pub async fn mint_token(
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     ensure_service_account(client, namespace, name).await?;
     let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences,
+        spec: Some(TokenRequestSpec {
+            audiences: Some(audiences),
             expiration_seconds: Some(expiration_seconds),
             ..Default::default()
-        },
+        }),
         ..Default::default()
     };
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
@@ -440,7 +440,7 @@ pub async fn mint_token(
         .with_context(|| format!("TokenRequest for {namespace}/{name}"))?;
     minted
         .status
-        .map(|s| s.token)
+        .and_then(|s| s.token)
         .filter(|t| !t.is_empty())
         .context("TokenRequest returned no token")
 }

@@ -372,8 +372,8 @@ async fn request_token(
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "default".into());
     let req = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: audience.filter(|a| !a.is_empty()).into_iter().collect(),
+        spec: Some(TokenRequestSpec {
+            audiences: audience.filter(|a| !a.is_empty()).map(|a| vec![a]),
             expiration_seconds: Some(expiration_seconds.unwrap_or(3607)),
             bound_object_ref: Some(BoundObjectReference {
                 api_version: Some("v1".into()),
@@ -381,7 +381,8 @@ async fn request_token(
                 name: Some(actor.name.clone()),
                 uid: Some(actor.uid.clone()),
             }),
-        },
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let api: Api<ServiceAccount> = Api::namespaced(actor.ctx.client.clone(), &actor.namespace);
@@ -391,7 +392,7 @@ async fn request_token(
         .map_err(|e| format!("TokenRequest for ServiceAccount {sa}: {e}"))?;
     minted
         .status
-        .map(|s| s.token)
+        .and_then(|s| s.token)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| format!("TokenRequest for ServiceAccount {sa} returned no token"))
 }
