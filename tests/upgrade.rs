@@ -9,7 +9,9 @@
 //!   chart, each `helm install --wait`; the controller's Pod is Ready, holds the Lease under its
 //!   downward-API name, keeps its webhook certificate in the Secret `webhook.certSecretName`
 //!   names, passes `helm test` (its test Pod asks `/readyz` through the Service) and reconciles
-//!   a WorkerDeployment to v1 Current. Then, on the same cluster: `helm test` fails for a release
+//!   a WorkerDeployment to v1 Current. Then, on the same cluster: `/metrics` (behind a
+//!   TokenReview) refuses no token and takes the one the chart arranges for its ServiceMonitor;
+//!   `helm test` fails for a release
 //!   whose `/readyz` answers 503; a user bound only to the built-in `edit` ClusterRole in a
 //!   namespace creates a WorkerDeployment and one bound to `view` reads but cannot create one
 //!   (kube-controller-manager's clusterrole-aggregation controller fills `edit` and `view` from
@@ -265,13 +267,16 @@ const CERT_SECRET: &str = "twc-webhook-serving-cert";
 async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
     let mut values = controller_values("dev")?;
     values["webhook"]["certSecretName"] = json!(CERT_SECRET);
-    let c = install_wait_and_roll_out(values, None).await?;
+    // /metrics behind a TokenReview, as with the chart's ServiceMonitor.
+    values["statusApi"] = json!({"auth": {"mode": "token-review", "protectMetrics": true}});
+    let c = install_wait_and_roll_out(values.clone(), None).await?;
     let cert: Api<Secret> = Api::namespaced(c.client.clone(), RELEASE_NS);
     let cert = cert.get(CERT_SECRET).await?;
     ensure!(
         cert.data.is_some_and(|d| d.contains_key("tls.crt")),
         "{CERT_SECRET} holds no certificate"
     );
+    the_charts_metrics_token_is_accepted(&c, &values).await?;
     helm_test_fails_when_readyz_fails(&c).await?;
     edit_and_view_users_get_worker_deployments(&c).await?;
     two_replicas_get_a_disruption_budget(&c).await?;
@@ -406,6 +411,84 @@ fn process_of_pod(pod: &str) -> Result<(BTreeMap<String, String>, PathBuf)> {
         }
     }
     bail!("no process runs Pod {pod}")
+}
+
+/// The token the chart arranges for its ServiceMonitor (a ServiceAccount and its long-lived
+/// token Secret, rendered with `serviceMonitor.enabled`; applied here as they are, since this
+/// cluster has no Prometheus Operator CRDs for the ServiceMonitor itself): Kubernetes fills the
+/// Secret, and the controller's TokenReview accepts it on /metrics, which refuses no token.
+async fn the_charts_metrics_token_is_accepted(c: &Cluster, values: &Value) -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let mut with_monitor = values.clone();
+    with_monitor["serviceMonitor"] = json!({"enabled": true});
+    let objects = test_harness::chart::render(&with_monitor, RELEASE_NS)?;
+    let metrics = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"
+            })
+            .cloned()
+            .with_context(|| format!("no {kind} for the ServiceMonitor"))
+    };
+    let sa: ServiceAccount = serde_json::from_value(metrics("ServiceAccount")?)?;
+    let secret: Secret = serde_json::from_value(metrics("Secret")?)?;
+    let sm = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceMonitor")
+        .context("no ServiceMonitor")?;
+    ensure!(
+        sm["spec"]["endpoints"][0]["authorization"]["credentials"]["name"]
+            == json!(secret.metadata.name),
+        "the ServiceMonitor does not use the token Secret: {sm}"
+    );
+    let pp = PostParams::default();
+    Api::<ServiceAccount>::namespaced(c.client.clone(), RELEASE_NS)
+        .create(&pp, &sa)
+        .await?;
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), RELEASE_NS);
+    secrets.create(&pp, &secret).await?;
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let deadline = Instant::now() + T;
+    let token = loop {
+        let token = secrets
+            .get(&name)
+            .await?
+            .data
+            .and_then(|mut d| d.remove("token"))
+            .map(|t| String::from_utf8_lossy(&t.0).into_owned());
+        if let Some(token) = token.filter(|t| !t.is_empty()) {
+            break token;
+        }
+        ensure!(Instant::now() < deadline, "Kubernetes never filled {name}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let port = values["http"]["port"].as_u64().context("http.port")?;
+    let without = http_status(port, "/metrics", None).await?;
+    ensure!(without == 401, "/metrics without a token: HTTP {without}");
+    let with = http_status(port, "/metrics", Some(&token)).await?;
+    ensure!(with == 200, "/metrics with the chart's token: HTTP {with}");
+    Ok(())
+}
+
+/// The status code of `GET path` on the loopback port (HTTP/1.1, optionally with a token).
+async fn http_status(port: u64, path: &str, token: Option<&str>) -> Result<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", u16::try_from(port)?)).await?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+    conn.write_all(request.as_bytes()).await?;
+    let mut head = vec![0; 64];
+    let n = tokio::time::timeout(Duration::from_secs(30), conn.read(&mut head)).await??;
+    let line = String::from_utf8_lossy(&head[..n]).into_owned();
+    line.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {line:?}"))
 }
 
 /// `helm test` of the installed release: its test Pod asks the controller's `/readyz` through
