@@ -1,5 +1,5 @@
 //! The command line: the subcommands (`run`, `status`, `wait`, the rollout controls, `crds`,
-//! `completion`), how each is dispatched, and the name it goes by as a kubectl plugin. The
+//! `probe`, `completion`), how each is dispatched, and the name it goes by as a kubectl plugin. The
 //! binary's `main` only calls [`main`]; `run`'s flags are [`RunArgs`].
 
 use std::process::ExitCode;
@@ -12,7 +12,7 @@ use crate::cli_kube::KubeOptions;
 use crate::cli_status::OutputFormat;
 use crate::cli_wait::{self, WaitFor};
 use crate::run::args::{GoDuration, LogFormat, RunArgs};
-use crate::{cli_status, cli_watch, run};
+use crate::{cli_probe, cli_status, cli_watch, run};
 
 #[derive(Parser)]
 #[command(
@@ -51,6 +51,12 @@ pub enum Command {
         /// Clear the abort instead: the rollout starts again from its first step.
         #[arg(long)]
         clear: bool,
+    },
+    /// GET an http:// URL and exit 0 on a 2xx answer, 1 otherwise (the chart's `helm test`).
+    Probe {
+        /// e.g. http://temporal-worker-controller.temporal-system.svc:8080/readyz
+        #[arg(long)]
+        url: String,
     },
     /// Print a shell completion script (e.g. `source <(temporal-worker-controller completion bash)`).
     Completion {
@@ -168,6 +174,7 @@ impl Command {
             | Command::Crds
             | Command::Status(_)
             | Command::Wait(_)
+            | Command::Probe { .. }
             | Command::Completion { .. } => return None,
         })
     }
@@ -236,6 +243,11 @@ pub fn main() -> ExitCode {
         }
         Command::Status(args) => status(args),
         Command::Wait(args) => wait(args),
+        Command::Probe { url } => block_on(async move {
+            let answered = cli_probe::run(&url).await.map_err(|e| e.to_string())?;
+            println!("{answered}");
+            Ok(())
+        }),
         Command::Completion { shell } => {
             print!("{}", completion_script(shell.into()));
             ExitCode::SUCCESS
@@ -452,6 +464,14 @@ mod tests {
             "name required"
         );
         assert_eq!(action(&["twc", "crds"]), None);
+        assert_eq!(
+            action(&["twc", "probe", "--url", "http://x:1/readyz"]),
+            None
+        );
+        assert!(
+            Cli::try_parse_from(["twc", "probe"]).is_err(),
+            "--url required"
+        );
     }
 
     #[test]

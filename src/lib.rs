@@ -16,6 +16,7 @@ pub mod caches;
 pub mod cli_control;
 pub mod cli_follow;
 pub mod cli_kube;
+pub mod cli_probe;
 pub mod cli_render;
 pub mod cli_status;
 pub mod cli_wait;

@@ -151,7 +151,55 @@ fn cases() -> Vec<(&'static str, Value)> {
             "prometheus-rule-bad-label",
             json!({"prometheusRule": {"enabled": true, "alertLabels": {"team-name": "x"}}}),
         ),
+        ("network-policy", network_policy_values()),
+        (
+            "network-policy-defaults",
+            json!({"networkPolicy": {"enabled": true}}),
+        ),
+        (
+            "production",
+            json!({
+                "commonLabels": {"team": "platform", "cost-centre": "42"},
+                "revisionHistoryLimit": 3,
+                "podDisruptionBudget": {"maxUnavailable": "50%"},
+                "tests": {"enabled": false},
+                "rbac": {"aggregateToDefaultRoles": false}
+            }),
+        ),
+        (
+            "pdb-off",
+            json!({"podDisruptionBudget": {"enabled": false}}),
+        ),
+        (
+            "dashboards",
+            json!({"dashboards": {"enabled": true, "namespace": "monitoring",
+                "annotations": {"grafana_folder": "Temporal"}}}),
+        ),
+        (
+            "metrics-own-token",
+            json!({
+                "statusApi": {"auth": {"mode": "token-review", "protectMetrics": true}},
+                "serviceMonitor": {"enabled": true, "tokenSecret": "prometheus-twc-token"}
+            }),
+        ),
+        (
+            "cert-secret-cert-manager",
+            json!({"webhook": {"certSecretName": "webhook-server-cert", "certManager": {"enabled": true}}}),
+        ),
     ]
+}
+
+/// Every NetworkPolicy option set (`tests/upgrade.rs` dry-runs the same policy on a real API
+/// server).
+fn network_policy_values() -> Value {
+    json!({"networkPolicy": {
+        "enabled": true,
+        "httpFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
+        "webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+        "apiServer": {"cidrs": ["172.20.0.10/32", "fd00::1/128"]},
+        "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"port": 3128}]}]
+    }})
 }
 
 fn helm() -> &'static HelmOutput {
@@ -225,6 +273,16 @@ fn one<'a>(objs: &'a [Value], kind: &str) -> &'a Value {
     found[0]
 }
 
+/// The controller's ServiceAccount (with protected metrics, the scraper has one of its own).
+fn controller_service_account(objs: &[Value]) -> &Value {
+    let found: Vec<&Value> = of_kind(objs, "ServiceAccount")
+        .into_iter()
+        .filter(|s| s["metadata"]["labels"]["app.kubernetes.io/component"] != "metrics")
+        .collect();
+    assert_eq!(found.len(), 1, "expected one controller ServiceAccount");
+    found[0]
+}
+
 /// The controller's own Service (the webhook, on by default, has one of its own).
 fn controller_service(objs: &[Value]) -> &Value {
     let found: Vec<&Value> = of_kind(objs, "Service")
@@ -283,6 +341,13 @@ fn chart_lints_clean_for_every_valid_value_set() {
         "prometheus-rule",
         "prometheus-rule-custom",
         "sharded",
+        "network-policy",
+        "network-policy-defaults",
+        "production",
+        "pdb-off",
+        "dashboards",
+        "metrics-own-token",
+        "cert-secret-cert-manager",
     ] {
         let lint = &result(name).lint;
         assert_eq!(lint["total_charts_linted"], 1, "{name}: {lint}");
@@ -649,10 +714,10 @@ fn probes_ports_security_and_resources() {
     }
 }
 
-/// Every Role and ClusterRole rendered for a case.
+/// Every Role and ClusterRole rendered for the controller (not the end users' roles).
 fn rules(objs: &[Value]) -> Vec<(&Value, &Value)> {
     objs.iter()
-        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+        .filter(|o| test_harness::chart::is_controller_role(o))
         .flat_map(|o| {
             o["rules"]
                 .as_array()
@@ -877,7 +942,7 @@ fn assert_leases_only_in_the_release_namespace(
 
 /// Every binding points at the chart's ServiceAccount and at a role it renders.
 fn assert_bindings_point_at_the_charts_account_and_roles(name: &str, objs: &[Value]) {
-    let sa = one(objs, "ServiceAccount")["metadata"]["name"].clone();
+    let sa = controller_service_account(objs)["metadata"]["name"].clone();
     for b in objs
         .iter()
         .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
@@ -1111,12 +1176,49 @@ fn status_api_token_review_auth() {
         })
         .expect("token-review ClusterRoleBinding");
     assert_eq!(binding["subjects"][0]["kind"], "ServiceAccount");
-    // Prometheus must authenticate when /metrics is protected.
+    // Prometheus must authenticate when /metrics is protected: with a token from a Secret
+    // (`authorization`), not the deprecated `bearerTokenFile`.
+    let sm = one(&objs, "ServiceMonitor");
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert!(endpoint.get("bearerTokenFile").is_none(), "{endpoint}");
+    let token_secret = format!("{FULLNAME}-metrics-token");
+    assert_eq!(
+        endpoint["authorization"],
+        json!({"type": "Bearer", "credentials": {"name": token_secret, "key": "token"}})
+    );
+    // The chart arranges the token: a ServiceAccount bound to nothing and its long-lived token
+    // Secret, which Kubernetes fills and the controller's TokenReview authenticates.
+    let secret = one(&objs, "Secret");
+    assert_eq!(secret["type"], "kubernetes.io/service-account-token");
+    assert_eq!(secret["metadata"]["name"], token_secret.as_str());
+    let reader = format!("{FULLNAME}-metrics-reader");
+    assert_eq!(
+        secret["metadata"]["annotations"]["kubernetes.io/service-account.name"],
+        reader.as_str()
+    );
+    let reader_sa = of_kind(&objs, "ServiceAccount")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == reader.as_str())
+        .expect("the scraper's ServiceAccount");
+    assert_eq!(reader_sa["automountServiceAccountToken"], false);
+    assert!(
+        objs.iter()
+            .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+            .all(|b| b["subjects"][0]["name"] != reader.as_str()),
+        "the scraper's ServiceAccount is granted something"
+    );
+    // A Secret of the user's own: used as is, nothing created.
+    let objs = objects("metrics-own-token");
     let sm = one(&objs, "ServiceMonitor");
     assert_eq!(
-        sm["spec"]["endpoints"][0]["bearerTokenFile"],
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        sm["spec"]["endpoints"][0]["authorization"]["credentials"]["name"],
+        "prometheus-twc-token"
     );
+    assert!(of_kind(&objs, "Secret").is_empty());
+    assert_eq!(of_kind(&objs, "ServiceAccount").len(), 1);
+    // /metrics open: no authorization.
+    let objs = objects("ha");
+    assert!(one(&objs, "ServiceMonitor")["spec"]["endpoints"][0]["authorization"].is_null());
 }
 
 #[test]
@@ -1179,10 +1281,15 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
     ] {
         assert!(a.iter().any(|x| x == want), "missing {want} in {a:?}");
     }
-    // Namespaced mode: one Role + RoleBinding per watched namespace; nothing cluster-wide but
-    // the webhook's grant on its own (cluster-scoped) ValidatingWebhookConfiguration.
+    // Namespaced mode: one Role + RoleBinding per watched namespace; nothing cluster-wide for
+    // the controller but the webhook's grant on its own (cluster-scoped)
+    // ValidatingWebhookConfiguration. (The end users' roles aggregated into `edit` and `view`
+    // grant the controller nothing.)
     for kind in ["ClusterRole", "ClusterRoleBinding"] {
-        for o in of_kind(&objs, kind) {
+        for o in of_kind(&objs, kind)
+            .into_iter()
+            .filter(|o| o["metadata"]["labels"]["app.kubernetes.io/component"] != "rbac")
+        {
             assert_eq!(
                 o["metadata"]["name"],
                 format!("{FULLNAME}-{NS}-webhook"),
@@ -1698,6 +1805,16 @@ fn go_helm() -> &'static HelmOutput {
                         }}),
                     ),
                 ),
+                // Its keys after v1.8.1: extraEnv, extraVolumes, extraVolumeMounts (PR #532) and
+                // webhook.certSecretName (PR #574), top level as there.
+                ("go-later-keys", merged(go.clone(), go_later_keys())),
+                (
+                    "go-neither",
+                    merged(
+                        go.clone(),
+                        json!({"extraVolumesMounts": [{"name": "x", "mountPath": "/x"}]}),
+                    ),
+                ),
                 (
                     "go-mapped",
                     merged(
@@ -1877,4 +1994,440 @@ fn go_values_map_onto_ours_and_a_key_in_neither_chart_is_refused() {
                 .ends_with("-editor-role")),
         "createEndUserRoles=false renders none"
     );
+}
+
+/// The Go chart's keys after v1.8.1, with values as its users write them.
+fn go_later_keys() -> Value {
+    json!({
+        "extraEnv": [
+            {"name": "HTTPS_PROXY", "value": "http://proxy.corp.example:3128"},
+            {"name": "API_TOKEN", "valueFrom": {"secretKeyRef": {"name": "tokens", "key": "api"}}}
+        ],
+        "extraVolumes": [
+            {"name": "private-ca", "configMap": {"name": "corp-ca-bundle"}},
+            {"name": "secrets-store", "csi": {"driver": "secrets-store.csi.k8s.io", "readOnly": true,
+                "volumeAttributes": {"secretProviderClass": "temporal"}}}
+        ],
+        "extraVolumeMounts": [
+            {"name": "private-ca", "mountPath": "/etc/ssl/private-ca", "readOnly": true},
+            {"name": "secrets-store", "mountPath": "/mnt/secrets", "readOnly": true}
+        ],
+        "webhook": {"certSecretName": "webhook-server-cert"}
+    })
+}
+
+#[test]
+fn the_go_charts_later_keys_reach_the_controller_pod_with_their_go_meaning() {
+    let r = go_result("go-later-keys");
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert!(strings(&r.lint["errors"]).is_empty(), "{}", r.lint);
+    let objs = go_objects("go-later-keys");
+    let keys = go_later_keys();
+    let m = manager(&objs);
+    // Appended after the chart's own variables, in order.
+    let env = m["env"].as_array().expect("env");
+    assert_eq!(
+        &env[env.len() - 2..],
+        keys["extraEnv"].as_array().expect("extraEnv")
+    );
+    let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
+    let volumes = pod["volumes"].as_array().expect("volumes");
+    assert_eq!(
+        &volumes[volumes.len() - 2..],
+        keys["extraVolumes"].as_array().expect("extraVolumes")
+    );
+    let mounts = m["volumeMounts"].as_array().expect("mounts");
+    assert_eq!(
+        &mounts[mounts.len() - 2..],
+        keys["extraVolumeMounts"]
+            .as_array()
+            .expect("extraVolumeMounts")
+    );
+    // webhook.certSecretName: the Secret the (self-managed) certificate lives in, and the only
+    // Secret the controller may update.
+    let a = args(&objs);
+    assert!(
+        a.contains(&"--webhook-secret-name=webhook-server-cert".to_string()),
+        "{a:?}"
+    );
+    let cert_role = of_kind(&objs, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == format!("{FULLNAME}-webhook-certs").as_str())
+        .expect("certificate Role");
+    assert_eq!(
+        strings(&cert_role["rules"][0]["resourceNames"]),
+        ["webhook-server-cert"]
+    );
+    // With cert-manager (our own values), the Certificate writes it and the Pod mounts it.
+    let objs = objects("cert-secret-cert-manager");
+    assert_eq!(
+        one(&objs, "Certificate")["spec"]["secretName"],
+        "webhook-server-cert"
+    );
+    let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .any(|v| v["name"] == "webhook-cert"
+                && v["secret"]["secretName"] == "webhook-server-cert"),
+        "{pod}"
+    );
+    // A key in neither chart, next to them, is still refused.
+    let neither = go_result("go-neither").error.clone().unwrap_or_default();
+    assert!(neither.contains("extraVolumesMounts"), "{neither}");
+}
+
+/// The Deployment's Pods (template labels) a PodDisruptionBudget's selector matches.
+fn pdb_selects(pdb: &Value, pod_labels: &Value) -> bool {
+    let sel = &pdb["spec"]["selector"];
+    let labels_match = sel["matchLabels"]
+        .as_object()
+        .expect("matchLabels")
+        .iter()
+        .all(|(k, v)| &pod_labels[k] == v);
+    let expressions_match = sel["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            assert_eq!(e["operator"], "DoesNotExist", "{e}");
+            pod_labels[e["key"].as_str().expect("key")].is_null()
+        });
+    labels_match && expressions_match
+}
+
+#[test]
+fn a_disruption_budget_whenever_replicas_exceed_one() {
+    // Two replicas by default: one budget, over the controller's Pods, one at a time.
+    let objs = objects("default");
+    let pdb = one(&objs, "PodDisruptionBudget");
+    assert_eq!(pdb["apiVersion"], "policy/v1");
+    assert_eq!(pdb["metadata"]["name"], FULLNAME);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+    let deploy = one(&objs, "Deployment");
+    assert!(pdb_selects(
+        pdb,
+        &deploy["spec"]["template"]["metadata"]["labels"]
+    ));
+    assert_eq!(
+        one(&objects("ha"), "PodDisruptionBudget")["spec"]["maxUnavailable"],
+        1
+    );
+    assert_eq!(
+        one(&objects("production"), "PodDisruptionBudget")["spec"]["maxUnavailable"],
+        "50%"
+    );
+    // One replica, or turned off: none.
+    for name in ["single-no-lease", "pdb-off"] {
+        assert!(
+            of_kind(&objects(name), "PodDisruptionBudget").is_empty(),
+            "{name}"
+        );
+    }
+    // Sharded: one per shard, each over exactly its own Deployment's Pods (a Pod under two
+    // budgets could not be evicted at all).
+    let objs = objects("sharded");
+    let pdbs = of_kind(&objs, "PodDisruptionBudget");
+    let deployments = of_kind(&objs, "Deployment");
+    assert_eq!(pdbs.len(), deployments.len());
+    for d in &deployments {
+        let labels = &d["spec"]["template"]["metadata"]["labels"];
+        let owners: Vec<&Value> = pdbs
+            .iter()
+            .filter(|p| pdb_selects(p, labels))
+            .map(|p| &p["metadata"]["name"])
+            .collect();
+        assert_eq!(
+            owners,
+            [&d["metadata"]["name"]],
+            "{}",
+            d["metadata"]["name"]
+        );
+    }
+}
+
+#[test]
+fn the_network_policy_pins_its_ports_and_peers() {
+    assert!(of_kind(&objects("default"), "NetworkPolicy").is_empty());
+    let selector = json!({"matchLabels": {
+        "app.kubernetes.io/name": "temporal-worker-controller",
+        "app.kubernetes.io/instance": RELEASE,
+        "app.kubernetes.io/component": "controller"}});
+    let dns = json!({"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+        "to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]});
+    let temporal = json!({"ports": [{"port": 7233, "protocol": "TCP"}]});
+    let api_ports = json!([{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]);
+    // Every option set.
+    let objs = objects("network-policy");
+    let np = one(&objs, "NetworkPolicy");
+    assert_eq!(np["metadata"]["namespace"], NS);
+    assert_eq!(
+        np["spec"],
+        json!({
+            "podSelector": selector,
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [
+                {"ports": [{"port": 8080, "protocol": "TCP"}],
+                 "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                           "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]},
+                {"ports": [{"port": 9443, "protocol": "TCP"}],
+                 "from": [{"ipBlock": {"cidr": "172.20.0.10/32"}}, {"ipBlock": {"cidr": "fd00::1/128"}},
+                          {"ipBlock": {"cidr": "10.0.0.0/8"}}]}
+            ],
+            "egress": [
+                {"ports": api_ports,
+                 "to": [{"ipBlock": {"cidr": "172.20.0.10/32"}}, {"ipBlock": {"cidr": "fd00::1/128"}}]},
+                dns,
+                temporal,
+                {"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"port": 3128}]}
+            ]
+        })
+    );
+    // The selector is the controller Pods'.
+    let pod_labels = &one(&objs, "Deployment")["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in selector["matchLabels"].as_object().expect("labels") {
+        assert_eq!(&pod_labels[k], v, "{k}");
+    }
+    // Defaults: /metrics and the status API closed, the webhook port open to any caller (the
+    // API server's address unknown), egress to the API server's ports anywhere, DNS, Temporal.
+    let objs = objects("network-policy-defaults");
+    assert_eq!(
+        one(&objs, "NetworkPolicy")["spec"],
+        json!({
+            "podSelector": selector,
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"ports": [{"port": 9443, "protocol": "TCP"}]}],
+            "egress": [{"ports": api_ports}, dns, temporal]
+        })
+    );
+}
+
+#[test]
+fn end_user_roles_aggregate_into_admin_edit_and_view() {
+    let objs = objects("default");
+    let role = |suffix: &str| -> Value {
+        of_kind(&objs, "ClusterRole")
+            .into_iter()
+            .find(|r| r["metadata"]["name"] == format!("{FULLNAME}-{NS}-{suffix}").as_str())
+            .unwrap_or_else(|| panic!("no {suffix} role"))
+            .clone()
+    };
+    let kinds = [
+        "workerdeployments",
+        "connections",
+        "workerresourcetemplates",
+        "temporalworkerdeployments",
+        "temporalconnections",
+        "temporalworkerownedresources",
+    ];
+    let edit = role("edit");
+    let labels = &edit["metadata"]["labels"];
+    assert_eq!(
+        labels["rbac.authorization.k8s.io/aggregate-to-edit"],
+        "true"
+    );
+    assert_eq!(
+        labels["rbac.authorization.k8s.io/aggregate-to-admin"],
+        "true"
+    );
+    assert!(labels["rbac.authorization.k8s.io/aggregate-to-view"].is_null());
+    assert_eq!(edit["rules"].as_array().map(Vec::len), Some(1));
+    assert_eq!(strings(&edit["rules"][0]["resources"]), kinds);
+    assert_eq!(
+        strings(&edit["rules"][0]["verbs"]),
+        [
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ]
+    );
+    let view = role("view");
+    assert_eq!(
+        view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+        "true"
+    );
+    assert!(view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"].is_null());
+    let mut readable: Vec<&str> = kinds.to_vec();
+    readable.push("clusterconnections");
+    assert_eq!(strings(&view["rules"][0]["resources"]), readable);
+    assert_eq!(
+        strings(&view["rules"][0]["verbs"]),
+        ["get", "list", "watch"]
+    );
+    let statuses: Vec<String> = readable.iter().map(|k| format!("{k}/status")).collect();
+    assert_eq!(strings(&view["rules"][1]["resources"]), statuses);
+    assert_eq!(strings(&view["rules"][1]["verbs"]), ["get"]);
+    // Nothing else: no status writes, no cluster-scoped writes, no wildcards.
+    for r in [&edit, &view] {
+        for rule in r["rules"].as_array().expect("rules") {
+            assert!(!strings(&rule["resources"]).iter().any(|x| x.contains('*')));
+        }
+    }
+    // Opt-out.
+    let objs = objects("production");
+    assert!(
+        of_kind(&objs, "ClusterRole")
+            .iter()
+            .all(|r| r["metadata"]["labels"]["app.kubernetes.io/component"] != "rbac")
+    );
+}
+
+#[test]
+fn common_labels_and_revision_history_limit() {
+    let objs = objects("production");
+    for o in &objs {
+        let labels = &o["metadata"]["labels"];
+        assert_eq!(
+            labels["team"], "platform",
+            "{} {}",
+            o["kind"], o["metadata"]["name"]
+        );
+        assert_eq!(labels["cost-centre"], "42", "{}", o["kind"]);
+    }
+    let deploy = one(&objs, "Deployment");
+    assert_eq!(deploy["spec"]["revisionHistoryLimit"], 3);
+    assert_eq!(
+        deploy["spec"]["template"]["metadata"]["labels"]["team"],
+        "platform"
+    );
+    // Selectors stay as they were: changing commonLabels never orphans the Pods.
+    assert_eq!(
+        deploy["spec"]["selector"],
+        one(&objects("default"), "Deployment")["spec"]["selector"]
+    );
+    assert_eq!(
+        one(&objects("default"), "Deployment")["spec"]["revisionHistoryLimit"],
+        10
+    );
+}
+
+#[test]
+fn the_dashboards_ship_as_config_maps_for_the_grafana_sidecar() {
+    assert!(of_kind(&objects("default"), "ConfigMap").is_empty());
+    let objs = objects("dashboards");
+    let maps = of_kind(&objs, "ConfigMap");
+    let dir = repo_root().join("dashboards");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("dashboards/")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    files.sort();
+    assert_eq!(maps.len(), files.len(), "one ConfigMap per dashboard");
+    for (map, file) in maps.iter().zip(&files) {
+        assert_eq!(map["metadata"]["namespace"], "monitoring");
+        assert_eq!(map["metadata"]["labels"]["grafana_dashboard"], "1");
+        assert_eq!(map["metadata"]["annotations"]["grafana_folder"], "Temporal");
+        let data = map["data"].as_object().expect("data");
+        assert_eq!(data.keys().collect::<Vec<_>>(), [file]);
+        let want = std::fs::read_to_string(dir.join(file)).expect("dashboard");
+        assert_eq!(data[file], want.as_str(), "{file} differs from dashboards/");
+    }
+}
+
+#[test]
+fn helm_test_asks_the_controllers_readyz_through_its_service() {
+    use clap::Parser as _;
+    let objs = objects("default");
+    let pod = one(&objs, "Pod");
+    assert_eq!(pod["metadata"]["annotations"]["helm.sh/hook"], "test");
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    let container = &pod["spec"]["containers"][0];
+    assert_eq!(container["image"], manager(&objs)["image"]);
+    let svc = controller_service(&objs);
+    let url = format!(
+        "http://{}.{NS}.svc:{}/readyz",
+        svc["metadata"]["name"].as_str().expect("name"),
+        svc["spec"]["ports"][0]["port"]
+    );
+    assert_eq!(
+        strings(&container["args"]),
+        ["probe", format!("--url={url}").as_str()]
+    );
+    // The binary parses it as its `probe` subcommand.
+    let mut argv = vec!["temporal-worker-controller".to_string()];
+    argv.extend(strings(&container["args"]).iter().map(|a| a.to_string()));
+    let cli = temporal_worker_controller::command::Cli::try_parse_from(&argv).expect("parses");
+    assert!(matches!(
+        cli.command,
+        temporal_worker_controller::command::Command::Probe { url: u } if u == url
+    ));
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert!(
+        of_kind(&objects("production"), "Pod").is_empty(),
+        "tests.enabled: false"
+    );
+}
+
+/// `[{kind, ...}]` of an Artifact Hub annotation (YAML in a string).
+fn artifact_hub(chart: &Value, key: &str) -> Vec<Value> {
+    let text = chart["annotations"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no annotation {key}"));
+    serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{key}: {e}"))
+}
+
+#[test]
+fn chart_yaml_carries_artifact_hub_metadata() {
+    let path = repo_root().join(CHART).join("Chart.yaml");
+    let chart: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).expect("Chart.yaml")).expect("YAML");
+    assert!(
+        !chart["maintainers"]
+            .as_array()
+            .expect("maintainers")
+            .is_empty()
+    );
+    // `images`: the default image at the appVersion (the chart's default tag).
+    let images = artifact_hub(&chart, "artifacthub.io/images");
+    let app = chart["appVersion"].as_str().expect("appVersion");
+    assert_eq!(
+        images,
+        [json!({"name": "temporal-worker-controller",
+                "image": format!("temporal-worker-controller:{app}")})]
+    );
+    // `crds`: exactly the kinds of crds/.
+    let mut kinds: Vec<String> = std::fs::read_dir(repo_root().join("crds"))
+        .expect("crds/")
+        .filter_map(|e| {
+            let crd: Value =
+                serde_yaml::from_str(&std::fs::read_to_string(e.ok()?.path()).ok()?).ok()?;
+            Some(crd["spec"]["names"]["kind"].as_str()?.to_string())
+        })
+        .collect();
+    kinds.sort();
+    let mut listed: Vec<String> = artifact_hub(&chart, "artifacthub.io/crds")
+        .iter()
+        .map(|c| {
+            assert_eq!(c["version"], "v1alpha1");
+            assert!(c["description"].as_str().is_some_and(|d| !d.is_empty()));
+            c["kind"].as_str().expect("kind").to_string()
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(listed, kinds);
+    for change in artifact_hub(&chart, "artifacthub.io/changes") {
+        let kind = change["kind"].as_str().expect("kind");
+        assert!(
+            [
+                "added",
+                "changed",
+                "deprecated",
+                "removed",
+                "fixed",
+                "security"
+            ]
+            .contains(&kind),
+            "{change}"
+        );
+    }
 }

@@ -186,6 +186,14 @@ fn assert_versions(s: &Scratch, charts: &[&str], version: &str) -> Result<()> {
                 .any(|l| l == format!("appVersion: \"{version}\"")),
             "{chart}: appVersion not {version}:\n{yaml}"
         );
+        // Artifact Hub's `images` annotation names the default image, tagged with appVersion.
+        ensure!(
+            !yaml.contains("artifacthub.io/images")
+                || yaml
+                    .lines()
+                    .any(|l| l.trim() == format!("image: temporal-worker-controller:{version}")),
+            "{chart}: the artifacthub.io/images tag is not {version}:\n{yaml}"
+        );
     }
     Ok(())
 }

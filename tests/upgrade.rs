@@ -7,10 +7,22 @@
 //!
 //! - `helm_install_wait_runs_the_controller_as_its_pod`: the CRD chart, then the controller
 //!   chart, each `helm install --wait`; the controller's Pod is Ready, holds the Lease under its
-//!   downward-API name and reconciles a WorkerDeployment to v1 Current.
-//! - `helm_install_wait_with_the_go_charts_default_values`: the same with the Go
+//!   downward-API name, keeps its webhook certificate in the Secret `webhook.certSecretName`
+//!   names, passes `helm test` (its test Pod asks `/readyz` through the Service) and reconciles
+//!   a WorkerDeployment to v1 Current. Then, on the same cluster: `/metrics` (behind a
+//!   TokenReview) refuses no token and takes the one the chart arranges for its ServiceMonitor;
+//!   `helm test` fails for a release
+//!   whose `/readyz` answers 503; a user bound only to the built-in `edit` ClusterRole in a
+//!   namespace creates a WorkerDeployment and one bound to `view` reads but cannot create one
+//!   (kube-controller-manager's clusterrole-aggregation controller fills `edit` and `view` from
+//!   the chart's aggregated roles); a `replicas: 2` release gets a PodDisruptionBudget that the
+//!   disruption controller finds both Pods under; the chart's NetworkPolicy passes a
+//!   server-side dry run.
+//! - `helm_install_wait_with_the_go_charts_default_values`: the same install with the Go
 //!   temporal-worker-controller v1.8.1 chart's own default `values.yaml` (read from its
-//!   downloaded module), as a Go user hands it over.
+//!   downloaded module), as a Go user hands it over, plus the Go chart's later `extraEnv`,
+//!   `extraVolumes` and `extraVolumeMounts`: the Pod waits for the extra volume's ConfigMap,
+//!   and the controller process sees the variable and the mounted file.
 //! - `helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going`: the chart and binary of commit
 //!   `tools/old-controller/versions.env` (CRDs in the chart's `crds/`, as before the CRD chart),
 //!   a Progressive rollout in flight, then the documented migration to the CRD chart and
@@ -25,9 +37,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
 use test_harness::chart::{CHART, CRD_CHART, Helm};
@@ -52,7 +67,7 @@ fn image(tag: &str) -> String {
 struct Cluster {
     // Dropped first: the controller processes stop before the API server does.
     _kubelet: Kubelet,
-    _plane: ControlPlane,
+    plane: ControlPlane,
     client: kube::Client,
     helm: Helm,
 }
@@ -85,7 +100,7 @@ async fn cluster(images: BTreeMap<String, PathBuf>) -> Result<Cluster> {
     };
     Ok(Cluster {
         _kubelet: kubelet,
-        _plane: plane,
+        plane,
         client,
         helm,
     })
@@ -99,7 +114,10 @@ fn free_port() -> Result<u16> {
 
 /// The controller chart's values: the image `tag`, and ports of its own (process Pods share the
 /// machine's network, so the old and the new Pod of a rolling update need different ports).
-/// The webhook is reached by URL on loopback: nothing routes a Service's ClusterIP here.
+/// The webhook is reached by URL on loopback: nothing routes a Service's ClusterIP here. The
+/// Service's port is the container's, so that a Pod calling the Service by name (the `helm
+/// test` Pod) reaches the process listening on it (the stand-in resolves Service names to
+/// loopback).
 /// One replica, not the chart's two: the kubelet stand-in runs process Pods on the machine's
 /// network (`tests/harness/src/kubelet/controller_pod.rs`), so two Pods of one ReplicaSet,
 /// rendered with the same ports, would conflict on them; Lease hand-over between replicas is
@@ -110,6 +128,7 @@ fn controller_values(tag: &str) -> Result<Value> {
         "replicas": 1,
         "image": {"repository": IMAGE_REPO, "tag": tag},
         "http": {"port": http},
+        "service": {"port": http},
         "webhook": {"port": webhook, "url": format!("https://127.0.0.1:{webhook}")},
         "readinessProbe": {"initialDelaySeconds": 1, "periodSeconds": 2, "failureThreshold": 3},
     }))
@@ -241,9 +260,27 @@ fn worker_deployment(name: &str, temporal_ns: &str, tag: &str, rollout: Value) -
         .build()
 }
 
+/// The Secret the dev install keeps its webhook certificate in (the Go chart's key).
+const CERT_SECRET: &str = "twc-webhook-serving-cert";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
-    install_wait_and_roll_out(controller_values("dev")?).await
+    let mut values = controller_values("dev")?;
+    values["webhook"]["certSecretName"] = json!(CERT_SECRET);
+    // /metrics behind a TokenReview, as with the chart's ServiceMonitor.
+    values["statusApi"] = json!({"auth": {"mode": "token-review", "protectMetrics": true}});
+    let c = install_wait_and_roll_out(values.clone(), None).await?;
+    let cert: Api<Secret> = Api::namespaced(c.client.clone(), RELEASE_NS);
+    let cert = cert.get(CERT_SECRET).await?;
+    ensure!(
+        cert.data.is_some_and(|d| d.contains_key("tls.crt")),
+        "{CERT_SECRET} holds no certificate"
+    );
+    the_charts_metrics_token_is_accepted(&c, &values).await?;
+    helm_test_fails_when_readyz_fails(&c).await?;
+    edit_and_view_users_get_worker_deployments(&c).await?;
+    two_replicas_get_a_disruption_budget(&c).await?;
+    network_policy_passes_a_server_side_dry_run(&c).await
 }
 
 /// A Go temporal-worker-controller user's values file, unchanged: the Go v1.8.1 chart's own
@@ -274,12 +311,405 @@ async fn helm_install_wait_with_the_go_charts_default_values() -> Result<()> {
         }
     }
     map.insert("replicas".into(), json!(1));
-    install_wait_and_roll_out(values).await
+    // The Go chart's keys after v1.8.1 (its PR #532), top level, with its meaning: a private CA
+    // bundle mounted from a ConfigMap and the variable that points at it.
+    map.insert(
+        "extraEnv".into(),
+        json!([{"name": "SSL_CERT_FILE", "value": format!("{CA_DIR}/ca.crt")}]),
+    );
+    map.insert(
+        "extraVolumes".into(),
+        json!([{"name": "private-ca", "configMap": {"name": CA_CONFIG_MAP}}]),
+    );
+    map.insert(
+        "extraVolumeMounts".into(),
+        json!([{"name": "private-ca", "mountPath": CA_DIR, "readOnly": true}]),
+    );
+    let c = install_wait_and_roll_out(values, Some(private_ca)).await?;
+    let pod = assert_controller_pod(&c.client, "dev").await?;
+    let (env, root) = process_of_pod(&pod)?;
+    ensure!(
+        env.get("SSL_CERT_FILE").map(String::as_str) == Some(format!("{CA_DIR}/ca.crt").as_str()),
+        "the controller process lacks extraEnv: {env:?}"
+    );
+    let mounted = std::fs::read_to_string(root.join(CA_DIR.trim_start_matches('/')).join("ca.crt"))
+        .context("the extra volume is not mounted in the controller's mount namespace")?;
+    ensure!(
+        mounted == c.plane.ca_pem(),
+        "the mounted CA is not the ConfigMap's"
+    );
+    Ok(())
 }
 
-/// The CRD chart, then the controller chart with `values`, each `helm install --wait`; the
-/// controller's Pod must be Ready and leading and roll a WorkerDeployment out to v1 Current.
-async fn install_wait_and_roll_out(values: Value) -> Result<()> {
+const CA_DIR: &str = "/etc/twc-private-ca";
+const CA_CONFIG_MAP: &str = "corp-ca-bundle";
+
+fn private_ca(c: &Cluster) -> futures::future::BoxFuture<'_, Result<()>> {
+    Box::pin(create_private_ca_once_awaited(c))
+}
+
+/// Creates the extra volume's ConfigMap once the controller Pod waits for it in
+/// ContainerCreating (a kubelet names the missing volume in an Event, not in the status; the
+/// mounted file is checked in the process afterwards).
+async fn create_private_ca_once_awaited(c: &Cluster) -> Result<()> {
+    let deadline = Instant::now() + T;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), RELEASE_NS);
+    loop {
+        let waiting = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/component=controller"))
+            .await?
+            .items
+            .into_iter()
+            .filter_map(|p| {
+                p.status?
+                    .container_statuses?
+                    .into_iter()
+                    .next()?
+                    .state?
+                    .waiting
+            })
+            .find(|w| w.reason.as_deref() == Some("ContainerCreating"));
+        if waiting.is_some() {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the controller Pod never waited for {CA_CONFIG_MAP}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": CA_CONFIG_MAP},
+        "data": {"ca.crt": c.plane.ca_pem()},
+    }))?;
+    Api::<ConfigMap>::namespaced(c.client.clone(), RELEASE_NS)
+        .create(&PostParams::default(), &cm)
+        .await?;
+    Ok(())
+}
+
+/// The process the kubelet stand-in runs for `pod` (its `HOSTNAME` is the Pod's name): its
+/// environment and its root as its own mount namespace sees it (`/proc/<pid>/root`).
+fn process_of_pod(pod: &str) -> Result<(BTreeMap<String, String>, PathBuf)> {
+    for entry in std::fs::read_dir("/proc")? {
+        let dir = entry?.path();
+        let Ok(raw) = std::fs::read(dir.join("environ")) else {
+            continue;
+        };
+        let env: BTreeMap<String, String> = raw
+            .split(|b| *b == 0)
+            .filter_map(|kv| {
+                let kv = String::from_utf8_lossy(kv);
+                let (k, v) = kv.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            })
+            .collect();
+        let is_controller = std::fs::read(dir.join("cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"run"));
+        if env.get("HOSTNAME").map(String::as_str) == Some(pod) && is_controller {
+            return Ok((env, dir.join("root")));
+        }
+    }
+    bail!("no process runs Pod {pod}")
+}
+
+/// The token the chart arranges for its ServiceMonitor (a ServiceAccount and its long-lived
+/// token Secret, rendered with `serviceMonitor.enabled`; applied here as they are, since this
+/// cluster has no Prometheus Operator CRDs for the ServiceMonitor itself): Kubernetes fills the
+/// Secret, and the controller's TokenReview accepts it on /metrics, which refuses no token.
+async fn the_charts_metrics_token_is_accepted(c: &Cluster, values: &Value) -> Result<()> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let mut with_monitor = values.clone();
+    with_monitor["serviceMonitor"] = json!({"enabled": true});
+    let objects = test_harness::chart::render(&with_monitor, RELEASE_NS)?;
+    let metrics = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| {
+                o["kind"] == kind
+                    && o["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"
+            })
+            .cloned()
+            .with_context(|| format!("no {kind} for the ServiceMonitor"))
+    };
+    let sa: ServiceAccount = serde_json::from_value(metrics("ServiceAccount")?)?;
+    let secret: Secret = serde_json::from_value(metrics("Secret")?)?;
+    let sm = objects
+        .iter()
+        .find(|o| o["kind"] == "ServiceMonitor")
+        .context("no ServiceMonitor")?;
+    ensure!(
+        sm["spec"]["endpoints"][0]["authorization"]["credentials"]["name"]
+            == json!(secret.metadata.name),
+        "the ServiceMonitor does not use the token Secret: {sm}"
+    );
+    let pp = PostParams::default();
+    Api::<ServiceAccount>::namespaced(c.client.clone(), RELEASE_NS)
+        .create(&pp, &sa)
+        .await?;
+    let secrets: Api<Secret> = Api::namespaced(c.client.clone(), RELEASE_NS);
+    secrets.create(&pp, &secret).await?;
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let deadline = Instant::now() + T;
+    let token = loop {
+        let token = secrets
+            .get(&name)
+            .await?
+            .data
+            .and_then(|mut d| d.remove("token"))
+            .map(|t| String::from_utf8_lossy(&t.0).into_owned());
+        if let Some(token) = token.filter(|t| !t.is_empty()) {
+            break token;
+        }
+        ensure!(Instant::now() < deadline, "Kubernetes never filled {name}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let port = values["http"]["port"].as_u64().context("http.port")?;
+    let without = http_status(port, "/metrics", None).await?;
+    ensure!(without == 401, "/metrics without a token: HTTP {without}");
+    let with = http_status(port, "/metrics", Some(&token)).await?;
+    ensure!(with == 200, "/metrics with the chart's token: HTTP {with}");
+    Ok(())
+}
+
+/// The status code of `GET path` on the loopback port (HTTP/1.1, optionally with a token).
+async fn http_status(port: u64, path: &str, token: Option<&str>) -> Result<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", u16::try_from(port)?)).await?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+    conn.write_all(request.as_bytes()).await?;
+    let mut head = vec![0; 64];
+    let n = tokio::time::timeout(Duration::from_secs(30), conn.read(&mut head)).await??;
+    let line = String::from_utf8_lossy(&head[..n]).into_owned();
+    line.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("not an HTTP answer: {line:?}"))
+}
+
+/// `helm test` of the installed release: its test Pod asks the controller's `/readyz` through
+/// the Service and ends Succeeded.
+async fn helm_test_passes(c: &Cluster) -> Result<()> {
+    let run = c.helm.test(RELEASE).await?.ensure_ok("helm test")?;
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), RELEASE_NS);
+    let test_pod = pods
+        .get(&format!("{RELEASE}-temporal-worker-controller-test-readyz"))
+        .await?;
+    let phase = test_pod.status.and_then(|s| s.phase);
+    ensure!(phase.as_deref() == Some("Succeeded"), "test Pod {phase:?}");
+    println!("helm test passed in {:?}", run.took());
+    Ok(())
+}
+
+/// A release whose controller cannot sync its caches (no RBAC): `/readyz` answers 503, and
+/// `helm test` fails with the test Pod Failed, its message the probe's.
+async fn helm_test_fails_when_readyz_fails(c: &Cluster) -> Result<()> {
+    const NS: &str = "twc-unready";
+    let http = free_port()?;
+    let values = json!({
+        "replicas": 1,
+        "image": {"repository": IMAGE_REPO, "tag": "dev"},
+        "http": {"port": http},
+        "service": {"port": http},
+        "leaderElection": {"enabled": false},
+        "rbac": {"create": false},
+        "controller": {"identityNamespaceUID": false, "identity": "unready"},
+        "webhook": {"enabled": false},
+    });
+    let helm = Helm {
+        namespace: NS.into(),
+        ..c.helm.clone()
+    };
+    helm.install_no_wait("unready", &repo_root().join(CHART), &values)
+        .await?
+        .ensure_ok("helm install of the unready release")?;
+    let url = format!("http://127.0.0.1:{http}/readyz");
+    let deadline = Instant::now() + T;
+    loop {
+        match temporal_worker_controller::cli_probe::run(&url).await {
+            Err(temporal_worker_controller::cli_status::CliError::Api { code: 503, .. }) => break,
+            other => ensure!(
+                Instant::now() < deadline,
+                "the unready controller's /readyz never answered 503: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let run = helm.test("unready").await?;
+    ensure!(!run.ok, "helm test passed although /readyz answers 503");
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), NS);
+    let test_pod = pods
+        .get("unready-temporal-worker-controller-test-readyz")
+        .await?;
+    let status = test_pod.status.unwrap_or_default();
+    let message = status
+        .container_statuses
+        .into_iter()
+        .flatten()
+        .find_map(|s| s.state?.terminated?.message)
+        .unwrap_or_default();
+    ensure!(
+        status.phase.as_deref() == Some("Failed") && message.contains("503"),
+        "test Pod {:?}: {message}",
+        status.phase
+    );
+    helm.uninstall("unready")
+        .await?
+        .ensure_ok("helm uninstall of the unready release")?;
+    Ok(())
+}
+
+/// A user bound only to the built-in `edit` ClusterRole in a namespace creates a
+/// WorkerDeployment; one bound to `view` reads it and may not create one. Nothing but the
+/// chart's aggregated ClusterRoles gives either of them our kinds.
+async fn edit_and_view_users_get_worker_deployments(c: &Cluster) -> Result<()> {
+    const NS: &str = "team-x";
+    world::ensure_namespace(&c.client, NS).await?;
+    for (user, role) in [("alice", "edit"), ("bob", "view")] {
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("{user}-{role}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }))?;
+        Api::<RoleBinding>::namespaced(c.client.clone(), NS)
+            .create(&PostParams::default(), &binding)
+            .await?;
+    }
+    // The aggregation controller fills the built-in roles from labelled ClusterRoles.
+    let roles: Api<ClusterRole> = Api::all(c.client.clone());
+    let deadline = Instant::now() + T;
+    for role in ["edit", "view"] {
+        loop {
+            let rules = roles.get(role).await?.rules.unwrap_or_default();
+            if rules.iter().any(|r| {
+                r.resources
+                    .iter()
+                    .flatten()
+                    .any(|res| res == "workerdeployments")
+            }) {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{role} never aggregated the chart's rules"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let as_user = |user: &str| -> Result<PathBuf> { c.plane.user_kubeconfig(user, None) };
+    let alice = test_harness::control_plane::client_from(&as_user("alice")?).await?;
+    let bob = test_harness::control_plane::client_from(&as_user("bob")?).await?;
+    let wd = |name: &str| {
+        manifests::twd(name)
+            .replicas(1)
+            .task_queue("tq")
+            .rollout(json!({"strategy": "AllAtOnce"}))
+            .kinds(manifests::Kinds::Canonical)
+            .build()
+    };
+    world::apply(&alice, NS, "alice", wd("by-alice"))
+        .await
+        .context("an edit user creates a WorkerDeployment")?;
+    let read = workers(&bob, NS).get("by-alice").await;
+    ensure!(read.is_ok(), "a view user cannot read: {read:?}");
+    ensure!(
+        workers(&bob, NS).list(&ListParams::default()).await.is_ok(),
+        "a view user cannot list"
+    );
+    match world::apply(&bob, NS, "bob", wd("by-bob")).await {
+        Err(e) if format!("{e:#}").contains("forbidden") => {}
+        other => bail!("a view user's create was not forbidden: {other:?}"),
+    }
+    Ok(())
+}
+
+/// `replicas: 2` renders a PodDisruptionBudget; installed, the disruption controller finds both
+/// controller Pods under it and allows one disruption. The image is not mapped to a binary, so
+/// the stand-in runs the Pods as plain workloads (two controller processes would share ports).
+async fn two_replicas_get_a_disruption_budget(c: &Cluster) -> Result<()> {
+    const NS: &str = "twc-ha";
+    let values = json!({
+        "replicas": 2,
+        "image": {"repository": "twc-not-run", "tag": "dev"},
+        "webhook": {"enabled": false},
+        "rbac": {"aggregateToDefaultRoles": false},
+    });
+    let helm = Helm {
+        namespace: NS.into(),
+        ..c.helm.clone()
+    };
+    helm.install("ha", &repo_root().join(CHART), &values)
+        .await?
+        .ensure_ok("helm install --wait with replicas: 2")?;
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.client.clone(), NS);
+    let deadline = Instant::now() + T;
+    loop {
+        let pdb = pdbs.get("ha-temporal-worker-controller").await?;
+        let status = pdb.status.clone().unwrap_or_default();
+        if status.expected_pods == 2
+            && status.current_healthy == 2
+            && status.disruptions_allowed == 1
+        {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the PodDisruptionBudget does not cover both Pods: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The NetworkPolicy with every option set (as `tests/helm_chart.rs` pins it) is valid to the
+/// API server: a server-side dry-run create. Nothing here enforces NetworkPolicies.
+async fn network_policy_passes_a_server_side_dry_run(c: &Cluster) -> Result<()> {
+    let values = json!({
+        "networkPolicy": {
+            "enabled": true,
+            "httpFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
+            "webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+            "apiServer": {"cidrs": ["172.20.0.10/32", "fd00::1/128"]},
+            "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"port": 3128}]}]
+        }
+    });
+    let objects = test_harness::chart::render(&values, RELEASE_NS)?;
+    let policy = objects
+        .into_iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .context("no NetworkPolicy rendered")?;
+    let policy: NetworkPolicy = serde_json::from_value(policy)?;
+    let api: Api<NetworkPolicy> = Api::namespaced(c.client.clone(), RELEASE_NS);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    api.create(&dry, &policy)
+        .await
+        .context("the API server refuses the chart's NetworkPolicy")?;
+    // Dry run: nothing was stored.
+    ensure!(
+        api.get_opt(&policy.metadata.name.clone().unwrap_or_default())
+            .await?
+            .is_none()
+    );
+    Ok(())
+}
+
+/// What must happen while `helm install --wait` waits (e.g. create what the Pod waits for).
+type DuringInstall = for<'a> fn(&'a Cluster) -> futures::future::BoxFuture<'a, Result<()>>;
+
+/// The CRD chart, then the controller chart with `values`, each `helm install --wait` (while
+/// `during` runs beside the controller chart's); the controller's Pod must be Ready and
+/// leading, pass `helm test` and roll a WorkerDeployment out to v1 Current.
+async fn install_wait_and_roll_out(
+    values: Value,
+    during: Option<DuringInstall>,
+) -> Result<Cluster> {
     let binary = PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"));
     let c = cluster(BTreeMap::from([(image("dev"), binary)])).await?;
     let root = repo_root();
@@ -293,11 +723,17 @@ async fn install_wait_and_roll_out(values: Value) -> Result<()> {
         "not the pinned helm: {}",
         crds.helm_version
     );
-    let install = c
-        .helm
-        .install(RELEASE, &root.join(CHART), &values)
-        .await?
-        .ensure_ok("helm install --wait of the controller chart")?;
+    let chart = root.join(CHART);
+    let installing = c.helm.install(RELEASE, &chart, &values);
+    let install = match during {
+        Some(during) => {
+            let (install, during) = tokio::join!(installing, during(&c));
+            during?;
+            install?
+        }
+        None => installing.await?,
+    }
+    .ensure_ok("helm install --wait of the controller chart")?;
     println!(
         "helm install --wait: CRD chart {:?}, controller chart {:?} (Helm {})",
         crds.took(),
@@ -306,6 +742,7 @@ async fn install_wait_and_roll_out(values: Value) -> Result<()> {
     );
     let pod = assert_controller_pod(&c.client, "dev").await?;
     println!("controller Pod {pod} Ready and leading");
+    helm_test_passes(&c).await?;
 
     let temporal_ns = workload_namespace(&c.client, "shop").await?;
     let wd = worker_deployment(
@@ -318,7 +755,7 @@ async fn install_wait_and_roll_out(values: Value) -> Result<()> {
     let done = wait_wd(&workers(&c.client, "shop"), "orders", "v1 Current", ready).await?;
     let current = done.status.and_then(|s| s.current_version);
     ensure!(current.is_some(), "no current version once Ready");
-    Ok(())
+    Ok(c)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -182,7 +182,9 @@ set_versions() {
     { print }' Cargo.lock >"$tmp" && cat "$tmp" >Cargo.lock
   while read -r f; do
     [[ -n $f ]] || continue
-    sed -E -e "s/^version:.*/version: $new/" -e "s/^appVersion:.*/appVersion: \"$new\"/" "$f" >"$tmp"
+    # The Artifact Hub `images` annotation names the default image, whose tag is the appVersion.
+    sed -E -e "s/^version:.*/version: $new/" -e "s/^appVersion:.*/appVersion: \"$new\"/" \
+      -e "s/^( +image: temporal-worker-controller):[^[:space:]]+$/\1:$new/" "$f" >"$tmp"
     cat "$tmp" >"$f"
   done < <(charts)
   awk -v heading="## [$new] - $RELEASE_DATE" '

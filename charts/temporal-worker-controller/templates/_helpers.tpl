@@ -27,6 +27,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{ include "twc.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "twc.serviceAccountName" -}}
@@ -172,8 +175,9 @@ cluster-scoped, so its name carries the release namespace like the ClusterRoles 
 {{- printf "%s-webhook" (include "twc.fullname" .) -}}
 {{- end }}
 
+{{/* The webhook certificate's Secret: webhook.certSecretName (the Go chart's key) or ours. */}}
 {{- define "twc.webhookSecretName" -}}
-{{- printf "%s-webhook-tls" (include "twc.fullname" .) -}}
+{{- default (printf "%s-webhook-tls" (include "twc.fullname" .)) .Values.webhook.certSecretName -}}
 {{- end }}
 
 {{/* The host of webhook.url, without port: the certificate must name it. */}}

@@ -59,7 +59,7 @@ pub fn rendered_grants(values: &Value, namespace: &str) -> Result<(String, Vec<V
         .to_string();
     let rules = objects
         .iter()
-        .filter(|o| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+        .filter(|o| is_controller_role(o))
         .map(|o| o["rules"].clone())
         .collect();
     Ok((format!("system:serviceaccount:{namespace}:{sa}"), rules))
@@ -74,6 +74,14 @@ const IDENTITY_KINDS: [&str; 5] = [
     "Role",
     "RoleBinding",
 ];
+
+/// A Role or ClusterRole for the controller's ServiceAccount, not one of the end users' roles
+/// the chart renders for people to bind (`app.kubernetes.io/component: rbac`: the Go chart's
+/// editor/viewer roles and the ones aggregated into `admin`/`edit`/`view`).
+pub fn is_controller_role(o: &Value) -> bool {
+    matches!(o["kind"].as_str(), Some("ClusterRole" | "Role"))
+        && o["metadata"]["labels"]["app.kubernetes.io/component"] != "rbac"
+}
 
 /// Runs a Helm action with the real `helm` CLI ([`crate::helm`]): `"helm_chart.py"` lints and
 /// renders a chart for several value sets ([`crate::helm::helm_chart`]), `"helm_release.py"`
@@ -176,7 +184,7 @@ pub async fn install_identity(
     )?;
     let grants = identity
         .iter()
-        .filter(|o| matches!(o["kind"].as_str(), Some("ClusterRole" | "Role")))
+        .filter(|o| is_controller_role(o))
         .map(|o| {
             let ns = o["metadata"]["namespace"]
                 .as_str()
@@ -344,6 +352,25 @@ impl Helm {
             .await
     }
 
+    /// `helm test`: runs the release's test hooks and fails when one of them fails.
+    pub async fn test(&self, release: &str) -> Result<HelmRun> {
+        self.run(json!({"action": "test", "release": release}))
+            .await
+    }
+
+    /// `helm install` without `--wait` (for a release that is not meant to become ready).
+    pub async fn install_no_wait(
+        &self,
+        release: &str,
+        chart: &Path,
+        values: &Value,
+    ) -> Result<HelmRun> {
+        let mut request = json!({"action": "install", "release": release, "chart": chart,
+                        "values": values, "create_namespace": true});
+        request["no_wait"] = json!(true);
+        self.run(request).await
+    }
+
     /// `helm rollback --wait` to `revision` (the previous one when `None`).
     pub async fn rollback(&self, release: &str, revision: Option<i64>) -> Result<HelmRun> {
         self.run(json!({"action": "rollback", "release": release, "version": revision}))
@@ -353,7 +380,9 @@ impl Helm {
     async fn run(&self, mut request: Value) -> Result<HelmRun> {
         request["kubeconfig"] = json!(self.kubeconfig);
         request["namespace"] = json!(self.namespace);
-        request["wait"] = json!("watcher");
+        if request["no_wait"] != true {
+            request["wait"] = json!("watcher");
+        }
         request["timeout"] = json!(self.timeout_seconds);
         tokio::task::spawn_blocking(move || {
             Ok(serde_json::from_value(helm_driver(

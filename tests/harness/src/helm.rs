@@ -257,7 +257,7 @@ fn unix_now() -> f64 {
 }
 
 /// One release action. Request `{"kubeconfig", "namespace", "action":
-/// "install"|"upgrade"|"rollback"|"uninstall"|"history", "release", "chart", "values", "wait"
+/// "install"|"upgrade"|"rollback"|"uninstall"|"test"|"history", "release", "chart", "values", "wait"
 /// (a `--wait` strategy: "watcher", "hookOnly", "legacy"; none when absent), "timeout"
 /// (seconds), "version" (rollback revision), "create_namespace", "install" (upgrade
 /// --install)}`; answer `{"helm_version", "ok", "error", "status", "revision", "history",
@@ -303,6 +303,8 @@ pub fn helm_release(r: &Value) -> Result<Value> {
             release.clone(),
             "--cascade=foreground".into(),
         ],
+        // The release's test hooks, run to completion (no --logs: the stand-in serves no logs).
+        "test" => vec!["test".into(), release.clone()],
         "history" => vec![
             "history".into(),
             release.clone(),
@@ -313,7 +315,7 @@ pub fn helm_release(r: &Value) -> Result<Value> {
     };
     args.extend(["--namespace".into(), ns.clone()]);
     if action != "history" {
-        if let Some(w) = r["wait"].as_str() {
+        if let Some(w) = r["wait"].as_str().filter(|_| action != "test") {
             args.push(format!("--wait={w}"));
         }
         if let Some(t) = r["timeout"].as_u64() {

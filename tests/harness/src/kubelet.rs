@@ -59,11 +59,15 @@
 //! (capacity; node selectors are judged by the scheduler above), static Pods, Events, and status updates of Pods after the
 //! stand-in is shut down (the Node and its Pods then look like a kubelet that vanished).
 //! Pod IPs come from `10.88.0.0/16` but nothing listens on them; workers dial from loopback.
+//! Process Pods reach Services by name only: their `/etc/hosts` maps every Service's name to
+//! loopback (`kubelet/controller_pod.rs`), standing in for cluster DNS and kube-proxy.
 //!
 //! **Process Pods** ([`KubeletOptions::images`]): a Pod whose first container's image the test
 //! maps to a local binary (the controller's own Pod from the chart) runs that binary as a
-//! process with the Pod's args, env, ServiceAccount token, mounted Secrets and readiness probe;
-//! see `kubelet/controller_pod.rs` for what that covers and skips.
+//! process with the Pod's args, env, ServiceAccount token, mounted Secrets and readiness probe,
+//! and runs to completion under `restartPolicy: Never` (the chart's `helm test` Pod, the same
+//! image with the `probe` subcommand); see `kubelet/controller_pod.rs` for what that covers and
+//! skips.
 //!
 //! One stand-in per cluster: a second one would race the first for pending Pods. Its tasks and
 //! Pod actors run on the runtime that called [`Kubelet::start`], so a stand-in shared by several

@@ -25,6 +25,16 @@
 //!   So the process finds its in-cluster config exactly where kube clients look
 //!   (`/var/run/secrets/kubernetes.io/serviceaccount/{token,ca.crt,namespace}`) and
 //!   authenticates as the chart's ServiceAccount with the chart's RBAC.
+//! - **`/etc/hosts`**, which a kubelet writes for every container, here with cluster DNS and
+//!   kube-proxy folded in: the Pod's name and every Service of the cluster as the container
+//!   start finds them (`<name>` in the Pod's namespace, `<name>.<namespace>.svc[.cluster.local]`)
+//!   resolve to loopback, where process Pods listen. So a Pod that calls a Service by its DNS
+//!   name (the chart's `helm test` Pod asks `http://<fullname>.<namespace>.svc:<port>/readyz`)
+//!   reaches the process Pod listening on that port: only a Service whose `port` equals its
+//!   Pods' container port is reachable this way, and any listener on that port answers.
+//! - **run to completion**: a container that exits is restarted or not as `restartPolicy` says
+//!   (the stand-in's rule for every Pod), so a `restartPolicy: Never` Pod ends `Succeeded` on
+//!   exit code 0 and `Failed` otherwise, as `helm test` waits for.
 //! - **readiness** from the container's `readinessProbe` (`httpGet` on `127.0.0.1`, port by
 //!   number or by the container port's name; `initialDelaySeconds`, `periodSeconds`,
 //!   `timeoutSeconds`, `failureThreshold`, `successThreshold`), Ready at once without one.
@@ -146,6 +156,14 @@ pub(super) async fn start(
         }
         mounts.push(bind_of(mount, &volume.name));
     }
+    let hosts = etc_hosts(actor).await?;
+    std::fs::write(vol_dir.join(HOSTS_FILE), hosts).map_err(|e| format!("/etc/hosts: {e}"))?;
+    mounts.push(Bind {
+        source: HOSTS_FILE.into(),
+        target: "/etc/hosts".into(),
+        read_only: true,
+        file: true,
+    });
     let Some(api_server) = actor.ctx.options.api_server.clone() else {
         return Err("the kubelet stand-in was started without KubeletOptions::api_server".into());
     };
@@ -195,6 +213,38 @@ pub(super) async fn start(
         stop: Some(stop_tx),
         _tasks: tasks,
     })
+}
+
+/// The Pod's `/etc/hosts`, relative to its `vol` directory.
+const HOSTS_FILE: &str = ".etc-hosts";
+
+/// The kubelet-managed `/etc/hosts` of the container, with cluster DNS and kube-proxy folded
+/// in: every Service's names (`<name>`, in the Pod's namespace, `<name>.<namespace>.svc` and
+/// `<name>.<namespace>.svc.cluster.local`) resolve to loopback, where process Pods listen.
+async fn etc_hosts(actor: &PodActor) -> Result<String, String> {
+    use k8s_openapi::api::core::v1::Service;
+    let services = Api::<Service>::all(actor.ctx.client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| format!("listing Services for /etc/hosts: {e}"))?;
+    let mut hosts = format!(
+        "# Kubernetes-managed hosts file (kubelet stand-in).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.0.1\t{}\n",
+        actor.name
+    );
+    for svc in services.items {
+        let (Some(name), Some(ns)) = (svc.metadata.name, svc.metadata.namespace) else {
+            continue;
+        };
+        let short = if ns == actor.namespace {
+            name.as_str()
+        } else {
+            ""
+        };
+        hosts.push_str(&format!(
+            "127.0.0.1\t{name}.{ns}.svc {name}.{ns}.svc.cluster.local {short}\n"
+        ));
+    }
+    Ok(hosts)
 }
 
 fn pod_dir(actor: &PodActor) -> PathBuf {
