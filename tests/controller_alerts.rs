@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 use test_harness::certs::{Authority, Usage, Ymd};
 use test_harness::gitops::unix_now;
@@ -205,9 +205,13 @@ async fn every_controller_alert_fires_on_its_fault_and_none_on_a_healthy_rollout
     let targets = [http_a, http_b];
     let as_shipped = Prometheus::start(JOB, &targets, &rules(&shipped, false)).await?;
     let lowered = Prometheus::start(JOB, &targets, &rules(&shipped, true)).await?;
+    // A leads (and says so) before the healthy phase starts.
     for prom in [&as_shipped, &lowered] {
-        eventually("controller A scraped", T, || async {
-            Ok((prom.targets_up().await? == 1).then_some(()))
+        eventually("controller A scraped as the leader", T, || async {
+            let leads = prom
+                .instant("temporal_worker_controller_leader == 1")
+                .await?;
+            Ok((prom.targets_up().await? == 1 && !leads.is_empty()).then_some(()))
         })
         .await?;
     }
@@ -323,15 +327,10 @@ impl Run<'_> {
             .await?;
         certs.serve_for_days(3)?;
         take_access_reviews_away(self.admin, id)?;
-        let ns = self.ns;
-        let failing = wait_firing(
-            prom,
-            "TemporalConnectionUnreachable",
-            &[("namespace", ns), ("name", "closed")],
-        );
+        let unreachable = [("namespace", self.ns), ("name", "closed")];
         let writes = self.keep_writing_templates();
         let alerts = async {
-            failing.await?;
+            wait_firing(prom, "TemporalConnectionUnreachable", &unreachable).await?;
             let errors = [("controller", "temporalworkerdeployment")];
             wait_firing(prom, "TemporalWorkerControllerReconcileErrors", &errors).await?;
             let job = [("job", JOB)];
