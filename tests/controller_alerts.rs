@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use test_harness::certs::{Authority, Usage, Ymd};
 use test_harness::gitops::unix_now;
@@ -221,7 +221,8 @@ async fn every_controller_alert_fires_on_its_fault_and_none_on_a_healthy_rollout
         temporal_ns: &temporal_ns,
         admin: &admin,
     };
-    // Margin for a rule evaluated before the first scrape (Absent, pending for an instant).
+    // Two evaluations after A was first scraped as the leader: a rule evaluated before that
+    // scrape (Absent, pending for an instant) is resolved by then.
     let healthy_from = unix_now() + 2.0;
     run.healthy_rollout(&as_shipped).await?;
     check_nothing_fired(&as_shipped, healthy_from).await?;
@@ -239,9 +240,21 @@ async fn every_controller_alert_fires_on_its_fault_and_none_on_a_healthy_rollout
         &[("job", JOB)],
     )
     .await?;
-    leases.delete(LEASE_B, &DeleteParams::default()).await?;
+    // Released as a holder releases it: no holder any more.
+    let release = json!({"spec": {"holderIdentity": null}});
+    leases
+        .patch(LEASE_B, &PatchParams::default(), &Patch::Merge(&release))
+        .await?;
+    wait_resolved(&lowered, "TemporalWorkerControllerNoLeader").await?;
     let behind = [("controller", "temporalworkerdeployment")];
     wait_firing(&lowered, "TemporalWorkerControllerWorkQueueBehind", &behind).await?;
+    // Fallen behind on many objects at once, not one slow object.
+    let depth = r#"max_over_time(temporal_worker_controller_workqueue_depth{controller="temporalworkerdeployment"}[1m])"#;
+    let deepest = first_value(&lowered.instant(depth).await?)?;
+    ensure!(
+        deepest >= 4.0,
+        "at most {deepest} reconcile requests waited"
+    );
     wait_firing(
         &lowered,
         "TemporalWorkerControllerTemporalBudgetExhausted",
@@ -282,24 +295,20 @@ impl Run<'_> {
             &world::api_resource("TemporalWorkerDeployment"),
         );
         world::wait(&api, "web", "web Ready", |t| {
-            t.data["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            let status = &t.data["status"];
+            status["observedGeneration"] == json!(t.metadata.generation)
+                && status["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["type"] == "Ready"
+                            && c["status"] == "True"
+                            && c["reason"] == "RolloutComplete"
+                    })
         })
         .await?;
-        self.apply(template("web-scaler", "web")).await?;
-        let admitted =
-            r#"sum(temporal_worker_controller_webhook_requests_total{verdict="allowed"})"#;
-        eventually("the template's admission scraped", T, || async {
-            let v = prom.instant(admitted).await?;
-            Ok(v.iter()
-                .any(|s| s["value"][1].as_str().is_some_and(|n| n != "0"))
-                .then_some(()))
-        })
-        .await?;
-        // The Connection's first check is scraped too, so its alert could have fired.
+        // The Connection's first check is scraped, so its alert could have fired.
         let reachable = format!(
             r#"temporal_worker_controller_connection_reachable{{namespace="{}", name="temporal"}} == 1"#,
             self.ns
@@ -307,7 +316,26 @@ impl Run<'_> {
         eventually("the Connection's reachability scraped", T, || async {
             Ok((!prom.instant(&reachable).await?.is_empty()).then_some(()))
         })
-        .await
+        .await?;
+        // The ratio and latency alerts read rates, which need increases between scrapes:
+        // templates keep being admitted until they have their inputs, so that they could
+        // have fired.
+        let inputs = async {
+            for rate in [
+                r#"rate(temporal_worker_controller_webhook_requests_total{verdict="allowed"}[1m]) > 0"#,
+                r#"rate(temporal_worker_controller_reconcile_total{controller="temporalworkerdeployment"}[1m]) > 0"#,
+            ] {
+                eventually(rate, T, || async {
+                    Ok((!prom.instant(rate).await?.is_empty()).then_some(()))
+                })
+                .await?;
+            }
+            Ok::<(), anyhow::Error>(())
+        };
+        tokio::select! {
+            r = inputs => r,
+            r = self.keep_writing_templates("admitted", false) => r,
+        }
     }
 
     /// Phase 2: the faults controller A is exposed to, each alert firing on it.
@@ -328,7 +356,7 @@ impl Run<'_> {
         certs.serve_for_days(3)?;
         take_access_reviews_away(self.admin, id)?;
         let unreachable = [("namespace", self.ns), ("name", "closed")];
-        let writes = self.keep_writing_templates();
+        let writes = self.keep_writing_templates("refused", true);
         let alerts = async {
             wait_firing(prom, "TemporalConnectionUnreachable", &unreachable).await?;
             let errors = [("controller", "temporalworkerdeployment")];
@@ -367,20 +395,23 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Writes a template every half second, each refused by the webhook once the controller
-    /// can no longer ask whether the writer may (RBAC changes reach the API server's
-    /// authorizer within moments); fails as soon as one is admitted after that.
-    async fn keep_writing_templates(&self) -> Result<()> {
+    /// Writes a template named `prefix-<n>` every half second; never returns Ok. With
+    /// `refused`, each must be refused by the webhook once the controller can no longer ask
+    /// whether the writer may (RBAC changes reach the API server's authorizer within moments),
+    /// and one admitted after that fails; otherwise each must be admitted.
+    async fn keep_writing_templates(&self, prefix: &str, refused: bool) -> Result<()> {
         let mut refusals = 0u64;
         let mut i = 0u64;
         loop {
             i += 1;
-            match self.apply(template(&format!("refused-{i}"), "web")).await {
-                Ok(()) => ensure!(
+            let name = format!("{prefix}-{i}");
+            match (self.apply(template(&name, "web")).await, refused) {
+                (Ok(()), true) => ensure!(
                     refusals == 0,
-                    "template refused-{i} was admitted without an access review"
+                    "template {name} was admitted without an access review"
                 ),
-                Err(e) => {
+                (Ok(()), false) => {}
+                (Err(e), true) => {
                     let text = format!("{e:#}");
                     ensure!(
                         text.contains("localsubjectaccessreviews"),
@@ -388,6 +419,7 @@ impl Run<'_> {
                     );
                     refusals += 1;
                 }
+                (Err(e), false) => return Err(e.context(format!("template {name} refused"))),
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -504,8 +536,35 @@ async fn wait_firing(prom: &Prometheus, alert: &str, labels: &[(&str, &str)]) ->
     .with_context(|| prom.log())
 }
 
-/// No alert was pending or firing at any evaluation since `from`.
+/// The value of the first sample of an instant query's result.
+fn first_value(samples: &[Value]) -> Result<f64> {
+    samples
+        .first()
+        .and_then(|s| s["value"][1].as_str())
+        .context("no sample")?
+        .parse()
+        .context("a sample value")
+}
+
+/// Waits until no `alert` is pending or firing.
+async fn wait_resolved(prom: &Prometheus, alert: &str) -> Result<()> {
+    eventually(&format!("{alert} resolved"), T, || async {
+        Ok(alerts_on(prom, alert, &[]).await?.is_empty().then_some(()))
+    })
+    .await
+}
+
+/// No alert was pending or firing at any evaluation since `from`. Waits first for two rule
+/// evaluations after now and after `from`, so that an alert whose condition held with the
+/// inputs of the phase would be seen firing (`for: 1s`).
 async fn check_nothing_fired(prom: &Prometheus, from: f64) -> Result<()> {
+    let until = unix_now().max(from) + 2.0;
+    eventually(
+        "two rule evaluations after the healthy phase",
+        T,
+        || async { Ok((prom.last_evaluation().await? > until).then_some(())) },
+    )
+    .await?;
     let fired = prom.range("ALERTS", from, unix_now()).await?;
     let names: Vec<String> = fired
         .iter()

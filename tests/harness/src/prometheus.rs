@@ -131,6 +131,23 @@ impl Prometheus {
         Ok(data["alerts"].as_array().cloned().unwrap_or_default())
     }
 
+    /// When every rule group was last evaluated (the earliest of their last evaluations), Unix
+    /// seconds; 0 before the first evaluation.
+    pub async fn last_evaluation(&self) -> Result<f64> {
+        let data = self.api("/api/v1/rules", &[]).await?;
+        let groups = data["groups"].as_array().cloned().unwrap_or_default();
+        ensure!(!groups.is_empty(), "no rule groups loaded: {data}");
+        let mut earliest = f64::MAX;
+        for g in &groups {
+            let at = g["lastEvaluation"].as_str().unwrap_or_default();
+            let secs = at
+                .parse::<jiff::Timestamp>()
+                .map_or(0.0, |t| t.as_millisecond() as f64 / 1000.0);
+            earliest = earliest.min(secs);
+        }
+        Ok(earliest)
+    }
+
     /// How many targets are up.
     pub async fn targets_up(&self) -> Result<usize> {
         let up = self.instant("up == 1").await?;
