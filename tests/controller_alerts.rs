@@ -308,6 +308,16 @@ impl Run<'_> {
                     })
         })
         .await?;
+        // The rollout is counted as completed, with its duration.
+        for finished in [
+            r#"temporal_worker_controller_rollout_outcomes_total{outcome="completed"} >= 1"#,
+            "temporal_worker_controller_rollout_duration_seconds_count >= 1",
+        ] {
+            eventually(finished, T, || async {
+                Ok((!prom.instant(finished).await?.is_empty()).then_some(()))
+            })
+            .await?;
+        }
         // The Connection's first check is scraped, so its alert could have fired.
         let reachable = format!(
             r#"temporal_worker_controller_connection_reachable{{namespace="{}", name="temporal"}} == 1"#,

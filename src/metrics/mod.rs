@@ -42,7 +42,7 @@ use std::time::Duration;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::registry::Registry;
 
-pub use operational::{ControllerKind, ReconcileOutcome, ReconcileTimer};
+pub use operational::{ControllerKind, ReconcileOutcome, ReconcileTimer, RolloutOutcome};
 pub use queue::{QueueSnapshot, QueueTracker, WorkQueues};
 pub use text::openmetrics_to_prometheus_text;
 pub use webhook::WebhookVerdict;
@@ -158,6 +158,16 @@ impl Metrics {
     /// A canary analysis verdict, counted under `outcome`: `pass`, `fail` or `inconclusive`.
     pub fn analysis_verdict(&self, outcome: &'static str) {
         self.ops.analysis_verdict(outcome);
+    }
+
+    /// A rollout ended with `outcome`.
+    pub fn rollout_outcome(&self, outcome: RolloutOutcome) {
+        self.ops.rollout_outcome(outcome);
+    }
+
+    /// A completed rollout took `took`, from its target's Deployment to the target Current.
+    pub fn rollout_duration(&self, took: Duration) {
+        self.ops.rollout_duration(took);
     }
 
     /// One admission request the webhook answered for an object of `kind`, in `took`.
