@@ -1,5 +1,7 @@
 //! kube-runtime wiring: what the controller watches, how it maps events to TWDs, the error
-//! policy, and the connection janitor. One reconcile lives in [`crate::reconcile`].
+//! policy; the Connection reconcilers ([`connections`]) and the owned-resource controllers
+//! ([`owned`]), each reporting to its mirrored work queue ([`queued`]). One reconcile lives in
+//! [`crate::reconcile`].
 
 use std::sync::Arc;
 
@@ -7,10 +9,10 @@ use futures::{FutureExt as _, Stream, StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::ResourceExt;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -20,12 +22,17 @@ use crate::api::{
     TemporalWorkerOwnedResource,
 };
 use crate::caches::reflect::{
-    Watched, api_in_set, listing, reflect_apis, reflect_builtin, reflect_scopes, scopes,
+    Watched, api_in_set, listing, reflect_builtin, reflect_scopes, scopes,
 };
 use crate::caches::{Caches, Listing};
 use crate::error::Error;
+use crate::metrics::ControllerKind;
 use crate::reconcile::{self, Context};
 use crate::workers::Workers;
+
+mod connections;
+mod owned;
+mod queued;
 
 /// Builds the controllers: for each kind set (see [`crate::api::kinds`]) a worker-deployment
 /// controller, a Connection reconciler and an owned-resource controller, all running the same
@@ -54,7 +61,7 @@ pub fn build(
         .settings
         .watch_namespaces
         .is_empty()
-        .then(|| reflect_cluster_connections(&client));
+        .then(|| connections::reflect_cluster_connections(&client));
     let (caches, feed) = caches(
         &client,
         (&scopes, shard),
@@ -86,8 +93,11 @@ pub fn build(
     let connection_ctx = connection_context(&ctx, &workers);
     let cluster = cluster_connections.is_some();
     if let Some(watched) = cluster_connections {
-        let janitor =
-            build_cluster_connection_janitor(watched, connection_ctx.clone(), shutdown.clone());
+        let janitor = connections::build_cluster_connection_janitor(
+            watched,
+            connection_ctx.clone(),
+            shutdown.clone(),
+        );
         running.push(janitor.boxed());
     }
     for k in kinds {
@@ -125,7 +135,7 @@ fn kind_controllers(
         ctx.clone(),
         shutdown.clone(),
     );
-    let owned = build_owned_controller(
+    let owned = owned::build_owned_controller(
         ctx.client.clone(),
         scopes.to_vec(),
         k.set,
@@ -134,7 +144,7 @@ fn kind_controllers(
         owned_ctx.clone(),
         shutdown.clone(),
     );
-    let janitor = build_connection_janitor(
+    let janitor = connections::build_connection_janitor(
         scopes.to_vec(),
         k.set,
         k.connections,
@@ -340,28 +350,41 @@ fn worker_controller(
         stream::empty().boxed()
     };
     let users = store.clone();
-    let won = leadership_won(ctx.leader.clone());
+    let q = ctx.metrics.queues.of(ControllerKind::WorkerDeployment);
+    let won = queued::all_of(
+        q.clone(),
+        store.clone(),
+        set,
+        leadership_won(ctx.leader.clone()),
+    );
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
-    Controller::for_stream_with(twds, store, set)
+    let reconcile = queued::tracked(q.clone(), set, reconcile::reconcile);
+    Controller::for_stream_with(queued::objects(q.clone(), set, twds), store, set)
         .with_config(config)
-        .reconcile_on(owners)
+        .reconcile_on(queued::refs(q.clone(), owners))
         // A Connection change requeues every worker deployment (of its kind set) naming it.
-        .watches_stream_with(connections, users_of_connection(&users, set), set)
+        .watches_stream_with(
+            connections,
+            queued::mapper(q.clone(), users_of_connection(&users, set)),
+            set,
+        )
         // A ClusterConnection change requeues every worker deployment, in any namespace,
         // naming it.
         .watches_stream_with(
             cluster_connections,
-            users_of_cluster_connection(&users, set),
+            queued::mapper(q.clone(), users_of_cluster_connection(&users, set)),
             (),
         )
         // Followers do nothing and wait; the replica that wins the Lease looks at everything.
         .reconcile_all_on(won)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::reconcile, error_policy, ctx)
-        .for_each(|res| async move {
+        .run(reconcile, error_policy, ctx)
+        .for_each(move |res| {
+            queued::settle(&q, &res);
             if let Err(e) = res {
                 tracing::debug!(error = %e, "reconcile stream error");
             }
+            async {}
         })
 }
 
@@ -432,158 +455,6 @@ fn leadership_won(leader: watch::Receiver<bool>) -> impl Stream<Item = ()> + Sen
 fn error_policy<K: ResourceExt, C>(obj: Arc<K>, err: &Error, _ctx: Arc<C>) -> Action {
     warn!(error = %err, name = %obj.name_any(), "reconcile failed");
     Action::await_change()
-}
-
-/// The Connection reconciler (`crate::connection`) of one kind set, over the same namespaces.
-fn build_connection_janitor(
-    scopes: Vec<Option<String>>,
-    set: KindSet,
-    (store, _, connections): Watched<TemporalConnection>,
-    ctx: Arc<crate::connection::ConnectionContext>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> impl std::future::Future<Output = ()> {
-    // The certificate-expiry gauges are read from this cache at each scrape.
-    ctx.metrics.connections.add(store.clone());
-    // A worker deployment created, deleted or pointed at a Connection changes that
-    // Connection's users: spec changes only (the generation, which deletion bumps too), never
-    // its frequent status writes. Its previous Connection sees it gone at the next recheck.
-    let users = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in_set::<TemporalWorkerDeployment>(&ctx.client, scope, set),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default())
-        .boxed()
-    }));
-    let won = leadership_won(ctx.leader.clone());
-    // The users are read from the worker-deployment cache, fed by another watch: a second's
-    // debounce lets it catch up with the event that triggered the reconcile.
-    let config = controller::Config::default().debounce(std::time::Duration::from_secs(1));
-    Controller::for_stream_with(connections, store, set)
-        .with_config(config)
-        .watches_stream_with(
-            users,
-            move |t: TemporalWorkerDeployment| {
-                let ns = t.namespace()?;
-                let r = &t.spec.worker_options.connection_ref;
-                (!r.is_cluster()).then(|| ObjectRef::new_with(&r.name, set).within(&ns))
-            },
-            set,
-        )
-        .reconcile_all_on(won)
-        .graceful_shutdown_on(shutdown)
-        .run(crate::connection::reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-}
-
-/// The ClusterConnections' watch (cluster installs only), into one store.
-fn reflect_cluster_connections(client: &kube::Client) -> Watched<ClusterConnection> {
-    let apis = vec![Api::<ClusterConnection>::all(client.clone())];
-    let prepare = |o: &mut ClusterConnection| crate::caches::slim_own(o);
-    let (store, listed, applied) = reflect_apis(
-        &[None],
-        apis,
-        (),
-        watcher::Config::default(),
-        prepare,
-        false,
-    );
-    (store, listed, applied.boxed())
-}
-
-/// The Connection reconciler (`crate::connection`) for ClusterConnections: their users are
-/// worker deployments of both kind sets in every namespace.
-fn build_cluster_connection_janitor(
-    (store, _, connections): Watched<ClusterConnection>,
-    ctx: Arc<crate::connection::ConnectionContext>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> impl std::future::Future<Output = ()> {
-    let users = stream::select_all(KindSet::ALL.into_iter().map(|set| {
-        watcher(
-            api_in_set::<TemporalWorkerDeployment>(&ctx.client, &None, set),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .predicate_filter(predicates::generation, Default::default())
-        .boxed()
-    }));
-    let won = leadership_won(ctx.leader.clone());
-    let config = controller::Config::default().debounce(std::time::Duration::from_secs(1));
-    Controller::for_stream(connections, store)
-        .with_config(config)
-        .watches_stream_with(
-            users,
-            |t: TemporalWorkerDeployment| {
-                let r = &t.spec.worker_options.connection_ref;
-                r.is_cluster().then(|| ObjectRef::new(&r.name))
-            },
-            KindSet::Canonical,
-        )
-        .reconcile_all_on(won)
-        .graceful_shutdown_on(shutdown)
-        .run(crate::connection::reconcile_cluster, error_policy, ctx)
-        .for_each(|_| async {})
-}
-
-/// The owned-resource controller (`crate::owned`) of one kind set: a change of a template, of
-/// the worker deployment it names or of that worker's versioned Deployments looks at the
-/// template again.
-fn build_owned_controller(
-    client: kube::Client,
-    scopes: Vec<Option<String>>,
-    set: KindSet,
-    (store, _, twors): Watched<TemporalWorkerOwnedResource>,
-    deployments: DeploymentChanges,
-    ctx: Arc<crate::owned::OwnedContext>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) -> impl std::future::Future<Output = ()> {
-    let twds = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in_set::<PartialObjectMeta<TemporalWorkerDeployment>>(&client, scope, set),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .boxed()
-    }));
-    let by_deployment = store.clone();
-    let by_twd = store.clone();
-    let templates = deployments.flat_map(move |d| {
-        let worker = d.labels().get(LABEL_DEPLOYMENT_NAME).cloned();
-        stream::iter(referring(&by_deployment, set, d.namespace(), |twd| {
-            worker.as_deref() == Some(crate::render::label_value(twd).as_str())
-        }))
-    });
-    let won = leadership_won(ctx.leader.clone());
-    Controller::for_stream_with(twors, store, set)
-        .reconcile_on(templates)
-        .watches_stream_with(
-            twds,
-            move |t: PartialObjectMeta<TemporalWorkerDeployment>| {
-                let name = t.name_any();
-                referring(&by_twd, set, t.namespace(), |twd| twd == name)
-            },
-            set,
-        )
-        .reconcile_all_on(won)
-        .graceful_shutdown_on(shutdown)
-        .run(crate::owned::reconcile, error_policy, ctx)
-        .for_each(|_| async {})
-}
-
-/// Templates in `ns` whose worker name satisfies `names`.
-fn referring(
-    store: &Store<TemporalWorkerOwnedResource>,
-    set: KindSet,
-    ns: Option<String>,
-    names: impl Fn(&str) -> bool,
-) -> Vec<ObjectRef<TemporalWorkerOwnedResource>> {
-    store
-        .state()
-        .into_iter()
-        .filter(|t| t.namespace() == ns && names(t.spec.worker_name()))
-        .map(|t| ObjectRef::from_obj_with(&*t, set))
-        .collect()
 }
 
 #[cfg(test)]

@@ -1055,15 +1055,70 @@ fn prometheus_rule_renders_the_charts_alerts_only_when_enabled() {
         .into_iter()
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(
-        names,
-        [
-            "TemporalWorkerRolloutBlocked",
-            "TemporalWorkerRolloutStepOverdue",
-            "TemporalConnectionCertificateExpiring"
-        ]
-    );
+    assert_eq!(names, SHIPPED_ALERTS);
     promtool_check_rules("prometheus-rule", rule);
+}
+
+/// Every alert the chart ships, in the file's order.
+const SHIPPED_ALERTS: [&str; 12] = [
+    "TemporalWorkerRolloutBlocked",
+    "TemporalWorkerRolloutStepOverdue",
+    "TemporalConnectionCertificateExpiring",
+    "TemporalWorkerControllerAbsent",
+    "TemporalWorkerControllerNoLeader",
+    "TemporalWorkerControllerReconcileErrors",
+    "TemporalWorkerControllerWorkQueueBehind",
+    "TemporalConnectionUnreachable",
+    "TemporalWorkerControllerWebhookErrors",
+    "TemporalWorkerControllerWebhookSlow",
+    "TemporalWorkerControllerWebhookCertificateExpiring",
+    "TemporalWorkerControllerTemporalBudgetExhausted",
+];
+
+/// Where every alert's `runbook_url` points: its section of docs/runbooks.md.
+const RUNBOOKS: &str =
+    "https://github.com/temporalio/temporal-worker-controller-rs/blob/main/docs/runbooks.md";
+
+/// The `## ` headings of a Markdown text.
+fn sections(markdown: &str) -> Vec<&str> {
+    markdown
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(str::trim)
+        .collect()
+}
+
+/// Each alert links its own runbook section, the runbooks have a section for every alert and
+/// nothing else, and the status API page's alert table lists every alert.
+#[test]
+fn every_alert_has_a_runbook_section_and_a_row_in_the_docs() {
+    let file = alert_rules(&chart_alert_file()["groups"]);
+    let runbooks = std::fs::read_to_string(repo_root().join("docs/runbooks.md")).expect("runbooks");
+    let table = std::fs::read_to_string(repo_root().join("docs/status-api.md")).expect("docs");
+    for (name, rule) in &file {
+        // GitHub's anchor of a heading made of one word is that word in lower case.
+        let want = format!("{RUNBOOKS}#{}", name.to_lowercase());
+        assert_eq!(rule["annotations"]["runbook_url"], want.as_str(), "{name}");
+        assert!(
+            table.contains(&format!("| `{name}` |")),
+            "{name} is not in docs/status-api.md's alert table"
+        );
+    }
+    let names: Vec<&str> = file.iter().map(|(n, _)| n.as_str()).collect();
+    let mut headings = sections(&runbooks);
+    headings.sort_unstable();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        headings, sorted,
+        "docs/runbooks.md sections against the alerts"
+    );
+}
+
+#[test]
+fn the_runbook_checker_reads_sections_only() {
+    let md = "# Runbooks\n\n## A\ntext ## not\n### B\n## C \n";
+    assert_eq!(sections(md), ["A", "C"]);
 }
 
 #[test]
@@ -1080,14 +1135,12 @@ fn prometheus_rule_values_label_place_and_trim_the_alerts() {
     assert_eq!(groups[0]["interval"], "30s");
     let alerts = alert_rules(groups);
     let names: Vec<&str> = alerts.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "TemporalWorkerRolloutBlocked",
-            "TemporalConnectionCertificateExpiring",
-            "TwcDown"
-        ]
-    );
+    let mut want: Vec<&str> = SHIPPED_ALERTS
+        .into_iter()
+        .filter(|n| *n != "TemporalWorkerRolloutStepOverdue")
+        .collect();
+    want.push("TwcDown");
+    assert_eq!(names, want);
     let file = alert_rules(&chart_alert_file()["groups"]);
     for (name, r) in alerts.iter().filter(|(n, _)| n.starts_with("Temporal")) {
         // The user's alert labels win over the chart's; the rest is the file's.

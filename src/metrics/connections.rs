@@ -1,6 +1,7 @@
 //! The Connection families, read at each scrape from the Connection reconciler's caches (so a
-//! deleted Connection leaves no series): when each mTLS client certificate expires, and
-//! whether it is within the controller's warning window (`--certificate-expiry-warning`).
+//! deleted Connection leaves no series): whether Temporal could be reached through each
+//! Connection (its `Ready` condition), when each mTLS client certificate expires, and whether
+//! it is within the controller's warning window (`--certificate-expiry-warning`).
 
 use std::sync::Mutex;
 
@@ -39,18 +40,22 @@ impl ConnectionStores {
 pub(super) fn register(reg: &mut Registry, stores: &ConnectionStores) {
     let expiry = Family::<KindObjLabels, Gauge>::default();
     let soon = Family::<KindObjLabels, Gauge>::default();
+    let reachable = Family::<KindObjLabels, Gauge>::default();
     for conn in stores.all() {
+        let labels = KindObjLabels {
+            namespace: conn.namespace().unwrap_or_default(),
+            name: conn.name_any(),
+            kind: conn.kind_set().kind(Model::Connection).to_string(),
+        };
+        if let Some(ready) = ready(&conn) {
+            reachable.get_or_create(&labels).set(i64::from(ready));
+        }
         let Some(cert) = conn
             .status
             .as_ref()
             .and_then(|s| s.client_certificate.as_ref())
         else {
             continue;
-        };
-        let labels = KindObjLabels {
-            namespace: conn.namespace().unwrap_or_default(),
-            name: conn.name_any(),
-            kind: conn.kind_set().kind(Model::Connection).to_string(),
         };
         expiry
             .get_or_create(&labels)
@@ -65,10 +70,26 @@ pub(super) fn register(reg: &mut Registry, stores: &ConnectionStores) {
         expiry,
     );
     reg.register(
+        "connection_reachable",
+        "1 while Temporal answers through a Connection with valid credentials (its Ready condition), 0 while it does not; absent before the Connection's first status",
+        reachable,
+    );
+    reg.register(
         "connection_certificate_expiring_soon",
         "1 while a Connection's mTLS client certificate is within the warning window (--certificate-expiry-warning) or expired",
         soon,
     );
+}
+
+/// The Connection's `Ready` condition as a bool, if it has one. `Ready` is True exactly when
+/// the Secret is valid and the frontend answered the last check (`connection::status`).
+fn ready(conn: &TemporalConnection) -> Option<bool> {
+    conn.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::conditions::READY)
+        .map(|c| c.status == "True")
 }
 
 #[cfg(test)]
@@ -127,5 +148,35 @@ mod tests {
         assert!(!text.contains(r#"name="plain""#), "{text}");
         writer.apply_watcher_event(&Event::Delete(conn("prod", Some((1_900_000_000, true)))));
         assert!(!exposition(&stores).contains(r#"name="prod""#));
+    }
+
+    fn with_ready(name: &str, status: &str) -> TemporalConnection {
+        let mut c = conn(name, None);
+        c.status = Some(
+            serde_json::from_value(serde_json::json!({"conditions": [{
+                "type": "Ready", "status": status, "reason": "x", "message": "",
+                "lastTransitionTime": "2026-12-01T00:00:00Z",
+            }]}))
+            .expect("status"),
+        );
+        c
+    }
+
+    #[test]
+    fn reachability_follows_the_ready_condition_and_needs_a_status() {
+        let mut writer = Writer::<TemporalConnection>::new(KindSet::Seed);
+        let stores = ConnectionStores::default();
+        stores.add(writer.as_reader());
+        writer.apply_watcher_event(&Event::Apply(with_ready("up", "True")));
+        writer.apply_watcher_event(&Event::Apply(with_ready("down", "False")));
+        writer.apply_watcher_event(&Event::Apply(conn("new", None)));
+        let text = exposition(&stores);
+        for (name, value) in [("up", 1), ("down", 0)] {
+            let line = format!(
+                "connection_reachable{{namespace=\"shop\",name=\"{name}\",kind=\"TemporalConnection\"}} {value}"
+            );
+            assert!(text.contains(&line), "missing {line:?} in:\n{text}");
+        }
+        assert!(!text.contains(r#"name="new""#), "{text}");
     }
 }

@@ -62,6 +62,18 @@ pub(super) struct VersionLabels {
     pub version: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct KindLabels {
+    pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct WebhookLabels {
+    pub kind: &'static str,
+    pub verdict: &'static str,
+    pub code: &'static str,
+}
+
 // Scrape-time label sets (owned strings: they come from the store or the backlog poll).
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -5,8 +5,10 @@
 //!   Kubernetes writes, leadership, gates), updated from hot paths through atomics;
 //! - state computed at scrape time: rollouts from the reflector store ([`rollout`]), so a
 //!   deleted `TemporalWorkerDeployment` leaves no stale series behind, Connections' client
-//!   certificates from the Connection caches ([`connections`]), the last backlog poll
-//!   ([`backlog`]) and the process ([`process`]).
+//!   certificates and reachability from the Connection caches ([`connections`]), the last
+//!   backlog poll ([`backlog`]), the mirrored work queues ([`queue`]) and the process
+//!   ([`process`]);
+//! - the admission webhook's requests and certificate ([`webhook`]).
 //!
 //! One vocabulary for our families (prefix `temporal_worker_controller_`; every label set is
 //! in [`labels`]):
@@ -29,8 +31,10 @@ mod connections;
 mod labels;
 mod operational;
 mod process;
+mod queue;
 mod rollout;
 mod text;
+mod webhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,8 +42,10 @@ use std::time::Duration;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::registry::Registry;
 
-pub use operational::{ControllerKind, ReconcileOutcome, ReconcileTimer};
+pub use operational::{ControllerKind, ReconcileOutcome, ReconcileTimer, RolloutOutcome};
+pub use queue::{QueueSnapshot, QueueTracker, WorkQueues};
 pub use text::openmetrics_to_prometheus_text;
+pub use webhook::WebhookVerdict;
 
 /// Metric name prefix (without the trailing underscore).
 pub const PREFIX: &str = "temporal_worker_controller";
@@ -57,6 +63,9 @@ pub struct Metrics {
     pub backlog: Arc<crate::backlog::Stats>,
     /// The Connection caches, for the certificate families, rendered at scrape time.
     pub connections: connections::ConnectionStores,
+    /// Each controller's reconcile requests, mirrored by its wiring (`src/controller`).
+    pub queues: Arc<WorkQueues>,
+    webhook: webhook::WebhookFamilies,
     start_time: f64,
 }
 
@@ -70,12 +79,15 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let ops = operational::Operational::register(&mut registry);
+        let webhook = webhook::WebhookFamilies::register(&mut registry);
         let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
         Metrics {
             registry,
             ops,
             backlog: Arc::default(),
             connections: connections::ConnectionStores::default(),
+            queues: Arc::default(),
+            webhook,
             start_time,
         }
     }
@@ -148,6 +160,26 @@ impl Metrics {
         self.ops.analysis_verdict(outcome);
     }
 
+    /// A rollout ended with `outcome`.
+    pub fn rollout_outcome(&self, outcome: RolloutOutcome) {
+        self.ops.rollout_outcome(outcome);
+    }
+
+    /// A completed rollout took `took`, from its target's Deployment to the target Current.
+    pub fn rollout_duration(&self, took: Duration) {
+        self.ops.rollout_duration(took);
+    }
+
+    /// One admission request the webhook answered for an object of `kind`, in `took`.
+    pub fn webhook_request(&self, kind: &str, verdict: WebhookVerdict, took: Duration) {
+        self.webhook.request(kind, verdict, took);
+    }
+
+    /// The webhook now serves a certificate ending at `not_after` (`None`: none it can read).
+    pub fn webhook_certificate(&self, not_after: Option<jiff::Timestamp>) {
+        self.webhook.certificate(not_after);
+    }
+
     /// The full exposition: operational metrics, rollout state from `store`, process metrics.
     pub fn encode(&self, store: &crate::workers::Workers) -> String {
         self.encode_at(store, jiff::Timestamp::now())
@@ -179,6 +211,8 @@ impl Metrics {
         rollout::register(reg, store, now);
         backlog::register(reg, &self.backlog.get());
         connections::register(reg, &self.connections);
+        queue::register(reg, &self.queues.snapshot(std::time::Instant::now()));
+        self.webhook.register_certificate(reg);
         root
     }
 }

@@ -19,6 +19,11 @@ const RECONCILE_BUCKETS: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 const BUDGET_BUCKETS: [f64; 9] = [0.005, 0.02, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0];
+/// A rollout lasts from seconds (AllAtOnce with a fast worker) to hours (long pauses between
+/// steps): 10 s to 1 day.
+const ROLLOUT_BUCKETS: [f64; 12] = [
+    10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0,
+];
 const RPC_BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
@@ -72,6 +77,39 @@ impl ReconcileOutcome {
     }
 }
 
+/// How a rollout ended: the `outcome` label of `rollout_outcomes_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RolloutOutcome {
+    /// The target was made Current.
+    Completed,
+    /// `Stalled` turned True for another reason than an abort (an invalid spec, a failed
+    /// gate, the progress deadline).
+    Stalled,
+    /// `Stalled` turned True with `RolloutAborted` (a failed analysis or step gate, or a
+    /// human's abort).
+    Aborted,
+    /// A build Current within the rollback window was made Current again.
+    RolledBack,
+}
+
+impl RolloutOutcome {
+    pub const ALL: [RolloutOutcome; 4] = [
+        RolloutOutcome::Completed,
+        RolloutOutcome::Stalled,
+        RolloutOutcome::Aborted,
+        RolloutOutcome::RolledBack,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RolloutOutcome::Completed => "completed",
+            RolloutOutcome::Stalled => "stalled",
+            RolloutOutcome::Aborted => "aborted",
+            RolloutOutcome::RolledBack => "rolled_back",
+        }
+    }
+}
+
 type RpcHistograms = Family<MethodLabels, Histogram, fn() -> Histogram>;
 type BudgetWait = Family<ClassLabels, Histogram, fn() -> Histogram>;
 
@@ -93,6 +131,8 @@ pub(super) struct Operational {
     analysis: Family<OutcomeLabels, Counter>,
     budget_wait: BudgetWait,
     exhausted: Family<MethodLabels, Counter>,
+    rollout_outcomes: Family<OutcomeLabels, Counter>,
+    rollout_duration: Histogram,
 }
 
 impl Operational {
@@ -118,12 +158,7 @@ impl Operational {
             "Kubernetes API writes by verb, resource and outcome",
             [],
         );
-        let leader = Gauge::default();
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader lease",
-            leader.clone(),
-        );
+        let leader = register_leader(registry);
         // Pre-created series: rates exist before the first event.
         let gates = counters(
             registry,
@@ -157,6 +192,7 @@ impl Operational {
             ["pass", "fail", "inconclusive"].map(|outcome| OutcomeLabels { outcome }),
         );
         let (budget_wait, exhausted) = register_budget(registry);
+        let (rollout_outcomes, rollout_duration) = register_rollouts(registry);
         register_build_info(registry);
         Operational {
             reconciles,
@@ -173,8 +209,40 @@ impl Operational {
             analysis,
             budget_wait,
             exhausted,
+            rollout_outcomes,
+            rollout_duration,
         }
     }
+}
+
+fn register_leader(registry: &mut Registry) -> Gauge {
+    let leader = Gauge::default();
+    registry.register(
+        "leader",
+        "1 while this replica holds the leader lease",
+        leader.clone(),
+    );
+    leader
+}
+
+/// How rollouts ended (every outcome pre-created) and how long completed ones took.
+fn register_rollouts(registry: &mut Registry) -> (Family<OutcomeLabels, Counter>, Histogram) {
+    let outcomes = counters(
+        registry,
+        "rollout_outcomes",
+        "Rollouts that ended, by outcome: completed (target made Current), stalled, aborted (RolloutAborted), rolled_back",
+        RolloutOutcome::ALL.map(|o| OutcomeLabels {
+            outcome: o.as_str(),
+        }),
+    );
+    let duration = Histogram::new(ROLLOUT_BUCKETS);
+    registry.register_with_unit(
+        "rollout_duration",
+        "Time from the creation of a target's versioned Deployment to the target made Current, for completed rollouts",
+        Unit::Seconds,
+        duration.clone(),
+    );
+    (outcomes, duration)
 }
 
 type ReconcileFamilies = (
@@ -416,6 +484,20 @@ impl Operational {
             .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
+
+    /// A rollout ended with `outcome`.
+    pub(super) fn rollout_outcome(&self, outcome: RolloutOutcome) {
+        self.rollout_outcomes
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// A completed rollout took `took`.
+    pub(super) fn rollout_duration(&self, took: Duration) {
+        self.rollout_duration.observe(took.as_secs_f64());
+    }
 }
 
 #[cfg(test)]
@@ -468,6 +550,31 @@ mod tests {
         assert_eq!(text.matches("# EOF").count(), 1);
         m.set_leader(false);
         assert!(encoded(&m).contains("temporal_worker_controller_leader 0"));
+    }
+
+    #[test]
+    fn rollout_outcomes_exist_from_the_start_and_durations_are_observed() {
+        let m = Metrics::new();
+        let before = encoded(&m);
+        for o in RolloutOutcome::ALL {
+            let line = format!(
+                "temporal_worker_controller_rollout_outcomes_total{{outcome=\"{}\"}} 0",
+                o.as_str()
+            );
+            assert!(before.contains(&line), "missing {line:?} in:\n{before}");
+        }
+        m.rollout_outcome(RolloutOutcome::RolledBack);
+        m.rollout_duration(Duration::from_secs(90));
+        let after = encoded(&m);
+        for line in [
+            "temporal_worker_controller_rollout_outcomes_total{outcome=\"rolled_back\"} 1",
+            "temporal_worker_controller_rollout_outcomes_total{outcome=\"completed\"} 0",
+            "temporal_worker_controller_rollout_duration_seconds_count 1",
+            "temporal_worker_controller_rollout_duration_seconds_bucket{le=\"60.0\"} 0",
+            "temporal_worker_controller_rollout_duration_seconds_bucket{le=\"120.0\"} 1",
+        ] {
+            assert!(after.contains(line), "missing {line:?} in:\n{after}");
+        }
     }
 
     #[test]

@@ -32,6 +32,12 @@ pub(super) fn register(root: &mut Registry, start_time: f64) {
     if let Some(fds) = process.open_fds {
         proc_reg.register("open_fds", "Open file descriptors", g(fds));
     }
+    if let Some(max) = process.max_fds {
+        proc_reg.register("max_fds", "Limit of open file descriptors", g(max));
+    }
+    if let Some(threads) = process.threads {
+        proc_reg.register("threads", "Threads of the process", g(threads));
+    }
     if let Some(cpu) = process.cpu_seconds {
         // Counter semantics, but the value is read, not accumulated here.
         let c = Counter::<f64, AtomicU64>::default();
@@ -51,6 +57,8 @@ struct ProcessStats {
     resident_bytes: Option<f64>,
     virtual_bytes: Option<f64>,
     open_fds: Option<f64>,
+    max_fds: Option<f64>,
+    threads: Option<f64>,
     cpu_seconds: Option<f64>,
 }
 
@@ -65,6 +73,10 @@ fn process_stats() -> ProcessStats {
         let memory = memory_from_status(&status);
         out.resident_bytes = memory.resident_bytes;
         out.virtual_bytes = memory.virtual_bytes;
+        out.threads = memory.threads;
+    }
+    if let Ok(limits) = std::fs::read_to_string("/proc/self/limits") {
+        out.max_fds = max_fds_from_limits(&limits);
     }
     if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
         // The command name (field 2) may contain spaces: parse after its closing paren.
@@ -84,8 +96,19 @@ fn process_stats() -> ProcessStats {
     out
 }
 
+/// The soft limit of open files in a `/proc/<pid>/limits` text (`Max open files  1024  4096
+/// files`), the one the process hits; `unlimited` gives none.
+fn max_fds_from_limits(limits: &str) -> Option<f64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// `VmRSS` and `VmSize` of a `/proc/<pid>/status` text (lines like `VmRSS:  10240 kB`), in
-/// bytes.
+/// bytes, and `Threads`.
 fn memory_from_status(status: &str) -> ProcessStats {
     let kb = |field: &str| {
         status.lines().find_map(|line| {
@@ -99,9 +122,13 @@ fn memory_from_status(status: &str) -> ProcessStats {
             Some(kb * 1024.0)
         })
     };
+    let threads = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:")?.trim().parse::<f64>().ok());
     ProcessStats {
         resident_bytes: kb("VmRSS"),
         virtual_bytes: kb("VmSize"),
+        threads,
         ..ProcessStats::default()
     }
 }
@@ -117,7 +144,24 @@ mod tests {
             assert!(p.resident_bytes.unwrap() > 0.0);
             assert!(p.open_fds.unwrap() >= 1.0);
             assert!(p.cpu_seconds.is_some());
+            assert!(p.threads.unwrap() >= 1.0);
+            // No limit (`unlimited`) is no value.
+            if let Some(max) = p.max_fds {
+                assert!(max >= p.open_fds.unwrap());
+            }
         }
+    }
+
+    #[test]
+    fn the_soft_open_files_limit_is_read_from_limits() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max cpu time              unlimited            unlimited            seconds   \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(max_fds_from_limits(limits), Some(1024.0));
+        let unlimited =
+            "Max open files            unlimited            unlimited            files     \n";
+        assert_eq!(max_fds_from_limits(unlimited), None);
+        assert_eq!(max_fds_from_limits("Max processes 10 10 processes\n"), None);
     }
 
     #[test]
@@ -127,6 +171,7 @@ mod tests {
         let m = memory_from_status(status);
         assert_eq!(m.resident_bytes, Some(10240.0 * 1024.0));
         assert_eq!(m.virtual_bytes, Some(204800.0 * 1024.0));
+        assert_eq!(m.threads, Some(4.0));
         // Kernel threads have no Vm lines: no value rather than a wrong one.
         let none = memory_from_status("Name:\tkthreadd\nThreads:\t1\n");
         assert_eq!((none.resident_bytes, none.virtual_bytes), (None, None));

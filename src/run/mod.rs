@@ -219,7 +219,7 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
 
     let readiness = Readiness::default();
     let (webhook_addr, webhook_fut) =
-        webhook(&client, &opts, &leader, &stop_rx, &readiness).await?;
+        webhook(&client, &opts, &leader, &stop_rx, (&readiness, &metrics)).await?;
     let (listener, http_addr) = bind(opts.http_addr).await?;
     let state = AppState {
         store: store.clone(),

@@ -52,7 +52,7 @@ pub(super) async fn webhook(
     opts: &RunOptions,
     leader: &watch::Receiver<bool>,
     stop: &watch::Receiver<bool>,
-    readiness: &Readiness,
+    (readiness, metrics): (&Readiness, &Arc<Metrics>),
 ) -> Result<
     (
         Option<SocketAddr>,
@@ -66,8 +66,8 @@ pub(super) async fn webhook(
                 client.clone(),
                 w.clone(),
                 opts.owned_kinds.clone(),
-                leader.clone(),
-                stop.clone(),
+                (leader.clone(), stop.clone()),
+                metrics.clone(),
             )
             .await?,
         ),

@@ -24,7 +24,7 @@ pub mod twor;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::State as AxumState;
 use axum::routing::post;
@@ -34,6 +34,7 @@ use kube::core::admission::{AdmissionResponse, AdmissionReview};
 use tokio::sync::watch;
 
 use crate::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
+use crate::metrics::{Metrics, WebhookVerdict};
 use review::Verdict;
 
 /// Path of the TemporalWorkerOwnedResource webhook (the chart's ValidatingWebhookConfiguration
@@ -102,6 +103,8 @@ pub struct State {
     /// Kinds a TWOR may carry (the controller's own check uses the same list).
     pub allowed_kinds: Vec<String>,
     pub identity: access::ControllerIdentity,
+    /// Counts and times every answer (`webhook_requests_total`).
+    pub metrics: Arc<Metrics>,
 }
 
 /// The webhook's routes.
@@ -117,12 +120,11 @@ async fn validate_twor(
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
     tracing::debug!("TWOR admission request");
-    let decoded = match review::decode::<TemporalWorkerOwnedResource>(
-        review,
-        "TemporalWorkerOwnedResource",
-    ) {
+    let started = Instant::now();
+    let kind = "TemporalWorkerOwnedResource";
+    let decoded = match review::decode::<TemporalWorkerOwnedResource>(review, kind) {
         Ok(d) => d,
-        Err(e) => return Json(AdmissionResponse::invalid(e).into_review()),
+        Err(e) => return undecodable(&state, kind, e, started),
     };
     let base = AdmissionResponse::from(&decoded.request);
     let namespace = decoded.request.namespace.clone().unwrap_or_default();
@@ -144,18 +146,19 @@ async fn validate_twor(
         (None, None) => Verdict::Allow,
     };
     log(&decoded.request.name, &namespace, &verdict);
-    Json(review::respond(base, verdict).into_review())
+    answer(&state, &decoded.request.kind.kind, base, verdict, started)
 }
 
 async fn validate_twd(
     AxumState(state): AxumState<Arc<State>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    let decoded =
-        match review::decode::<TemporalWorkerDeployment>(review, "TemporalWorkerDeployment") {
-            Ok(d) => d,
-            Err(e) => return Json(AdmissionResponse::invalid(e).into_review()),
-        };
+    let started = Instant::now();
+    let kind = "TemporalWorkerDeployment";
+    let decoded = match review::decode::<TemporalWorkerDeployment>(review, kind) {
+        Ok(d) => d,
+        Err(e) => return undecodable(&state, kind, e, started),
+    };
     let base = AdmissionResponse::from(&decoded.request);
     let namespace = decoded.request.namespace.clone().unwrap_or_default();
     let verdict = match &decoded.object {
@@ -163,7 +166,40 @@ async fn validate_twd(
         None => Verdict::Allow,
     };
     log(&decoded.request.name, &namespace, &verdict);
+    answer(&state, &decoded.request.kind.kind, base, verdict, started)
+}
+
+/// The response for `verdict`, counted and timed under the request's `kind`.
+fn answer(
+    state: &State,
+    kind: &str,
+    base: AdmissionResponse,
+    verdict: Verdict,
+    started: Instant,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let counted = match &verdict {
+        Verdict::Allow | Verdict::AllowWithWarnings(_) => WebhookVerdict::Allowed,
+        Verdict::Invalid(_) => WebhookVerdict::Denied(422),
+        Verdict::Forbidden(_) => WebhookVerdict::Denied(403),
+        Verdict::Error(_) => WebhookVerdict::Error(500),
+    };
+    state
+        .metrics
+        .webhook_request(kind, counted, started.elapsed());
     Json(review::respond(base, verdict).into_review())
+}
+
+/// A review that could not be read: refused (400), and counted as the webhook's error.
+fn undecodable(
+    state: &State,
+    kind: &str,
+    e: review::DecodeError,
+    started: Instant,
+) -> Json<AdmissionReview<DynamicObject>> {
+    state
+        .metrics
+        .webhook_request(kind, WebhookVerdict::Error(400), started.elapsed());
+    Json(AdmissionResponse::invalid(e).into_review())
 }
 
 fn log(name: &str, namespace: &str, verdict: &Verdict) {
@@ -197,11 +233,11 @@ pub async fn start(
     client: kube::Client,
     opts: WebhookOptions,
     allowed_kinds: Vec<String>,
-    leader: watch::Receiver<bool>,
-    stop: watch::Receiver<bool>,
+    (leader, stop): (watch::Receiver<bool>, watch::Receiver<bool>),
+    metrics: Arc<Metrics>,
 ) -> Result<Started, WebhookError> {
     let (listener, addr) = server::bind(opts.addr).await?;
-    let cert = Arc::new(server::CurrentCert::default());
+    let cert = Arc::new(server::CurrentCert::observed(metrics.clone()));
     let tls = server::tls_config(cert.clone())?;
     // An empty list means the default, as for the controller's own check.
     let allowed_kinds = if allowed_kinds.is_empty() {
@@ -216,6 +252,7 @@ pub async fn start(
         client: client.clone(),
         allowed_kinds,
         identity: access::ControllerIdentity::default(),
+        metrics,
     });
     let app = router(state);
     let mut stop_serve = stop.clone();

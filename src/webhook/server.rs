@@ -34,6 +34,8 @@ pub struct CurrentCert {
     current: RwLock<Option<Loaded>>,
     /// Turns true with the first certificate loaded (readiness waits for it).
     loaded: tokio::sync::watch::Sender<bool>,
+    /// Told the expiry of each certificate loaded (`webhook_certificate_expiry_timestamp`).
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Default for CurrentCert {
@@ -41,6 +43,7 @@ impl Default for CurrentCert {
         Self {
             current: RwLock::default(),
             loaded: tokio::sync::watch::Sender::new(false),
+            metrics: None,
         }
     }
 }
@@ -52,6 +55,14 @@ struct Loaded {
 }
 
 impl CurrentCert {
+    /// No certificate yet; each one loaded is reported to `metrics`.
+    pub fn observed(metrics: Arc<crate::metrics::Metrics>) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..Self::default()
+        }
+    }
+
     /// Serves `cert_pem`/`key_pem` from the next handshake on. Returns `false` when they are
     /// the ones already served (nothing changed).
     pub fn load(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, ServerError> {
@@ -85,6 +96,9 @@ impl CurrentCert {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         *guard = Some(loaded);
         self.loaded.send_replace(true);
+        if let Some(metrics) = &self.metrics {
+            metrics.webhook_certificate(crate::webhook::certs::not_after(cert_pem));
+        }
         Ok(true)
     }
 
@@ -215,6 +229,38 @@ mod tests {
         );
         assert_eq!(cert.cert_pem(), Some(b.cert_pem.into_bytes()));
         assert!(cert.load(b"not pem", b"").is_err());
+    }
+}
+
+#[cfg(test)]
+mod observed_tests {
+    use super::*;
+
+    /// Every certificate served is reported with its own `notAfter`, renewals included.
+    #[test]
+    fn each_loaded_certificate_reports_its_expiry() {
+        let hosts = vec!["127.0.0.1".to_string()];
+        let now = jiff::Timestamp::now();
+        let issue = |secs| {
+            crate::webhook::certs::generate(&hosts, now, std::time::Duration::from_secs(secs), None)
+                .expect("certificate")
+        };
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let scrape = || metrics.encode(&crate::workers::Workers::of(vec![]));
+        let family = "temporal_worker_controller_webhook_certificate_expiry_timestamp_seconds";
+        let cert = CurrentCert::observed(metrics.clone());
+        assert!(!scrape().contains(family), "nothing served yet");
+        for secs in [600, 7200] {
+            let pair = issue(secs);
+            cert.load(pair.cert_pem.as_bytes(), pair.key_pem.as_bytes())
+                .expect("load");
+            let end = crate::webhook::certs::not_after(pair.cert_pem.as_bytes()).expect("end");
+            assert!(
+                scrape().contains(&format!("{family} {}", end.as_second())),
+                "{}",
+                scrape()
+            );
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::conditions as reason;
 use crate::api::twd::{AnalysisVerdict, TemporalWorkerDeploymentStatus, VersionStatus};
 use crate::events;
+use crate::metrics::RolloutOutcome;
 use crate::planner::analysis::ANALYSIS_FAILED;
 use crate::planner::model::{
     PinnedAction, PinnedBatch, Plan, PlanInput, RoutingChange, ScaleReason,
@@ -93,9 +94,68 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
             ctx.events.normal(twd, reason, note).await;
         }
     }
+    count_promotions(ctx, planned);
     draining_at_zero(ctx, twd, planned).await;
     mutable_images(ctx, twd, planned).await;
     deprecated_fields(ctx, twd).await;
+}
+
+/// A routing write that made a build Current ends a rollout: `rolled_back` for a rollback,
+/// else `completed`, with the time since the target's Deployment was created.
+fn count_promotions(ctx: &Context, planned: &Planned) {
+    for done in &planned.done {
+        let Done::Routed(RoutingChange::SetCurrent { build_id }) = done else {
+            continue;
+        };
+        if planned.plan.progress.rollback {
+            ctx.metrics.rollout_outcome(RolloutOutcome::RolledBack);
+            continue;
+        }
+        ctx.metrics.rollout_outcome(RolloutOutcome::Completed);
+        if let Some(took) = rollout_took(&planned.input, build_id, jiff::Timestamp::now()) {
+            ctx.metrics.rollout_duration(took);
+        }
+    }
+}
+
+/// How long the rollout of `build_id` took until `now`: since its versioned Deployment was
+/// created (`None` when it is not observed, or its clock reads later than `now`).
+fn rollout_took(
+    input: &PlanInput,
+    build_id: &str,
+    now: jiff::Timestamp,
+) -> Option<std::time::Duration> {
+    let created = input
+        .deployments
+        .iter()
+        .find(|d| d.build_id == build_id)?
+        .created_at?;
+    std::time::Duration::try_from(now.duration_since(created)).ok()
+}
+
+/// What a status write records when it turns `Stalled` True: [`RolloutOutcome::Aborted`] for
+/// `RolloutAborted`, [`RolloutOutcome::Stalled`] for any other reason; `None` when `Stalled`
+/// was True already or is not True now. Counted once the status is written, so a retried
+/// write does not count twice.
+pub fn stall_outcome(
+    twd: &TemporalWorkerDeployment,
+    status: &TemporalWorkerDeploymentStatus,
+) -> Option<RolloutOutcome> {
+    let stalled = |s: &TemporalWorkerDeploymentStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == reason::STALLED && c.status == "True")
+            .map(|c| c.reason.clone())
+    };
+    let now = stalled(status)?;
+    if twd.status.as_ref().and_then(stalled).is_some() {
+        return None;
+    }
+    Some(if now == reason::ROLLOUT_ABORTED {
+        RolloutOutcome::Aborted
+    } else {
+        RolloutOutcome::Stalled
+    })
 }
 
 /// One Warning per spec generation that uses deprecated field aliases: the first reconcile
@@ -320,6 +380,45 @@ pub async fn analysis(
 mod tests {
     use super::*;
     use crate::api::twd::DeploymentSettings;
+
+    fn with_stalled(reason: Option<&str>) -> TemporalWorkerDeploymentStatus {
+        let conditions = reason.map_or(serde_json::json!([]), |r| {
+            serde_json::json!([{"type": "Stalled", "status": "True", "reason": r, "message": "",
+                                "lastTransitionTime": "2026-12-01T00:00:00Z"}])
+        });
+        serde_json::from_value(serde_json::json!({"conditions": conditions})).expect("status")
+    }
+
+    #[test]
+    fn turning_stalled_counts_once_and_an_abort_apart() {
+        let mut twd = TemporalWorkerDeployment::test();
+        let deadline = with_stalled(Some(reason::PROGRESS_DEADLINE_EXCEEDED));
+        assert_eq!(
+            stall_outcome(&twd, &deadline),
+            Some(RolloutOutcome::Stalled)
+        );
+        assert_eq!(
+            stall_outcome(&twd, &with_stalled(Some(reason::ROLLOUT_ABORTED))),
+            Some(RolloutOutcome::Aborted)
+        );
+        assert_eq!(stall_outcome(&twd, &with_stalled(None)), None);
+        twd.status = Some(deadline.clone());
+        assert_eq!(stall_outcome(&twd, &deadline), None, "already stalled");
+    }
+
+    #[test]
+    fn a_rollout_takes_from_its_deployment_s_creation() {
+        use crate::planner::model::ObservedDeployment;
+        let t = |s: i64| jiff::Timestamp::from_second(s).expect("time");
+        let mut input = PlanInput::test();
+        let mut d = ObservedDeployment::test("v2", 1);
+        d.created_at = Some(t(1_000));
+        input.deployments = vec![d];
+        let took = rollout_took(&input, "v2", t(1_090));
+        assert_eq!(took, Some(std::time::Duration::from_secs(90)));
+        assert_eq!(rollout_took(&input, "v3", t(1_090)), None, "not observed");
+        assert_eq!(rollout_took(&input, "v2", t(900)), None, "a clock behind");
+    }
 
     #[test]
     fn deprecated_aliases_are_warned_about_once_per_generation() {

@@ -347,6 +347,7 @@ async fn write(
     let twd = &attempt.twd;
     events::warn_on_transition(ctx, twd, &status).await;
     events::pollers_recovered(ctx, twd, &status).await;
+    let stalled = events::stall_outcome(twd, &status);
     if twd
         .status
         .as_ref()
@@ -372,6 +373,9 @@ async fn write(
             let updated = updated.stamped(twd.kind_set());
             ctx.remember_write(&updated, twd.metadata.resource_version.clone());
             let _ = ctx.feed.send(Arc::new(updated));
+            if let Some(outcome) = stalled {
+                ctx.metrics.rollout_outcome(outcome);
+            }
             if let Some(p) = &attempt.planned {
                 // Counted only once written, so a retried reconcile does not count a gate twice.
                 for outcome in gates::newly_finished(recorded_gates(twd), &p.input.gates) {

@@ -165,6 +165,31 @@ pub fn with_thresholds(rules: &str, threshold: &str, lower: &[&str]) -> String {
     serde_yaml::to_string(&file).expect("serialising the rule file")
 }
 
+/// The rule file with the `for:` of every alert that has one set to `duration`, so that a test
+/// sees an alert fire within seconds of its condition holding rather than minutes. Panics when
+/// no alert has a `for:` (the test would then not shorten anything).
+pub fn with_for(rules: &str, duration: &str) -> String {
+    let mut file: serde_yaml::Value = serde_yaml::from_str(rules).expect("the rule file is YAML");
+    let mut shortened = 0;
+    for group in file["groups"]
+        .as_sequence_mut()
+        .expect("the rule file has groups")
+    {
+        for rule in group["rules"]
+            .as_sequence_mut()
+            .expect("a group has rules")
+            .iter_mut()
+        {
+            if rule["alert"].is_string() && !rule["for"].is_null() {
+                rule["for"] = serde_yaml::Value::String(duration.to_string());
+                shortened += 1;
+            }
+        }
+    }
+    assert!(shortened > 0, "no alert with a `for:` in the rule file");
+    serde_yaml::to_string(&file).expect("serialising the rule file")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +210,18 @@ mod tests {
         assert!(!lowered.contains("> 300"), "{lowered}");
         // The alerts not named are left as written.
         assert!(lowered.contains("< 7 * 86400"), "{lowered}");
+        let short = with_for(&rules, "1s");
+        let file: serde_yaml::Value = serde_yaml::from_str(&short).expect("YAML");
+        let fors: Vec<&str> = file["groups"][0]["rules"]
+            .as_sequence()
+            .expect("rules")
+            .iter()
+            .filter_map(|r| r["for"].as_str())
+            .collect();
+        assert!(
+            fors.len() >= 5 && fors.iter().all(|f| *f == "1s"),
+            "{fors:?}"
+        );
+        assert_eq!(alert_names(&short), names);
     }
 }

@@ -23,6 +23,7 @@ pub mod manifests;
 pub mod metrics_adapter;
 pub mod names;
 pub mod observe;
+pub mod prometheus;
 pub mod runtime;
 pub mod supervise;
 pub mod temporal_server;
