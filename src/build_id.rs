@@ -21,7 +21,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::api::TemporalConnectionSpec;
-use crate::api::connection::AuthMode;
+use crate::api::connection::{AuthMode, WorkerServerCa};
 
 /// Longest build ID: it is also a Kubernetes label value.
 pub const MAX_BUILD_ID_LEN: usize = 63;
@@ -79,20 +79,29 @@ pub fn pod_template_hash(template: &PodTemplateSpec) -> String {
 }
 
 /// SHA-256 hex over everything about a connection that ends up in the worker pods: address,
-/// TLS server name, auth mode, and the Secret (and key) the pods read credentials from.
+/// TLS server name, the workers' auth mode and the Secret (and key) they read credentials from
+/// (`workerCredentials` when set: the controller's own Secret is not in their pods), and the
+/// source of their server CA. A change of any of them rolls the workers.
 pub fn connection_hash(spec: &TemporalConnectionSpec) -> String {
-    let (mode, secret, key) = match spec.auth_mode() {
+    let (mode, secret, key) = match spec.worker_auth_mode() {
         AuthMode::Plain => ("plain", "", ""),
         AuthMode::MutualTls { secret } => ("mtls", secret, ""),
         AuthMode::ApiKey { secret, key } => ("apikey", secret, key),
     };
-    let fields = [
+    let mut fields = vec![
         spec.host_port.as_str(),
         spec.server_name().unwrap_or(""),
         mode,
         secret,
         key,
     ];
+    // Only when set: a Connection without a server CA keeps its hash, so an upgrade of the
+    // controller rolls no worker.
+    match spec.worker_server_ca() {
+        Some(WorkerServerCa::CaSecret(name)) => fields.extend(["server-ca", name]),
+        Some(WorkerServerCa::MutualTlsSecret(_)) => fields.push("server-ca-from-mtls"),
+        None => {}
+    }
     // Length-prefixed so that moving characters between fields changes the hash.
     let mut framed = String::new();
     for f in fields {
@@ -313,7 +322,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::connection::{SecretKeyRef, SecretRef, TlsOptions};
+    use crate::api::connection::{SecretKeyRef, SecretRef, TlsOptions, WorkerCredentials};
     use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use std::collections::BTreeMap;
@@ -605,6 +614,7 @@ mod tests {
             tls: None,
             mutual_tls_secret_ref: None,
             api_key_secret_ref: None,
+            worker_credentials: None,
         }
     }
 
@@ -620,6 +630,7 @@ mod tests {
         let mut sni = conn();
         sni.tls = Some(TlsOptions {
             server_name: Some("t.example".into()),
+            ..Default::default()
         });
         let mut mtls = conn();
         mtls.mutual_tls_secret_ref = Some(SecretRef {
@@ -638,7 +649,42 @@ mod tests {
         if let Some(r) = key2.api_key_secret_ref.as_mut() {
             r.key = "k2".into();
         }
-        let all = [&plain, &host, &sni, &mtls, &mtls2, &key, &key2].map(connection_hash);
+        // A server CA, its Secret, and the opt-in CA of the mTLS Secret each change it.
+        let mut ca = conn();
+        ca.tls = Some(TlsOptions {
+            ca_cert_secret_ref: Some(SecretRef { name: "ca".into() }),
+            ..Default::default()
+        });
+        let mut ca2 = conn();
+        ca2.tls = Some(TlsOptions {
+            ca_cert_secret_ref: Some(SecretRef { name: "ca2".into() }),
+            ..Default::default()
+        });
+        let mut mtls_ca = mtls.clone();
+        mtls_ca.tls = Some(TlsOptions {
+            workers_trust_mutual_tls_ca: Some(true),
+            ..Default::default()
+        });
+        // The workers' own credentials replace the controller's in the hash.
+        let mut own = key.clone();
+        own.worker_credentials = Some(WorkerCredentials {
+            mutual_tls_secret_ref: Some(SecretRef {
+                name: "workers".into(),
+            }),
+            api_key_secret_ref: None,
+        });
+        let mut same_as_mtls = key.clone();
+        same_as_mtls.worker_credentials = Some(WorkerCredentials {
+            mutual_tls_secret_ref: Some(SecretRef {
+                name: "cert".into(),
+            }),
+            api_key_secret_ref: None,
+        });
+        assert_eq!(connection_hash(&same_as_mtls), connection_hash(&mtls));
+        let all = [
+            &plain, &host, &sni, &mtls, &mtls2, &key, &key2, &ca, &ca2, &mtls_ca, &own,
+        ]
+        .map(connection_hash);
         for i in 0..all.len() {
             for j in i + 1..all.len() {
                 assert_ne!(all[i], all[j], "{i} vs {j}");
@@ -657,6 +703,7 @@ mod tests {
         let mut mtls = conn();
         mtls.tls = Some(TlsOptions {
             server_name: Some("t.example.com".into()),
+            ..Default::default()
         });
         mtls.mutual_tls_secret_ref = Some(SecretRef {
             name: "cert".into(),

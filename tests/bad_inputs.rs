@@ -188,6 +188,7 @@ fn table() -> Vec<Case> {
         worker_reported_cases(),
         connection_cases(),
         connection_cases_more(),
+        connection_tls_cases(),
         template_cases(),
         template_cases_more(),
         status_api_cases(),
@@ -922,6 +923,71 @@ fn connection_cases_more() -> Vec<Case> {
             json!({"mutualTLSSecretRef": {"name": "mtls-d"}}),
             tls_secret("mtls-d", &valid.cert_pem, &expired.key_pem),
             "Secret \"mtls-d\": the private key in tls.key does not belong to the certificate in tls.crt",
+        ),
+    ]
+}
+
+/// A private CA (`tls.caCertSecretRef`), the workers' own credentials and the opt-in mTLS CA
+/// (issue 50): their admission rules, and Secrets the controller refuses.
+fn connection_tls_cases() -> Vec<Case> {
+    use By::Cel;
+    let ca = json!({"caCertSecretRef": {"name": "ca"}});
+    let exactly_one =
+        "workerCredentials needs exactly one of mutualTLSSecretRef or apiKeySecretRef";
+    vec![
+        refused(
+            "ca-with-mtls",
+            Cel,
+            connection(
+                "ca-mtls",
+                json!({"mutualTLSSecretRef": {"name": "mtls"}, "tls": ca}),
+            ),
+            "tls.caCertSecretRef cannot be combined with mutualTLSSecretRef; bundle the CA into that secret's own ca.crt key instead",
+        ),
+        refused(
+            "worker-credentials-both",
+            Cel,
+            connection(
+                "workers-both",
+                json!({"workerCredentials": {"mutualTLSSecretRef": {"name": "mtls"}, "apiKeySecretRef": {"name": "key", "key": "k"}}}),
+            ),
+            exactly_one,
+        ),
+        refused(
+            "worker-credentials-empty",
+            Cel,
+            connection("workers-empty", json!({"workerCredentials": {}})),
+            exactly_one,
+        ),
+        refused(
+            "workers-mtls-ca-without-mtls",
+            Cel,
+            connection(
+                "workers-ca",
+                json!({"apiKeySecretRef": {"name": "key", "key": "k"}, "tls": {"workersTrustMutualTLSCA": true}}),
+            ),
+            "tls.workersTrustMutualTLSCA gives the workers the ca.crt of their mTLS Secret, so the workers need one",
+        ),
+        refused(
+            "workers-mtls-ca-and-ca-secret",
+            Cel,
+            connection(
+                "workers-two-cas",
+                json!({"workerCredentials": {"mutualTLSSecretRef": {"name": "mtls"}}, "tls": {"caCertSecretRef": {"name": "ca"}, "workersTrustMutualTLSCA": true}}),
+            ),
+            "set tls.caCertSecretRef or tls.workersTrustMutualTLSCA, not both",
+        ),
+        auth_invalid(
+            "ca-secret-without-ca-crt",
+            json!({"tls": {"caCertSecretRef": {"name": "ca-a"}}}),
+            secret("ca-a", json!({"other": "x"})),
+            "tls.caCertSecretRef: Secret \"ca-a\" has no \"ca.crt\" entry, or it is empty",
+        ),
+        auth_invalid(
+            "worker-api-key-missing",
+            json!({"workerCredentials": {"apiKeySecretRef": {"name": "worker-key-a", "key": "key"}}}),
+            secret("worker-key-a", json!({"other": "x"})),
+            "workerCredentials: Secret \"worker-key-a\" has no \"key\" entry, or it is empty",
         ),
     ]
 }

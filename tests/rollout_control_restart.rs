@@ -157,6 +157,7 @@ async fn connect_observer(
                     tls: None,
                     mutual_tls_secret_ref: None,
                     api_key_secret_ref: None,
+                    worker_credentials: None,
                 },
                 temporal_worker_controller::temporal::AuthMaterial::Plain,
             ),

@@ -5,7 +5,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(
+    CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema,
+)]
 #[kube(
     group = "temporal.io",
     version = "v1alpha1",
@@ -25,7 +27,11 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "!(has(self.mutualTLSSecretRef) && has(self.apiKeySecretRef))", "message": "Only one of mutualTLSSecretRef or apiKeySecretRef may be set"}
+    {"rule": "!(has(self.mutualTLSSecretRef) && has(self.apiKeySecretRef))", "message": "Only one of mutualTLSSecretRef or apiKeySecretRef may be set"},
+    // The Go controller v1.10's rule and message (its PR #546).
+    {"rule": "!(has(self.mutualTLSSecretRef) && has(self.tls) && has(self.tls.caCertSecretRef))", "message": "tls.caCertSecretRef cannot be combined with mutualTLSSecretRef; bundle the CA into that secret's own ca.crt key instead"},
+    {"rule": WORKERS_CA_NEEDS_MTLS_RULE, "message": WORKERS_CA_NEEDS_MTLS_MESSAGE},
+    {"rule": "!(has(self.tls) && has(self.tls.caCertSecretRef) && has(self.tls.workersTrustMutualTLSCA) && self.tls.workersTrustMutualTLSCA)", "message": "set tls.caCertSecretRef or tls.workersTrustMutualTLSCA, not both: a worker takes one server CA file"}
 ]))]
 pub struct TemporalConnectionSpec {
     /// Temporal frontend `host:port`, without scheme.
@@ -46,18 +52,61 @@ pub struct TemporalConnectionSpec {
     /// Secret key holding a Temporal API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<SecretKeyRef>,
+    /// Credentials of the worker Pods, when they must not be the controller's (Go issue #578):
+    /// the worker Pods get this Secret instead of `mutualTLSSecretRef` / `apiKeySecretRef`,
+    /// which then reach the controller only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_credentials: Option<WorkerCredentials>,
+}
+
+/// CEL: `tls.workersTrustMutualTLSCA` needs an mTLS Secret mounted into the worker Pods.
+pub const WORKERS_CA_NEEDS_MTLS_RULE: &str = "!(has(self.tls) && has(self.tls.workersTrustMutualTLSCA) && self.tls.workersTrustMutualTLSCA) || (has(self.workerCredentials) ? has(self.workerCredentials.mutualTLSSecretRef) : has(self.mutualTLSSecretRef))";
+pub const WORKERS_CA_NEEDS_MTLS_MESSAGE: &str = "tls.workersTrustMutualTLSCA gives the workers the ca.crt of their mTLS Secret, so the workers need one: mutualTLSSecretRef, or workerCredentials.mutualTLSSecretRef when workerCredentials is set";
+
+/// The worker Pods' own credentials: exactly one of an mTLS Secret or an API key.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "has(self.mutualTLSSecretRef) != has(self.apiKeySecretRef)", "message": "workerCredentials needs exactly one of mutualTLSSecretRef or apiKeySecretRef"}
+]))]
+pub struct WorkerCredentials {
+    /// Secret (`kubernetes.io/tls` or Opaque) with the workers' client certificate.
+    #[serde(
+        default,
+        rename = "mutualTLSSecretRef",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub mutual_tls_secret_ref: Option<SecretRef>,
+    /// Secret key holding the workers' Temporal API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_secret_ref: Option<SecretKeyRef>,
 }
 
 /// CEL: the port of `hostPort` is 1 to 65535 (its digits are checked by the pattern first).
 pub const HOST_PORT_RULE: &str = "self.matches('^[^:]+:0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')";
 pub const HOST_PORT_MESSAGE: &str = "hostPort must end in a port from 1 to 65535";
 
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TlsOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9.-]+$"))]
     pub server_name: Option<String>,
+    /// The Go controller v1.10's private CA (its PR #546): a Secret (Opaque or
+    /// `kubernetes.io/tls`) whose `ca.crt` the controller adds to the system roots, and which
+    /// the worker Pods get as their server CA (`TEMPORAL_TLS_SERVER_CA_CERT_PATH`, which
+    /// replaces their system roots). For API-key and no-credential connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert_secret_ref: Option<SecretRef>,
+    /// Opt-in: the worker Pods also get the `ca.crt` of the mTLS Secret they mount as their
+    /// server CA. Off by default: that CA replaces their system roots, and cert-manager writes
+    /// the client certificate's issuer there, which would make workers refuse Temporal Cloud.
+    #[serde(
+        default,
+        rename = "workersTrustMutualTLSCA",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub workers_trust_mutual_tls_ca: Option<bool>,
 }
 
 #[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
@@ -147,9 +196,9 @@ pub enum AuthMode<'a> {
     ApiKey { secret: &'a str, key: &'a str },
 }
 
-impl AuthMode<'_> {
+impl<'a> AuthMode<'a> {
     /// The Secret the credentials come from, if any.
-    pub fn secret(&self) -> Option<&str> {
+    pub fn secret(&self) -> Option<&'a str> {
         match self {
             AuthMode::Plain => None,
             AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => Some(secret),
@@ -174,6 +223,78 @@ impl TemporalConnectionSpec {
     pub fn server_name(&self) -> Option<&str> {
         self.tls.as_ref().and_then(|t| t.server_name.as_deref())
     }
+
+    /// The Secret of `tls.caCertSecretRef`, if set.
+    pub fn ca_cert_secret(&self) -> Option<&str> {
+        self.tls
+            .as_ref()
+            .and_then(|t| t.ca_cert_secret_ref.as_ref())
+            .map(|r| r.name.as_str())
+    }
+
+    /// The credentials the worker Pods get: `workerCredentials` when set, else the
+    /// controller's own.
+    pub fn worker_auth_mode(&self) -> AuthMode<'_> {
+        let Some(w) = &self.worker_credentials else {
+            return self.auth_mode();
+        };
+        if let Some(r) = &w.mutual_tls_secret_ref {
+            AuthMode::MutualTls { secret: &r.name }
+        } else if let Some(r) = &w.api_key_secret_ref {
+            AuthMode::ApiKey {
+                secret: &r.name,
+                key: &r.key,
+            }
+        } else {
+            AuthMode::Plain
+        }
+    }
+
+    /// The Secret whose `ca.crt` the worker Pods verify the frontend with, and how they reach
+    /// it: `tls.caCertSecretRef`, else (opt-in) their own mTLS Secret.
+    pub fn worker_server_ca(&self) -> Option<WorkerServerCa<'_>> {
+        if let Some(name) = self.ca_cert_secret() {
+            return Some(WorkerServerCa::CaSecret(name));
+        }
+        let opted_in = self
+            .tls
+            .as_ref()
+            .and_then(|t| t.workers_trust_mutual_tls_ca)
+            .unwrap_or(false);
+        match self.worker_auth_mode() {
+            AuthMode::MutualTls { secret } if opted_in => {
+                Some(WorkerServerCa::MutualTlsSecret(secret))
+            }
+            _ => None,
+        }
+    }
+
+    /// Every Secret this connection names (credentials, CA, the workers' credentials), each
+    /// once.
+    pub fn secrets(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = [
+            self.auth_mode().secret(),
+            self.ca_cert_secret(),
+            self.worker_credentials
+                .as_ref()
+                .and_then(|_| self.worker_auth_mode().secret()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Where a worker Pod's server CA comes from ([`TemporalConnectionSpec::worker_server_ca`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerServerCa<'a> {
+    /// The Secret of `tls.caCertSecretRef`, mounted on its own.
+    CaSecret(&'a str),
+    /// The `ca.crt` of the worker's mTLS Secret, already mounted with the client certificate.
+    MutualTlsSecret(&'a str),
 }
 
 /// The kind name of the cluster-scoped connection.

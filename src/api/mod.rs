@@ -85,3 +85,12 @@ pub const RESERVED_ENV: &[&str] = &[
 /// Volume name and mount path for the mTLS client certificate.
 pub const TLS_VOLUME: &str = "temporal-tls";
 pub const TLS_MOUNT_PATH: &str = "/etc/temporal/tls";
+/// The SDKs' environment configuration (temporalio-common `envconfig`): the file (or PEM) of
+/// the CA a worker verifies the frontend with, instead of its system roots. Injected only when
+/// the Connection gives the workers a CA, and never over a container's own setting of either
+/// (a CA wired by hand before the Connection could do it keeps working), so not reserved.
+pub const ENV_TLS_SERVER_CA_CERT_PATH: &str = "TEMPORAL_TLS_SERVER_CA_CERT_PATH";
+pub const ENV_TLS_SERVER_CA_CERT_DATA: &str = "TEMPORAL_TLS_SERVER_CA_CERT_DATA";
+/// Volume name and mount path for the `ca.crt` of `tls.caCertSecretRef` (that key only).
+pub const CA_VOLUME: &str = "temporal-tls-ca";
+pub const CA_MOUNT_PATH: &str = "/etc/temporal/tls-ca";

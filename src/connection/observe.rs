@@ -59,7 +59,7 @@ pub async fn observe(
     let ns = match (conn.is_cluster(), &first) {
         (false, _) => conn.namespace().unwrap_or_default(),
         (true, Some(user)) => user.namespace.clone(),
-        (true, None) if conn.spec.auth_mode().secret().is_some() => {
+        (true, None) if !conn.spec.secrets().is_empty() => {
             return Ok(Observed {
                 users,
                 auth: Auth::Invalid {

@@ -7,7 +7,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use crate::api::connection::AuthMode;
 use crate::api::{ClusterConnection, TemporalConnection, TemporalWorkerDeployment};
 use crate::caches::Caches;
 use crate::temporal::{self, AuthError, ClientPool, ConnectionKey, TemporalClient, TemporalError};
@@ -49,6 +48,14 @@ pub enum ConnectError {
     },
     #[error(transparent)]
     AuthInvalid(#[from] AuthError),
+    /// A Secret of another field than the controller's credentials (`field`): the CA of
+    /// `tls.caCertSecretRef`, or `workerCredentials`.
+    #[error("{field}: {source}")]
+    NamedSecretInvalid {
+        field: &'static str,
+        #[source]
+        source: AuthError,
+    },
     #[error(transparent)]
     Claim(#[from] crate::shard::ClaimError),
     #[error("connecting to Temporal at {address}: {source}")]
@@ -67,6 +74,7 @@ impl ConnectError {
             ConnectError::SecretNotFound { .. }
                 | ConnectError::SecretUnreadable { .. }
                 | ConnectError::AuthInvalid(_)
+                | ConnectError::NamedSecretInvalid { .. }
         )
     }
 }
@@ -122,14 +130,21 @@ impl Connector<'_> {
         connection: TemporalConnection,
         twd: &TemporalWorkerDeployment,
     ) -> Result<Connected, ConnectError> {
-        let secret_name = connection.spec.auth_mode().secret().map(str::to_string);
+        let secrets: Vec<String> = connection
+            .spec
+            .secrets()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         let result = self.dial(ns, connection, twd).await;
-        // Credentials that could not connect are read again next time, so that the user's fix
-        // of the Secret is seen at once rather than after the reuse period.
-        if let (Err(ConnectError::ClientCreationFailed { .. }), Some(caches), Some(secret)) =
-            (&result, self.caches, secret_name.as_deref())
+        // Credentials (or a CA) that could not connect are read again next time, so that the
+        // user's fix of the Secret is seen at once rather than after the reuse period.
+        if let (Err(ConnectError::ClientCreationFailed { .. }), Some(caches)) =
+            (&result, self.caches)
         {
-            caches.forget_secret(ns, secret);
+            for secret in &secrets {
+                caches.forget_secret(ns, secret);
+            }
         }
         result
     }
@@ -211,7 +226,9 @@ pub async fn connection(
 }
 
 /// The Connection's credentials, read from its Secret in `ns` and checked (the worker
-/// deployments' connect sequence and the Connection's own status both use this). For a
+/// deployments' connect sequence and the Connection's own status both use this), with the CA
+/// of `tls.caCertSecretRef`; the workers' own credentials (`workerCredentials`) are read and
+/// checked too, so that a broken worker Secret is reported before any Pod needs it. For a
 /// ClusterConnection `ns` is the worker deployment's namespace, as in the Go controller v1.10:
 /// every Secret a ClusterConnection names is read where its user's Pods run.
 pub async fn credentials(
@@ -220,26 +237,67 @@ pub async fn credentials(
     ns: &str,
     connection: &TemporalConnection,
 ) -> Result<ConnectionKey, ConnectError> {
-    let mode = connection.spec.auth_mode();
-    let secret = auth_secret(client, caches, ns, &mode).await?;
-    let auth = temporal::auth_from_secret(&mode, secret.as_ref());
-    // Invalid credentials are read again next time: the user's fix is seen at once.
-    if let (Err(_), Some(caches), Some(name)) = (&auth, caches, mode.secret()) {
-        caches.forget_secret(ns, name);
+    let spec = &connection.spec;
+    let mode = spec.auth_mode();
+    let secret = read_secret(client, caches, ns, mode.secret()).await?;
+    let auth = forget_if_invalid(
+        caches,
+        ns,
+        mode.secret(),
+        temporal::auth_from_secret(&mode, secret.as_ref()),
+    )?;
+    let server_ca = match spec.ca_cert_secret() {
+        Some(name) => {
+            let secret = read_secret(client, caches, ns, Some(name)).await?;
+            let ca = temporal::ca_from_secret(name, secret.as_ref());
+            Some(
+                forget_if_invalid(caches, ns, Some(name), ca).map_err(|source| {
+                    ConnectError::NamedSecretInvalid {
+                        field: "tls.caCertSecretRef",
+                        source,
+                    }
+                })?,
+            )
+        }
+        None => None,
+    };
+    if spec.worker_credentials.is_some() {
+        let workers = spec.worker_auth_mode();
+        let secret = read_secret(client, caches, ns, workers.secret()).await?;
+        let checked = temporal::auth_from_secret(&workers, secret.as_ref());
+        forget_if_invalid(caches, ns, workers.secret(), checked).map_err(|source| {
+            ConnectError::NamedSecretInvalid {
+                field: "workerCredentials",
+                source,
+            }
+        })?;
     }
-    Ok(ConnectionKey::new(&connection.spec, auth?))
+    Ok(ConnectionKey::new(spec, auth).with_server_ca(server_ca))
 }
 
-/// The Secret named by the Connection's auth mode, if any.
-async fn auth_secret(
+/// `checked` as it is; when it is an error, Secret `name` is read again next time, so that
+/// the user's fix is seen at once.
+fn forget_if_invalid<T>(
+    caches: Option<&Caches>,
+    ns: &str,
+    name: Option<&str>,
+    checked: Result<T, AuthError>,
+) -> Result<T, AuthError> {
+    if let (Err(_), Some(caches), Some(name)) = (&checked, caches, name) {
+        caches.forget_secret(ns, name);
+    }
+    checked
+}
+
+/// Secret `name` in `ns` (none without a name): an error when it does not exist.
+async fn read_secret(
     client: &kube::Client,
     caches: Option<&Caches>,
     ns: &str,
-    mode: &AuthMode<'_>,
+    name: Option<&str>,
 ) -> Result<Option<Secret>, ConnectError> {
-    let name = match mode {
-        AuthMode::Plain => return Ok(None),
-        AuthMode::MutualTls { secret } | AuthMode::ApiKey { secret, .. } => *secret,
+    let Some(name) = name else {
+        return Ok(None);
     };
     let read = match caches {
         Some(caches) => caches.secret(client, ns, name).await,

@@ -326,3 +326,5 @@ fn refresh_connection(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod worker_tls_tests;

@@ -24,6 +24,7 @@ fn plain() -> TemporalConnectionSpec {
         tls: None,
         mutual_tls_secret_ref: None,
         api_key_secret_ref: None,
+        worker_credentials: None,
     }
 }
 
@@ -34,6 +35,7 @@ fn mtls() -> TemporalConnectionSpec {
         }),
         tls: Some(TlsOptions {
             server_name: Some("frontend.example".into()),
+            ..Default::default()
         }),
         ..plain()
     }
@@ -314,6 +316,7 @@ fn server_name_alone_means_tls() {
     let conn = TemporalConnectionSpec {
         tls: Some(TlsOptions {
             server_name: Some("sni.example".into()),
+            ..Default::default()
         }),
         ..plain()
     };

@@ -204,6 +204,31 @@ pub(crate) fn auth_from_secret_at(
     }
 }
 
+/// The `ca.crt` of the Secret of `tls.caCertSecretRef` (`None` when it does not exist). As in
+/// the Go controller v1.10, a Secret without `ca.crt` is an error, never a silent fall back to
+/// the system roots alone.
+pub fn ca_from_secret(name: &str, secret: Option<&Secret>) -> Result<Vec<u8>, AuthError> {
+    const MODE: &str = "CA certificate (tls.caCertSecretRef)";
+    let secret = secret.ok_or_else(|| AuthError::SecretNotFound {
+        mode: MODE,
+        name: name.to_string(),
+    })?;
+    check_type(
+        secret,
+        name,
+        MODE,
+        &[TYPE_TLS, TYPE_OPAQUE],
+        "kubernetes.io/tls or Opaque",
+    )?;
+    let ca = entry(secret, CA_CERT_KEY).ok_or_else(|| missing(name, CA_CERT_KEY))?;
+    parse_certs(&ca).map_err(|reason| AuthError::InvalidPem {
+        name: name.to_string(),
+        key: CA_CERT_KEY,
+        reason,
+    })?;
+    Ok(ca)
+}
+
 fn missing(name: &str, key: &str) -> AuthError {
     AuthError::MissingKey {
         name: name.to_string(),
@@ -665,6 +690,37 @@ mod tests {
             auth_from_secret_at(&mode, Some(&string_data), now()),
             Ok(AuthMaterial::ApiKey("xyz".into()))
         );
+    }
+
+    #[test]
+    fn ca_cert_secret_needs_a_certificate_in_ca_crt() {
+        for type_ in [Some(TYPE_OPAQUE), Some(TYPE_TLS), None] {
+            let s = secret(type_, &[(CA_CERT_KEY, CA)]);
+            assert_eq!(ca_from_secret("ca", Some(&s)), Ok(CA.as_bytes().to_vec()));
+        }
+        assert!(matches!(
+            ca_from_secret("ca", None),
+            Err(AuthError::SecretNotFound { .. })
+        ));
+        let no_ca = secret(None, &[(TLS_CERT_KEY, CERT)]);
+        assert_eq!(
+            ca_from_secret("ca", Some(&no_ca)),
+            Err(AuthError::MissingKey {
+                name: "ca".into(),
+                key: CA_CERT_KEY.into()
+            })
+        );
+        let garbage = secret(None, &[(CA_CERT_KEY, "not pem")]);
+        assert!(matches!(
+            ca_from_secret("ca", Some(&garbage)),
+            Err(AuthError::InvalidPem {
+                key: CA_CERT_KEY,
+                ..
+            })
+        ));
+        let wrong = secret(Some("kubernetes.io/basic-auth"), &[(CA_CERT_KEY, CA)]);
+        let e = ca_from_secret("ca", Some(&wrong)).unwrap_err();
+        assert!(e.to_string().contains("tls.caCertSecretRef"), "{e}");
     }
 
     #[test]

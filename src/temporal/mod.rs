@@ -19,7 +19,7 @@ pub mod state;
 pub mod task_queue_stats;
 pub mod tls;
 
-pub use auth::{AuthError, AuthMaterial, auth_from_secret};
+pub use auth::{AuthError, AuthMaterial, auth_from_secret, ca_from_secret};
 pub use budget::{BudgetConfig, Budgets};
 pub use client::TemporalClient;
 pub use connections::RpcObserver;

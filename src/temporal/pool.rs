@@ -42,6 +42,8 @@ pub struct ConnectionKey {
     host_port: String,
     server_name: Option<String>,
     auth: AuthMaterial,
+    /// The `ca.crt` of `tls.caCertSecretRef`, trusted besides the system roots.
+    server_ca: Option<Vec<u8>>,
     fingerprint: String,
     cert_not_after: Option<Timestamp>,
 }
@@ -53,27 +55,45 @@ impl ConnectionKey {
 
     pub fn from_parts(host_port: &str, server_name: Option<&str>, auth: AuthMaterial) -> Self {
         let server_name = server_name.filter(|s| !s.is_empty()).map(str::to_string);
-        let fingerprint = {
-            use sha2::{Digest as _, Sha256};
-            let mut h = Sha256::new();
-            for part in [
-                host_port,
-                server_name.as_deref().unwrap_or("\0"),
-                &auth.fingerprint(),
-            ] {
-                h.update((part.len() as u64).to_be_bytes());
-                h.update(part.as_bytes());
-            }
-            hex::encode(h.finalize())
-        };
         let cert_not_after = auth.cert_not_after();
-        ConnectionKey {
+        let mut key = ConnectionKey {
             host_port: host_port.to_string(),
             server_name,
             auth,
-            fingerprint,
+            server_ca: None,
+            fingerprint: String::new(),
             cert_not_after,
+        };
+        key.fingerprint = key.compute_fingerprint();
+        key
+    }
+
+    /// This key, also trusting `ca_pem` (the `ca.crt` of `tls.caCertSecretRef`): part of the
+    /// fingerprint, so a changed CA is a new pooled connection (as in the Go controller).
+    pub fn with_server_ca(mut self, ca_pem: Option<Vec<u8>>) -> Self {
+        self.server_ca = ca_pem;
+        self.fingerprint = self.compute_fingerprint();
+        self
+    }
+
+    fn compute_fingerprint(&self) -> String {
+        use sha2::{Digest as _, Sha256};
+        let mut h = Sha256::new();
+        let auth = self.auth.fingerprint();
+        let mut parts = vec![
+            self.host_port.as_bytes(),
+            self.server_name.as_deref().unwrap_or("\0").as_bytes(),
+            auth.as_bytes(),
+        ];
+        // Only when set, so that keys without a CA keep their fingerprints.
+        if let Some(ca) = &self.server_ca {
+            parts.push(ca);
         }
+        for part in parts {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part);
+        }
+        hex::encode(h.finalize())
     }
 
     pub fn host_port(&self) -> &str {
@@ -94,7 +114,9 @@ impl ConnectionKey {
     }
 
     fn uses_tls(&self) -> bool {
-        !matches!(self.auth, AuthMaterial::Plain) || self.server_name.is_some()
+        !matches!(self.auth, AuthMaterial::Plain)
+            || self.server_name.is_some()
+            || self.server_ca.is_some()
     }
 
     /// The URL the SDK dials: `https` whenever TLS is on (credentials or a server name).
@@ -111,12 +133,19 @@ impl ConnectionKey {
         self.cert_not_after.map(|t| t - CERT_EXPIRY_MARGIN)
     }
 
-    /// The verifier for an mTLS connection whose Secret has a `ca.crt`.
+    /// The verifier trusting the system roots plus `secret_ca` (an mTLS Secret's `ca.crt`)
+    /// and `tls.caCertSecretRef`'s CA; `None` (the system roots alone) without either.
     fn server_trust(
         &self,
-        ca_pem: Option<&[u8]>,
+        secret_ca: Option<&[u8]>,
     ) -> Result<Option<Arc<dyn ServerCertVerifier>>, TemporalError> {
-        ca_pem
+        let extra: Option<Vec<u8>> = match (secret_ca, self.server_ca.as_deref()) {
+            (None, None) => None,
+            (Some(a), None) | (None, Some(a)) => Some(a.to_vec()),
+            (Some(a), Some(b)) => Some([a, b"\n", b].concat()),
+        };
+        extra
+            .as_deref()
             .map(|ca| {
                 super::tls::system_roots_plus(ca).map_err(|e| TemporalError::Connect {
                     target: self.target(),
@@ -152,16 +181,15 @@ impl ConnectionKey {
                     )
                     .build(),
             ),
-            // API keys always travel over TLS; plain mode only when a server name asks for it.
-            AuthMaterial::ApiKey(_) => Some(
+            // API keys always travel over TLS; plain mode only when a server name or a CA
+            // asks for it.
+            AuthMaterial::ApiKey(_) | AuthMaterial::Plain if self.uses_tls() => Some(
                 TlsOptions::builder()
+                    .maybe_server_cert_verifier(self.server_trust(None)?)
                     .maybe_domain(self.server_name.clone())
                     .build(),
             ),
-            AuthMaterial::Plain => self
-                .server_name
-                .clone()
-                .map(|d| TlsOptions::builder().domain(d).build()),
+            AuthMaterial::ApiKey(_) | AuthMaterial::Plain => None,
         };
         let api_key = match &self.auth {
             AuthMaterial::ApiKey(k) => Some(k.clone()),
@@ -201,6 +229,7 @@ impl fmt::Debug for ConnectionKey {
             .field("host_port", &self.host_port)
             .field("server_name", &self.server_name)
             .field("auth", &self.auth)
+            .field("server_ca", &self.server_ca.is_some())
             .field("cert_not_after", &self.cert_not_after)
             .finish()
     }
@@ -381,9 +410,11 @@ mod tests {
             host_port: host_port.into(),
             tls: server_name.map(|s| SpecTls {
                 server_name: Some(s.into()),
+                ..Default::default()
             }),
             mutual_tls_secret_ref: None,
             api_key_secret_ref: None,
+            worker_credentials: None,
         }
     }
 
@@ -417,6 +448,21 @@ mod tests {
         assert_eq!(
             ConnectionKey::new(&spec("t:7233", None), AuthMaterial::ApiKey("k".into())).target(),
             "https://t:7233"
+        );
+        // A private CA (tls.caCertSecretRef) alone means TLS, and is part of the key.
+        let ca = include_bytes!("../../tests/fixtures/tls/ca.crt").to_vec();
+        let plain = ConnectionKey::new(&spec("t:7233", None), AuthMaterial::Plain);
+        let with_ca = plain.clone().with_server_ca(Some(ca.clone()));
+        assert_eq!(with_ca.target(), "https://t:7233");
+        assert_ne!(plain, with_ca);
+        assert_eq!(with_ca, plain.clone().with_server_ca(Some(ca)));
+        assert_eq!(plain, with_ca.with_server_ca(None));
+        assert!(
+            ConnectionKey::new(&spec("t:7233", None), AuthMaterial::ApiKey("k".into()))
+                .with_server_ca(Some(b"-----BEGIN CERTIFICATE-----".to_vec()))
+                .options()
+                .is_err(),
+            "a CA that holds no certificate must not fall back to the system roots"
         );
         // An empty server name is the same as none.
         assert_eq!(

@@ -282,6 +282,7 @@ async fn dry_run(
             tls: None,
             mutual_tls_secret_ref: None,
             api_key_secret_ref: None,
+            worker_credentials: None,
         },
     };
     let deployment = dry_run_deployment(twd, ns, &connection)?;
@@ -427,6 +428,7 @@ mod tests {
             tls: None,
             mutual_tls_secret_ref: None,
             api_key_secret_ref: None,
+            worker_credentials: None,
         };
         let d = dry_run_deployment(&twd, "ns", &conn).expect("rendered");
         assert_eq!(d.metadata.name, None);

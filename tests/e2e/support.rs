@@ -463,6 +463,7 @@ impl Case {
             tls: None,
             mutual_tls_secret_ref: None,
             api_key_secret_ref: None,
+            worker_credentials: None,
         };
         let key = temporal_worker_controller::temporal::ConnectionKey::new(
             &spec,

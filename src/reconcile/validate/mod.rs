@@ -569,6 +569,38 @@ mod tests {
             message.contains("spec.template.spec.containers[0].volumeMounts[0].mountPath: container \"worker\" mounts /etc/temporal/tls"),
             "{message}"
         );
+        // The server CA's volume and path too; a container's own server CA variable is not
+        // reserved (a CA wired by hand keeps working).
+        let mut t = valid();
+        if let Some(s) = t.spec.template.spec.as_mut() {
+            s.volumes = Some(vec![Volume {
+                name: "temporal-tls-ca".into(),
+                ..Default::default()
+            }]);
+            s.containers[0].volume_mounts = Some(vec![VolumeMount {
+                name: "mine".into(),
+                mount_path: "/etc/temporal/tls-ca".into(),
+                ..Default::default()
+            }]);
+        }
+        let message = error_of(&t);
+        assert!(
+            message.contains("volumes[0].name: \"temporal-tls-ca\" is reserved"),
+            "{message}"
+        );
+        assert!(
+            message.contains("mounts /etc/temporal/tls-ca,"),
+            "{message}"
+        );
+        let mut t = valid();
+        if let Some(s) = t.spec.template.spec.as_mut() {
+            s.containers[0].env = Some(vec![EnvVar {
+                name: "TEMPORAL_TLS_SERVER_CA_CERT_PATH".into(),
+                value: Some("/certs/ca.pem".into()),
+                ..Default::default()
+            }]);
+        }
+        assert_eq!(validate(&t), Ok(()));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Container;
 
 use crate::api::twd::TemporalWorkerDeployment;
-use crate::api::{RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME};
+use crate::api::{CA_MOUNT_PATH, CA_VOLUME, RESERVED_ENV, TLS_MOUNT_PATH, TLS_VOLUME};
 use crate::build_id;
 use crate::planner::model::MutableImage;
 
@@ -28,12 +28,13 @@ pub(super) fn check_template(twd: &TemporalWorkerDeployment, p: &mut Problems) {
         check_container(i, c, p);
     }
     for (i, v) in pod.volumes.iter().flatten().enumerate() {
-        if v.name == TLS_VOLUME {
+        if v.name == TLS_VOLUME || v.name == CA_VOLUME {
             p.add(
                 format!("spec.template.spec.volumes[{i}].name"),
                 format!(
-                    "{TLS_VOLUME:?} is reserved for the client certificate the controller mounts; \
-                     use another name"
+                    "{:?} is reserved for the client certificate and server CA the controller \
+                     mounts; use another name",
+                    v.name
                 ),
             );
         }
@@ -54,12 +55,13 @@ pub(super) fn check_container(i: usize, c: &Container, p: &mut Problems) {
         }
     }
     for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
-        if m.mount_path.trim_end_matches('/') == TLS_MOUNT_PATH {
+        let path = m.mount_path.trim_end_matches('/');
+        if path == TLS_MOUNT_PATH || path == CA_MOUNT_PATH {
             p.add(
                 format!("spec.template.spec.containers[{i}].volumeMounts[{j}].mountPath"),
                 format!(
-                    "container {:?} mounts {TLS_MOUNT_PATH}, which is reserved for the client \
-                     certificate the controller mounts",
+                    "container {:?} mounts {path}, which is reserved for the client certificate \
+                     and server CA the controller mounts",
                     c.name
                 ),
             );
