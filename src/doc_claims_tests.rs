@@ -151,3 +151,66 @@ fn the_writer_checker_finds_an_event_outside_the_report_stage() {
         vec![("src/reconcile/act/finalizers.rs".to_string(), ".warning(")]
     );
 }
+
+/// The minors of the rows of `docs/kubernetes-versions.md`'s results table whose smoke set passed.
+fn passed_minors(doc: &str) -> Vec<u32> {
+    let results = doc.split("## Results").nth(1).unwrap_or_default();
+    let mut minors: Vec<u32> = results
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let version = cells.get(1)?.strip_prefix("v1.")?;
+            let passed = cells.get(3)? == &"passed";
+            passed.then(|| version.split('.').next()?.parse().ok())?
+        })
+        .collect();
+    minors.sort_unstable();
+    minors.dedup();
+    minors
+}
+
+/// The `kubeVersion` a chart must claim for `minors` (contiguous, oldest first).
+fn claimed_range(minors: &[u32]) -> Option<String> {
+    let (first, last) = (minors.first()?, minors.last()?);
+    let contiguous = minors.windows(2).all(|w| w[1] == w[0] + 1);
+    contiguous.then(|| format!(">=1.{first}.0-0 <1.{}.0-0", last + 1))
+}
+
+#[test]
+fn the_charts_claim_exactly_the_kubernetes_minors_the_smoke_set_passed_on() {
+    let minors = passed_minors(&read("docs/kubernetes-versions.md"));
+    let rig = read("tools/control-plane/versions.env");
+    let rig_minor: u32 = rig
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBERNETES_VERSION=v1."))
+        .and_then(|v| v.split('.').next()?.parse().ok())
+        .expect("KUBERNETES_VERSION in versions.env");
+    assert!(
+        minors.contains(&rig_minor),
+        "the rig's minor 1.{rig_minor} has no passed row in docs/kubernetes-versions.md ({minors:?})"
+    );
+    let want = claimed_range(&minors).expect("passed minors, without a gap");
+    for chart in [
+        "charts/temporal-worker-controller/Chart.yaml",
+        "charts/temporal-worker-controller-crds/Chart.yaml",
+    ] {
+        let line = format!("kubeVersion: \"{want}\"");
+        assert!(
+            read(chart).lines().any(|l| l == line),
+            "{chart} must say {line} (the smoke set passed on 1.{minors:?})"
+        );
+    }
+}
+
+#[test]
+fn the_kubernetes_range_checker_reads_rows_and_refuses_gaps() {
+    let doc = "## Results\n\n| Kubernetes | date | smoke set | time |\n|---|---|---|---|\n\
+               | v1.35.4 | 2026-12-02 | passed | 1 s |\n| v1.36.3 | 2026-12-02 | FAILED (e2e) | 1 s |\n\
+               | v1.37.2 | 2026-12-02 | passed | 1 s |\n";
+    assert_eq!(passed_minors(doc), vec![35, 37]);
+    assert_eq!(claimed_range(&[35, 37]), None, "a failed minor in between");
+    assert_eq!(
+        claimed_range(&[35, 36, 37]).as_deref(),
+        Some(">=1.35.0-0 <1.38.0-0")
+    );
+}

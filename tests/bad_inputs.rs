@@ -820,13 +820,13 @@ fn connection_cases() -> Vec<Case> {
             "host-port-out-of-range",
             Cel,
             connection("port-range", json!({"hostPort": "temporal.example:72330"})),
-            "spec.hostPort: Invalid value: \"string\": hostPort must end in a port from 1 to 65535",
+            "hostPort must end in a port from 1 to 65535",
         ),
         refused(
             "host-port-zero",
             Cel,
             connection("port-zero", json!({"hostPort": "temporal.example:0"})),
-            "spec.hostPort: Invalid value: \"string\": hostPort must end in a port from 1 to 65535",
+            "hostPort must end in a port from 1 to 65535",
         ),
         refused(
             "both-auth-refs",

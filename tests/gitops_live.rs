@@ -677,7 +677,7 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
 /// script under both of its kinds (the alias kinds' keys are YAML aliases in the file, which
 /// kubectl must resolve to the script's text).
 #[tokio::test]
-async fn argocd_cm_patch_installs_every_script_under_both_kinds() -> Result<()> {
+async fn argocd_cm_patch_installs_every_script_under_each_of_its_kinds() -> Result<()> {
     use k8s_openapi::api::core::v1::ConfigMap;
     let (plane, client) = control_plane::shared_with_crds().await?;
     world::ensure_namespace(&client, "argocd").await?;
@@ -719,17 +719,21 @@ async fn argocd_cm_patch_installs_every_script_under_both_kinds() -> Result<()> 
         "the patch dropped an existing key: {:?}",
         data.keys()
     );
-    for (script, kinds) in [
+    let scripts: [(&str, &[&str]); 3] = [
         (
             "temporalworkerdeployment",
-            ["WorkerDeployment", "TemporalWorkerDeployment"],
+            &["WorkerDeployment", "TemporalWorkerDeployment"],
         ),
         (
             "temporalworkerownedresource",
-            ["WorkerResourceTemplate", "TemporalWorkerOwnedResource"],
+            &["WorkerResourceTemplate", "TemporalWorkerOwnedResource"],
         ),
-        ("temporalconnection", ["Connection", "TemporalConnection"]),
-    ] {
+        (
+            "temporalconnection",
+            &["Connection", "TemporalConnection", "ClusterConnection"],
+        ),
+    ];
+    for (script, kinds) in scripts {
         let want = std::fs::read_to_string(repo_root().join(format!("lua/{script}-health.lua")))?;
         for kind in kinds {
             let key = format!("resource.customizations.health.temporal.io_{kind}");
@@ -739,7 +743,8 @@ async fn argocd_cm_patch_installs_every_script_under_both_kinds() -> Result<()> 
             );
         }
     }
-    ensure!(data.len() == 7, "unexpected keys: {:?}", data.keys());
+    // The seven health keys and the ConfigMap's own `url`.
+    ensure!(data.len() == 8, "unexpected keys: {:?}", data.keys());
     Ok(())
 }
 

@@ -481,17 +481,24 @@ struct Files {
 /// Records every request once it completes, with user, verb, resource and request URI (which
 /// carries the field manager of writes). Writes to Deployments (their scale and status too)
 /// also keep the request body, so that a benchmark can tell a scale-down or a Deployment
-/// turning ready from any other write.
+/// turning ready from any other write. A watch is also recorded when it starts
+/// (`ResponseStarted`): a streaming watch list (client-go's WatchList, which Helm 4 uses and
+/// Kubernetes 1.37 serves) completes only when the client stops watching, and a test may need to
+/// see that a client is watching. Counters of requests read `ResponseComplete` events only.
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
 kind: Policy
-omitStages: [RequestReceived, ResponseStarted]
+omitStages: [RequestReceived]
 rules:
 - level: Request
+  omitStages: [ResponseStarted]
   verbs: [update, patch]
   resources:
   - group: apps
     resources: [deployments, deployments/scale, deployments/status]
 - level: Metadata
+  verbs: [watch]
+- level: Metadata
+  omitStages: [ResponseStarted]
 ";
 
 impl Files {
