@@ -25,6 +25,7 @@ use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
+use temporal_worker_controller::api::{KindSet, TemporalConnection};
 use test_harness::certs::{Authority, CertPair, Usage};
 use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
 
@@ -142,6 +143,18 @@ async fn workers_verify_a_private_ca_frontend_with_the_ca_their_pods_are_given()
     let build = current_build(&twd).context("Ready without a current version")?;
     let dep = deployment_of("orders", &build);
     ensure!(proxy.forwarded() > 0, "nothing went through the front end");
+    // The Connection's own check, through the same pool: Ready, Reachable.
+    let conns = TemporalConnection::api(c.client.clone(), &c.ns, KindSet::Seed);
+    eventually("Connection private Ready=True/Reachable", T, || async {
+        let conn = conns.get("private").await?;
+        let ready = conn
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter())
+            .any(|c| c.type_ == "Ready" && c.status == "True" && c.reason == "Reachable");
+        Ok(ready.then_some(()))
+    })
+    .await?;
 
     // The Pod as rendered: the CA Secret's ca.crt alone, and the SDK's variable naming it.
     let pods = pods_of(&c, "orders", &build).await?;
