@@ -6,8 +6,9 @@
 //!   with a server certificate from a private CA, asking for an API key. The controller
 //!   connects (system roots plus the CA), and the workers verify the frontend with the CA
 //!   mounted into their Pods (`TEMPORAL_TLS_SERVER_CA_CERT_PATH`), poll, and the rollout
-//!   completes. The control inside the test: the same worker config without that CA fails its
-//!   handshake. **Mutation**: make `TemporalConnectionSpec::worker_server_ca`
+//!   completes; pointing `caCertSecretRef` at another Secret rolls the workers onto it. The
+//!   control inside the test: the same worker config without that CA fails its handshake.
+//!   **Mutation** (run): make `TemporalConnectionSpec::worker_server_ca`
 //!   (`src/api/connection.rs`) return `None` (or drop the CA env var in
 //!   `src/render/inject.rs`): the Pods get no CA, their workers trust the system roots only,
 //!   the handshake fails (`UnknownIssuer`), no Pod becomes Ready and the wait for
@@ -191,6 +192,8 @@ async fn workers_verify_a_private_ca_frontend_with_the_ca_their_pods_are_given()
         );
     }
 
+    ca_change_rolls_the_workers(&c, &proxy, &pki, &build).await?;
+
     // The control: the same worker without the CA cannot verify the frontend.
     let mut without = configs[0].clone();
     without.server_ca_pem = None;
@@ -268,4 +271,43 @@ async fn workers_with_their_own_credentials_hold_only_their_secret_and_roll_out(
         );
     }
     check_not_denied()
+}
+
+/// A CA change rolls the workers, as a credential change does: the same version's Deployment
+/// gets a template naming the new Secret, and its new Pods become Ready.
+async fn ca_change_rolls_the_workers(
+    c: &Case,
+    proxy: &GrpcTlsProxy,
+    pki: &TestPki,
+    build: &str,
+) -> Result<()> {
+    let dep = deployment_of("orders", build);
+    secret(c, "private-ca-2", "Opaque", json!({"ca.crt": pki.ca_pem})).await?;
+    let mut moved = test_harness::manifests::connection("private", &proxy.host_port());
+    test_harness::manifests::merge(
+        &mut moved["spec"],
+        json!({"apiKeySecretRef": {"name": "api-key", "key": "apiKey"},
+               "tls": {"serverName": "localhost", "caCertSecretRef": {"name": "private-ca-2"}}}),
+    );
+    c.apply(moved).await?;
+    eventually("the workers rolled onto private-ca-2", T, || async {
+        let d = c.deployments().get(&dep).await?;
+        let text = serde_json::to_string(&d.spec)?;
+        let status = d.status.unwrap_or_default();
+        let rolled = text.contains("\"private-ca-2\"")
+            && status.observed_generation == d.metadata.generation
+            && status.updated_replicas == Some(1)
+            && status.ready_replicas == Some(1)
+            && status.replicas == Some(1);
+        Ok(rolled.then_some(()))
+    })
+    .await?;
+    ensure!(
+        pods_of(c, "orders", build)
+            .await?
+            .iter()
+            .all(|p| p["spec"].to_string().contains("\"private-ca-2\"")),
+        "a Pod of the old template is left"
+    );
+    Ok(())
 }
