@@ -142,6 +142,7 @@ async fn main() -> anyhow::Result<()> {
         client_cert_pem: None,
         client_key_pem: None,
         api_key: None,
+        server_ca_pem: None,
         trusted_ca_pem: None,
         flaky_fails: false,
         activities_per_second: None,

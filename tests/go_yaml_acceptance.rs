@@ -26,6 +26,11 @@
 //! The controller runs as the chart's ServiceAccount, so the chart's RBAC must cover both kind
 //! sets.
 //!
+//! **v1.10.** The Go controller v1.10 cannot be built here, so its private CA
+//! (`spec.tls.caCertSecretRef`, PR #546) is checked with manifests written from its type: a
+//! Connection (API key, and no credentials) and a ClusterConnection with the field are accepted
+//! by ours, and its admission rule against combining it with `mutualTLSSecretRef` is ours too.
+//!
 //! The Go CRDs share the group `temporal.io` with ours, so the control runs on a short-lived
 //! control plane of its own; everything else uses the binary's shared one, isolated by
 //! namespaces.

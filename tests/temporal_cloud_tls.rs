@@ -14,6 +14,14 @@
 //! versioned Deployment is created only after Temporal answered) and must still refuse the
 //! impostor (`TemporalClientCreationFailed`, nothing forwarded).
 //!
+//! The versioned Pods run real workers (the kubelet stand-in, whose image trust store is CA-1,
+//! the public web PKI of a real image): they must poll through the cloud front end (issue 50).
+//! Their Pods get the client certificate but **not** the Secret's `ca.crt` as their server CA,
+//! which would replace their roots (the SDKs' setting does) and refuse the cloud's certificate:
+//! that is the opt-in `tls.workersTrustMutualTLSCA`, unset here. Mutation: default it to
+//! `true` in `TemporalConnectionSpec::worker_server_ca` and the workers fail their handshake
+//! (`UnknownIssuer`), the Pod never becomes Ready and the wait below fails.
+//!
 //! Then the Connections' own status (issue 26 item 3), on the same front end: the cloud
 //! Connection is Ready (`Reachable`) and lists its worker deployment, the impostor's is
 //! `TemporalClientCreationFailed`; a Secret without `tls.key` and an expired client certificate
@@ -224,10 +232,21 @@ async fn run(dir: &Path) -> Result<String> {
     )
     .await?;
 
+    // The worker image's trust store: the public roots (CA-1) only.
+    let kubelet = test_harness::kubelet::Kubelet::start_with(
+        client.clone(),
+        test_harness::kubelet::KubeletOptions {
+            trusted_ca_pem: Some(read_pem(dir, "ca1")?.into_bytes()),
+            ..Default::default()
+        },
+    )
+    .await?;
+
     create_world(&client, &cloud_pki, &cloud, &impostor).await?;
 
     // Through the cloud front end: Temporal answered, so the version's Deployment exists.
     let made = wait_deployment(&client, "on-cloud").await?;
+    let polling = wait_workers(&client, &kubelet, &made).await?;
     ensure!(
         cloud.forwarded() > 0 && cloud.rejected() == 0,
         "cloud front end: forwarded {}, rejected {}",
@@ -253,7 +272,8 @@ async fn run(dir: &Path) -> Result<String> {
         "refusal does not say why: {message}"
     );
     let mut report = format!(
-        "  on-cloud: Deployment {made} created; cloud front end forwarded {} calls, rejected {}\n  \
+        "  on-cloud: Deployment {made} created, {polling} worker(s) polling with the image's \
+         roots; cloud front end forwarded {} calls, rejected {}\n  \
          on-impostor: {message}\n  impostor front end forwarded {}, rejected {} handshakes\n",
         cloud.forwarded(),
         cloud.rejected(),
@@ -262,8 +282,45 @@ async fn run(dir: &Path) -> Result<String> {
     );
     report.push_str(&connection_status(&client, dir, &cloud, controller.http_addr).await?);
     controller.stop().await;
+    kubelet.shutdown().await;
     drop(plane);
     Ok(report)
+}
+
+/// Waits until versioned Deployment `dep` has a Ready Pod (its worker polls Temporal) and
+/// checks what its workers trust: the image's roots, not the Secret's `ca.crt`.
+async fn wait_workers(
+    client: &kube::Client,
+    kubelet: &test_harness::kubelet::Kubelet,
+    dep: &str,
+) -> Result<usize> {
+    let api = Api::<Deployment>::namespaced(client.clone(), NS);
+    let deadline = Instant::now() + T;
+    loop {
+        let ready = api
+            .get(dep)
+            .await?
+            .status
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0);
+        let configs = kubelet.worker_configs(NS, dep);
+        if ready >= 1 && !configs.is_empty() {
+            for cfg in &configs {
+                ensure!(
+                    cfg.server_ca_pem.is_none() && cfg.client_cert_pem.is_some(),
+                    "the workers must keep the image's roots: {cfg:?}"
+                );
+            }
+            return Ok(configs.len());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{dep}: no Ready worker Pod after {T:?} (its worker cannot poll through the cloud \
+                 front end); workers {configs:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The namespace, a cert-manager-shaped Secret, two Connections and a TWD on each.

@@ -7,6 +7,7 @@
 mod autoscaling;
 mod backlog;
 mod bad_build;
+mod connection_tls;
 #[path = "../common/controller.rs"]
 mod controller;
 mod deployment_settings;

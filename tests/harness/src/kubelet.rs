@@ -19,7 +19,9 @@
 //!     `metadata.name|namespace|uid|labels|annotations`, `spec.nodeName|serviceAccountName`,
 //!     `status.podIP|hostIP`), `envFrom` (Secrets and ConfigMaps, with `prefix`) and `secret` /
 //!     `configMap` volumes mounted into it (each key at `<mountPath>/<key>`, `items`,
-//!     `subPath`), so that e.g. `TEMPORAL_TLS_CLIENT_CERT_PATH` resolves like in a real Pod.
+//!     `subPath`), so that e.g. `TEMPORAL_TLS_CLIENT_CERT_PATH` and
+//!     `TEMPORAL_TLS_SERVER_CA_CERT_PATH` resolve like in a real Pod (the worker reads its
+//!     variables as the SDK's envconfig does: [`crate::worker`]).
 //!     Secrets and ConfigMaps are read from watch caches.
 //!   - A Pod whose first container's env has `TEMPORAL_ADDRESS` is a **worker Pod**: its
 //!     container is one real Temporal worker ([`crate::worker`], its own thread), identity
@@ -81,7 +83,9 @@
 //! kube-controller-manager creates), counting a worker from its construction (before it is
 //! Ready) until it has stopped.
 //! [`KubeletOptions::trusted_ca_pem`] stands for the CA bundle baked into the worker image: it
-//! goes into every [`WorkerConfig`] as [`WorkerConfig::trusted_ca_pem`].
+//! goes into every [`WorkerConfig`] as [`WorkerConfig::trusted_ca_pem`]; a Pod's own server CA
+//! (`TEMPORAL_TLS_SERVER_CA_CERT_PATH` / `_DATA`) replaces it, as the SDK's setting replaces
+//! the system roots.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,6 +1,13 @@
 //! One real Temporal worker (official Rust SDK, worker versioning on, default behaviour
 //! Pinned), configured only from the env vars the controller injects into a pod template.
 //!
+//! The server CA follows the SDKs' environment configuration (temporalio-common `envconfig`,
+//! converted by temporalio-client into `TlsOptions::server_root_ca_cert`):
+//! `TEMPORAL_TLS_SERVER_CA_CERT_PATH` (a file, which must be mounted) or
+//! `TEMPORAL_TLS_SERVER_CA_CERT_DATA` (PEM), not both; either turns TLS on, and the CA
+//! **replaces** the trust store the worker would otherwise use (the image's,
+//! [`WorkerConfig::trusted_ca_pem`]), as the SDK's setting replaces the system roots.
+//!
 //! `Worker::run` is `!Send`, so every worker lives on its own OS thread with its own
 //! current-thread tokio runtime and its own connection; the [`WorkerHandle`] talks to it through
 //! watch channels only.
@@ -42,6 +49,10 @@ pub const ENV_TLS_CLIENT_CERT_PATH: &str = "TEMPORAL_TLS_CLIENT_CERT_PATH";
 pub const ENV_TLS_CLIENT_KEY_PATH: &str = "TEMPORAL_TLS_CLIENT_KEY_PATH";
 /// API key, sent as `authorization: Bearer <key>`.
 pub const ENV_API_KEY: &str = "TEMPORAL_API_KEY";
+/// Path of the server CA (PEM) the worker verifies the frontend with (envconfig).
+pub const ENV_TLS_SERVER_CA_CERT_PATH: &str = "TEMPORAL_TLS_SERVER_CA_CERT_PATH";
+/// The server CA itself (PEM), instead of a path (envconfig).
+pub const ENV_TLS_SERVER_CA_CERT_DATA: &str = "TEMPORAL_TLS_SERVER_CA_CERT_DATA";
 /// Test-only: makes this worker's `flaky` workflow fail as its input asks ([`FlakyInput`]).
 pub const ENV_FLAKY_FAILS: &str = "TEST_FLAKY_FAILS";
 /// Test-only: the most activities per second this worker runs (the SDK's
@@ -71,6 +82,12 @@ pub enum WorkerConfigError {
     },
     #[error("{path} (from env var {var}) is not mounted into the container")]
     FileNotMounted { var: &'static str, path: String },
+    /// envconfig's own refusal.
+    #[error("Cannot specify both {path} and {data}")]
+    BothPathAndData {
+        path: &'static str,
+        data: &'static str,
+    },
 }
 
 /// Everything a worker needs; built by [`WorkerConfig::from_pod`] (or [`WorkerConfig::from_env`])
@@ -99,6 +116,9 @@ pub struct WorkerConfig {
     pub client_key_pem: Option<Vec<u8>>,
     /// `TEMPORAL_API_KEY`.
     pub api_key: Option<String>,
+    /// The server CA from `TEMPORAL_TLS_SERVER_CA_CERT_PATH` / `_DATA`: when set, the only CA
+    /// the worker trusts for the server certificate.
+    pub server_ca_pem: Option<Vec<u8>>,
     /// CA bundle (PEM) the worker trusts for the server certificate: the container image's trust
     /// store, which no env var describes. `None` means the operating system's roots.
     pub trusted_ca_pem: Option<Vec<u8>>,
@@ -124,6 +144,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("client_cert_pem", &present(self.client_cert_pem.is_some()))
             .field("client_key_pem", &present(self.client_key_pem.is_some()))
             .field("api_key", &present(self.api_key.is_some()))
+            .field("server_ca_pem", &present(self.server_ca_pem.is_some()))
             .field("trusted_ca_pem", &present(self.trusted_ca_pem.is_some()))
             .finish()
     }
@@ -141,7 +162,8 @@ impl WorkerConfig {
     /// Required: `TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_DEPLOYMENT_NAME`,
     /// `TEMPORAL_WORKER_BUILD_ID`, `TEMPORAL_TASK_QUEUE`. Optional: `TEMPORAL_TLS`,
     /// `TEMPORAL_TLS_SERVER_NAME`, `TEMPORAL_TLS_CLIENT_CERT_PATH` + `TEMPORAL_TLS_CLIENT_KEY_PATH`
-    /// (both or neither; each must name a file in `files`) and `TEMPORAL_API_KEY`.
+    /// (both or neither; each must name a file in `files`), `TEMPORAL_API_KEY` and
+    /// `TEMPORAL_TLS_SERVER_CA_CERT_PATH` (a file in `files`) or `_DATA` (not both).
     /// [`WorkerConfig::trusted_ca_pem`] is left unset: it is not part of a pod's env.
     ///
     /// The identity defaults to `<deployment>@<build>`; callers running several replicas
@@ -192,6 +214,21 @@ impl WorkerConfig {
                 ),
             };
         let api_key = opt(ENV_API_KEY);
+        let server_ca_pem = match (
+            opt(ENV_TLS_SERVER_CA_CERT_PATH),
+            opt(ENV_TLS_SERVER_CA_CERT_DATA),
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(WorkerConfigError::BothPathAndData {
+                    path: ENV_TLS_SERVER_CA_CERT_PATH,
+                    data: ENV_TLS_SERVER_CA_CERT_DATA,
+                }
+                .into());
+            }
+            (Some(path), None) => Some(file(ENV_TLS_SERVER_CA_CERT_PATH, path)?),
+            (None, Some(data)) => Some(data.into_bytes()),
+            (None, None) => None,
+        };
         let flaky_fails = match opt(ENV_FLAKY_FAILS) {
             None => false,
             Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_FLAKY_FAILS, v))?,
@@ -212,11 +249,15 @@ impl WorkerConfig {
             build_id: get(ENV_BUILD_ID)?,
             task_queue: get(ENV_TASK_QUEUE)?,
             identity: String::new(),
-            tls: tls_flag || api_key.is_some() || client_cert_pem.is_some(),
+            tls: tls_flag
+                || api_key.is_some()
+                || client_cert_pem.is_some()
+                || server_ca_pem.is_some(),
             tls_server_name: opt(ENV_TLS_SERVER_NAME),
             client_cert_pem,
             client_key_pem,
             api_key,
+            server_ca_pem,
             trusted_ca_pem: None,
             flaky_fails,
             activities_per_second,
@@ -248,7 +289,12 @@ impl WorkerConfig {
                 _ => None,
             };
             TlsOptions::builder()
-                .maybe_server_root_ca_cert(self.trusted_ca_pem.clone())
+                // The env's server CA replaces the image's trust store, as in the SDK.
+                .maybe_server_root_ca_cert(
+                    self.server_ca_pem
+                        .clone()
+                        .or_else(|| self.trusted_ca_pem.clone()),
+                )
                 .maybe_domain(self.tls_server_name.clone())
                 .maybe_client_tls_options(client)
                 .build()

@@ -130,6 +130,60 @@ fn worker_config_from_pod_reads_tls_env_and_mounted_files() -> Result<()> {
     assert_plain_env_stays_plaintext()
 }
 
+/// The server CA as the SDK's envconfig reads it: a mounted file (`_PATH`) or the PEM itself
+/// (`_DATA`), not both; either turns TLS on and replaces the image's trust store.
+#[test]
+fn worker_config_reads_the_server_ca_as_envconfig_does() -> Result<()> {
+    let pki = TestPki::generate()?;
+    let ca_path = "/etc/temporal/tls-ca/ca.crt";
+    let files: BTreeMap<String, Vec<u8>> =
+        BTreeMap::from([(ca_path.to_string(), pki.ca_pem.clone().into_bytes())]);
+    let mut env = base_env("127.0.0.1:7233", "ns", "k8s-ns/twd", "tq");
+    env.insert("TEMPORAL_TLS_SERVER_CA_CERT_PATH".into(), ca_path.into());
+    let mut cfg = WorkerConfig::from_pod(&env, &files)?;
+    assert_eq!(cfg.server_ca_pem.as_deref(), Some(pki.ca_pem.as_bytes()));
+    assert!(cfg.uses_tls(), "a server CA alone means TLS");
+    // The image's trust store is replaced, not added to.
+    cfg.trusted_ca_pem = Some(b"image roots".to_vec());
+    let tls = cfg
+        .connection_options()?
+        .tls_options
+        .context("TLS options")?;
+    assert_eq!(
+        tls.server_root_ca_cert.as_deref(),
+        Some(pki.ca_pem.as_bytes())
+    );
+    // Not mounted: a clear error naming the variable.
+    let err = WorkerConfig::from_pod(&env, &BTreeMap::new()).expect_err("CA file missing");
+    assert!(
+        format!("{err:#}").contains("TEMPORAL_TLS_SERVER_CA_CERT_PATH"),
+        "{err:#}"
+    );
+    // The PEM itself.
+    let mut data = base_env("127.0.0.1:7233", "ns", "k8s-ns/twd", "tq");
+    data.insert(
+        "TEMPORAL_TLS_SERVER_CA_CERT_DATA".into(),
+        pki.ca_pem.clone(),
+    );
+    let cfg = WorkerConfig::from_env(&data)?;
+    assert_eq!(
+        cfg.server_ca_pem.as_deref(),
+        Some(pki.ca_pem.trim().as_bytes())
+    );
+    // Both: envconfig's refusal.
+    let mut both = env.clone();
+    both.insert(
+        "TEMPORAL_TLS_SERVER_CA_CERT_DATA".into(),
+        pki.ca_pem.clone(),
+    );
+    let err = WorkerConfig::from_pod(&both, &files).expect_err("both");
+    assert!(
+        format!("{err:#}").contains("Cannot specify both"),
+        "{err:#}"
+    );
+    Ok(())
+}
+
 fn assert_mtls_config_from_the_mounted_files(
     pki: &TestPki,
     env: &BTreeMap<String, String>,
