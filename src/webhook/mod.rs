@@ -199,7 +199,10 @@ fn undecodable(
     state
         .metrics
         .webhook_request(kind, WebhookVerdict::Error(400), started.elapsed());
-    Json(AdmissionResponse::invalid(e).into_review())
+    let mut response = AdmissionResponse::invalid(e);
+    // The code the metric says; kube leaves it unset.
+    response.result.code = 400;
+    Json(response.into_review())
 }
 
 fn log(name: &str, namespace: &str, verdict: &Verdict) {

@@ -4,7 +4,9 @@
 //! this rollout; `promtool check metrics` must accept a live scrape. The alerts the chart ships
 //! (the PrometheusRule it renders with `prometheusRule.enabled`, from its `files/alerts.yaml`)
 //! must pass `promtool check rules`, and, loaded as Prometheus rules (the rollout thresholds
-//! lowered to seconds), must fire for the objects made to trigger them (issues 26 and 43).
+//! lowered to seconds), the rollout and certificate alerts must fire for the objects made to
+//! trigger them (issues 26 and 43); the alerts on the controller itself fire in
+//! `tests/controller_alerts.rs`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
