@@ -650,9 +650,9 @@ async fn two_replicas_get_a_disruption_budget(c: &Cluster) -> Result<()> {
     loop {
         let pdb = pdbs.get("ha-temporal-worker-controller").await?;
         let status = pdb.status.clone().unwrap_or_default();
-        if status.expected_pods == 2
-            && status.current_healthy == 2
-            && status.disruptions_allowed == 1
+        if status.expected_pods == Some(2)
+            && status.current_healthy == Some(2)
+            && status.disruptions_allowed == Some(1)
         {
             return Ok(());
         }

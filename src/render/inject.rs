@@ -135,7 +135,7 @@ pub(crate) fn inject(spec: &mut PodSpec, inj: &Injection) {
         let items = vec![KeyToPath {
             key: CA_KEY.to_string(),
             path: CA_KEY.to_string(),
-            mode: None,
+            ..Default::default()
         }];
         spec.volumes
             .get_or_insert_with(Vec::new)

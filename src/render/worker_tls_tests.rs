@@ -35,7 +35,7 @@ fn render(twd: &TemporalWorkerDeployment, conn: &TemporalConnectionSpec) -> Depl
 }
 
 fn pod_spec(d: &Deployment) -> &PodSpec {
-    d.spec.as_ref().unwrap().template.spec.as_ref().unwrap()
+    d.spec.template.spec.as_ref().unwrap()
 }
 
 fn env<'a>(c: &'a Container, name: &str) -> Vec<&'a EnvVar> {
