@@ -8,8 +8,6 @@
 //! trigger them (issues 26 and 43); the alerts on the controller itself fire in
 //! `tests/controller_alerts.rs`.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -20,6 +18,7 @@ use tokio::io::AsyncWriteExt as _;
 use crate::support::*;
 use test_harness::dashboards;
 use test_harness::gitops::unix_now;
+use test_harness::prometheus::Prometheus;
 
 const T: Duration = Duration::from_secs(120);
 /// Grafana's `$__rate_interval` is at least four scrape intervals; 1 s scrapes here.
@@ -46,127 +45,6 @@ const ROLLOUT_ALERTS: [&str; 3] = [
 /// entry must name a series that only a failure outside our control would create.
 const UNPRODUCIBLE: &[(&str, &str)] = &[];
 
-/// A Prometheus server with its own data directory, killed on drop.
-struct Prometheus {
-    addr: SocketAddr,
-    _child: tokio::process::Child,
-    dir: PathBuf,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-impl Prometheus {
-    /// Scrapes `target` every second and evaluates `rules` (a rule file) every second.
-    async fn start(target: SocketAddr, rules: &str) -> Result<Prometheus> {
-        let dir = std::env::temp_dir().join(format!(
-            "twc-e2e-prometheus-{}-{}",
-            std::process::id(),
-            free_port()?
-        ));
-        std::fs::create_dir_all(dir.join("data"))?;
-        std::fs::write(dir.join("rules.yml"), rules)?;
-        let config = json!({
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-            "rule_files": [dir.join("rules.yml")],
-            "scrape_configs": [{
-                "job_name": "temporal-worker-controller",
-                "static_configs": [{"targets": [target.to_string()]}]
-            }]
-        });
-        // JSON is YAML.
-        std::fs::write(
-            dir.join("prometheus.yml"),
-            serde_json::to_vec_pretty(&config)?,
-        )?;
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
-        let log = std::fs::File::create(dir.join("prometheus.log"))?;
-        let child = tokio::process::Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting prometheus (Debian package `prometheus`; run .ci/setup-tests)")?;
-        let prom = Prometheus {
-            addr,
-            _child: child,
-            dir,
-        };
-        eventually("Prometheus ready", Duration::from_secs(60), || async {
-            let (code, _) =
-                test_harness::loopback_http::get(prom.addr, "/-/ready", "text/plain", None).await?;
-            ensure!(code == 200, "not ready: {code}");
-            Ok(Some(()))
-        })
-        .await
-        .with_context(|| prom.log())?;
-        Ok(prom)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("prometheus.log")).unwrap_or_default()
-    }
-
-    async fn api(&self, path: &str, params: &[(&str, &str)]) -> Result<Value> {
-        let url = temporalio_client::Url::parse_with_params(
-            &format!("http://{}{path}", self.addr),
-            params,
-        )?;
-        let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
-        let (code, body) =
-            test_harness::loopback_http::get(self.addr, &target, "application/json", None).await?;
-        let v: Value = serde_json::from_str(&body)
-            .with_context(|| format!("{path} answered {code}: {body}"))?;
-        ensure!(
-            v["status"] == "success",
-            "{path} {params:?} failed ({code}): {v}"
-        );
-        Ok(v["data"].clone())
-    }
-
-    /// Samples of an instant query now.
-    async fn instant(&self, query: &str) -> Result<Vec<Value>> {
-        let data = self.api("/api/v1/query", &[("query", query)]).await?;
-        Ok(data["result"].as_array().cloned().unwrap_or_default())
-    }
-
-    /// Series of a range query over `[start, now]`, one point per second.
-    async fn range(&self, query: &str, start: f64) -> Result<Vec<Value>> {
-        let (start, end) = (format!("{start:.3}"), format!("{:.3}", unix_now()));
-        let data = self
-            .api(
-                "/api/v1/query_range",
-                &[
-                    ("query", query),
-                    ("start", &start),
-                    ("end", &end),
-                    ("step", "1"),
-                ],
-            )
-            .await?;
-        Ok(data["result"].as_array().cloned().unwrap_or_default())
-    }
-}
-
 fn label_values(series: &[Value], label: &str) -> Vec<String> {
     series
         .iter()
@@ -180,7 +58,8 @@ async fn prometheus_scrapes_a_rollout_and_every_dashboard_query_has_data() -> Re
     let shipped = tokio::task::spawn_blocking(dashboards::chart_alert_rules).await?;
     check_rules_with_promtool(&shipped).await?;
     let prom = Prometheus::start(
-        c.env.http_addr,
+        "temporal-worker-controller",
+        &[c.env.http_addr],
         &dashboards::with_thresholds(&shipped, ALERT_THRESHOLD, &LOWERED),
     )
     .await?;
@@ -568,7 +447,7 @@ async fn dashboard_queries_without_data(
             }
             let q = dashboards::substitute(&expr, &c.ns, "web", RATE_INTERVAL);
             checked += 1;
-            if prom.range(&q, start).await?.is_empty() {
+            if prom.range(&q, start, unix_now()).await?.is_empty() {
                 missing.push(format!("{file}: {q}"));
             }
         }
