@@ -2440,6 +2440,15 @@ fn chart_yaml_carries_artifact_hub_metadata() {
             .expect("maintainers")
             .is_empty()
     );
+    // `home`, `sources` and `icon` name the repository the alerts' runbook links point at.
+    let home = chart["home"].as_str().expect("home");
+    assert_eq!(chart["sources"], json!([home]));
+    assert!(chart["icon"].as_str().expect("icon").starts_with(home));
+    let alerts = std::fs::read_to_string(repo_root().join(CHART).join("files/alerts.yaml"))
+        .expect("alerts.yaml");
+    for url in alerts.lines().filter_map(|l| l.trim().strip_prefix("runbook_url: ")) {
+        assert!(url.starts_with(home), "{url} is not under {home}");
+    }
     // `images`: the default image at the appVersion (the chart's default tag).
     let images = artifact_hub(&chart, "artifacthub.io/images");
     let app = chart["appVersion"].as_str().expect("appVersion");
