@@ -151,7 +151,10 @@ fn cases() -> Vec<(&'static str, Value)> {
             "prometheus-rule-bad-label",
             json!({"prometheusRule": {"enabled": true, "alertLabels": {"team-name": "x"}}}),
         ),
-        ("network-policy", network_policy_values()),
+        (
+            "network-policy",
+            test_harness::chart::network_policy_values(),
+        ),
         (
             "network-policy-defaults",
             json!({"networkPolicy": {"enabled": true}}),
@@ -187,19 +190,6 @@ fn cases() -> Vec<(&'static str, Value)> {
             json!({"webhook": {"certSecretName": "webhook-server-cert", "certManager": {"enabled": true}}}),
         ),
     ]
-}
-
-/// Every NetworkPolicy option set (`tests/upgrade.rs` dry-runs the same policy on a real API
-/// server).
-fn network_policy_values() -> Value {
-    json!({"networkPolicy": {
-        "enabled": true,
-        "httpFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
-                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
-        "webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
-        "apiServer": {"cidrs": ["172.20.0.10/32", "fd00::1/128"]},
-        "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"port": 3128}]}]
-    }})
 }
 
 fn helm() -> &'static HelmOutput {
@@ -2446,7 +2436,10 @@ fn chart_yaml_carries_artifact_hub_metadata() {
     assert!(chart["icon"].as_str().expect("icon").starts_with(home));
     let alerts = std::fs::read_to_string(repo_root().join(CHART).join("files/alerts.yaml"))
         .expect("alerts.yaml");
-    for url in alerts.lines().filter_map(|l| l.trim().strip_prefix("runbook_url: ")) {
+    for url in alerts
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("runbook_url: "))
+    {
         assert!(url.starts_with(home), "{url} is not under {home}");
     }
     // `images`: the default image at the appVersion (the chart's default tag).

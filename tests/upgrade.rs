@@ -667,16 +667,7 @@ async fn two_replicas_get_a_disruption_budget(c: &Cluster) -> Result<()> {
 /// The NetworkPolicy with every option set (as `tests/helm_chart.rs` pins it) is valid to the
 /// API server: a server-side dry-run create. Nothing here enforces NetworkPolicies.
 async fn network_policy_passes_a_server_side_dry_run(c: &Cluster) -> Result<()> {
-    let values = json!({
-        "networkPolicy": {
-            "enabled": true,
-            "httpFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
-                          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
-            "webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
-            "apiServer": {"cidrs": ["172.20.0.10/32", "fd00::1/128"]},
-            "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"port": 3128}]}]
-        }
-    });
+    let values = test_harness::chart::network_policy_values();
     let objects = test_harness::chart::render(&values, RELEASE_NS)?;
     let policy = objects
         .into_iter()

@@ -40,6 +40,19 @@ pub fn e2e_values() -> Value {
     })
 }
 
+/// Every NetworkPolicy option of the chart set at once: `tests/helm_chart.rs` pins what it
+/// renders and `tests/upgrade.rs` dry-runs the same policy on a real API server.
+pub fn network_policy_values() -> Value {
+    json!({"networkPolicy": {
+        "enabled": true,
+        "httpFrom": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                      "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
+        "webhookFrom": [{"ipBlock": {"cidr": "10.0.0.0/8"}}],
+        "apiServer": {"cidrs": ["172.20.0.10/32", "fd00::1/128"]},
+        "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [{"port": 3128}]}]
+    }})
+}
+
 /// The audit log of the whole e2e suite. It outlives the test process so that
 /// `tests/rbac_grants.rs` (run after the suite) can compare the chart's grants with what the
 /// controller used. `target_tmpdir` is the caller's `CARGO_TARGET_TMPDIR`, which Cargo sets
