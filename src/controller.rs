@@ -65,14 +65,8 @@ pub fn build(
     let (caches, feed) = caches(
         &client,
         (&scopes, shard),
-        kinds
-            .iter()
-            .map(|k| (k.set, listing(&k.templates)))
-            .collect(),
-        kinds
-            .iter()
-            .map(|k| (k.set, listing(&k.connections)))
-            .collect(),
+        listings(&kinds, |k| &k.templates),
+        listings(&kinds, |k| &k.connections),
         feeds.into_iter().flatten().collect(),
     );
     let caches = match &cluster_connections {
@@ -112,6 +106,18 @@ pub fn build(
     (workers, async move {
         futures::future::join_all(running).await;
     })
+}
+
+/// One listing per kind set, of the watch `pick` takes from each.
+fn listings<K>(
+    kinds: &[KindWatches],
+    pick: impl Fn(&KindWatches) -> &Watched<K>,
+) -> Vec<(KindSet, Listing<K>)>
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
+{
+    kinds.iter().map(|k| (k.set, listing(pick(k)))).collect()
 }
 
 /// The three controllers of one kind set: worker deployments, templates, Connections.

@@ -138,20 +138,7 @@ pub(super) struct Operational {
 impl Operational {
     pub(super) fn register(registry: &mut Registry) -> Operational {
         let (reconciles, reconcile_errors, reconcile_duration) = register_reconcile(registry);
-        let temporal_requests = counters(
-            registry,
-            "temporal_requests",
-            "Temporal gRPC calls by method and status code",
-            [],
-        );
-        let temporal_duration =
-            RpcHistograms::new_with_constructor(rpc_histogram as fn() -> Histogram);
-        registry.register_with_unit(
-            "temporal_request_duration",
-            "Latency of Temporal gRPC calls",
-            Unit::Seconds,
-            temporal_duration.clone(),
-        );
+        let (temporal_requests, temporal_duration) = register_temporal(registry);
         let kube_writes = counters(
             registry,
             "kube_writes",
@@ -213,6 +200,24 @@ impl Operational {
             rollout_duration,
         }
     }
+}
+
+/// Temporal gRPC calls by method and code, and their latency.
+fn register_temporal(registry: &mut Registry) -> (Family<RpcLabels, Counter>, RpcHistograms) {
+    let requests = counters(
+        registry,
+        "temporal_requests",
+        "Temporal gRPC calls by method and status code",
+        [],
+    );
+    let duration = RpcHistograms::new_with_constructor(rpc_histogram as fn() -> Histogram);
+    registry.register_with_unit(
+        "temporal_request_duration",
+        "Latency of Temporal gRPC calls",
+        Unit::Seconds,
+        duration.clone(),
+    );
+    (requests, duration)
 }
 
 fn register_leader(registry: &mut Registry) -> Gauge {

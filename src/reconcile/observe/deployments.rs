@@ -1,7 +1,7 @@
 //! Observe: the versioned Deployments a TWD controls, as the planner sees them.
 
 use jiff::Timestamp;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
@@ -92,28 +92,34 @@ fn deadline_exceeded(d: &Deployment, status: &DeploymentStatus) -> bool {
         (None, Some(_)) => true,
     };
     current
-        && status.conditions.iter().flatten().any(|c| {
-            c.type_.as_deref() == Some("Progressing")
-                && c.status.as_deref() == Some("False")
-                && c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED)
-        })
+        && condition(status, "Progressing", "False")
+            .is_some_and(|c| c.reason.as_deref() == Some(PROGRESS_DEADLINE_EXCEEDED))
+}
+
+/// The Deployment's condition `type_` when its status is `value` (Kubernetes 1.37's API leaves
+/// both fields optional).
+fn condition<'a>(
+    status: &'a DeploymentStatus,
+    type_: &str,
+    value: &str,
+) -> Option<&'a DeploymentCondition> {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_.as_deref() == Some(type_) && c.status.as_deref() == Some(value))
 }
 
 /// Converts a Deployment to the planner's view; `None` for Deployments without a build ID.
 pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     let build_id = d.labels().get(LABEL_BUILD_ID)?.clone();
     let status = d.status.clone().unwrap_or_default();
-    let healthy_since = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True"))
-        .map(|c| {
-            c.last_transition_time
-                .as_ref()
-                .map(|t| t.0)
-                .unwrap_or_else(Timestamp::now)
-        });
+    let healthy_since = condition(&status, "Available", "True").map(|c| {
+        c.last_transition_time
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or_else(Timestamp::now)
+    });
     let progress_deadline_exceeded = deadline_exceeded(d, &status);
     let rolled_in_place = d
         .annotations()
