@@ -507,7 +507,6 @@ async fn record_routing(world: &World, names: &[String]) -> Result<BTreeMap<Stri
             else {
                 continue;
             };
-            entry.2 = true;
             let t = timelines.get_mut(name).context("timeline")?;
             let at = |ts: Option<&prost_wkt_types::Timestamp>| {
                 ts.and_then(|ts| Timestamp::new(ts.seconds, ts.nanos).ok())
@@ -520,7 +519,13 @@ async fn record_routing(world: &World, names: &[String]) -> Result<BTreeMap<Stri
                 t.steps
                     .entry(info.ramp_percentage.round() as u32)
                     .or_insert(changed);
+            } else {
+                // The version's own record follows the deployment's routing a moment later
+                // (Temporal propagates it between the two): on a busy machine it may not show
+                // the ramp the status already reports. Read it again next round.
+                continue;
             }
+            entry.2 = true;
         }
         if timelines.values().all(|t| t.promoted.is_some()) {
             return Ok(timelines);

@@ -29,8 +29,8 @@
 //!       [--burst-n 100] [--churn-n 60] [--churn-minutes 5] [--beside 0] [--window 300]
 //!       [--reach-deadline 900]
 //!   cargo test --bench scale_probe -- --quick     (CI smoke test: every scenario but churn,
-//!       whose minutes are its point, at a small N with a 10 s window; fails only if a
-//!       scenario does not complete)
+//!       whose minutes are its point, at a small N with a 10 s window, the two controllers
+//!       of a scenario side by side; fails only if a scenario does not complete)
 //! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_<SCENARIO>_N,
 //! TWC_PROBE_WINDOW, TWC_PROBE_CHURN_MINUTES, TWC_PROBE_BESIDE, TWC_PROBE_REACH_DEADLINE. Under `cargo test --benches` without `--quick` it prints how to run it
 //! and exits: it starts servers.
@@ -61,6 +61,8 @@ struct Plan {
     /// The sizes N of each scenario.
     sizes: Vec<(Scenario, Vec<usize>)>,
     timing: Timing,
+    /// The controllers of one scenario run at once (`--quick`).
+    side_by_side: bool,
 }
 
 impl Plan {
@@ -162,29 +164,16 @@ async fn run(plan: Plan) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
     for &scenario in &plan.scenarios {
         for &n in plan.sizes(scenario) {
-            for &which in &plan.controllers {
-                let t = Instant::now();
+            for (which, t, result) in run_controllers(&plan, scenario, n).await {
                 let what = format!("{} / {} / N = {n}", which.label(), scenario.label());
-                let outcome = match scenarios::run(which, scenario, n, plan.timing).await {
-                    Ok(o) => o,
+                match result {
+                    Ok(outcome) => record(outcome, &what, t, &mut outcomes, &mut failed),
                     // The other scenarios still run; the probe fails at the end.
                     Err(e) => {
                         println!("FAILED: {what}: {e:#}");
                         failed.push(what);
-                        continue;
                     }
-                };
-                println!("done: {what} in {:.0} s", t.elapsed().as_secs_f64());
-                print!("{}", report::raw(&outcome));
-                // Something of the churned objects left behind is a failure.
-                if let Some(churn) = outcome.churn.as_ref().filter(|c| !c.left_behind.is_empty()) {
-                    println!("FAILED: {what}: left behind:");
-                    for line in &churn.left_behind {
-                        println!("  {line}");
-                    }
-                    failed.push(format!("{what}: {} left behind", churn.left_behind.len()));
                 }
-                outcomes.push(outcome);
             }
             let same: Vec<&Outcome> = outcomes
                 .iter()
@@ -217,6 +206,49 @@ async fn run(plan: Plan) -> Result<()> {
         bail!("scenarios that did not complete: {failed:?}");
     }
     Ok(())
+}
+
+/// One scenario at one N for each controller: one after the other (a measured run: the two
+/// never share the machine), or side by side in the smoke test, whose figures are not
+/// measurements and whose scenarios mostly wait on the clock (a step pause, a scale-down
+/// delay), so that CI pays for each scenario once.
+async fn run_controllers(
+    plan: &Plan,
+    scenario: Scenario,
+    n: usize,
+) -> Vec<(Which, Instant, Result<Outcome>)> {
+    let one = |which: Which| async move {
+        let t = Instant::now();
+        (which, t, scenarios::run(which, scenario, n, plan.timing).await)
+    };
+    if plan.side_by_side {
+        return futures::future::join_all(plan.controllers.iter().map(|&w| one(w))).await;
+    }
+    let mut done = Vec::new();
+    for &which in &plan.controllers {
+        done.push(one(which).await);
+    }
+    done
+}
+
+/// Prints one completed run and keeps its outcome; churned objects left behind fail it.
+fn record(
+    outcome: Outcome,
+    what: &str,
+    t: Instant,
+    outcomes: &mut Vec<Outcome>,
+    failed: &mut Vec<String>,
+) {
+    println!("done: {what} in {:.0} s", t.elapsed().as_secs_f64());
+    print!("{}", report::raw(&outcome));
+    if let Some(churn) = outcome.churn.as_ref().filter(|c| !c.left_behind.is_empty()) {
+        println!("FAILED: {what}: left behind:");
+        for line in &churn.left_behind {
+            println!("  {line}");
+        }
+        failed.push(format!("{what}: {} left behind", churn.left_behind.len()));
+    }
+    outcomes.push(outcome);
 }
 
 /// The plan from flags (`--name value`), else env, else defaults (`--quick`: a smoke test).
@@ -291,5 +323,6 @@ fn plan(args: &[String], quick: bool) -> Result<Plan> {
         scenarios,
         sizes,
         timing,
+        side_by_side: quick,
     })
 }
