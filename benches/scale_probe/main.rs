@@ -216,10 +216,11 @@ async fn run_controllers(
     plan: &Plan,
     scenario: Scenario,
     n: usize,
-) -> Vec<(Which, Instant, Result<Outcome>)> {
+) -> Vec<(Which, Duration, Result<Outcome>)> {
     let one = |which: Which| async move {
         let t = Instant::now();
-        (which, t, scenarios::run(which, scenario, n, plan.timing).await)
+        let result = scenarios::run(which, scenario, n, plan.timing).await;
+        (which, t.elapsed(), result)
     };
     if plan.side_by_side {
         return futures::future::join_all(plan.controllers.iter().map(|&w| one(w))).await;
@@ -235,11 +236,11 @@ async fn run_controllers(
 fn record(
     outcome: Outcome,
     what: &str,
-    t: Instant,
+    took: Duration,
     outcomes: &mut Vec<Outcome>,
     failed: &mut Vec<String>,
 ) {
-    println!("done: {what} in {:.0} s", t.elapsed().as_secs_f64());
+    println!("done: {what} in {:.0} s", took.as_secs_f64());
     print!("{}", report::raw(&outcome));
     if let Some(churn) = outcome.churn.as_ref().filter(|c| !c.left_behind.is_empty()) {
         println!("FAILED: {what}: left behind:");
