@@ -1,4 +1,4 @@
-//! The Go controller's status shape, written beside ours (decision 16 of the shared README):
+//! The Go controller's status shape, written beside ours so that its readers keep working:
 //! a script, dashboard or health check written for the Go temporal-worker-controller reads the
 //! same values from our status. Pure: the report stage calls [`fill`] on the status it
 //! computed, with what only it knows (the object's namespace, the Deployments' UIDs).

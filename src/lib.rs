@@ -1,13 +1,19 @@
 //! temporal-worker-controller: runs Temporal workers as rainbow deployments using Temporal
 //! Worker Versioning. `main.rs` only calls [`command::main`]; everything lives behind this library.
 //!
-//! Where to find things (`docs/architecture.md` has the whole map): `api` (CRD types, the
-//! condition vocabulary), `build_id`, `render` (versioned Deployments), `reconcile` (one
-//! reconcile as stages: validate → observe → plan → act → report), `planner` (every rollout
-//! rule, pure), `status` (conditions), `temporal` (gRPC calls), `controller` (kube-runtime
-//! wiring), `run` (process wiring), `summary` + `http` + `metrics` + `milestones`
-//! (observability), `backlog` (per-version task-queue backlog for autoscaling), `webhook` (the optional
-//! validating admission webhook and its certificates).
+//! Where to find things (`docs/architecture.md` walks one reconcile):
+//! - the model: `api` (CRD types, the condition vocabulary), `build_id`, `render` (versioned
+//!   Deployments), `go_status` (the Go controller's status shape);
+//! - the three reconcilers on one floor (`reconciler`): `reconcile` (worker deployments: validate
+//!   → observe → plan → act → report), `owned` (per-version owned resources), `connection`
+//!   (Connections); `planner` holds every rollout rule, pure;
+//! - the services: `temporal` (gRPC calls), `caches`, `workers`, `shard`, `events`, `error`;
+//! - process wiring: `controller` (kube-runtime), `run` (the `run` command), `webhook` (the
+//!   admission webhook and its certificates);
+//! - observability: `summary`, `http` (status API), `metrics`, `milestones`, `backlog`
+//!   (per-version backlog for autoscaling);
+//! - the CLI: `command` (subcommands) and the `cli_*` modules;
+//! - generators: `crdgen` (CRDs), `luagen` (Argo CD health checks).
 
 pub mod api;
 pub mod backlog;

@@ -38,12 +38,17 @@ fn idents_after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
 
 /// Top-level module → the top-level modules its non-test code imports.
 fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = root().join("src");
+    module_graph_of(&root().join("src"))
+}
+
+/// [`module_graph`] of the crate whose root module is in `src` (its `main.rs` declares the
+/// modules and imports none).
+fn module_graph_of(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    rust_files(src, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
-        let rel = file.strip_prefix(&src).expect("under src");
+        let rel = file.strip_prefix(src).expect("under src");
         let name = rel.to_string_lossy();
         if name.ends_with("tests.rs") || name == "main.rs" || name == "fixtures.rs" {
             continue;
@@ -60,9 +65,9 @@ fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
             .expect("module name");
         let text = fs::read_to_string(&file).expect("read source");
         // Test modules may reach anywhere; only production imports shape the layering.
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code = production_code(&text);
         let deps = graph.entry(module.clone()).or_default();
-        for dep in idents_after(code, "crate::") {
+        for dep in idents_after(&code, "crate::") {
             if dep != module {
                 deps.insert(dep.to_string());
             }
@@ -107,6 +112,15 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 fn top_level_modules_do_not_import_each_other_in_a_cycle() {
     let graph = module_graph();
     for key in ["api", "planner", "metrics", "http", "summary", "reconcile"] {
+        assert!(graph.contains_key(key), "module {key} not found: {graph:?}");
+    }
+    assert_eq!(find_cycle(&graph), None, "import cycle; graph: {graph:#?}");
+}
+
+#[test]
+fn the_scale_probes_modules_do_not_import_each_other_in_a_cycle() {
+    let graph = module_graph_of(&root().join("benches/scale_probe"));
+    for key in ["ground", "churn", "rig", "scenarios"] {
         assert!(graph.contains_key(key), "module {key} not found: {graph:?}");
     }
     assert_eq!(find_cycle(&graph), None, "import cycle; graph: {graph:#?}");
@@ -192,16 +206,48 @@ fn use_tree(text: &str) -> (Vec<Vec<String>>, usize) {
 /// The driver of a folder (its `mod.rs`) as a node of [`folder_graphs`]: an item defined there.
 const DRIVER: &str = "(mod.rs)";
 
-/// Production code: before the first test module, without comment lines (a doc link names a
+/// Production code: outside every test item, without comment lines (a doc link names a
 /// module without importing it).
 fn production_code(text: &str) -> String {
-    text.split("#[cfg(test)]")
-        .next()
-        .unwrap_or_default()
-        .lines()
+    outside_test_items(text)
+        .into_iter()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The lines of a source file outside its `#[cfg(test)]` items: each such attribute takes the
+/// item after it (and that item's other attributes) out, a one-line item (`mod tests;`,
+/// `use …;`) or a block up to the line that closes it at its own indentation (rustfmt's
+/// layout). Production code after a test module is still read.
+fn outside_test_items(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim_start() != "#[cfg(test)]" {
+            out.push(line);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        while i < lines.len() && lines[i].trim_start().starts_with("#[") {
+            i += 1;
+        }
+        let Some(item) = lines.get(i) else { break };
+        let code = item.trim_start();
+        if !code.ends_with(';') {
+            let indent = &item[..item.len() - code.len()];
+            let closes = |l: &&str| *l == format!("{indent}}}") || *l == format!("{indent}}};");
+            i += lines[i..]
+                .iter()
+                .position(closes)
+                .unwrap_or(lines.len() - i);
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Folder → (item name → the child module it comes from), from the `pub use` lines of each
@@ -651,6 +697,20 @@ fn project_files_cite_no_notes_outside_the_repository() {
             .any(|f| f.ends_with("tests/temporal_client.rs")),
         "the walk reaches tests/"
     );
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap_or_default();
+        let cited = outside_citations(&text);
+        assert!(
+            cited.is_empty(),
+            "{} cites {cited:?}: state the rule where it is tested instead",
+            file.display()
+        );
+    }
+}
+
+/// What `text` cites of the notes outside the repository: their paths, or one of their
+/// numbered decisions (the word, a space and a number).
+fn outside_citations(text: &str) -> Vec<String> {
     // Split so that this file does not match itself.
     let needles = [
         concat!("../", "shared"),
@@ -658,23 +718,42 @@ fn project_files_cite_no_notes_outside_the_repository() {
         concat!("temporal-", "facts"),
         concat!("go-controller-", "behaviour"),
     ];
-    for file in files {
-        let text = fs::read_to_string(&file).unwrap_or_default();
-        for needle in needles {
-            assert!(
-                !text.contains(needle),
-                "{} cites {needle}: state the rule where it is tested instead",
-                file.display()
-            );
+    let mut cited: Vec<String> = needles
+        .iter()
+        .filter(|n| text.contains(*n))
+        .map(|n| n.to_string())
+        .collect();
+    let lower = text.to_lowercase();
+    let word = concat!("decision", " ");
+    for (i, _) in lower.match_indices(word) {
+        let number: String = lower[i + word.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if !number.is_empty() {
+            cited.push(format!("{word}{number}"));
         }
     }
+    cited
 }
 
-/// Production lines of a source file: those before its first test module.
+#[test]
+fn the_citation_guard_sees_paths_and_numbered_decisions() {
+    let planted = format!(
+        "as {} 14 says, and {}/README.md",
+        "Decision",
+        concat!("..", "/shared")
+    );
+    assert_eq!(
+        outside_citations(&planted),
+        [concat!("../", "shared"), concat!("decision", " 14")]
+    );
+    assert!(outside_citations("a decision the planner takes, 14 times").is_empty());
+}
+
+/// Production lines of a source file: those outside its test items.
 fn production_lines(text: &str) -> Vec<&str> {
-    text.lines()
-        .take_while(|l| !l.starts_with("#[cfg(test)]"))
-        .collect()
+    outside_test_items(text)
 }
 
 /// `(name, lines)` of every function of `lines` longer than `max`, a function ending at the
@@ -747,4 +826,63 @@ fn the_length_check_sees_a_long_function_and_skips_declarations() {
     text.push("}");
     assert_eq!(long_functions(&text, 80), [("long".to_string(), 92)]);
     assert!(long_functions(&text, 100).is_empty());
+}
+
+#[test]
+fn the_checks_read_past_a_test_item_to_the_production_code_after_it() {
+    let text = "use crate::a;\n#[cfg(test)]\nuse crate::b;\n#[cfg(test)]\n#[path = \"x.rs\"]\nmod x;\n\
+                #[cfg(test)]\nmod tests {\n    use crate::c;\n    fn t() {}\n}\n\
+                pub fn after() {\n    crate::d::go();\n}";
+    let kept = outside_test_items(text);
+    assert_eq!(
+        kept,
+        [
+            "use crate::a;",
+            "pub fn after() {",
+            "    crate::d::go();",
+            "}"
+        ]
+    );
+    assert_eq!(idents_after(&kept.join("\n"), "crate::"), ["a", "d"]);
+}
+
+#[test]
+fn the_library_map_names_only_modules_that_exist() {
+    let lib = fs::read_to_string(root().join("src/lib.rs")).expect("lib.rs");
+    let (named, unknown) = map_modules(&lib);
+    assert!(named > 20, "the map of src/lib.rs names the modules");
+    assert!(
+        unknown.is_empty(),
+        "src/lib.rs names modules that do not exist: {unknown:?}"
+    );
+}
+
+#[test]
+fn the_library_map_check_sees_a_module_that_moved() {
+    let lib = "//! Map: `api`, `status` (moved).\n\npub mod api;\n";
+    assert_eq!(map_modules(lib), (2, vec!["status".to_string()]));
+}
+
+/// How many module names the `//!` map of `lib` gives, and those `lib` does not declare.
+fn map_modules(lib: &str) -> (usize, Vec<String>) {
+    let declared: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|l| l.trim_end_matches(';'))
+        .collect();
+    let map = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let named: Vec<&str> = code_spans(&map)
+        .into_iter()
+        .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    let unknown = named
+        .iter()
+        .filter(|n| !declared.contains(*n))
+        .map(|n| n.to_string())
+        .collect();
+    (named.len(), unknown)
 }

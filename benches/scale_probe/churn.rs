@@ -20,11 +20,11 @@ use kube::api::{DeleteParams, ListParams};
 use temporalio_client::grpc::WorkflowService as _;
 use temporalio_common::protos::temporal::api::workflowservice::v1::ListWorkerDeploymentsRequest;
 
-use crate::ground::{Scenario, kube_ns, manifest, now_ms, object_name, of_role, reached_state};
+use crate::ground::{
+    LIFETIME, Scenario, kube_ns, manifest, now_ms, object_name, of_role, reached_state,
+};
 use crate::rig::Rig;
 
-/// How long each object lives.
-pub const LIFETIME: Duration = Duration::from_secs(60);
 /// After the last deletion, everything must be gone within this.
 const CLEANUP_DEADLINE: Duration = Duration::from_secs(300);
 /// How often the objects' statuses are listed.

@@ -137,7 +137,7 @@ impl Scenario {
             Scenario::Startup => "cold start with N waiting objects".into(),
             Scenario::Churn => format!(
                 "churn: N objects a minute created and deleted {} s later",
-                crate::churn::LIFETIME.as_secs()
+                LIFETIME.as_secs()
             ),
         }
     }
@@ -169,6 +169,9 @@ pub fn manifest(scenario: Scenario, i: usize) -> Value {
     }
     wd
 }
+
+/// How long each object of the churn scenario lives.
+pub const LIFETIME: Duration = Duration::from_secs(60);
 
 /// The step pause of the Progressive scenario and the scale-down delay of the promotion
 /// scenario: the benchmark's, or a smoke test's (`--quick`), set once by `main` before any

@@ -104,11 +104,6 @@ impl KindSet {
             KindSet::Seed => "temporalworkerdeployments/status",
         }
     }
-
-    /// The label value used in metrics and logs: the kind name of the worker model.
-    pub fn worker_kind(self) -> &'static str {
-        self.kind(Model::Worker)
-    }
 }
 
 /// The models served under both kind sets; watch streams stamp each object with its set.

@@ -1,6 +1,6 @@
 //! TemporalWorkerOwnedResource (TWOR): a user's object copied once per live worker version.
 //!
-//! A reconciler of its own (wired in `src/controller.rs`), so a Temporal outage that holds
+//! A reconciler of its own (wired in `src/controller/owned.rs`), so a Temporal outage that holds
 //! back a TWD's rollout never holds back its autoscalers. It follows the skeleton of every
 //! reconciler ([`crate::reconciler`]), one file per stage:
 //! [`observe`] the worker, its live versioned Deployments and, when asked for, their task

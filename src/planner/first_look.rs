@@ -1,6 +1,6 @@
 //! The first status of a worker deployment nobody has reported on yet (just created, or
 //! created while no controller ran), from Kubernetes alone. Temporal is asked within the
-//! namespace's request budget (decision 14), so at a cold start with a large fleet the last
+//! namespace's request budget (one budget per Temporal namespace per install), so at a cold start with a large fleet the last
 //! worker deployment is described seconds after the first; what a user waits for first (the
 //! target build, that the rollout has started) needs no Temporal answer, and is written at
 //! once. The next pass, queued at once, asks Temporal and plans everything.

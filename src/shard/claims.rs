@@ -1,5 +1,5 @@
-//! Which shard spends a Temporal namespace's request budget (decision 14: one budget per
-//! Temporal namespace per install). Two shards talking to one namespace would each take the
+//! Which shard spends a Temporal namespace's request budget (one budget per Temporal
+//! namespace per install). Two shards talking to one namespace would each take the
 //! full budget, so the first shard to need a namespace claims it on a Lease in the install's
 //! namespace (holder: the shard's name, so any replica of that shard that leads may use it),
 //! renews it while one of its worker deployments uses the namespace, and releases it as soon as

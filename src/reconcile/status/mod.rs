@@ -520,7 +520,7 @@ mod tests {
         use crate::planner::poller_health::Health;
         let (mut i, complete) = pollers_lost_on_current_v2();
         let gone = planned(&i, &complete, None);
-        // In progress: it may heal (decision 4).
+        // In progress: lost pollers may come back, so not Stalled yet.
         assert_eq!(
             summary(&gone),
             vec![

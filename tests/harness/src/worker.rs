@@ -33,7 +33,7 @@ pub use workflows::{
     HelloWorkflow, TestActivities, UpgradableWorkflow, WaitWorkflow,
 };
 
-/// Env var names the controller injects (product decision 2) plus the task queue the user sets.
+/// Env var names the controller injects (`src/api/mod.rs`, `ENV_*`) plus the task queue the user sets.
 pub const ENV_ADDRESS: &str = "TEMPORAL_ADDRESS";
 pub const ENV_NAMESPACE: &str = "TEMPORAL_NAMESPACE";
 pub const ENV_DEPLOYMENT_NAME: &str = "TEMPORAL_DEPLOYMENT_NAME";
