@@ -52,17 +52,39 @@ pub fn wake(plan: &Plan, timer: Duration) -> Duration {
     }
 }
 
-/// Whether two plans write the same, routing (and the routing manager claim) apart.
+/// Whether two plans write the same, routing (and the routing manager claim) apart. `a` is
+/// taken apart field by field, so a new field of [`Plan`] does not compile until it is sorted
+/// here: a write compared, or said not to be one.
 fn same_other_writes(a: &Plan, b: &Plan) -> bool {
-    a.create == b.create
-        && a.adopt == b.adopt
-        && a.update == b.update
-        && a.scale == b.scale
-        && a.start_gates == b.start_gates
-        && a.delete == b.delete
-        && a.pinned_batches == b.pinned_batches
-        && a.start_step_gates == b.start_step_gates
-        && a.forget_versions == b.forget_versions
+    let Plan {
+        create,
+        adopt,
+        update,
+        scale,
+        start_gates,
+        delete,
+        pinned_batches,
+        start_step_gates,
+        forget_versions,
+        // The routing change itself, which the deadline brings.
+        claim_manager: _,
+        routing: _,
+        // Not writes: what status reports and when to look again.
+        progress: _,
+        requeue_after: _,
+        control: _,
+        held_at_zero: _,
+        pollers_lost_too_long: _,
+    } = a;
+    *create == b.create
+        && *adopt == b.adopt
+        && *update == b.update
+        && *scale == b.scale
+        && *start_gates == b.start_gates
+        && *delete == b.delete
+        && *pinned_batches == b.pinned_batches
+        && *start_step_gates == b.start_step_gates
+        && *forget_versions == b.forget_versions
 }
 
 #[cfg(test)]
