@@ -6,6 +6,8 @@
 
 #[path = "common/controller.rs"]
 mod controller;
+#[path = "common/ready.rs"]
+mod ready;
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,7 @@ use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
+use ready::reason;
 use temporal_worker_controller::run::{self, Running};
 use test_harness::manifests;
 use test_harness::world::{World, wait};
@@ -52,14 +55,6 @@ fn progressive(paused: bool) -> Value {
 
 fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
     t.status.as_ref()?.target_version.as_ref()?.ramp_percentage
-}
-
-fn reason(t: &TemporalWorkerDeployment) -> String {
-    t.status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.reason.clone())
-        .unwrap_or_default()
 }
 
 /// Temporal's ramp percentage and when it last changed.

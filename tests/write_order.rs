@@ -16,24 +16,19 @@
 
 #[path = "common/controller.rs"]
 mod controller;
+#[path = "common/ready.rs"]
+mod ready;
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail, ensure};
 use kube::api::{DeleteParams, Patch, PatchParams};
+use ready::reason;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{FINALIZER, KindSet, TemporalWorkerDeployment};
 use temporal_worker_controller::run;
 use test_harness::manifests;
 use test_harness::world::{World, wait};
-
-fn reason(t: &TemporalWorkerDeployment) -> String {
-    t.status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| c.reason.clone())
-        .unwrap_or_default()
-}
 
 /// One request of the controller, in the order it was sent.
 #[derive(Clone, Debug)]
