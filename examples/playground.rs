@@ -225,9 +225,7 @@ async fn start_controller(
         "--fast-poll=300ms",
         "--idle-interval=10s",
     ];
-    let opts = temporal_worker_controller::run::args::RunArgs::from_flags(flags)?
-        .options()
-        .map_err(anyhow::Error::msg)?;
+    let opts = temporal_worker_controller::run::args::RunArgs::from_flags(flags)?.options()?;
     let running = temporal_worker_controller::run::start(client.clone(), opts).await?;
     println!(
         "  controller: metrics and status API on http://{}",

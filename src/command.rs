@@ -381,7 +381,7 @@ fn init_tracing(format: LogFormat) {
 }
 
 async fn run_controller(args: RunArgs) -> Result<(), String> {
-    let opts = args.options()?;
+    let opts = args.options().map_err(|e| e.to_string())?;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("building Kubernetes client: {e}"))?;

@@ -296,11 +296,32 @@ pub fn default_owned_kinds() -> Vec<String> {
         .collect()
 }
 
+/// Why the flags of `run` do not make a controller: the checks across flags, which clap's
+/// per-flag parsing cannot make.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ArgsError {
+    #[error("--webhook-cert-renew-before must be shorter than --webhook-cert-validity")]
+    RenewNotBeforeExpiry,
+    #[error(
+        "--webhook-port needs --webhook-service-name or --webhook-hosts: the certificate must \
+         name how the API server reaches it"
+    )]
+    WebhookUnnamed,
+    #[error(
+        "--webhook-port needs the controller's namespace: set POD_NAMESPACE or --webhook-namespace"
+    )]
+    WebhookWithoutNamespace,
+    #[error("--api-auth-audiences and --api-auth-metrics need --api-auth=token-review")]
+    ApiAuthWithoutTokenReview,
+    #[error(transparent)]
+    Shard(#[from] crate::shard::ShardError),
+}
+
 /// The webhook's options from its flags; `namespace` is the controller's (POD_NAMESPACE).
 pub fn webhook_options(
     args: WebhookArgs,
     namespace: Option<&str>,
-) -> Result<Option<webhook::WebhookOptions>, String> {
+) -> Result<Option<webhook::WebhookOptions>, ArgsError> {
     let Some(port) = args.webhook_port else {
         return Ok(None);
     };
@@ -314,10 +335,7 @@ pub fn webhook_options(
                 renew_before: args.webhook_cert_renew_before.0,
             };
             if validity.renew_before >= validity.valid_for {
-                return Err(
-                    "--webhook-cert-renew-before must be shorter than --webhook-cert-validity"
-                        .into(),
-                );
+                return Err(ArgsError::RenewNotBeforeExpiry);
             }
             webhook::CertMode::SelfManaged {
                 secret_name: args.webhook_secret_name,
@@ -330,7 +348,7 @@ pub fn webhook_options(
         .webhook_namespace
         .or_else(|| namespace.map(str::to_string))
         .filter(|n| !n.trim().is_empty())
-        .ok_or("--webhook-port needs the controller's namespace: set POD_NAMESPACE or --webhook-namespace")?;
+        .ok_or(ArgsError::WebhookWithoutNamespace)?;
     let extra_hosts: Vec<String> = args
         .webhook_hosts
         .into_iter()
@@ -338,7 +356,7 @@ pub fn webhook_options(
         .filter(|h| !h.is_empty())
         .collect();
     if args.webhook_service_name.is_none() && extra_hosts.is_empty() {
-        return Err("--webhook-port needs --webhook-service-name or --webhook-hosts: the certificate must name how the API server reaches it".into());
+        return Err(ArgsError::WebhookUnnamed);
     }
     Ok(Some(webhook::WebhookOptions {
         addr: SocketAddr::new(args.webhook_bind, port),
@@ -354,7 +372,7 @@ pub fn api_auth(
     mode: ApiAuthMode,
     audiences: Vec<String>,
     protect_metrics: bool,
-) -> Result<crate::run::ApiAuth, String> {
+) -> Result<crate::run::ApiAuth, ArgsError> {
     use crate::run::ApiAuth;
     let audiences: Vec<String> = audiences
         .into_iter()
@@ -363,9 +381,7 @@ pub fn api_auth(
         .collect();
     match mode {
         ApiAuthMode::None if audiences.is_empty() && !protect_metrics => Ok(ApiAuth::None),
-        ApiAuthMode::None => {
-            Err("--api-auth-audiences and --api-auth-metrics need --api-auth=token-review".into())
-        }
+        ApiAuthMode::None => Err(ArgsError::ApiAuthWithoutTokenReview),
         ApiAuthMode::TokenReview => Ok(ApiAuth::TokenReview {
             audiences,
             protect_metrics,
@@ -508,7 +524,7 @@ impl RunArgs {
     /// The controller's options from the flags, after the checks across flags (the API auth
     /// mode, the webhook's certificate settings, the Go manager's addresses); logs the one
     /// line each about ignored `--zap-*` flags and where the Go addresses are served.
-    pub fn options(self) -> Result<crate::run::RunOptions, String> {
+    pub fn options(self) -> Result<crate::run::RunOptions, ArgsError> {
         let zap = zap_flags(&self);
         if !zap.is_empty() {
             tracing::warn!(
@@ -565,8 +581,7 @@ impl RunArgs {
             shard: crate::shard::Shard::from_flags(
                 self.shard.as_deref(),
                 self.shard_selector.as_deref(),
-            )
-            .map_err(|e| e.to_string())?,
+            )?,
             api_auth: api_auth(
                 self.api_auth,
                 self.api_auth_audiences,

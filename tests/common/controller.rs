@@ -21,7 +21,7 @@ pub fn options<S: AsRef<str>>(flags: &[S]) -> Result<RunOptions> {
     }
     let args = RunArgs::from_flags(&argv).with_context(|| format!("flags {argv:?}"))?;
     args.options()
-        .map_err(anyhow::Error::msg)
+        .map_err(anyhow::Error::new)
         .with_context(|| format!("flags {argv:?}"))
 }
 
