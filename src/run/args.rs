@@ -13,6 +13,7 @@ use clap::{Parser as _, ValueEnum};
 
 use crate::planner::poller_health;
 use crate::run::defaults;
+use crate::run::go_flags::{GoBind, go_bind_address, http_addrs};
 use crate::temporal::BudgetConfig;
 use crate::{api, webhook};
 
@@ -405,79 +406,6 @@ pub fn predecessors(given: Vec<String>) -> Vec<String> {
     given
 }
 
-/// A Go manager bind address: `host:port`, `:port` (every interface) or `0` (off).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GoBind {
-    Off,
-    At(SocketAddr),
-}
-
-pub fn go_bind_address(s: &str) -> Result<GoBind, String> {
-    if s == "0" {
-        return Ok(GoBind::Off);
-    }
-    let full = match s.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
-        None => s.to_string(),
-    };
-    full.parse()
-        .map(GoBind::At)
-        .map_err(|e| format!("{s:?} is not host:port, :port or 0: {e}"))
-}
-
-/// Where the HTTP server (metrics, health, status API: every endpoint on each address)
-/// listens. Precedence: `--http-addr` when given; otherwise the first Go address given
-/// (`--metrics-bind-address`, then `--health-probe-bind-address`); otherwise 0.0.0.0:8080.
-/// Every other Go address is served too, except one whose port is already served (say the Go
-/// chart's `127.0.0.1:8080` beside our `0.0.0.0:8080`, which already answers there) or `0`.
-/// Never refuses the Go chart's defaults. Returns the addresses and the one line saying what
-/// the Go flags did, if any were given.
-pub fn http_addrs(
-    ours: Option<SocketAddr>,
-    metrics: Option<GoBind>,
-    probes: Option<GoBind>,
-) -> (Vec<SocketAddr>, Option<String>) {
-    let go: Vec<(&str, SocketAddr)> = [
-        ("--metrics-bind-address", metrics),
-        ("--health-probe-bind-address", probes),
-    ]
-    .into_iter()
-    .filter_map(|(flag, b)| match b {
-        Some(GoBind::At(a)) => Some((flag, a)),
-        _ => None,
-    })
-    .collect();
-    let primary = ours
-        .or_else(|| go.first().map(|(_, a)| *a))
-        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 8080)));
-    let mut addrs = vec![primary];
-    let mut notes = Vec::new();
-    for (flag, a) in go {
-        if addrs.contains(&a) {
-            notes.push(format!("{flag} {a}: served"));
-        } else if addrs.iter().any(|b| b.port() == a.port()) {
-            notes.push(format!("{flag} {a}: already answered on port {}", a.port()));
-        } else {
-            addrs.push(a);
-            notes.push(format!("{flag} {a}: served"));
-        }
-    }
-    let given = metrics.is_some() || probes.is_some();
-    let line = given.then(|| {
-        let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
-        format!(
-            "Go manager flags: HTTP (metrics, /healthz, /readyz, status API) on {} ({})",
-            list.join(" and "),
-            if notes.is_empty() {
-                "metrics off".to_string()
-            } else {
-                notes.join("; ")
-            }
-        )
-    });
-    (addrs, line)
-}
-
 /// The `--zap-*` flags given, for the one warning that they are ignored.
 pub fn zap_flags(args: &RunArgs) -> Vec<&'static str> {
     [
@@ -525,21 +453,8 @@ impl RunArgs {
     /// mode, the webhook's certificate settings, the Go manager's addresses); logs the one
     /// line each about ignored `--zap-*` flags and where the Go addresses are served.
     pub fn options(self) -> Result<crate::run::RunOptions, ArgsError> {
-        let zap = zap_flags(&self);
-        if !zap.is_empty() {
-            tracing::warn!(
-                flags = %zap.join(", "),
-                "the Go manager's --zap-* logging flags are ignored; set RUST_LOG instead"
-            );
-        }
-        let (addrs, go_note) = http_addrs(
-            self.http_addr,
-            self.metrics_bind_address,
-            self.health_probe_bind_address,
-        );
-        if let Some(note) = go_note {
-            tracing::info!("{note}");
-        }
+        let addrs = self.http_addrs();
+        let (temporal_budget, pollers) = (self.temporal_budget(), self.pollers());
         let webhook = webhook_options(self.webhook, self.lease_namespace.as_deref())?;
         let opts = crate::run::RunOptions {
             http_addr: addrs[0],
@@ -565,18 +480,10 @@ impl RunArgs {
             backlog_poll: Some(self.backlog_poll_interval.0).filter(|d| !d.is_zero()),
             backlog_scope: self.backlog_metrics,
             pod_name: self.pod_name,
-            temporal_budget: BudgetConfig {
-                shared: self.temporal_qps,
-                visibility: self.temporal_visibility_qps,
-                routing: self.temporal_routing_qps,
-                per_deployment: self.temporal_deployment_qps,
-            },
+            temporal_budget,
             max_concurrent_reconciles: self.max_concurrent_reconciles,
             budget_delay_report: crate::run::defaults::BUDGET_DELAY_REPORT,
-            pollers: poller_health::PollerSettings {
-                live_within: self.poller_live_threshold.0,
-                interval: Some(self.poller_check_interval.0).filter(|d| !d.is_zero()),
-            },
+            pollers,
             certificate_expiry_warning: self.certificate_expiry_warning.0,
             shard: crate::shard::Shard::from_flags(
                 self.shard.as_deref(),
@@ -594,6 +501,43 @@ impl RunArgs {
             ),
         };
         Ok(opts)
+    }
+
+    /// Where the HTTP server listens ([`http_addrs`]), logging once what the Go manager's
+    /// flags did and that its `--zap-*` flags are ignored.
+    fn http_addrs(&self) -> Vec<SocketAddr> {
+        let zap = zap_flags(self);
+        if !zap.is_empty() {
+            tracing::warn!(
+                flags = %zap.join(", "),
+                "the Go manager's --zap-* logging flags are ignored; set RUST_LOG instead"
+            );
+        }
+        let (addrs, go_note) = http_addrs(
+            self.http_addr,
+            self.metrics_bind_address,
+            self.health_probe_bind_address,
+        );
+        if let Some(note) = go_note {
+            tracing::info!("{note}");
+        }
+        addrs
+    }
+
+    fn temporal_budget(&self) -> BudgetConfig {
+        BudgetConfig {
+            shared: self.temporal_qps,
+            visibility: self.temporal_visibility_qps,
+            routing: self.temporal_routing_qps,
+            per_deployment: self.temporal_deployment_qps,
+        }
+    }
+
+    fn pollers(&self) -> poller_health::PollerSettings {
+        poller_health::PollerSettings {
+            live_within: self.poller_live_threshold.0,
+            interval: Some(self.poller_check_interval.0).filter(|d| !d.is_zero()),
+        }
     }
 }
 

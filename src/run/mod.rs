@@ -22,6 +22,7 @@ use crate::temporal::budget::Class;
 use crate::temporal::{Budgets, ClientPool};
 
 pub mod args;
+pub mod go_flags;
 mod leadership;
 mod options;
 mod servers;
