@@ -27,27 +27,39 @@ impl TemporalClient {
         deployment: &str,
         build_id: &str,
     ) -> Result<VersionDeletion, TemporalError> {
+        match self
+            .delete_version_record(deployment, build_id, false)
+            .await
+        {
+            Ok(()) => Ok(VersionDeletion::Deleted),
+            Err(e) if e.is_not_found() => Ok(VersionDeletion::AlreadyGone),
+            Err(e) if e.has_active_pollers() => Ok(VersionDeletion::HasPollers),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One `DeleteWorkerDeploymentVersion`, waiting for drainage unless `skip_drainage`.
+    async fn delete_version_record(
+        &self,
+        deployment: &str,
+        build_id: &str,
+        skip_drainage: bool,
+    ) -> Result<(), TemporalError> {
         #[allow(deprecated)]
         let req = DeleteWorkerDeploymentVersionRequest {
             namespace: self.namespace.clone(),
             version: legacy_version(deployment, build_id),
             deployment_version: version(deployment, build_id),
-            skip_drainage: false,
+            skip_drainage,
             identity: self.identity.clone(),
         };
-        let res = self
-            .write(
-                Some(deployment),
-                "DeleteWorkerDeploymentVersion",
-                |mut c| async move { c.delete_worker_deployment_version(Request::new(req)).await },
-            )
-            .await;
-        match res {
-            Ok(_) => Ok(VersionDeletion::Deleted),
-            Err(e) if e.is_not_found() => Ok(VersionDeletion::AlreadyGone),
-            Err(e) if e.has_active_pollers() => Ok(VersionDeletion::HasPollers),
-            Err(e) => Err(e),
-        }
+        self.write(
+            Some(deployment),
+            "DeleteWorkerDeploymentVersion",
+            |mut c| async move { c.delete_worker_deployment_version(Request::new(req)).await },
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Removes everything the deployment has in Temporal (finalizer cleanup): clear the ramp,
@@ -86,26 +98,15 @@ impl TemporalClient {
         // each retry has less left to do; the deployment itself can only go once all are gone.
         let mut refused = None;
         for v in &state.versions {
-            #[allow(deprecated)]
-            let req = DeleteWorkerDeploymentVersionRequest {
-                namespace: self.namespace.clone(),
-                version: legacy_version(deployment, &v.build_id),
-                deployment_version: version(deployment, &v.build_id),
-                skip_drainage: true,
-                identity: self.identity.clone(),
-            };
             match self
-                .write(Some(deployment), "DeleteWorkerDeploymentVersion", |mut c| async move {
-                    c.delete_worker_deployment_version(Request::new(req)).await
-                })
+                .delete_version_record(deployment, &v.build_id, true)
                 .await
             {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
                 Err(e) if e.has_active_pollers() => {
                     refused.get_or_insert(e);
                 }
-                Err(e) => return Err(e),
+                Err(e) if !e.is_not_found() => return Err(e),
+                _ => {}
             }
         }
         if let Some(e) = refused {
