@@ -54,68 +54,57 @@ pub async fn observe(
     };
     let (users, first) = users(&candidates, conn);
     let now = Timestamp::now();
-    // A ClusterConnection's Secrets are read in each user's namespace (as the Go controller
-    // does): its own check uses those of its first user.
-    let ns = match (conn.is_cluster(), &first) {
-        (false, _) => conn.namespace().unwrap_or_default(),
-        (true, Some(user)) => user.namespace.clone(),
-        (true, None) if !conn.spec.secrets().is_empty() => {
-            return Ok(Observed {
-                users,
-                auth: Auth::Invalid {
-                    message: NO_USER_FOR_SECRETS.to_string(),
-                    not_after: None,
-                },
-                check: None,
-                fresh: false,
-                now,
-            });
-        }
-        (true, None) => String::new(),
+    let unchecked = |auth| Observed {
+        users: users.clone(),
+        auth,
+        check: None,
+        fresh: false,
+        now,
+    };
+    let Some(ns) = secrets_namespace(conn, first.as_ref()) else {
+        return Ok(unchecked(Auth::Invalid {
+            message: NO_USER_FOR_SECRETS.to_string(),
+            not_after: None,
+        }));
     };
     let temporal_ns = first.map(|u| u.temporal_namespace);
-    let (auth, key) = match connect::credentials(&ctx.client, ctx.caches.as_ref(), &ns, conn).await
-    {
-        Ok(key) => (
-            Auth::Valid {
-                fingerprint: key.fingerprint().to_string(),
-                not_after: key.auth().cert_not_after(),
-            },
-            Some(key),
-        ),
-        Err(e) => (invalid(&e), None),
+    let key = match connect::credentials(&ctx.client, ctx.caches.as_ref(), &ns, conn).await {
+        Ok(key) => key,
+        Err(e) => return Ok(unchecked(invalid(&e))),
     };
-    let Some(key) = key else {
-        return Ok(Observed {
-            users,
-            auth,
-            check: None,
-            fresh: false,
-            now,
-        });
+    let auth = Auth::Valid {
+        fingerprint: key.fingerprint().to_string(),
+        not_after: key.auth().cert_not_after(),
     };
     let last = ctx.last_check(conn);
     if !status::check_due(last.as_ref(), key.fingerprint(), now) {
         return Ok(Observed {
-            users,
-            auth,
             check: last,
-            fresh: false,
-            now,
+            ..unchecked(auth)
         });
     }
     let reach = ask(ctx, conn, key.clone(), temporal_ns.as_deref()).await;
     Ok(Observed {
-        users,
-        auth,
         check: Some(LastCheck {
             fingerprint: key.fingerprint().to_string(),
             at: now,
             reach,
         }),
         fresh: true,
-        now,
+        ..unchecked(auth)
     })
+}
+
+/// Where the Connection's Secrets are read: a Connection's own namespace; a ClusterConnection's
+/// in each user's namespace (as the Go controller does), so its own check uses those of its
+/// first user. `None`: a ClusterConnection that names Secrets and has no user yet.
+fn secrets_namespace(conn: &TemporalConnection, first: Option<&FirstUser>) -> Option<String> {
+    match (conn.is_cluster(), first) {
+        (false, _) => Some(conn.namespace().unwrap_or_default()),
+        (true, Some(user)) => Some(user.namespace.clone()),
+        (true, None) if !conn.spec.secrets().is_empty() => None,
+        (true, None) => Some(String::new()),
+    }
 }
 
 /// The message of a ClusterConnection with a Secret that no worker deployment uses yet.
