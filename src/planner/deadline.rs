@@ -113,33 +113,13 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
     if view.target_is_current() || c.abort {
         return;
     }
-    // A failure of this build recorded earlier: cleared by a spec change or a retry.
-    let recorded = c
-        .record
-        .aborted
-        .as_ref()
-        .filter(|a| a.build_id == view.target && a.reason == PROGRESS_DEADLINE_EXCEEDED);
-    let mut restart = false;
     if let Some(failed) = held_failure(view) {
         hold(view, d, failed.message.clone(), wake);
         d.control.aborted = Some(failed.clone());
         d.control.waiting = None;
         return;
     }
-    if recorded.is_some() {
-        restart = true;
-        if d.control
-            .aborted
-            .as_ref()
-            .is_some_and(|a| a.reason == PROGRESS_DEADLINE_EXCEEDED)
-        {
-            d.control.aborted = None;
-        }
-    }
-    if let Some(value) = retry_now(view) {
-        d.control.retried = Some(value);
-        restart = true;
-    }
+    let restart = restarted(view, d);
     if c.paused || view.target_ramp().is_some() || view.target_routable() {
         return;
     }
@@ -155,9 +135,48 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
         .as_ref()
         .filter(|w| w.build_id == view.target && !restart)
         .map_or(input.now, |w| w.since.0);
-    let Some(deadline) = clock::add(since, input.desired.progress_deadline) else {
-        return;
-    };
+    if let Some(deadline) = clock::add(since, input.desired.progress_deadline) {
+        fail_or_wait(view, d, wake, since, deadline);
+    }
+}
+
+/// Whether the target's deadline starts afresh: a failure of this build recorded earlier
+/// (cleared, as a spec change or a retry brought the build back), or a retry asked for now.
+fn restarted(view: &View, d: &mut Decision) -> bool {
+    let c = &view.input.desired.control;
+    let recorded = c
+        .record
+        .aborted
+        .as_ref()
+        .is_some_and(|a| a.build_id == view.target && a.reason == PROGRESS_DEADLINE_EXCEEDED);
+    let mut restart = false;
+    if recorded {
+        restart = true;
+        if d.control
+            .aborted
+            .as_ref()
+            .is_some_and(|a| a.reason == PROGRESS_DEADLINE_EXCEEDED)
+        {
+            d.control.aborted = None;
+        }
+    }
+    if let Some(value) = retry_now(view) {
+        d.control.retried = Some(value);
+        restart = true;
+    }
+    restart
+}
+
+/// Past `deadline`: the build failed (recorded and held out of routing). Before it: the wait
+/// is recorded, the pass woken at the deadline, and the message says when it falls.
+fn fail_or_wait(
+    view: &View,
+    d: &mut Decision,
+    wake: &mut Wake,
+    since: Timestamp,
+    deadline: Timestamp,
+) {
+    let input = view.input;
     let cause = cause(view);
     if input.now >= deadline {
         let message = failure_message(view, since, cause.as_deref());
