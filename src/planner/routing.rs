@@ -228,34 +228,41 @@ fn route(view: &View, held_back: Option<String>, wake: &mut Wake) -> Decision {
     if !rollback && let Some(held) = held_by_gate(gate, &start_gates, view, wake) {
         return held;
     }
-
-    if manual {
-        let mut d = manual_wait(view, version.status, wake);
-        d.start_gates = start_gates;
-        return d;
+    Decision {
+        start_gates,
+        ..past_gates(view, version.status, manual, rollback, wake)
     }
+}
 
+/// The decision once the gates let the target through (their workflows are started by the
+/// caller either way): a manual wait, a wait for pollers, a rollback promoted at once, or the
+/// strategy's next step.
+fn past_gates(
+    view: &View,
+    status: TemporalVersionStatus,
+    manual: bool,
+    rollback: bool,
+    wake: &mut Wake,
+) -> Decision {
+    if manual {
+        return manual_wait(view, status, wake);
+    }
     if let Some(message) = not_yet_routable(view) {
         return Decision {
-            start_gates,
             progress: progress(Phase::WaitingForPromotion, message),
             ..Default::default()
         };
     }
-
     if rollback {
         let mut d = promote(view, wake);
-        d.start_gates = start_gates;
         d.progress.rollback = true;
         d.progress.message = format!(
-            "Rollout complete for build ID {target} (rolled back: it was Current recently)"
+            "Rollout complete for build ID {} (rolled back: it was Current recently)",
+            view.target
         );
         return d;
     }
-
-    let mut d = by_strategy(view, wake);
-    d.start_gates = start_gates;
-    d
+    by_strategy(view, wake)
 }
 
 /// A routable target's next routing change by the strategy: the first version of a worker
