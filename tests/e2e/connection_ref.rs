@@ -18,7 +18,7 @@ use kube::api::{Api, ListParams};
 use serde_json::json;
 use temporal_worker_controller::api::{ANNOTATION_CONNECTION_REF, LABEL_BUILD_ID};
 
-use crate::old_versions::{roll_and_wait_draining, start_waiting_workflow};
+use crate::old_versions::{finish_workflow, roll_and_wait_draining, start_waiting_workflow};
 use crate::rollout::deploy_first;
 use crate::support::*;
 
@@ -137,15 +137,7 @@ async fn a_connection_ref_change_moves_target_and_current_and_leaves_draining_ve
 
     // v1's workers, still on the old Connection, finish the pinned workflow; v1 drains and
     // goes, never rolled on the way.
-    c.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &wf,
-        "--name",
-        "finish",
-    ])
-    .await?;
+    finish_workflow(&c, &wf).await?;
     eventually("v1 gone, on its Connection until then", T, || async {
         Ok((!check_on_old(&c, &v1_dep, &v1, &old).await?).then_some(()))
     })

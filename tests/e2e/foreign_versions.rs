@@ -17,6 +17,7 @@ use anyhow::{Context as _, Result, ensure};
 use serde_json::json;
 use test_harness::worker::{self, WorkerConfig};
 
+use crate::old_versions::start_waiting_workflow_on;
 use crate::rollout::deploy_first;
 use crate::support::*;
 
@@ -47,17 +48,7 @@ async fn outside_worker(
 /// workflows by hand does); it stays open until signalled.
 async fn pin_workflow(c: &Case, deployment: &str, build: &str, queue: &str) -> Result<String> {
     let id = format!("pinned-outside-{}", c.ns);
-    c.temporal_cli(&[
-        "workflow",
-        "start",
-        "--type",
-        "wait",
-        "--task-queue",
-        queue,
-        "--workflow-id",
-        &id,
-    ])
-    .await?;
+    start_waiting_workflow_on(c, &id, queue).await?;
     c.temporal_cli(&[
         "workflow",
         "update-options",
@@ -96,7 +87,7 @@ async fn versions_registered_outside_kubernetes_keep_their_records() -> Result<(
     let wf = pin_workflow(&c, &deployment, OUTSIDE[0], &queue).await?;
     eventually("the pinned workflow counted on its version", T, || async {
         let n = temporal
-            .count_open_workflows(&deployment, OUTSIDE[0], true)
+            .count_open_workflows(&deployment, OUTSIDE[0], false)
             .await?;
         Ok((n > 0).then_some(()))
     })
