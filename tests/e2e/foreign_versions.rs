@@ -112,11 +112,31 @@ async fn versions_registered_outside_kubernetes_keep_their_records() -> Result<(
         is_ready(t) && current_build(t).is_some_and(|b| b != v1 && b != v2)
     })
     .await?;
-    eventually("v2's record deleted (superseded, Inactive)", T, || async {
+    let gone = eventually("v2's record deleted (superseded, Inactive)", T, || async {
         let s = describe_soon(&temporal, &deployment).await?;
         Ok(s.version(&v2).is_none().then_some(()))
     })
-    .await?;
+    .await;
+    if let Err(e) = gone {
+        let s = describe_soon(&temporal, &deployment).await?;
+        let twd = c.get_twd(name).await?;
+        let deployments: Vec<_> = c
+            .deployments()
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|d| (d.metadata.name, d.spec.replicas))
+            .collect();
+        anyhow::bail!(
+            "{e:#}\nTemporal: {:?}\nstatus: {}\nDeployments: {deployments:?}",
+            s.versions
+                .iter()
+                .map(|v| (&v.build_id, v.status))
+                .collect::<Vec<_>>(),
+            serde_json::to_string(&twd.status)?
+        );
+    }
 
     let s = describe_soon(&temporal, &deployment).await?;
     for build in OUTSIDE {
