@@ -6,10 +6,13 @@
 //! served (Inactive). Both happen in the same passes: the GC deletes v2's record only once
 //! Temporal forgot v2's pollers, which stopped after the outside workers did.
 //!
-//! **Mutation** (run, see the report in the commit): `planner::records::forget` as it was
-//! before, deleting every Drained or Inactive record without a Deployment (no ledger, no
-//! visibility check); both outside versions are deleted and the test fails at "outside
-//! versions survive".
+//! Temporal itself reports the version with the pinned workflow Draining (the override makes
+//! it so), which no record GC ever deletes; the idle one stays Inactive, and only the ledger
+//! keeps it.
+//!
+//! **Mutation** (run 2026-12-02): `planner::records::forget` as it was before, deleting every
+//! Drained or Inactive record without a Deployment (no ledger, no visibility check): the test
+//! fails at "outside versions survive: outside-idle's record was deleted".
 
 use std::time::Duration;
 
