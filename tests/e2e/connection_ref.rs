@@ -4,9 +4,10 @@
 //! they are until the version is gone. Two Connections to the same dev server, told apart by
 //! their address (`127.0.0.1:<port>` and `localhost:<port>`).
 //!
-//! **Mutation** (run by hand): make `planner::drift::wanted` return the spec's Connection for
-//! every role (today's "every live version follows") and v1's Deployment is rolled to the new
-//! address: the test fails at "v1 kept on its Connection".
+//! **Mutation** (run 2026-12-02): make `planner::drift::wanted` return the spec's Connection
+//! for every role (the earlier "every live version follows"): v1's Deployment is rolled to the
+//! new address and the test fails at "v1 kept on its Connection: … was rolled to
+//! Some(\"localhost:…\")".
 
 use std::collections::BTreeMap;
 use std::time::Duration;
