@@ -239,6 +239,7 @@ impl ObservedDeployment {
             healthy_since: (replicas > 0).then(|| ago(600)),
             pod_template_hash: Some("tpl".into()),
             connection_hash: Some("conn".into()),
+            connection_ref: Some("Connection/temporal".into()),
             template_record: None,
             connection_record: None,
             rolled_in_place: false,
@@ -362,6 +363,8 @@ impl PlanInput {
             unversioned_pollers_on_all_queues: false,
             connection_hash: "conn".into(),
             predecessor_connection_hash: "go-conn".into(),
+            connection_ref: "Connection/temporal".into(),
+            recorded_connections: Default::default(),
             succession: Default::default(),
             analysis: None,
             step_gates: vec![],
@@ -372,6 +375,7 @@ impl PlanInput {
             pollers: Default::default(),
             current_task_queues: vec![],
             target_pods: None,
+            retired: vec![],
             now: ts(NOW),
         }
     }

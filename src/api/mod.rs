@@ -39,6 +39,11 @@ pub const ANNOTATION_REVISION: &str = "deployment.kubernetes.io/revision";
 pub const ANNOTATION_POD_TEMPLATE_HASH: &str = "temporal.io/pod-template-spec-hash";
 /// Pod-template annotation: hash of the connection settings injected into the pods.
 pub const ANNOTATION_CONNECTION_HASH: &str = "temporal.io/connection-spec-hash";
+/// Pod-template annotation: the Connection the version's settings come from, `<Kind>/<name>`
+/// (`Connection/prod`, `ClusterConnection/shared`). Written with the settings, so the two never
+/// disagree; a `connectionRef` change moves only the target and the Current version to the new
+/// Connection, the other versions keep this one (`planner::drift`).
+pub const ANNOTATION_CONNECTION_REF: &str = "temporal.io/connection-ref";
 /// One-shot action on the TWD: promote the build ID named in the value now, skipping the
 /// remaining steps and gates (still only once it has ready pollers). Never removed by the
 /// controller; `status.rolloutControl.promoted` records the value acted on.

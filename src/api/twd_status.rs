@@ -65,6 +65,12 @@ pub struct TemporalWorkerDeploymentStatus {
     /// The `connectionRef` the status was computed with (the Go controller v1.10's field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_connection_ref: Option<ConnectionRef>,
+    /// Build IDs of old versions that ran in a versioned Deployment of this worker deployment
+    /// and that Temporal still lists: the only version records the controller deletes in
+    /// Temporal once their Deployment is gone (versions registered by workers outside
+    /// Kubernetes are never listed here). Kept until Temporal no longer lists the version.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_versions: Vec<String>,
 }
 
 impl TemporalWorkerDeploymentStatus {

@@ -33,8 +33,8 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REVISION,
-    ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
+    ANNOTATION_REVISION, ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection,
     TemporalWorkerOwnedResource,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
@@ -320,7 +320,11 @@ pub fn slim_deployment(d: &mut Deployment) {
             };
             keep_only(
                 &mut meta.annotations,
-                &[ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_CONNECTION_HASH],
+                &[
+                    ANNOTATION_POD_TEMPLATE_HASH,
+                    ANNOTATION_CONNECTION_HASH,
+                    ANNOTATION_CONNECTION_REF,
+                ],
             );
         }
     }

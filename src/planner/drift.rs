@@ -3,9 +3,15 @@
 //! - Pod-template drift (target only, custom build ID only): the build ID did not change, so
 //!   the change is a rolling update of the same version. Deployments without the hash
 //!   annotation (made by something else) are left alone rather than guessed at.
-//! - Connection drift (every version): the injected address/TLS settings changed. Pods that
-//!   carry the current Connection as a predecessor controller hashed it are not rolled: the
-//!   plan records our hash beside theirs instead (`super::takeover`).
+//! - Connection drift: the injected address/TLS settings changed. The target, the Current and
+//!   the Ramping version follow the spec's `connectionRef`; an old version (Draining, Drained,
+//!   Inactive) keeps the Connection its Deployment records (`temporal.io/connection-ref`) and
+//!   follows only edits of that Connection, so a `connectionRef` change leaves its Pods, and the
+//!   pinned workflows they serve, where they are (the Go controller v1.10's rule, its PR #525).
+//!   An old version without a record (made before it existed, or by a predecessor), or whose
+//!   Connection can no longer be read, is not rolled. Pods that carry the current Connection
+//!   as a predecessor controller hashed it are not rolled: the plan records our hash beside
+//!   theirs instead (`super::takeover`).
 //!
 //! One update per Deployment: a pod-template refresh re-renders the connection settings too.
 //!
@@ -16,7 +22,7 @@
 
 use crate::planner::model::{DeleteDeployment, ObservedDeployment, UpdateDeployment, UpdateReason};
 use crate::planner::takeover::{self, Adoption};
-use crate::planner::view::View;
+use crate::planner::view::{Role, View};
 
 /// Live Deployments rolled in place to the current Connection settings whose new Pods did not
 /// become Ready by the Deployment's progress deadline (`ProgressDeadlineExceeded`). A
@@ -24,7 +30,6 @@ use crate::planner::view::View;
 /// not about the current Connection. The stall clears by itself once Kubernetes sees the new
 /// Pods Ready, or once a fixed Connection rolls the Deployment again.
 pub fn stalled<'a>(view: &View<'a>) -> Vec<&'a ObservedDeployment> {
-    let wanted = view.input.connection_hash.as_str();
     view.input
         .deployments
         .iter()
@@ -32,9 +37,41 @@ pub fn stalled<'a>(view: &View<'a>) -> Vec<&'a ObservedDeployment> {
             !d.deleting
                 && d.rolled_in_place
                 && d.progress_deadline_exceeded
-                && (wanted.is_empty() || d.connection_reads_as(wanted))
+                && wanted(view, d)
+                    .is_none_or(|w| w.hash.is_empty() || d.connection_reads_as(w.hash))
         })
         .collect()
+}
+
+/// The Connection settings a Deployment's Pods should carry.
+struct Wanted<'a> {
+    /// `None`: the spec's Connection; `Some`: the other one its Deployment records.
+    record: Option<&'a str>,
+    /// The hash of that Connection's settings (empty: not known this pass).
+    hash: &'a str,
+}
+
+/// What `d` should carry; `None`: leave its Connection settings as they are.
+fn wanted<'a>(view: &View<'a>, d: &'a ObservedDeployment) -> Option<Wanted<'a>> {
+    let input = view.input;
+    let spec = Wanted {
+        record: None,
+        hash: input.connection_hash.as_str(),
+    };
+    match view.role(&d.build_id) {
+        Role::Target | Role::Current | Role::Ramping => Some(spec),
+        Role::Old(_) => {
+            let record = d.connection_ref.as_deref()?;
+            if record == input.connection_ref {
+                return Some(spec);
+            }
+            let hash = input.recorded_connections.get(record)?;
+            Some(Wanted {
+                record: Some(record),
+                hash: hash.as_str(),
+            })
+        }
+    }
 }
 
 /// The in-place updates, and the take-over records that replace an update when a Deployment's
@@ -56,11 +93,12 @@ pub fn updates(
                 .as_deref()
                 .is_some_and(|h| !h.is_empty())
             && !d.template_reads_as(&desired.pod_template_hash);
-        let wanted = view.input.connection_hash.as_str();
-        let mut connection_drift = !wanted.is_empty() && !d.connection_reads_as(wanted);
+        let (record, hash) = wanted(view, d).map_or((None, ""), |w| (w.record, w.hash));
+        let mut connection_drift = !hash.is_empty() && !d.connection_reads_as(hash);
         if connection_drift
+            && record.is_none()
             && let Some(record) =
-                takeover::connection_adoption(d, wanted, &view.input.predecessor_connection_hash)
+                takeover::connection_adoption(d, hash, &view.input.predecessor_connection_hash)
         {
             adopt.push(Adoption {
                 name: d.name.clone(),
@@ -86,6 +124,7 @@ pub fn updates(
             name: d.name.clone(),
             build_id: d.build_id.clone(),
             reason,
+            connection: record.map(str::to_string),
         });
     }
     (adopt, out)

@@ -15,6 +15,8 @@ use crate::planner::test_fixtures::*;
 // In-place updates
 // ---------------------------------------------------------------------------------------
 
+/// An edit of the Connection every version records (the fixtures' `Connection/temporal`)
+/// rolls them all; a `connectionRef` change does not (below).
 #[test]
 fn case_34_connection_drift_updates_every_version() {
     let mut i = with_old(VersionState::drained("v1", ago(60)), 3);
@@ -32,6 +34,101 @@ fn case_34_connection_drift_updates_every_version() {
             ("v1", UpdateReason::ConnectionDrift),
             ("v2", UpdateReason::ConnectionDrift)
         ]
+    );
+}
+
+fn updates(p: &Plan) -> Vec<(&str, UpdateReason, Option<&str>)> {
+    let mut out: Vec<_> = p
+        .update
+        .iter()
+        .map(|u| (u.build_id.as_str(), u.reason, u.connection.as_deref()))
+        .collect();
+    out.sort_by_key(|u| u.0);
+    out
+}
+
+/// v2 Current, v1 Draining on `Connection/temporal`; the spec now names `Connection/moved`.
+fn moved(v1: VersionState) -> PlanInput {
+    let mut i = with_old(v1, 3);
+    i.connection_ref = "Connection/moved".into();
+    i.connection_hash = "conn-moved".into();
+    i.recorded_connections = [("Connection/temporal".to_string(), "conn".to_string())].into();
+    i
+}
+
+#[test]
+fn a_connection_ref_change_moves_target_and_current_and_old_versions_keep_theirs() {
+    // Go v1.10 (its PR #525): the Draining version's Pods keep serving its pinned workflows
+    // where they run.
+    let i = moved(VersionState::test("v1", T::Draining));
+    assert_eq!(
+        updates(&plan(&i)),
+        [("v2", UpdateReason::ConnectionDrift, None)]
+    );
+    for old in [
+        VersionState::drained("v1", ago(60)),
+        VersionState::test("v1", T::Inactive),
+    ] {
+        let p = plan(&moved(old));
+        assert!(p.update.iter().all(|u| u.build_id != "v1"), "{p:?}");
+    }
+
+    // Mid-rollout both the target and the Current version move.
+    let mut i = rollout(Strategy::Manual);
+    i.connection_ref = "Connection/moved".into();
+    i.connection_hash = "conn-moved".into();
+    assert_eq!(
+        updates(&plan(&i)),
+        [
+            ("v1", UpdateReason::ConnectionDrift, None),
+            ("v2", UpdateReason::ConnectionDrift, None)
+        ]
+    );
+}
+
+#[test]
+fn an_old_version_follows_edits_of_its_own_connection_only() {
+    let mut i = moved(VersionState::test("v1", T::Draining));
+    i.deployments[0].connection_hash = Some("conn-moved".into());
+    assert!(plan(&i).update.is_empty(), "both carry what they should");
+
+    // Its Connection was edited (a moved address, a rotated Secret): rolled with that one.
+    i.recorded_connections
+        .insert("Connection/temporal".into(), "conn-edited".into());
+    assert_eq!(
+        updates(&plan(&i)),
+        [(
+            "v1",
+            UpdateReason::ConnectionDrift,
+            Some("Connection/temporal")
+        )]
+    );
+
+    // Its Connection is gone (or unreadable): its Pods keep what they carry.
+    i.recorded_connections.clear();
+    assert!(plan(&i).update.is_empty());
+
+    // No record (made before the record existed, or by the Go controller): as in Go v1.10,
+    // an old version is never rolled for a Connection.
+    let mut i = moved(VersionState::test("v1", T::Draining));
+    i.deployments[0].connection_hash = Some("conn-moved".into());
+    i.deployments[1].connection_ref = None;
+    i.deployments[1].connection_hash = Some("anything".into());
+    assert!(plan(&i).update.is_empty());
+}
+
+#[test]
+fn an_unregistered_version_on_another_connection_is_not_deleted() {
+    // The other Connection may reach another Temporal than the one asked.
+    let mut i = settled();
+    let mut d = ObservedDeployment::test("elsewhere", 1);
+    d.connection_ref = Some("Connection/old".into());
+    i.deployments.push(d);
+    assert!(plan(&i).delete.is_empty());
+    i.deployments[1].connection_ref = Some("Connection/temporal".into());
+    assert_eq!(
+        deleted(&plan(&i)),
+        [("elsewhere", DeleteReason::NotRegistered)]
     );
 }
 
@@ -96,7 +193,8 @@ fn case_36_custom_build_id_template_drift_is_a_rolling_update() {
         vec![UpdateDeployment {
             name: "w-v2".into(),
             build_id: "v2".into(),
-            reason: UpdateReason::PodTemplateDrift
+            reason: UpdateReason::PodTemplateDrift,
+            connection: None,
         }]
     );
 

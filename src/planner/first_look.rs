@@ -33,6 +33,7 @@ pub fn plan(input: &PlanInput) -> Plan {
             rollback: false,
         },
         requeue_after: Some(Duration::ZERO),
+        retired: input.retired.clone(),
         ..Plan::default()
     }
 }

@@ -7,8 +7,9 @@
 //! Where each rule lives:
 //! - [`scaling`]: creating the target, keeping active versions at `spec.replicas`, waking a
 //!   Draining version left at 0 replicas;
-//! - [`sunset`]: scaling down and deleting old versions (and their Temporal records), the
-//!   version-limit guard;
+//! - [`sunset`]: scaling down and deleting old versions, the version-limit guard;
+//! - [`records`]: which Temporal version records are this controller's (the ledger), and
+//!   deleting those whose Deployment is gone;
 //! - [`drift`]: in-place updates (custom build ID template drift, connection drift), and
 //!   which of those rolls stalled; Pods carrying a predecessor's hash of the current
 //!   Connection are adopted instead;
@@ -42,6 +43,7 @@ pub mod poller_health;
 pub mod polling;
 pub mod progressive;
 pub mod punctual;
+pub mod records;
 mod routing;
 pub mod scaling;
 pub mod step_gates;
@@ -64,6 +66,8 @@ mod polling_tests;
 mod progressive_tests;
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod records_tests;
 #[cfg(test)]
 mod routing_tests;
 #[cfg(test)]
@@ -156,7 +160,8 @@ pub fn plan(input: &PlanInput) -> Plan {
         progress.message = format!("{}; {note}", progress.message);
     }
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
-    let forget_versions = sunset::forget(&view, &mut wake);
+    let forget_versions = records::forget(&view, &mut wake);
+    let retired = records::ledger(&view);
     let (adopt, update) = drift::updates(&view, &retirement.delete);
     Plan {
         adopt,
@@ -174,6 +179,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         start_step_gates: decision.start_step_gates,
         held_at_zero,
         forget_versions,
+        retired,
         pollers_lost_too_long,
     }
 }

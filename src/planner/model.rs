@@ -1,5 +1,6 @@
 //! Inputs and outputs of the pure planner. Nothing here performs I/O.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -25,6 +26,12 @@ pub struct PlanInput {
     /// The Go controller's hash of the same Connection: Pods carrying it are adopted, not
     /// rolled ([`crate::planner::takeover::connection_adoption`]).
     pub predecessor_connection_hash: String,
+    /// The spec's `connectionRef` as a Deployment records it (`<Kind>/<name>`,
+    /// [`crate::api::ANNOTATION_CONNECTION_REF`]).
+    pub connection_ref: String,
+    /// The other Connections old versions' Deployments record, with the hash of their current
+    /// settings; one that could not be read (deleted, unreadable) is absent.
+    pub recorded_connections: BTreeMap<String, String>,
     /// Identities whose routing this controller takes over ([`crate::planner::takeover`]).
     pub succession: Succession,
     /// Gate workflows found for the step gate of the step in effect
@@ -52,6 +59,10 @@ pub struct PlanInput {
     /// Why the target's Pods are not Ready, as Kubernetes reports it; read only while the
     /// target waits ([`crate::planner::deadline`]).
     pub target_pods: Option<PodTrouble>,
+    /// The last reconcile's ledger of old versions this controller ran
+    /// (`status.retiredVersions`): the only version records it deletes
+    /// ([`crate::planner::records`]).
+    pub retired: Vec<String>,
 }
 
 /// The first trouble a Pod of the target reports, with the Pod's name.
@@ -243,6 +254,9 @@ pub struct ObservedDeployment {
     pub pod_template_hash: Option<String>,
     /// The pod template's `temporal.io/connection-spec-hash` (`connection_reads_as()`).
     pub connection_hash: Option<String>,
+    /// The Connection its settings come from (`temporal.io/connection-ref`, `<Kind>/<name>`);
+    /// `None` on Deployments made before the record existed (or by a predecessor).
+    pub connection_ref: Option<String>,
     /// Our (cut) pod-template hash from a take-over record standing for `pod_template_hash`
     /// ([`crate::planner::takeover::record_for`]): this version was adopted from a predecessor
     /// controller for the pod template with that hash.
@@ -309,8 +323,11 @@ pub struct Plan {
     /// reported, never scaled by the controller.
     pub held_at_zero: Vec<HeldAtZero>,
     /// Delete the Temporal records of these old versions (build IDs): their Deployments are
-    /// gone ([`crate::planner::sunset::forget`]).
+    /// gone ([`crate::planner::records::forget`]).
     pub forget_versions: Vec<String>,
+    /// The build IDs of old versions this controller ran, whose records it may delete
+    /// (`status.retiredVersions`, [`crate::planner::records::ledger`]).
+    pub retired: Vec<String>,
     /// A routed version's pollers have been gone longer than the progress deadline
     /// ([`crate::planner::deadline::pollers_lost`]): `Stalled=True/ProgressDeadlineExceeded`.
     pub pollers_lost_too_long: bool,
@@ -351,6 +368,9 @@ pub struct UpdateDeployment {
     pub name: String,
     pub build_id: String,
     pub reason: UpdateReason,
+    /// The Connection to render it with: `None` the spec's, `Some(record)` the other one its
+    /// Deployment records (an old version keeps the Connection it was created with).
+    pub connection: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -103,6 +103,7 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     healthy_since,
                     pod_template_hash: Some(if tpl { "tpl" } else { "old" }.into()),
                     connection_hash: Some(if conn { "conn" } else { "old" }.into()),
+                    connection_ref: Some("Connection/temporal".into()),
                     template_record: None,
                     connection_record: None,
                     rolled_in_place: stalled,
@@ -291,6 +292,8 @@ prop_compose! {
             unversioned_pollers_on_all_queues: unversioned,
             connection_hash: "conn".into(),
             predecessor_connection_hash: "go-conn".into(),
+            connection_ref: "Connection/temporal".into(),
+            recorded_connections: Default::default(),
             succession: Default::default(),
             analysis: None,
             step_gates: vec![],
@@ -301,6 +304,7 @@ prop_compose! {
             pollers: Default::default(),
             current_task_queues: vec![],
             target_pods: None,
+            retired: vec![],
             now: ago(0),
         }
     }
@@ -382,6 +386,34 @@ proptest! {
             );
             prop_assert!(end.build_id != input.desired.build_id, "ends the target's workflows: {p:?}");
             prop_assert!(Some(&end.build_id) != routed, "ends workflows of the version it routes to: {p:?}");
+        }
+    }
+
+    #[test]
+    fn no_plan_deletes_a_record_it_did_not_run_or_with_open_workflows(
+        input in plan_input(),
+        mask in any::<u16>(),
+    ) {
+        let mut input = input;
+        input.retired = input
+            .temporal
+            .versions
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| mask & (1 << (k % 16)) != 0)
+            .map(|(_, v)| v.build_id.clone())
+            .collect();
+        let p = plan(&input);
+        for build in &p.forget_versions {
+            prop_assert!(input.retired.contains(build), "forgets {build}, not in the ledger: {p:?}");
+            prop_assert!(
+                !input.deployments.iter().any(|d| &d.build_id == build),
+                "forgets {build}, which has a Deployment: {p:?}"
+            );
+            prop_assert!(
+                input.temporal.version(build).and_then(|v| v.open_pinned_workflows) == Some(0),
+                "forgets {build} without a visibility count of 0: {p:?}"
+            );
         }
     }
 

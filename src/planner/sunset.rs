@@ -3,7 +3,7 @@
 //!
 //! | Old version (not target/current/ramping) | Action |
 //! |---|---|
-//! | unknown to Temporal (NotRegistered), Temporal lists other versions | delete now |
+//! | unknown to Temporal (NotRegistered), Temporal lists other versions | delete now (unless it is on another Connection than the spec's: kept) |
 //! | Inactive (never activated, or superseded before promotion) | once no open workflow is pinned to it: scale to 0, delete once its pods are gone |
 //! | Current or Ramping (Temporal's own status, even when routing lags) | never touched |
 //! | Draining | never scaled down or deleted (found at 0 with open pinned workflows: woken or reported, `scaling.rs`) |
@@ -16,10 +16,8 @@
 //! Nothing is scaled down or deleted while Temporal does not know the worker deployment at
 //! all: that can be a first rollout or a transient read, and guessing wrong deletes workers.
 //!
-//! Once an old version's Deployment is gone, its record in Temporal is deleted too
-//! ([`forget`]), a few per reconcile: Temporal caps versions per worker deployment
-//! (`matching.maxVersionsInDeployment`, 100 by default), and records nobody deletes would
-//! eventually refuse every new version.
+//! Once an old version's Deployment is gone, its record in Temporal is deleted too, if it is
+//! one this controller ran (`super::records`).
 
 use jiff::Timestamp;
 
@@ -28,12 +26,9 @@ use crate::planner::model::{
     DeleteDeployment, DeleteReason, Desired, ObservedDeployment, PlanInput, ScaleDeployment,
     ScaleReason,
 };
+use crate::planner::records;
 use crate::planner::view::{Role, View};
 use crate::temporal::state::TemporalVersionStatus;
-
-/// At most this many version records are deleted in Temporal per reconcile (the Temporal
-/// budget is shared; the rest follow on the next passes).
-pub const MAX_FORGET_PER_RECONCILE: usize = 3;
 
 /// How soon to look again while a version due for scale-down waits for its autoscaler copy to
 /// be removed.
@@ -117,6 +112,12 @@ pub fn pinned_check_candidates(input: &PlanInput) -> Vec<String> {
             out.push(build.clone());
         }
     }
+    // The record GC's visibility check (`super::records`).
+    for build in records::uncounted(&View::new(input)) {
+        if !out.contains(&build) {
+            out.push(build);
+        }
+    }
     out
 }
 
@@ -139,7 +140,9 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
         };
         let mut deleted = false;
         match status {
-            None if temporal_known => {
+            // On another Connection (kept there by a `connectionRef` change), which may reach
+            // another Temporal than the one asked: unknown here proves nothing.
+            None if temporal_known && !on_other_connection(input, d) => {
                 out.delete.push(delete(d, DeleteReason::NotRegistered));
                 deleted = true;
             }
@@ -198,6 +201,13 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
     out
 }
 
+/// Whether `d` records a Connection other than the spec's (`super::drift`).
+fn on_other_connection(input: &PlanInput, d: &ObservedDeployment) -> bool {
+    d.connection_ref
+        .as_deref()
+        .is_some_and(|r| !input.connection_ref.is_empty() && r != input.connection_ref)
+}
+
 /// A Drained version's scale-down and deletion deadlines, counted from when Temporal reported
 /// it Drained (`None` without that time).
 fn drained_deadlines(input: &PlanInput, d: &ObservedDeployment) -> Option<Deadlines> {
@@ -211,46 +221,6 @@ fn wake_at_both(wake: &mut Wake, now: Timestamp, (scaledown_at, delete_at): Dead
     for t in [scaledown_at, delete_at].into_iter().flatten() {
         wake.at(now, t);
     }
-}
-
-/// Old versions whose Kubernetes Deployment is gone, that Temporal reports Drained or Inactive
-/// (nothing pinned can need them) and that were not Current within the rollback window: their
-/// records are deleted in Temporal, at most
-/// [`MAX_FORGET_PER_RECONCILE`] per reconcile. Temporal itself refuses while it still
-/// remembers pollers; the next pass asks again.
-pub fn forget(view: &View, wake: &mut Wake) -> Vec<String> {
-    let input = view.input;
-    if !input.temporal.exists {
-        return Vec::new();
-    }
-    let gone = input
-        .temporal
-        .versions
-        .iter()
-        .filter(|v| {
-            matches!(
-                view.role(&v.build_id),
-                Role::Old(Some(
-                    TemporalVersionStatus::Drained | TemporalVersionStatus::Inactive
-                ))
-            ) && !input.deployments.iter().any(|d| d.build_id == v.build_id)
-                && !rollback_candidate(input, v.last_current_at)
-        })
-        .map(|v| v.build_id.clone());
-    let out: Vec<String> = gone.take(MAX_FORGET_PER_RECONCILE).collect();
-    if !out.is_empty() {
-        // Refused while Temporal remembers pollers, or more than one pass's worth: look again.
-        wake.after(DRAIN_POLL);
-    }
-    out
-}
-
-/// Current within the rollback window: its record is what makes going back to it a rollback
-/// (promoted at once), so it stays until the window has passed.
-fn rollback_candidate(input: &PlanInput, last_current_at: Option<Timestamp>) -> bool {
-    last_current_at
-        .and_then(|t| clock::add(t, input.desired.rollback_window))
-        .is_some_and(|until| until > input.now)
 }
 
 fn scale_to_zero(d: &ObservedDeployment, now: Timestamp) -> ScaleDeployment {

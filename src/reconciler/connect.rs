@@ -185,7 +185,22 @@ pub async fn connection_opt(
     ns: &str,
     twd: &TemporalWorkerDeployment,
 ) -> Result<Option<TemporalConnection>, kube::Error> {
-    let reference = &twd.spec.worker_options.connection_ref;
+    connection_named(
+        client,
+        ns,
+        twd.kind_set(),
+        &twd.spec.worker_options.connection_ref,
+    )
+    .await
+}
+
+/// The connection `reference` names for a referrer of kind set `set` in `ns`, if it exists.
+pub async fn connection_named(
+    client: &kube::Client,
+    ns: &str,
+    set: crate::api::KindSet,
+    reference: &crate::api::connection::ConnectionRef,
+) -> Result<Option<TemporalConnection>, kube::Error> {
     if reference.is_cluster() {
         return Ok(Api::<ClusterConnection>::all(client.clone())
             .get_opt(&reference.name)
@@ -193,7 +208,7 @@ pub async fn connection_opt(
             .map(|c| c.as_connection()));
     }
     // A WorkerDeployment names a Connection, a TemporalWorkerDeployment a TemporalConnection.
-    TemporalConnection::api(client.clone(), ns, twd.kind_set())
+    TemporalConnection::api(client.clone(), ns, set)
         .get_opt(&reference.name)
         .await
 }

@@ -15,8 +15,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ENV_NAMESPACE, GROUP, LABEL_BUILD_ID,
-    LABEL_DEPLOYMENT_NAME, TemporalConnectionSpec, TemporalWorkerDeployment, VERSION,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
+    ENV_NAMESPACE, GROUP, LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalConnectionSpec,
+    TemporalWorkerDeployment, VERSION,
 };
 use crate::build_id;
 use inject::Injection;
@@ -29,6 +30,23 @@ pub struct VersionedDeploymentInput<'a> {
     pub build_id: &'a str,
     /// `None` leaves replicas unset (new Deployment) or unchanged (refresh).
     pub replicas: Option<i32>,
+    /// The Connection `connection` comes from (`<Kind>/<name>`, [`ANNOTATION_CONNECTION_REF`]);
+    /// `None`: the TWD's `connectionRef`.
+    pub connection_ref: Option<&'a str>,
+}
+
+impl VersionedDeploymentInput<'_> {
+    /// The value of [`ANNOTATION_CONNECTION_REF`] for this render.
+    fn connection_record(&self) -> String {
+        self.connection_ref
+            .map_or_else(|| connection_record(self.twd), str::to_string)
+    }
+}
+
+/// The [`ANNOTATION_CONNECTION_REF`] value of a TWD's `connectionRef`: `<Kind>/<name>`.
+pub fn connection_record(twd: &TemporalWorkerDeployment) -> String {
+    let reference = &twd.spec.worker_options.connection_ref;
+    format!("{}/{}", reference.kind_name(twd.kind_set()), reference.name)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -289,6 +307,10 @@ fn render_pod_template(
         ANNOTATION_CONNECTION_HASH.to_string(),
         build_id::connection_hash(input.connection),
     );
+    annotations.insert(
+        ANNOTATION_CONNECTION_REF.to_string(),
+        input.connection_record(),
+    );
     Ok(template)
 }
 
@@ -317,9 +339,14 @@ fn refresh_connection(
     meta.labels
         .get_or_insert_with(BTreeMap::new)
         .extend(id.labels());
-    meta.annotations.get_or_insert_with(BTreeMap::new).insert(
+    let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(
         ANNOTATION_CONNECTION_HASH.to_string(),
         build_id::connection_hash(input.connection),
+    );
+    annotations.insert(
+        ANNOTATION_CONNECTION_REF.to_string(),
+        input.connection_record(),
     );
     template
 }

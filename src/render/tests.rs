@@ -67,6 +67,7 @@ fn render(
 ) -> Deployment {
     let build = build_of(twd);
     versioned_deployment(&VersionedDeploymentInput {
+        connection_ref: None,
         twd,
         connection: conn,
         build_id: &build,
@@ -341,6 +342,7 @@ fn refuses_incomplete_input() {
     let conn = plain();
     let check = |twd: &TemporalWorkerDeployment, build: &str, want: RenderError| {
         let input = VersionedDeploymentInput {
+            connection_ref: None,
             twd,
             connection: &conn,
             build_id: build,
@@ -365,6 +367,7 @@ fn refuses_incomplete_input() {
     let mut t = twd();
     t.spec.template.spec = None;
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &t,
         connection: &conn,
         build_id: "v1",
@@ -397,6 +400,7 @@ fn refresh_of_target_rebuilds_template_under_custom_build_id() {
     let mut new = twd().image("orders:v2").custom_build_id("release-7");
     new.spec.min_ready_seconds = Some(30);
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &new,
         connection: &plain(),
         build_id: "release-7",
@@ -431,6 +435,7 @@ fn refresh_of_target_rebuilds_template_under_custom_build_id() {
     let scaled = refresh_template(
         &existing,
         &VersionedDeploymentInput {
+            connection_ref: None,
             replicas: Some(1),
             ..input
         },
@@ -445,6 +450,7 @@ fn refresh_is_idempotent() {
     for conn in [plain(), mtls(), api_key()] {
         let fresh = render(&twd, &conn, None);
         let input = VersionedDeploymentInput {
+            connection_ref: None,
             twd: &twd,
             connection: &conn,
             build_id: &build,
@@ -483,6 +489,7 @@ fn auth_switches_leave_nothing_stale() {
         };
         for conn in &sequence[1..] {
             let input = VersionedDeploymentInput {
+                connection_ref: None,
                 twd: &twd,
                 connection: conn,
                 build_id: &build_id,
@@ -523,6 +530,7 @@ fn refresh_of_older_version_keeps_its_code() {
     new.spec.worker_options.temporal_namespace = "elsewhere".into();
     let conn = mtls();
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &new,
         connection: &conn,
         build_id: &old_build,
@@ -547,10 +555,55 @@ fn refresh_of_older_version_keeps_its_code() {
 }
 
 #[test]
+fn the_connection_record_names_the_connection_the_settings_come_from() {
+    let old = twd().image("orders:v1");
+    let old_build = build_of(&old);
+    let d = render(&old, &plain(), Some(1));
+    let spec_record = connection_record(&old);
+    assert!(spec_record.ends_with("Connection/prod"), "{spec_record}");
+    assert_eq!(
+        pod_annotation(&d, ANNOTATION_CONNECTION_REF),
+        Some(spec_record.as_str())
+    );
+    // An old version re-rendered with the Connection it keeps records that one, not the
+    // spec's (which names another by now).
+    let existing = as_stored(d, 1);
+    let mut new = twd().image("orders:v2");
+    new.spec.worker_options.connection_ref.name = "moved".into();
+    let conn = mtls();
+    let input = VersionedDeploymentInput {
+        connection_ref: Some(spec_record.as_str()),
+        twd: &new,
+        connection: &conn,
+        build_id: &old_build,
+        replicas: None,
+    };
+    let out = refresh_template(&existing, &input).unwrap();
+    assert_eq!(
+        pod_annotation(&out, ANNOTATION_CONNECTION_REF),
+        Some(spec_record.as_str())
+    );
+    assert_only_injection_for(&out, &conn);
+    // Rendered with the spec's Connection: the spec's record.
+    let input = VersionedDeploymentInput {
+        connection_ref: None,
+        ..input
+    };
+    let out = refresh_template(&existing, &input).unwrap();
+    let moved = connection_record(&new);
+    assert!(moved.ends_with("Connection/moved"), "{moved}");
+    assert_eq!(
+        pod_annotation(&out, ANNOTATION_CONNECTION_REF),
+        Some(moved.as_str())
+    );
+}
+
+#[test]
 fn refresh_refuses_a_different_build() {
     let twd = twd();
     let existing = render(&twd, &plain(), None);
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &twd,
         connection: &plain(),
         build_id: "other",
@@ -619,6 +672,7 @@ fn assert_keeps_old_pods_until_new_ones_are_ready(d: &Deployment) {
 fn versioned_deployments_roll_without_losing_ready_workers() {
     let twd = TemporalWorkerDeployment::test();
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &twd,
         connection: &plain(),
         build_id: "v1-abc",
@@ -646,6 +700,7 @@ fn versioned_deployments_set_a_progress_deadline_beyond_min_ready_seconds() {
         let mut twd = TemporalWorkerDeployment::test();
         twd.spec.min_ready_seconds = min_ready;
         let input = VersionedDeploymentInput {
+            connection_ref: None,
             twd: &twd,
             connection: &plain(),
             build_id: "v1-abc",
@@ -767,6 +822,7 @@ fn revision_history_limit_lands_and_goes_back_to_the_default() {
     assert_eq!(stored.spec.revision_history_limit, Some(10));
     let build = build_of(&t);
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &t,
         connection: &plain(),
         build_id: &build,
@@ -778,6 +834,7 @@ fn revision_history_limit_lands_and_goes_back_to_the_default() {
     let mut without = t.clone();
     without.spec.deployment = None;
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &without,
         ..input
     };
@@ -909,6 +966,7 @@ fn a_settings_refresh_replaces_what_it_set_and_leaves_pods_and_others_keys_alone
     }
     let after = with_settings(&[("team", "billing")], Some(IntOrString::Int(3)));
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &after,
         connection: &plain(),
         build_id: &build,
@@ -936,6 +994,7 @@ fn a_settings_refresh_replaces_what_it_set_and_leaves_pods_and_others_keys_alone
     none.spec.deployment = None;
     none.spec.deployment_metadata = None;
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: &none,
         ..input
     };

@@ -26,6 +26,7 @@ fn build_of(twd: &TemporalWorkerDeployment) -> String {
 fn render(twd: &TemporalWorkerDeployment, conn: &TemporalConnectionSpec) -> Deployment {
     let build = build_of(twd);
     versioned_deployment(&VersionedDeploymentInput {
+        connection_ref: None,
         twd,
         connection: conn,
         build_id: &build,
@@ -225,6 +226,7 @@ fn a_server_ca_wired_by_hand_is_kept_not_doubled() {
         current = refresh_template(
             &current,
             &VersionedDeploymentInput {
+                connection_ref: None,
                 twd: &twd,
                 connection: &conn,
                 build_id: &old_build,
@@ -286,6 +288,7 @@ fn worker_credentials_replace_the_controllers_secret_in_the_pods() {
     let back = refresh_template(
         &d,
         &VersionedDeploymentInput {
+            connection_ref: None,
             twd: &twd(),
             connection: &api_key_with_ca(),
             build_id: &build,

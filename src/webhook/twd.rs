@@ -252,6 +252,7 @@ pub fn dry_run_deployment(
     let build_id =
         crate::build_id::compute(&twd.spec.template, custom).map_err(|e| e.to_string())?;
     let input = crate::render::VersionedDeploymentInput {
+        connection_ref: None,
         twd: &twd,
         connection,
         build_id: &build_id,

@@ -7,12 +7,14 @@
 mod autoscaling;
 mod backlog;
 mod bad_build;
+mod connection_ref;
 mod connection_tls;
 #[path = "../common/controller.rs"]
 mod controller;
 mod deployment_settings;
 mod draining;
 mod engines;
+mod foreign_versions;
 mod inputs;
 mod kind_sets;
 mod lifecycle;

@@ -67,15 +67,7 @@ async fn pinned_workflows_keep_a_draining_version_alive() -> Result<()> {
     check_nothing_ended_the_pinned_workflow(&c, &v1).await?;
 
     // Finish the workflow: v1 drains and goes away.
-    c.temporal_cli(&[
-        "workflow",
-        "signal",
-        "--workflow-id",
-        &wf,
-        "--name",
-        "finish",
-    ])
-    .await?;
+    finish_workflow(&c, &wf).await?;
     wait_gone(
         &c,
         &deployment_of("ledger", &v1),
@@ -206,15 +198,34 @@ async fn wait_deleted(c: &Case, twd: &str, build: &str, what: &str) -> Result<()
 /// Starts a `wait` workflow (it runs until signalled) on the case's task queue: the worker's
 /// default versioning behaviour pins it to the Current version.
 pub(crate) async fn start_waiting_workflow(c: &Case, id: &str) -> Result<()> {
+    start_waiting_workflow_on(c, id, &c.task_queue).await
+}
+
+/// [`start_waiting_workflow`] on task queue `queue`.
+pub(crate) async fn start_waiting_workflow_on(c: &Case, id: &str, queue: &str) -> Result<()> {
     c.temporal_cli(&[
         "workflow",
         "start",
         "--type",
         "wait",
         "--task-queue",
-        &c.task_queue,
+        queue,
         "--workflow-id",
         id,
+    ])
+    .await?;
+    Ok(())
+}
+
+/// Signals a `wait` workflow to finish.
+pub(crate) async fn finish_workflow(c: &Case, id: &str) -> Result<()> {
+    c.temporal_cli(&[
+        "workflow",
+        "signal",
+        "--workflow-id",
+        id,
+        "--name",
+        "finish",
     ])
     .await?;
     Ok(())

@@ -29,6 +29,8 @@ pub struct ExecContext<'a> {
     pub temporal: &'a TemporalClient,
     pub twd: &'a TemporalWorkerDeployment,
     pub connection: &'a TemporalConnectionSpec,
+    /// The other Connections old versions keep, by record (`UpdateDeployment::connection`).
+    pub recorded_connections: &'a std::collections::BTreeMap<String, TemporalConnectionSpec>,
     /// Temporal worker deployment name (`<ns>/<name>`).
     pub deployment_name: &'a str,
     pub conflict_token: Vec<u8>,
@@ -227,9 +229,19 @@ async fn update_deployment(
         .get(&update.name)
         .await
         .map_err(|e| fail("get Deployment", e))?;
+    // An old version on another Connection is re-rendered with that one; gone since the plan
+    // was made: left as it is this pass.
+    let connection = match &update.connection {
+        None => ctx.connection,
+        Some(record) => match ctx.recorded_connections.get(record) {
+            Some(spec) => spec,
+            None => return Ok(()),
+        },
+    };
     let input = VersionedDeploymentInput {
+        connection_ref: update.connection.as_deref(),
         twd: ctx.twd,
-        connection: ctx.connection,
+        connection,
         build_id: &update.build_id,
         replicas: None,
     };
@@ -352,6 +364,7 @@ async fn create_target(
     out: &mut Executed,
 ) -> Result<(), Failure> {
     let input = VersionedDeploymentInput {
+        connection_ref: None,
         twd: ctx.twd,
         connection: ctx.connection,
         build_id: &create.build_id,

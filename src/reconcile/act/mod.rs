@@ -74,6 +74,7 @@ pub async fn apply(
         temporal: &observed.client,
         twd: &twd,
         connection: &observed.connection.spec,
+        recorded_connections: &observed.recorded_connections,
         deployment_name: &twd.temporal_deployment_name(),
         conflict_token: input.temporal.conflict_token.clone(),
         gate_input: observed.gate_input.as_ref(),

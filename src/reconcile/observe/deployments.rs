@@ -6,8 +6,8 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
-    LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
+    LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
 use crate::caches::Caches;
 use crate::planner::model::ObservedDeployment;
@@ -137,6 +137,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     let labels = d.labels();
     let pod_template_hash = pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned();
     let connection_hash = pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned();
+    let connection_ref = pod_annotations.get(ANNOTATION_CONNECTION_REF).cloned();
     let template_record = takeover::record_for(
         pod_template_hash.as_deref(),
         labels
@@ -158,6 +159,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         healthy_since,
         pod_template_hash,
         connection_hash,
+        connection_ref,
         template_record,
         connection_record,
         rolled_in_place,
@@ -183,8 +185,8 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
 mod tests {
     use super::*;
     use crate::api::{
-        ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
-        LABEL_DEPLOYMENT_NAME,
+        ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
+        LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME,
     };
     use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
     use serde_json::json;
@@ -223,7 +225,8 @@ mod tests {
                     crate::caches::ANNOTATION_LAST_APPLIED: "{}"}},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
                 "metadata": {"labels": {"a": "b"}, "annotations": {
-                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c", "x": "y"}},
+                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c",
+                    ANNOTATION_CONNECTION_REF: "Connection/prod", "x": "y"}},
                 "spec": {"containers": [{"name": "worker"}]}}},
             "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": [
                 {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
@@ -241,7 +244,11 @@ mod tests {
         );
         let template = d.spec.template.metadata.as_ref().expect("meta");
         assert!(template.labels.is_none());
-        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(2));
+        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(3));
+        assert_eq!(
+            before.as_ref().and_then(|o| o.connection_ref.as_deref()),
+            Some("Connection/prod")
+        );
         let c = &d
             .status
             .as_ref()

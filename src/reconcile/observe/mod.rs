@@ -13,6 +13,7 @@ mod drain_visibility;
 mod gate_input;
 mod observed;
 mod pollers;
+mod recorded;
 mod step_gates;
 mod target_pods;
 mod temporal;
@@ -38,6 +39,12 @@ pub async fn everything(
 ) -> Result<(Observed, PlanInput), Failure> {
     let mut observed = kubernetes_and_temporal(ctx, twd, &mut desired).await?;
     let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    // The record GC's ledger, kept in status (`planner::records`).
+    input.retired = twd
+        .status
+        .as_ref()
+        .map(|s| s.retired_versions.clone())
+        .unwrap_or_default();
     autoscalers::mark(
         &ctx.client,
         ctx.ready_caches().await,
@@ -100,6 +107,8 @@ async fn kubernetes_and_temporal(
         .await
         .map_err(Failure::DeploymentsUnreadable)?;
     target_build_id(desired, &deployments);
+    let connection_ref = crate::render::connection_record(twd);
+    let recorded_connections = recorded::connections(ctx, twd, &connection_ref, &deployments).await;
     let desired = &*desired;
     let name = twd.temporal_deployment_name();
     let (temporal, gate_queues) = temporal::state(
@@ -128,6 +137,8 @@ async fn kubernetes_and_temporal(
         })?;
     Ok(Observed {
         connection: connected.connection,
+        connection_ref,
+        recorded_connections,
         client,
         gate_input,
         step_gate_input: None,

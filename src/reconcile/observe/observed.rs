@@ -1,8 +1,10 @@
 //! What one reconcile observed, and the planner's input made from it.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 
-use crate::api::TemporalConnection;
+use crate::api::{TemporalConnection, TemporalConnectionSpec};
 use crate::build_id;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
 use crate::reconcile::Settings;
@@ -13,6 +15,11 @@ use crate::temporal::state::WorkerDeploymentState;
 /// Everything observed for one reconcile.
 pub struct Observed {
     pub connection: TemporalConnection,
+    /// The spec's `connectionRef` as Deployments record it (`render::connection_record`).
+    pub connection_ref: String,
+    /// The settings of the other Connections old versions' Deployments record, by record
+    /// (`recorded::connections`); one that could not be read is absent.
+    pub recorded_connections: BTreeMap<String, TemporalConnectionSpec>,
     /// Connected to the TWD's Temporal namespace.
     pub client: TemporalClient,
     /// Resolved gate input (may come from a Secret: never log it).
@@ -41,6 +48,8 @@ pub fn before_temporal(
         unversioned_pollers_on_all_queues: false,
         connection_hash: String::new(),
         predecessor_connection_hash: String::new(),
+        connection_ref: String::new(),
+        recorded_connections: Default::default(),
         succession: settings.succession.clone(),
         analysis: None,
         step_gates: vec![],
@@ -52,6 +61,7 @@ pub fn before_temporal(
         pollers: Default::default(),
         current_task_queues: Vec::new(),
         target_pods: None,
+        retired: Vec::new(),
     }
 }
 
@@ -65,6 +75,12 @@ impl Observed {
             unversioned_pollers_on_all_queues: self.facts.unversioned_pollers_on_all_queues,
             connection_hash: build_id::connection_hash(&self.connection.spec),
             predecessor_connection_hash: build_id::go_connection_hash(&self.connection.spec),
+            connection_ref: self.connection_ref.clone(),
+            recorded_connections: self
+                .recorded_connections
+                .iter()
+                .map(|(r, c)| (r.clone(), build_id::connection_hash(c)))
+                .collect(),
             install_id: self.client.install_id().to_string(),
             ..before_temporal(desired, self.deployments.clone(), settings, now)
         }

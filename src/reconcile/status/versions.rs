@@ -227,6 +227,7 @@ pub(super) fn versions(
         rollout_control: None,
         version_conflict_token: None,
         observed_connection_ref: None,
+        retired_versions: plan.retired.clone(),
     }
 }
 
