@@ -80,7 +80,10 @@ mod test_fixtures;
 pub use sunset::{deadlines as sunset_deadlines, eligible_for_deletion};
 
 use crate::planner::clock::Wake;
-use crate::planner::model::{Phase, Plan, PlanInput, ScaleDeployment, ScaleReason};
+use crate::planner::model::{
+    CreateDeployment, Decision, HeldAtZero, Phase, Plan, PlanInput, Progress, ScaleDeployment,
+    ScaleReason,
+};
 use crate::planner::view::View;
 
 /// `spec.rollout.onFailure: Abort`: the failed target is scaled to zero (an autoscaler's
@@ -108,30 +111,11 @@ pub fn plan(input: &PlanInput) -> Plan {
 
     let retirement = sunset::retire(&view, &mut wake);
 
-    // The limit protects Temporal's per-deployment version cap, so it only holds back a
-    // build Temporal does not know yet (re-creating a known version's Deployment adds none).
-    let mut create = scaling::create(&view);
-    let held_back = (create.is_some()
-        && view.target_version.is_none()
-        && retirement.ineligible >= input.desired.max_versions_ineligible_for_deletion)
-        .then(|| sunset::too_many_versions_message(retirement.ineligible, &input.desired));
-    if held_back.is_some() {
-        create = None;
-    }
+    let (mut create, held_back) = creation(&view, retirement.ineligible);
 
     let stalled = drift::stalled(&view);
     let mut decision = routing::decide(&view, held_back, &stalled, &mut wake);
-    if poller_health::hold(
-        &mut decision.change,
-        &input.pollers,
-        &input.temporal.routing,
-    ) {
-        // A one-shot annotation acted on by the held change is not done yet: it is acted on
-        // again once the pollers are back.
-        let before = &input.desired.control.record;
-        decision.control.promoted = before.promoted.clone();
-        decision.control.skipped_step = before.skipped_step.clone();
-    }
+    hold_for_pollers(input, &mut decision);
     if input.temporal.routing.update_in_progress {
         wake.after(input.fast_poll);
     }
@@ -148,17 +132,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     scale.extend(retirement.scale);
     let (rewoken, held_at_zero) = scaling::draining_at_zero(&view);
     scale.extend(rewoken);
-    let mut progress = decision.progress;
-    if !held_at_zero.is_empty() {
-        progress.message = format!(
-            "{}; {}",
-            progress.message,
-            scaling::held_message(&held_at_zero)
-        );
-    }
-    if let Some(note) = images::note(&input.desired) {
-        progress.message = format!("{}; {note}", progress.message);
-    }
+    let progress = with_notes(decision.progress, &held_at_zero, input);
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
     let forget_versions = records::forget(&view, &mut wake);
     let retired = records::ledger(&view);
@@ -182,4 +156,51 @@ pub fn plan(input: &PlanInput) -> Plan {
         retired,
         pollers_lost_too_long,
     }
+}
+
+/// The target's Deployment to create, unless too many versions are still ineligible for
+/// deletion (then `None`, and the message saying so). The limit protects Temporal's
+/// per-deployment version cap, so it only holds back a build Temporal does not know yet
+/// (re-creating a known version's Deployment adds none).
+fn creation(view: &View, ineligible: usize) -> (Option<CreateDeployment>, Option<String>) {
+    let desired = &view.input.desired;
+    let create = scaling::create(view);
+    let held_back = (create.is_some()
+        && view.target_version.is_none()
+        && ineligible >= desired.max_versions_ineligible_for_deletion)
+        .then(|| sunset::too_many_versions_message(ineligible, desired));
+    match held_back {
+        Some(message) => (None, Some(message)),
+        None => (create, None),
+    }
+}
+
+/// Holds a routing change to a version without ready pollers. A one-shot annotation acted on
+/// by the held change is not done yet: it is acted on again once the pollers are back.
+fn hold_for_pollers(input: &PlanInput, decision: &mut Decision) {
+    if poller_health::hold(
+        &mut decision.change,
+        &input.pollers,
+        &input.temporal.routing,
+    ) {
+        let before = &input.desired.control.record;
+        decision.control.promoted = before.promoted.clone();
+        decision.control.skipped_step = before.skipped_step.clone();
+    }
+}
+
+/// The progress message with what else the user should know: Draining versions an
+/// autoscaler holds at zero, and notes on the images.
+fn with_notes(mut progress: Progress, held_at_zero: &[HeldAtZero], input: &PlanInput) -> Progress {
+    if !held_at_zero.is_empty() {
+        progress.message = format!(
+            "{}; {}",
+            progress.message,
+            scaling::held_message(held_at_zero)
+        );
+    }
+    if let Some(note) = images::note(&input.desired) {
+        progress.message = format!("{}; {note}", progress.message);
+    }
+    progress
 }

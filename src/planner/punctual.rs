@@ -75,6 +75,7 @@ fn same_other_writes(a: &Plan, b: &Plan) -> bool {
         control: _,
         held_at_zero: _,
         pollers_lost_too_long: _,
+        retired: _,
     } = a;
     *create == b.create
         && *adopt == b.adopt
