@@ -351,7 +351,9 @@ pub fn helm_release(r: &Value) -> Result<Value> {
     }
     match action.as_str() {
         "install" | "upgrade" => {
-            let rel: Value = serde_json::from_str(&out.stdout)
+            // A chart pulled from a registry is announced first (`Pulled: …`, `Digest: …`).
+            let json_text = &out.stdout[out.stdout.find('{').unwrap_or(0)..];
+            let rel: Value = serde_json::from_str(json_text)
                 .with_context(|| format!("helm {action} -o json: {}", out.stdout))?;
             answer["status"] = rel["info"]["status"].clone();
             answer["revision"] = rel["version"].clone();
