@@ -83,9 +83,10 @@ impl ContainerProcess {
         Ok(String::from_utf8_lossy(&std::fs::read(&file)?).into_owned())
     }
 
-    /// The controller's `system_trust_roots` from its start log line.
+    /// The controller's `system_trust_roots` from its start log line (text or JSON, with or
+    /// without ANSI colours).
     pub fn logged_trust_roots(&self) -> Result<usize> {
-        let log = self.log()?;
+        let log = strip_ansi(&self.log()?);
         let at = log
             .find("system_trust_roots")
             .context("the controller logged no system_trust_roots")?;
@@ -125,5 +126,32 @@ impl ContainerProcess {
             "the controller loaded {logged} system trust roots; {bundle} holds {bundled}"
         );
         Ok(())
+    }
+}
+
+/// `text` without ANSI escape sequences (`ESC [ … letter`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn colours_are_stripped() {
+        let line = "\u{1b}[3msystem_trust_roots\u{1b}[0m\u{1b}[2m=\u{1b}[0m148";
+        assert_eq!(super::strip_ansi(line), "system_trust_roots=148");
     }
 }
