@@ -162,31 +162,29 @@ fn webhook_secret() -> Result<Value> {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_go_charts_deployment_runs_our_image_and_rolls_out_v1() -> Result<()> {
-    let ns = RELEASE_NS;
-    let image = push_image(controller_binary(), GO_TAG).await?;
-    let build = test_harness::go_controller::GoControllerBuild::locate_async().await?;
-    let scratch = std::env::temp_dir().join(format!("twc-go-chart-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let chart = go_chart_copy(&build.module_dir, &scratch)?;
-
-    // The extra grants are exactly what our chart grants beyond the Go chart.
+/// Our chart's controller grants that the Go chart's roles lack must be [`EXTRA_GRANTS`].
+fn extra_grants_are_what_ours_adds(chart: &Path, ns: &str) -> Result<()> {
     let (_, ours) = rendered_grants(&json!({"webhook": {"enabled": false}}), ns)?;
     let rules: Vec<Value> = ours
         .iter()
         .flat_map(|r| r.as_array().cloned().unwrap_or_default())
         .collect();
-    let ours = expand(&Value::Array(rules));
-    let theirs = go_grants(&chart, ns)?;
-    let beyond: Vec<Grant> = ours.into_iter().filter(|g| !theirs.contains(g)).collect();
+    let theirs = go_grants(chart, ns)?;
+    let beyond: Vec<Grant> = expand(&Value::Array(rules))
+        .into_iter()
+        .filter(|g| !theirs.contains(g))
+        .collect();
     ensure!(
         beyond == extra_grants(),
         "our chart grants beyond the Go chart {beyond:#?}; the test supplies {:#?}",
         extra_grants()
     );
+    Ok(())
+}
 
-    let c = cluster().await?;
+/// Our CRD chart from the registry, the extra RBAC and the webhook Secret, then the Go chart
+/// with our image, `helm install --wait`.
+async fn install_go_chart(c: &Cluster, chart: &Path, image: &ImageRef, ns: &str) -> Result<()> {
     let (crd_chart, _) = push_charts().await?;
     c.helm
         .install_oci(CRD_RELEASE, &crd_chart, &json!({}))
@@ -201,20 +199,24 @@ async fn the_go_charts_deployment_runs_our_image_and_rolls_out_v1() -> Result<()
         Some(&list.to_string()),
     )?;
     ensure!(applied.success, "kubectl apply: {}", applied.text);
-    let repository = image.repository.clone();
     let values = json!({
-        "image": {"repository": repository, "tag": GO_TAG},
+        "image": {"repository": image.repository, "tag": GO_TAG},
         "replicas": 1,
         "metrics": {"port": free_port()?},
         "certmanager": {"enabled": false},
     });
     let install = c
         .helm
-        .install(GO_RELEASE, &chart, &values)
+        .install(GO_RELEASE, chart, &values)
         .await?
         .ensure_ok("helm install --wait of the Go v1.8.1 chart with our image")?;
     println!("Go chart installed (--wait) in {:?}", install.took());
+    Ok(())
+}
 
+/// The Go chart's manager Pod runs our image with the chart's own `args` (no `command`), as
+/// 65532, and the controller found the image's CA bundle.
+async fn assert_manager_runs_our_image(c: &Cluster, image: &ImageRef, ns: &str) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), ns);
     let pod = pods
         .list(&ListParams::default().labels("app.kubernetes.io/component=manager"))
@@ -223,22 +225,21 @@ async fn the_go_charts_deployment_runs_our_image_and_rolls_out_v1() -> Result<()
         .into_iter()
         .find(|p| p.metadata.deletion_timestamp.is_none())
         .context("no manager Pod of the Go chart")?;
-    let spec = pod.spec.as_ref().context("Pod spec")?;
-    let manager = spec.containers.first().context("no container")?;
+    let manager = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .context("no container")?;
+    let first_arg = manager.args.as_ref().and_then(|a| a.first());
     ensure!(
-        manager.command.is_none()
-            && manager
-                .args
-                .as_ref()
-                .and_then(|a| a.first())
-                .map(String::as_str)
-                == Some("--leader-elect"),
+        manager.command.is_none() && first_arg.map(String::as_str) == Some("--leader-elect"),
         "the Go chart's Deployment is not as released: {:?} {:?}",
         manager.command,
         manager.args
     );
+    let expected = format!("{}:{GO_TAG}", image.repository);
     ensure!(
-        manager.image.as_deref() == Some(format!("{repository}:{GO_TAG}").as_str()),
+        manager.image.as_deref() == Some(expected.as_str()),
         "the Go chart runs {:?}",
         manager.image
     );
@@ -257,7 +258,21 @@ async fn the_go_charts_deployment_runs_our_image_and_rolls_out_v1() -> Result<()
         logged == bundled && bundled > 0,
         "trust roots {logged} of {bundled}"
     );
+    Ok(())
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_go_charts_deployment_runs_our_image_and_rolls_out_v1() -> Result<()> {
+    let ns = RELEASE_NS;
+    let image = push_image(controller_binary(), GO_TAG).await?;
+    let build = test_harness::go_controller::GoControllerBuild::locate_async().await?;
+    let scratch = std::env::temp_dir().join(format!("twc-go-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let chart = go_chart_copy(&build.module_dir, &scratch)?;
+    extra_grants_are_what_ours_adds(&chart, ns)?;
+    let c = cluster().await?;
+    install_go_chart(&c, &chart, &image, ns).await?;
+    assert_manager_runs_our_image(&c, &image, ns).await?;
     let temporal_ns = workload_namespace(&c.client, "go-shop").await?;
     let wd = worker_deployment(
         "orders",

@@ -68,11 +68,12 @@ impl ContainerProcess {
     /// Whether its `/` is mounted read-only (`/proc/<pid>/mountinfo`).
     pub fn root_read_only(&self) -> Result<bool> {
         let info = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.pid))?;
+        // The last mount at `/` is the one the process sees.
         let root = info
             .lines()
+            .rev()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .filter(|f| f.get(4) == Some(&"/"))
-            .last()
+            .find(|f| f.get(4) == Some(&"/"))
             .context("no / in mountinfo")?;
         Ok(root.get(5).is_some_and(|o| o.split(',').any(|o| o == "ro")))
     }
