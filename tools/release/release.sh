@@ -5,6 +5,11 @@
 #                                        section, commit "Release v<version>" and tag v<version>
 #   tools/release/release.sh --check     Cargo.toml, Cargo.lock, every charts/*/Chart.yaml (version
 #                                        and appVersion), CHANGELOG.md and the tag agree
+#   tools/release/release.sh --artifacts <dir> [...]   every artifact of the checked-out release
+#                                        (tools/release/artifacts.sh; its header lists the options)
+#
+# The first release may be the current version: with no tag v* and no release in CHANGELOG.md,
+# `release.sh <current version>` cuts it (0.1.0 was never published, so it is not skipped).
 #
 # Works on the repository of the current directory (so a test can run it on a scratch copy). One
 # version for the binary, the image tag and every chart: users upgrade them together. Nothing is
@@ -20,8 +25,8 @@ die() {
 note() { echo "release: $*"; }
 
 usage() {
-  echo "usage: tools/release/release.sh <version> | --check" >&2
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  echo "usage: tools/release/release.sh <version> | --check | --artifacts <dir> [options]" >&2
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -116,6 +121,11 @@ released_versions() {
 
 tag_exists() { git rev-parse -q --verify "refs/tags/$1" >/dev/null; }
 
+# Nothing has been released: no tag v* and no release section in CHANGELOG.md.
+first_release() {
+  [[ -z $(git tag --list 'v*') && -z $(released_versions) ]]
+}
+
 # Every place that carries the version agrees with Cargo.toml; prints what it checked. $1 = "cut"
 # skips the tag checks (the release about to be cut has no tag yet).
 check() {
@@ -184,7 +194,8 @@ set_versions() {
     [[ -n $f ]] || continue
     # The Artifact Hub `images` annotation names the default image, whose tag is the appVersion.
     sed -E -e "s/^version:.*/version: $new/" -e "s/^appVersion:.*/appVersion: \"$new\"/" \
-      -e "s/^( +image: temporal-worker-controller):[^[:space:]]+$/\1:$new/" "$f" >"$tmp"
+      -e "s#^( +image: ([^[:space:]]+/)?temporal-worker-controller[a-z-]*):[^[:space:]]+\$#\1:$new#" \
+      "$f" >"$tmp"
     cat "$tmp" >"$f"
   done < <(charts)
   awk -v heading="## [$new] - $RELEASE_DATE" '
@@ -204,7 +215,11 @@ cut() {
 $dirty"
   check cut
   current=$CHECKED_VERSION
-  semver_gt "$new" "$current" || die "$new is not greater than the current version $current"
+  if [[ $new == "$current" ]] && first_release; then
+    note "first release: cutting the current version $current"
+  else
+    semver_gt "$new" "$current" || die "$new is not greater than the current version $current"
+  fi
   ! tag_exists "v$new" || die "tag v$new already exists"
   grep -qE '^[[:space:]]*[-*] ' < <(unreleased_body) ||
     die "CHANGELOG.md: Unreleased has no entries; list the release's changes there first"
@@ -224,6 +239,7 @@ $dirty"
 }
 
 main() {
+  [[ ${1:-} == --artifacts ]] && exec bash "$(dirname "$0")/artifacts.sh" "${@:2}"
   [[ $# -eq 1 ]] || usage
   local root
   root=$(git rev-parse --show-toplevel 2>/dev/null) || die "not inside a git repository"
