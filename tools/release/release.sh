@@ -4,7 +4,8 @@
 #   tools/release/release.sh <version>   bump to <version>, move CHANGELOG's Unreleased into a dated
 #                                        section, commit "Release v<version>" and tag v<version>
 #   tools/release/release.sh --check     Cargo.toml, Cargo.lock, every charts/*/Chart.yaml (version
-#                                        and appVersion), CHANGELOG.md and the tag agree
+#                                        and appVersion), CHANGELOG.md, docs/quickstart.md's
+#                                        TWC_VERSION and the tag agree
 #   tools/release/release.sh --artifacts <dir> [...]   every artifact of the checked-out release
 #                                        (tools/release/artifacts.sh; its header lists the options)
 #
@@ -26,7 +27,7 @@ note() { echo "release: $*"; }
 
 usage() {
   echo "usage: tools/release/release.sh <version> | --check | --artifacts <dir> [options]" >&2
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -119,6 +120,8 @@ released_versions() {
   sed -n -E 's/^## \[([^]]+)\] - ([0-9]{4}-[0-9]{2}-[0-9]{2})$/\1 \2/p' CHANGELOG.md
 }
 
+QUICKSTART=docs/quickstart.md
+
 tag_exists() { git rev-parse -q --verify "refs/tags/$1" >/dev/null; }
 
 # Nothing has been released: no tag v* and no release section in CHANGELOG.md.
@@ -144,6 +147,11 @@ check() {
     v=$(chart_field "$f" appVersion)
     [[ $v == "$version" ]] || problems+=("$f: appVersion is '${v:-missing}', Cargo.toml says $version")
   done < <(charts)
+  # The quickstart installs the release it names.
+  if [[ -f $QUICKSTART ]]; then
+    v=$(sed -n -E 's/^export TWC_VERSION=([^[:space:]]+)$/\1/p' "$QUICKSTART")
+    [[ $v == "$version" ]] || problems+=("$QUICKSTART: TWC_VERSION is '${v:-missing}', Cargo.toml says $version")
+  fi
   if [[ ! -f CHANGELOG.md ]]; then
     problems+=("CHANGELOG.md is missing")
   else
@@ -198,6 +206,9 @@ set_versions() {
       "$f" >"$tmp"
     cat "$tmp" >"$f"
   done < <(charts)
+  if [[ -f $QUICKSTART ]]; then
+    sed -E "s/^export TWC_VERSION=.*/export TWC_VERSION=$new/" "$QUICKSTART" >"$tmp" && cat "$tmp" >"$QUICKSTART"
+  fi
   awk -v heading="## [$new] - $RELEASE_DATE" '
     { print }
     $0 == "## [Unreleased]" { print ""; print heading }' CHANGELOG.md >"$tmp" && cat "$tmp" >CHANGELOG.md
@@ -225,6 +236,7 @@ $dirty"
     die "CHANGELOG.md: Unreleased has no entries; list the release's changes there first"
 
   files=(Cargo.toml Cargo.lock CHANGELOG.md)
+  [[ -f $QUICKSTART ]] && files+=("$QUICKSTART")
   mapfile -t -O ${#files[@]} files < <(charts)
   # Leave the tree as it was if any step fails before the release commit exists.
   trap 'git checkout -q HEAD -- "${files[@]}"; echo "release: nothing released; files restored" >&2' EXIT
