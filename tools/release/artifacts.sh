@@ -123,12 +123,14 @@ charts() {
   stage=$(mktemp -d)
   while read -r chart; do
     chart=$(dirname "$chart")
-    cp -r "$chart" "$stage/"
+    # -L: the chart links files/dashboards to the repository's dashboards/.
+    cp -rL "$chart" "$stage/"
     if [[ -n $REGISTRY && -f $chart/values.yaml ]]; then
       sed -i -E "s#^(  repository: ).*/$IMAGE_NAME\$#\1$REGISTRY/$IMAGE_NAME#" \
         "$stage/$(basename "$chart")/values.yaml"
     fi
-    "$helm" package "$stage/$(basename "$chart")" --destination "$OUT" >&2
+    # Helm 4 dates the archive's entries by SOURCE_DATE_EPOCH: reproducible charts.
+    SOURCE_DATE_EPOCH=$EPOCH "$helm" package "$stage/$(basename "$chart")" --destination "$OUT" >&2
   done < <(git ls-files -- ':(glob)charts/*/Chart.yaml')
   rm -rf "$stage"
 }
