@@ -135,11 +135,18 @@ charts() {
   rm -rf "$stage"
 }
 
-# The SBOM of every crate Cargo.lock pins (SPDX 2.3 JSON, from cargo-sbom: tools/sbom/build.sh).
+# The SBOM of the controller and every crate Cargo.lock pins for it (SPDX 2.3 JSON, from
+# cargo-sbom: tools/sbom/build.sh). Its creation time and document namespace (a random UUID) are
+# set from the commit, so the SBOM is as reproducible as the rest.
 sbom() {
-  local cargo_sbom
+  local cargo_sbom created namespace
   cargo_sbom=$(tool cargo-sbom "$here/../sbom/build.sh")
-  "$cargo_sbom" --output-format spdx_json_2_3 >"$1"
+  created=$(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+  namespace="https://github.com/temporalio/temporal-worker-controller-rs/releases/v$VERSION/sbom-$REVISION"
+  "$cargo_sbom" --cargo-package temporal-worker-controller --output-format spdx_json_2_3 |
+    sed -E -e "s#^(  *\"created\": )\"[^\"]*\"#\1\"$created\"#" \
+      -e "s#^(  *\"documentNamespace\": )\"[^\"]*\"#\1\"$namespace\"#" >"$1"
+  grep -q "\"created\": \"$created\"" "$1" || die "cargo-sbom wrote no creation time to set"
 }
 
 # The image (tools/image/package.sh), pushed when a registry is given; prints its digest.
