@@ -106,6 +106,9 @@ impl Scratch {
         let end = text[start + 1..]
             .find("\n## [")
             .map_or(text.len(), |i| start + i + 2);
+        if end == text.len() {
+            return Ok(()); // nothing released yet
+        }
         self.write("CHANGELOG.md", &text[..end])?;
         self.commit_all("CHANGELOG.md before the first release")
     }
