@@ -370,6 +370,7 @@ fn scripts_are_where_the_readme_says() -> Result<()> {
     for script in [
         "tools/release/release.sh",
         "tools/release/changelog-check.sh",
+        "tools/release/artifacts.sh",
     ] {
         ensure!(
             Path::new(&source_root().join(script)).is_file(),

@@ -239,9 +239,42 @@ fn run_steps(workflow: &serde_yaml::Value) -> Result<Vec<(String, String)>> {
 
 #[test]
 fn the_workflow_builds_only_through_the_release_command() -> Result<()> {
+    let text = std::fs::read_to_string(scratch::source_root().join(WORKFLOW))?;
+    check_workflow(&text)
+}
+
+/// Mutations of the workflow that the check must refuse.
+#[test]
+fn a_workflow_that_builds_by_itself_is_refused() -> Result<()> {
+    let text = std::fs::read_to_string(scratch::source_root().join(WORKFLOW))?;
+    let release_step = "        run: tools/release/release.sh --artifacts dist";
+    ensure!(text.contains(release_step), "{WORKFLOW} changed: update the mutations");
+    let mutants = [
+        // A build step of its own beside the release command.
+        text.replace(
+            release_step,
+            "        run: cargo build --release\n      - run: tools/release/release.sh --artifacts dist",
+        ),
+        // Packaging a chart in the publish job.
+        text.replace(
+            "mkdir dist\n",
+            "mkdir dist\n          helm package charts/temporal-worker-controller\n",
+        ),
+        // A flag the test never passes.
+        text.replace(release_step, &format!("{release_step} --untested-flag")),
+        // Signing dropped.
+        text.replace("cosign sign --yes", "echo not signing"),
+    ];
+    for (i, mutant) in mutants.iter().enumerate() {
+        ensure!(*mutant != text, "mutation {i} changed nothing");
+        ensure!(check_workflow(mutant).is_err(), "mutation {i} was accepted");
+    }
+    Ok(())
+}
+
+fn check_workflow(text: &str) -> Result<()> {
     let root = scratch::source_root();
-    let text = std::fs::read_to_string(root.join(WORKFLOW))?;
-    let workflow: serde_yaml::Value = serde_yaml::from_str(&text)?;
+    let workflow: serde_yaml::Value = serde_yaml::from_str(text)?;
     ensure!(
         workflow["on"]["push"]["tags"] == serde_yaml::to_value(["v*"])?,
         "not run on a v* tag"
@@ -271,11 +304,17 @@ fn the_workflow_builds_only_through_the_release_command() -> Result<()> {
             "the workflow passes {flag}, which tests/release_artifacts.rs does not"
         );
     }
-    for (job, run) in runs.iter().filter(|(_, r)| !r.contains(RELEASE_COMMAND)) {
+    // Installing the tools the release command runs is set-up, not building.
+    let commands = runs
+        .iter()
+        .filter(|(_, r)| !r.contains(RELEASE_COMMAND))
+        .flat_map(|(job, r)| r.lines().map(move |l| (job, l.to_lowercase())))
+        .filter(|(_, l)| !l.contains("apt-get install") && !l.contains("apt-get update"));
+    for (job, line) in commands {
         for word in BUILDING {
             ensure!(
-                !run.to_lowercase().contains(word),
-                "job {job} builds outside the release command ({word:?}):\n{run}"
+                !line.contains(word),
+                "job {job} builds outside the release command ({word:?}): {line}"
             );
         }
     }
