@@ -1,9 +1,14 @@
-//! Releases users can install and upgrade (issue 29 items 3 and 4), with Helm 4 `--wait` on the
-//! real control plane, the controller running **as the chart's own Pod**: the kubelet stand-in
-//! runs the Pod from the chart's Deployment as a process (`tests/harness/src/kubelet/
-//! controller_pod.rs`: the chart's image mapped to a locally built binary, its args, env,
-//! downward API, a TokenRequest token for its ServiceAccount with the API server's CA, its
-//! mounts, Ready from its readiness probe).
+//! Releases users can install and upgrade (issue 29 items 3 and 4, issue 48), with Helm 4
+//! `--wait` on the real control plane, the controller running **as the chart's own Pod from its
+//! image**: the test build's binary is packaged by `tools/image/package.sh` and pushed to the
+//! rig's registry (`tests/harness/src/registry.rs`), both charts are `helm push`ed there and
+//! installed from `oci://127.0.0.1:<port>/charts/…`, the image pinned by digest; the kubelet
+//! stand-in pulls it and runs the Pod from the image's own root file system (`tests/harness/
+//! src/kubelet/{image,container_root,controller_pod}.rs`: its entrypoint with the chart's args,
+//! env, downward API, a TokenRequest token for its ServiceAccount with the API server's CA, its
+//! mounts, as 65532 with a read-only root, Ready from its readiness probe). Each install checks
+//! that the controller process runs as 65532:65532 on a read-only root that is the image's and
+//! loaded as many system trust roots as the image's CA bundle holds (its start log line).
 //!
 //! - `helm_install_wait_runs_the_controller_as_its_pod`: the CRD chart, then the controller
 //!   chart, each `helm install --wait`; the controller's Pod is Ready, holds the Lease under its
@@ -46,24 +51,71 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
 use test_harness::chart::{CHART, CRD_CHART, Helm};
+use test_harness::container::ContainerProcess;
 use test_harness::control_plane::ControlPlane;
 use test_harness::kubelet::{Kubelet, KubeletOptions};
+use test_harness::registry::{CHART_PATH, ChartRef, Registry};
 use test_harness::{manifests, repo_root, temporal_server, world};
 
-/// The chart's `image.repository` in these tests; the tag says which binary runs.
-const IMAGE_REPO: &str = "twc-under-test";
 const RELEASE_NS: &str = "twc-system";
 const RELEASE: &str = "twc";
 /// The Go controller's CRD release name, which ours shares (chart README).
 const CRD_RELEASE: &str = "temporal-worker-controller-crds";
 const T: Duration = Duration::from_secs(120);
 
-fn image(tag: &str) -> String {
-    format!("{IMAGE_REPO}:{tag}")
+/// The controller binary this test build made: packaged into the image under test.
+fn controller_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"))
 }
 
-/// A control plane of the test's own, with the kubelet stand-in running `images` as process
-/// Pods, and Helm for the release namespace.
+/// A controller image in the rig's registry, pinned by digest in the chart's values.
+#[derive(Clone, Debug)]
+struct ImageRef {
+    repository: String,
+    digest: String,
+}
+
+impl ImageRef {
+    /// What the Pod spec says: `<registry>/<repository>@sha256:…`.
+    fn reference(&self) -> String {
+        format!("{}@{}", self.repository, self.digest)
+    }
+}
+
+/// `binary` packaged by `tools/image/package.sh` (the test build's own binary: no second
+/// build) and pushed to the rig's registry under `tag`.
+async fn push_image(binary: PathBuf, tag: &'static str) -> Result<ImageRef> {
+    let begin = Instant::now();
+    let reference =
+        tokio::task::spawn_blocking(move || Registry::shared()?.push_controller(&binary, tag))
+            .await??;
+    let (repository, digest) = reference.split_once('@').context("a reference by digest")?;
+    println!(
+        "image {tag} packaged and pushed in {:?}: {reference}",
+        begin.elapsed()
+    );
+    Ok(ImageRef {
+        repository: repository.into(),
+        digest: digest.into(),
+    })
+}
+
+/// Both charts of the working tree pushed to the rig's registry (`helm push`).
+async fn push_charts() -> Result<(ChartRef, ChartRef)> {
+    tokio::task::spawn_blocking(|| {
+        let registry = Registry::shared()?;
+        let root = repo_root();
+        Ok((
+            registry.push_chart(&root.join(CRD_CHART), CHART_PATH)?,
+            registry.push_chart(&root.join(CHART), CHART_PATH)?,
+        ))
+    })
+    .await?
+}
+
+/// A control plane of the test's own, with the kubelet stand-in pulling controller images
+/// from the rig's registry and running them as process Pods from their own root file systems,
+/// and Helm for the release namespace.
 struct Cluster {
     // Dropped first: the controller processes stop before the API server does.
     _kubelet: Kubelet,
@@ -72,7 +124,7 @@ struct Cluster {
     helm: Helm,
 }
 
-async fn cluster(images: BTreeMap<String, PathBuf>) -> Result<Cluster> {
+async fn cluster() -> Result<Cluster> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_test_writer()
@@ -87,7 +139,7 @@ async fn cluster(images: BTreeMap<String, PathBuf>) -> Result<Cluster> {
     let kubelet = Kubelet::start_with(
         client.clone(),
         KubeletOptions {
-            images,
+            registry: Some(Registry::shared()?.host().to_string()),
             api_server: Some((host.to_string(), port.parse()?)),
             ..Default::default()
         },
@@ -122,11 +174,11 @@ fn free_port() -> Result<u16> {
 /// network (`tests/harness/src/kubelet/controller_pod.rs`), so two Pods of one ReplicaSet,
 /// rendered with the same ports, would conflict on them; Lease hand-over between replicas is
 /// tested in-process (`tests/leadership.rs`).
-fn controller_values(tag: &str) -> Result<Value> {
+fn controller_values(image: &ImageRef) -> Result<Value> {
     let (http, webhook) = (free_port()?, free_port()?);
     Ok(json!({
         "replicas": 1,
-        "image": {"repository": IMAGE_REPO, "tag": tag},
+        "image": {"repository": image.repository, "digest": image.digest},
         "http": {"port": http},
         "service": {"port": http},
         "webhook": {"port": webhook, "url": format!("https://127.0.0.1:{webhook}")},
@@ -161,10 +213,10 @@ async fn controller_pods(client: &kube::Client) -> Result<Vec<(String, String, b
         .collect())
 }
 
-/// The one controller Pod runs `tag` and is Ready (as `helm --wait` returned), and it holds the
+/// The one controller Pod runs `image` and is Ready (as `helm --wait` returned), and it holds the
 /// Lease under its own name: `POD_NAME` came from the downward API and its client
 /// authenticated with the projected ServiceAccount token.
-async fn assert_controller_pod(client: &kube::Client, tag: &str) -> Result<String> {
+async fn assert_controller_pod(client: &kube::Client, image: &ImageRef) -> Result<String> {
     let deadline = Instant::now() + T;
     loop {
         let pods = controller_pods(client).await?;
@@ -177,14 +229,15 @@ async fn assert_controller_pod(client: &kube::Client, tag: &str) -> Result<Strin
             .filter_map(|l| l.spec?.holder_identity)
             .collect();
         if let [(name, img, true)] = pods.as_slice()
-            && *img == image(tag)
+            && *img == image.reference()
             && holders.iter().any(|h| h.contains(name.as_str()))
         {
             return Ok(name.clone());
         }
         if Instant::now() > deadline {
             bail!(
-                "controller Pod of {tag} not Ready and leading: pods {pods:?}, lease holders {holders:?}"
+                "controller Pod of {} not Ready and leading: pods {pods:?}, lease holders {holders:?}",
+                image.reference()
             );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -265,11 +318,12 @@ const CERT_SECRET: &str = "twc-webhook-serving-cert";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
-    let mut values = controller_values("dev")?;
+    let image = push_image(controller_binary(), "dev").await?;
+    let mut values = controller_values(&image)?;
     values["webhook"]["certSecretName"] = json!(CERT_SECRET);
     // /metrics behind a TokenReview, as with the chart's ServiceMonitor.
     values["statusApi"] = json!({"auth": {"mode": "token-review", "protectMetrics": true}});
-    let c = install_wait_and_roll_out(values.clone(), None).await?;
+    let c = install_wait_and_roll_out(&image, values.clone(), None).await?;
     let cert: Api<Secret> = Api::namespaced(c.client.clone(), RELEASE_NS);
     let cert = cert.get(CERT_SECRET).await?;
     ensure!(
@@ -277,7 +331,7 @@ async fn helm_install_wait_runs_the_controller_as_its_pod() -> Result<()> {
         "{CERT_SECRET} holds no certificate"
     );
     the_charts_metrics_token_is_accepted(&c, &values).await?;
-    helm_test_fails_when_readyz_fails(&c).await?;
+    helm_test_fails_when_readyz_fails(&c, &image).await?;
     edit_and_view_users_get_worker_deployments(&c).await?;
     two_replicas_get_a_disruption_budget(&c).await?;
     network_policy_passes_a_server_side_dry_run(&c).await
@@ -299,7 +353,8 @@ async fn helm_install_wait_with_the_go_charts_default_values() -> Result<()> {
     let Some(map) = values.as_object_mut() else {
         bail!("{} is not a map", path.display());
     };
-    let ours = controller_values("dev")?;
+    let image = push_image(controller_binary(), "dev").await?;
+    let ours = controller_values(&image)?;
     for (k, v) in ours.as_object().into_iter().flatten() {
         match (map.get_mut(k), v) {
             (Some(Value::Object(theirs)), Value::Object(v)) => {
@@ -325,9 +380,12 @@ async fn helm_install_wait_with_the_go_charts_default_values() -> Result<()> {
         "extraVolumeMounts".into(),
         json!([{"name": "private-ca", "mountPath": CA_DIR, "readOnly": true}]),
     );
-    let c = install_wait_and_roll_out(values, Some(private_ca)).await?;
-    let pod = assert_controller_pod(&c.client, "dev").await?;
-    let (env, root) = process_of_pod(&pod)?;
+    let c = install_wait_and_roll_out(&image, values, Some(private_ca)).await?;
+    let pod = assert_controller_pod(&c.client, &image).await?;
+    let process = ContainerProcess::of_pod(&pod, "run")?;
+    // SSL_CERT_FILE replaces the image's bundle: the controller loaded the one CA it names.
+    process.assert_runs_from_image(&format!("{CA_DIR}/ca.crt"))?;
+    let (env, root) = (process.env.clone(), process.root());
     ensure!(
         env.get("SSL_CERT_FILE").map(String::as_str) == Some(format!("{CA_DIR}/ca.crt").as_str()),
         "the controller process lacks extraEnv: {env:?}"
@@ -386,31 +444,6 @@ async fn create_private_ca_once_awaited(c: &Cluster) -> Result<()> {
         .create(&PostParams::default(), &cm)
         .await?;
     Ok(())
-}
-
-/// The process the kubelet stand-in runs for `pod` (its `HOSTNAME` is the Pod's name): its
-/// environment and its root as its own mount namespace sees it (`/proc/<pid>/root`).
-fn process_of_pod(pod: &str) -> Result<(BTreeMap<String, String>, PathBuf)> {
-    for entry in std::fs::read_dir("/proc")? {
-        let dir = entry?.path();
-        let Ok(raw) = std::fs::read(dir.join("environ")) else {
-            continue;
-        };
-        let env: BTreeMap<String, String> = raw
-            .split(|b| *b == 0)
-            .filter_map(|kv| {
-                let kv = String::from_utf8_lossy(kv);
-                let (k, v) = kv.split_once('=')?;
-                Some((k.to_string(), v.to_string()))
-            })
-            .collect();
-        let is_controller = std::fs::read(dir.join("cmdline"))
-            .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"run"));
-        if env.get("HOSTNAME").map(String::as_str) == Some(pod) && is_controller {
-            return Ok((env, dir.join("root")));
-        }
-    }
-    bail!("no process runs Pod {pod}")
 }
 
 /// The token the chart arranges for its ServiceMonitor (a ServiceAccount and its long-lived
@@ -507,12 +540,12 @@ async fn helm_test_passes(c: &Cluster) -> Result<()> {
 
 /// A release whose controller cannot sync its caches (no RBAC): `/readyz` answers 503, and
 /// `helm test` fails with the test Pod Failed, its message the probe's.
-async fn helm_test_fails_when_readyz_fails(c: &Cluster) -> Result<()> {
+async fn helm_test_fails_when_readyz_fails(c: &Cluster, image: &ImageRef) -> Result<()> {
     const NS: &str = "twc-unready";
     let http = free_port()?;
     let values = json!({
         "replicas": 1,
-        "image": {"repository": IMAGE_REPO, "tag": "dev"},
+        "image": {"repository": image.repository, "digest": image.digest},
         "http": {"port": http},
         "service": {"port": http},
         "leaderElection": {"enabled": false},
@@ -694,19 +727,20 @@ async fn network_policy_passes_a_server_side_dry_run(c: &Cluster) -> Result<()> 
 /// What must happen while `helm install --wait` waits (e.g. create what the Pod waits for).
 type DuringInstall = for<'a> fn(&'a Cluster) -> futures::future::BoxFuture<'a, Result<()>>;
 
-/// The CRD chart, then the controller chart with `values`, each `helm install --wait` (while
-/// `during` runs beside the controller chart's); the controller's Pod must be Ready and
-/// leading, pass `helm test` and roll a WorkerDeployment out to v1 Current.
+/// The CRD chart, then the controller chart with `values`, each pushed to the rig's registry
+/// and `helm install --wait` from `oci://` (while `during` runs beside the controller chart's);
+/// the controller's Pod, pulled by digest (`image`), must be Ready and leading, pass `helm
+/// test` and roll a WorkerDeployment out to v1 Current.
 async fn install_wait_and_roll_out(
+    image: &ImageRef,
     values: Value,
     during: Option<DuringInstall>,
 ) -> Result<Cluster> {
-    let binary = PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"));
-    let c = cluster(BTreeMap::from([(image("dev"), binary)])).await?;
-    let root = repo_root();
+    let c = cluster().await?;
+    let (crd_chart, chart) = push_charts().await?;
     let crds = c
         .helm
-        .install(CRD_RELEASE, &root.join(CRD_CHART), &json!({}))
+        .install_oci(CRD_RELEASE, &crd_chart, &json!({}))
         .await?
         .ensure_ok("helm install --wait of the CRD chart")?;
     ensure!(
@@ -714,8 +748,7 @@ async fn install_wait_and_roll_out(
         "not the pinned helm: {}",
         crds.helm_version
     );
-    let chart = root.join(CHART);
-    let installing = c.helm.install(RELEASE, &chart, &values);
+    let installing = c.helm.install_oci(RELEASE, &chart, &values);
     let install = match during {
         Some(during) => {
             let (install, during) = tokio::join!(installing, during(&c));
@@ -726,12 +759,18 @@ async fn install_wait_and_roll_out(
     }
     .ensure_ok("helm install --wait of the controller chart")?;
     println!(
-        "helm install --wait: CRD chart {:?}, controller chart {:?} (Helm {})",
+        "helm install --wait from {}: CRD chart {:?}, controller chart {:?} (Helm {})",
+        chart.reference,
         crds.took(),
         install.took(),
         install.helm_version
     );
-    let pod = assert_controller_pod(&c.client, "dev").await?;
+    let pod = assert_controller_pod(&c.client, image).await?;
+    if values["extraEnv"].is_null() {
+        // The image's own CA bundle, found where the distribution keeps it.
+        ContainerProcess::of_pod(&pod, "run")?
+            .assert_runs_from_image("/etc/ssl/certs/ca-certificates.crt")?;
+    }
     println!("controller Pod {pod} Ready and leading");
     helm_test_passes(&c).await?;
 
@@ -908,13 +947,10 @@ const STEP_PAUSE: Duration = Duration::from_secs(75);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<()> {
     let old = old_build()?;
-    let new_binary = PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"));
-    let c = cluster(BTreeMap::from([
-        (image("old"), old.join("bin/temporal-worker-controller")),
-        (image("new"), new_binary),
-    ]))
-    .await?;
-    let old_values = controller_values("old")?;
+    let old_image = push_image(old.join("bin/temporal-worker-controller"), "old").await?;
+    let new_image = push_image(controller_binary(), "new").await?;
+    let c = cluster().await?;
+    let old_values = controller_values(&old_image)?;
     let install = c
         .helm
         .install(
@@ -925,7 +961,7 @@ async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<(
         .await?
         .ensure_ok("helm install --wait of the old chart")?;
     println!("old chart installed (--wait) in {:?}", install.took());
-    assert_controller_pod(&c.client, "old").await?;
+    assert_controller_pod(&c.client, &old_image).await?;
 
     // Two WorkerDeployments written while the old controller runs: one steady, one with a
     // Progressive rollout in flight.
@@ -955,7 +991,7 @@ async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<(
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (violations, sampler) = watch_statuses(api.clone(), stop.clone());
     let scratch = std::env::temp_dir().join(format!("twc-upgrade-{}", std::process::id()));
-    let upgraded_at = upgrade(&c, &new_crd_chart(&scratch)?).await?;
+    let upgraded_at = upgrade(&c, &new_crd_chart(&scratch)?, &new_image).await?;
 
     // The rollout continues from its step under the new controller, with the same start. The
     // old commit numbered steps from 0, the working tree from 1 (CHANGELOG, "Changed"): the
@@ -995,7 +1031,7 @@ async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<(
         "no current version"
     );
 
-    rollback(&c).await?;
+    rollback(&c, &old_image).await?;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let samples = sampler.await?;
     let steady = dynamic.get("steady").await?;
@@ -1020,16 +1056,27 @@ async fn helm_upgrade_from_an_earlier_commit_keeps_a_rollout_going() -> Result<(
     Ok(())
 }
 
-/// The migration to the CRD chart and `helm upgrade --wait` to the working tree; checks the
-/// CRDs were upgraded by Helm and the new controller runs. Returns when the upgrade finished.
-async fn upgrade(c: &Cluster, new_crd_chart: &Path) -> Result<Instant> {
+/// The migration to the CRD chart and `helm upgrade --wait` to the working tree, both charts
+/// from the rig's registry (the CRD chart with the marker under a path of its own); checks the
+/// CRDs were upgraded by Helm and the new controller runs from its image. Returns when the
+/// upgrade finished.
+async fn upgrade(c: &Cluster, new_crd_chart: &Path, image: &ImageRef) -> Result<Instant> {
     let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
     let before = crds.get("workerdeployments.temporal.io").await?;
     ensure!(!has_marker(&before), "the old CRD already has the marker");
     adopt_crds(&c.client).await?;
+    let crd_dir = new_crd_chart.to_path_buf();
+    let (crd_chart, chart) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let registry = Registry::shared()?;
+        Ok((
+            registry.push_chart(&crd_dir, "upgrade-test-charts")?,
+            registry.push_chart(&repo_root().join(CHART), CHART_PATH)?,
+        ))
+    })
+    .await??;
     let crd_run = c
         .helm
-        .install(CRD_RELEASE, new_crd_chart, &json!({}))
+        .install_oci(CRD_RELEASE, &crd_chart, &json!({}))
         .await?
         .ensure_ok("helm install --wait of the CRD chart over the old CRDs")?;
     let after = crds.get("workerdeployments.temporal.io").await?;
@@ -1046,11 +1093,7 @@ async fn upgrade(c: &Cluster, new_crd_chart: &Path) -> Result<Instant> {
     ensure!(keep.as_deref() == Some("keep"), "CRD not kept: {keep:?}");
     let run = c
         .helm
-        .upgrade(
-            RELEASE,
-            &repo_root().join(CHART),
-            &controller_values("new")?,
-        )
+        .upgrade_oci(RELEASE, &chart, &controller_values(image)?)
         .await?
         .ensure_ok("helm upgrade --wait to the working tree")?;
     println!(
@@ -1058,20 +1101,22 @@ async fn upgrade(c: &Cluster, new_crd_chart: &Path) -> Result<Instant> {
         crd_run.took(),
         run.took()
     );
-    assert_controller_pod(&c.client, "new").await?;
+    let pod = assert_controller_pod(&c.client, image).await?;
+    ContainerProcess::of_pod(&pod, "run")?
+        .assert_runs_from_image("/etc/ssl/certs/ca-certificates.crt")?;
     Ok(Instant::now())
 }
 
 /// `helm rollback --wait` of the controller: the old binary runs again, the CRDs (another
 /// release) stay new.
-async fn rollback(c: &Cluster) -> Result<()> {
+async fn rollback(c: &Cluster, old_image: &ImageRef) -> Result<()> {
     let run = c
         .helm
         .rollback(RELEASE, None)
         .await?
         .ensure_ok("helm rollback --wait")?;
     println!("helm rollback --wait in {:?}", run.took());
-    assert_controller_pod(&c.client, "old").await?;
+    assert_controller_pod(&c.client, old_image).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(c.client.clone());
     ensure!(
         has_marker(&crds.get("workerdeployments.temporal.io").await?),

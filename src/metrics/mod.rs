@@ -66,6 +66,7 @@ pub struct Metrics {
     /// Each controller's reconcile requests, mirrored by its wiring (`src/controller`).
     pub queues: Arc<WorkQueues>,
     webhook: webhook::WebhookFamilies,
+    system_trust_roots: prometheus_client::metrics::gauge::Gauge,
     start_time: f64,
 }
 
@@ -80,6 +81,12 @@ impl Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let ops = operational::Operational::register(&mut registry);
         let webhook = webhook::WebhookFamilies::register(&mut registry);
+        let system_trust_roots = prometheus_client::metrics::gauge::Gauge::default();
+        registry.register(
+            "system_trust_roots",
+            "CA certificates the controller loaded from the system trust store at start",
+            system_trust_roots.clone(),
+        );
         let start_time = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
         Metrics {
             registry,
@@ -88,8 +95,15 @@ impl Metrics {
             connections: connections::ConnectionStores::default(),
             queues: Arc::default(),
             webhook,
+            system_trust_roots,
             start_time,
         }
+    }
+
+    /// How many system trust roots the process loaded at start.
+    pub fn set_system_trust_roots(&self, loaded: usize) {
+        self.system_trust_roots
+            .set(i64::try_from(loaded).unwrap_or(i64::MAX));
     }
 
     /// Starts timing one reconcile of `controller`; finish it with how it ended.

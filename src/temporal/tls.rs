@@ -25,6 +25,29 @@ pub enum TrustError {
     Verifier(#[from] rustls::client::VerifierBuilderError),
 }
 
+/// What the system trust store held when it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SystemRoots {
+    /// CA certificates parsed and usable as roots.
+    pub loaded: usize,
+    /// Files or certificates that could not be read or parsed.
+    pub errors: usize,
+}
+
+/// Reads the system trust store as [`system_roots_plus`] does (`SSL_CERT_FILE`, `SSL_CERT_DIR`,
+/// else the distribution's bundle, e.g. the image's `/etc/ssl/certs/ca-certificates.crt`), so
+/// that the controller can say at start whether its image has CA certificates at all: without
+/// them, TLS to a publicly signed server (Temporal Cloud) fails only at the first connection.
+pub fn system_roots() -> SystemRoots {
+    let native = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (loaded, unparsable) = roots.add_parsable_certificates(native.certs);
+    SystemRoots {
+        loaded,
+        errors: native.errors.len() + unparsable,
+    }
+}
+
 /// A verifier trusting the system roots (as `rustls-native-certs` finds them, which honours
 /// `SSL_CERT_FILE` and `SSL_CERT_DIR`) and every certificate in `ca_pem`.
 pub fn system_roots_plus(ca_pem: &[u8]) -> Result<Arc<dyn ServerCertVerifier>, TrustError> {

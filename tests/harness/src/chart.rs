@@ -339,6 +339,36 @@ impl Helm {
         .await
     }
 
+    /// `helm install --wait --create-namespace oci://… --version … --plain-http`: a chart
+    /// pushed to the rig's registry ([`crate::registry::Registry::push_chart`]).
+    pub async fn install_oci(
+        &self,
+        release: &str,
+        chart: &crate::registry::ChartRef,
+        values: &Value,
+    ) -> Result<HelmRun> {
+        self.run(
+            json!({"action": "install", "release": release, "chart": chart.reference,
+            "chart_version": chart.version, "plain_http": true,
+            "values": values, "create_namespace": true}),
+        )
+        .await
+    }
+
+    /// `helm upgrade --wait --reset-values oci://… --version … --plain-http`.
+    pub async fn upgrade_oci(
+        &self,
+        release: &str,
+        chart: &crate::registry::ChartRef,
+        values: &Value,
+    ) -> Result<HelmRun> {
+        self.run(
+            json!({"action": "upgrade", "release": release, "chart": chart.reference,
+            "chart_version": chart.version, "plain_http": true, "values": values}),
+        )
+        .await
+    }
+
     /// `helm upgrade --wait --reset-values`.
     pub async fn upgrade(&self, release: &str, chart: &Path, values: &Value) -> Result<HelmRun> {
         self.run(json!({"action": "upgrade", "release": release, "chart": chart, "values": values}))

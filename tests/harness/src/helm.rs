@@ -79,6 +79,14 @@ fn run(args: &[&str], kubeconfig: Option<&Path>) -> Result<Output> {
     })
 }
 
+/// `helm <args>` outside any cluster (`package`, `push`); `Err` with Helm's message unless it
+/// succeeds, else its stdout.
+pub fn run_checked(args: &[&str]) -> Result<String> {
+    let out = run(args, None)?;
+    ensure!(out.ok, "helm {args:?} failed: {}", out.stderr.trim());
+    Ok(out.stdout)
+}
+
 /// Writes `values` (JSON is YAML) to a scratch file for `-f`; `None` for no values.
 fn values_file(values: &Value) -> Result<Option<tempfile_path::TempPath>> {
     if values.is_null() || values.as_object().is_some_and(|o| o.is_empty()) {
@@ -260,7 +268,7 @@ fn unix_now() -> f64 {
 /// "install"|"upgrade"|"rollback"|"uninstall"|"test"|"history", "release", "chart", "values", "wait"
 /// (a `--wait` strategy: "watcher", "hookOnly", "legacy"; none when absent), "timeout"
 /// (seconds), "version" (rollback revision), "create_namespace", "install" (upgrade
-/// --install)}`; answer `{"helm_version", "ok", "error", "status", "revision", "history",
+/// --install), "chart_version" and "plain_http" (a chart from an OCI registry)}`; answer `{"helm_version", "ok", "error", "status", "revision", "history",
 /// "started", "finished"}` (Unix seconds, taken around the command). A failed action is data.
 pub fn helm_release(r: &Value) -> Result<Value> {
     let text = |k: &str| r[k].as_str().map(str::to_string);
@@ -282,6 +290,14 @@ pub fn helm_release(r: &Value) -> Result<Value> {
             }
             if r["create_namespace"] == true {
                 a.push("--create-namespace".into());
+            }
+            // A chart from an OCI registry: `oci://host/charts/name --version v`, over plain
+            // HTTP for the rig's loopback registry.
+            if let Some(v) = r["chart_version"].as_str() {
+                a.extend(["--version".into(), v.into()]);
+            }
+            if r["plain_http"] == true {
+                a.push("--plain-http".into());
             }
             if let Some(f) = &file {
                 a.extend(["-f".into(), f.path().to_string_lossy().into_owned()]);

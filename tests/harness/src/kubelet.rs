@@ -33,7 +33,10 @@
 //!     until its worker ends (no periodic probe).
 //!   - Any other Pod is a **generic workload**: its container starts and is Ready at once and
 //!     runs until the Pod is deleted (so plain Deployments become available).
-//!   - **Images** are not pulled, except that an image whose registry host is a reserved name
+//!   - **Images of the rig's registry** ([`KubeletOptions::registry`], [`crate::registry`]) are
+//!     pulled and run from their own root file system as process Pods (`kubelet/image.rs`,
+//!     `kubelet/container_root.rs`): `imagePullPolicy` honoured, a missing image fails as below.
+//!   - **Other images** are not pulled, except that an image whose registry host is a reserved name
 //!     that never resolves (`registry.invalid/...`, RFC 2606), which fails for a real kubelet
 //!     too, fails to pull: the container waits in `ErrImagePull` (the resolver's message) for
 //!     1 s, then in `ImagePullBackOff` (`Back-off pulling image "..."`) for a back-off of 1 s
@@ -51,9 +54,9 @@
 //!     period), the terminated container status is written, and the deletion is finished with
 //!     `gracePeriodSeconds: 0` and a UID precondition, as a kubelet does.
 //!
-//! What of a kubelet it skips: images (nothing is pulled; `image` is only echoed, except the
-//! unresolvable registry above; no `imagePullSecrets`, no `imagePullPolicy`), the container
-//! runtime, cgroups, resource limits and eviction, probes (readiness is "the worker polls"),
+//! What of a kubelet it skips: images of other registries (not pulled; `image` is only echoed,
+//! except the unresolvable registry above; no `imagePullSecrets`), a container runtime for
+//! anything but process Pods, cgroups, resource limits and eviction, probes (readiness is "the worker polls"),
 //! restarts of anything but the worker thread, every container but the first (sidecars and
 //! init containers are reported as running / completed at once), logs, exec, attach, port
 //! forwarding, `hostNetwork`/ports, volumes other than Secret and ConfigMap (projected
@@ -64,9 +67,9 @@
 //! Process Pods reach Services by name only: their `/etc/hosts` maps every Service's name to
 //! loopback (`kubelet/controller_pod.rs`), standing in for cluster DNS and kube-proxy.
 //!
-//! **Process Pods** ([`KubeletOptions::images`]): a Pod whose first container's image the test
-//! maps to a local binary (the controller's own Pod from the chart) runs that binary as a
-//! process with the Pod's args, env, ServiceAccount token, mounted Secrets and readiness probe,
+//! **Process Pods**: a Pod whose first container's image is one of the rig's registry runs that
+//! image (its root, entrypoint, user); one whose image the test maps to a local binary
+//! ([`KubeletOptions::images`]) runs that binary on the machine's root. Either is a process with the Pod's args, env, ServiceAccount token, mounted Secrets and readiness probe,
 //! and runs to completion under `restartPolicy: Never` (the chart's `helm test` Pod, the same
 //! image with the `probe` subcommand); see `kubelet/controller_pod.rs` for what that covers and
 //! skips.
@@ -108,8 +111,10 @@ use tokio::task::JoinHandle;
 
 use crate::worker::{self, ENV_ADDRESS, WorkerConfig, WorkerHandle, WorkerState};
 
+mod container_root;
 mod controller_pod;
-use controller_pod::{ProcState, Process};
+mod image;
+use controller_pod::{ProcState, Process, Source};
 
 /// Field manager of every write.
 const MANAGER: &str = "twc-kubelet";
@@ -151,6 +156,10 @@ pub struct KubeletOptions {
     /// `KUBERNETES_SERVICE_PORT` (a real kubelet gives the `kubernetes` Service's ClusterIP,
     /// which nothing routes here).
     pub api_server: Option<(String, u16)>,
+    /// `host:port` of the rig's registry ([`crate::registry`]): a process Pod whose image is a
+    /// repository there is pulled and run from its own root file system (`kubelet/image.rs`,
+    /// `kubelet/controller_pod.rs`), not mapped through [`KubeletOptions::images`].
+    pub registry: Option<String>,
 }
 
 /// The running stand-in. Dropping it aborts everything (workers are asked to stop);
@@ -1001,6 +1010,18 @@ impl PodActor {
         if self.pull_failed(container) {
             return;
         }
+        let pulled = match self.pull_from_registry(container).await {
+            Ok(pulled) => pulled,
+            Err((reason, message)) => {
+                self.run = Run::Pull {
+                    reason,
+                    message,
+                    until: Instant::now() + PULL_ERROR_SHOWN,
+                    retry: false,
+                };
+                return;
+            }
+        };
         let env = match self.resolve_env(container) {
             Ok(env) => env,
             Err(message) => {
@@ -1011,8 +1032,11 @@ impl PodActor {
                 return;
             }
         };
-        if let Some(binary) = controller_pod::binary_for(self, container) {
-            self.start_process(&spec, container, &binary, env).await;
+        let source = pulled
+            .map(Source::Image)
+            .or_else(|| controller_pod::binary_for(self, container).map(Source::Binary));
+        if let Some(source) = source {
+            self.start_process(&spec, container, &source, env).await;
             return;
         }
         if self.started_once {
@@ -1080,10 +1104,10 @@ impl PodActor {
         &mut self,
         spec: &k8s_openapi::api::core::v1::PodSpec,
         container: &Container,
-        binary: &std::path::Path,
+        source: &Source,
         env: BTreeMap<String, String>,
     ) {
-        match controller_pod::start(self, spec, container, binary, env).await {
+        match controller_pod::start(self, spec, container, source, env).await {
             Ok(process) => {
                 if self.started_once {
                     self.restart_count += 1;
@@ -1108,6 +1132,25 @@ impl PodActor {
                 };
             }
         }
+    }
+
+    /// Pulls the container's image if it is one of the rig's registry (`kubelet/image.rs`):
+    /// `Ok(None)` for any other image.
+    async fn pull_from_registry(
+        &mut self,
+        container: &Container,
+    ) -> Result<Option<image::Image>, image::PullError> {
+        let Some(name) = container.image.clone() else {
+            return Ok(None);
+        };
+        if !image::from_registry(self.ctx.options.registry.as_deref(), &name) {
+            return Ok(None);
+        }
+        let policy = container.image_pull_policy.clone();
+        let pulled = tokio::task::spawn_blocking(move || image::pull(&name, policy.as_deref()))
+            .await
+            .map_err(|e| ("ErrImagePull", format!("pull task: {e}")))??;
+        Ok(Some(pulled))
     }
 
     /// Pulls the image: `ErrImagePull` when it cannot be pulled ([`pull_failure`]).

@@ -9,6 +9,7 @@
 
 pub mod certs;
 pub mod chart;
+pub mod container;
 pub mod control_plane;
 pub mod dashboards;
 pub mod fault_webhook;
@@ -24,6 +25,7 @@ pub mod metrics_adapter;
 pub mod names;
 pub mod observe;
 pub mod prometheus;
+pub mod registry;
 pub mod runtime;
 pub mod supervise;
 pub mod temporal_server;

@@ -1,6 +1,8 @@
-//! **Process Pods**: a Pod whose first container's `image` the test maps to a locally built
-//! binary ([`KubeletOptions::images`], e.g. the chart's controller image → the controller built
-//! by Cargo) runs that binary as a child process, set up from the Pod spec as a kubelet would:
+//! **Process Pods**: a Pod whose first container's `image` is one of the rig's registry
+//! ([`Source::Image`], run from the image's own root by `kubelet/container_root.rs`) or one the
+//! test maps to a locally built binary ([`KubeletOptions::images`], [`Source::Binary`]) runs as
+//! a child process, set up from the Pod spec as a kubelet would (for an image, the command is
+//! its entrypoint and `CMD` as `command`/`args` override them; the rest below holds for both):
 //!
 //! - **command**: the binary with the container's `args` (`$(VAR)` expanded); the image's
 //!   entrypoint is the binary, so `command` replaces it only by naming the same binary. As an
@@ -48,8 +50,9 @@
 //! same port conflict as with `hostNetwork: true`, so a test gives Pods that overlap, such as
 //! the old and new Pod of a rolling update, different ports through the chart's values; the Pod
 //! IP is only reported), PID/user/IPC namespaces, cgroups and resource limits, the
-//! `securityContext` (the process runs as the test's user; `readOnlyRootFilesystem` is not
-//! enforced), liveness and startup probes, `exec`/`tcpSocket`/`grpc` probes, token rotation
+//! `securityContext` for a mapped binary (it runs as the test's user; `readOnlyRootFilesystem`
+//! is not enforced; an image of the rig's registry runs as its user on its own, optionally
+//! read-only, root: `kubelet/container_root.rs`), liveness and startup probes, `exec`/`tcpSocket`/`grpc` probes, token rotation
 //! (tokens live for the source's `expirationSeconds`, an hour by default: longer than any
 //! test), updates of mounted Secrets after the start (volumes are set up anew at each container
 //! start, so an `emptyDir` does not survive a restart), `hostPath` and other volume types,
@@ -122,6 +125,15 @@ impl Process {
     }
 }
 
+/// What a process Pod's container runs.
+pub(super) enum Source {
+    /// A local binary standing for the image (it is the entrypoint; `command` is ignored).
+    Binary(PathBuf),
+    /// An image pulled from the rig's registry, run from its own root file system
+    /// (`kubelet/container_root.rs`).
+    Image(super::image::Image),
+}
+
 /// The binary for this container's image, if the test mapped one.
 pub(super) fn binary_for(actor: &PodActor, container: &Container) -> Option<PathBuf> {
     let image = container.image.as_deref()?;
@@ -134,7 +146,7 @@ pub(super) async fn start(
     actor: &PodActor,
     spec: &PodSpec,
     container: &Container,
-    binary: &Path,
+    source: &Source,
     mut env: BTreeMap<String, String>,
 ) -> Result<Process, String> {
     let dir = pod_dir(actor);
@@ -153,6 +165,12 @@ pub(super) async fn start(
         if !source.exists() {
             let files = volume_files(actor, spec, volume).await?;
             write_files(&source, &files).map_err(|e| format!("volume {:?}: {e}", volume.name))?;
+            if volume.empty_dir.is_some() {
+                // A kubelet makes an emptyDir world-writable: the container may run as any user.
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o777))
+                    .map_err(|e| format!("volume {:?}: {e}", volume.name))?;
+            }
         }
         mounts.push(bind_of(mount, &volume.name));
     }
@@ -170,18 +188,31 @@ pub(super) async fn start(
     env.insert("HOSTNAME".into(), actor.name.clone());
     env.insert("KUBERNETES_SERVICE_HOST".into(), api_server.0);
     env.insert("KUBERNETES_SERVICE_PORT".into(), api_server.1.to_string());
+    if let Source::Image(image) = source {
+        // The image's `ENV`, under the container's own.
+        for (k, v) in image.env.iter().filter_map(|kv| kv.split_once('=')) {
+            env.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
     env.entry("PATH".into())
         .or_insert_with(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
     env.entry("HOME".into())
         .or_insert_with(|| "/home/nonroot".into());
-    let args: Vec<String> = container
-        .args
-        .iter()
-        .flatten()
-        .map(|a| expand(a, &env))
-        .collect();
     let log = dir.join("container.log");
-    let child = spawn(binary, &args, &env, &vol_dir, &mounts, &log)?;
+    let child = match source {
+        Source::Binary(binary) => {
+            let args: Vec<String> = container
+                .args
+                .iter()
+                .flatten()
+                .map(|a| expand(a, &env))
+                .collect();
+            spawn(binary, &args, &env, &vol_dir, &mounts, &log)?
+        }
+        Source::Image(image) => {
+            super::container_root::spawn(image, spec, container, &env, &vol_dir, &mounts, &log)?
+        }
+    };
     let (state_tx, state) = watch::channel(ProcState::Running { ready: false });
     let (stop_tx, stop_rx) = oneshot::channel();
     let mut tasks = vec![tokio::spawn(supervise(
@@ -254,12 +285,12 @@ fn pod_dir(actor: &PodActor) -> PathBuf {
 }
 
 /// One bind mount: the volume's directory (or a file of it) at the container's path.
-struct Bind {
+pub(super) struct Bind {
     /// Relative to the Pod's `vol` directory.
-    source: String,
-    target: String,
-    read_only: bool,
-    file: bool,
+    pub(super) source: String,
+    pub(super) target: String,
+    pub(super) read_only: bool,
+    pub(super) file: bool,
 }
 
 fn bind_of(mount: &VolumeMount, volume: &str) -> Bind {
@@ -460,7 +491,7 @@ fn write_files(dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result
 }
 
 /// `'…'` for `sh`.
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
