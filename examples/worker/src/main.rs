@@ -88,7 +88,8 @@ async fn main() -> anyhow::Result<()> {
     let version = Version::from_env()?;
     let (conn_opts, client_opts) =
         ClientOptions::load_from_config(LoadClientConfigProfileOptions::default())
-            .context("reading the Temporal connection from the environment")?;
+            // The SDK's error is not Sync, so anyhow cannot wrap it: keep its message.
+            .map_err(|e| anyhow::anyhow!("reading the Temporal connection from the environment: {e}"))?;
     let runtime = Runtime::from_current_tokio(Default::default())?;
     let connection = Connection::connect(conn_opts)
         .await
