@@ -20,6 +20,9 @@
 //!
 //! The commands check themselves (`kubectl temporal-workers wait --for current` fails the script
 //! on a stalled or late rollout); the test then checks both workflow runs and the controller Pod.
+//! The worker Pods run the sample worker's image from the registry (the kubelet stand-in runs a
+//! Pod whose image is in the rig's registry from that image), so the workflows run on the real
+//! example, not on the stand-in's in-process test worker.
 
 #[path = "common/scratch.rs"]
 mod scratch;
@@ -302,9 +305,18 @@ async fn the_quickstart_runs_as_written() -> Result<()> {
         ("PATH", path_with(&cli)?),
     ];
     let output = run_page(&script, &s.dir, &env, &work).await?;
-    // Both runs of `hello`, on v1 and on v2.
-    let results = output.matches("hello quickstart").count();
-    ensure!(results >= 2, "{results} workflow results:\n{output}");
+    println!("{output}"); // shown with --nocapture
+    // Both runs of `hello`, on v1 and on v2, by the sample worker from its image: its `hello`
+    // asks the `greet` activity, which the stand-in's in-process test worker has not.
+    let results = output.matches("Result          \"hello quickstart\"").count();
+    let activities = output.matches("ActivityTaskCompleted").count();
+    ensure!(
+        results == 2 && activities == 2,
+        "{results} results, {activities} activities:\n{output}"
+    );
+    for v in ["v1", "v2"] {
+        let _ = std::fs::remove_file(format!("/tmp/hello-worker-{v}.oci.tar"));
+    }
 
     // The controller ran from the image the release pushed, by the chart's default reference.
     let images = controller_images(client).await?;

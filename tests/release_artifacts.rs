@@ -19,13 +19,23 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result, ensure};
 use scratch::{DEFAULT_IMAGE, Scratch, expect_ok, expect_refused, next_minor, run_ok, text};
+use test_harness::registry::Registry;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 const WORKFLOW: &str = ".github/workflows/release.yml";
 const RELEASE_COMMAND: &str = "tools/release/release.sh --artifacts";
 /// The release command's flags the artifacts test passes; the workflow may use no other.
-const TESTED_FLAGS: [&str; 3] = ["--binary", "--arch", "--image-tag"];
+const TESTED_FLAGS: [&str; 5] = [
+    "--binary",
+    "--arch",
+    "--image-tag",
+    "--push-registry",
+    "--plain-http",
+];
+/// The registry namespace the test pushes to, as the workflow pushes to ghcr.io/temporalio.
+const NAMESPACE: &str = "releases";
+const IMAGE_TAG: &str = "pushed-by-the-test";
 /// What only the release command may do: a workflow step that says one of these builds or
 /// packages something itself.
 const BUILDING: [&str; 11] = [
@@ -128,6 +138,8 @@ fn artifacts_match_their_checksums() -> Result<()> {
     let out_arg = out.to_string_lossy().into_owned();
     let bin = binary().to_string_lossy().into_owned();
     let version = next_minor(&s.cargo_version()?)?;
+    let registry = Registry::start()?;
+    let push = format!("{}/{NAMESPACE}", registry.host());
     let args = [
         "--artifacts",
         &out_arg,
@@ -135,8 +147,11 @@ fn artifacts_match_their_checksums() -> Result<()> {
         &bin,
         "--arch",
         "amd64",
+        "--push-registry",
+        &push,
         "--image-tag",
-        "ignored-without-a-registry",
+        IMAGE_TAG,
+        "--plain-http",
     ];
     // A version without its CHANGELOG section is not a release: nothing is made.
     s.add_entry("the artifacts' fix")?;
@@ -185,8 +200,45 @@ fn artifacts_match_their_checksums() -> Result<()> {
         "the digest file says {digest:?}; the command printed:\n{}",
         text(&made)
     );
-    assert_charts(&out, &version, DEFAULT_IMAGE)?;
+    // Pushed: the image by the tag asked for, the charts pointing at it.
+    let image_ref = format!("{push}/temporal-worker-controller-rs");
+    assert_charts(&out, &version, &image_ref)?;
+    let inspect = run_ok(Command::new("skopeo").args([
+        "inspect",
+        "--tls-verify=false",
+        "--format",
+        "{{.Digest}}",
+        &format!("docker://{image_ref}:{IMAGE_TAG}"),
+    ]))?;
+    ensure!(String::from_utf8(inspect.stdout)?.trim() == digest);
+    assert_pushed_charts(&out, &push, &version)?;
     let _ = std::fs::remove_dir_all(&out);
+    Ok(())
+}
+
+/// Both charts pulled back from the registry are the files of the release.
+fn assert_pushed_charts(out: &Path, push: &str, version: &str) -> Result<()> {
+    let pulled = out.join("pulled");
+    std::fs::create_dir_all(&pulled)?;
+    for chart in [
+        "temporal-worker-controller",
+        "temporal-worker-controller-crds",
+    ] {
+        run_ok(Command::new(helm()?).args([
+            "pull",
+            &format!("oci://{push}/charts/{chart}"),
+            "--version",
+            version,
+            "--plain-http",
+            "--destination",
+            &pulled.to_string_lossy(),
+        ]))?;
+        let name = format!("{chart}-{version}.tgz");
+        ensure!(
+            sha256_hex(&pulled.join(&name))? == sha256_hex(&out.join(&name))?,
+            "{name}: the registry holds other bytes"
+        );
+    }
     Ok(())
 }
 
@@ -300,7 +352,7 @@ fn check_workflow(text: &str) -> Result<()> {
     ensure!(command.lines().count() == 1, "the release step does more:\n{command}");
     for flag in command.split_whitespace().filter(|w| w.starts_with("--")) {
         ensure!(
-            flag == "--artifacts" || flag == "--push-registry" || TESTED_FLAGS.contains(&flag),
+            flag == "--artifacts" || TESTED_FLAGS.contains(&flag),
             "the workflow passes {flag}, which tests/release_artifacts.rs does not"
         );
     }
