@@ -193,7 +193,10 @@ fn worker_binary() -> Result<PathBuf> {
 /// way the release workflow publishes to ghcr.io. Returns the release's CLI directory.
 fn publish(s: &Scratch, registry: &str, out: &Path) -> Result<PathBuf> {
     let version = env!("CARGO_PKG_VERSION");
-    if !s.read("CHANGELOG.md")?.contains(&format!("## [{version}] - ")) {
+    if !s
+        .read("CHANGELOG.md")?
+        .contains(&format!("## [{version}] - "))
+    {
         expect_ok(&s.release(&[version])?, "cutting the first release")?;
     }
     let bin = env!("CARGO_BIN_EXE_temporal-worker-controller");
@@ -202,7 +205,9 @@ fn publish(s: &Scratch, registry: &str, out: &Path) -> Result<PathBuf> {
     let args = ["--artifacts", &out_arg, "--binary", bin];
     let args = [&args[..], &["--push-registry", &push, "--plain-http"]].concat();
     expect_ok(&s.release(&args)?, "publishing the release")?;
-    let tarball = out.join(format!("temporal-worker-controller-{version}-linux-amd64.tar.gz"));
+    let tarball = out.join(format!(
+        "temporal-worker-controller-{version}-linux-amd64.tar.gz"
+    ));
     run_ok(
         std::process::Command::new("tar")
             .arg("-xzf")
@@ -297,7 +302,10 @@ async fn the_quickstart_runs_as_written() -> Result<()> {
     let temporal = temporal_server::shared().await?;
 
     let env = [
-        ("KUBECONFIG", plane.kubeconfig_path().to_string_lossy().into_owned()),
+        (
+            "KUBECONFIG",
+            plane.kubeconfig_path().to_string_lossy().into_owned(),
+        ),
         ("TEMPORAL_ADDRESS", temporal.address()),
         ("TWC_VERSION", env!("CARGO_PKG_VERSION").to_string()),
         ("CHARTS", format!("oci://{host}/temporalio/charts")),
@@ -308,7 +316,9 @@ async fn the_quickstart_runs_as_written() -> Result<()> {
     println!("{output}"); // shown with --nocapture
     // Both runs of `hello`, on v1 and on v2, by the sample worker from its image: its `hello`
     // asks the `greet` activity, which the stand-in's in-process test worker has not.
-    let results = output.matches("Result          \"hello quickstart\"").count();
+    let results = output
+        .matches("Result          \"hello quickstart\"")
+        .count();
     let activities = output.matches("ActivityTaskCompleted").count();
     ensure!(
         results == 2 && activities == 2,

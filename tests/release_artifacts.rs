@@ -19,9 +19,9 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result, ensure};
 use scratch::{DEFAULT_IMAGE, Scratch, expect_ok, expect_refused, next_minor, run_ok, text};
-use test_harness::registry::Registry;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
+use test_harness::registry::Registry;
 
 const WORKFLOW: &str = ".github/workflows/release.yml";
 const RELEASE_COMMAND: &str = "tools/release/release.sh --artifacts";
@@ -177,7 +177,10 @@ fn artifacts_match_their_checksums() -> Result<()> {
         format!("{image}.digest"),
     ]
     .into();
-    ensure!(listed == expected, "artifacts {listed:?}, expected {expected:?}");
+    ensure!(
+        listed == expected,
+        "artifacts {listed:?}, expected {expected:?}"
+    );
 
     let notes = std::fs::read_to_string(out.join("RELEASE_NOTES.md"))?;
     ensure!(
@@ -185,7 +188,9 @@ fn artifacts_match_their_checksums() -> Result<()> {
         "notes:\n{notes}"
     );
     assert_cli_tarball(
-        &out.join(format!("temporal-worker-controller-{version}-linux-amd64.tar.gz")),
+        &out.join(format!(
+            "temporal-worker-controller-{version}-linux-amd64.tar.gz"
+        )),
         &format!("temporal-worker-controller-{version}-linux-amd64"),
     )?;
     assert_sbom(
@@ -301,7 +306,10 @@ fn the_workflow_builds_only_through_the_release_command() -> Result<()> {
 fn a_workflow_that_builds_by_itself_is_refused() -> Result<()> {
     let text = std::fs::read_to_string(scratch::source_root().join(WORKFLOW))?;
     let release_step = "        run: tools/release/release.sh --artifacts dist";
-    ensure!(text.contains(release_step), "{WORKFLOW} changed: update the mutations");
+    ensure!(
+        text.contains(release_step),
+        "{WORKFLOW} changed: update the mutations"
+    );
     let mutants = [
         // A build step of its own beside the release command.
         text.replace(
@@ -350,7 +358,10 @@ fn check_workflow(text: &str) -> Result<()> {
         "the release command runs once, in the build job: {releases:?}"
     );
     let command = &releases[0].1;
-    ensure!(command.lines().count() == 1, "the release step does more:\n{command}");
+    ensure!(
+        command.lines().count() == 1,
+        "the release step does more:\n{command}"
+    );
     for flag in command.split_whitespace().filter(|w| w.starts_with("--")) {
         ensure!(
             flag == "--artifacts" || TESTED_FLAGS.contains(&flag),
@@ -372,10 +383,15 @@ fn check_workflow(text: &str) -> Result<()> {
         }
     }
     // Published where the README and the chart say, signed keylessly.
-    let registry = workflow["env"]["REGISTRY"].as_str().context("env.REGISTRY")?;
+    let registry = workflow["env"]["REGISTRY"]
+        .as_str()
+        .context("env.REGISTRY")?;
     ensure!(format!("{registry}/temporal-worker-controller-rs") == DEFAULT_IMAGE);
     let readme = std::fs::read_to_string(root.join("README.md"))?;
-    ensure!(readme.contains(DEFAULT_IMAGE), "README.md does not name {DEFAULT_IMAGE}");
+    ensure!(
+        readme.contains(DEFAULT_IMAGE),
+        "README.md does not name {DEFAULT_IMAGE}"
+    );
     ensure!(
         runs.iter()
             .any(|(job, r)| job == "publish" && r.contains("cosign sign --yes")),

@@ -102,7 +102,9 @@ impl Scratch {
     /// committed. Tags are not cloned.
     pub fn before_the_first_release(&self) -> Result<()> {
         let text = self.read("CHANGELOG.md")?;
-        let start = text.find("## [Unreleased]\n").context("no Unreleased heading")?;
+        let start = text
+            .find("## [Unreleased]\n")
+            .context("no Unreleased heading")?;
         let end = text[start + 1..]
             .find("\n## [")
             .map_or(text.len(), |i| start + i + 2);

@@ -89,7 +89,9 @@ async fn main() -> anyhow::Result<()> {
     let (conn_opts, client_opts) =
         ClientOptions::load_from_config(LoadClientConfigProfileOptions::default())
             // The SDK's error is not Sync, so anyhow cannot wrap it: keep its message.
-            .map_err(|e| anyhow::anyhow!("reading the Temporal connection from the environment: {e}"))?;
+            .map_err(|e| {
+                anyhow::anyhow!("reading the Temporal connection from the environment: {e}")
+            })?;
     let runtime = Runtime::from_current_tokio(Default::default())?;
     let connection = Connection::connect(conn_opts)
         .await
