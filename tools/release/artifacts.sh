@@ -7,7 +7,7 @@
 #   --push-registry <reg>    push the image to <reg>/temporal-worker-controller-rs:<image tag> and both
 #                            charts to oci://<reg>/charts; the charts' default image then points there
 #   --image-tag <tag>        the image tag pushed (default: the version)
-#   --arch <amd64|arm64>     the binary's architecture in the file names (default: this machine's)
+#   --arch <amd64|arm64>     the architecture, which must be this machine's (default: this machine's)
 #   --plain-http             the registry speaks plain HTTP (a registry on loopback)
 #
 # The version is Cargo.toml's, after `release.sh --check` (so on a tag, the tag's); the CHANGELOG
@@ -62,6 +62,8 @@ parse_args() {
   done
   [[ -z $ARCH ]] && ARCH=$(host_arch)
   [[ $ARCH == amd64 || $ARCH == arm64 ]] || die "--arch must be amd64 or arm64, not '$ARCH'"
+  # tools/image/package.sh makes an image of this machine's architecture (its Debian base).
+  [[ $ARCH == "$(host_arch)" ]] || die "--arch $ARCH: this machine builds $(host_arch) (run it on $ARCH)"
   [[ -z $REGISTRY || $REGISTRY =~ ^[A-Za-z0-9.:-]+(/[a-z0-9._-]+)*$ ]] ||
     die "--push-registry '$REGISTRY' is not <host[:port]>[/namespace]"
   if [[ -n $BINARY ]]; then
