@@ -1392,7 +1392,10 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
     let digest = objects("digest");
     assert_eq!(
         manager(&digest)["image"],
-        "temporal-worker-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        format!(
+            "{DEFAULT_IMAGE}@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        )
+        .as_str()
     );
 }
 
