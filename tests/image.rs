@@ -7,6 +7,8 @@
 //!   65532:65532, the binary as entrypoint, `run` as command, the OCI labels; the layers hold
 //!   the base (glibc, libgcc, the CA bundle, time zone data, the nonroot passwd entry) and no
 //!   shell (`sh`, `bash`, `dash`, `busybox` anywhere) and no package manager.
+//! - `the_dockerfile_describes_the_same_image`: the Dockerfile's final stage says the same user,
+//!   entrypoint, command and labels (it cannot be built here).
 //! - `an_image_without_libgcc_fails_its_pod` (the mutation, as a test): the same binary on a
 //!   base without `libgcc-s1` (`--omit-package`), pushed to the rig's registry and run by the
 //!   kubelet stand-in from its own root file system, ends its Pod `Failed` with the dynamic
@@ -98,15 +100,8 @@ fn layer_paths(archive: &Path, dir: &Path) -> Result<Vec<String>> {
     Ok(paths)
 }
 
-#[test]
-fn the_image_holds_no_shell_and_runs_the_binary_as_nonroot() -> Result<()> {
-    let image = registry::package(&binary(), &PackageOptions::working_tree())?;
-    let config: Value = serde_json::from_str(&skopeo(&[
-        "inspect",
-        "--config",
-        &format!("oci-archive:{}", image.archive.display()),
-    ])?)?;
-    let c = &config["config"];
+/// User 65532, the binary as entrypoint, `run` as command, the OCI labels.
+fn assert_config(c: &Value) -> Result<()> {
     ensure!(c["User"] == "65532:65532", "user: {}", c["User"]);
     ensure!(
         c["Entrypoint"] == json!(["/usr/local/bin/temporal-worker-controller"]),
@@ -134,6 +129,18 @@ fn the_image_holds_no_shell_and_runs_the_binary_as_nonroot() -> Result<()> {
         c["Labels"]
     );
 
+    Ok(())
+}
+
+#[test]
+fn the_image_holds_no_shell_and_runs_the_binary_as_nonroot() -> Result<()> {
+    let image = registry::package(&binary(), &PackageOptions::working_tree())?;
+    let config: Value = serde_json::from_str(&skopeo(&[
+        "inspect",
+        "--config",
+        &format!("oci-archive:{}", image.archive.display()),
+    ])?)?;
+    assert_config(&config["config"])?;
     let dir = scratch("contents")?;
     let listing = layer_paths(&image.archive, &dir)?;
     let names: Vec<&str> = listing
@@ -173,6 +180,55 @@ fn the_image_holds_no_shell_and_runs_the_binary_as_nonroot() -> Result<()> {
         "/home/nonroot is not nonroot's: {home}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The Dockerfile (for Docker users; it cannot be built here) describes the same image: its
+/// final stage's `USER`, `ENTRYPOINT`, `CMD` and OCI label keys are those of the packaged
+/// image's config. What stays unchecked: that its base still exists and holds what the binary
+/// links (docs/image.md).
+#[test]
+fn the_dockerfile_describes_the_same_image() -> Result<()> {
+    let image = registry::package(&binary(), &PackageOptions::working_tree())?;
+    let config: Value = serde_json::from_str(&skopeo(&[
+        "inspect",
+        "--config",
+        &format!("oci-archive:{}", image.archive.display()),
+    ])?)?;
+    let c = &config["config"];
+    let text = std::fs::read_to_string(test_harness::repo_root().join("Dockerfile"))?;
+    let last_stage = text.rsplit("\nFROM ").next().context("no FROM")?;
+    let instruction = |name: &str| -> Option<String> {
+        last_stage
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .map(|v| v.trim().to_string())
+    };
+    let user = c["User"].as_str().unwrap_or_default();
+    ensure!(
+        instruction("USER").as_deref() == Some(user),
+        "USER differs from {user}"
+    );
+    for (name, key) in [("ENTRYPOINT", "Entrypoint"), ("CMD", "Cmd")] {
+        let docker: Value = serde_json::from_str(&instruction(name).unwrap_or_default())
+            .with_context(|| format!("{name} is not in exec form"))?;
+        ensure!(
+            docker == c[key],
+            "{name} {docker} differs from the image's {}",
+            c[key]
+        );
+    }
+    for key in c["Labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        ensure!(
+            key.starts_with("io.buildah") || last_stage.contains(&format!("{key}=")),
+            "the Dockerfile lacks the label {key}"
+        );
+    }
     Ok(())
 }
 

@@ -63,6 +63,9 @@ const RELEASE: &str = "twc";
 const CRD_RELEASE: &str = "temporal-worker-controller-crds";
 const T: Duration = Duration::from_secs(120);
 
+#[path = "upgrade/go_chart.rs"]
+mod go_chart;
+
 /// The controller binary this test build made: packaged into the image under test.
 fn controller_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_temporal-worker-controller"))

@@ -187,7 +187,7 @@ async fn keep_claims(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
 
 /// Says (log line and `system_trust_roots` gauge) how many CA certificates the system trust
 /// store gave: 0 means an image without a CA bundle (docs/image.md).
-fn log_trust_roots(metrics: &Metrics) {
+fn with_trust_roots(metrics: Metrics) -> Arc<Metrics> {
     let roots = crate::temporal::tls::system_roots();
     metrics.set_system_trust_roots(roots.loaded);
     if roots.loaded == 0 {
@@ -203,14 +203,14 @@ fn log_trust_roots(metrics: &Metrics) {
             "system trust roots loaded"
         );
     }
+    Arc::new(metrics)
 }
 
 /// Starts everything and returns once the HTTP listener is bound.
 pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let shutdown = stopped(&stop_rx);
-    let metrics = Arc::new(Metrics::new());
-    log_trust_roots(&metrics);
+    let metrics = with_trust_roots(Metrics::new());
     let milestones = Arc::new(Milestones::default());
     let (feed, _) = broadcast::channel(256);
     let (leader, lease) = leader_channel(&client, &shard_lease(&opts), metrics.clone()).await?;

@@ -68,11 +68,12 @@ impl ContainerProcess {
     /// Whether its `/` is mounted read-only (`/proc/<pid>/mountinfo`).
     pub fn root_read_only(&self) -> Result<bool> {
         let info = std::fs::read_to_string(format!("/proc/{}/mountinfo", self.pid))?;
+        // The last mount at `/` is the one the process sees.
         let root = info
             .lines()
+            .rev()
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .filter(|f| f.get(4) == Some(&"/"))
-            .last()
+            .find(|f| f.get(4) == Some(&"/"))
             .context("no / in mountinfo")?;
         Ok(root.get(5).is_some_and(|o| o.split(',').any(|o| o == "ro")))
     }
@@ -83,9 +84,10 @@ impl ContainerProcess {
         Ok(String::from_utf8_lossy(&std::fs::read(&file)?).into_owned())
     }
 
-    /// The controller's `system_trust_roots` from its start log line.
+    /// The controller's `system_trust_roots` from its start log line (text or JSON, with or
+    /// without ANSI colours).
     pub fn logged_trust_roots(&self) -> Result<usize> {
-        let log = self.log()?;
+        let log = strip_ansi(&self.log()?);
         let at = log
             .find("system_trust_roots")
             .context("the controller logged no system_trust_roots")?;
@@ -125,5 +127,32 @@ impl ContainerProcess {
             "the controller loaded {logged} system trust roots; {bundle} holds {bundled}"
         );
         Ok(())
+    }
+}
+
+/// `text` without ANSI escape sequences (`ESC [ … letter`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn colours_are_stripped() {
+        let line = "\u{1b}[3msystem_trust_roots\u{1b}[0m\u{1b}[2m=\u{1b}[0m148";
+        assert_eq!(super::strip_ansi(line), "system_trust_roots=148");
     }
 }

@@ -264,12 +264,47 @@ fn unix_now() -> f64 {
         .unwrap_or_default()
 }
 
+/// The arguments of `helm install|upgrade` for a [`helm_release`] request.
+fn install_args(
+    r: &Value,
+    action: &str,
+    release: &str,
+    file: Option<&tempfile_path::TempPath>,
+) -> Result<Vec<String>> {
+    let chart = r["chart"].as_str().context("chart")?.to_string();
+    let mut a = vec![action.to_string(), release.to_string(), chart];
+    if action == "upgrade" {
+        // Like `helm upgrade` without --reuse-values: the request's values are the release's.
+        a.push("--reset-values".into());
+        if r["install"] == true {
+            a.push("--install".into());
+        }
+    }
+    if r["create_namespace"] == true {
+        a.push("--create-namespace".into());
+    }
+    // A chart from an OCI registry: `oci://host/charts/name --version v`, over plain
+    // HTTP for the rig's loopback registry.
+    if let Some(v) = r["chart_version"].as_str() {
+        a.extend(["--version".into(), v.into()]);
+    }
+    if r["plain_http"] == true {
+        a.push("--plain-http".into());
+    }
+    if let Some(f) = file {
+        a.extend(["-f".into(), f.path().to_string_lossy().into_owned()]);
+    }
+    a.extend(["-o".into(), "json".into()]);
+    Ok(a)
+}
+
 /// One release action. Request `{"kubeconfig", "namespace", "action":
 /// "install"|"upgrade"|"rollback"|"uninstall"|"test"|"history", "release", "chart", "values", "wait"
 /// (a `--wait` strategy: "watcher", "hookOnly", "legacy"; none when absent), "timeout"
 /// (seconds), "version" (rollback revision), "create_namespace", "install" (upgrade
-/// --install), "chart_version" and "plain_http" (a chart from an OCI registry)}`; answer `{"helm_version", "ok", "error", "status", "revision", "history",
-/// "started", "finished"}` (Unix seconds, taken around the command). A failed action is data.
+/// --install), "chart_version" and "plain_http" (a chart from an OCI registry)}`; answer
+/// `{"helm_version", "ok", "error", "status", "revision", "history", "started", "finished"}`
+/// (Unix seconds, taken around the command). A failed action is data.
 pub fn helm_release(r: &Value) -> Result<Value> {
     let text = |k: &str| r[k].as_str().map(str::to_string);
     let action = text("action").context("action")?;
@@ -278,33 +313,7 @@ pub fn helm_release(r: &Value) -> Result<Value> {
     let kubeconfig = PathBuf::from(text("kubeconfig").context("kubeconfig")?);
     let file = values_file(&r["values"])?;
     let mut args: Vec<String> = match action.as_str() {
-        "install" | "upgrade" => {
-            let chart = text("chart").context("chart")?;
-            let mut a = vec![action.clone(), release.clone(), chart];
-            if action == "upgrade" {
-                // Like `helm upgrade` without --reuse-values: the request's values are the release's.
-                a.push("--reset-values".into());
-                if r["install"] == true {
-                    a.push("--install".into());
-                }
-            }
-            if r["create_namespace"] == true {
-                a.push("--create-namespace".into());
-            }
-            // A chart from an OCI registry: `oci://host/charts/name --version v`, over plain
-            // HTTP for the rig's loopback registry.
-            if let Some(v) = r["chart_version"].as_str() {
-                a.extend(["--version".into(), v.into()]);
-            }
-            if r["plain_http"] == true {
-                a.push("--plain-http".into());
-            }
-            if let Some(f) = &file {
-                a.extend(["-f".into(), f.path().to_string_lossy().into_owned()]);
-            }
-            a.extend(["-o".into(), "json".into()]);
-            a
-        }
+        "install" | "upgrade" => install_args(r, &action, &release, file.as_ref())?,
         "rollback" => {
             let mut a = vec!["rollback".into(), release.clone()];
             if let Some(v) = r["version"].as_i64() {
@@ -351,7 +360,9 @@ pub fn helm_release(r: &Value) -> Result<Value> {
     }
     match action.as_str() {
         "install" | "upgrade" => {
-            let rel: Value = serde_json::from_str(&out.stdout)
+            // A chart pulled from a registry is announced first (`Pulled: …`, `Digest: …`).
+            let json_text = &out.stdout[out.stdout.find('{').unwrap_or(0)..];
+            let rel: Value = serde_json::from_str(json_text)
                 .with_context(|| format!("helm {action} -o json: {}", out.stdout))?;
             answer["status"] = rel["info"]["status"].clone();
             answer["revision"] = rel["version"].clone();

@@ -1007,20 +1007,8 @@ impl PodActor {
             self.ip = Some(format!("10.88.{}.{}", (n / 250) % 256, n % 250 + 2));
         }
         // A kubelet pulls the image before it makes the container's config.
-        if self.pull_failed(container) {
+        let Some(pulled) = self.pull(container).await else {
             return;
-        }
-        let pulled = match self.pull_from_registry(container).await {
-            Ok(pulled) => pulled,
-            Err((reason, message)) => {
-                self.run = Run::Pull {
-                    reason,
-                    message,
-                    until: Instant::now() + PULL_ERROR_SHOWN,
-                    retry: false,
-                };
-                return;
-            }
         };
         let env = match self.resolve_env(container) {
             Ok(env) => env,
@@ -1032,10 +1020,7 @@ impl PodActor {
                 return;
             }
         };
-        let source = pulled
-            .map(Source::Image)
-            .or_else(|| controller_pod::binary_for(self, container).map(Source::Binary));
-        if let Some(source) = source {
+        if let Some(source) = controller_pod::source_for(self, container, pulled) {
             self.start_process(&spec, container, &source, env).await;
             return;
         }
@@ -1130,6 +1115,26 @@ impl PodActor {
                     reason: "ContainerCreating",
                     message: Some(message),
                 };
+            }
+        }
+    }
+
+    /// Pulls the image: `None` (and `ErrImagePull` or `ErrImageNeverPull`) when it cannot be
+    /// pulled, else the pulled image if it is one of the rig's registry.
+    async fn pull(&mut self, container: &Container) -> Option<Option<image::Image>> {
+        if self.pull_failed(container) {
+            return None;
+        }
+        match self.pull_from_registry(container).await {
+            Ok(pulled) => Some(pulled),
+            Err((reason, message)) => {
+                self.run = Run::Pull {
+                    reason,
+                    message,
+                    until: Instant::now() + PULL_ERROR_SHOWN,
+                    retry: false,
+                };
+                None
             }
         }
     }

@@ -91,7 +91,10 @@ impl Registry {
     pub fn start() -> Result<Registry> {
         let program = which("docker-registry")?;
         let port = free_port()?;
-        let dir = std::env::temp_dir().join(format!("twc-registry-{}-{port}", std::process::id()));
+        let registries = std::env::temp_dir().join("twc-registries");
+        // A registry's storage lives as long as its test process; older ones are left-overs.
+        prune_older_than(&registries, STALE);
+        let dir = registries.join(format!("{}-{port}", std::process::id()));
         let storage = dir.join("storage");
         std::fs::create_dir_all(&storage)?;
         let config = dir.join("config.yml");
@@ -250,10 +253,38 @@ pub fn package(binary: &Path, options: &PackageOptions) -> Result<PackagedImage>
             digest: digest.trim().to_string(),
         });
     }
+    if let Some(parent) = dir.parent() {
+        prune_older_than(parent, STALE);
+    }
     std::fs::create_dir_all(&dir)?;
     let digest = run_package(binary, options, &archive)?;
     std::fs::write(&digest_file, &digest)?;
     Ok(PackagedImage { archive, digest })
+}
+
+/// Cached images and unpacked roots older than this are removed when a new one is made: the
+/// cache serves one test run (each build's binary is a new entry).
+pub const STALE: Duration = Duration::from_secs(24 * 3600);
+
+/// Removes the entries of `dir` last modified more than `age` ago (best effort).
+pub fn prune_older_than(dir: &Path, age: Duration) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|e| e > age);
+        if old {
+            let path = entry.path();
+            // Unpacked roots hold read-only directories.
+            let _ = std::process::Command::new("chmod")
+                .args(["-R", "u+w"])
+                .arg(&path)
+                .output();
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// One run of `tools/image/package.sh`; the digest is its last line of stdout.

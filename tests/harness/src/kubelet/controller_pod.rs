@@ -134,10 +134,19 @@ pub(super) enum Source {
     Image(super::image::Image),
 }
 
-/// The binary for this container's image, if the test mapped one.
-pub(super) fn binary_for(actor: &PodActor, container: &Container) -> Option<PathBuf> {
+/// What the container runs as a process Pod: the image pulled from the rig's registry, else
+/// the binary the test mapped its image to; `None`: not a process Pod.
+pub(super) fn source_for(
+    actor: &PodActor,
+    container: &Container,
+    pulled: Option<super::image::Image>,
+) -> Option<Source> {
+    if let Some(image) = pulled {
+        return Some(Source::Image(image));
+    }
     let image = container.image.as_deref()?;
-    actor.ctx.options.images.get(image).cloned()
+    let binary = actor.ctx.options.images.get(image)?;
+    Some(Source::Binary(binary.clone()))
 }
 
 /// Sets up the container's volumes and starts the process. `Err`: why the container cannot
@@ -153,27 +162,7 @@ pub(super) async fn start(
     let _ = std::fs::remove_dir_all(&dir);
     let vol_dir = dir.join("vol");
     std::fs::create_dir_all(&vol_dir).map_err(|e| format!("pod dir: {e}"))?;
-    let mut mounts = Vec::new();
-    for mount in container.volume_mounts.iter().flatten() {
-        let volume = spec
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == mount.name)
-            .ok_or_else(|| format!("volume {:?} not found in the Pod spec", mount.name))?;
-        let source = vol_dir.join(&volume.name);
-        if !source.exists() {
-            let files = volume_files(actor, spec, volume).await?;
-            write_files(&source, &files).map_err(|e| format!("volume {:?}: {e}", volume.name))?;
-            if volume.empty_dir.is_some() {
-                // A kubelet makes an emptyDir world-writable: the container may run as any user.
-                use std::os::unix::fs::PermissionsExt as _;
-                std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o777))
-                    .map_err(|e| format!("volume {:?}: {e}", volume.name))?;
-            }
-        }
-        mounts.push(bind_of(mount, &volume.name));
-    }
+    let mut mounts = volume_binds(actor, spec, container, &vol_dir).await?;
     let hosts = etc_hosts(actor).await?;
     std::fs::write(vol_dir.join(HOSTS_FILE), hosts).map_err(|e| format!("/etc/hosts: {e}"))?;
     mounts.push(Bind {
@@ -182,22 +171,7 @@ pub(super) async fn start(
         read_only: true,
         file: true,
     });
-    let Some(api_server) = actor.ctx.options.api_server.clone() else {
-        return Err("the kubelet stand-in was started without KubeletOptions::api_server".into());
-    };
-    env.insert("HOSTNAME".into(), actor.name.clone());
-    env.insert("KUBERNETES_SERVICE_HOST".into(), api_server.0);
-    env.insert("KUBERNETES_SERVICE_PORT".into(), api_server.1.to_string());
-    if let Source::Image(image) = source {
-        // The image's `ENV`, under the container's own.
-        for (k, v) in image.env.iter().filter_map(|kv| kv.split_once('=')) {
-            env.entry(k.to_string()).or_insert_with(|| v.to_string());
-        }
-    }
-    env.entry("PATH".into())
-        .or_insert_with(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    env.entry("HOME".into())
-        .or_insert_with(|| "/home/nonroot".into());
+    add_kubelet_env(actor, source, &mut env)?;
     let log = dir.join("container.log");
     let child = match source {
         Source::Binary(binary) => {
@@ -244,6 +218,61 @@ pub(super) async fn start(
         stop: Some(stop_tx),
         _tasks: tasks,
     })
+}
+
+/// What a kubelet adds to the container's env, and the image's `ENV` under the container's own.
+fn add_kubelet_env(
+    actor: &PodActor,
+    source: &Source,
+    env: &mut BTreeMap<String, String>,
+) -> Result<(), String> {
+    let Some(api_server) = actor.ctx.options.api_server.clone() else {
+        return Err("the kubelet stand-in was started without KubeletOptions::api_server".into());
+    };
+    env.insert("HOSTNAME".into(), actor.name.clone());
+    env.insert("KUBERNETES_SERVICE_HOST".into(), api_server.0);
+    env.insert("KUBERNETES_SERVICE_PORT".into(), api_server.1.to_string());
+    if let Source::Image(image) = source {
+        for (k, v) in image.env.iter().filter_map(|kv| kv.split_once('=')) {
+            env.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
+    env.entry("PATH".into())
+        .or_insert_with(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    env.entry("HOME".into())
+        .or_insert_with(|| "/home/nonroot".into());
+    Ok(())
+}
+
+/// Materialises the container's volumes in the Pod's `vol` directory: their bind mounts.
+async fn volume_binds(
+    actor: &PodActor,
+    spec: &PodSpec,
+    container: &Container,
+    vol_dir: &Path,
+) -> Result<Vec<Bind>, String> {
+    let mut mounts = Vec::new();
+    for mount in container.volume_mounts.iter().flatten() {
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == mount.name)
+            .ok_or_else(|| format!("volume {:?} not found in the Pod spec", mount.name))?;
+        let source = vol_dir.join(&volume.name);
+        if !source.exists() {
+            let files = volume_files(actor, spec, volume).await?;
+            write_files(&source, &files).map_err(|e| format!("volume {:?}: {e}", volume.name))?;
+            if volume.empty_dir.is_some() {
+                // A kubelet makes an emptyDir world-writable: the container may run as any user.
+                use std::os::unix::fs::PermissionsExt as _;
+                std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o777))
+                    .map_err(|e| format!("volume {:?}: {e}", volume.name))?;
+            }
+        }
+        mounts.push(bind_of(mount, &volume.name));
+    }
+    Ok(mounts)
 }
 
 /// The Pod's `/etc/hosts`, relative to its `vol` directory.
@@ -599,6 +628,11 @@ async fn supervise(
         }),
         Err(_) => 128 + 9,
     };
+    // The container's copy of its image's root (`kubelet/container_root.rs`) goes with the
+    // container, as its writable layer would; the next start copies it afresh.
+    if let Some(dir) = log.parent() {
+        let _ = std::fs::remove_dir_all(dir.join("vol/.root"));
+    }
     let text = std::fs::read(&log).unwrap_or_default();
     let tail = &text[text.len().saturating_sub(LOG_TAIL)..];
     let message = String::from_utf8_lossy(tail).into_owned();

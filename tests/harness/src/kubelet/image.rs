@@ -136,6 +136,9 @@ fn from_layout(layout: &Path) -> Result<Image, String> {
         .join("roots")
         .join(digest.trim_start_matches("sha256:"));
     if !root.is_dir() {
+        if let Some(roots) = root.parent() {
+            crate::registry::prune_older_than(roots, crate::registry::STALE);
+        }
         let layers: Vec<PathBuf> = manifest["layers"]
             .as_array()
             .into_iter()
