@@ -14,6 +14,8 @@ const CRD_CHART: &str = "charts/temporal-worker-controller-crds";
 const NS: &str = "temporal-system";
 const RELEASE: &str = "twc";
 const FULLNAME: &str = "twc-temporal-worker-controller";
+/// Where releases publish the image (README, "Releases"); the chart's default repository.
+const DEFAULT_IMAGE: &str = "ghcr.io/temporalio/temporal-worker-controller-rs";
 
 #[derive(Deserialize)]
 struct HelmOutput {
@@ -509,7 +511,7 @@ fn default_install_renders_the_expected_objects_and_args() {
     assert_default_args_are_the_binarys_defaults(&objs);
     let m = manager(&objs);
     // The default tag is the chart's appVersion, which the release command keeps equal to Cargo's.
-    let image = format!("temporal-worker-controller:{}", env!("CARGO_PKG_VERSION"));
+    let image = format!("{DEFAULT_IMAGE}:{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(m["image"], image.as_str());
     let env: BTreeMap<&str, &str> = m["env"]
         .as_array()
@@ -1390,7 +1392,10 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
     let digest = objects("digest");
     assert_eq!(
         manager(&digest)["image"],
-        "temporal-worker-controller@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        format!(
+            "{DEFAULT_IMAGE}@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+        )
+        .as_str()
     );
 }
 
@@ -2448,7 +2453,7 @@ fn chart_yaml_carries_artifact_hub_metadata() {
     assert_eq!(
         images,
         [json!({"name": "temporal-worker-controller",
-                "image": format!("temporal-worker-controller:{app}")})]
+                "image": format!("{DEFAULT_IMAGE}:{app}")})]
     );
     // `crds`: exactly the kinds of crds/.
     let mut kinds: Vec<String> = std::fs::read_dir(repo_root().join("crds"))

@@ -5,169 +5,17 @@
 //! `Changelog: none` trailer and a shallow clone. Starts no servers; the scripts are taken from
 //! this working tree, the repository content from its last commit.
 
-use std::path::{Path, PathBuf};
+#[path = "common/scratch.rs"]
+mod scratch;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
-use anyhow::{Context as _, Result, bail, ensure};
-
-/// Fixed so that the expected CHANGELOG heading does not depend on the day the test runs.
-const RELEASE_DATE: &str = "2030-01-02";
-
-fn source_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A throw-away clone of this repository's HEAD, on a local `main` branch.
-struct Scratch {
-    dir: PathBuf,
-}
-
-impl Scratch {
-    fn new(case: &str) -> Result<Scratch> {
-        let parent = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let dir = parent.join(format!("release-{case}-{}", std::process::id()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
-        }
-        run_ok(
-            Command::new("git")
-                .args(["clone", "-q", "--no-tags"])
-                .arg(source_root())
-                .arg(&dir),
-        )?;
-        let s = Scratch { dir };
-        s.git(&["checkout", "-q", "-B", "main"])?;
-        s.git(&["config", "user.name", "Release Test"])?;
-        s.git(&["config", "user.email", "release-test@example.invalid"])?;
-        Ok(s)
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.dir.join(file)
-    }
-
-    fn read(&self, file: &str) -> Result<String> {
-        std::fs::read_to_string(self.path(file)).with_context(|| format!("reading {file}"))
-    }
-
-    fn write(&self, file: &str, text: &str) -> Result<()> {
-        let path = self.path(file);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(path, text).with_context(|| format!("writing {file}"))
-    }
-
-    fn git(&self, args: &[&str]) -> Result<String> {
-        let out = run_ok(Command::new("git").arg("-C").arg(&self.dir).args(args))?;
-        Ok(String::from_utf8(out.stdout)?.trim().to_string())
-    }
-
-    fn commit_all(&self, message: &str) -> Result<()> {
-        self.git(&["add", "-A"])?;
-        self.git(&["commit", "-q", "-m", message]).map(drop)
-    }
-
-    /// Runs a script of `tools/release/` from this working tree in the scratch repository.
-    fn script(&self, name: &str, args: &[&str]) -> Result<Output> {
-        let script = source_root().join("tools/release").join(name);
-        Ok(Command::new("bash")
-            .arg(script)
-            .args(args)
-            .current_dir(&self.dir)
-            .env("RELEASE_DATE", RELEASE_DATE)
-            .env_remove("CHANGELOG_BASE")
-            .output()?)
-    }
-
-    fn release(&self, args: &[&str]) -> Result<Output> {
-        self.script("release.sh", args)
-    }
-
-    /// A line under Unreleased, committed, as a change would add it.
-    fn add_entry(&self, line: &str) -> Result<()> {
-        let text = self.read("CHANGELOG.md")?;
-        let heading = "## [Unreleased]\n";
-        ensure!(
-            text.contains(heading),
-            "CHANGELOG.md has no Unreleased heading"
-        );
-        let text = text.replacen(heading, &format!("{heading}\n### Fixed\n- {line}\n"), 1);
-        self.write("CHANGELOG.md", &text)?;
-        self.commit_all(&format!("CHANGELOG: {line}"))
-    }
-
-    fn cargo_version(&self) -> Result<String> {
-        let toml = self.read("Cargo.toml")?;
-        let package = toml.split("[package]").nth(1).context("no [package]")?;
-        field(package, "version = \"", "\"").context("no package version")
-    }
-
-    /// Everything that says which release this is, to compare before and after a refusal.
-    fn state(&self) -> Result<String> {
-        Ok(format!(
-            "{}\n{}\n{}",
-            self.git(&["rev-parse", "HEAD"])?,
-            self.git(&["tag", "--list"])?,
-            self.git(&["status", "--porcelain"])?
-        ))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn run_ok(cmd: &mut Command) -> Result<Output> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!("{cmd:?} failed: {}", text(&out));
-    }
-    Ok(out)
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// The text between the first `start` and the next `end` after it.
-fn field(haystack: &str, start: &str, end: &str) -> Option<String> {
-    let rest = &haystack[haystack.find(start)? + start.len()..];
-    Some(rest[..rest.find(end)?].to_string())
-}
-
-/// The next minor version after `version` (MAJOR.MINOR.PATCH, a pre-release part ignored).
-fn next_minor(version: &str) -> Result<String> {
-    let core = version.split_once('-').map_or(version, |(core, _)| core);
-    let parts: Vec<u64> = core
-        .split('.')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("{version} is not MAJOR.MINOR.PATCH"))?;
-    ensure!(parts.len() == 3, "{version} is not MAJOR.MINOR.PATCH");
-    Ok(format!("{}.{}.0", parts[0], parts[1] + 1))
-}
-
-fn expect_ok(out: &Output, what: &str) -> Result<()> {
-    ensure!(out.status.success(), "{what} failed: {}", text(out));
-    Ok(())
-}
-
-fn expect_refused(out: &Output, message: &str, what: &str) -> Result<()> {
-    ensure!(!out.status.success(), "{what} was accepted: {}", text(out));
-    ensure!(
-        text(out).contains(message),
-        "{what}: expected {message:?} in: {}",
-        text(out)
-    );
-    Ok(())
-}
+use anyhow::{Context as _, Result, ensure};
+use scratch::{
+    DEFAULT_IMAGE, RELEASE_DATE, Scratch, expect_ok, expect_refused, next_minor, run_ok,
+    source_root, text,
+};
 
 /// The chart and version lines a cut must have set, for every chart.
 fn assert_versions(s: &Scratch, charts: &[&str], version: &str) -> Result<()> {
@@ -191,7 +39,7 @@ fn assert_versions(s: &Scratch, charts: &[&str], version: &str) -> Result<()> {
             !yaml.contains("artifacthub.io/images")
                 || yaml
                     .lines()
-                    .any(|l| l.trim() == format!("image: temporal-worker-controller:{version}")),
+                    .any(|l| l.trim() == format!("image: {DEFAULT_IMAGE}:{version}")),
             "{chart}: the artifacthub.io/images tag is not {version}:\n{yaml}"
         );
     }
@@ -267,6 +115,53 @@ fn a_cut_release_agrees_everywhere() -> Result<()> {
     Ok(())
 }
 
+/// Nothing released yet (no tag, no release in CHANGELOG.md): the current version itself is
+/// cut, once; an earlier one still is not, and a tag of any release makes it a later release.
+#[test]
+fn the_first_release_is_the_current_version() -> Result<()> {
+    let s = Scratch::new("first")?;
+    s.before_the_first_release()?;
+    s.add_entry("the first release's fix")?;
+    let current = s.cargo_version()?;
+
+    // A tag of an earlier release means this is not the first.
+    s.git(&["tag", "v0.0.1"])?;
+    let before = s.state()?;
+    expect_refused(
+        &s.release(&[&current])?,
+        "is not greater than the current version",
+        "the current version after a tagged release",
+    )?;
+    ensure!(s.state()? == before, "a refused cut changed the repository");
+    s.git(&["tag", "-d", "v0.0.1"])?;
+    expect_refused(
+        &s.release(&["0.0.1"])?,
+        "is not greater than the current version",
+        "a version below the current one",
+    )?;
+
+    let out = s.release(&[&current])?;
+    expect_ok(&out, "the first release")?;
+    ensure!(text(&out).contains("first release"), "{}", text(&out));
+    assert_versions(&s, &["temporal-worker-controller"], &current)?;
+    let changelog = s.read("CHANGELOG.md")?;
+    let section = format!(
+        "## [Unreleased]\n\n## [{current}] - {RELEASE_DATE}\n\n### Fixed\n- the first release's fix\n"
+    );
+    ensure!(changelog.contains(&section), "CHANGELOG.md:\n{changelog}");
+    ensure!(s.git(&["tag", "--list"])? == format!("v{current}"));
+    expect_ok(&s.release(&["--check"])?, "--check after the first release")?;
+
+    // Once only: the same version again is a second release.
+    s.add_entry("a later fix")?;
+    expect_refused(
+        &s.release(&[&current])?,
+        "is not greater than the current version",
+        "the first release twice",
+    )?;
+    Ok(())
+}
+
 #[test]
 fn bad_input_is_refused_and_changes_nothing() -> Result<()> {
     let s = Scratch::new("refuse")?;
@@ -279,7 +174,6 @@ fn bad_input_is_refused_and_changes_nothing() -> Result<()> {
         ("01.2.3".to_string(), "is not a semantic version"),
         (format!("v{next}"), "without the leading v"),
         (format!("{next}+build.7"), "build metadata"),
-        (current.clone(), "is not greater than the current version"),
         (
             "0.0.1".to_string(),
             "is not greater than the current version",
@@ -476,6 +370,7 @@ fn scripts_are_where_the_readme_says() -> Result<()> {
     for script in [
         "tools/release/release.sh",
         "tools/release/changelog-check.sh",
+        "tools/release/artifacts.sh",
     ] {
         ensure!(
             Path::new(&source_root().join(script)).is_file(),

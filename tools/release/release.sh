@@ -4,7 +4,13 @@
 #   tools/release/release.sh <version>   bump to <version>, move CHANGELOG's Unreleased into a dated
 #                                        section, commit "Release v<version>" and tag v<version>
 #   tools/release/release.sh --check     Cargo.toml, Cargo.lock, every charts/*/Chart.yaml (version
-#                                        and appVersion), CHANGELOG.md and the tag agree
+#                                        and appVersion), CHANGELOG.md, docs/quickstart.md's
+#                                        TWC_VERSION and the tag agree
+#   tools/release/release.sh --artifacts <dir> [...]   every artifact of the checked-out release
+#                                        (tools/release/artifacts.sh; its header lists the options)
+#
+# The first release may be the current version: with no tag v* and no release in CHANGELOG.md,
+# `release.sh <current version>` cuts it (0.1.0 was never published, so it is not skipped).
 #
 # Works on the repository of the current directory (so a test can run it on a scratch copy). One
 # version for the binary, the image tag and every chart: users upgrade them together. Nothing is
@@ -20,8 +26,8 @@ die() {
 note() { echo "release: $*"; }
 
 usage() {
-  echo "usage: tools/release/release.sh <version> | --check" >&2
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  echo "usage: tools/release/release.sh <version> | --check | --artifacts <dir> [options]" >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -114,7 +120,14 @@ released_versions() {
   sed -n -E 's/^## \[([^]]+)\] - ([0-9]{4}-[0-9]{2}-[0-9]{2})$/\1 \2/p' CHANGELOG.md
 }
 
+QUICKSTART=docs/quickstart.md
+
 tag_exists() { git rev-parse -q --verify "refs/tags/$1" >/dev/null; }
+
+# Nothing has been released: no tag v* and no release section in CHANGELOG.md.
+first_release() {
+  [[ -z $(git tag --list 'v*') && -z $(released_versions) ]]
+}
 
 # Every place that carries the version agrees with Cargo.toml; prints what it checked. $1 = "cut"
 # skips the tag checks (the release about to be cut has no tag yet).
@@ -134,6 +147,11 @@ check() {
     v=$(chart_field "$f" appVersion)
     [[ $v == "$version" ]] || problems+=("$f: appVersion is '${v:-missing}', Cargo.toml says $version")
   done < <(charts)
+  # The quickstart installs the release it names.
+  if [[ -f $QUICKSTART ]]; then
+    v=$(sed -n -E 's/^export TWC_VERSION=([^[:space:]]+)$/\1/p' "$QUICKSTART")
+    [[ $v == "$version" ]] || problems+=("$QUICKSTART: TWC_VERSION is '${v:-missing}', Cargo.toml says $version")
+  fi
   if [[ ! -f CHANGELOG.md ]]; then
     problems+=("CHANGELOG.md is missing")
   else
@@ -184,9 +202,13 @@ set_versions() {
     [[ -n $f ]] || continue
     # The Artifact Hub `images` annotation names the default image, whose tag is the appVersion.
     sed -E -e "s/^version:.*/version: $new/" -e "s/^appVersion:.*/appVersion: \"$new\"/" \
-      -e "s/^( +image: temporal-worker-controller):[^[:space:]]+$/\1:$new/" "$f" >"$tmp"
+      -e "s#^( +image: ([^[:space:]]+/)?temporal-worker-controller[a-z-]*):[^[:space:]]+\$#\1:$new#" \
+      "$f" >"$tmp"
     cat "$tmp" >"$f"
   done < <(charts)
+  if [[ -f $QUICKSTART ]]; then
+    sed -E "s/^export TWC_VERSION=.*/export TWC_VERSION=$new/" "$QUICKSTART" >"$tmp" && cat "$tmp" >"$QUICKSTART"
+  fi
   awk -v heading="## [$new] - $RELEASE_DATE" '
     { print }
     $0 == "## [Unreleased]" { print ""; print heading }' CHANGELOG.md >"$tmp" && cat "$tmp" >CHANGELOG.md
@@ -204,12 +226,17 @@ cut() {
 $dirty"
   check cut
   current=$CHECKED_VERSION
-  semver_gt "$new" "$current" || die "$new is not greater than the current version $current"
+  if [[ $new == "$current" ]] && first_release; then
+    note "first release: cutting the current version $current"
+  else
+    semver_gt "$new" "$current" || die "$new is not greater than the current version $current"
+  fi
   ! tag_exists "v$new" || die "tag v$new already exists"
   grep -qE '^[[:space:]]*[-*] ' < <(unreleased_body) ||
     die "CHANGELOG.md: Unreleased has no entries; list the release's changes there first"
 
   files=(Cargo.toml Cargo.lock CHANGELOG.md)
+  [[ -f $QUICKSTART ]] && files+=("$QUICKSTART")
   mapfile -t -O ${#files[@]} files < <(charts)
   # Leave the tree as it was if any step fails before the release commit exists.
   trap 'git checkout -q HEAD -- "${files[@]}"; echo "release: nothing released; files restored" >&2' EXIT
@@ -224,6 +251,7 @@ $dirty"
 }
 
 main() {
+  [[ ${1:-} == --artifacts ]] && exec bash "$(dirname "$0")/artifacts.sh" "${@:2}"
   [[ $# -eq 1 ]] || usage
   local root
   root=$(git rev-parse --show-toplevel 2>/dev/null) || die "not inside a git repository"
