@@ -74,6 +74,7 @@ async fn start_world() -> Result<World> {
             trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
             images: [(PROCESS_IMAGE.to_string(), image_dir.join("entrypoint"))].into(),
             api_server: Some((host, port.parse()?)),
+            ..Default::default()
         },
     )
     .await?;
