@@ -159,13 +159,23 @@ pub async fn run(
     namespace: Option<&str>,
     kube: &crate::cli_kube::KubeOptions,
 ) -> Result<(), ControlError> {
+    run_with(name, namespace, kube, |twd| decide(action, twd)).await
+}
+
+/// [`run`] with any pure decision on the object as it is now (the retry and restart requests too).
+pub async fn run_with(
+    name: &str,
+    namespace: Option<&str>,
+    kube: &crate::cli_kube::KubeOptions,
+    decide: impl FnOnce(&TemporalWorkerDeployment) -> Result<Change, ControlError>,
+) -> Result<(), ControlError> {
     let client = kube.client().await?;
     let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
     let twd = crate::workers::fetch(&client, &ns, name)
         .await?
         .ok_or_else(|| ControlError::NotFound(format!("{ns}/{name}")))?;
     let api = twd.own_api(client);
-    let change = decide(action, &twd)?;
+    let change = decide(&twd)?;
     println!("{}", change.explanation);
     if change.spec_patch {
         eprintln!("{GITOPS_WARNING}");

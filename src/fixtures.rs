@@ -249,6 +249,7 @@ impl ObservedDeployment {
             created_at: Some(ago(86_400)),
             scaled_down_at: None,
             settings: None,
+            restarted: None,
         }
     }
 }

@@ -21,6 +21,7 @@
 //! - [`analysis`]: canary analysis verdicts and what they hold back;
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
+//! - [`restart`]: the `temporal.io/restart` request (one version's Pods rolled in place);
 //! - [`deadline`]: the progress deadline of a waiting target and of lost pollers, the cause
 //!   of a failed build, and its record;
 //! - [`clock`]: deadlines and the requeue interval;
@@ -42,6 +43,7 @@ pub mod poller_health;
 pub mod polling;
 pub mod progressive;
 pub mod punctual;
+pub mod restart;
 mod routing;
 pub mod scaling;
 pub mod step_gates;
@@ -158,6 +160,8 @@ pub fn plan(input: &PlanInput) -> Plan {
     let pinned_batches = drain::pinned_batches(input, decision.change.as_ref(), &mut wake);
     let forget_versions = sunset::forget(&view, &mut wake);
     let (adopt, update) = drift::updates(&view, &retirement.delete);
+    let (restart, restarted) = restart::decide(&view);
+    decision.control.restarted = restarted;
     Plan {
         adopt,
         create,
@@ -175,5 +179,6 @@ pub fn plan(input: &PlanInput) -> Plan {
         held_at_zero,
         forget_versions,
         pollers_lost_too_long,
+        restart,
     }
 }

@@ -1,4 +1,4 @@
-//! Applies a [`Plan`] in a fixed, safe order — take-over records → create → update → scale → gates → manager
+//! Applies a [`Plan`] in a fixed, safe order — take-over records → create → update → scale → restart → gates → manager
 //! claim → routing → end pinned workflows of old versions → delete — and stops at the first failure. Together with
 //! [`super::finalizers`] this is every Kubernetes and Temporal write a reconcile makes, so
 //! metrics wrap each one once.
@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::metrics::Metrics;
 use crate::planner::model::{
-    CreateDeployment, PinnedBatch, Plan, RoutingChange, ScaleDeployment, UpdateDeployment,
+    CreateDeployment, PinnedBatch, Plan, Restart, RoutingChange, ScaleDeployment, UpdateDeployment,
     UpdateReason,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
@@ -52,6 +52,12 @@ pub enum Done {
     Updated {
         name: String,
         build_id: String,
+    },
+    /// A version's Pods were restarted in place (`temporal.io/restart`).
+    Restarted {
+        name: String,
+        build_id: String,
+        value: String,
     },
     Scaled {
         name: String,
@@ -200,6 +206,17 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
             name: scale.name.clone(),
             build_id: scale.build_id.clone(),
             replicas: scale.replicas,
+        });
+    }
+
+    if let Some(Restart::Roll(restart)) = &plan.restart {
+        let res = super::restart::restart_deployment(&deployments, restart, FIELD_MANAGER).await;
+        ctx.metrics.kube_write("patch", "deployments", res.is_ok());
+        res.map_err(|e| fail("restart Deployment", e))?;
+        out.done.push(Done::Restarted {
+            name: restart.name.clone(),
+            build_id: restart.build_id.clone(),
+            value: restart.value.clone(),
         });
     }
 

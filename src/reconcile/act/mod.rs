@@ -6,6 +6,7 @@
 
 pub mod execute;
 pub mod finalizers;
+mod restart;
 
 use std::sync::Arc;
 

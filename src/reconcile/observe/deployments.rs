@@ -6,7 +6,7 @@ use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_RESTART, LABEL_BUILD_ID,
     LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
 use crate::caches::Caches;
@@ -137,6 +137,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     let labels = d.labels();
     let pod_template_hash = pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned();
     let connection_hash = pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned();
+    let restarted = pod_annotations.get(ANNOTATION_RESTART).cloned();
     let template_record = takeover::record_for(
         pod_template_hash.as_deref(),
         labels
@@ -176,6 +177,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
             .annotations()
             .get(crate::render::settings::ANNOTATION_SETTINGS)
             .cloned(),
+        restarted,
     })
 }
 
