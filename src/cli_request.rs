@@ -118,15 +118,8 @@ mod tests {
 
     fn version(build: &str, status: VersionStatus) -> VersionInfo {
         VersionInfo {
-            build_id: build.into(),
-            status,
-            deployment: None,
             deployment_name: Some(format!("orders-{build}")),
-            task_queues: Vec::new(),
-            managed_by: None,
-            healthy_since: None,
-            replicas: None,
-            ready_replicas: None,
+            ..VersionInfo::test(build, status)
         }
     }
 
@@ -137,14 +130,7 @@ mod tests {
             current_version: Some(version("v1", VersionStatus::Current)),
             target_version: Some(TargetVersion {
                 version: version("v2", VersionStatus::NotRegistered),
-                ramp_percentage: None,
-                ramping_since: None,
-                ramp_last_modified_at: None,
-                current_step: None,
-                step_started_at: None,
-                next_step_at: None,
-                gate_workflows: vec![],
-                test_workflows: vec![],
+                ..TargetVersion::test("v2", VersionStatus::NotRegistered)
             }),
             rollout_control: failed.then(|| RolloutControl {
                 aborted: Some(AbortRecord {

@@ -517,6 +517,35 @@ mod tests {
     }
 
     #[test]
+    fn retry_and_restart_parse_as_requests() {
+        let request = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("parse");
+            let r = cli
+                .command
+                .request()
+                .map(|(r, t)| (r, t.name.clone(), t.namespace.clone()));
+            assert!(cli.command.control().is_none(), "not a control action");
+            r
+        };
+        assert_eq!(
+            request(&["twc", "retry", "orders", "-n", "shop"]),
+            Some((Request::Retry, "orders".into(), Some("shop".into())))
+        );
+        assert_eq!(
+            request(&["twc", "restart", "orders"]).map(|r| r.0),
+            Some(Request::Restart { build: None })
+        );
+        assert_eq!(
+            request(&["twc", "restart", "orders", "--build", "v1"]).map(|r| r.0),
+            Some(Request::Restart {
+                build: Some("v1".into())
+            })
+        );
+        assert_eq!(request(&["twc", "pause", "orders"]), None);
+        assert!(Cli::try_parse_from(["twc", "retry", "x", "--build", "v1"]).is_err());
+    }
+
+    #[test]
     fn client_subcommands_take_the_kubeconfig_and_context() {
         let parse = |args: &[&str]| Cli::try_parse_from(args).expect("parse");
         let kube = ["--kubeconfig", "/tmp/k.yaml", "--context", "prod"];

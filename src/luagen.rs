@@ -68,44 +68,27 @@ pub struct Action {
 /// The worker deployment kinds' action discovery (which actions apply to an object's state).
 pub const ACTION_DISCOVERY: &str = include_str!("../lua/actions/discovery.lua");
 
+/// The action named `$name`, its script read from `lua/actions/$name.lua`.
+macro_rules! action {
+    ($name:literal) => {
+        Action {
+            name: $name,
+            text: include_str!(concat!("../lua/actions/", $name, ".lua")),
+        }
+    };
+}
+
 /// Every resource action of the worker deployment kinds (`docs/argocd.md`, "Resource actions").
 pub const ACTIONS: [Action; 9] = [
-    Action {
-        name: "promote",
-        text: include_str!("../lua/actions/promote.lua"),
-    },
-    Action {
-        name: "skip-step",
-        text: include_str!("../lua/actions/skip-step.lua"),
-    },
-    Action {
-        name: "pause",
-        text: include_str!("../lua/actions/pause.lua"),
-    },
-    Action {
-        name: "resume",
-        text: include_str!("../lua/actions/resume.lua"),
-    },
-    Action {
-        name: "abort",
-        text: include_str!("../lua/actions/abort.lua"),
-    },
-    Action {
-        name: "clear-abort",
-        text: include_str!("../lua/actions/clear-abort.lua"),
-    },
-    Action {
-        name: "retry",
-        text: include_str!("../lua/actions/retry.lua"),
-    },
-    Action {
-        name: "restart",
-        text: include_str!("../lua/actions/restart.lua"),
-    },
-    Action {
-        name: "restart-target",
-        text: include_str!("../lua/actions/restart-target.lua"),
-    },
+    action!("promote"),
+    action!("skip-step"),
+    action!("pause"),
+    action!("resume"),
+    action!("abort"),
+    action!("clear-abort"),
+    action!("retry"),
+    action!("restart"),
+    action!("restart-target"),
 ];
 
 /// The kinds the actions are installed under: the worker deployment script's kinds.

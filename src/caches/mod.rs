@@ -33,8 +33,8 @@ use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
-    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_REVISION,
-    ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection,
+    ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_RESTART,
+    ANNOTATION_REVISION, ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection,
     TemporalWorkerOwnedResource,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
@@ -297,7 +297,8 @@ impl SecretBodies {
 }
 
 /// What the Deployment cache keeps of a Deployment: its metadata with only the annotations a
-/// reconcile reads, replicas and selector, the pod template's two hash annotations, and the
+/// reconcile reads, replicas and selector, the pod template's two hash annotations and the
+/// restart request its Pods carry, and the
 /// status without condition messages. The Pod spec, `managedFields` and the rest are most of
 /// its size (issue 30: memory per object). A write starts from a fresh read, never from here.
 pub fn slim_deployment(d: &mut Deployment) {
@@ -320,7 +321,11 @@ pub fn slim_deployment(d: &mut Deployment) {
             };
             keep_only(
                 &mut meta.annotations,
-                &[ANNOTATION_POD_TEMPLATE_HASH, ANNOTATION_CONNECTION_HASH],
+                &[
+                    ANNOTATION_POD_TEMPLATE_HASH,
+                    ANNOTATION_CONNECTION_HASH,
+                    ANNOTATION_RESTART,
+                ],
             );
         }
     }

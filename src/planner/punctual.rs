@@ -54,7 +54,10 @@ pub fn wake(plan: &Plan, timer: Duration) -> Duration {
 
 /// Whether two plans write the same, routing (and the routing manager claim) apart.
 fn same_other_writes(a: &Plan, b: &Plan) -> bool {
-    a.create == b.create
+    // A restart is stamped with the plan's time: a pending one is written now.
+    a.restart.is_none()
+        && b.restart.is_none()
+        && a.create == b.create
         && a.adopt == b.adopt
         && a.update == b.update
         && a.scale == b.scale

@@ -6,13 +6,7 @@ use super::*;
 use crate::api::ANNOTATION_RESTART;
 
 fn conn() -> TemporalConnectionSpec {
-    TemporalConnectionSpec {
-        host_port: "temporal.shop:7233".into(),
-        tls: None,
-        mutual_tls_secret_ref: None,
-        api_key_secret_ref: None,
-        worker_credentials: None,
-    }
+    super::tests::plain()
 }
 
 fn restarted(twd: &TemporalWorkerDeployment, build: &str) -> Deployment {

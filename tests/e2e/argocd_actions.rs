@@ -18,6 +18,7 @@ use temporal_worker_controller::luagen::{ACTION_DISCOVERY, ACTIONS};
 use test_harness::argocd_actions::{gopher_action, gopher_discovery, merge_patch, split_status};
 
 use crate::rollout::deploy_first;
+use crate::rollout_control::{ramp, ready_reason};
 use crate::support::*;
 
 const T: Duration = Duration::from_secs(120);
@@ -228,16 +229,6 @@ async fn reapply_keeps_the_request(c: &Case, dep: &str, value: &str, v1: &str) -
         "rolled again: generation {generation:?} → {after:?}"
     );
     Ok(())
-}
-
-fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
-    t.status.as_ref()?.target_version.as_ref()?.ramp_percentage
-}
-
-fn ready_reason(t: &TemporalWorkerDeployment) -> String {
-    condition(t, "Ready")
-        .map(|c| c.reason.clone())
-        .unwrap_or_default()
 }
 
 /// abort → the target's ramp back to 0 % with v1 Current (RolloutAborted); clear-abort →

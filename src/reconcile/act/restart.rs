@@ -7,9 +7,10 @@ use serde_json::json;
 use crate::api::{ANNOTATION_RESTART, ANNOTATION_RESTARTED_AT};
 use crate::planner::model::RestartDeployment;
 
-/// Restarts a version's Pods as `kubectl rollout restart` does: a pod-template annotation
-/// (here the request's value, so a repeated write is a no-op), rolled by the Deployment's own
-/// strategy. A merge patch: it touches nothing else and needs no resourceVersion.
+/// Restarts a version's Pods as `kubectl rollout restart` does: a merge patch of a
+/// pod-template annotation (here the request's value, so a repeated write changes nothing),
+/// rolled by the Deployment's own strategy. It names only the two annotations, so it needs no
+/// resourceVersion and overwrites nobody's concurrent change.
 pub(super) async fn restart_deployment(
     deployments: &Api<Deployment>,
     restart: &RestartDeployment,

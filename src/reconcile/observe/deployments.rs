@@ -225,7 +225,8 @@ mod tests {
                     crate::caches::ANNOTATION_LAST_APPLIED: "{}"}},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
                 "metadata": {"labels": {"a": "b"}, "annotations": {
-                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c", "x": "y"}},
+                    ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c",
+                    ANNOTATION_RESTART: "v1/2", "x": "y"}},
                 "spec": {"containers": [{"name": "worker"}]}}},
             "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": [
                 {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
@@ -234,6 +235,10 @@ mod tests {
         }))
         .expect("deployment");
         let before = observed(&d);
+        assert_eq!(
+            before.as_ref().and_then(|o| o.restarted.as_deref()),
+            Some("v1/2")
+        );
         crate::caches::slim_deployment(&mut d);
         assert_eq!(observed(&d), before);
         assert_eq!(
@@ -243,7 +248,7 @@ mod tests {
         );
         let template = d.spec.template.metadata.as_ref().expect("meta");
         assert!(template.labels.is_none());
-        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(2));
+        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(3));
         let c = &d
             .status
             .as_ref()

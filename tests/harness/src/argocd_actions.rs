@@ -165,7 +165,22 @@ fn clean_returned(new: &mut Value, old: &Value) {
     }
 }
 
-/// RFC 7386 merge patch turning `from` into `to` (what `jsonpatch.CreateMergePatch` makes).
+/// JSON equality as Go decodes JSON (every number a float64): `10` and `10.0` are the same.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// RFC 7386 merge patch turning `from` into `to` (what `jsonpatch.CreateMergePatch` makes,
+/// comparing numbers as Go's decoder reads them).
 pub fn merge_patch(from: &Value, to: &Value) -> Value {
     match (from, to) {
         (Value::Object(f), Value::Object(t)) => {
@@ -175,7 +190,7 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
                     None => {
                         out.insert(k.clone(), Value::Null);
                     }
-                    Some(tv) if tv != fv => {
+                    Some(tv) if !same(tv, fv) => {
                         out.insert(k.clone(), merge_patch(fv, tv));
                     }
                     Some(_) => {}
@@ -208,6 +223,10 @@ mod tests {
         let p = merge_patch(&from, &to);
         assert_eq!(p, json!({"b": {"d": null, "e": 4}, "s": {"x": 2}}));
         assert_eq!(merge_patch(&from, &from), json!({}));
+        assert_eq!(
+            merge_patch(&json!({"r": 10.0}), &json!({"r": 10})),
+            json!({})
+        );
         let (rest, status) = split_status(&json!({"b": 1, "status": {"x": 2}}));
         assert_eq!(
             (rest, status),
