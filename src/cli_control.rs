@@ -193,32 +193,15 @@ pub async fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::twd::{TargetVersion, TemporalWorkerDeploymentStatus, VersionInfo};
+    use crate::api::twd::{TargetVersion, TemporalWorkerDeploymentStatus};
 
     fn ramping(step: Option<i32>, status: VersionStatus) -> TemporalWorkerDeployment {
         let mut twd = TemporalWorkerDeployment::test();
         twd.spec.rollout.strategy = RolloutStrategy::Progressive;
         twd.status = Some(TemporalWorkerDeploymentStatus {
             target_version: Some(TargetVersion {
-                version: VersionInfo {
-                    build_id: "v2".into(),
-                    status,
-                    deployment: None,
-                    deployment_name: None,
-                    task_queues: Vec::new(),
-                    managed_by: None,
-                    healthy_since: None,
-                    replicas: None,
-                    ready_replicas: None,
-                },
-                ramp_percentage: None,
-                ramping_since: None,
-                ramp_last_modified_at: None,
                 current_step: step,
-                step_started_at: None,
-                next_step_at: None,
-                gate_workflows: vec![],
-                test_workflows: vec![],
+                ..TargetVersion::test("v2", status)
             }),
             ..Default::default()
         });
