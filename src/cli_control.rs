@@ -159,13 +159,23 @@ pub async fn run(
     namespace: Option<&str>,
     kube: &crate::cli_kube::KubeOptions,
 ) -> Result<(), ControlError> {
+    run_with(name, namespace, kube, |twd| decide(action, twd)).await
+}
+
+/// [`run`] with any pure decision on the object as it is now (the retry and restart requests too).
+pub async fn run_with(
+    name: &str,
+    namespace: Option<&str>,
+    kube: &crate::cli_kube::KubeOptions,
+    decide: impl FnOnce(&TemporalWorkerDeployment) -> Result<Change, ControlError>,
+) -> Result<(), ControlError> {
     let client = kube.client().await?;
     let ns = namespace.map_or_else(|| client.default_namespace().to_string(), str::to_string);
     let twd = crate::workers::fetch(&client, &ns, name)
         .await?
         .ok_or_else(|| ControlError::NotFound(format!("{ns}/{name}")))?;
     let api = twd.own_api(client);
-    let change = decide(action, &twd)?;
+    let change = decide(&twd)?;
     println!("{}", change.explanation);
     if change.spec_patch {
         eprintln!("{GITOPS_WARNING}");
@@ -183,32 +193,15 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::twd::{TargetVersion, TemporalWorkerDeploymentStatus, VersionInfo};
+    use crate::api::twd::{TargetVersion, TemporalWorkerDeploymentStatus};
 
     fn ramping(step: Option<i32>, status: VersionStatus) -> TemporalWorkerDeployment {
         let mut twd = TemporalWorkerDeployment::test();
         twd.spec.rollout.strategy = RolloutStrategy::Progressive;
         twd.status = Some(TemporalWorkerDeploymentStatus {
             target_version: Some(TargetVersion {
-                version: VersionInfo {
-                    build_id: "v2".into(),
-                    status,
-                    deployment: None,
-                    deployment_name: None,
-                    task_queues: Vec::new(),
-                    managed_by: None,
-                    healthy_since: None,
-                    replicas: None,
-                    ready_replicas: None,
-                },
-                ramp_percentage: None,
-                ramping_since: None,
-                ramp_last_modified_at: None,
                 current_step: step,
-                step_started_at: None,
-                next_step_at: None,
-                gate_workflows: vec![],
-                test_workflows: vec![],
+                ..TargetVersion::test("v2", status)
             }),
             ..Default::default()
         });

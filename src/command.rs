@@ -9,6 +9,7 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEn
 use crate::cli_control::{self, Action};
 use crate::cli_follow::Source;
 use crate::cli_kube::KubeOptions;
+use crate::cli_request::{self, Request};
 use crate::cli_status::OutputFormat;
 use crate::cli_wait::{self, WaitFor};
 use crate::run::args::{GoDuration, LogFormat, RunArgs};
@@ -44,6 +45,16 @@ pub enum Command {
     Promote(ControlArgs),
     /// End the step in effect now (annotation).
     Skip(ControlArgs),
+    /// Retry the build that missed its progress deadline (annotation, a new value each run).
+    Retry(ControlArgs),
+    /// Restart a version's Pods in place, same build ID and routing (annotation).
+    Restart {
+        #[command(flatten)]
+        target: ControlArgs,
+        /// The build ID to restart (default: the Current version, else the target).
+        #[arg(long)]
+        build: Option<String>,
+    },
     /// Ramp the target back to 0% and keep the current version (patches spec.rollout.abort).
     Abort {
         #[command(flatten)]
@@ -155,6 +166,20 @@ pub struct ControlArgs {
 }
 
 impl Command {
+    /// The one-shot request and its target, for `retry` and `restart`.
+    fn request(&self) -> Option<(Request, &ControlArgs)> {
+        match self {
+            Command::Retry(a) => Some((Request::Retry, a)),
+            Command::Restart { target, build } => Some((
+                Request::Restart {
+                    build: build.clone(),
+                },
+                target,
+            )),
+            _ => None,
+        }
+    }
+
     /// The control action and its target, for the control subcommands.
     fn control(&self) -> Option<(Action, &ControlArgs)> {
         Some(match self {
@@ -171,6 +196,8 @@ impl Command {
                 (action, target)
             }
             Command::Run(_)
+            | Command::Retry(_)
+            | Command::Restart { .. }
             | Command::Crds
             | Command::Status(_)
             | Command::Wait(_)
@@ -236,6 +263,19 @@ pub fn main() -> ExitCode {
                 .map_err(|e| e.to_string())
         });
     }
+    if let Some((request, args)) = cli.command.request() {
+        let (name, ns, kube) = (
+            args.name.clone(),
+            args.namespace.clone(),
+            args.kube.options(),
+        );
+        return block_on(async move {
+            let decide = |twd: &_| cli_request::decide(&request, twd, jiff::Timestamp::now());
+            cli_control::run_with(&name, ns.as_deref(), &kube, decide)
+                .await
+                .map_err(|e| e.to_string())
+        });
+    }
     match cli.command {
         Command::Crds => {
             print!("{}", crate::crdgen::all_yaml());
@@ -260,6 +300,8 @@ pub fn main() -> ExitCode {
         | Command::Resume(_)
         | Command::Promote(_)
         | Command::Skip(_)
+        | Command::Retry(_)
+        | Command::Restart { .. }
         | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
     }
 }
@@ -472,6 +514,37 @@ mod tests {
             Cli::try_parse_from(["twc", "probe"]).is_err(),
             "--url required"
         );
+    }
+
+    #[test]
+    fn retry_and_restart_parse_as_requests() {
+        let request = |args: &[&str]| {
+            let cli = Cli::try_parse_from(args).expect("parse");
+            let r = cli
+                .command
+                .request()
+                .map(|(r, t)| (r, t.name.clone(), t.namespace.clone()));
+            if r.is_some() {
+                assert!(cli.command.control().is_none(), "not a control action");
+            }
+            r
+        };
+        assert_eq!(
+            request(&["twc", "retry", "orders", "-n", "shop"]),
+            Some((Request::Retry, "orders".into(), Some("shop".into())))
+        );
+        assert_eq!(
+            request(&["twc", "restart", "orders"]).map(|r| r.0),
+            Some(Request::Restart { build: None })
+        );
+        assert_eq!(
+            request(&["twc", "restart", "orders", "--build", "v1"]).map(|r| r.0),
+            Some(Request::Restart {
+                build: Some("v1".into())
+            })
+        );
+        assert_eq!(request(&["twc", "pause", "orders"]), None);
+        assert!(Cli::try_parse_from(["twc", "retry", "x", "--build", "v1"]).is_err());
     }
 
     #[test]

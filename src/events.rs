@@ -33,6 +33,7 @@ pub const SCALED_DOWN: &str = "ScaledDown";
 pub const VERSION_DELETED: &str = "VersionDeleted";
 pub const VERSION_RECORD_DELETED: &str = "VersionRecordDeleted";
 pub const VERSION_UPDATED: &str = "VersionUpdated";
+pub const VERSION_RESTARTED: &str = "VersionRestarted";
 pub const GATE_STARTED: &str = "GateWorkflowStarted";
 pub const RAMP_CLEARED: &str = "RampCleared";
 pub const PINNED_SIGNALLED: &str = "PinnedWorkflowsSignalled";
@@ -42,6 +43,8 @@ pub const DRAINING_SCALED_UP: &str = "DrainingVersionScaledUp";
 // Warning reasons that are not condition reasons.
 pub const CLEANUP_ABANDONED: &str = "TemporalCleanupAbandoned";
 pub const DRAINING_AT_ZERO: &str = "DrainingVersionAtZero";
+/// `temporal.io/restart` names a build with no live Deployment: nothing was restarted.
+pub const RESTART_SKIPPED: &str = "RestartSkipped";
 /// The pod template names an image by a mutable reference (`:latest`, no tag, no digest).
 pub const MUTABLE_IMAGE: &str = "MutableImageReference";
 /// The spec uses a deprecated field alias (`spec.deployment.labels`, …) that is still read.

@@ -250,6 +250,7 @@ impl ObservedDeployment {
             created_at: Some(ago(86_400)),
             scaled_down_at: None,
             settings: None,
+            restarted: None,
         }
     }
 }
@@ -434,21 +435,45 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
     (Arc::new(ctx), leader_tx)
 }
 
+impl crate::api::twd::VersionInfo {
+    /// A version in status with nothing but its build ID and status.
+    pub fn test(build: &str, status: crate::api::twd::VersionStatus) -> Self {
+        crate::api::twd::VersionInfo {
+            build_id: build.into(),
+            status,
+            deployment: None,
+            deployment_name: None,
+            task_queues: Vec::new(),
+            managed_by: None,
+            healthy_since: None,
+            replicas: None,
+            ready_replicas: None,
+        }
+    }
+}
+
+impl crate::api::twd::TargetVersion {
+    /// A target in status with nothing but its build ID and status (no ramp, no step).
+    pub fn test(build: &str, status: crate::api::twd::VersionStatus) -> Self {
+        crate::api::twd::TargetVersion {
+            version: crate::api::twd::VersionInfo::test(build, status),
+            ramp_percentage: None,
+            ramping_since: None,
+            ramp_last_modified_at: None,
+            current_step: None,
+            step_started_at: None,
+            next_step_at: None,
+            gate_workflows: vec![],
+            test_workflows: vec![],
+        }
+    }
+}
+
 impl crate::api::twd::DeprecatedVersion {
     /// An old version in status with nothing but its build ID and status.
     pub fn test(build: &str, status: crate::api::twd::VersionStatus) -> Self {
         crate::api::twd::DeprecatedVersion {
-            version: crate::api::twd::VersionInfo {
-                build_id: build.into(),
-                status,
-                deployment: None,
-                deployment_name: None,
-                task_queues: Vec::new(),
-                managed_by: None,
-                healthy_since: None,
-                replicas: None,
-                ready_replicas: None,
-            },
+            version: crate::api::twd::VersionInfo::test(build, status),
             drained_since: None,
             scaledown_at: None,
             delete_at: None,

@@ -24,6 +24,7 @@ pub mod cli_follow;
 pub mod cli_kube;
 pub mod cli_probe;
 pub mod cli_render;
+pub mod cli_request;
 pub mod cli_status;
 pub mod cli_wait;
 pub mod cli_watch;

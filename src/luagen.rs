@@ -2,8 +2,11 @@
 //! copies Argo CD reads are generated from it, as the CRDs are by [`crate::crdgen`]:
 //! `argocd/resource_customizations/temporal.io/<Kind>/health.lua` (Argo CD's built-in layout,
 //! one copy per kind of both kind sets) and the `argocd/argocd-cm.yaml` snippet (each script
-//! written once, the alias kind's key a YAML alias of it). `tests/crds.rs` fails when a copy
-//! drifts and rewrites them all with `UPDATE_CRDS=1 cargo test --test crds`.
+//! written once, the alias kind's key a YAML alias of it). The resource actions of the worker
+//! deployment kinds (`lua/actions/`, [`ACTIONS`]) are generated the same way, into Argo CD's
+//! `actions/discovery.lua` and `actions/<name>/action.lua` layout and the snippet's
+//! `resource.customizations.actions.*` keys. `tests/crds.rs` fails when a copy drifts and
+//! rewrites them all with `UPDATE_CRDS=1 cargo test --test crds`.
 
 /// The directory of Argo CD's built-in layout for our group, relative to the repository root.
 pub const CUSTOMIZATIONS_DIR: &str = "argocd/resource_customizations/temporal.io";
@@ -55,12 +58,81 @@ pub const SCRIPTS: [HealthScript; 3] = [
     },
 ];
 
+/// One resource action of the worker deployment kinds: its name in Argo CD and its script.
+#[derive(Debug, Clone, Copy)]
+pub struct Action {
+    pub name: &'static str,
+    pub text: &'static str,
+}
+
+/// The worker deployment kinds' action discovery (which actions apply to an object's state).
+pub const ACTION_DISCOVERY: &str = include_str!("../lua/actions/discovery.lua");
+
+/// The action named `$name`, its script read from `lua/actions/$name.lua`.
+macro_rules! action {
+    ($name:literal) => {
+        Action {
+            name: $name,
+            text: include_str!(concat!("../lua/actions/", $name, ".lua")),
+        }
+    };
+}
+
+/// Every resource action of the worker deployment kinds (`docs/argocd.md`, "Resource actions").
+pub const ACTIONS: [Action; 9] = [
+    action!("promote"),
+    action!("skip-step"),
+    action!("pause"),
+    action!("resume"),
+    action!("abort"),
+    action!("clear-abort"),
+    action!("retry"),
+    action!("restart"),
+    action!("restart-target"),
+];
+
+/// The kinds the actions are installed under: the worker deployment script's kinds.
+pub fn action_kinds() -> impl Iterator<Item = &'static str> {
+    SCRIPTS[0].kinds()
+}
+
+/// The argocd-cm key of a kind's resource actions.
+pub fn cm_actions_key(kind: &str) -> String {
+    format!("resource.customizations.actions.temporal.io_{kind}")
+}
+
+/// The value of a kind's actions key: Argo CD's `discovery.lua` + `definitions` document.
+pub fn actions_document() -> String {
+    let indent = |text: &str, by: &str| -> String {
+        text.lines()
+            .map(|l| {
+                if l.is_empty() {
+                    "\n".to_string()
+                } else {
+                    format!("{by}{l}\n")
+                }
+            })
+            .collect()
+    };
+    let mut out = format!(
+        "discovery.lua: |\n{}definitions:\n",
+        indent(ACTION_DISCOVERY, "  ")
+    );
+    for a in &ACTIONS {
+        out.push_str(&format!("- name: {}\n  action.lua: |\n", a.name));
+        out.push_str(&indent(a.text, "    "));
+    }
+    out
+}
+
 const CM_HEADER: &str = "\
 # Argo CD health checks for temporal-worker-controller's kinds, as argocd-cm customizations: one
 # script per status shape (lua/), each installed under the kind users write today and under its
 # alias kinds (WorkerDeployment and TemporalWorkerDeployment, WorkerResourceTemplate and
 # TemporalWorkerOwnedResource, Connection, TemporalConnection and ClusterConnection). The alias keys reuse the script
 # through a YAML alias (`*name`), which kubectl resolves, so each script is written here once.
+# The worker deployment kinds' resource actions (promote, skip-step, pause, resume, abort,
+# clear-abort, retry, restart, restart-target; docs/argocd.md) follow the health checks.
 # Merge it into the existing ConfigMap rather than replacing it, e.g.
 #   kubectl -n argocd patch configmap argocd-cm --type merge --patch-file argocd/argocd-cm.yaml
 # The scripts need no `resource.customizations.useOpenLibs.*` key: they run in the default sandbox.
@@ -105,6 +177,14 @@ pub fn argocd_cm() -> String {
             out.push_str(&format!("  {}: *{anchor}\n", cm_key(alias)));
         }
     }
+    let mut kinds = action_kinds();
+    if let Some(canonical) = kinds.next() {
+        out.push_str(&format!("  {}: &actions |\n", cm_actions_key(canonical)));
+        out.push_str(&literal_block(&actions_document()));
+        for alias in kinds {
+            out.push_str(&format!("  {}: *actions\n", cm_actions_key(alias)));
+        }
+    }
     out
 }
 
@@ -121,6 +201,13 @@ pub fn outputs() -> Vec<(String, String)> {
             })
         })
         .collect();
+    for kind in action_kinds() {
+        let dir = format!("{CUSTOMIZATIONS_DIR}/{kind}/actions");
+        out.push((format!("{dir}/discovery.lua"), ACTION_DISCOVERY.to_string()));
+        for a in &ACTIONS {
+            out.push((format!("{dir}/{}/action.lua", a.name), a.text.to_string()));
+        }
+    }
     out.push((ARGOCD_CM.to_string(), argocd_cm()));
     out
 }
@@ -140,13 +227,34 @@ mod tests {
     }
 
     #[test]
+    fn the_cm_snippet_holds_every_action_verbatim_under_both_kinds() {
+        let cm: serde_json::Value = serde_yaml::from_str(&argocd_cm()).expect("YAML");
+        for kind in action_kinds() {
+            let doc = cm["data"][cm_actions_key(kind)]
+                .as_str()
+                .expect("actions key");
+            let doc: serde_json::Value = serde_yaml::from_str(doc).expect("actions YAML");
+            assert_eq!(doc["discovery.lua"], ACTION_DISCOVERY, "{kind}");
+            let defs = doc["definitions"].as_array().expect("definitions");
+            assert_eq!(defs.len(), ACTIONS.len());
+            for (d, a) in defs.iter().zip(&ACTIONS) {
+                assert_eq!(
+                    (&d["name"], &d["action.lua"]),
+                    (&a.name.into(), &a.text.into())
+                );
+            }
+        }
+    }
+
+    #[test]
     fn scripts_end_with_one_newline_so_the_literal_block_keeps_them_exact() {
-        for s in &SCRIPTS {
-            assert!(
-                s.text.ends_with('\n') && !s.text.ends_with("\n\n"),
-                "{}",
-                s.source
-            );
+        let texts = SCRIPTS
+            .iter()
+            .map(|s| (s.source, s.text))
+            .chain(ACTIONS.iter().map(|a| (a.name, a.text)))
+            .chain([("discovery", ACTION_DISCOVERY)]);
+        for (name, text) in texts {
+            assert!(text.ends_with('\n') && !text.ends_with("\n\n"), "{name}");
         }
     }
 }

@@ -371,6 +371,11 @@ fn argocd_cm_snippet_embeds_exactly_the_scripts() {
             want_keys.push(key);
         }
     }
+    // Beside the health checks: the worker deployment kinds' resource actions
+    // (tests/argocd_actions.rs checks their content).
+    for kind in temporal_worker_controller::luagen::action_kinds() {
+        want_keys.push(temporal_worker_controller::luagen::cm_actions_key(kind));
+    }
     let mut keys: Vec<&String> = data.keys().collect();
     keys.sort();
     want_keys.sort();

@@ -809,7 +809,9 @@ fn assert_grants_exactly_what_the_controller_uses(name: &str, objs: &[Value]) {
         (
             "apps",
             "deployments",
-            &["get", "list", "watch", "create", "update", "delete"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
         ),
         ("apps", "deployments/scale", &["patch"]),
         ("", "secrets", &["get"]),

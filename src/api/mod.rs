@@ -56,6 +56,17 @@ pub const ANNOTATION_SKIP_STEP: &str = "temporal.io/skip-step";
 /// again later) clears the recorded progress-deadline failure of that build and starts its
 /// deadline afresh. Recorded in `status.rolloutControl.retried`.
 pub const ANNOTATION_RETRY: &str = "temporal.io/retry";
+/// One-shot action on the TWD: `<buildID>` (or `<buildID>/<anything>`, to restart the same
+/// build again later) rolls that version's Pods in place, as `kubectl rollout restart` does,
+/// keeping its build ID and routing. Recorded in `status.rolloutControl.restarted`. The same
+/// key on a versioned Deployment's pod template carries the value whose restart its Pods are:
+/// writing it rolls them, and writing the same value again changes nothing, so a restart
+/// happens once however often a reconcile repeats. It is outside the user's template, so it
+/// changes neither the build ID nor the drift hash.
+pub const ANNOTATION_RESTART: &str = "temporal.io/restart";
+/// Versioned Deployment annotation: when [`ANNOTATION_RESTART`] last restarted its Pods
+/// (kubectl writes `kubectl.kubernetes.io/restartedAt` on the pod template instead).
+pub const ANNOTATION_RESTARTED_AT: &str = "temporal.io/restartedAt";
 /// WorkerDeployment annotation: `"true"` exports the per-version backlog metrics of this
 /// worker even when nothing visible consumes them (an HPA on the external metric defined
 /// elsewhere), `"false"` never (the backlog poller's `consumed` rule).

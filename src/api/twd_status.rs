@@ -115,6 +115,10 @@ pub struct RolloutControl {
     /// The `temporal.io/retry` value last acted on (a failed build's record was cleared).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried: Option<String>,
+    /// The `temporal.io/restart` value last acted on (that version's Pods were rolled in
+    /// place, or it had no Deployment to restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted: Option<String>,
 }
 
 /// One progress-deadline clock: what is waited for, since when, and when it runs out.

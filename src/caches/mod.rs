@@ -34,8 +34,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
     ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
-    ANNOTATION_REVISION, ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME, TemporalConnection,
-    TemporalWorkerOwnedResource,
+    ANNOTATION_RESTART, ANNOTATION_REVISION, ClusterConnection, KindSet, LABEL_DEPLOYMENT_NAME,
+    TemporalConnection, TemporalWorkerOwnedResource,
 };
 use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::render::settings::ANNOTATION_SETTINGS;
@@ -297,7 +297,8 @@ impl SecretBodies {
 }
 
 /// What the Deployment cache keeps of a Deployment: its metadata with only the annotations a
-/// reconcile reads, replicas and selector, the pod template's two hash annotations, and the
+/// reconcile reads, replicas and selector, the pod template's two hash annotations and the
+/// restart request its Pods carry, and the
 /// status without condition messages. The Pod spec, `managedFields` and the rest are most of
 /// its size (issue 30: memory per object). A write starts from a fresh read, never from here.
 pub fn slim_deployment(d: &mut Deployment) {
@@ -324,6 +325,7 @@ pub fn slim_deployment(d: &mut Deployment) {
                     ANNOTATION_POD_TEMPLATE_HASH,
                     ANNOTATION_CONNECTION_HASH,
                     ANNOTATION_CONNECTION_REF,
+                    ANNOTATION_RESTART,
                 ],
             );
         }

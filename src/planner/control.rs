@@ -82,6 +82,7 @@ pub fn apply(view: &View, d: &mut Decision, wake: &mut Wake) {
             .filter(|a| a.build_id == view.target),
         aborted: analysis::aborted_for(&c.record, view.target).cloned(),
         retried: c.record.retried.clone(),
+        restarted: c.record.restarted.clone(),
         ..Default::default()
     };
     let steps = match &view.input.desired.strategy {

@@ -22,6 +22,7 @@
 //! - [`analysis`]: canary analysis verdicts and what they hold back;
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
+//! - [`restart`]: the `temporal.io/restart` request (one version's Pods rolled in place);
 //! - [`deadline`]: the progress deadline of a waiting target and of lost pollers, the cause
 //!   of a failed build, and its record;
 //! - [`clock`]: deadlines and the requeue interval;
@@ -44,6 +45,7 @@ pub mod polling;
 pub mod progressive;
 pub mod punctual;
 pub mod records;
+pub mod restart;
 mod routing;
 pub mod scaling;
 pub mod step_gates;
@@ -137,6 +139,8 @@ pub fn plan(input: &PlanInput) -> Plan {
     let forget_versions = records::forget(&view, &mut wake);
     let retired = records::ledger(&view);
     let (adopt, update) = drift::updates(&view, &retirement.delete);
+    let (restart, restarted) = restart::decide(&view);
+    decision.control.restarted = restarted;
     Plan {
         adopt,
         create,
@@ -155,6 +159,7 @@ pub fn plan(input: &PlanInput) -> Plan {
         forget_versions,
         retired,
         pollers_lost_too_long,
+        restart,
     }
 }
 

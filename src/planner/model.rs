@@ -194,6 +194,8 @@ pub struct Control {
     pub skip_step: Option<SkipStep>,
     /// `temporal.io/retry`: the value as written (`<buildID>` or `<buildID>/<anything>`).
     pub retry: Option<String>,
+    /// `temporal.io/restart` (trimmed, non-empty): `<buildID>` or `<buildID>/<anything>`.
+    pub restart: Option<String>,
     /// What the controller already did (from the last written status).
     pub record: crate::api::twd::RolloutControl,
 }
@@ -285,6 +287,9 @@ pub struct ObservedDeployment {
     /// The `spec.deployment` settings last applied to it (annotation
     /// `temporal.io/deployment-settings`); `None` when none were.
     pub settings: Option<String>,
+    /// The `temporal.io/restart` value whose restart its Pods are (the same annotation on its
+    /// pod template).
+    pub restarted: Option<String>,
 }
 
 /// What to do this reconcile. The executor applies it in field order and stops at the first
@@ -331,6 +336,30 @@ pub struct Plan {
     /// A routed version's pollers have been gone longer than the progress deadline
     /// ([`crate::planner::deadline::pollers_lost`]): `Stalled=True/ProgressDeadlineExceeded`.
     pub pollers_lost_too_long: bool,
+    /// The `temporal.io/restart` request to act on ([`crate::planner::restart`]).
+    pub restart: Option<Restart>,
+}
+
+/// What a pending `temporal.io/restart` request asks for this reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Restart {
+    /// Roll the Pods of this versioned Deployment in place.
+    Roll(RestartDeployment),
+    /// The named build has no live Deployment: nothing to restart (a Warning event; the
+    /// value is recorded as acted on, so a later build of that ID is not restarted by it).
+    NoDeployment { build_id: String, value: String },
+}
+
+/// Restart the Pods of one versioned Deployment (`kubectl rollout restart`'s way: a new
+/// pod-template annotation, rolled by the Deployment's own strategy).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartDeployment {
+    pub name: String,
+    pub build_id: String,
+    /// The annotation value acted on, written on the pod template (what rolls the Pods).
+    pub value: String,
+    /// Recorded on the Deployment as `temporal.io/restartedAt`.
+    pub at: Timestamp,
 }
 
 /// A Draining version at 0 replicas, with open pinned workflows, owned by an autoscaler.

@@ -114,6 +114,7 @@ fn deployment(build: String) -> impl Gen<Value = ObservedDeployment> {
                     created_at: Some(ago(86_400)),
                     scaled_down_at: None,
                     settings: None,
+                    restarted: None,
                 }
             },
         )

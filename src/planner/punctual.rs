@@ -66,6 +66,7 @@ fn same_other_writes(a: &Plan, b: &Plan) -> bool {
         pinned_batches,
         start_step_gates,
         forget_versions,
+        restart,
         // The routing change itself, which the deadline brings.
         claim_manager: _,
         routing: _,
@@ -77,7 +78,10 @@ fn same_other_writes(a: &Plan, b: &Plan) -> bool {
         pollers_lost_too_long: _,
         retired: _,
     } = a;
-    *create == b.create
+    // A restart is stamped with the plan's time: a pending one is written now.
+    restart.is_none()
+        && b.restart.is_none()
+        && *create == b.create
         && *adopt == b.adopt
         && *update == b.update
         && *scale == b.scale

@@ -16,8 +16,8 @@ use kube::ResourceExt;
 
 use crate::api::{
     ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
-    ENV_NAMESPACE, GROUP, LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalConnectionSpec,
-    TemporalWorkerDeployment, VERSION,
+    ANNOTATION_RESTART, ENV_NAMESPACE, GROUP, LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME,
+    TemporalConnectionSpec, TemporalWorkerDeployment, VERSION,
 };
 use crate::build_id;
 use inject::Injection;
@@ -187,7 +187,7 @@ pub fn refresh_template(
     );
     let is_target = spec_build_id.as_deref() == Ok(input.build_id);
     let template = if is_target {
-        render_pod_template(input, &id)?
+        keep_restart(render_pod_template(input, &id)?, &existing_spec.template)
     } else {
         refresh_connection(&existing_spec.template, input, &id)
     };
@@ -211,6 +211,26 @@ pub fn refresh_template(
     out.spec = spec;
     settings::apply(&mut out, &input.twd.spec, &id.labels());
     Ok(out)
+}
+
+/// A fresh template keeps the restart request its Pods carry (`temporal.io/restart`), so the
+/// Deployment keeps saying the request is done (the planner's restart rule 3) and a
+/// status that has not recorded it yet does not roll the Pods once more.
+fn keep_restart(mut fresh: PodTemplateSpec, existing: &PodTemplateSpec) -> PodTemplateSpec {
+    let restart = existing
+        .metadata
+        .as_ref()
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(ANNOTATION_RESTART));
+    if let Some(value) = restart {
+        fresh
+            .metadata
+            .get_or_insert_with(ObjectMeta::default)
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_RESTART.to_string(), value.clone());
+    }
+    fresh
 }
 
 /// The TWD facts every render needs, checked once.
@@ -351,6 +371,8 @@ fn refresh_connection(
     template
 }
 
+#[cfg(test)]
+mod restart_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

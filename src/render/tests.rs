@@ -18,7 +18,7 @@ fn twd() -> TemporalWorkerDeployment {
         .min_ready_seconds(7)
 }
 
-fn plain() -> TemporalConnectionSpec {
+pub(super) fn plain() -> TemporalConnectionSpec {
     TemporalConnectionSpec {
         host_port: "temporal.shop:7233".into(),
         tls: None,

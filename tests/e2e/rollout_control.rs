@@ -27,11 +27,11 @@ fn progressive(steps: &[(i32, &str)], extra: Value) -> Value {
     rollout
 }
 
-fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
+pub(crate) fn ramp(t: &TemporalWorkerDeployment) -> Option<f32> {
     t.status.as_ref()?.target_version.as_ref()?.ramp_percentage
 }
 
-fn ready_reason(t: &TemporalWorkerDeployment) -> String {
+pub(crate) fn ready_reason(t: &TemporalWorkerDeployment) -> String {
     condition(t, "Ready")
         .map(|c| c.reason.clone())
         .unwrap_or_default()

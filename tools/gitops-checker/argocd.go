@@ -71,7 +71,9 @@ func argocdHealth(object map[string]any, req argocdRequest) argocdVerdict {
 	}
 }
 
-func runHealthScript(object map[string]any, script string, openLibs bool) (*argoHealth, error) {
+// runArgoScript runs script on object as Argo CD's VM.runLua does and hands the value the
+// script returned to use, while the state is still open.
+func runArgoScript(object map[string]any, script string, openLibs bool, use func(lua.LValue) error) error {
 	L := lua.NewState(lua.Options{SkipOpenLibs: !openLibs})
 	defer L.Close()
 	for _, lib := range []struct {
@@ -84,7 +86,7 @@ func runHealthScript(object map[string]any, script string, openLibs bool) (*argo
 		{lua.OsLibName, openSafeOsAsTable},
 	} {
 		if err := L.CallByParam(lua.P{Fn: L.NewFunction(lib.open), NRet: 0, Protect: true}, lua.LString(lib.name)); err != nil {
-			return nil, fmt.Errorf("opening Lua library %s: %w", lib.name, err)
+			return fmt.Errorf("opening Lua library %s: %w", lib.name, err)
 		}
 	}
 	L.PreloadModule(lua.OsLibName, safeOsModule)
@@ -106,10 +108,23 @@ func runHealthScript(object map[string]any, script string, openLibs bool) (*argo
 		err = apiErr
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
+	return use(L.Get(-1))
+}
 
-	ret := L.Get(-1)
+func runHealthScript(object map[string]any, script string, openLibs bool) (*argoHealth, error) {
+	var h *argoHealth
+	err := runArgoScript(object, script, openLibs, func(ret lua.LValue) error {
+		var err error
+		h, err = healthOf(ret)
+		return err
+	})
+	return h, err
+}
+
+// healthOf reads a health script's returned value as Argo CD does.
+func healthOf(ret lua.LValue) (*argoHealth, error) {
 	switch ret.Type() {
 	case lua.LTNil:
 		return nil, nil

@@ -9,14 +9,19 @@
 //     reader of github.com/fluxcd/pkg/runtime/cel when an entry matches the object's
 //     group/kind, otherwise the fork's kstatus;
 //   - argocd (when the request carries a script): Argo CD's health-script engine, gopher-lua
-//     and gopher-json at Argo CD's pins, run as its util/lua runs it (argocd.go).
+//     and gopher-json at Argo CD's pins, run as its util/lua runs it (argocd.go);
+//   - argocdAction: Argo CD's resource-action discovery or one action, on the same engine
+//     (argocdactions.go).
 //
 // Protocol: one JSON request per line on stdin, one JSON answer per line on stdout, in order:
 //
 //	{"id": 1, "object": {...}, "healthCheckExprs": [{"apiVersion", "kind", "current", "failed", "inProgress"}],
-//	 "argocd": {"script": "...", "useOpenLibs": false}, "argocdOnly": false}
+//	 "argocd": {"script": "...", "useOpenLibs": false}, "argocdOnly": false,
+//	 "argocdAction": {"script": "...", "useOpenLibs": false, "discovery": false}}
 //	{"id": 1, "kstatus": {"status", "message", "error"}, "fluxKstatus": {...}, "flux": {..., "reader"},
-//	 "argocd": {"status", "message", "error", "none"}}
+//	 "argocd": {"status", "message", "error", "none"},
+//	 "argocdAction": {"discovered": [{"name", "disabled", "iconClass", "displayName"}],
+//	                  "impacted": [{"operation", "resource"}], "error"}}
 //
 // A request that cannot be decoded gets {"id", "error"}; the process keeps serving.
 // `gitops-checker -versions` prints the engine module versions it was built with, as JSON;
@@ -48,6 +53,7 @@ type request struct {
 	Object           json.RawMessage               `json:"object"`
 	HealthCheckExprs []kustomize.CustomHealthCheck `json:"healthCheckExprs,omitempty"`
 	Argocd           *argocdRequest                `json:"argocd,omitempty"`
+	ArgocdAction     *argocdActionRequest          `json:"argocdAction,omitempty"`
 	// Only the Argo CD engine: for objects kstatus need not judge (test data of any shape).
 	ArgocdOnly bool `json:"argocdOnly,omitempty"`
 }
@@ -66,7 +72,9 @@ type response struct {
 	FluxKstatus *verdict        `json:"fluxKstatus,omitempty"`
 	Flux        *verdict        `json:"flux,omitempty"`
 	Argocd      *argocdVerdict  `json:"argocd,omitempty"`
-	Error       string          `json:"error,omitempty"`
+	// Argo CD resource actions (argocdactions.go): discovered actions or the impacted objects.
+	ArgocdAction *argocdActionVerdict `json:"argocdAction,omitempty"`
+	Error        string               `json:"error,omitempty"`
 }
 
 func errText(err error) string {
@@ -88,6 +96,15 @@ func check(ctx context.Context, req request) response {
 		}
 		v := argocdHealth(object, *req.Argocd)
 		resp.Argocd = &v
+	}
+	if req.ArgocdAction != nil {
+		var object map[string]any
+		if err := utiljson.Unmarshal(req.Object, &object); err != nil {
+			resp.Error = fmt.Sprintf("decoding object: %v", err)
+			return resp
+		}
+		v := argocdAction(object, *req.ArgocdAction)
+		resp.ArgocdAction = &v
 	}
 	if req.ArgocdOnly {
 		return resp

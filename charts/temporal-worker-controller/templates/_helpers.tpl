@@ -102,10 +102,11 @@ no wildcards. Used by the ClusterRole (all namespaces) or by one Role per watche
   verbs: ["update"]
 # Versioned Deployments: watched into the cache reconciles read (src/caches.rs), created and updated in place for
 # customBuildID/connection drift (src/reconcile/act/execute.rs), read back after a 409, deleted
-# at sunset and by the TWD finalizer (src/reconcile/act/finalizers.rs).
+# at sunset and by the TWD finalizer (src/reconcile/act/finalizers.rs); patched to restart a version in
+# place (temporal.io/restart, src/reconcile/act/restart.rs).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "update", "delete"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
 # Scale up/down through the scale subresource (src/reconcile/act/execute.rs, patch_scale).
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]

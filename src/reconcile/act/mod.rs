@@ -5,7 +5,9 @@
 //! Temporal) → the plan, in [`execute`]'s fixed order. Deletion uses [`finalizers`] only.
 
 pub mod execute;
+mod failures;
 pub mod finalizers;
+mod restart;
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{
     ANNOTATION_CONNECTION_HASH, ANNOTATION_CONNECTION_REF, ANNOTATION_POD_TEMPLATE_HASH,
-    LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
+    ANNOTATION_RESTART, LABEL_BUILD_ID, LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment,
 };
 use crate::caches::Caches;
 use crate::planner::model::ObservedDeployment;
@@ -138,6 +138,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
     let pod_template_hash = pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned();
     let connection_hash = pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned();
     let connection_ref = pod_annotations.get(ANNOTATION_CONNECTION_REF).cloned();
+    let restarted = pod_annotations.get(ANNOTATION_RESTART).cloned();
     let template_record = takeover::record_for(
         pod_template_hash.as_deref(),
         labels
@@ -178,6 +179,7 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
             .annotations()
             .get(crate::render::settings::ANNOTATION_SETTINGS)
             .cloned(),
+        restarted,
     })
 }
 
@@ -226,7 +228,7 @@ mod tests {
             "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": {
                 "metadata": {"labels": {"a": "b"}, "annotations": {
                     ANNOTATION_POD_TEMPLATE_HASH: "p", ANNOTATION_CONNECTION_HASH: "c",
-                    ANNOTATION_CONNECTION_REF: "Connection/prod", "x": "y"}},
+                    ANNOTATION_CONNECTION_REF: "Connection/prod", ANNOTATION_RESTART: "v1/2", "x": "y"}},
                 "spec": {"containers": [{"name": "worker"}]}}},
             "status": {"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "conditions": [
                 {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
@@ -235,6 +237,10 @@ mod tests {
         }))
         .expect("deployment");
         let before = observed(&d);
+        assert_eq!(
+            before.as_ref().and_then(|o| o.restarted.as_deref()),
+            Some("v1/2")
+        );
         crate::caches::slim_deployment(&mut d);
         assert_eq!(observed(&d), before);
         assert_eq!(
@@ -244,7 +250,7 @@ mod tests {
         );
         let template = d.spec.template.metadata.as_ref().expect("meta");
         assert!(template.labels.is_none());
-        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(3));
+        assert_eq!(template.annotations.as_ref().map(BTreeMap::len), Some(4));
         assert_eq!(
             before.as_ref().and_then(|o| o.connection_ref.as_deref()),
             Some("Connection/prod")

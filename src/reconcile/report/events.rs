@@ -2,14 +2,14 @@
 //! into a blocking reason, Normal events for milestones (including the deletion path's), the
 //! analysis verdict count and its abort announcement.
 
-use crate::api::TemporalWorkerDeployment;
 use crate::api::conditions as reason;
 use crate::api::twd::{AnalysisVerdict, TemporalWorkerDeploymentStatus, VersionStatus};
+use crate::api::{ANNOTATION_RESTART, TemporalWorkerDeployment};
 use crate::events;
 use crate::metrics::RolloutOutcome;
 use crate::planner::analysis::ANALYSIS_FAILED;
 use crate::planner::model::{
-    PinnedAction, PinnedBatch, Plan, PlanInput, RoutingChange, ScaleReason,
+    PinnedAction, PinnedBatch, Plan, PlanInput, Restart, RoutingChange, ScaleReason,
 };
 use crate::planner::{images, scaling};
 use crate::reconcile::act::Done;
@@ -95,6 +95,7 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
         }
     }
     count_promotions(ctx, planned);
+    restart_skipped(ctx, twd, &planned.plan).await;
     draining_at_zero(ctx, twd, planned).await;
     mutable_images(ctx, twd, planned).await;
     deprecated_fields(ctx, twd).await;
@@ -199,6 +200,19 @@ async fn mutable_images(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
     }
 }
 
+/// A restart request naming a build without a live Deployment: recorded as acted on in this
+/// status write, so the Warning is published once.
+async fn restart_skipped(ctx: &Context, twd: &TemporalWorkerDeployment, plan: &Plan) {
+    if let Some(Restart::NoDeployment { build_id, value }) = &plan.restart {
+        let note = format!(
+            "{ANNOTATION_RESTART}={value} names build ID {build_id}, which has no Deployment: \
+             nothing was restarted (name a live version: kubectl get deploy -l \
+             temporal.io/build-id)"
+        );
+        ctx.events.warning(twd, events::RESTART_SKIPPED, note).await;
+    }
+}
+
 /// Draining versions at 0 replicas with open pinned workflows: a Normal event for each one
 /// scaled back up, and one Warning per episode for each one an autoscaler holds there (the
 /// last status's Ready message already naming it means it was reported).
@@ -246,6 +260,18 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
         Done::Updated { name, build_id } => (
             events::VERSION_UPDATED,
             format!("Updated Deployment {name} of build ID {build_id} in place"),
+        ),
+        Done::Restarted {
+            name,
+            build_id,
+            value,
+        } => (
+            events::VERSION_RESTARTED,
+            format!(
+                "Restarting the Pods of build ID {build_id} in place (Deployment {name}, \
+                 {ANNOTATION_RESTART}={value}), by the Deployment's rolling update; build ID \
+                 and routing unchanged"
+            ),
         ),
         Done::Scaled {
             name,

@@ -1,5 +1,5 @@
-//! Rollout control: `spec.rollout.paused`/`abort` and the promote, skip-step and retry
-//! annotations, checked and turned into the planner's `Control`.
+//! Rollout control: `spec.rollout.paused`/`abort` and the promote, skip-step, retry and
+//! restart annotations, checked and turned into the planner's `Control`.
 
 use crate::api::twd::{RolloutStrategy, TemporalWorkerDeployment};
 use crate::api::{ANNOTATION_PROMOTE, ANNOTATION_SKIP_STEP};
@@ -23,6 +23,7 @@ pub(super) fn control(twd: &TemporalWorkerDeployment) -> Control {
         promote: annotation(ANNOTATION_PROMOTE),
         skip_step: annotation(ANNOTATION_SKIP_STEP).and_then(|v| parse_skip_step(&v).ok()),
         retry: annotation(crate::api::ANNOTATION_RETRY),
+        restart: annotation(crate::api::ANNOTATION_RESTART),
         record: twd
             .status
             .as_ref()

@@ -162,7 +162,7 @@ pub struct Verdicts {
 }
 
 /// Sends one request to the checker process and returns its answer (ids checked).
-fn ask_checker(mut request: Value) -> Value {
+pub(crate) fn ask_checker(mut request: Value) -> Value {
     let mut c = checker().lock().unwrap_or_else(|e| e.into_inner());
     c.next_id += 1;
     let id = c.next_id;

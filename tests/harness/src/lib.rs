@@ -7,6 +7,7 @@
 //! bootstrap ([`world`]), the background runtime ([`runtime`]), and readers of the chart,
 //! dashboards and GitOps health checks.
 
+pub mod argocd_actions;
 pub mod certs;
 pub mod chart;
 pub mod container;
