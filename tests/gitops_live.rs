@@ -743,8 +743,20 @@ async fn argocd_cm_patch_installs_every_script_under_each_of_its_kinds() -> Resu
             );
         }
     }
-    // The seven health keys and the ConfigMap's own `url`.
-    ensure!(data.len() == 8, "unexpected keys: {:?}", data.keys());
+    // The resource actions, under both kind names, as the patch file carries them (its YAML
+    // anchor expanded by kubectl).
+    let file: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(&patch)?)?;
+    for kind in ["WorkerDeployment", "TemporalWorkerDeployment"] {
+        let key = format!("resource.customizations.actions.temporal.io_{kind}");
+        let want = file["data"][key.as_str()].as_str();
+        ensure!(
+            want.is_some_and(|w| w.contains("discovery.lua"))
+                && data.get(&key).map(String::as_str) == want,
+            "{key} in the live argocd-cm is not the patch file's actions"
+        );
+    }
+    // The seven health keys, the two actions keys and the ConfigMap's own `url`.
+    ensure!(data.len() == 10, "unexpected keys: {:?}", data.keys());
     Ok(())
 }
 

@@ -181,9 +181,17 @@ fn worker_binary() -> Result<PathBuf> {
         .parent()
         .context("target dir")?;
     let bin = target.join("debug/hello-worker");
+    // The workspace's test build compiles the worker only as a unit-test binary; its own
+    // binary is one `cargo build` away (a no-op once built), with this build's settings.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = std::process::Command::new(cargo)
+        .args(["build", "--quiet", "-p", "hello-worker"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .context("cargo build -p hello-worker")?;
     ensure!(
-        bin.is_file(),
-        "{} is missing: `cargo build -p hello-worker` (the test build of the workspace builds it)",
+        built.success() && bin.is_file(),
+        "{} is missing after `cargo build -p hello-worker` ({built})",
         bin.display()
     );
     Ok(bin)
