@@ -287,15 +287,11 @@ async fn an_image_without_libgcc_fails_its_pod() -> Result<()> {
     .await??;
     let plane = ControlPlane::start().await?;
     let client = plane.client().await?;
-    let (host, port) = plane
-        .server()
-        .trim_start_matches("https://")
-        .rsplit_once(':')
-        .context("API server address")?;
+
     let _kubelet = Kubelet::start_with(
         client.clone(),
         KubeletOptions {
-            api_server: Some((host.to_string(), port.parse()?)),
+            api_server: Some(plane.host_port()?),
             registry: Some(Registry::shared()?.host().to_string()),
             ..Default::default()
         },

@@ -293,15 +293,11 @@ async fn the_quickstart_runs_as_written() -> Result<()> {
     let cli = publish(&s, &host, &work.join("release"))?;
     let plane = ControlPlane::start().await?;
     let client = plane.client().await?;
-    let (api_host, api_port) = plane
-        .server()
-        .trim_start_matches("https://")
-        .rsplit_once(':')
-        .context("API server address")?;
+
     let _kubelet = Kubelet::start_with(
         client.clone(),
         KubeletOptions {
-            api_server: Some((api_host.to_string(), api_port.parse()?)),
+            api_server: Some(plane.host_port()?),
             registry: Some(host.clone()),
             ..Default::default()
         },

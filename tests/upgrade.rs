@@ -134,16 +134,12 @@ async fn cluster() -> Result<Cluster> {
         .try_init();
     let plane = ControlPlane::start().await?;
     let client = plane.client().await?;
-    let (host, port) = plane
-        .server()
-        .trim_start_matches("https://")
-        .rsplit_once(':')
-        .context("API server address")?;
+
     let kubelet = Kubelet::start_with(
         client.clone(),
         KubeletOptions {
             registry: Some(Registry::shared()?.host().to_string()),
-            api_server: Some((host.to_string(), port.parse()?)),
+            api_server: Some(plane.host_port()?),
             ..Default::default()
         },
     )

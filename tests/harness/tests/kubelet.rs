@@ -62,18 +62,12 @@ async fn start_world() -> Result<World> {
     let upstream: SocketAddr = server.address().parse()?;
     let mtls = GrpcTlsProxy::start(upstream, &pki, ProxyAuth::ClientCert).await?;
     let image_dir = process_image()?;
-    let (host, port) = plane
-        .server()
-        .trim_start_matches("https://")
-        .rsplit_once(':')
-        .map(|(h, p)| (h.to_string(), p.to_string()))
-        .context("API server address")?;
     let kubelet = Kubelet::start_with(
         plane.client().await?,
         KubeletOptions {
             trusted_ca_pem: Some(pki.ca_pem.clone().into_bytes()),
             images: [(PROCESS_IMAGE.to_string(), image_dir.join("entrypoint"))].into(),
-            api_server: Some((host, port.parse()?)),
+            api_server: Some(plane.host_port()?),
             ..Default::default()
         },
     )

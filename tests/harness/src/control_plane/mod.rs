@@ -191,6 +191,18 @@ impl ControlPlane {
         &self.server
     }
 
+    /// The API server's host and port, as a kubelet's Pods reach it
+    /// (`KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT`).
+    pub fn host_port(&self) -> anyhow::Result<(String, u16)> {
+        use anyhow::Context as _;
+        let (host, port) = self
+            .server
+            .trim_start_matches("https://")
+            .rsplit_once(':')
+            .context("API server address")?;
+        Ok((host.to_string(), port.parse()?))
+    }
+
     /// How long [`ControlPlane::start`] took.
     pub fn started_in(&self) -> Duration {
         self.started_in

@@ -29,7 +29,7 @@ use std::process::Stdio;
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 
-use super::controller_pod::{Bind, quote};
+use super::controller_pod::{Bind, bind_mount, quote};
 use super::expand;
 use super::image::{self, Image};
 
@@ -135,21 +135,7 @@ fn script(mounts: &[Bind], read_only: bool, wd: &str, uid: u32, gid: u32) -> Str
     let mut sorted: Vec<&Bind> = mounts.iter().collect();
     sorted.sort_by_key(|b| b.target.matches('/').count());
     for b in sorted {
-        let (src, dst) = (
-            quote(&format!("./{}", b.source)),
-            format!("\"$R\"{}", quote(&b.target)),
-        );
-        if b.file {
-            s.push_str(&format!(
-                "mkdir -p \"$(dirname {dst})\"\n[ -e {dst} ] || : > {dst}\n"
-            ));
-        } else {
-            s.push_str(&format!("mkdir -p {dst}\n"));
-        }
-        s.push_str(&format!("mount --no-canonicalize --bind {src} {dst}\n"));
-        if b.read_only {
-            s.push_str(&format!("mount -o remount,ro,bind {dst}\n"));
-        }
+        s.push_str(&bind_mount(b, &format!("\"$R\"{}", quote(&b.target))));
     }
     if read_only {
         s.push_str("mount -o remount,ro,bind \"$R\"\n");

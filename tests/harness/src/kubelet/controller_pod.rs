@@ -520,6 +520,23 @@ fn write_files(dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> std::io::Result
 }
 
 /// `'…'` for `sh`.
+/// The shell lines that mount one volume at `dst` (already quoted): the mount point made (an
+/// empty file for a file volume), the bind, then read-only if asked.
+pub(super) fn bind_mount(b: &Bind, dst: &str) -> String {
+    let src = quote(&format!("./{}", b.source));
+    let point = if b.file {
+        format!("mkdir -p \"$(dirname {dst})\"\n[ -e {dst} ] || : > {dst}\n")
+    } else {
+        format!("mkdir -p {dst}\n")
+    };
+    let ro = if b.read_only {
+        format!("mount -o remount,ro,bind {dst}\n")
+    } else {
+        String::new()
+    };
+    format!("{point}mount --no-canonicalize --bind {src} {dst}\n{ro}")
+}
+
 pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
@@ -545,18 +562,7 @@ fn mount_script(binary_name: &str, mounts: &[Bind]) -> String {
          mount --no-canonicalize --bind \"$1\" {entrypoint}\nshift\n"
     );
     for b in sorted {
-        let (src, dst) = (quote(&format!("./{}", b.source)), quote(&b.target));
-        if b.file {
-            script.push_str(&format!(
-                "mkdir -p \"$(dirname {dst})\"\n[ -e {dst} ] || : > {dst}\n"
-            ));
-        } else {
-            script.push_str(&format!("mkdir -p {dst}\n"));
-        }
-        script.push_str(&format!("mount --no-canonicalize --bind {src} {dst}\n"));
-        if b.read_only {
-            script.push_str(&format!("mount -o remount,ro,bind {dst}\n"));
-        }
+        script.push_str(&bind_mount(b, &quote(&b.target)));
     }
     script.push_str(&format!("exec {entrypoint} \"$@\"\n"));
     script
