@@ -614,7 +614,15 @@ mod tests {
             None
         );
         // A terminal reason is reported: keeping the old status would hide it.
-        let invalid = unplanned(taken_over(), Failure::InvalidSpec("bad".into()));
+        let invalid = unplanned(
+            taken_over(),
+            Failure::InvalidSpec(
+                crate::reconcile::validate::InvalidSpec {
+                    message: "bad".into(),
+                }
+                .into(),
+            ),
+        );
         let decided = verdict(&invalid.outcome, 1);
         assert!(super::new_status(&invalid, &decided, 1, &Default::default()).is_some());
         // Once the status is ours (or the predecessor's is stale, or the object is being
