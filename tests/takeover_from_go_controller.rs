@@ -28,7 +28,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
-use temporal_worker_controller::run::{self};
 use temporalio_client::Connection;
 use test_harness::go_controller::{self, GoRig, RigCase};
 use test_harness::observe::describe_deployment;
@@ -135,9 +134,9 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
     test_harness::control_plane::install_crds(&rig.client, &test_harness::repo_root().join("crds"))
         .await
         .context("replacing the Go controller's CRDs with ours")?;
-    let ours = run::start(
+    let ours = controller::start(
         rig.client.clone(),
-        controller::options(&controller::watching(&case.namespace, IDENTITY))?,
+        &controller::watching(&case.namespace, IDENTITY),
     )
     .await?;
     let started = Instant::now();
