@@ -1978,7 +1978,7 @@ fn the_table_covers_every_kind_and_every_way_of_refusing() {
 #[test]
 fn the_port_rule_is_in_both_connection_schemas() {
     use temporal_worker_controller::api::connection::{HOST_PORT_MESSAGE, HOST_PORT_RULE};
-    let files = temporal_worker_controller::crdgen::files();
+    let files = temporal_worker_controller::generate::crds::files();
     let connections: Vec<&String> = files
         .iter()
         .filter(|(f, _)| f.contains("connections"))
@@ -2012,7 +2012,7 @@ fn zero_replicas_are_refused_by_the_controller_with_the_admission_message() {
     use temporal_worker_controller::api::TemporalWorkerDeployment;
     use temporal_worker_controller::reconcile::validate::{self, REPLICAS_ZERO};
 
-    let files = temporal_worker_controller::crdgen::files();
+    let files = temporal_worker_controller::generate::crds::files();
     let (_, yaml) = files
         .iter()
         .find(|(f, _)| f.starts_with("temporalworkerdeployments"))

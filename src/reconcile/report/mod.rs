@@ -2,6 +2,7 @@
 //! failures, all from one [`Attempt`] and its [`Verdict`].
 
 mod events;
+pub mod go_status;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,7 +180,7 @@ fn since(t: Timestamp) -> Duration {
     Duration::try_from(Timestamp::now().duration_since(t)).unwrap_or_default()
 }
 
-/// What the Go-shaped status fields need beyond the plan's input ([`crate::go_status`]).
+/// What the Go-shaped status fields need beyond the plan's input ([`go_status`]).
 #[derive(Default)]
 struct GoInputs {
     /// Versioned Deployment name → UID.
@@ -190,7 +191,7 @@ struct GoInputs {
 }
 
 /// Versioned Deployment name → UID, from the cache (for the Go-shaped `deployment`
-/// references, [`crate::go_status`]).
+/// references, [`go_status`]).
 fn deployment_uids(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -267,9 +268,9 @@ fn fill_go_fields(
     go: &GoInputs,
 ) {
     let previous = previous_target_queues(twd, status);
-    crate::go_status::fill(
+    go_status::fill(
         status,
-        &crate::go_status::GoFacts {
+        &go_status::GoFacts {
             namespace: twd.metadata.namespace.as_deref().unwrap_or_default(),
             uids: &go.uids,
             conflict_token: &input.temporal.conflict_token,
