@@ -147,7 +147,11 @@ buildah "${store[@]}" config \
 mkdir -p "$(dirname "$out")"
 rm -f "$out"
 buildah "${store[@]}" commit --quiet --format oci --disable-compression=false --timestamp "$timestamp" --rm \
-  "$ctr" "oci-archive:$out:temporal-worker-controller:$version" >/dev/null
+  "$ctr" "oci:$work/layout:temporal-worker-controller:$version" >/dev/null
+# The archive byte for byte, not only the image: an `oci-archive:` that buildah writes carries the
+# packing time, so the layout is tarred here in name order with the image's time and owner.
+tar --sort=name --mtime="@$timestamp" --owner=0 --group=0 --numeric-owner --format=posix \
+  --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$work/layout" -cf "$out" .
 digest="sha256:$(skopeo inspect --raw "oci-archive:$out" | sha256sum | cut -d' ' -f1)"
 echo "package: $out ($(du -h "$out" | cut -f1)), $digest" >&2
 
