@@ -364,8 +364,8 @@ async fn wait_retired(client: &kube::Client, v1: &str, pace: Pace) -> Result<()>
 /// What an operator sees: the `status` command over the status API.
 async fn print_status_command(c: &temporal_worker_controller::run::Running) -> Result<()> {
     let api_url = format!("http://{}", c.http_addr);
-    let view = temporal_worker_controller::cli_status::fetch(
-        &temporal_worker_controller::cli_status::StatusArgs {
+    let view = temporal_worker_controller::cli::status::fetch(
+        &temporal_worker_controller::cli::status::StatusArgs {
             namespace: Some(NAMESPACE.into()),
             name: Some(NAME.into()),
             api_url: Some(api_url.clone()),
@@ -376,7 +376,7 @@ async fn print_status_command(c: &temporal_worker_controller::run::Running) -> R
     println!("\n$ temporal-worker-controller status -n {NAMESPACE} {NAME} --api-url {api_url}");
     print!(
         "{}",
-        temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now())
+        temporal_worker_controller::cli::status::render(&view, jiff::Timestamp::now())
     );
     Ok(())
 }

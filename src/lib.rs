@@ -1,5 +1,5 @@
 //! temporal-worker-controller: runs Temporal workers as rainbow deployments using Temporal
-//! Worker Versioning. `main.rs` only calls [`command::main`]; everything lives behind this library.
+//! Worker Versioning. `main.rs` only calls [`cli::command::main`]; everything lives behind this library.
 //!
 //! Where to find things (`docs/architecture.md` walks one reconcile):
 //! - the model: `api` (CRD types, the condition vocabulary), `build_id`, `render` (versioned
@@ -12,23 +12,14 @@
 //!   admission webhook and its certificates);
 //! - observability: `summary`, `http` (status API), `metrics`, `milestones`, `backlog`
 //!   (per-version backlog for autoscaling);
-//! - the CLI: `command` (subcommands) and the `cli_*` modules;
+//! - the CLI: `cli` (`cli::command` parses the subcommands; one module per verb family);
 //! - generators: `generate` (CRDs, Argo CD Lua copies).
 
 pub mod api;
 pub mod backlog;
 pub mod build_id;
 pub mod caches;
-pub mod cli_control;
-pub mod cli_follow;
-pub mod cli_kube;
-pub mod cli_probe;
-pub mod cli_render;
-pub mod cli_request;
-pub mod cli_status;
-pub mod cli_wait;
-pub mod cli_watch;
-pub mod command;
+pub mod cli;
 pub mod connection;
 pub mod controller;
 #[cfg(test)]

@@ -4,5 +4,5 @@
 //! [`command`]: temporal_worker_controller::command
 
 fn main() -> std::process::ExitCode {
-    temporal_worker_controller::command::main()
+    temporal_worker_controller::cli::command::main()
 }

@@ -213,7 +213,7 @@ fn current_frame(t: &str) -> bool {
 fn tty_saw_ramp_then_current(out: &str) -> bool {
     let out = out.replace('\r', "");
     let frames: Vec<&str> = out
-        .split(temporal_worker_controller::cli_watch::CLEAR)
+        .split(temporal_worker_controller::cli::watch::CLEAR)
         .collect();
     frames
         .iter()
@@ -287,7 +287,7 @@ async fn watch_and_wait_follow_a_progressive_rollout() -> Result<()> {
     );
     println!(
         "on the pipe:\n{piped}\nlast frame on the terminal:\n{}",
-        seen.rsplit(temporal_worker_controller::cli_watch::CLEAR)
+        seen.rsplit(temporal_worker_controller::cli::watch::CLEAR)
             .next()
             .unwrap_or_default()
     );

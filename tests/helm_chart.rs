@@ -2406,10 +2406,10 @@ fn helm_test_asks_the_controllers_readyz_through_its_service() {
     // The binary parses it as its `probe` subcommand.
     let mut argv = vec!["temporal-worker-controller".to_string()];
     argv.extend(strings(&container["args"]).iter().map(|a| a.to_string()));
-    let cli = temporal_worker_controller::command::Cli::try_parse_from(&argv).expect("parses");
+    let cli = temporal_worker_controller::cli::command::Cli::try_parse_from(&argv).expect("parses");
     assert!(matches!(
         cli.command,
-        temporal_worker_controller::command::Command::Probe { url: u } if u == url
+        temporal_worker_controller::cli::command::Command::Probe { url: u } if u == url
     ));
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert!(

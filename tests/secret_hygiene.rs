@@ -458,8 +458,8 @@ async fn served_haystacks(http: SocketAddr, sse: Vec<EventStream>) -> Result<Hay
         ensure!(text.contains("data:"), "event stream {i} received nothing");
         haystacks.push((format!("event stream {i}"), text));
     }
-    let view = temporal_worker_controller::cli_status::fetch(
-        &temporal_worker_controller::cli_status::StatusArgs {
+    let view = temporal_worker_controller::cli::status::fetch(
+        &temporal_worker_controller::cli::status::StatusArgs {
             namespace: Some(NS.into()),
             name: None,
             api_url: Some(format!("http://{http}")),
@@ -469,7 +469,7 @@ async fn served_haystacks(http: SocketAddr, sse: Vec<EventStream>) -> Result<Hay
     .await?;
     haystacks.push((
         "status CLI".into(),
-        temporal_worker_controller::cli_status::render(&view, jiff::Timestamp::now()),
+        temporal_worker_controller::cli::status::render(&view, jiff::Timestamp::now()),
     ));
     Ok(haystacks)
 }

@@ -562,8 +562,8 @@ async fn helm_test_fails_when_readyz_fails(c: &Cluster, image: &ImageRef) -> Res
     let url = format!("http://127.0.0.1:{http}/readyz");
     let deadline = Instant::now() + T;
     loop {
-        match temporal_worker_controller::cli_probe::run(&url).await {
-            Err(temporal_worker_controller::cli_status::CliError::Api { code: 503, .. }) => break,
+        match temporal_worker_controller::cli::probe::run(&url).await {
+            Err(temporal_worker_controller::cli::status::CliError::Api { code: 503, .. }) => break,
             other => ensure!(
                 Instant::now() < deadline,
                 "the unready controller's /readyz never answered 503: {other:?}"

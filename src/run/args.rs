@@ -544,7 +544,7 @@ impl RunArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::{Cli, Command};
+    use crate::cli::command::{Cli, Command};
     use crate::run::{ApiAuth, RunOptions};
 
     fn addr(s: &str) -> SocketAddr {

@@ -6,14 +6,15 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 
-use crate::cli_control::{self, Action};
-use crate::cli_follow::Source;
-use crate::cli_kube::KubeOptions;
-use crate::cli_request::{self, Request};
-use crate::cli_status::OutputFormat;
-use crate::cli_wait::{self, WaitFor};
+use crate::cli::control::{self, Action};
+use crate::cli::follow::Source;
+use crate::cli::kubeconfig::KubeOptions;
+use crate::cli::request::{self, Request};
+use crate::cli::status::OutputFormat;
+use crate::cli::wait::{self, WaitFor};
 use crate::run::args::{GoDuration, LogFormat, RunArgs};
-use crate::{cli_probe, cli_status, cli_watch, run};
+use crate::cli::{probe as cli_probe, status as cli_status, watch as cli_watch};
+use crate::run;
 
 #[derive(Parser)]
 #[command(

@@ -1,7 +1,7 @@
 //! `probe --url`: one plain-HTTP GET that succeeds on a 2xx answer. The chart's `helm test` Pod
 //! runs it from the controller's own image, which has no shell and no curl.
 
-use crate::cli_status::{CliError, Http};
+use crate::cli::status::{CliError, Http};
 
 /// GETs `url` (`http://host:port/path`); `Ok` with what to print on a 2xx answer, else the
 /// status and body, or why no answer came.

@@ -2,7 +2,7 @@
 //! reaches the condition, for scripts and CD pipelines.
 //!
 //! [`verdict`] is pure (the status of one generation in, a decision out); [`run`] follows the
-//! rollout ([`crate::cli_follow`]) and applies it to every change until a decision or the
+//! rollout ([`crate::cli::follow`]) and applies it to every change until a decision or the
 //! timeout.
 
 use std::process::ExitCode;
@@ -12,8 +12,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use crate::api::conditions as cond;
 use crate::api::twd::{TemporalWorkerDeploymentStatus, VersionStatus};
-use crate::cli_follow::{self, Source, Update};
-use crate::cli_status::CliError;
+use crate::cli::follow::{self, Source, Update};
+use crate::cli::status::CliError;
 use crate::summary::RolloutView;
 
 /// What `wait` waits for.

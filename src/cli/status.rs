@@ -1,7 +1,7 @@
 //! `temporal-worker-controller status`: a human summary of rollouts, read from the
 //! controller's status API (`--api-url`) or straight from the Kubernetes API.
 //!
-//! Fetching lives here; the text is `crate::cli_render`'s (pure, so the layout is unit-tested).
+//! Fetching lives here; the text is `crate::cli::render`'s (pure, so the layout is unit-tested).
 
 use std::time::Duration;
 
@@ -12,10 +12,10 @@ use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 
-use crate::cli_kube::{KubeClientError, KubeOptions};
+use crate::cli::kubeconfig::{KubeClientError, KubeOptions};
 use crate::summary::{RolloutList, RolloutSummary, RolloutView};
 
-pub use crate::cli_render::{StatusView, render};
+pub use crate::cli::render::{StatusView, render};
 
 /// Bearer token sent to the status API when it requires one.
 pub const TOKEN_ENV: &str = "TEMPORAL_WORKER_CONTROLLER_TOKEN";

@@ -1,14 +1,14 @@
 //! `temporal-worker-controller retry NAME` and `restart NAME [--build ID]`: the one-shot
 //! requests `temporal.io/retry` and `temporal.io/restart` with a fresh value, in the form the
 //! Argo CD actions write (`<buildID>/<Unix seconds>`), so each run acts once. Pure:
-//! [`decide`] reads the object and the time; `crate::cli_control::run_with` patches.
+//! [`decide`] reads the object and the time; `crate::cli::control::run_with` patches.
 
 use jiff::Timestamp;
 use serde_json::json;
 
 use crate::api::conditions::PROGRESS_DEADLINE_EXCEEDED;
 use crate::api::{ANNOTATION_RESTART, ANNOTATION_RETRY, TemporalWorkerDeployment};
-use crate::cli_control::{Change, ControlError};
+use crate::cli::control::{Change, ControlError};
 
 /// Which request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::mpsc;
 
 use crate::api::TemporalWorkerDeployment;
-use crate::cli_kube::KubeOptions;
-use crate::cli_status::{CliError, Http, namespace_of};
+use crate::cli::kubeconfig::KubeOptions;
+use crate::cli::status::{CliError, Http, namespace_of};
 use crate::summary::RolloutView;
 
 /// Where to read the rollout from.

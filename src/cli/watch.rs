@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use crate::api::conditions as cond;
 use crate::api::twd::{DeprecatedVersion, RolloutStrategy, VersionInfo, VersionStatus};
-use crate::cli_follow::{self, Source, Update};
-use crate::cli_render::{eta, old_version_eta, rel, table};
-use crate::cli_status::{self, CliError, OutputFormat};
+use crate::cli::follow::{self, Source, Update};
+use crate::cli::render::{eta, old_version_eta, rel, table};
+use crate::cli::status::{self, CliError, OutputFormat};
 use crate::summary::{self as view, Phase, RolloutView};
 
 /// Clears the screen and homes the cursor (a TTY's redraw).

@@ -39,7 +39,7 @@ pub enum ControlError {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error(transparent)]
-    KubeClient(#[from] crate::cli_kube::KubeClientError),
+    KubeClient(#[from] crate::cli::kubeconfig::KubeClientError),
     #[error("TemporalWorkerDeployment {0} not found")]
     NotFound(String),
     #[error("{0}")]
@@ -157,7 +157,7 @@ pub async fn run(
     action: Action,
     name: &str,
     namespace: Option<&str>,
-    kube: &crate::cli_kube::KubeOptions,
+    kube: &crate::cli::kubeconfig::KubeOptions,
 ) -> Result<(), ControlError> {
     run_with(name, namespace, kube, |twd| decide(action, twd)).await
 }
@@ -166,7 +166,7 @@ pub async fn run(
 pub async fn run_with(
     name: &str,
     namespace: Option<&str>,
-    kube: &crate::cli_kube::KubeOptions,
+    kube: &crate::cli::kubeconfig::KubeOptions,
     decide: impl FnOnce(&TemporalWorkerDeployment) -> Result<Change, ControlError>,
 ) -> Result<(), ControlError> {
     let client = kube.client().await?;
