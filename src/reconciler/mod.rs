@@ -41,7 +41,7 @@ pub trait ReconcileFailure: std::error::Error + Send + Sync + 'static {
 }
 
 /// The kube-runtime entry of every reconciler: a follower waits (winning the Lease reconciles
-/// every object at once, `reconcile_all_on` in `src/controller.rs`, so there is nothing to poll
+/// every object at once, `reconcile_all_on` in `src/controller/mod.rs`, so there is nothing to poll
 /// for); the leader runs `stages` with the object's namespace inside [`instrumented`], in a
 /// span naming the controller, the object and its generation.
 pub async fn lead<K, Fut>(
