@@ -11,7 +11,7 @@
 //! 2. for an object taken over from a predecessor controller, the build ID of the version that
 //!    controller already made for this same template (`adopted_target()` in
 //!    `src/planner/takeover.rs`), so the take-over starts no new rollout. The observe stage puts
-//!    it in place of the computed one (`target_build_id()` in `src/reconcile/observe/mod.rs`)
+//!    it in place of the computed one (`target_build_id()` in `src/worker_deployment/observe/mod.rs`)
 //!    before Temporal is asked about the target.
 
 use std::fmt::Write as _;

@@ -53,7 +53,7 @@ fn the_driver_is_as_short_as_the_architecture_page_says() {
     let doc = read("docs/architecture.md");
     let claimed =
         claimed_driver_lines(&doc).expect("the driver-length claim in docs/architecture.md");
-    let source = read("src/reconcile/mod.rs");
+    let source = read("src/worker_deployment/mod.rs");
     let actual = fn_lines(production(&source), "plan_and_act").expect("plan_and_act()");
     assert!(
         actual <= claimed,
@@ -81,7 +81,7 @@ const WRITER_CALLS: [&str; 4] = [
 
 /// Where status writes and event emission may live: the report stages.
 fn is_report_stage(rel: &str) -> bool {
-    rel.starts_with("src/reconcile/report/")
+    rel.starts_with("src/worker_deployment/report/")
         || rel == "src/owned/report.rs"
         || rel == "src/connection/report.rs"
 }
@@ -133,12 +133,12 @@ fn the_writer_checker_finds_an_event_outside_the_report_stage() {
     let file = |rel: &str, text: &str| (rel.to_string(), text.to_string());
     let files = vec![
         file(
-            "src/reconcile/report/events.rs",
+            "src/worker_deployment/report/events.rs",
             "ctx.events.normal(twd, r, n)",
         ),
         file("src/owned/report.rs", "api.patch_status(n, p, b)"),
         file(
-            "src/reconcile/act/finalizers.rs",
+            "src/worker_deployment/act/finalizers.rs",
             "ctx.events.warning(twd, r, n)",
         ),
         file(
@@ -148,7 +148,7 @@ fn the_writer_checker_finds_an_event_outside_the_report_stage() {
     ];
     assert_eq!(
         writers_outside_report(&files),
-        vec![("src/reconcile/act/finalizers.rs".to_string(), ".warning(")]
+        vec![("src/worker_deployment/act/finalizers.rs".to_string(), ".warning(")]
     );
 }
 

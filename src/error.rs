@@ -1,5 +1,5 @@
 //! Errors that stop a reconcile before it starts. Everything that can go wrong inside a
-//! reconcile is a `reconcile::Failure`, reported in the status and counted there.
+//! reconcile is a `worker_deployment::Failure`, reported in the status and counted there.
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -23,8 +23,8 @@ use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
-use crate::reconcile::validate::ControllerSettings;
-use crate::reconcile::{Context, Settings};
+use crate::worker_deployment::validate::ControllerSettings;
+use crate::worker_deployment::{Context, Settings};
 use crate::temporal::ClientPool;
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,

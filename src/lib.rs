@@ -4,7 +4,7 @@
 //! Where to find things (`docs/architecture.md` walks one reconcile):
 //! - the model: `api` (CRD types, the condition vocabulary), `build_id`, `render` (versioned
 //!   Deployments);
-//! - the three reconcilers on one floor (`reconciler`): `reconcile` (worker deployments: validate
+//! - the three reconcilers on one floor (`reconciler`): `worker_deployment` (validate
 //!   → observe → plan → act → report), `owned` (per-version owned resources), `connection`
 //!   (Connections); `planner` holds every rollout rule, pure;
 //! - the services: `temporal` (gRPC calls), `caches`, `workers`, `shard`, `events`, `error`;
@@ -34,7 +34,6 @@ pub mod metrics;
 pub mod milestones;
 pub mod owned;
 pub mod planner;
-pub mod reconcile;
 pub mod reconciler;
 pub mod render;
 pub mod run;
@@ -42,6 +41,7 @@ pub mod shard;
 pub mod summary;
 pub mod temporal;
 pub mod webhook;
+pub mod worker_deployment;
 pub mod workers;
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 #[test]
 fn top_level_modules_do_not_import_each_other_in_a_cycle() {
     let graph = module_graph();
-    for key in ["api", "planner", "metrics", "http", "summary", "reconcile"] {
+    for key in ["api", "planner", "metrics", "http", "summary", "worker_deployment"] {
         assert!(graph.contains_key(key), "module {key} not found: {graph:?}");
     }
     assert_eq!(find_cycle(&graph), None, "import cycle; graph: {graph:#?}");
@@ -384,7 +384,7 @@ fn source_files() -> Vec<(String, String)> {
 #[test]
 fn modules_inside_a_folder_do_not_import_each_other_in_a_cycle() {
     let graphs = folder_graphs(&source_files());
-    for folder in ["planner", "temporal", "reconcile", "owned", "run"] {
+    for folder in ["planner", "temporal", "worker_deployment", "owned", "run"] {
         assert!(
             graphs.contains_key(folder),
             "folder {folder} not found: {graphs:#?}"
@@ -418,7 +418,7 @@ fn stages_importing_their_driver(files: &[(String, String)], folders: &[&str]) -
 }
 
 /// The reconcilers' folders: each a driver (`mod.rs`) over its stages.
-const RECONCILERS: [&str; 3] = ["reconcile", "owned", "connection"];
+const RECONCILERS: [&str; 3] = ["worker_deployment", "owned", "connection"];
 
 #[test]
 fn a_stage_never_imports_its_driver() {
@@ -452,7 +452,7 @@ fn every_reconciler_lays_out_the_same_stage_files() {
     // planner, a module tree of its own (`src/planner/`, every rollout rule), and a
     // Connection has nothing the schema does not already check.
     let elsewhere = [
-        ("reconcile", "plan", "planner"),
+        ("worker_deployment", "plan", "planner"),
         ("connection", "validate", ""),
     ];
     let src = root().join("src");

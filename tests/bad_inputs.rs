@@ -2010,7 +2010,7 @@ fn the_port_rule_is_in_both_connection_schemas() {
 #[test]
 fn zero_replicas_are_refused_by_the_controller_with_the_admission_message() {
     use temporal_worker_controller::api::TemporalWorkerDeployment;
-    use temporal_worker_controller::reconcile::validate::{self, REPLICAS_ZERO};
+    use temporal_worker_controller::worker_deployment::validate::{self, REPLICAS_ZERO};
 
     let files = temporal_worker_controller::generate::crds::files();
     let (_, yaml) = files

@@ -353,8 +353,8 @@ fn every_fixture_gets_its_recorded_kstatus_exprs_and_argocd_results() {
 }
 
 /// Reasons of `api::conditions::ALL` that need no Flux fixture, each with why. Empty: every
-/// reason can appear in a status (the plan phases through `compute()` in `src/reconcile/status/mod.rs`, the
-/// rest through `Failure::reason()` in `src/reconcile/outcome.rs`).
+/// reason can appear in a status (the plan phases through `compute()` in `src/worker_deployment/status/mod.rs`, the
+/// rest through `Failure::reason()` in `src/worker_deployment/outcome.rs`).
 const REASONS_WITHOUT_FIXTURE: &[(&str, &str)] = &[];
 
 /// `(status, reason)` of Ready, Progressing, Reconciling and Stalled, in that order.

@@ -116,7 +116,7 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
     // 3. Stop it, replace its CRDs with ours, start ours on the same objects.
     let before = world.snapshot(&[&v1, &v2]).await?;
     // What a Go user's jsonpath reads from the Go controller's status: the same values must
-    // come out of ours (`src/reconcile/report/go_status.rs`).
+    // come out of ours (`src/worker_deployment/report/go_status.rs`).
     let go_status = world.worker_deployment().await?["status"].clone();
     let go_target = go_status["targetVersion"].clone();
     let queues = go_target["taskQueues"].as_array();

@@ -1,6 +1,6 @@
 //! Observe stage of the Connection reconciler: which worker deployments use the Connection
 //! (from the worker-deployment reconciler's cache), what its auth Secret says (the same
-//! read and checks as the worker deployments' connect sequence, `src/reconcile/connect.rs`),
+//! read and checks as the worker deployments' connect sequence, `src/worker_deployment/connect.rs`),
 //! and whether the Temporal frontend answers, asked through the shared client pool only when
 //! [`status::check_due`] says so.
 //!

@@ -1,5 +1,5 @@
 //! The Connection reconciler's failure vocabulary and its pure verdict, built like the other
-//! reconcilers' (`src/reconcile/outcome.rs`, `src/owned/outcome.rs`).
+//! reconcilers' (`src/worker_deployment/outcome.rs`, `src/owned/outcome.rs`).
 
 use std::time::Duration;
 

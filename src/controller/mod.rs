@@ -1,7 +1,7 @@
 //! kube-runtime wiring: what the controller watches, how it maps events to TWDs, the error
 //! policy; the Connection reconcilers ([`connections`]) and the owned-resource controllers
 //! ([`owned`]), each reporting to its mirrored work queue ([`queued`]). One reconcile lives in
-//! [`crate::reconcile`].
+//! [`crate::worker_deployment`].
 
 use std::sync::Arc;
 
@@ -27,7 +27,7 @@ use crate::caches::reflect::{
 use crate::caches::{Caches, Listing};
 use crate::error::Error;
 use crate::metrics::ControllerKind;
-use crate::reconcile::{self, Context};
+use crate::worker_deployment::{self, Context};
 use crate::workers::Workers;
 
 mod connections;
@@ -364,7 +364,7 @@ fn worker_controller(
         leadership_won(ctx.leader.clone()),
     );
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
-    let reconcile = queued::tracked(q.clone(), set, reconcile::reconcile);
+    let reconcile = queued::tracked(q.clone(), set, worker_deployment::reconcile);
     Controller::for_stream_with(queued::objects(q.clone(), set, twds), store, set)
         .with_config(config)
         .reconcile_on(queued::refs(q.clone(), owners))

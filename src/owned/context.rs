@@ -17,7 +17,7 @@ use crate::temporal::ClientPool;
 /// Shared state of the TWOR controller.
 pub struct OwnedContext {
     pub client: kube::Client,
-    /// True while this replica may write (see `reconcile::Context::leads`).
+    /// True while this replica may write (see `worker_deployment::Context::leads`).
     pub leader: watch::Receiver<bool>,
     /// Kinds a TWOR may carry.
     pub allowed_kinds: Vec<String>,

@@ -1,5 +1,5 @@
 //! The owned-resource reconciler's failure vocabulary and its pure verdict, built like the
-//! worker-deployment one (`src/reconcile/outcome.rs`): one variant per stage or cause, each
+//! worker-deployment one (`src/worker_deployment/outcome.rs`): one variant per stage or cause, each
 //! keeping its typed source, a [`ReconcileFailure::reason`] that labels the error metric, and an
 //! exhaustive [`verdict`].
 //!

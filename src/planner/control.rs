@@ -23,7 +23,7 @@
 //! time it had left ([`resumed_deadline`], fed to [`super::progressive::decide_with`]).
 //!
 //! An annotation is recorded as acted on only once its routing change succeeded (see
-//! `compute()` in `src/reconcile/status/mod.rs`), so a failed write is retried and a done one never repeats.
+//! `compute()` in `src/worker_deployment/status/mod.rs`), so a failed write is retried and a done one never repeats.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

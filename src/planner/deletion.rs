@@ -1,7 +1,7 @@
 //! The deletion path's decisions, pure: what a worker deployment being deleted still has to
 //! do (stop its workers, clean Temporal, release its Connection, drop our finalizer), and when
 //! a cleanup Temporal keeps refusing is given up. The deletion driver
-//! (`src/reconcile/finalize.rs`) observes, asks here, and acts.
+//! (`src/worker_deployment/finalize.rs`) observes, asks here, and acts.
 
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ pub struct DeletionInput {
     /// Our finalizer is on the object.
     pub ours: bool,
     /// A WorkerDeployment of the same name owns Temporal and the workers (see
-    /// `src/reconcile/superseded.rs`).
+    /// `src/worker_deployment/superseded.rs`).
     pub superseded: bool,
     /// The versioned Deployments, listed afresh.
     pub deployments: Vec<ObservedDeployment>,

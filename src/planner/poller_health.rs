@@ -29,7 +29,7 @@
 //!   `PollersHealthy` once it follows one of those. While pollers are missing, no routing change
 //!   sends more work to that version ([`hold`]).
 //!
-//! Pure; the checks are made by `src/reconcile/observe/pollers.rs`.
+//! Pure; the checks are made by `src/worker_deployment/observe/pollers.rs`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -264,7 +264,7 @@ pub fn hold(change: &mut Option<RoutingChange>, view: &PollerView, routing: &Rou
 pub enum Reading {
     /// `Ready=False/NoActivePollers`, in progress (`Progressing` and `Reconciling` True: it may
     /// heal); `Stalled=True/ProgressDeadlineExceeded` only once the loss outlasts the progress
-    /// deadline (`reconcile::status`).
+    /// deadline (`worker_deployment::status`).
     NoActivePollers(String),
     /// `Ready=Unknown`: `PollerStatusUnknown` (Temporal could not be asked; not unhealthy).
     Unknown(String),

@@ -9,7 +9,7 @@
 //!   time already waited (about doubling) up to [`POLLER_WAIT_CAP`] ([`backoff_since`]); a
 //!   running gate workflow is looked at the same way, from its start.
 //!
-//! Pure; the remembered view lives in `src/reconcile/remembered.rs`.
+//! Pure; the remembered view lives in `src/worker_deployment/remembered.rs`.
 
 use std::time::Duration;
 

@@ -61,13 +61,13 @@ fn a_late_look_keeps_delete_delay_after_the_actual_scale_down() {
         "deleted in the pass after the scale-down: {p:?}"
     );
     assert_eq!(p.requeue_after, Some(hours(4) - Duration::from_secs(5)));
-    let report = crate::reconcile::status::Report::Planned {
+    let report = crate::worker_deployment::status::Report::Planned {
         input: &i,
         plan: &p,
         routed: None,
         outcome: Ok(()),
     };
-    let status = crate::reconcile::status::compute(None, 1, &report, i.now);
+    let status = crate::worker_deployment::status::compute(None, 1, &report, i.now);
     let old = status.deprecated_versions.first().expect("v1 listed");
     assert_eq!(
         old.delete_at.as_ref().map(|t| t.0),

@@ -1,5 +1,5 @@
 //! The skeleton every reconciler of the controller follows (worker deployments in
-//! `src/reconcile/`, owned-resource templates in `src/owned/`, Connections in
+//! `src/worker_deployment/`, owned-resource templates in `src/owned/`, Connections in
 //! `src/connection/`; this module depends on none of them):
 //!
 //! - the same stages, one file each: validate → observe → plan (pure) → act (the only writer

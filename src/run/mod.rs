@@ -17,7 +17,7 @@ use crate::events::EventSink;
 use crate::http::{AppState, Readiness};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
-use crate::reconcile::Context;
+use crate::worker_deployment::Context;
 use crate::temporal::budget::Class;
 use crate::temporal::{Budgets, ClientPool};
 

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use crate::http::{KubeTokenReviewer, Readiness, TokenAuth};
 use crate::metrics::Metrics;
-use crate::reconcile::Context;
+use crate::worker_deployment::Context;
 
 use super::RunError;
 use super::options::{ApiAuth, RunOptions};

@@ -1,6 +1,6 @@
 //! Admission of a TemporalWorkerDeployment: what the CRD's CEL rules cannot check.
 //!
-//! - the controller's own validation ([`crate::reconcile::validate::desired`]: reserved env
+//! - the controller's own validation ([`crate::worker_deployment::validate::desired`]: reserved env
 //!   vars, reserved volume and mount, step order, durations, …), word for word what the
 //!   controller writes to status when the webhook is off;
 //! - a gate input (`inputFrom`) whose Secret or ConfigMap key does not exist;
@@ -19,7 +19,7 @@ use super::State;
 use super::review::Verdict;
 use crate::api::twd::{GateSpec, TemporalWorkerDeployment};
 use crate::api::{TemporalConnection, TemporalConnectionSpec};
-use crate::reconcile::validate::{self, ControllerSettings};
+use crate::worker_deployment::validate::{self, ControllerSettings};
 
 /// Where a gate's input comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

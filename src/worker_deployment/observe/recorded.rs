@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::api::connection::{CLUSTER_CONNECTION_KIND, ConnectionRef, ConnectionRefKind};
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::planner::model::ObservedDeployment;
-use crate::reconcile::Context;
+use crate::worker_deployment::Context;
 
 /// The settings of every other recorded Connection, by record. One that is gone, cannot be
 /// read, or that this install may not read (a ClusterConnection under a namespaced install)

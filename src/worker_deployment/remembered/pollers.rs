@@ -1,5 +1,5 @@
 //! The last poller check of every object and its versions' task-queue lists
-//! (`crate::reconcile::observe`'s poller health), kept in memory between reconciles.
+//! (`crate::worker_deployment::observe`'s poller health), kept in memory between reconciles.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -43,7 +43,7 @@ impl PollerChecks {
     }
 
     /// The workflow task queues of `build` as the last poller check read them (a live
-    /// version's), for the Go-shaped `taskQueues` of the status (`crate::reconcile::report::go_status`).
+    /// version's), for the Go-shaped `taskQueues` of the status (`crate::worker_deployment::report::go_status`).
     pub fn workflow_queues(&self, key: &Key, build: &str) -> Vec<String> {
         let memo = self.get(key);
         memo.queues

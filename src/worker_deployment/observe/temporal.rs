@@ -9,7 +9,7 @@ use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::planner::polling::{self, Remembered};
 use crate::planner::takeover::Succession;
-use crate::reconcile::{Context, Failure};
+use crate::worker_deployment::{Context, Failure};
 use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
 };

@@ -7,9 +7,9 @@
 //! table-driven tests below name every kind).
 
 use crate::api::conditions as reason;
-use crate::reconcile::step::{CleanupStep, WriteStep};
-use crate::reconcile::superseded::Superseded;
-use crate::reconcile::validate::InvalidSpec;
+use crate::worker_deployment::step::{CleanupStep, WriteStep};
+use crate::worker_deployment::superseded::Superseded;
+use crate::worker_deployment::validate::InvalidSpec;
 use crate::reconciler::ReconcileFailure;
 use crate::reconciler::connect::ConnectError;
 use crate::render::RenderError;

@@ -19,8 +19,8 @@ use jiff::Timestamp;
 
 use crate::planner::clock;
 use crate::planner::model::{Phase, Plan, PlanInput};
-use crate::reconcile::observe::Observed;
-use crate::reconcile::{Context, Outcome};
+use crate::worker_deployment::observe::Observed;
+use crate::worker_deployment::{Context, Outcome};
 use execute::ExecContext;
 
 /// What the act stage did.

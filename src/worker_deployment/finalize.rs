@@ -10,10 +10,10 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
 use crate::planner::deletion::{self, CleanupFailed, DeletionInput, DeletionStep};
-use crate::reconcile::act::{Done, finalizers};
-use crate::reconcile::outcome::CleanupError;
-use crate::reconcile::step::CleanupStep;
-use crate::reconcile::{Attempt, Context, Failure, Outcome, observe};
+use crate::worker_deployment::act::{Done, finalizers};
+use crate::worker_deployment::outcome::CleanupError;
+use crate::worker_deployment::step::CleanupStep;
+use crate::worker_deployment::{Attempt, Context, Failure, Outcome, observe};
 use crate::reconciler::connect;
 
 pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
@@ -57,7 +57,7 @@ async fn finalize(
 ) -> Result<(), Outcome> {
     let mut input = DeletionInput {
         ours: twd.finalizers().iter().any(|f| f == FINALIZER),
-        superseded: crate::reconcile::superseded::superseded(twd, ctx.canonical_of(twd).as_deref())
+        superseded: crate::worker_deployment::superseded::superseded(twd, ctx.canonical_of(twd).as_deref())
             .is_some(),
         ..Default::default()
     };

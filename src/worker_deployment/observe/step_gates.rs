@@ -7,9 +7,9 @@ use kube::ResourceExt;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::PlanInput;
 use crate::planner::step_gates::in_effect;
-use crate::reconcile::observe::gate_input::resolve_gate_input;
-use crate::reconcile::observe::observed::Observed;
-use crate::reconcile::{Context, Failure};
+use crate::worker_deployment::observe::gate_input::resolve_gate_input;
+use crate::worker_deployment::observe::observed::Observed;
+use crate::worker_deployment::{Context, Failure};
 
 /// Fills `input.step_gates` and `observed.step_gate_input` for the step gate in effect.
 pub async fn observe(

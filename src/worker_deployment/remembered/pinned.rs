@@ -1,5 +1,5 @@
 //! The last count of pinned workflows per old version (drain visibility,
-//! `crate::reconcile::observe`), kept between reconciles so a count is not asked again before
+//! `crate::worker_deployment::observe`), kept between reconciles so a count is not asked again before
 //! the planner says it is due.
 
 use std::collections::HashMap;

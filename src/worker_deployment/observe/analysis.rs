@@ -1,6 +1,6 @@
 //! Observe for canary analysis: counts closed workflows in Temporal visibility when an
 //! analysis is due. The verdict is decided in `src/planner/analysis.rs`; the report stage
-//! counts it and announces an abort (`analysis()` in `src/reconcile/report/events.rs`).
+//! counts it and announces an abort (`analysis()` in `src/worker_deployment/report/events.rs`).
 
 use crate::planner::analysis;
 use crate::planner::model::{AnalysisObservation, PlanInput, Sample};

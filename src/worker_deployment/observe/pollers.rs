@@ -16,7 +16,7 @@ use crate::api::TemporalWorkerDeployment;
 use crate::planner::clock;
 use crate::planner::model::PlanInput;
 use crate::planner::poller_health::{self, Check, PollerSettings, QUEUES_MAX_AGE, QueueLook};
-use crate::reconcile::remembered::pollers::{PollerChecks, Queues};
+use crate::worker_deployment::remembered::pollers::{PollerChecks, Queues};
 use crate::temporal::TemporalClient;
 use crate::temporal::client::QueueKind;
 use crate::temporal::error::TemporalError;

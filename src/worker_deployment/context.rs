@@ -11,11 +11,11 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
-use crate::reconcile::outcome::Outcome;
-use crate::reconcile::remembered::RememberedViews;
-use crate::reconcile::remembered::pinned::PinnedCounts;
-use crate::reconcile::remembered::pollers::PollerChecks;
-use crate::reconcile::validate::ControllerSettings;
+use crate::worker_deployment::outcome::Outcome;
+use crate::worker_deployment::remembered::RememberedViews;
+use crate::worker_deployment::remembered::pinned::PinnedCounts;
+use crate::worker_deployment::remembered::pollers::PollerChecks;
+use crate::worker_deployment::validate::ControllerSettings;
 use crate::reconciler::Streaks;
 use crate::reconciler::connect::Connector;
 use crate::temporal::ClientPool;
@@ -115,7 +115,7 @@ pub struct Written {
 
 impl Context {
     /// The cached WorkerDeployment of `twd`'s namespace and name (see
-    /// [`crate::reconcile::superseded`]).
+    /// [`crate::worker_deployment::superseded`]).
     pub fn canonical_of(
         &self,
         twd: &TemporalWorkerDeployment,

@@ -120,7 +120,7 @@ fn info(build: &str, status: VersionStatus, d: Option<&ObservedDeployment>) -> V
         build_id: build.to_string(),
         status,
         deployment_name: d.map(|d| d.name.clone()),
-        // The Go-shaped fields are added by `crate::reconcile::report::go_status` in the report stage.
+        // The Go-shaped fields are added by `crate::worker_deployment::report::go_status` in the report stage.
         deployment: None,
         task_queues: Vec::new(),
         managed_by: None,

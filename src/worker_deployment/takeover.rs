@@ -11,8 +11,8 @@ use kube::ResourceExt;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::Desired;
 use crate::planner::takeover;
-use crate::reconcile::observe::owned_deployments;
-use crate::reconcile::{Context, Failure};
+use crate::worker_deployment::observe::owned_deployments;
+use crate::worker_deployment::{Context, Failure};
 
 /// Records the predecessor's target as adopted, if there is one to record.
 pub async fn record(
@@ -35,7 +35,7 @@ pub async fn record(
         return Ok(());
     };
     let ns = twd.namespace().unwrap_or_default();
-    crate::reconcile::act::execute::adopt(&ctx.client, &ns, &adoption, &ctx.metrics).await
+    crate::worker_deployment::act::execute::adopt(&ctx.client, &ns, &adoption, &ctx.metrics).await
 }
 
 /// While a predecessor's trustworthy status is still there, a pass that ends before planning

@@ -17,8 +17,8 @@ use kube::ResourceExt as _;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::first_look;
 use crate::planner::model::Desired;
-use crate::reconcile::{Attempt, Context, Failure, Outcome, Planned};
-use crate::reconcile::{observe, report, superseded, validate};
+use crate::worker_deployment::{Attempt, Context, Failure, Outcome, Planned};
+use crate::worker_deployment::{observe, report, superseded, validate};
 
 /// Writes the first look of every cached worker deployment nobody has reported on, up to the
 /// reconcile concurrency at a time (run once, by the leader's first reconcile, which the

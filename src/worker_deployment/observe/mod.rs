@@ -26,7 +26,7 @@ use kube::ResourceExt;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
-use crate::reconcile::{Context, Failure};
+use crate::worker_deployment::{Context, Failure};
 
 /// The observe stage: Kubernetes and Temporal state, in the order a user fixes things
 /// (Connection, credentials, Temporal reachability, gate input, Deployments, Temporal's
@@ -154,7 +154,7 @@ mod connection_roll_tests {
     use crate::api::{ANNOTATION_CONNECTION_HASH, ANNOTATION_POD_TEMPLATE_HASH, LABEL_BUILD_ID};
     use crate::planner;
     use crate::planner::model::RoutingChange;
-    use crate::reconcile::status::{self, Report};
+    use crate::worker_deployment::status::{self, Report};
     use k8s_openapi::api::apps::v1::Deployment;
 
     /// The versioned Deployment of `build` as the API server returns it: rolled in place to

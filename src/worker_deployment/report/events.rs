@@ -12,8 +12,8 @@ use crate::planner::model::{
     PinnedAction, PinnedBatch, Plan, PlanInput, Restart, RoutingChange, ScaleReason,
 };
 use crate::planner::{images, scaling};
-use crate::reconcile::act::Done;
-use crate::reconcile::{Context, Planned};
+use crate::worker_deployment::act::Done;
+use crate::worker_deployment::{Context, Planned};
 
 /// One Warning event per transition into any blocking reason: failures and planned blocks
 /// alike (failed gate, too many versions, routing managed elsewhere). No storms on retries.

@@ -16,10 +16,10 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
 use crate::planner::{gates, punctual};
-use crate::reconcile::act::Done;
-use crate::reconcile::outcome::{Conditions, Requeue};
-use crate::reconcile::status::{self, Blocked, Report};
-use crate::reconcile::{Context, Failure, Outcome, Verdict, verdict};
+use crate::worker_deployment::act::Done;
+use crate::worker_deployment::outcome::{Conditions, Requeue};
+use crate::worker_deployment::status::{self, Blocked, Report};
+use crate::worker_deployment::{Context, Failure, Outcome, Verdict, verdict};
 use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 
 /// Retry delay after a status write lost a race with the watch cache.
@@ -239,7 +239,7 @@ fn new_status(
             outcome,
         },
         (None, Err(b))
-            if !b.stalled && crate::reconcile::takeover::keeps_predecessor_status(&attempt.twd) =>
+            if !b.stalled && crate::worker_deployment::takeover::keeps_predecessor_status(&attempt.twd) =>
         {
             tracing::warn!(reason = b.reason, message = %b.message, "not planned yet; the predecessor controller's status is kept until the take-over is recorded");
             return None;
@@ -471,8 +471,8 @@ mod tests {
     use crate::api::twd::TemporalWorkerDeploymentStatus;
     use crate::fixtures::offline_context;
     use crate::planner::model::{Plan, PlanInput, RoutingChange};
-    use crate::reconcile::act::Done;
-    use crate::reconcile::{Attempt, Outcome, Planned};
+    use crate::worker_deployment::act::Done;
+    use crate::worker_deployment::{Attempt, Outcome, Planned};
 
     /// The cached object a reconcile started from: resourceVersion 10, generation 3.
     fn cached() -> TemporalWorkerDeployment {
@@ -595,7 +595,7 @@ mod tests {
         twd
     }
 
-    fn unplanned(twd: TemporalWorkerDeployment, failure: crate::reconcile::Failure) -> Attempt {
+    fn unplanned(twd: TemporalWorkerDeployment, failure: crate::worker_deployment::Failure) -> Attempt {
         Attempt {
             twd: Arc::new(twd),
             planned: None,
@@ -606,7 +606,7 @@ mod tests {
 
     #[test]
     fn the_predecessors_status_is_kept_until_a_pass_could_plan() {
-        use crate::reconcile::{Failure, verdict};
+        use crate::worker_deployment::{Failure, verdict};
         let unreachable = || Failure::GateInputUnavailable("ConfigMap gate not found".into());
         let attempt = unplanned(taken_over(), unreachable());
         let decided = verdict(&attempt.outcome, 1);
@@ -618,7 +618,7 @@ mod tests {
         let invalid = unplanned(
             taken_over(),
             Failure::InvalidSpec(
-                crate::reconcile::validate::InvalidSpec {
+                crate::worker_deployment::validate::InvalidSpec {
                     message: "bad".into(),
                 }
                 .into(),

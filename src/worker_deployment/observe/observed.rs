@@ -7,8 +7,8 @@ use jiff::Timestamp;
 use crate::api::{TemporalConnection, TemporalConnectionSpec};
 use crate::build_id;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
-use crate::reconcile::Settings;
-use crate::reconcile::observe::temporal::TargetFacts;
+use crate::worker_deployment::Settings;
+use crate::worker_deployment::observe::temporal::TargetFacts;
 use crate::temporal::TemporalClient;
 use crate::temporal::state::WorkerDeploymentState;
 

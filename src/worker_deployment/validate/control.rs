@@ -81,7 +81,7 @@ mod tests {
     use super::*;
     use crate::api::twd::{DefaultVerdict, RolloutStrategy};
     use crate::planner::model::Gate;
-    use crate::reconcile::validate::{ControllerSettings, desired, validate};
+    use crate::worker_deployment::validate::{ControllerSettings, desired, validate};
     use std::time::Duration;
 
     #[test]

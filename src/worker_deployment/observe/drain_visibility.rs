@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::drain;
 use crate::planner::model::PlanInput;
-use crate::reconcile::remembered::pinned::PinnedCounts;
+use crate::worker_deployment::remembered::pinned::PinnedCounts;
 use crate::temporal::state::{PinnedAsked, PinnedView, TemporalVersionStatus};
 use crate::temporal::{TemporalClient, TemporalError};
 
