@@ -31,7 +31,7 @@ const RPC_BUCKETS: [f64; 12] = [
 /// Which reconciler a reconcile metric counts: the `controller` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ControllerKind {
-    /// TemporalWorkerDeployment (`src/reconcile`).
+    /// TemporalWorkerDeployment (`src/worker_deployment`).
     WorkerDeployment,
     /// TemporalWorkerOwnedResource (`src/owned`).
     OwnedResource,

@@ -3,7 +3,7 @@
 //! Temporal's view of the worker deployment, then the facts single rules need (autoscalers,
 //! step gates, pinned workflows, drain visibility, analysis samples, the Current version's task
 //! queues and the target's Pods while the target waits), one file each.
-//! Read-only; all writes live in `act`. Only the reconcile drivers (`reconcile/mod.rs`,
+//! Read-only; all writes live in `act`. Only the reconcile drivers (`worker_deployment/mod.rs`,
 //! `finalize.rs`) call into it.
 
 mod analysis;
