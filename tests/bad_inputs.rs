@@ -493,6 +493,15 @@ fn worker_cel_cases_more() -> Vec<Case> {
             "set workerOptions.customBuildID or its alias unsafeCustomBuildID, not both",
         ),
         refused(
+            "adopt-bad-name",
+            Cel,
+            twd(
+                "adopt-bad-name",
+                json!({"adopt": {"deploymentName": "Orders_Worker"}}),
+            ),
+            "spec.adopt.deploymentName must be the name of a Deployment in this namespace",
+        ),
+        refused(
             "analysis-without-threshold",
             Cel,
             with_analysis("analysis-without-threshold", json!({"interval": "30s"})),
