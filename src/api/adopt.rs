@@ -38,8 +38,8 @@ pub struct AdoptionStatus {
     pub deployment_name: String,
     pub phase: AdoptionPhase,
     /// Running workflows on the Current version's workflow task queues that are still
-    /// unversioned (no `TemporalWorkerDeploymentVersion`), as the last visibility count said;
-    /// unset before the first count.
+    /// unversioned (visibility records no worker deployment version for them), as the last
+    /// count said; unset before the first count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_unversioned_workflows: Option<i64>,
     pub message: String,

@@ -243,7 +243,8 @@ fn step(
 }
 
 /// `status.adoption`: the decision, unless its write did not happen (a failed act stage):
-/// then what the last status said, so that a phase is only reported once it is true.
+/// then what the last status said, so that a phase is only reported once it is true. A pass
+/// that did not count keeps the last count of the same Deployment.
 pub fn status(
     decision: Option<&Decision>,
     previous: Option<&AdoptionStatus>,
@@ -258,7 +259,12 @@ pub fn status(
         phase: d.phase,
         open_unversioned_workflows: d
             .open_unversioned
-            .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+            .or_else(|| {
+                previous
+                    .filter(|p| p.deployment_name == d.deployment_name)
+                    .and_then(|p| p.open_unversioned_workflows)
+            }),
         message: d.message.clone(),
     })
 }

@@ -238,4 +238,17 @@ fn status_reports_a_write_only_once_it_happened() {
         None,
         "spec.adopt removed"
     );
+    // Not counted this pass (done, at zero): the last count stays.
+    let done = decided(&at_zero(adopting(false), 0));
+    let kept = status(Some(&done), Some(&now), true).expect("status");
+    assert_eq!(
+        (kept.phase, kept.open_unversioned_workflows),
+        (AdoptionPhase::ScaledToZero, Some(0))
+    );
+    let mut other = now.clone();
+    other.deployment_name = "another".into();
+    assert_eq!(
+        status(Some(&done), Some(&other), true).and_then(|s| s.open_unversioned_workflows),
+        None
+    );
 }

@@ -56,12 +56,21 @@ fn phase_is(t: &TemporalWorkerDeployment, phase: AdoptionPhase) -> bool {
     adoption(t).is_some_and(|a| a.phase == phase)
 }
 
+/// Applies [`legacy_deployment`] server-side, forcing its fields as a GitOps tool's sync does.
+async fn apply_legacy(c: &Case) -> Result<()> {
+    let params = kube::api::PatchParams::apply("e2e-gitops").force();
+    c.deployments()
+        .patch(
+            LEGACY,
+            &params,
+            &kube::api::Patch::Apply(&legacy_deployment(c)),
+        )
+        .await?;
+    Ok(())
+}
+
 async fn legacy_replicas(c: &Case) -> Result<Option<i32>> {
-    Ok(c.deployments()
-        .get(LEGACY)
-        .await?
-        .spec
-        .and_then(|s| s.replicas))
+    Ok(c.deployments().get(LEGACY).await?.spec.replicas)
 }
 
 /// `temporal workflow describe` as JSON.
@@ -142,7 +151,7 @@ async fn start_hello(c: &Case, id: &str) -> Result<()> {
 async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_nothing_can_reach_it()
 -> Result<()> {
     let c = case("adopt").await?;
-    c.apply(legacy_deployment(&c)).await?;
+    apply_legacy(&c).await?;
     eventually("the unversioned worker Ready", T, || async {
         let d = c.deployments().get(LEGACY).await?;
         Ok((d.status.and_then(|s| s.ready_replicas) == Some(1)).then_some(()))
@@ -253,7 +262,7 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
     );
 
     // A GitOps re-sync restoring `replicas: 1` is undone.
-    c.apply(legacy_deployment(&c)).await?;
+    apply_legacy(&c).await?;
     eventually("scaled up again, then back to zero", T, || async {
         let twd = c.get_twd("orders").await?;
         let again = adoption(&twd).is_some_and(|a| a.message.contains("Scaled up again"))
