@@ -31,8 +31,12 @@ fn adopting(delete: bool) -> PlanInput {
     i
 }
 
+fn observed(i: &mut PlanInput) -> &mut Observed {
+    i.adopted.as_mut().expect("observed")
+}
+
 fn counted(mut i: PlanInput, n: u64) -> PlanInput {
-    i.adopted.as_mut().map(|o| o.open_unversioned = Some(n));
+    observed(&mut i).open_unversioned = Some(n);
     i
 }
 
@@ -150,9 +154,7 @@ fn delete_waits_for_the_pods_then_deletes_after_a_zero_count() {
 #[test]
 fn scaled_up_again_after_adoption_is_counted_and_scaled_to_zero_again() {
     let mut i = counted(adopting(false), 0);
-    i.adopted
-        .as_mut()
-        .map(|o| o.recorded = Some(AdoptionPhase::ScaledToZero));
+    observed(&mut i).recorded = Some(AdoptionPhase::ScaledToZero);
     let d = decided(&i);
     assert_eq!(d.action, Some(Action::ScaleToZero));
     assert!(d.message.contains("Scaled up again"), "{}", d.message);
@@ -179,12 +181,10 @@ fn an_hpa_on_it_is_named_and_not_fought() {
 #[test]
 fn missing_ours_or_unreadable_deployments_are_left_alone() {
     let mut i = counted(adopting(true), 0);
-    i.adopted.as_mut().map(|o| o.deployment = None);
+    observed(&mut i).deployment = None;
     assert!(!count_due(&i));
     assert_eq!(decided(&i).phase, AdoptionPhase::NotFound);
-    i.adopted
-        .as_mut()
-        .map(|o| o.recorded = Some(AdoptionPhase::Deleted));
+    observed(&mut i).recorded = Some(AdoptionPhase::Deleted);
     assert_eq!(
         decided(&i).phase,
         AdoptionPhase::Deleted,
@@ -205,10 +205,8 @@ fn missing_ours_or_unreadable_deployments_are_left_alone() {
     );
 
     let mut i = counted(adopting(false), 0);
-    i.adopted.as_mut().map(|o| {
-        o.unreadable = Some("forbidden".into());
-        o.recorded = Some(AdoptionPhase::Draining);
-    });
+    observed(&mut i).unreadable = Some("forbidden".into());
+    observed(&mut i).recorded = Some(AdoptionPhase::Draining);
     assert!(!count_due(&i));
     let d = decided(&i);
     assert_eq!((d.phase, d.action), (AdoptionPhase::Draining, None));

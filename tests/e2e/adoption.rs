@@ -147,11 +147,9 @@ async fn start_hello(c: &Case, id: &str) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_nothing_can_reach_it()
--> Result<()> {
-    let c = case("adopt").await?;
-    apply_legacy(&c).await?;
+/// The legacy Deployment Ready, with three `wait` workflows in flight on its workers.
+async fn legacy_with_workflows_in_flight(c: &Case) -> Result<Vec<String>> {
+    apply_legacy(c).await?;
     eventually("the unversioned worker Ready", T, || async {
         let d = c.deployments().get(LEGACY).await?;
         Ok((d.status.and_then(|s| s.ready_replicas) == Some(1)).then_some(()))
@@ -160,16 +158,20 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
     // Workflows in flight on the unversioned workers.
     let waiting: Vec<String> = (0..3).map(|i| format!("in-flight-{i}-{}", c.ns)).collect();
     for id in &waiting {
-        start_waiting_workflow(&c, id).await?;
-        wait_started_on_a_worker(&c, id).await?;
+        start_waiting_workflow(c, id).await?;
+        wait_started_on_a_worker(c, id).await?;
     }
-    let temporal = c.temporal().await?;
     let queues = vec![c.task_queue.clone()];
     ensure!(
-        temporal.count_open_unversioned(&queues).await? == 3,
+        c.temporal().await?.count_open_unversioned(&queues).await? == 3,
         "three unversioned workflows open"
     );
+    Ok(waiting)
+}
 
+/// The TWD adopts it; its first build ramps from the unversioned workers and is promoted while
+/// the Deployment is kept for the workflows still unversioned.
+async fn adopt_ramp_and_promote(c: &Case) -> Result<()> {
     // The TWD adopts it; its first build ramps from the unversioned workers.
     let rollout = json!({"strategy": "Progressive", "steps": [{"rampPercentage": 50, "pauseDuration": "8s"}]});
     c.apply_twd(
@@ -195,7 +197,7 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
     .await?;
     let during_ramp: Vec<String> = (0..4).map(|i| format!("ramp-{i}-{}", c.ns)).collect();
     for id in &during_ramp {
-        start_hello(&c, id).await?;
+        start_hello(c, id).await?;
     }
     let twd = c
         .wait_twd(
@@ -214,22 +216,29 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
         "a versioned build is Current"
     );
     ensure!(
-        legacy_replicas(&c).await? == Some(1),
+        legacy_replicas(c).await? == Some(1),
         "kept while unversioned workflows run"
     );
     for id in &during_ramp {
-        wait_completed_cleanly(&c, id).await?;
+        wait_completed_cleanly(c, id).await?;
     }
 
-    // Each in-flight workflow moves to the Current version at its next task and completes.
-    for id in &waiting {
-        finish_workflow(&c, id).await?;
+    Ok(())
+}
+
+/// Each in-flight workflow moves to the Current version at its next task and completes; only
+/// then is the Deployment scaled to zero.
+async fn finish_and_scale_down(c: &Case, waiting: &[String]) -> Result<()> {
+    let temporal = c.temporal().await?;
+    let queues = vec![c.task_queue.clone()];
+    for id in waiting {
+        finish_workflow(c, id).await?;
     }
-    for id in &waiting {
-        wait_completed_cleanly(&c, id).await?;
+    for id in waiting {
+        wait_completed_cleanly(c, id).await?;
     }
     eventually("the adopted Deployment at zero", T, || async {
-        if legacy_replicas(&c).await? != Some(0) {
+        if legacy_replicas(c).await? != Some(0) {
             return Ok(None);
         }
         // At zero only once nothing on the queue is unversioned, as the controller counted.
@@ -261,8 +270,13 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
         "an AdoptedDeploymentScaledDown event: {events:?}"
     );
 
+    Ok(())
+}
+
+/// A GitOps re-sync restoring `replicas: 1` is undone; `afterAdoption: Delete` deletes it.
+async fn resync_then_delete(c: &Case) -> Result<()> {
     // A GitOps re-sync restoring `replicas: 1` is undone.
-    apply_legacy(&c).await?;
+    apply_legacy(c).await?;
     eventually("scaled up again, then back to zero", T, || async {
         let twd = c.get_twd("orders").await?;
         let again = adoption(&twd).is_some_and(|a| a.message.contains("Scaled up again"))
@@ -270,7 +284,7 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
                 .await?
                 .iter()
                 .any(|e| e.note.contains("Scaled up again"));
-        Ok((again && legacy_replicas(&c).await? == Some(0)).then_some(()))
+        Ok((again && legacy_replicas(c).await? == Some(0)).then_some(()))
     })
     .await?;
 
@@ -292,4 +306,14 @@ async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_n
     .await
     .context("Deleted reported")?;
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unversioned_deployment_is_adopted_ramped_from_and_scaled_down_once_nothing_can_reach_it()
+-> Result<()> {
+    let c = case("adopt").await?;
+    let waiting = legacy_with_workflows_in_flight(&c).await?;
+    adopt_ramp_and_promote(&c).await?;
+    finish_and_scale_down(&c, &waiting).await?;
+    resync_then_delete(&c).await
 }

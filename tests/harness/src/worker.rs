@@ -188,10 +188,7 @@ impl WorkerConfig {
         let get = |key: &'static str| -> Result<String, WorkerConfigError> {
             opt(key).ok_or(WorkerConfigError::Missing(key))
         };
-        let tls_flag = match opt(ENV_TLS) {
-            None => false,
-            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_TLS, v))?,
-        };
+        let tls_flag = flag(opt(ENV_TLS), ENV_TLS)?;
         let file = |var: &'static str, path: String| -> Result<Vec<u8>, WorkerConfigError> {
             files
                 .get(&path)
@@ -236,10 +233,7 @@ impl WorkerConfig {
             (None, Some(data)) => Some(data.into_bytes()),
             (None, None) => None,
         };
-        let flaky_fails = match opt(ENV_FLAKY_FAILS) {
-            None => false,
-            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_FLAKY_FAILS, v))?,
-        };
+        let flaky_fails = flag(opt(ENV_FLAKY_FAILS), ENV_FLAKY_FAILS)?;
         let activities_per_second = match opt(ENV_ACTIVITIES_PER_SECOND) {
             None => None,
             Some(v) => Some(
@@ -249,10 +243,7 @@ impl WorkerConfig {
                     .ok_or(WorkerConfigError::BadCount(ENV_ACTIVITIES_PER_SECOND, v))?,
             ),
         };
-        let unversioned = match opt(ENV_UNVERSIONED) {
-            None => false,
-            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_UNVERSIONED, v))?,
-        };
+        let unversioned = flag(opt(ENV_UNVERSIONED), ENV_UNVERSIONED)?;
         // An unversioned worker needs no version; its names only label it.
         let named = |key: &'static str, default: &str| match opt(key) {
             None if unversioned => Ok(default.to_string()),
@@ -333,6 +324,14 @@ impl WorkerConfig {
         };
         Url::from_str(&text)
             .map_err(|e| WorkerConfigError::BadAddress(self.address.clone(), e.to_string()))
+    }
+}
+
+/// A boolean env var: unset is `false`.
+fn flag(value: Option<String>, var: &'static str) -> Result<bool, WorkerConfigError> {
+    match value {
+        None => Ok(false),
+        Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(var, v)),
     }
 }
 
