@@ -1917,7 +1917,7 @@ fn every_bad_input_admitted_without_the_webhook_is_reported_and_never_applied() 
 }
 
 /// What each refusal above leaves open is admitted: one replica or none (an autoscaler owns
-/// them), and pausing or aborting a Progressive rollout.
+/// them), pausing or aborting a Progressive rollout, and a Deployment name to adopt.
 #[test]
 fn the_good_neighbours_of_the_bad_inputs_are_admitted() -> Result<()> {
     test_harness::runtime::block_on(async {
@@ -1935,6 +1935,10 @@ fn the_good_neighbours_of_the_bad_inputs_are_admitted() -> Result<()> {
             twd(
                 "progressive-abort",
                 rollout(json!({"strategy": "Progressive", "steps": steps, "abort": true})),
+            ),
+            twd(
+                "adopt-good-name",
+                json!({"adopt": {"deploymentName": "orders-worker.v1", "afterAdoption": "Delete"}}),
             ),
         ];
         let dry_run = PostParams {
