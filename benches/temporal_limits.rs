@@ -146,6 +146,7 @@ async fn main() -> anyhow::Result<()> {
         trusted_ca_pem: None,
         flaky_fails: false,
         activities_per_second: None,
+        unversioned: false,
     })?;
     worker.wait_running(Duration::from_secs(60)).await?;
     let conn = Connection::connect(

@@ -40,6 +40,9 @@ pub const PINNED_SIGNALLED: &str = "PinnedWorkflowsSignalled";
 pub const PINNED_CANCELLED: &str = "PinnedWorkflowsCancelled";
 pub const PINNED_TERMINATED: &str = "PinnedWorkflowsTerminated";
 pub const DRAINING_SCALED_UP: &str = "DrainingVersionScaledUp";
+/// `spec.adopt`: the unversioned workers' Deployment was scaled to zero or deleted.
+pub const ADOPTED_SCALED_DOWN: &str = "AdoptedDeploymentScaledDown";
+pub const ADOPTED_DELETED: &str = "AdoptedDeploymentDeleted";
 // Warning reasons that are not condition reasons.
 pub const CLEANUP_ABANDONED: &str = "TemporalCleanupAbandoned";
 pub const DRAINING_AT_ZERO: &str = "DrainingVersionAtZero";

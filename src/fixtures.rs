@@ -107,6 +107,7 @@ impl TemporalWorkerDeployment {
                 progress_deadline_seconds: None,
                 deployment: None,
                 deployment_metadata: None,
+                adopt: None,
             },
         );
         twd.metadata.namespace = Some("shop".into());
@@ -338,6 +339,7 @@ impl PlanInput {
                 progress_deadline: std::time::Duration::from_secs(600),
                 abort_on_failure: false,
                 generation: 1,
+                adopt: None,
             },
             deployments: vec![
                 ObservedDeployment::test("v1", 3),
@@ -377,6 +379,7 @@ impl PlanInput {
             current_task_queues: vec![],
             target_pods: None,
             retired: vec![],
+            adopted: None,
             now: ts(NOW),
         }
     }

@@ -494,6 +494,15 @@ fn worker_cel_cases_more() -> Vec<Case> {
             "set workerOptions.customBuildID or its alias unsafeCustomBuildID, not both",
         ),
         refused(
+            "adopt-bad-name",
+            Cel,
+            twd(
+                "adopt-bad-name",
+                json!({"adopt": {"deploymentName": "Orders_Worker"}}),
+            ),
+            "spec.adopt.deploymentName must be the name of a Deployment in this namespace",
+        ),
+        refused(
             "analysis-without-threshold",
             Cel,
             with_analysis("analysis-without-threshold", json!({"interval": "30s"})),
@@ -1881,7 +1890,7 @@ fn every_bad_input_admitted_without_the_webhook_is_reported_and_never_applied() 
 }
 
 /// What each refusal above leaves open is admitted: one replica or none (an autoscaler owns
-/// them), and pausing or aborting a Progressive rollout.
+/// them), pausing or aborting a Progressive rollout, and a Deployment name to adopt.
 #[test]
 fn the_good_neighbours_of_the_bad_inputs_are_admitted() -> Result<()> {
     test_harness::runtime::block_on(async {
@@ -1899,6 +1908,10 @@ fn the_good_neighbours_of_the_bad_inputs_are_admitted() -> Result<()> {
             twd(
                 "progressive-abort",
                 rollout(json!({"strategy": "Progressive", "steps": steps, "abort": true})),
+            ),
+            twd(
+                "adopt-good-name",
+                json!({"adopt": {"deploymentName": "orders-worker.v1", "afterAdoption": "Delete"}}),
             ),
         ];
         let dry_run = PostParams {

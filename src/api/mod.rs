@@ -3,6 +3,7 @@
 //! These are the only Kubernetes-facing types the controller defines; the planner works on
 //! its own model (the planner's `model` module) so that rollout rules never depend on serde shapes.
 
+pub mod adopt;
 pub mod conditions;
 pub mod connection;
 pub mod duration;

@@ -92,6 +92,11 @@ pub struct TemporalWorkerDeploymentSpec {
     /// `template.metadata`). A `DeploymentSpec` has no place for them, hence a field of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_metadata: Option<DeploymentMetadata>,
+    /// The plain Deployment running this worker's unversioned workers today: the first
+    /// versioned build ramps from them, and it is scaled to zero (or deleted) once Temporal can
+    /// no longer send it work (docs/adopting.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<crate::api::adopt::AdoptSpec>,
 }
 
 impl TemporalWorkerDeploymentSpec {

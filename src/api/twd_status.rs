@@ -71,6 +71,9 @@ pub struct TemporalWorkerDeploymentStatus {
     /// Kubernetes are never listed here). Kept until Temporal no longer lists the version.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_versions: Vec<String>,
+    /// Where taking over `spec.adopt.deploymentName` stands (docs/adopting.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adoption: Option<crate::api::adopt::AdoptionStatus>,
 }
 
 impl TemporalWorkerDeploymentStatus {

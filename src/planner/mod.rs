@@ -23,12 +23,15 @@
 //! - [`step_gates`]: gate workflows attached to Progressive steps;
 //! - [`control`]: pause/resume, abort, and the promote / skip-step annotations;
 //! - [`restart`]: the `temporal.io/restart` request (one version's Pods rolled in place);
+//! - [`adoption`]: `spec.adopt`, the unversioned workers' Deployment scaled down once Temporal
+//!   can no longer send it work;
 //! - [`deadline`]: the progress deadline of a waiting target and of lost pollers, the cause
 //!   of a failed build, and its record;
 //! - [`clock`]: deadlines and the requeue interval;
 //! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff);
 //! - [`poller_health`]: whether the live versions' workers still poll, and when to look.
 
+pub mod adoption;
 pub mod analysis;
 pub mod clock;
 mod control;
@@ -54,6 +57,8 @@ pub mod takeover;
 mod view;
 
 // Plan-level tests, one file per rule file, sharing `test_fixtures`.
+#[cfg(test)]
+mod adoption_tests;
 #[cfg(test)]
 mod control_tests;
 #[cfg(test)]
@@ -141,6 +146,7 @@ pub fn plan(input: &PlanInput) -> Plan {
     let (adopt, update) = drift::updates(&view, &retirement.delete);
     let (restart, restarted) = restart::decide(&view);
     decision.control.restarted = restarted;
+    let adoption = adoption::decide(adoption_facts(input), &mut wake);
     Plan {
         adopt,
         create,
@@ -160,6 +166,17 @@ pub fn plan(input: &PlanInput) -> Plan {
         retired,
         pollers_lost_too_long,
         restart,
+        adoption,
+    }
+}
+
+/// The parts of the input the adoption decides from ([`adoption`]).
+pub fn adoption_facts(input: &PlanInput) -> adoption::Facts<'_> {
+    adoption::Facts {
+        adopt: input.desired.adopt.as_ref(),
+        observed: input.adopted.as_ref(),
+        routing: &input.temporal.routing,
+        fast_poll: input.fast_poll,
     }
 }
 

@@ -63,6 +63,8 @@ pub struct PlanInput {
     /// (`status.retiredVersions`): the only version records it deletes
     /// ([`crate::planner::records`]).
     pub retired: Vec<String>,
+    /// The Deployment `spec.adopt` names, when set ([`crate::planner::adoption`]).
+    pub adopted: Option<crate::planner::adoption::Observed>,
 }
 
 /// The first trouble a Pod of the target reports, with the Pod's name.
@@ -145,6 +147,8 @@ pub struct Desired {
     pub abort_on_failure: bool,
     /// The object's `metadata.generation`: a deadline failure holds for this one only.
     pub generation: i64,
+    /// `spec.adopt` ([`crate::planner::adoption`]).
+    pub adopt: Option<crate::planner::adoption::Adopt>,
 }
 
 /// Canary analysis settings.
@@ -338,6 +342,8 @@ pub struct Plan {
     pub pollers_lost_too_long: bool,
     /// The `temporal.io/restart` request to act on ([`crate::planner::restart`]).
     pub restart: Option<Restart>,
+    /// `spec.adopt`: the adopted Deployment's state and write ([`crate::planner::adoption`]).
+    pub adoption: Option<crate::planner::adoption::Decision>,
 }
 
 /// What a pending `temporal.io/restart` request asks for this reconcile.

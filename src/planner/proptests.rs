@@ -191,6 +191,7 @@ fn desired() -> impl Gen<Value = Desired> {
                     progress_deadline: std::time::Duration::from_secs(600),
                     abort_on_failure: false,
                     generation: 1,
+                    adopt: None,
                 }
             },
         )
@@ -306,6 +307,7 @@ prop_compose! {
             current_task_queues: vec![],
             target_pods: None,
             retired: vec![],
+            adopted: None,
             now: ago(0),
         }
     }

@@ -67,6 +67,7 @@ fn same_other_writes(a: &Plan, b: &Plan) -> bool {
         start_step_gates,
         forget_versions,
         restart,
+        adoption,
         // The routing change itself, which the deadline brings.
         claim_manager: _,
         routing: _,
@@ -90,6 +91,7 @@ fn same_other_writes(a: &Plan, b: &Plan) -> bool {
         && *pinned_batches == b.pinned_batches
         && *start_step_gates == b.start_step_gates
         && *forget_versions == b.forget_versions
+        && *adoption == b.adoption
 }
 
 #[cfg(test)]

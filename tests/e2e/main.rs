@@ -4,6 +4,7 @@
 //! pod-level kubelet stand-in. Each test owns a Kubernetes namespace and a Temporal
 //! namespace, so tests run in parallel against one shared environment.
 
+mod adoption;
 mod argocd_actions;
 mod autoscaling;
 mod backlog;

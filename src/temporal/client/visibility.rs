@@ -29,7 +29,42 @@ pub(in crate::temporal) fn open_workflows_query(
     Some(q)
 }
 
+/// The visibility query for running workflows on these task queues that no versioned worker
+/// has run a task of (no `TemporalWorkerDeploymentVersion`): those started on unversioned
+/// workers that have not moved to a version yet (`crate::planner::adoption`). `None` for no
+/// queues or one that cannot be quoted.
+pub(in crate::temporal) fn open_unversioned_query(task_queues: &[String]) -> Option<String> {
+    if task_queues.is_empty()
+        || task_queues
+            .iter()
+            .any(|q| q.is_empty() || q.contains(['\'', '"', '\\']))
+    {
+        return None;
+    }
+    let queues: Vec<String> = task_queues
+        .iter()
+        .map(|q| format!("TaskQueue = '{q}'"))
+        .collect();
+    Some(format!(
+        "ExecutionStatus = 'Running' AND TemporalWorkerDeploymentVersion IS NULL AND ({})",
+        queues.join(" OR ")
+    ))
+}
+
 impl TemporalClient {
+    /// Running workflows on these task queues still unversioned ([`open_unversioned_query`]).
+    pub async fn count_open_unversioned(
+        &self,
+        task_queues: &[String],
+    ) -> Result<u64, TemporalError> {
+        let query =
+            open_unversioned_query(task_queues).ok_or_else(|| TemporalError::InvalidRequest {
+                method: "CountWorkflowExecutions",
+                message: format!("cannot quote task queues {task_queues:?} in a visibility query"),
+            })?;
+        self.count_workflows(query).await
+    }
+
     /// Open workflows on one version, from visibility (`CountWorkflowExecutions`). With
     /// `pinned_only`, AutoUpgrade workflows whose last task merely ran there are left out (they
     /// move on with their next task); without it every running workflow on the version counts,
@@ -146,6 +181,20 @@ impl TemporalClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unversioned_query_names_every_queue_and_refuses_what_it_cannot_quote() {
+        assert_eq!(
+            open_unversioned_query(&["a".into(), "b".into()]).as_deref(),
+            Some(
+                "ExecutionStatus = 'Running' AND TemporalWorkerDeploymentVersion IS NULL AND \
+                 (TaskQueue = 'a' OR TaskQueue = 'b')"
+            )
+        );
+        assert_eq!(open_unversioned_query(&[]), None);
+        assert_eq!(open_unversioned_query(&["a'b".into()]), None);
+        assert_eq!(open_unversioned_query(&[String::new()]), None);
+    }
 
     #[test]
     fn open_workflows_query_uses_the_search_attribute_format() {

@@ -1,5 +1,5 @@
 //! Applies a [`Plan`] in a fixed, safe order — take-over records → create → update → scale → restart → gates → manager
-//! claim → routing → end pinned workflows of old versions → delete — and stops at the first failure. Together with
+//! claim → routing → end pinned workflows of old versions → delete → the adopted Deployment — and stops at the first failure. Together with
 //! [`super::finalizers`] this is every Kubernetes and Temporal write a reconcile makes, so
 //! metrics wrap each one once.
 
@@ -95,6 +95,12 @@ pub enum Done {
     Stopped {
         name: String,
         build_id: String,
+    },
+    /// `spec.adopt`: the unversioned workers' Deployment was scaled to zero or deleted.
+    Unversioned {
+        name: String,
+        action: crate::planner::adoption::Action,
+        message: String,
     },
     /// Deletion of the TWD: Temporal cleanup was given up (its state is left behind).
     CleanupAbandoned {
@@ -234,6 +240,16 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
         out.done.push(Done::Deleted {
             name: delete.name.clone(),
             build_id: delete.build_id.clone(),
+        });
+    }
+    if let Some(d) = &plan.adoption
+        && let Some(action) = super::adoption::act(ctx.metrics, &deployments, d).await?
+    {
+        let (name, message) = (d.deployment_name.clone(), d.message.clone());
+        out.done.push(Done::Unversioned {
+            name,
+            action,
+            message,
         });
     }
     forget_versions(ctx, plan, out).await;

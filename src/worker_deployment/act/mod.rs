@@ -4,6 +4,7 @@
 //! deletion could not clean up) → our finalizer on the Connection (so cleanup can still reach
 //! Temporal) → the plan, in [`execute`]'s fixed order. Deletion uses [`finalizers`] only.
 
+mod adoption;
 pub mod execute;
 mod failures;
 pub mod finalizers;

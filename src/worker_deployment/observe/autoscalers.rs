@@ -90,7 +90,7 @@ fn copied_builds(twors: &[&TemporalWorkerOwnedResource]) -> Vec<String> {
 }
 
 /// The Deployment an HPA scales, if it scales a Deployment.
-fn deployment_target(hpa: &HorizontalPodAutoscaler) -> Option<String> {
+pub(super) fn deployment_target(hpa: &HorizontalPodAutoscaler) -> Option<String> {
     let target = &hpa.spec.scale_target_ref;
     (target.kind == "Deployment" && target.api_version.as_deref().is_none_or(|v| v == "apps/v1"))
         .then(|| target.name.clone())

@@ -6,6 +6,7 @@
 //! Read-only; all writes live in `act`. Only the reconcile drivers (`worker_deployment/mod.rs`,
 //! `finalize.rs`) call into it.
 
+mod adopted;
 mod analysis;
 mod autoscalers;
 mod deployments;
@@ -62,6 +63,8 @@ pub async fn everything(
     pollers::observe(&ctx.pollers, &ctx.settings.pollers, client, twd, &mut input).await;
     temporal::current_queues(client, &deployment, &mut input).await;
     target_pods::observe(&ctx.client, twd, &mut input).await;
+    let caches = ctx.ready_caches().await;
+    adopted::observe(&ctx.client, caches, client, twd, &mut input).await;
     let consumed = crate::backlog::consumed(
         ctx.settings.backlog_scope,
         twd.annotations()

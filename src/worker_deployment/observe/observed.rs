@@ -62,6 +62,7 @@ pub fn before_temporal(
         current_task_queues: Vec::new(),
         target_pods: None,
         retired: Vec::new(),
+        adopted: None,
     }
 }
 

@@ -7,6 +7,7 @@ use crate::api::twd::{AnalysisVerdict, TemporalWorkerDeploymentStatus, VersionSt
 use crate::api::{ANNOTATION_RESTART, TemporalWorkerDeployment};
 use crate::events;
 use crate::metrics::RolloutOutcome;
+use crate::planner::adoption::Action;
 use crate::planner::analysis::ANALYSIS_FAILED;
 use crate::planner::model::{
     PinnedAction, PinnedBatch, Plan, PlanInput, Restart, RoutingChange, ScaleReason,
@@ -92,6 +93,16 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
     for done in &planned.done {
         if let Some((reason, note)) = milestone(done, planned.plan.progress.rollback) {
             ctx.events.normal(twd, reason, note).await;
+        }
+        if let Done::Unversioned {
+            action, message, ..
+        } = done
+        {
+            let reason = match action {
+                Action::ScaleToZero => events::ADOPTED_SCALED_DOWN,
+                Action::Delete => events::ADOPTED_DELETED,
+            };
+            ctx.events.normal(twd, reason, message.clone()).await;
         }
     }
     count_promotions(ctx, planned);
@@ -258,7 +269,8 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
         | Done::Restarted { .. }
         | Done::Scaled { .. }
         | Done::Deleted { .. } => return deployment_milestone(done),
-        Done::ManagerClaimed
+        Done::Unversioned { .. }
+        | Done::ManagerClaimed
         | Done::ConflictToken(_)
         | Done::Stopped { .. }
         | Done::CleanupAbandoned { .. }

@@ -97,6 +97,11 @@ pub fn compute(
             let routing = Effective::new(input, *routed);
             let mut status = versions(input, plan, &routing, routed.is_some(), outcome.is_ok());
             status.rollout_control = control_record(previous, plan, routed.is_some());
+            status.adoption = crate::planner::adoption::status(
+                plan.adoption.as_ref(),
+                previous.and_then(|p| p.adoption.as_ref()),
+                outcome.is_ok(),
+            );
             let verdict = match outcome {
                 Err(b) => blocked_verdict(b),
                 Ok(()) => delayed(

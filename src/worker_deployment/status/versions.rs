@@ -188,6 +188,7 @@ pub(super) fn versions(
         version_conflict_token: None,
         observed_connection_ref: None,
         retired_versions: plan.retired.clone(),
+        adoption: None,
     }
 }
 

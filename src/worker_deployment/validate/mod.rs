@@ -110,6 +110,14 @@ pub fn desired(
             .map_or(settings.default_progress_deadline, Duration::from_secs),
         abort_on_failure: spec.rollout.on_failure == crate::api::twd::OnFailure::Abort,
         generation: twd.metadata.generation.unwrap_or_default(),
+        adopt: twd
+            .spec
+            .adopt
+            .as_ref()
+            .map(|a| crate::planner::adoption::Adopt {
+                deployment_name: a.deployment_name.clone(),
+                delete: a.after_adoption == crate::api::adopt::AfterAdoption::Delete,
+            }),
         step_gates: spec
             .rollout
             .steps

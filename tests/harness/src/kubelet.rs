@@ -1917,6 +1917,8 @@ struct Waiter {
     identity: String,
     deployment: String,
     build_id: String,
+    /// An unversioned worker polls with no version: its identity alone names it.
+    unversioned: bool,
     since: SystemTime,
     ready: oneshot::Sender<()>,
 }
@@ -1947,6 +1949,7 @@ impl Prober {
             identity: cfg.identity.clone(),
             deployment: cfg.deployment_name.clone(),
             build_id: cfg.build_id.clone(),
+            unversioned: cfg.unversioned,
             since,
             ready,
         };
@@ -2020,8 +2023,8 @@ impl Prober {
                 for w in waiters {
                     let seen = pollers.iter().any(|p| {
                         p.identity == w.identity
-                            && p.deployment == w.deployment
-                            && p.build_id == w.build_id
+                            && (w.unversioned
+                                || (p.deployment == w.deployment && p.build_id == w.build_id))
                             && p.last_access >= w.since
                     });
                     if seen {

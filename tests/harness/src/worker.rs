@@ -60,6 +60,11 @@ pub const ENV_FLAKY_FAILS: &str = "TEST_FLAKY_FAILS";
 /// activity queue as a backlog and more replicas drain it faster.
 pub const ENV_ACTIVITIES_PER_SECOND: &str = "TEST_ACTIVITIES_PER_SECOND";
 
+/// Test-only: `true` makes this an unversioned worker (no worker versioning, as a team runs
+/// before adopting it): `TEMPORAL_DEPLOYMENT_NAME` and `TEMPORAL_WORKER_BUILD_ID` are then
+/// optional and only name the worker.
+pub const ENV_UNVERSIONED: &str = "TEST_UNVERSIONED";
+
 /// Connecting includes the SDK's own retries; an unreachable address must not hang a test.
 const CONNECT_DEADLINE: Duration = Duration::from_secs(20);
 /// Graceful shutdown of an idle worker takes well under a second; leave room for a busy machine.
@@ -127,6 +132,8 @@ pub struct WorkerConfig {
     pub flaky_fails: bool,
     /// `TEST_ACTIVITIES_PER_SECOND`: at most this many activities per second on this worker.
     pub activities_per_second: Option<u32>,
+    /// `TEST_UNVERSIONED=true`: polls without worker versioning.
+    pub unversioned: bool,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -181,10 +188,7 @@ impl WorkerConfig {
         let get = |key: &'static str| -> Result<String, WorkerConfigError> {
             opt(key).ok_or(WorkerConfigError::Missing(key))
         };
-        let tls_flag = match opt(ENV_TLS) {
-            None => false,
-            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_TLS, v))?,
-        };
+        let tls_flag = flag(opt(ENV_TLS), ENV_TLS)?;
         let file = |var: &'static str, path: String| -> Result<Vec<u8>, WorkerConfigError> {
             files
                 .get(&path)
@@ -229,10 +233,7 @@ impl WorkerConfig {
             (None, Some(data)) => Some(data.into_bytes()),
             (None, None) => None,
         };
-        let flaky_fails = match opt(ENV_FLAKY_FAILS) {
-            None => false,
-            Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(ENV_FLAKY_FAILS, v))?,
-        };
+        let flaky_fails = flag(opt(ENV_FLAKY_FAILS), ENV_FLAKY_FAILS)?;
         let activities_per_second = match opt(ENV_ACTIVITIES_PER_SECOND) {
             None => None,
             Some(v) => Some(
@@ -242,11 +243,17 @@ impl WorkerConfig {
                     .ok_or(WorkerConfigError::BadCount(ENV_ACTIVITIES_PER_SECOND, v))?,
             ),
         };
+        let unversioned = flag(opt(ENV_UNVERSIONED), ENV_UNVERSIONED)?;
+        // An unversioned worker needs no version; its names only label it.
+        let named = |key: &'static str, default: &str| match opt(key) {
+            None if unversioned => Ok(default.to_string()),
+            _ => get(key),
+        };
         let cfg = WorkerConfig {
             address: get(ENV_ADDRESS)?,
             namespace: get(ENV_NAMESPACE)?,
-            deployment_name: get(ENV_DEPLOYMENT_NAME)?,
-            build_id: get(ENV_BUILD_ID)?,
+            deployment_name: named(ENV_DEPLOYMENT_NAME, "unversioned")?,
+            build_id: named(ENV_BUILD_ID, "unversioned")?,
             task_queue: get(ENV_TASK_QUEUE)?,
             identity: String::new(),
             tls: tls_flag
@@ -261,6 +268,7 @@ impl WorkerConfig {
             trusted_ca_pem: None,
             flaky_fails,
             activities_per_second,
+            unversioned,
         };
         cfg.url()?;
         Ok(WorkerConfig {
@@ -316,6 +324,14 @@ impl WorkerConfig {
         };
         Url::from_str(&text)
             .map_err(|e| WorkerConfigError::BadAddress(self.address.clone(), e.to_string()))
+    }
+}
+
+/// A boolean env var: unset is `false`.
+fn flag(value: Option<String>, var: &'static str) -> Result<bool, WorkerConfigError> {
+    match value {
+        None => Ok(false),
+        Some(v) => parse_bool(&v).ok_or(WorkerConfigError::BadBool(var, v)),
     }
 }
 
@@ -461,13 +477,16 @@ fn worker_options(cfg: &WorkerConfig) -> Result<WorkerOptions> {
         .deployment_name(cfg.deployment_name.clone())
         .build_id(cfg.build_id.clone())
         .build();
+    let deployment_options = if cfg.unversioned {
+        WorkerDeploymentOptions::from_build_id(cfg.build_id.clone())
+    } else {
+        WorkerDeploymentOptions::new(version)
+            .use_worker_versioning(true)
+            .default_versioning_behavior(VersioningBehavior::Pinned)
+            .build()
+    };
     let opts = WorkerOptions::new(cfg.task_queue.clone())
-        .deployment_options(
-            WorkerDeploymentOptions::new(version)
-                .use_worker_versioning(true)
-                .default_versioning_behavior(VersioningBehavior::Pinned)
-                .build(),
-        )
+        .deployment_options(deployment_options)
         .register_workflow::<HelloWorkflow>()?
         .register_workflow::<WaitWorkflow>()?
         .register_workflow::<UpgradableWorkflow>()?
