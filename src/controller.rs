@@ -27,7 +27,7 @@ use crate::caches::reflect::{
 use crate::caches::{Caches, Listing};
 use crate::error::Error;
 use crate::metrics::ControllerKind;
-use crate::reconcile::{self, Context};
+use crate::reconcile::Context;
 use crate::workers::Workers;
 
 mod connections;
@@ -334,6 +334,15 @@ fn worker_controller(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let client = ctx.client.clone();
+    // The lane (`crate::lane`): first looks of new objects, and passes on the clock.
+    let (handback, handbacks) = futures::channel::mpsc::unbounded();
+    let (lane, lane_runs) = crate::lane::lane(ctx.clone(), store.clone(), handback);
+    let offers = lane.clone();
+    let twds = twds.inspect(move |t| {
+        if let Ok(t) = t {
+            offers.offer(t);
+        }
+    });
     let owners = deployments.filter_map(move |d| std::future::ready(owner(set, &d)));
     let connections = stream::select_all(scopes.iter().map(|scope| {
         watcher(
@@ -364,10 +373,12 @@ fn worker_controller(
         leadership_won(ctx.leader.clone()),
     );
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
-    let reconcile = queued::tracked(q.clone(), set, reconcile::reconcile);
-    Controller::for_stream_with(queued::objects(q.clone(), set, twds), store, set)
+    let reconcile = queued::tracked(q.clone(), set, lane.reconciler());
+    let controller = Controller::for_stream_with(queued::objects(q.clone(), set, twds), store, set)
         .with_config(config)
         .reconcile_on(queued::refs(q.clone(), owners))
+        // Ordinary work a lane pass asked for, at its time.
+        .reconcile_on(queued::refs(q.clone(), handbacks))
         // A Connection change requeues every worker deployment (of its kind set) naming it.
         .watches_stream_with(
             connections,
@@ -391,7 +402,9 @@ fn worker_controller(
                 tracing::debug!(error = %e, "reconcile stream error");
             }
             async {}
-        })
+        });
+    // The lane ends when the controller, which holds its handles, stops.
+    futures::future::join(controller, lane_runs).map(|_| ())
 }
 
 /// What a worker deployment's reconcile reads of its Connection: the spec (its generation,

@@ -40,6 +40,7 @@ pub mod events;
 mod fixtures;
 pub mod go_status;
 pub mod http;
+pub mod lane;
 pub mod luagen;
 pub mod metrics;
 pub mod milestones;
