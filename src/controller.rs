@@ -31,6 +31,7 @@ use crate::reconcile::Context;
 use crate::workers::Workers;
 
 mod connections;
+mod lane;
 mod owned;
 mod queued;
 
@@ -333,37 +334,10 @@ fn worker_controller(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let client = ctx.client.clone();
     // The lane (`crate::lane`): first looks of new objects, and passes on the clock.
-    let (handback, handbacks) = futures::channel::mpsc::unbounded();
-    let (lane, lane_runs) = crate::lane::lane(ctx.clone(), store.clone(), handback);
-    let offers = lane.clone();
-    let twds = twds.inspect(move |t| {
-        if let Ok(t) = t {
-            offers.offer(t);
-        }
-    });
+    let (twds, handbacks, lane, lane_runs) = lane::wire(ctx.clone(), store.clone(), twds);
     let owners = deployments.filter_map(move |d| std::future::ready(owner(set, &d)));
-    let connections = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in_set::<TemporalConnection>(&client, scope, set),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .predicate_filter(what_users_read, Default::default())
-        .boxed()
-    }));
-    let cluster_connections = if cluster {
-        watcher(
-            Api::<ClusterConnection>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .predicate_filter(what_users_read, Default::default())
-        .boxed()
-    } else {
-        stream::empty().boxed()
-    };
+    let (connections, cluster_connections) = connection_changes(&ctx.client, &scopes, set, cluster);
     let users = store.clone();
     let q = ctx.metrics.queues.of(ControllerKind::WorkerDeployment);
     let won = queued::all_of(
@@ -405,6 +379,40 @@ fn worker_controller(
         });
     // The lane ends when the controller, which holds its handles, stops.
     futures::future::join(controller, lane_runs).map(|_| ())
+}
+
+/// The changes of Connections (of `set`, in `scopes`) and, in a cluster install, of
+/// ClusterConnections that worker deployments read ([`what_users_read`]).
+fn connection_changes(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    set: KindSet,
+    cluster: bool,
+) -> (
+    impl Stream<Item = Result<TemporalConnection, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Result<ClusterConnection, watcher::Error>> + Send + 'static,
+) {
+    let connections = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in_set::<TemporalConnection>(client, scope, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(what_users_read, Default::default())
+        .boxed()
+    }));
+    let cluster_connections = if cluster {
+        watcher(
+            Api::<ClusterConnection>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(what_users_read, Default::default())
+        .boxed()
+    } else {
+        stream::empty().boxed()
+    };
+    (connections, cluster_connections)
 }
 
 /// What a worker deployment's reconcile reads of its Connection: the spec (its generation,

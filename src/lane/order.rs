@@ -95,7 +95,7 @@ impl<K: Clone + Eq + Hash> Order<K> {
 
     /// The next pass to run: a due promise, unless [`PROMISES_IN_A_ROW`] went before it while
     /// a first look waits; else the first look that arrived first.
-    pub fn next(&mut self) -> Option<Work<K>> {
+    pub fn next_pass(&mut self) -> Option<Work<K>> {
         let first_look_owed = !self.arrivals.is_empty() && self.in_a_row >= PROMISES_IN_A_ROW;
         if !first_look_owed && let Some(key) = self.promises.pop_front() {
             self.in_a_row += 1;
@@ -129,7 +129,7 @@ mod tests {
     }
 
     fn drain(o: &mut Order<&'static str>) -> Vec<Work<&'static str>> {
-        std::iter::from_fn(|| o.next()).collect()
+        std::iter::from_fn(|| o.next_pass()).collect()
     }
 
     #[test]
@@ -143,7 +143,7 @@ mod tests {
         assert_eq!(got, want, "arrival order, one first look per object");
         o.offer("a");
         assert_eq!(
-            o.next(),
+            o.next_pass(),
             Some(Work::FirstLook("a")),
             "an object offered again after its first look ran is queued again (the pass then \
              finds the status written and does nothing)"
@@ -158,7 +158,7 @@ mod tests {
         o.schedule("early", ms(t0, 100), Timed::Promise);
         assert_eq!(o.next_wake(), Some(ms(t0, 100)));
         assert!(o.ripe(t0).is_empty());
-        assert_eq!(o.next(), None, "nothing is due yet");
+        assert_eq!(o.next_pass(), None, "nothing is due yet");
         assert!(
             o.ripe(ms(t0, 300)).is_empty(),
             "promises are not handed back"
@@ -178,13 +178,13 @@ mod tests {
         o.schedule("a", ms(t0, 500), Timed::Handback);
         assert_eq!(o.next_wake(), Some(ms(t0, 500)));
         assert!(o.ripe(ms(t0, 200)).is_empty());
-        assert_eq!(o.next(), None, "the promise was replaced");
+        assert_eq!(o.next_pass(), None, "the promise was replaced");
         assert_eq!(
             o.ripe(ms(t0, 500)),
             vec!["a"],
             "handed back to kube-runtime"
         );
-        assert_eq!(o.next(), None, "a hand-back is not the lane's to run");
+        assert_eq!(o.next_pass(), None, "a hand-back is not the lane's to run");
     }
 
     #[test]
