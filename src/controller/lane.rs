@@ -98,7 +98,8 @@ struct Runner {
 
 impl Runner {
     /// Until the commands end: ripe timers out, passes started up to the width, then wait
-    /// for a command, a pass's end or the next timer.
+    /// for a command, a pass's end or the next timer. Once they end (the controller stopped),
+    /// the passes under way finish, as the controller's own do at a graceful shutdown.
     async fn run(self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut order = Order::default();
         let mut running = FuturesUnordered::new();
@@ -117,7 +118,10 @@ impl Runner {
                 command = commands.recv() => match command {
                     Some(Command::Offer(key)) => order.offer(key),
                     Some(Command::Schedule(key, at, timed)) => order.schedule(key, at, timed),
-                    None => break,
+                    None => {
+                        while running.next().await.is_some() {}
+                        break;
+                    }
                 },
                 Some(done) = running.next(), if !running.is_empty() => {
                     if let Some((key, at, timed)) = done {
