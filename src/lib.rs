@@ -30,6 +30,7 @@ pub mod events;
 mod fixtures;
 pub mod generate;
 pub mod http;
+pub mod lane;
 pub mod metrics;
 pub mod milestones;
 pub mod owned;

@@ -27,10 +27,11 @@ use crate::caches::reflect::{
 use crate::caches::{Caches, Listing};
 use crate::error::Error;
 use crate::metrics::ControllerKind;
-use crate::worker_deployment::{self, Context};
+use crate::worker_deployment::Context;
 use crate::workers::Workers;
 
 mod connections;
+mod lane;
 mod owned;
 mod queued;
 
@@ -333,28 +334,10 @@ fn worker_controller(
     ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
-    let client = ctx.client.clone();
+    // The lane (`crate::lane`): first looks of new objects, and passes on the clock.
+    let (twds, handbacks, lane, lane_runs) = lane::wire(ctx.clone(), store.clone(), twds);
     let owners = deployments.filter_map(move |d| std::future::ready(owner(set, &d)));
-    let connections = stream::select_all(scopes.iter().map(|scope| {
-        watcher(
-            api_in_set::<TemporalConnection>(&client, scope, set),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .predicate_filter(what_users_read, Default::default())
-        .boxed()
-    }));
-    let cluster_connections = if cluster {
-        watcher(
-            Api::<ClusterConnection>::all(client.clone()),
-            watcher::Config::default(),
-        )
-        .touched_objects()
-        .predicate_filter(what_users_read, Default::default())
-        .boxed()
-    } else {
-        stream::empty().boxed()
-    };
+    let (connections, cluster_connections) = connection_changes(&ctx.client, &scopes, set, cluster);
     let users = store.clone();
     let q = ctx.metrics.queues.of(ControllerKind::WorkerDeployment);
     let won = queued::all_of(
@@ -364,10 +347,12 @@ fn worker_controller(
         leadership_won(ctx.leader.clone()),
     );
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
-    let reconcile = queued::tracked(q.clone(), set, worker_deployment::reconcile);
-    Controller::for_stream_with(queued::objects(q.clone(), set, twds), store, set)
+    let reconcile = queued::tracked(q.clone(), set, lane.reconciler());
+    let controller = Controller::for_stream_with(queued::objects(q.clone(), set, twds), store, set)
         .with_config(config)
         .reconcile_on(queued::refs(q.clone(), owners))
+        // Ordinary work a lane pass asked for, at its time.
+        .reconcile_on(queued::refs(q.clone(), handbacks))
         // A Connection change requeues every worker deployment (of its kind set) naming it.
         .watches_stream_with(
             connections,
@@ -391,7 +376,43 @@ fn worker_controller(
                 tracing::debug!(error = %e, "reconcile stream error");
             }
             async {}
-        })
+        });
+    // The lane ends when the controller, which holds its handles, stops.
+    futures::future::join(controller, lane_runs).map(|_| ())
+}
+
+/// The changes of Connections (of `set`, in `scopes`) and, in a cluster install, of
+/// ClusterConnections that worker deployments read ([`what_users_read`]).
+fn connection_changes(
+    client: &kube::Client,
+    scopes: &[Option<String>],
+    set: KindSet,
+    cluster: bool,
+) -> (
+    impl Stream<Item = Result<TemporalConnection, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Result<ClusterConnection, watcher::Error>> + Send + 'static,
+) {
+    let connections = stream::select_all(scopes.iter().map(|scope| {
+        watcher(
+            api_in_set::<TemporalConnection>(client, scope, set),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(what_users_read, Default::default())
+        .boxed()
+    }));
+    let cluster_connections = if cluster {
+        watcher(
+            Api::<ClusterConnection>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .touched_objects()
+        .predicate_filter(what_users_read, Default::default())
+        .boxed()
+    } else {
+        stream::empty().boxed()
+    };
+    (connections, cluster_connections)
 }
 
 /// What a worker deployment's reconcile reads of its Connection: the spec (its generation,

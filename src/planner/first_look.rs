@@ -20,18 +20,21 @@ pub fn due(reported: bool, input: &PlanInput) -> bool {
 }
 
 /// The plan of a first look: nothing to do but report that the rollout of the target build
-/// waits for its Deployment and pollers, and look again at once.
+/// waits for its Deployment and pollers, and look again at once. Its message carries the
+/// image notes a full plan's does: the report stage emits a note's Warning once, when the last
+/// status does not name it, so without them the pass after the first look would emit it again.
 pub fn plan(input: &PlanInput) -> Plan {
+    let progress = Progress {
+        phase: Phase::WaitingForPollers,
+        message: format!(
+            "Build ID {} has no Deployment yet: the controller is looking up the worker deployment in Temporal before it creates one",
+            input.desired.build_id
+        ),
+        step: None,
+        rollback: false,
+    };
     Plan {
-        progress: Progress {
-            phase: Phase::WaitingForPollers,
-            message: format!(
-                "Build ID {} has no Deployment yet: the controller is looking up the worker deployment in Temporal before it creates one",
-                input.desired.build_id
-            ),
-            step: None,
-            rollback: false,
-        },
+        progress: super::with_notes(progress, &[], input),
         requeue_after: Some(Duration::ZERO),
         retired: input.retired.clone(),
         ..Plan::default()
@@ -56,6 +59,24 @@ mod tests {
         assert!(
             !due(false, &input),
             "Deployments exist: plan with Temporal's view"
+        );
+    }
+
+    #[test]
+    fn a_first_look_names_a_mutable_image_as_a_full_plan_does() {
+        let mut input = PlanInput::test();
+        input.desired.mutable_images = vec![crate::planner::model::MutableImage {
+            container: "worker".into(),
+            image: "orders:latest".into(),
+            why: "the tag latest",
+        }];
+        let marker = crate::planner::images::marker(&input.desired.mutable_images[0]);
+        assert!(plan(&input).progress.message.contains(&marker));
+        assert!(
+            crate::planner::plan(&input)
+                .progress
+                .message
+                .contains(&marker)
         );
     }
 

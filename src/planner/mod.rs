@@ -46,6 +46,7 @@ pub mod model;
 pub mod poller_health;
 pub mod polling;
 pub mod progressive;
+pub mod promise;
 pub mod punctual;
 pub mod records;
 pub mod restart;

@@ -226,7 +226,7 @@ fn on_other_connection(input: &PlanInput, d: &ObservedDeployment) -> bool {
 
 /// A Drained version's scale-down and deletion deadlines, counted from when Temporal reported
 /// it Drained (`None` without that time).
-fn drained_deadlines(input: &PlanInput, d: &ObservedDeployment) -> Option<Deadlines> {
+pub fn drained_deadlines(input: &PlanInput, d: &ObservedDeployment) -> Option<Deadlines> {
     let since = input.temporal.version(&d.build_id)?.drainage_changed_at?;
     let recorded = d.scaled_down_at.filter(|_| d.replicas == Some(0));
     Some(deadlines(&input.desired, since, recorded))

@@ -100,6 +100,8 @@ pub struct Context {
     /// Set once the leader's first looks of the objects it found unreported are written
     /// (`first_look::sweep`).
     pub(super) swept: tokio::sync::OnceCell<()>,
+    /// One pass of an object at a time, whoever runs it (`crate::lane::slots`).
+    pub(super) slots: crate::lane::Slots<ObjectRef<TemporalWorkerDeployment>>,
 }
 
 /// What a status write left on the server, enough to write again on top of it.
@@ -164,6 +166,7 @@ impl Context {
             failures: Streaks::default(),
             written: Mutex::default(),
             swept: tokio::sync::OnceCell::new(),
+            slots: crate::lane::Slots::default(),
         }
     }
 
@@ -230,6 +233,18 @@ impl Context {
                 status: twd.status.clone(),
             },
         );
+    }
+
+    /// The cache's copy of `given` (the newest the watch delivered: a pass that waited for its
+    /// slot may have been handed an older one), or `given` when the cache has none.
+    pub fn latest(&self, given: Arc<TemporalWorkerDeployment>) -> Arc<TemporalWorkerDeployment> {
+        use kube::ResourceExt;
+        let (Some(workers), Some(ns)) = (self.workers.get(), given.namespace()) else {
+            return given;
+        };
+        workers
+            .get(given.kind_set(), &ns, &given.name_any())
+            .unwrap_or(given)
     }
 
     /// The freshest known state of `cached`: while the watch has not yet delivered our own

@@ -56,8 +56,11 @@ fn reported(twd: &TemporalWorkerDeployment) -> bool {
 }
 
 /// One object's first look, written by the report stage; whether one was due and reported.
-async fn look(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> bool {
-    let twd = ctx.dressed(ctx.freshest(twd));
+/// Under the object's slot, with the object re-read once it is held: a first look the
+/// object's own reconcile (or the lane) wrote is seen, and none is written twice.
+pub(super) async fn look(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> bool {
+    let _slot = ctx.slots.take(twd.key()).await;
+    let twd = ctx.dressed(ctx.freshest(ctx.latest(twd)));
     if !ctx.still_ours(&twd)
         || superseded::superseded(&twd, ctx.canonical_of(&twd).as_deref()).is_some()
     {

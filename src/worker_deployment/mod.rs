@@ -30,6 +30,7 @@ mod takeover;
 pub mod validate;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -44,23 +45,71 @@ use crate::planner::{self};
 use crate::reconciler::{ControllerKind, ReconcileOutcome, lead};
 use crate::temporal::budget;
 
-/// The kube-runtime entry point: one span and one timer per reconcile.
+/// What one pass asks for next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// When to look again; `None`: at the next change.
+    pub requeue: Option<Duration>,
+    /// That look keeps a promise on the clock ([`planner::promise`]): the lane runs it.
+    pub time_bound: bool,
+}
+
+impl Pass {
+    /// The pass's wish as kube-runtime's action.
+    pub fn action(&self) -> Action {
+        self.requeue
+            .map_or_else(Action::await_change, Action::requeue)
+    }
+}
+
+/// The kube-runtime entry point: one pass ([`pass`]) as kube-runtime's action.
 pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Result<Action> {
+    pass(twd, ctx).await.map(|p| p.action())
+}
+
+/// One pass of `twd`, whoever runs it (kube-runtime's queue or the lane, `crate::lane`):
+/// one span and one timer per pass, and never two passes of one object at once.
+pub async fn pass(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Result<Pass> {
     let ns = twd.namespace().ok_or(Error::MissingObjectKey)?;
     if !ctx.settings.watches(&ns) || !ctx.still_ours(&twd) {
-        return Ok(Action::await_change());
+        return Ok(Pass::default());
     }
     if ctx.leads() {
         // Every first look before the first full pass: a cold start's statuses come first.
+        // Waited for before the slot is taken: the sweep takes the slots of what it looks at.
         ctx.swept.get_or_init(|| first_look::sweep(&ctx)).await;
     }
+    let _slot = ctx.slots.take(twd.key()).await;
+    // Re-read once the slot is held: a pass that waited sees what the one before it wrote.
+    let twd = ctx.latest(twd);
     let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
     let kind = ControllerKind::WorkerDeployment;
-    lead(kind, metrics, leads, &*object, |_ns| stages(&ctx, twd)).await
+    let next = std::sync::OnceLock::new();
+    lead(kind, metrics, leads, &*object, |_ns| {
+        stages(&ctx, twd, &next)
+    })
+    .await?;
+    Ok(next.into_inner().unwrap_or_default())
 }
 
-/// One pass: the deletion path, or validate → observe → plan → act; then report.
-async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, ReconcileOutcome) {
+/// The first look of an object that appeared while the controller runs, offered by the lane
+/// (`crate::lane`): written if none is yet, under the object's slot; whether it was.
+pub async fn offered_first_look(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> bool {
+    let watched = twd.namespace().is_some_and(|ns| ctx.settings.watches(&ns));
+    if !ctx.leads() || !watched {
+        return false;
+    }
+    ctx.swept.get_or_init(|| first_look::sweep(ctx)).await;
+    first_look::look(ctx, twd).await
+}
+
+/// One pass: the deletion path, or validate → observe → plan → act; then report. What it
+/// asks for next is left in `next`.
+async fn stages(
+    ctx: &Context,
+    twd: Arc<TemporalWorkerDeployment>,
+    next: &std::sync::OnceLock<Pass>,
+) -> (Action, ReconcileOutcome) {
     let twd = ctx.dressed(ctx.freshest(twd));
     let attempt = if twd.meta().deletion_timestamp.is_some() {
         ctx.remembered.forget(&twd.key());
@@ -78,7 +127,17 @@ async fn stages(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> (Action, R
         // leader reports.
         return (Action::await_change(), ended);
     }
-    (report::report(ctx, attempt).await, ended)
+    let promised = attempt
+        .planned
+        .as_ref()
+        .is_some_and(|p| planner::promise::time_bound(&p.input, &p.plan));
+    let requeue = report::report(ctx, attempt).await;
+    let pass = Pass {
+        requeue,
+        time_bound: promised && requeue.is_some_and(|d| d < ctx.settings.idle_interval),
+    };
+    let _ = next.set(pass);
+    (pass.action(), ended)
 }
 
 /// validate → observe → plan → act, with the time its Temporal calls waited for the budget.

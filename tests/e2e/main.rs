@@ -16,6 +16,7 @@ mod controller;
 mod deployment_settings;
 mod draining;
 mod engines;
+mod first_looks;
 mod foreign_versions;
 mod inputs;
 mod kind_sets;

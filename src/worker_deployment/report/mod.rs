@@ -10,7 +10,6 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::PostParams;
-use kube::runtime::controller::Action;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
@@ -49,7 +48,8 @@ pub struct Planned {
     pub done: Vec<Done>,
 }
 
-pub async fn report(ctx: &Context, mut attempt: Attempt) -> Action {
+/// Reports the attempt; returns when to look again (`None`: at the next change).
+pub async fn report(ctx: &Context, mut attempt: Attempt) -> Option<Duration> {
     let (decided, streak) = decide(ctx, &attempt);
     if attempt.twd.metadata.deletion_timestamp.is_some() {
         ctx.forget_write(&attempt.twd);
@@ -141,7 +141,7 @@ fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
     (decided, streak)
 }
 
-fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
+fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Option<Duration> {
     let s = &ctx.settings;
     let after = match r {
         Requeue::Planned => match planned {
@@ -154,19 +154,19 @@ fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Action {
                 .map(|d| punctual::wake(&p.plan, timer(d, since(p.input.now))))
                 .unwrap_or(s.idle_interval),
             // Deletion finished, or nothing to do without a plan.
-            None => return Action::await_change(),
+            None => return None,
         },
         Requeue::FastPoll => s.fast_poll,
         Requeue::ManagerPoll => s.fast_poll.max(MANAGER_POLL_MIN),
         Requeue::Backoff(n) => backoff(n),
         Requeue::Throttled(n) => jittered(n, jitter()),
         Requeue::Idle => s.idle_interval,
-        Requeue::AwaitChange => return Action::await_change(),
+        Requeue::AwaitChange => return None,
         Requeue::Stale => STALE_RETRY,
         Requeue::Soon => SOON,
         Requeue::Cleanup => CLEANUP_RETRY,
     };
-    Action::requeue(after.min(s.idle_interval))
+    Some(after.min(s.idle_interval))
 }
 
 /// The timer for a wait of `planned` decided `elapsed` ago: what is left of it, and at least
