@@ -148,7 +148,10 @@ fn the_writer_checker_finds_an_event_outside_the_report_stage() {
     ];
     assert_eq!(
         writers_outside_report(&files),
-        vec![("src/worker_deployment/act/finalizers.rs".to_string(), ".warning(")]
+        vec![(
+            "src/worker_deployment/act/finalizers.rs".to_string(),
+            ".warning("
+        )]
     );
 }
 

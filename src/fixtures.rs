@@ -23,12 +23,12 @@ use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
-use crate::worker_deployment::validate::ControllerSettings;
-use crate::worker_deployment::{Context, Settings};
 use crate::temporal::ClientPool;
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
 };
+use crate::worker_deployment::validate::ControllerSettings;
+use crate::worker_deployment::{Context, Settings};
 
 /// The "now" of planner and status fixtures.
 pub const NOW: &str = "2026-03-02T12:00:00Z";

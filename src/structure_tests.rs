@@ -111,7 +111,14 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 #[test]
 fn top_level_modules_do_not_import_each_other_in_a_cycle() {
     let graph = module_graph();
-    for key in ["api", "planner", "metrics", "http", "summary", "worker_deployment"] {
+    for key in [
+        "api",
+        "planner",
+        "metrics",
+        "http",
+        "summary",
+        "worker_deployment",
+    ] {
         assert!(graph.contains_key(key), "module {key} not found: {graph:?}");
     }
     assert_eq!(find_cycle(&graph), None, "import cycle; graph: {graph:#?}");

@@ -12,9 +12,9 @@ use crate::cli::kubeconfig::KubeOptions;
 use crate::cli::request::{self, Request};
 use crate::cli::status::OutputFormat;
 use crate::cli::wait::{self, WaitFor};
-use crate::run::args::{GoDuration, LogFormat, RunArgs};
-use crate::cli::{probe as cli_probe, status as cli_status, watch as cli_watch};
+use crate::cli::{probe, status, watch};
 use crate::run;
+use crate::run::args::{GoDuration, LogFormat, RunArgs};
 
 #[derive(Parser)]
 #[command(
@@ -259,7 +259,7 @@ pub fn main() -> ExitCode {
             args.kube.options(),
         );
         return block_on(async move {
-            cli_control::run(action, &name, ns.as_deref(), &kube)
+            control::run(action, &name, ns.as_deref(), &kube)
                 .await
                 .map_err(|e| e.to_string())
         });
@@ -271,8 +271,8 @@ pub fn main() -> ExitCode {
             args.kube.options(),
         );
         return block_on(async move {
-            let decide = |twd: &_| cli_request::decide(&request, twd, jiff::Timestamp::now());
-            cli_control::run_with(&name, ns.as_deref(), &kube, decide)
+            let decide = |twd: &_| request::decide(&request, twd, jiff::Timestamp::now());
+            control::run_with(&name, ns.as_deref(), &kube, decide)
                 .await
                 .map_err(|e| e.to_string())
         });
@@ -285,7 +285,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => status(args),
         Command::Wait(args) => wait(args),
         Command::Probe { url } => block_on(async move {
-            let answered = cli_probe::run(&url).await.map_err(|e| e.to_string())?;
+            let answered = probe::run(&url).await.map_err(|e| e.to_string())?;
             println!("{answered}");
             Ok(())
         }),
@@ -312,7 +312,7 @@ fn status(args: StatusCli) -> ExitCode {
     if args.watch {
         return block_on(async move {
             let name = args.name.unwrap_or_default();
-            cli_watch::run(cli_watch::WatchArgs {
+            watch::run(watch::WatchArgs {
                 source: source(args.api_url, &args.kube),
                 namespace: args.namespace,
                 name,
@@ -323,7 +323,7 @@ fn status(args: StatusCli) -> ExitCode {
         });
     }
     block_on(async move {
-        cli_status::run(cli_status::StatusArgs {
+        status::run(status::StatusArgs {
             namespace: args.namespace,
             name: args.name,
             api_url: args.api_url,
@@ -335,9 +335,9 @@ fn status(args: StatusCli) -> ExitCode {
     })
 }
 
-/// `wait`: its own exit codes (`cli_wait::run`), not `block_on`'s.
+/// `wait`: its own exit codes (`wait::run`), not `block_on`'s.
 fn wait(args: WaitCli) -> ExitCode {
-    let wait = cli_wait::WaitArgs {
+    let wait = wait::WaitArgs {
         source: source(args.api_url, &args.kube),
         namespace: args.namespace,
         name: args.name,
@@ -345,7 +345,7 @@ fn wait(args: WaitCli) -> ExitCode {
         timeout: args.timeout.0,
     };
     match runtime() {
-        Ok(rt) => rt.block_on(cli_wait::run(wait)),
+        Ok(rt) => rt.block_on(wait::run(wait)),
         Err(e) => {
             eprintln!("error: starting runtime: {e}");
             ExitCode::FAILURE
@@ -627,7 +627,7 @@ mod tests {
         let usage = Cli::try_parse_from(["twc", "wait", "orders", "--timeout", "soon"])
             .err()
             .expect("bad duration");
-        assert_eq!(usage.exit_code(), i32::from(cli_wait::exit::TIMEOUT));
+        assert_eq!(usage.exit_code(), i32::from(wait::exit::TIMEOUT));
         let help = Cli::command()
             .find_subcommand_mut("wait")
             .expect("wait")

@@ -165,7 +165,7 @@ enum Failure {
 }
 
 async fn watch_until(args: &WaitArgs) -> Result<RolloutView, Failure> {
-    let mut updates = cli_follow::follow(&args.source, args.namespace.as_deref(), &args.name)
+    let mut updates = follow::follow(&args.source, args.namespace.as_deref(), &args.name)
         .await
         .map_err(|e: CliError| Failure::Other(e.to_string()))?;
     let mut last_pending = String::new();

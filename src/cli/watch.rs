@@ -240,8 +240,7 @@ pub struct WatchArgs {
 
 /// Follows the rollout until it is deleted or the user interrupts.
 pub async fn run(args: WatchArgs) -> Result<(), CliError> {
-    let mut updates =
-        cli_follow::follow(&args.source, args.namespace.as_deref(), &args.name).await?;
+    let mut updates = follow::follow(&args.source, args.namespace.as_deref(), &args.name).await?;
     let tty = std::io::stdout().is_terminal() && args.output.is_none();
     let mut latest: Option<Box<RolloutView>> = None;
     let mut printed: Option<String> = None;
@@ -287,7 +286,7 @@ fn structured_line(v: &RolloutView, format: OutputFormat) -> Result<String, CliE
         OutputFormat::Json => serde_json::to_string(&value)
             .map(|s| s + "\n")
             .map_err(|e| CliError::Encode(e.to_string())),
-        OutputFormat::Yaml => cli_status::encode(&value, format).map(|s| format!("---\n{s}")),
+        OutputFormat::Yaml => status::encode(&value, format).map(|s| format!("---\n{s}")),
     }
 }
 

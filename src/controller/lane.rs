@@ -143,7 +143,9 @@ impl Runner {
                     None
                 }
                 Work::Promise(key) => {
-                    let pass = crate::worker_deployment::pass(store.get(&key)?, ctx).await.ok()?;
+                    let pass = crate::worker_deployment::pass(store.get(&key)?, ctx)
+                        .await
+                        .ok()?;
                     next(key, pass)
                 }
             }

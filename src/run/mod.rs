@@ -17,9 +17,9 @@ use crate::events::EventSink;
 use crate::http::{AppState, Readiness};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
-use crate::worker_deployment::Context;
 use crate::temporal::budget::Class;
 use crate::temporal::{Budgets, ClientPool};
+use crate::worker_deployment::Context;
 
 pub mod args;
 pub mod go_flags;

@@ -6,9 +6,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::temporal::BudgetConfig;
 use crate::worker_deployment::Settings;
 use crate::worker_deployment::validate::ControllerSettings;
-use crate::temporal::BudgetConfig;
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -97,7 +97,8 @@ pub mod defaults {
     pub const BACKLOG_POLL: Duration = Duration::from_secs(15);
     pub const MAX_VERSIONS_INELIGIBLE_FOR_DELETION: usize = 75;
     pub const ROLLBACK_WINDOW: Duration = Duration::from_secs(3600);
-    pub const PROGRESS_DEADLINE: Duration = crate::worker_deployment::validate::DEFAULT_PROGRESS_DEADLINE;
+    pub const PROGRESS_DEADLINE: Duration =
+        crate::worker_deployment::validate::DEFAULT_PROGRESS_DEADLINE;
     pub const IDENTITY: &str = "temporal-worker-controller";
     pub const LEASE_NAME: &str = "temporal-worker-controller";
     /// Enough to keep 2 cores busy while calls wait on Temporal, few enough that a storm of

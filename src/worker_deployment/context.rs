@@ -11,14 +11,14 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::events::EventSink;
 use crate::metrics::Metrics;
+use crate::reconciler::Streaks;
+use crate::reconciler::connect::Connector;
+use crate::temporal::ClientPool;
 use crate::worker_deployment::outcome::Outcome;
 use crate::worker_deployment::remembered::RememberedViews;
 use crate::worker_deployment::remembered::pinned::PinnedCounts;
 use crate::worker_deployment::remembered::pollers::PollerChecks;
 use crate::worker_deployment::validate::ControllerSettings;
-use crate::reconciler::Streaks;
-use crate::reconciler::connect::Connector;
-use crate::temporal::ClientPool;
 
 /// Runtime settings (typed once from the command line in `run::RunOptions`).
 #[derive(Clone, Debug)]

@@ -10,11 +10,11 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
 use crate::planner::deletion::{self, CleanupFailed, DeletionInput, DeletionStep};
+use crate::reconciler::connect;
 use crate::worker_deployment::act::{Done, finalizers};
 use crate::worker_deployment::outcome::CleanupError;
 use crate::worker_deployment::step::CleanupStep;
 use crate::worker_deployment::{Attempt, Context, Failure, Outcome, observe};
-use crate::reconciler::connect;
 
 pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
     ctx.backlog
@@ -57,8 +57,11 @@ async fn finalize(
 ) -> Result<(), Outcome> {
     let mut input = DeletionInput {
         ours: twd.finalizers().iter().any(|f| f == FINALIZER),
-        superseded: crate::worker_deployment::superseded::superseded(twd, ctx.canonical_of(twd).as_deref())
-            .is_some(),
+        superseded: crate::worker_deployment::superseded::superseded(
+            twd,
+            ctx.canonical_of(twd).as_deref(),
+        )
+        .is_some(),
         ..Default::default()
     };
     if input.ours && !input.superseded {

@@ -7,13 +7,13 @@
 //! table-driven tests below name every kind).
 
 use crate::api::conditions as reason;
-use crate::worker_deployment::step::{CleanupStep, WriteStep};
-use crate::worker_deployment::superseded::Superseded;
-use crate::worker_deployment::validate::InvalidSpec;
 use crate::reconciler::ReconcileFailure;
 use crate::reconciler::connect::ConnectError;
 use crate::render::RenderError;
 use crate::temporal::TemporalError;
+use crate::worker_deployment::step::{CleanupStep, WriteStep};
+use crate::worker_deployment::superseded::Superseded;
+use crate::worker_deployment::validate::InvalidSpec;
 
 /// Rate-limited or raced Temporal calls retry quietly this many times in a row before the
 /// status says so: a finished rollout must not flap `Ready` for GitOps tools.

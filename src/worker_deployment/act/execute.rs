@@ -18,12 +18,12 @@ use crate::planner::sunset::ANNOTATION_SCALED_DOWN_AT;
 use crate::planner::takeover::{
     Adoption, LABEL_ADOPTED_CONNECTION_HASH, LABEL_ADOPTED_POD_TEMPLATE_HASH,
 };
-use crate::worker_deployment::Failure;
-use crate::worker_deployment::outcome::WriteError;
-use crate::worker_deployment::step::WriteStep;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::TemporalClient;
 use crate::temporal::client::VersionDeletion;
+use crate::worker_deployment::Failure;
+use crate::worker_deployment::outcome::WriteError;
+use crate::worker_deployment::step::WriteStep;
 
 /// Everything an execution needs besides the plan.
 pub struct ExecContext<'a> {

@@ -1,10 +1,10 @@
 //! How a refused write of the act stage becomes a [`Failure`]: which ones no retry can fix,
 //! which ones a quiet retry is right for.
 
+use crate::temporal::TemporalError;
 use crate::worker_deployment::Failure;
 use crate::worker_deployment::outcome::WriteError;
 use crate::worker_deployment::step::WriteStep;
-use crate::temporal::TemporalError;
 
 pub(super) fn fail(step: WriteStep, source: impl Into<WriteError>) -> Failure {
     Failure::ExecutionFailed {

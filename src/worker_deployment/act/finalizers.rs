@@ -9,13 +9,13 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::{Resource, ResourceExt};
 
 use crate::api::{Model, TemporalConnection, TemporalWorkerDeployment};
-use crate::worker_deployment::act::Done;
-use crate::worker_deployment::{Context, Failure, Outcome};
 use crate::reconciler::finalizers::{
     connection_plural, get_connection, has_ours, is_status, needs_connection,
     set_connection_finalizers, set_finalizers, with_finalizer, without_finalizer,
 };
 use crate::temporal::{TemporalClient, TemporalError};
+use crate::worker_deployment::act::Done;
+use crate::worker_deployment::{Context, Failure, Outcome};
 
 /// Our finalizer on the TWD before anything is created, so deletion can clean up.
 pub async fn ensure(

@@ -9,9 +9,9 @@ use jiff::Timestamp;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::drain;
 use crate::planner::model::PlanInput;
-use crate::worker_deployment::remembered::pinned::PinnedCounts;
 use crate::temporal::state::{PinnedAsked, PinnedView, TemporalVersionStatus};
 use crate::temporal::{TemporalClient, TemporalError};
+use crate::worker_deployment::remembered::pinned::PinnedCounts;
 
 /// Fills `pinned` on every version the status shows the pinned workflows of, and what was
 /// already asked of Temporal about them (from the last status). A failed read keeps the last

@@ -7,10 +7,10 @@ use jiff::Timestamp;
 use crate::api::{TemporalConnection, TemporalConnectionSpec};
 use crate::build_id;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
-use crate::worker_deployment::Settings;
-use crate::worker_deployment::observe::temporal::TargetFacts;
 use crate::temporal::TemporalClient;
 use crate::temporal::state::WorkerDeploymentState;
+use crate::worker_deployment::Settings;
+use crate::worker_deployment::observe::temporal::TargetFacts;
 
 /// Everything observed for one reconcile.
 pub struct Observed {

@@ -16,10 +16,10 @@ use crate::api::TemporalWorkerDeployment;
 use crate::planner::clock;
 use crate::planner::model::PlanInput;
 use crate::planner::poller_health::{self, Check, PollerSettings, QUEUES_MAX_AGE, QueueLook};
-use crate::worker_deployment::remembered::pollers::{PollerChecks, Queues};
 use crate::temporal::TemporalClient;
 use crate::temporal::client::QueueKind;
 use crate::temporal::error::TemporalError;
+use crate::worker_deployment::remembered::pollers::{PollerChecks, Queues};
 
 /// Checks the live versions when due and tells the planner what the last check found.
 pub async fn observe(

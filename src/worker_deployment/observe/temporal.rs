@@ -9,11 +9,11 @@ use crate::planner;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
 use crate::planner::polling::{self, Remembered};
 use crate::planner::takeover::Succession;
-use crate::worker_deployment::{Context, Failure};
 use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
 };
 use crate::temporal::{ConnectionKey, TemporalClient, TemporalError};
+use crate::worker_deployment::{Context, Failure};
 use kube::ResourceExt;
 
 /// Temporal's view of the worker deployment: remembered from the last reconcile while nothing

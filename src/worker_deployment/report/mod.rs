@@ -15,11 +15,11 @@ use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
 use crate::planner::{gates, punctual};
+use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 use crate::worker_deployment::act::Done;
 use crate::worker_deployment::outcome::{Conditions, Requeue};
 use crate::worker_deployment::status::{self, Blocked, Report};
 use crate::worker_deployment::{Context, Failure, Outcome, Verdict, verdict};
-use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 
 /// Retry delay after a status write lost a race with the watch cache.
 const STALE_RETRY: Duration = Duration::from_millis(200);
@@ -239,7 +239,8 @@ fn new_status(
             outcome,
         },
         (None, Err(b))
-            if !b.stalled && crate::worker_deployment::takeover::keeps_predecessor_status(&attempt.twd) =>
+            if !b.stalled
+                && crate::worker_deployment::takeover::keeps_predecessor_status(&attempt.twd) =>
         {
             tracing::warn!(reason = b.reason, message = %b.message, "not planned yet; the predecessor controller's status is kept until the take-over is recorded");
             return None;
@@ -595,7 +596,10 @@ mod tests {
         twd
     }
 
-    fn unplanned(twd: TemporalWorkerDeployment, failure: crate::worker_deployment::Failure) -> Attempt {
+    fn unplanned(
+        twd: TemporalWorkerDeployment,
+        failure: crate::worker_deployment::Failure,
+    ) -> Attempt {
         Attempt {
             twd: Arc::new(twd),
             planned: None,
