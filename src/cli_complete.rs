@@ -28,17 +28,19 @@ pub fn script(shell: clap_complete::Shell, command: &mut clap::Command) -> Strin
     let misspelt = format!("{}{SEP}", BIN_NAME.replace('-', SEP));
     let state = format!("{}{SEP}", BIN_NAME.replace('-', "__"));
     let script = script.replace(&misspelt, &state);
-    let generated = format!("-F _{BIN_NAME} ");
-    let ours = format!("-F _{BIN_NAME}_with_names ");
-    format!("{}\n{}", script.replace(&generated, &ours), bash_names())
+    let generated = format!("_{}", BIN_NAME.replace('-', "__"));
+    let ours = format!("{generated}__with_names");
+    let script = script.replace(&format!("-F {generated} "), &format!("-F {ours} "));
+    format!("{script}\n{}", bash_names(&generated, &ours))
 }
 
-/// The bash function that completes a rollout's name after clap's function ran.
-fn bash_names() -> String {
+/// The bash function `ours` that completes a rollout's name after clap's `generated` ran (whose
+/// `compgen` fails when nothing matches: `|| true` keeps a caller's `set -e` from ending there).
+fn bash_names(generated: &str, ours: &str) -> String {
     let named = NAMED.join("|");
     format!(
-        r#"_{BIN_NAME}_with_names() {{
-    _{BIN_NAME} "$@"
+        r#"{ours}() {{
+    {generated} "$@" || true
     local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     [[ $cur == -* ]] && return 0
     case "$prev" in
@@ -58,7 +60,7 @@ fn bash_names() -> String {
     ((positional == 0)) || return 0
     local names
     names="$("${{COMP_WORDS[0]}}" "${{args[@]}}" 2>/dev/null)" || return 0
-    COMPREPLY=($(compgen -W "$names" -- "$cur"))
+    COMPREPLY=($(compgen -W "$names" -- "$cur")) || true
 }}
 "#
     )

@@ -127,15 +127,23 @@ fn refusal(object: &Value, crd: &Value) -> Option<Refusal> {
         // The API server checks metadata itself; the schema only declares it.
         map.remove("metadata");
     }
-    crate::cli_lint_schema::validate(schema, &body, "", &mut errors);
+    let mut schema_errors = Vec::new();
+    crate::cli_lint_schema::validate(schema, &body, "", &mut schema_errors);
+    errors.extend(schema_errors);
+    // The API server runs no CEL rule after an error that could make its types or its cost
+    // wrong: a type or enum error, a missing field, too many items, too long a value (a
+    // pattern or range error does not stop them).
     let blocking = errors.iter().any(|e| {
-        e.kind == ErrorKind::Unsupported || e.detail.contains(" in body must be of type ")
+        matches!(
+            e.kind,
+            ErrorKind::Unsupported | ErrorKind::Required | ErrorKind::TooMany | ErrorKind::TooLong
+        ) || e.detail.contains(" in body must be of type ")
     });
     if blocking {
         errors.push(FieldError {
             path: String::new(),
             kind: ErrorKind::Invalid,
-            value: Some("\"null\"".into()),
+            value: Some("null".into()),
             detail: "some validation rules were not checked because the object was invalid; \
                      correct the existing errors to complete validation"
                 .into(),

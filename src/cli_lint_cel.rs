@@ -65,24 +65,32 @@ fn refusal(schema: &Value, rule: &Value, value: &Value, path: &str) -> Option<Fi
     if source.contains("oldSelf") {
         return None;
     }
-    if evaluate(source, value)? {
-        return None;
-    }
     let message = rule
         .get("message")
         .and_then(Value::as_str)
         .map_or_else(|| format!("failed rule: {source}"), str::to_string);
-    let field_path = rule.get("fieldPath").and_then(Value::as_str).unwrap_or("");
-    let path = format!("{path}{field_path}");
     let ty = schema
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or("object");
+    // A false rule shows a scalar's value and no value for an object or a list; a rule that
+    // could not be evaluated shows the type.
+    let (shown, message) = match run(source, value)? {
+        Ok(true) => return None,
+        Ok(false) if value.is_object() || value.is_array() => (None, message),
+        Ok(false) => (Some(crate::cli_lint_schema::shown(value)), message),
+        Err(error) => (
+            Some(format!("{ty:?}")),
+            format!("{error} evaluating rule: {message}"),
+        ),
+    };
+    let field_path = rule.get("fieldPath").and_then(Value::as_str).unwrap_or("");
+    let path = format!("{path}{field_path}");
     let (kind, value) = match rule.get("reason").and_then(Value::as_str) {
         Some("FieldValueForbidden") => (ErrorKind::Forbidden, None),
         Some("FieldValueRequired") => (ErrorKind::Required, None),
-        Some("FieldValueDuplicate") => (ErrorKind::Duplicate, Some(format!("{ty:?}"))),
-        _ => (ErrorKind::Invalid, Some(format!("{ty:?}"))),
+        Some("FieldValueDuplicate") => (ErrorKind::Duplicate, shown),
+        _ => (ErrorKind::Invalid, shown),
     };
     Some(FieldError {
         path,
@@ -95,13 +103,25 @@ fn refusal(schema: &Value, rule: &Value, value: &Value, path: &str) -> Option<Fi
 /// The rule's verdict on `value` as `self`; None when it does not compile or evaluate to a
 /// boolean here.
 pub fn evaluate(source: &str, value: &Value) -> Option<bool> {
+    run(source, value)?.ok()
+}
+
+/// The rule's verdict, or the error evaluating it in the API server's (cel-go's) words where
+/// they are known; None when the rule cannot be run here.
+fn run(source: &str, value: &Value) -> Option<Result<bool, String>> {
     let program = Program::compile(source).ok()?;
     let mut context = Context::default();
     context.add_variable_from_value("self", cel::to_value(value).ok()?);
     context.add_function("isSorted", is_sorted).ok()?;
-    match program.execute(&context).ok()? {
-        cel::Value::Bool(b) => Some(b),
-        _ => None,
+    match program.execute(&context) {
+        Ok(cel::Value::Bool(b)) => Some(Ok(b)),
+        Ok(_) => None,
+        // The one runtime error the CRDs' rules can meet: a duration that does not parse
+        // (its pattern error is reported too, as the API server reports both).
+        Err(_) if source.contains("duration(") => Some(Err(
+            "type conversion error from 'string' to 'google.protobuf.Duration'".to_string(),
+        )),
+        Err(e) => Some(Err(e.to_string())),
     }
 }
 
@@ -161,9 +181,6 @@ mod tests {
         let mut out = Vec::new();
         validate(&schema, &json!({"replicas": 0}), "spec", &mut out);
         let shown: Vec<String> = out.iter().map(ToString::to_string).collect();
-        assert_eq!(
-            shown,
-            ["spec.replicas: Invalid value: \"integer\": at least 1"]
-        );
+        assert_eq!(shown, ["spec.replicas: Invalid value: 0: at least 1"]);
     }
 }

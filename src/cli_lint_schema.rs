@@ -1,5 +1,5 @@
 //! `lint`'s check of an object against its CRD's OpenAPI schema, as the API server makes it
-//! (types, enums, patterns, ranges, lengths, item counts, required fields, embedded objects),
+//! (types, enums, patterns, ranges, lengths, item counts, required fields),
 //! each problem as a field error in the API server's words: `spec.replicas: Invalid value: -1:
 //! spec.replicas in body should be greater than or equal to 0`.
 
@@ -209,22 +209,6 @@ fn object_rules(
             format!("{path}.{key}")
         }
     };
-    if schema.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true)) {
-        for key in ["apiVersion", "kind"] {
-            if map
-                .get(key)
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-            {
-                out.push(err(
-                    &child(key),
-                    ErrorKind::Required,
-                    None,
-                    format!("must not be empty"),
-                ));
-            }
-        }
-    }
     let properties = schema.get("properties").and_then(Value::as_object);
     for key in schema
         .get("required")

@@ -124,6 +124,7 @@ fn defaulted(t: &Value) -> Vec<String> {
                     "imagePullPolicy",
                     vec![json!("IfNotPresent"), json!("Always")],
                 ),
+                ("resources", vec![json!({})]),
             ] {
                 at(format!("{c_at}/{key}"), &defaults);
             }

@@ -188,7 +188,7 @@ pub async fn run(
         .await
         .map_err(ControlError::from)?
         .ok_or_else(|| ControlError::NotFound(format!("Deployment {ns}/{}", back.deployment)))?;
-    let deployed = deployment.spec.map(|s| s.template).unwrap_or_default();
+    let deployed = deployment.spec.template;
     let template = recover(&deployed).map_err(|source| UndoError::Recover {
         name: name.to_string(),
         build: back.build_id.clone(),
