@@ -337,6 +337,26 @@ pub fn main() -> ExitCode {
             print!("{}", completion_script(shell.into()));
             ExitCode::SUCCESS
         }
+        command @ (Command::Lint { .. } | Command::CompleteNames { .. } | Command::Undo(_)) => {
+            day_two(command)
+        }
+        Command::Run(args) => {
+            init_tracing(args.log_format);
+            block_on(run_controller(*args))
+        }
+        Command::Pause(_)
+        | Command::Resume(_)
+        | Command::Promote(_)
+        | Command::Skip(_)
+        | Command::Retry(_)
+        | Command::Restart { .. }
+        | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
+    }
+}
+
+/// `lint`, `undo` and the completion script's name lookup.
+fn day_two(command: Command) -> ExitCode {
+    match command {
         Command::Lint { files } => match crate::cli_lint::run(&files) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,
@@ -359,17 +379,7 @@ pub fn main() -> ExitCode {
                 .await
                 .map_err(|e| e.to_string())
         }),
-        Command::Run(args) => {
-            init_tracing(args.log_format);
-            block_on(run_controller(*args))
-        }
-        Command::Pause(_)
-        | Command::Resume(_)
-        | Command::Promote(_)
-        | Command::Skip(_)
-        | Command::Retry(_)
-        | Command::Restart { .. }
-        | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
+        _ => ExitCode::SUCCESS, // the others are dispatched by `main`
     }
 }
 
