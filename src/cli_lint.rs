@@ -179,10 +179,12 @@ fn webhook_refusal(object: &Value, model: Model) -> Option<String> {
 
 /// The CRD (as JSON) that serves `kind`.
 fn crd_of(kind: &str) -> Option<Value> {
-    crate::crdgen::files().into_iter().find_map(|(_, yaml)| {
-        let crd: Value = serde_yaml::from_str(&yaml).ok()?;
-        (crd["spec"]["names"]["kind"] == kind).then_some(crd)
-    })
+    crate::generate::crds::files()
+        .into_iter()
+        .find_map(|(_, yaml)| {
+            let crd: Value = serde_yaml::from_str(&yaml).ok()?;
+            (crd["spec"]["names"]["kind"] == kind).then_some(crd)
+        })
 }
 
 /// `lint FILE…`: prints each verdict; true when nothing is refused. `-` reads stdin.

@@ -323,7 +323,7 @@ pub fn main() -> ExitCode {
     }
     match cli.command {
         Command::Crds => {
-            print!("{}", crate::crdgen::all_yaml());
+            print!("{}", crate::generate::crds::all_yaml());
             ExitCode::SUCCESS
         }
         Command::Status(args) => status(args),

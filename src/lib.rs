@@ -3,7 +3,7 @@
 //!
 //! Where to find things (`docs/architecture.md` walks one reconcile):
 //! - the model: `api` (CRD types, the condition vocabulary), `build_id`, `render` (versioned
-//!   Deployments), `go_status` (the Go controller's status shape);
+//!   Deployments);
 //! - the three reconcilers on one floor (`reconciler`): `reconcile` (worker deployments: validate
 //!   → observe → plan → act → report), `owned` (per-version owned resources), `connection`
 //!   (Connections); `planner` holds every rollout rule, pure;
@@ -13,7 +13,7 @@
 //! - observability: `summary`, `http` (status API), `metrics`, `milestones`, `backlog`
 //!   (per-version backlog for autoscaling);
 //! - the CLI: `command` (subcommands) and the `cli_*` modules;
-//! - generators: `crdgen` (CRDs), `luagen` (Argo CD health checks).
+//! - generators: `generate` (CRDs, Argo CD Lua copies).
 
 pub mod api;
 pub mod backlog;
@@ -37,16 +37,14 @@ pub mod cli_watch;
 pub mod command;
 pub mod connection;
 pub mod controller;
-pub mod crdgen;
 #[cfg(test)]
 mod doc_claims_tests;
 pub mod error;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
-pub mod go_status;
+pub mod generate;
 pub mod http;
-pub mod luagen;
 pub mod metrics;
 pub mod milestones;
 pub mod owned;

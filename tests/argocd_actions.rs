@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use temporal_worker_controller::luagen::{ACTION_DISCOVERY, ACTIONS, action_kinds};
+use temporal_worker_controller::generate::lua::{ACTION_DISCOVERY, ACTIONS, action_kinds};
 use test_harness::argocd_actions::{
     Discovered, gopher_action, gopher_discovery, merge_patch, mlua_action, mlua_discovery,
 };
@@ -219,7 +219,7 @@ fn every_action_is_tested_enabled_and_disabled() {
 /// Both kinds carry the generated scripts, and the alias kind runs the canonical kind's cases.
 #[test]
 fn the_actions_are_installed_under_both_kinds_with_the_same_cases() {
-    let regenerate = temporal_worker_controller::luagen::REGENERATE;
+    let regenerate = temporal_worker_controller::generate::lua::REGENERATE;
     for kind in action_kinds() {
         let dir = actions_dir(kind);
         let read = |p: PathBuf| {

@@ -255,7 +255,7 @@ fn each_script_is_installed_under_both_kinds_with_the_same_cases() {
                 copy == model.script,
                 "{CUSTOMIZATIONS}/{kind}/health.lua differs from {} (its source); run `{}`",
                 model.lua,
-                temporal_worker_controller::luagen::REGENERATE
+                temporal_worker_controller::generate::lua::REGENERATE
             );
         }
         let canonical = cases_of(&root.join(model.canonical));
@@ -366,15 +366,17 @@ fn argocd_cm_snippet_embeds_exactly_the_scripts() {
                 embedded == model.script,
                 "argocd-cm.yaml {key} differs from {} (its source); run `{}`",
                 model.lua,
-                temporal_worker_controller::luagen::REGENERATE
+                temporal_worker_controller::generate::lua::REGENERATE
             );
             want_keys.push(key);
         }
     }
     // Beside the health checks: the worker deployment kinds' resource actions
     // (tests/argocd_actions.rs checks their content).
-    for kind in temporal_worker_controller::luagen::action_kinds() {
-        want_keys.push(temporal_worker_controller::luagen::cm_actions_key(kind));
+    for kind in temporal_worker_controller::generate::lua::action_kinds() {
+        want_keys.push(temporal_worker_controller::generate::lua::cm_actions_key(
+            kind,
+        ));
     }
     let mut keys: Vec<&String> = data.keys().collect();
     keys.sort();

@@ -27,6 +27,8 @@
 mod controller;
 #[path = "common/bad_inputs_table.rs"]
 mod table;
+#[path = "common/webhook.rs"]
+mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use futures::StreamExt as _;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -127,47 +128,19 @@ async fn start_env() -> Result<Arc<Env>> {
     let plane = infra
         .plane
         .context("the table runs on the local control plane")?;
-    let placeholder = values("https://127.0.0.1:1");
-    let id = test_harness::chart::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
-    let objects = test_harness::chart::render(&placeholder, CONTROLLER_NS)?;
-    let secret = test_harness::chart::chart_arg(&objects, "webhook-secret-name")?;
-    let configuration = test_harness::chart::chart_arg(&objects, "webhook-configuration-name")?;
-    let flags = [
+    let hook = webhook::prepare(plane, values, CONTROLLER_NS).await?;
+    let mut flags = vec![
         "--leader-elect".to_string(),
         format!("--lease-namespace={CONTROLLER_NS}"),
         "--identity=twc-bad-inputs".into(),
         "--idle-interval=10s".into(),
         "--fast-poll=300ms".into(),
         "--backlog-poll-interval=0s".into(),
-        "--webhook-port=0".into(),
-        "--webhook-bind=127.0.0.1".into(),
-        format!("--webhook-secret-name={secret}"),
-        format!("--webhook-configuration-name={configuration}"),
-        format!("--webhook-namespace={CONTROLLER_NS}"),
-        "--webhook-hosts=127.0.0.1".into(),
-        "--webhook-cert-check-interval=1s".into(),
     ];
-    let sa = test_harness::control_plane::client_from(&id.kubeconfig).await?;
-    let controller = controller::start(sa, &flags).await?;
-    let url = format!("https://{}", controller.webhook_addr.context("no webhook")?);
-    // Helm runs off the runtime's workers: the webhook's accept loop must not wait behind it.
-    let objects = tokio::task::spawn_blocking(move || {
-        test_harness::chart::render(&values(&url), CONTROLLER_NS)
-    })
-    .await??;
-    let vwc = objects
-        .into_iter()
-        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
-        .context("the chart renders no ValidatingWebhookConfiguration")?;
-    let vwc: ValidatingWebhookConfiguration = serde_json::from_value(vwc)?;
-    let name = vwc.metadata.name.clone().unwrap_or_default();
-    Api::<ValidatingWebhookConfiguration>::all(infra.client.clone())
-        .patch(
-            &name,
-            &PatchParams::apply("helm").force(),
-            &Patch::Apply(&vwc),
-        )
-        .await?;
+    flags.extend(hook.flags);
+    let controller = controller::start(hook.client, &flags).await?;
+    let addr = controller.webhook_addr.context("no webhook")?;
+    webhook::register(&infra.client, values, CONTROLLER_NS, addr).await?;
     for set in KindSet::ALL {
         for off in [false, true] {
             let ns = namespace(set, off);
@@ -854,7 +827,7 @@ fn the_table_covers_every_kind_and_every_way_of_refusing() {
 #[test]
 fn the_port_rule_is_in_both_connection_schemas() {
     use temporal_worker_controller::api::connection::{HOST_PORT_MESSAGE, HOST_PORT_RULE};
-    let files = temporal_worker_controller::crdgen::files();
+    let files = temporal_worker_controller::generate::crds::files();
     let connections: Vec<&String> = files
         .iter()
         .filter(|(f, _)| f.contains("connections"))
@@ -888,7 +861,7 @@ fn zero_replicas_are_refused_by_the_controller_with_the_admission_message() {
     use temporal_worker_controller::api::TemporalWorkerDeployment;
     use temporal_worker_controller::reconcile::validate::{self, REPLICAS_ZERO};
 
-    let files = temporal_worker_controller::crdgen::files();
+    let files = temporal_worker_controller::generate::crds::files();
     let (_, yaml) = files
         .iter()
         .find(|(f, _)| f.starts_with("temporalworkerdeployments"))

@@ -21,7 +21,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self, Running};
+use temporal_worker_controller::run::Running;
 use test_harness::manifests;
 use test_harness::worker::{self, WorkerConfig};
 use test_harness::world::{self, World, wait};
@@ -35,11 +35,11 @@ const CROWD: usize = 300;
 const DELETION_DEADLINE: Duration = Duration::from_secs(240);
 
 async fn controller(client: &kube::Client, namespaces: &[&str]) -> Result<Running> {
-    Ok(run::start(
+    controller::start(
         client.clone(),
-        controller::options(&controller::watching(&namespaces.join(","), IDENTITY))?,
+        &controller::watching(&namespaces.join(","), IDENTITY),
     )
-    .await?)
+    .await
 }
 
 fn serving(name: &str, temporal_ns: &str) -> Value {

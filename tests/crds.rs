@@ -11,10 +11,10 @@ use std::path::Path;
 fn checked_in_crds_match_generated() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let update = std::env::var_os("UPDATE_CRDS").is_some();
-    let outputs = temporal_worker_controller::crdgen::outputs();
+    let outputs = temporal_worker_controller::generate::crds::outputs();
     let dirs = [
-        temporal_worker_controller::crdgen::CRDS_DIR,
-        temporal_worker_controller::crdgen::CHART_TEMPLATES_DIR,
+        temporal_worker_controller::generate::crds::CRDS_DIR,
+        temporal_worker_controller::generate::crds::CHART_TEMPLATES_DIR,
     ];
     let mut stale = Vec::new();
     // A file the generator no longer makes (a CRD renamed or dropped) is stale too.
@@ -55,7 +55,7 @@ fn argocd_lua_copies_match_lua_sources() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let update = std::env::var_os("UPDATE_CRDS").is_some();
     let mut stale = Vec::new();
-    for (rel, text) in temporal_worker_controller::luagen::outputs() {
+    for (rel, text) in temporal_worker_controller::generate::lua::outputs() {
         let path = root.join(&rel);
         if update {
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -69,7 +69,7 @@ fn argocd_lua_copies_match_lua_sources() {
     assert!(
         stale.is_empty(),
         "{stale:?} differ from lua/*.lua (the source; edit it, not the copies); run `{}`",
-        temporal_worker_controller::luagen::REGENERATE
+        temporal_worker_controller::generate::lua::REGENERATE
     );
 }
 
@@ -78,9 +78,9 @@ fn argocd_lua_copies_match_lua_sources() {
 /// copies keep their CRDs (and so every object) on `helm uninstall`.
 #[test]
 fn chart_copies_are_plain_yaml_that_helm_keeps() {
-    for (rel, yaml) in temporal_worker_controller::crdgen::outputs() {
+    for (rel, yaml) in temporal_worker_controller::generate::crds::outputs() {
         assert!(!yaml.contains("{{"), "{rel} contains `{{{{`");
-        if rel.starts_with(temporal_worker_controller::crdgen::CHART_TEMPLATES_DIR) {
+        if rel.starts_with(temporal_worker_controller::generate::crds::CHART_TEMPLATES_DIR) {
             let crd: serde_json::Value = serde_yaml::from_str(&yaml).expect("parse");
             assert_eq!(
                 crd["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
@@ -92,7 +92,7 @@ fn chart_copies_are_plain_yaml_that_helm_keeps() {
 
 #[test]
 fn crds_declare_status_subresource_and_short_names() {
-    for (file, yaml) in temporal_worker_controller::crdgen::files() {
+    for (file, yaml) in temporal_worker_controller::generate::crds::files() {
         let crd: serde_json::Value = serde_yaml::from_str(&yaml).expect("parse");
         let version = &crd["spec"]["versions"][0];
         assert_eq!(version["name"], "v1alpha1", "{file}");
@@ -120,7 +120,7 @@ fn crds_declare_status_subresource_and_short_names() {
 
 #[test]
 fn the_cluster_connection_is_the_connection_schema_served_cluster_wide() {
-    let files = temporal_worker_controller::crdgen::files();
+    let files = temporal_worker_controller::generate::crds::files();
     let crd = |name: &str| -> serde_json::Value {
         let (_, yaml) = files.iter().find(|(f, _)| f == name).expect(name);
         serde_yaml::from_str(yaml).expect("parse")
@@ -154,7 +154,7 @@ fn the_cluster_connection_is_the_connection_schema_served_cluster_wide() {
 
 #[test]
 fn twd_name_rules_are_in_the_schema() {
-    let files = temporal_worker_controller::crdgen::files();
+    let files = temporal_worker_controller::generate::crds::files();
     let (_, yaml) = files
         .iter()
         .find(|(f, _)| f.starts_with("temporalworkerdeployments"))

@@ -618,11 +618,8 @@ async fn the_controllers_first_status_write_replaces_the_placeholder() -> Result
     .await?;
     assert_waiting_for_controller("before the controller", &read(&api, name).await?);
 
-    let controller = temporal_worker_controller::run::start(
-        client.clone(),
-        controller::options(&[format!("--watch-namespaces={ns}")])?,
-    )
-    .await?;
+    let controller =
+        controller::start(client.clone(), &[format!("--watch-namespaces={ns}")]).await?;
     let written = eventually(
         "the controller's first status write",
         Duration::from_secs(60),

@@ -929,9 +929,9 @@ async fn the_go_docs_pair_and_the_seed_kind_pair_roll_out_with_our_controller() 
         world::create_namespace(&client, ns).await?;
     }
     let id = test_harness::chart::install_identity(plane, &json!({}), CONTROLLER_NS).await?;
-    let controller = temporal_worker_controller::run::start(
+    let controller = controller::start(
         control_plane::client_from(&id.kubeconfig).await?,
-        controller::options(&controller::watching(&namespaces.join(","), IDENTITY))?,
+        &controller::watching(&namespaces.join(","), IDENTITY),
     )
     .await?;
     let observer = dev.connect("go-yaml-observer").await?;

@@ -1741,7 +1741,7 @@ fn the_crd_chart_renders_the_generated_crds_and_keeps_them() {
         }
     }
     rendered.sort_by_key(|c| c["metadata"]["name"].as_str().map(str::to_string));
-    let mut generated: Vec<Value> = temporal_worker_controller::crdgen::files()
+    let mut generated: Vec<Value> = temporal_worker_controller::generate::crds::files()
         .into_iter()
         .map(|(_, y)| serde_yaml::from_str(&y).expect("generated CRD"))
         .collect();

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use serde_json::json;
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
-use temporal_worker_controller::run::{self, Running};
+use temporal_worker_controller::run::Running;
 use test_harness::control_plane::{self, ControlPlane};
 use test_harness::kubelet::Kubelet;
 use test_harness::observe::describe_deployment;
@@ -74,18 +74,15 @@ impl Cluster {
     /// The controller as the chart runs it (`--identity twc`, POD_NAMESPACE), with or without
     /// `--identity-namespace-uid`.
     async fn controller(&self, namespace_uid: bool) -> Result<Running> {
-        Ok(run::start(
-            self.client.clone(),
-            controller::options(&{
-                let mut flags = controller::watching(&self.ns, IDENTITY);
-                flags.push(format!("--lease-namespace={CONTROLLER_NS}"));
-                if namespace_uid {
-                    flags.push(String::from("--identity-namespace-uid"));
-                }
-                flags
-            })?,
-        )
-        .await?)
+        controller::start(self.client.clone(), &{
+            let mut flags = controller::watching(&self.ns, IDENTITY);
+            flags.push(format!("--lease-namespace={CONTROLLER_NS}"));
+            if namespace_uid {
+                flags.push(String::from("--identity-namespace-uid"));
+            }
+            flags
+        })
+        .await
     }
 
     /// Applies the TWD at `tag` and waits until the status shows it Current.

@@ -2,7 +2,8 @@
 //! release's own `tools/image/package.sh` (buildah, no daemon):
 //!
 //! - `packaging_one_binary_twice_gives_one_digest`: two packagings of one binary with one
-//!   `--timestamp` are byte-identical images (one manifest digest).
+//!   `--timestamp` are byte-identical images (one manifest digest) in byte-identical archives
+//!   (the release's `SHA256SUMS` lists the archive).
 //! - `the_image_holds_no_shell_and_runs_the_binary_as_nonroot`: the config says user
 //!   65532:65532, the binary as entrypoint, `run` as command, the OCI labels; the layers hold
 //!   the base (glibc, libgcc, the CA bundle, time zone data, the nonroot passwd entry) and no
@@ -51,6 +52,11 @@ fn packaging_one_binary_twice_gives_one_digest() -> Result<()> {
     ensure!(
         first == second,
         "one binary packaged twice: {first} and {second}"
+    );
+    let bytes = |name: &str| std::fs::read(dir.join(name));
+    ensure!(
+        bytes("first.oci.tar")? == bytes("second.oci.tar")?,
+        "one image ({first}) in two archives that differ byte for byte"
     );
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

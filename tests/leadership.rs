@@ -31,14 +31,14 @@ async fn run() -> Result<()> {
         TemporalWorkerDeployment::api(admin.clone(), NS, KindSet::Seed);
     work_for_a_leader(&conns, &twds).await?;
 
-    let controller = temporal_worker_controller::run::start(
+    let controller = controller::start(
         admin.clone(),
-        controller::options(&[
+        &[
             String::from("--leader-elect"),
             format!("--lease-name={LEASE}"),
             format!("--lease-namespace={NS}"),
             format!("--watch-namespaces={NS}"),
-        ])?,
+        ],
     )
     .await?;
 
@@ -211,13 +211,13 @@ async fn lost_renewals() -> Result<()> {
     let (plane, admin) = test_harness::control_plane::shared_with_crds().await?;
     let id = test_harness::chart::install_identity(plane, &json!({}), RELEASE_NS).await?;
     let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
-    let controller = temporal_worker_controller::run::start(
+    let controller = controller::start(
         client,
-        controller::options(&[
+        &[
             String::from("--leader-elect"),
             format!("--lease-namespace={RELEASE_NS}"),
             format!("--watch-namespaces={RELEASE_NS}"),
-        ])?,
+        ],
     )
     .await?;
     test_harness::wait::eventually("leadership", Duration::from_secs(30), || async {
@@ -291,15 +291,12 @@ async fn lease_cost() -> Result<()> {
         format!("--lease-namespace={COST_NS}"),
         format!("--watch-namespaces={COST_NS}"),
     ];
-    let controller =
-        temporal_worker_controller::run::start(client.clone(), controller::options(&flags)?)
-            .await?;
+    let controller = controller::start(client.clone(), &flags).await?;
     test_harness::wait::eventually("leadership", Duration::from_secs(30), || async {
         Ok(controller.metrics.is_leader().then_some(()))
     })
     .await?;
-    let standby =
-        temporal_worker_controller::run::start(client, controller::options(&flags)?).await?;
+    let standby = controller::start(client, &flags).await?;
     let patches = |seen: &Seen| -> Vec<Instant> {
         let seen = seen.lock().unwrap_or_else(|p| p.into_inner());
         seen.iter()

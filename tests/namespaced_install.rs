@@ -223,16 +223,16 @@ async fn start_with_charts_roles(
         install.release_ns, id.service_account
     );
     let controller_client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
-    let controller = temporal_worker_controller::run::start(
+    let controller = controller::start(
         controller_client,
-        controller::options(&[
+        &[
             String::from("--leader-elect"),
             format!("--lease-namespace={}", install.release_ns),
             format!("--watch-namespaces={}", install.watched.join(",")),
             format!("--identity=twc-{tag}"),
             String::from("--idle-interval=10s"),
             String::from("--fast-poll=300ms"),
-        ])?,
+        ],
     )
     .await?;
     Ok(controller)

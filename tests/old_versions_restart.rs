@@ -16,7 +16,7 @@ use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 use temporal_worker_controller::api::twd::DeprecatedVersion;
 
-use temporal_worker_controller::run::{self, Running};
+use temporal_worker_controller::run::Running;
 use test_harness::manifests;
 use test_harness::world::{T, World, wait};
 
@@ -37,11 +37,11 @@ fn twd(tag: &str, temporal_ns: &str) -> Value {
 
 /// A controller watching only the world's namespace, acting as [`IDENTITY`].
 async fn controller(world: &World) -> Result<Running> {
-    Ok(run::start(
+    controller::start(
         world.client.clone(),
-        controller::options(&controller::watching(&world.ns, IDENTITY))?,
+        &controller::watching(&world.ns, IDENTITY),
     )
-    .await?)
+    .await
 }
 
 fn current(t: &TemporalWorkerDeployment) -> Option<String> {

@@ -18,7 +18,7 @@ use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
 
 use ready::reason;
-use temporal_worker_controller::run::{self, Running};
+use temporal_worker_controller::run::Running;
 use test_harness::manifests;
 use test_harness::world::{World, wait};
 
@@ -39,11 +39,11 @@ fn twd(tag: &str, temporal_ns: &str, rollout: Value) -> Value {
 
 /// A controller watching only the world's namespace, acting as [`IDENTITY`].
 async fn controller(world: &World) -> Result<Running> {
-    Ok(run::start(
+    controller::start(
         world.client.clone(),
-        controller::options(&controller::watching(&world.ns, IDENTITY))?,
+        &controller::watching(&world.ns, IDENTITY),
     )
-    .await?)
+    .await
 }
 
 fn progressive(paused: bool) -> Value {

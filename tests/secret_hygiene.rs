@@ -268,13 +268,13 @@ async fn run(pki: &TestPki, logs: &LogBuffer) -> Result<String> {
         },
     )
     .await?;
-    let controller = temporal_worker_controller::run::start(
+    let controller = controller::start(
         client.clone(),
-        controller::options(&[
+        &[
             String::from("--identity=twc-hygiene"),
             String::from("--idle-interval=10s"),
             String::from("--fast-poll=300ms"),
-        ])?,
+        ],
     )
     .await?;
     let http = controller.http_addr;

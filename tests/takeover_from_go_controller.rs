@@ -28,7 +28,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
-use temporal_worker_controller::run::{self};
 use temporalio_client::Connection;
 use test_harness::go_controller::{self, GoRig, RigCase};
 use test_harness::observe::describe_deployment;
@@ -117,7 +116,7 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
     // 3. Stop it, replace its CRDs with ours, start ours on the same objects.
     let before = world.snapshot(&[&v1, &v2]).await?;
     // What a Go user's jsonpath reads from the Go controller's status: the same values must
-    // come out of ours (`src/go_status.rs`).
+    // come out of ours (`src/reconcile/report/go_status.rs`).
     let go_status = world.worker_deployment().await?["status"].clone();
     let go_target = go_status["targetVersion"].clone();
     let queues = go_target["taskQueues"].as_array();
@@ -135,9 +134,9 @@ async fn take_over(rig: &mut GoRig) -> Result<()> {
     test_harness::control_plane::install_crds(&rig.client, &test_harness::repo_root().join("crds"))
         .await
         .context("replacing the Go controller's CRDs with ours")?;
-    let ours = run::start(
+    let ours = controller::start(
         rig.client.clone(),
-        controller::options(&controller::watching(&case.namespace, IDENTITY))?,
+        &controller::watching(&case.namespace, IDENTITY),
     )
     .await?;
     let started = Instant::now();

@@ -28,7 +28,6 @@ use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self};
 use temporalio_common::protos::temporal::api::deployment::v1::{
     WorkerDeploymentVersion, WorkerDeploymentVersionInfo,
 };
@@ -83,20 +82,20 @@ async fn waiting_rollouts_cost_nothing_and_progressing_ones_keep_their_deadlines
 async fn start_controller(
     world: &World,
     plane: &test_harness::control_plane::ControlPlane,
-) -> Result<run::Running> {
+) -> Result<temporal_worker_controller::run::Running> {
     let controller_client = test_harness::control_plane::client_from(
         &plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?,
     )
     .await?;
-    Ok(run::start(
+    controller::start(
         controller_client,
-        controller::options(&[
+        &[
             format!("--watch-namespaces={}", world.ns),
             String::from("--backlog-poll-interval=0s"),
             format!("--max-concurrent-reconciles={}", concurrency()?),
-        ])?,
+        ],
     )
-    .await?)
+    .await
 }
 
 async fn apply_waiting_rollouts_and_wait_for_pollers(world: &World) -> Result<()> {

@@ -223,12 +223,12 @@ async fn run(dir: &Path) -> Result<String> {
     )
     .await?;
 
-    let controller = temporal_worker_controller::run::start(
+    let controller = controller::start(
         client.clone(),
-        controller::options(&[
+        &[
             String::from("--identity=twc-cloud-tls"),
             String::from("--fast-poll=300ms"),
-        ])?,
+        ],
     )
     .await?;
 

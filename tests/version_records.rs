@@ -15,7 +15,6 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::run::{self};
 use test_harness::world::{World, wait};
 use test_harness::{manifests, temporal_server};
 
@@ -48,16 +47,13 @@ fn version_count(t: &TemporalWorkerDeployment) -> i32 {
 async fn more_rollouts_than_the_version_cap_all_complete_and_old_records_go() -> Result<()> {
     temporal_server::shared_with(CAP).await?;
     let world = World::new("vcap").await?;
-    let running = run::start(
-        world.client.clone(),
-        controller::options(&{
-            let mut flags = controller::watching(&world.ns, "twc-version-records-test");
-            // A version Current within the rollback window keeps its record (going back to it
-            // is a rollback); the test's rollouts are seconds apart.
-            flags.push("--rollback-window=5s".into());
-            flags
-        })?,
-    )
+    let running = controller::start(world.client.clone(), &{
+        let mut flags = controller::watching(&world.ns, "twc-version-records-test");
+        // A version Current within the rollback window keeps its record (going back to it
+        // is a rollback); the test's rollouts are seconds apart.
+        flags.push("--rollback-window=5s".into());
+        flags
+    })
     .await?;
     let api = TemporalWorkerDeployment::api(world.client.clone(), &world.ns, KindSet::Seed);
     let mut seen: Vec<String> = Vec::new();

@@ -16,6 +16,8 @@
 
 #[path = "common/controller.rs"]
 mod controller;
+#[path = "common/webhook.rs"]
+mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,62 +79,29 @@ fn values(url: &str) -> Value {
 
 async fn start_env() -> Result<Arc<Env>> {
     controller::init_tracing("warn,temporal_worker_controller=info");
-    let (plane, _admin_client) = test_harness::control_plane::shared_with_crds().await?;
+    let (plane, admin_client) = test_harness::control_plane::shared_with_crds().await?;
     let admin = plane.kubeconfig_path().to_path_buf();
-    // The port is known only once the controller listens; the identity (RBAC) and the names
-    // do not depend on it.
-    let placeholder = values("https://127.0.0.1:1");
-    let id = test_harness::chart::install_identity(plane, &placeholder, CONTROLLER_NS).await?;
-    let objects = test_harness::chart::render(&placeholder, CONTROLLER_NS)?;
-    let secret_name = test_harness::chart::chart_arg(&objects, "webhook-secret-name")?;
-    let configuration_name =
-        test_harness::chart::chart_arg(&objects, "webhook-configuration-name")?;
-
-    let client = test_harness::control_plane::client_from(&id.kubeconfig).await?;
-    let flags = [
+    let hook = webhook::prepare(plane, values, CONTROLLER_NS).await?;
+    let mut flags = vec![
         "--leader-elect".to_string(),
         format!("--lease-namespace={CONTROLLER_NS}"),
         "--identity=twc-webhook-e2e".into(),
         "--backlog-poll-interval=0s".into(),
-        "--webhook-port=0".into(),
-        "--webhook-bind=127.0.0.1".into(),
-        "--webhook-cert-mode=self-managed".into(),
-        format!("--webhook-secret-name={secret_name}"),
-        format!("--webhook-configuration-name={configuration_name}"),
         format!("--webhook-cert-validity={}s", VALID_FOR.as_secs()),
         format!("--webhook-cert-renew-before={}s", RENEW_BEFORE.as_secs()),
-        format!("--webhook-namespace={CONTROLLER_NS}"),
-        "--webhook-hosts=127.0.0.1".into(),
-        "--webhook-cert-check-interval=1s".into(),
     ];
-    let controller = controller::start(client.clone(), &flags).await?;
+    flags.extend(hook.flags);
+    let controller = controller::start(hook.client.clone(), &flags).await?;
     let addr = controller
         .webhook_addr
         .context("the controller serves no webhook")?;
     // A second replica on the same Lease: whichever does not hold it only reads the Secret.
-    let second = controller::start(client, &flags).await?;
+    let second = controller::start(hook.client, &flags).await?;
     let second_addr = second
         .webhook_addr
         .context("the second replica serves no webhook")?;
-
-    // From here on the controller runs on this runtime: anything that blocks (Helm, kubectl)
-    // goes to the blocking pool, or the webhook's accept loop would wait behind it.
-    let url = format!("https://{addr}");
-    let objects =
-        blocking(move || test_harness::chart::render(&values(&url), CONTROLLER_NS)).await?;
-    let vwc = objects
-        .iter()
-        .find(|o| o["kind"] == "ValidatingWebhookConfiguration")
-        .context("the chart renders no ValidatingWebhookConfiguration")?;
-    let (path, vwc) = (admin.clone(), serde_json::to_string(vwc)?);
-    blocking(move || {
-        kubectl_ok(
-            &path,
-            &["apply", "--server-side", "--field-manager=helm", "-f", "-"],
-            Some(&vwc),
-        )
-    })
-    .await?;
+    webhook::register(&admin_client, values, CONTROLLER_NS, addr).await?;
+    let (secret_name, configuration_name) = (hook.secret_name, hook.configuration_name);
 
     let env = Arc::new(Env {
         plane,

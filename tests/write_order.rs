@@ -26,7 +26,6 @@ use kube::api::{DeleteParams, Patch, PatchParams};
 use ready::reason;
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{FINALIZER, KindSet, TemporalWorkerDeployment};
-use temporal_worker_controller::run;
 use test_harness::manifests;
 use test_harness::world::{World, wait};
 
@@ -228,14 +227,14 @@ async fn a_rollout_and_its_deletion_write_in_the_documented_orders() -> Result<(
     )
     .await?;
     let client = recording_client(&log).await?;
-    let _running = run::start(
+    let _running = controller::start(
         client,
-        controller::options(&[
+        &[
             format!("--watch-namespaces={}", world.ns),
             String::from("--identity=twc-write-order-test"),
             String::from("--fast-poll=300ms"),
             String::from("--backlog-poll-interval=0s"),
-        ])?,
+        ],
     )
     .await?;
     let ssa = PatchParams::apply("write-order-test").force();

@@ -174,22 +174,7 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
             }
             Some(TemporalVersionStatus::Draining) => wake.after(DRAIN_POLL),
             Some(TemporalVersionStatus::Drained) => {
-                if let Some((scaledown_at, delete_at)) = drained_deadlines(input, d) {
-                    let due = |t: Option<Timestamp>| t.is_some_and(|t| t <= now);
-                    if d.replicas == Some(0) && due(delete_at) {
-                        out.delete.push(delete(d, DeleteReason::Sunset));
-                        deleted = true;
-                    } else if d.replicas != Some(0) && due(scaledown_at) {
-                        if d.autoscaler_present {
-                            // Its autoscaler copy goes first (the TWOR controller removes it
-                            // once status shows the scale-down due), so the two never fight.
-                            wake.after(AUTOSCALER_HANDOFF_POLL);
-                        } else {
-                            out.scale.push(scale_to_zero(d, now));
-                        }
-                    }
-                    wake_at_both(wake, now, (scaledown_at, delete_at));
-                }
+                deleted = retire_drained(input, d, wake, &mut out)
             }
             // Temporal still routes to it even though routing did not say so: leave it alone.
             Some(TemporalVersionStatus::Current | TemporalVersionStatus::Ramping) => {}
@@ -199,6 +184,37 @@ pub fn retire(view: &View, wake: &mut Wake) -> Retirement {
         }
     }
     out
+}
+
+/// A Drained version with no pinned workflow, by its sunset deadlines: scaled to zero once the
+/// scale-down delay is due (its autoscaler copy first), deleted once the delete delay is.
+/// Whether it was deleted.
+fn retire_drained(
+    input: &PlanInput,
+    d: &ObservedDeployment,
+    wake: &mut Wake,
+    out: &mut Retirement,
+) -> bool {
+    let now = input.now;
+    let Some((scaledown_at, delete_at)) = drained_deadlines(input, d) else {
+        return false;
+    };
+    wake_at_both(wake, now, (scaledown_at, delete_at));
+    let due = |t: Option<Timestamp>| t.is_some_and(|t| t <= now);
+    if d.replicas == Some(0) && due(delete_at) {
+        out.delete.push(delete(d, DeleteReason::Sunset));
+        return true;
+    }
+    if d.replicas != Some(0) && due(scaledown_at) {
+        if d.autoscaler_present {
+            // Its autoscaler copy goes first (the TWOR controller removes it once status shows
+            // the scale-down due), so the two never fight.
+            wake.after(AUTOSCALER_HANDOFF_POLL);
+        } else {
+            out.scale.push(scale_to_zero(d, now));
+        }
+    }
+    false
 }
 
 /// Whether `d` records a Connection other than the spec's (`super::drift`).

@@ -12,6 +12,7 @@ use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
 use crate::planner::deletion::{self, CleanupFailed, DeletionInput, DeletionStep};
 use crate::reconcile::act::{Done, finalizers};
 use crate::reconcile::outcome::CleanupError;
+use crate::reconcile::step::CleanupStep;
 use crate::reconcile::{Attempt, Context, Failure, Outcome, observe};
 use crate::reconciler::connect;
 
@@ -32,7 +33,7 @@ pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
 }
 
 /// A failed Kubernetes step: a conflict means a newer object, anything else is retried.
-fn step_failed(step: &'static str, source: kube::Error) -> Outcome {
+fn step_failed(step: CleanupStep, source: kube::Error) -> Outcome {
     match source {
         kube::Error::Api(s) if s.code == 409 => Outcome::Stale,
         source => Outcome::Failed(Failure::CleanupStepFailed { step, source }),
@@ -64,7 +65,7 @@ async fn finalize(
         // Deletion lists afresh: what it leaves behind must not depend on a watch's lag.
         input.deployments = observe::owned_deployments(&ctx.client, None, twd)
             .await
-            .map_err(|e| step_failed("listing versioned Deployments", e))?;
+            .map_err(|e| step_failed(CleanupStep::ListDeployments, e))?;
     }
     let mut connection = None;
     loop {
@@ -75,20 +76,20 @@ async fn finalize(
                 leads(ctx)?;
                 return finalizers::remove(ctx, twd)
                     .await
-                    .map_err(|e| step_failed("removing the finalizer", e));
+                    .map_err(|e| step_failed(CleanupStep::RemoveFinalizer, e));
             }
             DeletionStep::Stop(running) => {
                 leads(ctx)?;
                 finalizers::stop_workers(ctx, twd, &running, done)
                     .await
-                    .map_err(|e| step_failed("deleting versioned Deployments", e))?;
+                    .map_err(|e| step_failed(CleanupStep::DeleteDeployments, e))?;
                 input.deployments.clear();
             }
             DeletionStep::ReadConnection => {
                 let ns = twd.namespace().unwrap_or_default();
                 connection = connect::connection_opt(&ctx.client, &ns, twd)
                     .await
-                    .map_err(|e| step_failed("reading the TemporalConnection", e))?;
+                    .map_err(|e| step_failed(CleanupStep::ReadConnection, e))?;
                 input.connection_found = Some(connection.is_some());
             }
             // Without a Connection Temporal cannot be reached: keep the finalizer and say so
@@ -121,11 +122,11 @@ async fn clean_and_release(
     leads(ctx)?;
     finalizers::release_connection(ctx, twd, &connection)
         .await
-        .map_err(|e| step_failed("releasing the TemporalConnection", e))?;
+        .map_err(|e| step_failed(CleanupStep::ReleaseConnection, e))?;
     leads(ctx)?;
     finalizers::remove(ctx, twd)
         .await
-        .map_err(|e| step_failed("removing the finalizer", e))
+        .map_err(|e| step_failed(CleanupStep::RemoveFinalizer, e))
 }
 
 /// Deletes the worker deployment in Temporal; keeps the finalizer while that fails, until the

@@ -24,6 +24,7 @@ pub mod outcome;
 mod remembered;
 mod report;
 pub mod status;
+pub mod step;
 pub mod superseded;
 mod takeover;
 pub mod validate;
@@ -106,10 +107,10 @@ async fn plan_and_act(
     twd: &Arc<TemporalWorkerDeployment>,
 ) -> Result<Attempt, Failure> {
     if let Some(why) = superseded::superseded(twd, ctx.canonical_of(twd).as_deref()) {
-        return Err(Failure::InvalidSpec(why));
+        return Err(Failure::InvalidSpec(why.into()));
     }
     let desired = validate::desired(twd, &ctx.settings.planner)
-        .map_err(|invalid| Failure::InvalidSpec(invalid.message))?;
+        .map_err(|invalid| Failure::InvalidSpec(invalid.into()))?;
     if let Some(first) = first_look::attempt(ctx, twd, &desired).await? {
         return Ok(first);
     }

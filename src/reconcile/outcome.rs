@@ -7,8 +7,12 @@
 //! table-driven tests below name every kind).
 
 use crate::api::conditions as reason;
+use crate::reconcile::step::{CleanupStep, WriteStep};
+use crate::reconcile::superseded::Superseded;
+use crate::reconcile::validate::InvalidSpec;
 use crate::reconciler::ReconcileFailure;
 use crate::reconciler::connect::ConnectError;
+use crate::render::RenderError;
 use crate::temporal::TemporalError;
 
 /// Rate-limited or raced Temporal calls retry quietly this many times in a row before the
@@ -20,15 +24,15 @@ pub const QUIET_RETRIES: u32 = 5;
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// Validate: the spec is invalid (controller checks). Needs a spec change.
-    #[error("{0}")]
-    InvalidSpec(String),
+    #[error(transparent)]
+    InvalidSpec(#[from] SpecRefusal),
     /// Act: the API server refused a rendered Deployment with 422. Needs a spec change.
     #[error(
         "{step}: the API server refused the rendered Deployment; fix the TWD's pod template: {}",
         api_message(source)
     )]
     RenderedInvalid {
-        step: &'static str,
+        step: WriteStep,
         #[source]
         source: kube::Error,
     },
@@ -61,21 +65,21 @@ pub enum Failure {
     /// Act: a Kubernetes or Temporal write of the plan failed.
     #[error("{step}: {source}")]
     ExecutionFailed {
-        step: &'static str,
+        step: WriteStep,
         #[source]
         source: WriteError,
     },
     /// Act: a Temporal write was refused with a stale conflict token: someone else moved first.
     #[error("{step}: {source}")]
     WriteRaced {
-        step: &'static str,
+        step: WriteStep,
         #[source]
         source: TemporalError,
     },
     /// Act: Temporal rate-limited a write of the plan.
     #[error("{step}: {source}")]
     WriteThrottled {
-        step: &'static str,
+        step: WriteStep,
         #[source]
         source: TemporalError,
     },
@@ -90,7 +94,7 @@ pub enum Failure {
     /// Deletion: a Kubernetes step of the cleanup failed; the finalizer stays.
     #[error("{step}: {source}")]
     CleanupStepFailed {
-        step: &'static str,
+        step: CleanupStep,
         #[source]
         source: kube::Error,
     },
@@ -111,10 +115,21 @@ pub enum Failure {
     /// deletion follows, so this is neither a plan failure nor worth a retry.
     #[error("{step}: the namespace is being deleted: {}", api_message(source))]
     NamespaceTerminating {
-        step: &'static str,
+        step: WriteStep,
         #[source]
         source: kube::Error,
     },
+}
+
+/// Why the spec is not acted on.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecRefusal {
+    /// It breaks a rule of the validate stage.
+    #[error(transparent)]
+    Invalid(#[from] InvalidSpec),
+    /// A seed-kind object stands down for the canonical kind.
+    #[error(transparent)]
+    Superseded(#[from] Superseded),
 }
 
 /// A failed write of the act stage.
@@ -125,8 +140,8 @@ pub enum WriteError {
     #[error(transparent)]
     Temporal(#[from] TemporalError),
     /// The versioned Deployment could not be rendered (a bug or an impossible spec).
-    #[error("{0}")]
-    Render(String),
+    #[error(transparent)]
+    Render(#[from] RenderError),
 }
 
 /// Why Temporal cleanup of a deleted TWD failed.
@@ -352,9 +367,11 @@ mod tests {
     fn sample(kind: &str) -> Failure {
         let m = || "m".to_string();
         match kind {
-            "InvalidSpec" => Failure::InvalidSpec(m()),
+            "InvalidSpec" => {
+                Failure::InvalidSpec(SpecRefusal::Invalid(InvalidSpec { message: m() }))
+            }
             "RenderedInvalid" => Failure::RenderedInvalid {
-                step: "create Deployment",
+                step: WriteStep::CreateDeployment,
                 source: kube(),
             },
             "ConnectionNotFound" => connect("connection"),
@@ -372,27 +389,27 @@ mod tests {
             },
             "FinalizerFailed" => Failure::FinalizerFailed(kube()),
             "ExecutionFailed" => Failure::ExecutionFailed {
-                step: "scale Deployment",
+                step: WriteStep::ScaleDeployment,
                 source: WriteError::Kube(kube()),
             },
             "WriteRaced" => Failure::WriteRaced {
-                step: "change routing",
+                step: WriteStep::ChangeRouting,
                 source: temporal(),
             },
             "WriteThrottled" => Failure::WriteThrottled {
-                step: "change routing",
+                step: WriteStep::ChangeRouting,
                 source: temporal(),
             },
             "ManagedElsewhere" => Failure::ManagedElsewhere { owner: m() },
             "StatusWriteFailed" => Failure::StatusWriteFailed(kube()),
             "CleanupStepFailed" => Failure::CleanupStepFailed {
-                step: "removing the finalizer",
+                step: CleanupStep::RemoveFinalizer,
                 source: kube(),
             },
             "CleanupPending" => Failure::CleanupPending(CleanupError::Temporal(temporal())),
             "CleanupNeedsConnection" => Failure::CleanupNeedsConnection { name: m() },
             "NamespaceTerminating" => Failure::NamespaceTerminating {
-                step: "create Deployment",
+                step: WriteStep::CreateDeployment,
                 source: kube(),
             },
             other => panic!("no sample failure {other}"),

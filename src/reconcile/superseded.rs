@@ -13,29 +13,37 @@ use crate::api::{KindSet, TemporalWorkerDeployment};
 /// WorkerDeployment of the same name.
 pub const LABEL_MIGRATED: &str = "temporal.io/migrated-to-wd";
 
+/// Why a seed-kind object does nothing (the message its `Ready` condition carries).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Superseded {
+    #[error(
+        "WorkerDeployment {ns}/{name} has the same name and drives the same Temporal worker \
+         deployment; it wins and this TemporalWorkerDeployment does nothing. Delete one of \
+         the two (deleting this one leaves Temporal untouched)"
+    )]
+    ByCanonical { ns: String, name: String },
+    #[error(
+        "labelled {LABEL_MIGRATED}=true: migrated to WorkerDeployment {ns}/{name}, so this \
+         TemporalWorkerDeployment does nothing (deleting it leaves Temporal untouched)"
+    )]
+    Migrated { ns: String, name: String },
+}
+
 /// Why `twd` must stand down, given the canonical object of its name (if cached). Pure.
 pub fn superseded(
     twd: &TemporalWorkerDeployment,
     canonical: Option<&TemporalWorkerDeployment>,
-) -> Option<String> {
+) -> Option<Superseded> {
     if twd.kind_set() != KindSet::Seed {
         return None;
     }
     let ns = twd.namespace().unwrap_or_default();
     let name = twd.name_any();
     if canonical.is_some() {
-        return Some(format!(
-            "WorkerDeployment {ns}/{name} has the same name and drives the same Temporal worker \
-             deployment; it wins and this TemporalWorkerDeployment does nothing. Delete one of \
-             the two (deleting this one leaves Temporal untouched)"
-        ));
+        return Some(Superseded::ByCanonical { ns, name });
     }
-    (twd.labels().get(LABEL_MIGRATED).map(String::as_str) == Some("true")).then(|| {
-        format!(
-            "labelled {LABEL_MIGRATED}=true: migrated to WorkerDeployment {ns}/{name}, so this \
-             TemporalWorkerDeployment does nothing (deleting it leaves Temporal untouched)"
-        )
-    })
+    (twd.labels().get(LABEL_MIGRATED).map(String::as_str) == Some("true"))
+        .then_some(Superseded::Migrated { ns, name })
 }
 
 #[cfg(test)]
@@ -48,7 +56,10 @@ mod tests {
         let canonical = seed.clone().stamped(KindSet::Canonical);
         assert!(superseded(&seed, None).is_none());
         let why = superseded(&seed, Some(&canonical)).expect("superseded");
-        assert!(why.contains("WorkerDeployment shop/orders"), "{why}");
+        assert!(
+            why.to_string().contains("WorkerDeployment shop/orders"),
+            "{why}"
+        );
         // The canonical object itself never stands down.
         assert!(superseded(&canonical, Some(&canonical)).is_none());
         let mut migrated = seed.clone();

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::TemporalWorkerDeployment;
-use temporal_worker_controller::luagen::{ACTION_DISCOVERY, ACTIONS};
+use temporal_worker_controller::generate::lua::{ACTION_DISCOVERY, ACTIONS};
 use test_harness::argocd_actions::{gopher_action, gopher_discovery, merge_patch, split_status};
 
 use crate::rollout::deploy_first;

@@ -4,11 +4,14 @@
 #   tools/image/package.sh --binary <controller binary> --version <v> --revision <git sha>
 #                          --out <image.oci.tar> [--push <registry/repo:tag>]
 #                          [--timestamp <unix seconds>] [--omit-package <debian package>]
+#                          [--name <binary name>] [--cmd <JSON array>]
 #
 # The root file system is a distroless-equivalent base assembled from Debian packages (glibc,
 # libgcc, CA certificates, time zone data; /etc/passwd and /etc/group with nonroot 65532; no
-# shell, no package manager), the binary at /usr/local/bin/temporal-worker-controller, USER
-# 65532:65532, ENTRYPOINT the binary, CMD ["run"], OCI labels source/version/revision/licenses.
+# shell, no package manager), the binary at /usr/local/bin/<name> (default
+# temporal-worker-controller), USER 65532:65532, ENTRYPOINT the binary, CMD --cmd (default
+# ["run"]), OCI labels source/version/revision/licenses/title. --name and --cmd package another
+# binary the same way (the quickstart's sample worker: --name hello-worker --cmd '[]').
 # buildah (vfs storage, chroot isolation, a private storage root) commits it with every file
 # and history time set to --timestamp (default: SOURCE_DATE_EPOCH, else the revision's commit
 # time, else 0), so packaging one binary twice gives one digest. The .debs are downloaded with
@@ -25,17 +28,17 @@ die() {
   exit 1
 }
 usage() {
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
 SOURCE_URL=https://github.com/temporalio/temporal-worker-controller-rs
 LICENSE_ID=Apache-2.0
-BINARY_PATH=/usr/local/bin/temporal-worker-controller
 BASE_PACKAGES=(libc6 libgcc-s1 ca-certificates tzdata)
 NONROOT=65532
 
 binary="" version="" revision="" out="" push="" timestamp="${SOURCE_DATE_EPOCH:-}" omit=""
+name=temporal-worker-controller cmd='["run"]'
 while [ $# -gt 0 ]; do
   case "$1" in
     --binary) binary=${2:?}; shift 2 ;;
@@ -45,12 +48,17 @@ while [ $# -gt 0 ]; do
     --push) push=${2:?}; shift 2 ;;
     --timestamp) timestamp=${2:?}; shift 2 ;;
     --omit-package) omit=${2:?}; shift 2 ;;
+    --name) name=${2:?}; shift 2 ;;
+    --cmd) cmd=${2:?}; shift 2 ;;
     -h | --help) usage ;;
     *) echo "package: unknown argument $1" >&2; usage ;;
   esac
 done
 [ -n "$binary" ] && [ -n "$version" ] && [ -n "$revision" ] && [ -n "$out" ] || usage
 [ -f "$binary" ] && [ -x "$binary" ] || die "--binary $binary is not an executable file"
+[[ $name =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "--name $name is not a plain file name"
+[[ $cmd =~ ^\[.*\]$ ]] || die "--cmd must be a JSON array, e.g. '[\"run\"]' or '[]'"
+BINARY_PATH=/usr/local/bin/$name
 for tool in buildah skopeo apt-get dpkg-deb; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found (bash .ci/setup-tests checks installs it)"
 done
@@ -136,18 +144,22 @@ buildah "${store[@]}" config \
   --os linux --arch "$(dpkg --print-architecture)" \
   --user "$NONROOT:$NONROOT" --workingdir / \
   --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  --entrypoint "[\"$BINARY_PATH\"]" --cmd '["run"]' --port 8080 \
+  --entrypoint "[\"$BINARY_PATH\"]" --cmd "$cmd" --port 8080 \
   --label "org.opencontainers.image.source=$SOURCE_URL" \
   --label "org.opencontainers.image.version=$version" \
   --label "org.opencontainers.image.revision=$revision" \
   --label "org.opencontainers.image.licenses=$LICENSE_ID" \
-  --label "org.opencontainers.image.title=temporal-worker-controller" \
+  --label "org.opencontainers.image.title=$name" \
   --created-by "tools/image/package.sh" \
   "$ctr"
 mkdir -p "$(dirname "$out")"
 rm -f "$out"
 buildah "${store[@]}" commit --quiet --format oci --disable-compression=false --timestamp "$timestamp" --rm \
-  "$ctr" "oci-archive:$out:temporal-worker-controller:$version" >/dev/null
+  "$ctr" "oci:$work/layout:$name:$version" >/dev/null
+# The archive byte for byte, not only the image: an `oci-archive:` that buildah writes carries the
+# packing time, so the layout is tarred here in name order with the image's time and owner.
+tar --sort=name --mtime="@$timestamp" --owner=0 --group=0 --numeric-owner --format=posix \
+  --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -C "$work/layout" -cf "$out" .
 digest="sha256:$(skopeo inspect --raw "oci-archive:$out" | sha256sum | cut -d' ' -f1)"
 echo "package: $out ($(du -h "$out" | cut -f1)), $digest" >&2
 

@@ -13,8 +13,9 @@
 //! `Pinned`), so the controller can ramp a new version in while old workflows finish on the old.
 //! On SIGTERM (a Pod being deleted) the worker stops polling and finishes its tasks, then exits.
 //!
-//! The image's default command is `run` (the packaging the controller's image uses,
-//! `tools/image/package.sh`), so `run` is accepted as the only argument.
+//! It takes no arguments. Its image comes from the controller's packaging
+//! (`tools/image/package.sh --name hello-worker --cmd '[]'`); an image packaged without
+//! `--cmd '[]'` passes the controller's default `run`, which is accepted too.
 
 mod workflows;
 

@@ -20,6 +20,7 @@ use crate::planner::takeover::{
 };
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
+use crate::reconcile::step::WriteStep;
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::TemporalClient;
 use crate::temporal::client::VersionDeletion;
@@ -144,12 +145,14 @@ async fn scale_deployment(
             .await;
         ctx.metrics
             .kube_write("patch", "deployments/scale", res.is_ok());
-        return res.map(|_| ()).map_err(|e| fail("scale Deployment", e));
+        return res
+            .map(|_| ())
+            .map_err(|e| fail(WriteStep::ScaleDeployment, e));
     };
     let mut existing = deployments
         .get(&scale.name)
         .await
-        .map_err(|e| fail("get Deployment", e))?;
+        .map_err(|e| fail(WriteStep::GetDeployment, e))?;
     existing
         .metadata
         .annotations
@@ -168,7 +171,8 @@ async fn scale_deployment(
         )
         .await;
     ctx.metrics.kube_write("update", "deployments", res.is_ok());
-    res.map(|_| ()).map_err(|e| fail("scale Deployment", e))
+    res.map(|_| ())
+        .map_err(|e| fail(WriteStep::ScaleDeployment, e))
 }
 
 pub async fn execute(ctx: &ExecContext<'_>, plan: &Plan) -> Executed {
@@ -215,7 +219,7 @@ async fn run(ctx: &ExecContext<'_>, plan: &Plan, out: &mut Executed) -> Result<(
     if let Some(Restart::Roll(restart)) = &plan.restart {
         let res = super::restart::restart_deployment(&deployments, restart, FIELD_MANAGER).await;
         ctx.metrics.kube_write("patch", "deployments", res.is_ok());
-        res.map_err(|e| fail("restart Deployment", e))?;
+        res.map_err(|e| fail(WriteStep::RestartDeployment, e))?;
         out.done.push(Done::Restarted {
             name: restart.name.clone(),
             build_id: restart.build_id.clone(),
@@ -246,7 +250,7 @@ async fn update_deployment(
     let existing = deployments
         .get(&update.name)
         .await
-        .map_err(|e| fail("get Deployment", e))?;
+        .map_err(|e| fail(WriteStep::GetDeployment, e))?;
     // An old version on another Connection is re-rendered with that one; gone since the plan
     // was made: left as it is this pass.
     let connection = match &update.connection {
@@ -269,14 +273,14 @@ async fn update_deployment(
             render::refresh_template(&existing, &input)
         }
     }
-    .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
+    .map_err(|e| fail(WriteStep::RenderDeployment, WriteError::Render(e)))?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..Default::default()
     };
     let res = deployments.replace(&update.name, &params, &refreshed).await;
     ctx.metrics.kube_write("update", "deployments", res.is_ok());
-    res.map_err(|e| render_write_fail("update Deployment", e))?;
+    res.map_err(|e| render_write_fail(WriteStep::UpdateDeployment, e))?;
     Ok(())
 }
 
@@ -291,7 +295,7 @@ async fn delete_deployment(
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => {
             ctx.metrics.kube_write("delete", "deployments", false);
-            return Err(fail("delete Deployment", e));
+            return Err(fail(WriteStep::DeleteDeployment, e));
         }
     }
     ctx.metrics.kube_write("delete", "deployments", true);
@@ -341,7 +345,7 @@ pub async fn adopt(
     let mut obj = api
         .get(&adoption.name)
         .await
-        .map_err(|e| fail("get Deployment", e))?;
+        .map_err(|e| fail(WriteStep::GetDeployment, e))?;
     let labels = obj.metadata.labels.get_or_insert_with(Default::default);
     for (key, record) in [
         (LABEL_ADOPTED_POD_TEMPLATE_HASH, &adoption.template),
@@ -363,7 +367,7 @@ pub async fn adopt(
         )
         .await;
     metrics.kube_write("update", "deployments", res.is_ok());
-    res.map_err(|e| fail("record take-over on Deployment", e))?;
+    res.map_err(|e| fail(WriteStep::RecordTakeover, e))?;
     tracing::info!(
         deployment = %adoption.name,
         build_id = %adoption.build_id,
@@ -389,7 +393,7 @@ async fn create_target(
         replicas: create.replicas,
     };
     let rendered = render::versioned_deployment(&input)
-        .map_err(|e| fail("render", WriteError::Render(e.to_string())))?;
+        .map_err(|e| fail(WriteStep::RenderDeployment, WriteError::Render(e)))?;
     let name = rendered.metadata.name.clone().unwrap_or_default();
     let res = deployments
         .create(
@@ -407,7 +411,7 @@ async fn create_target(
         Err(kube::Error::Api(s)) if s.code == 409 => false,
         Err(e) => {
             ctx.metrics.kube_write("create", "deployments", false);
-            return Err(render_write_fail("create Deployment", e));
+            return Err(render_write_fail(WriteStep::CreateDeployment, e));
         }
     };
     if created {
@@ -441,7 +445,7 @@ async fn start_step_gates(
                 input,
             )
             .await
-            .map_err(|e| temporal_fail("start step gate workflow", e))?;
+            .map_err(|e| temporal_fail(WriteStep::StartStepGate, e))?;
         out.done.push(Done::GateStarted {
             task_queue: tq.clone(),
             workflow_id: TemporalClient::step_gate_workflow_id(
@@ -470,7 +474,7 @@ async fn temporal_writes(
             .temporal
             .claim_manager(ctx.deployment_name, &token)
             .await
-            .map_err(|e| temporal_fail("claim manager identity", e))?;
+            .map_err(|e| temporal_fail(WriteStep::ClaimManager, e))?;
         out.done.push(Done::ManagerClaimed);
         out.done.push(Done::ConflictToken(token.clone()));
     }
@@ -483,7 +487,7 @@ async fn temporal_writes(
         ctx.temporal
             .pinned_batch(ctx.deployment_name, &end.build_id, &end.action)
             .await
-            .map_err(|e| temporal_fail("end pinned workflows", e))?;
+            .map_err(|e| temporal_fail(WriteStep::EndPinnedWorkflows, e))?;
         ctx.metrics.pinned_workflows_ended(end.action.as_str());
         out.done.push(Done::PinnedBatch(end.clone()));
     }
@@ -509,7 +513,7 @@ async fn start_gates(
                 ctx.gate_input,
             )
             .await
-            .map_err(|e| temporal_fail("start gate workflow", e))?;
+            .map_err(|e| temporal_fail(WriteStep::StartGate, e))?;
         out.done.push(Done::GateStarted {
             task_queue: tq.clone(),
             workflow_id: TemporalClient::gate_workflow_id(
@@ -550,7 +554,7 @@ async fn change_routing(
             None,
         ),
     };
-    let token = result.map_err(|e| temporal_fail("change routing", e))?;
+    let token = result.map_err(|e| temporal_fail(WriteStep::ChangeRouting, e))?;
     out.done.push(Done::Routed(routing.clone()));
     out.done.push(Done::ConflictToken(token));
     if let Some(build_id) = metadata_build {

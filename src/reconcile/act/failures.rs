@@ -3,9 +3,10 @@
 
 use crate::reconcile::Failure;
 use crate::reconcile::outcome::WriteError;
+use crate::reconcile::step::WriteStep;
 use crate::temporal::TemporalError;
 
-pub(super) fn fail(step: &'static str, source: impl Into<WriteError>) -> Failure {
+pub(super) fn fail(step: WriteStep, source: impl Into<WriteError>) -> Failure {
     Failure::ExecutionFailed {
         step,
         source: source.into(),
@@ -15,7 +16,7 @@ pub(super) fn fail(step: &'static str, source: impl Into<WriteError>) -> Failure
 /// A refused Kubernetes write of a rendered versioned Deployment. 422 means the pod template
 /// itself is unacceptable (for example a container name that is not a DNS label), which no
 /// retry can fix.
-pub(super) fn render_write_fail(step: &'static str, e: kube::Error) -> Failure {
+pub(super) fn render_write_fail(step: WriteStep, e: kube::Error) -> Failure {
     match &e {
         kube::Error::Api(s) if s.code == 422 => Failure::RenderedInvalid { step, source: e },
         _ if namespace_terminating(&e) => Failure::NamespaceTerminating { step, source: e },
@@ -34,7 +35,7 @@ fn namespace_terminating(e: &kube::Error) -> bool {
 }
 
 /// Which retry a refused Temporal write deserves is decided by [`super::super::verdict`].
-pub(super) fn temporal_fail(step: &'static str, source: TemporalError) -> Failure {
+pub(super) fn temporal_fail(step: WriteStep, source: TemporalError) -> Failure {
     if source.is_conflict() {
         Failure::WriteRaced { step, source }
     } else if source.is_resource_exhausted() {
@@ -62,24 +63,24 @@ mod tests {
     #[test]
     fn temporal_failures_say_whether_a_quiet_retry_is_right() {
         let f = temporal_fail(
-            "set ramping version",
+            WriteStep::ChangeRouting,
             rpc(Code::ResourceExhausted, "too many requests"),
         );
         assert!(
-            matches!(&f, Failure::WriteThrottled { .. } if f.to_string().starts_with("set ramping version: ")),
+            matches!(&f, Failure::WriteThrottled { .. } if f.to_string().starts_with("change routing: ")),
             "{f:?}"
         );
 
-        let f = temporal_fail("set ramping version", rpc(Code::Internal, "boom"));
+        let f = temporal_fail(WriteStep::ChangeRouting, rpc(Code::Internal, "boom"));
         assert!(matches!(f, Failure::ExecutionFailed { .. }), "{f:?}");
 
         let f = temporal_fail(
-            "set current version",
+            WriteStep::ChangeRouting,
             rpc(Code::FailedPrecondition, "conflict token mismatch"),
         );
         assert!(matches!(f, Failure::WriteRaced { .. }), "{f:?}");
 
-        let f = fail("create Deployment", api_error(403, "forbidden"));
+        let f = fail(WriteStep::CreateDeployment, api_error(403, "forbidden"));
         assert!(matches!(f, Failure::ExecutionFailed { .. }), "{f:?}");
     }
 
@@ -94,7 +95,7 @@ mod tests {
     #[test]
     fn an_invalid_rendered_deployment_is_a_spec_problem() {
         let msg = r#"Deployment.apps "w-v1" is invalid: spec.template.spec.containers[0].name: Invalid value: "Bad_Name""#;
-        let f = render_write_fail("create Deployment", api_error(422, msg));
+        let f = render_write_fail(WriteStep::CreateDeployment, api_error(422, msg));
         let Failure::RenderedInvalid { .. } = &f else {
             panic!("{f:?}")
         };
@@ -111,11 +112,14 @@ mod tests {
             "causes": [{"reason": "NamespaceTerminating", "message": "namespace is terminating"}]
         }))
         .ok();
-        let f = render_write_fail("create Deployment", kube::Error::Api(refused.boxed()));
+        let f = render_write_fail(
+            WriteStep::CreateDeployment,
+            kube::Error::Api(refused.boxed()),
+        );
         assert!(matches!(f, Failure::NamespaceTerminating { .. }), "{f:?}");
         // Anything else (forbidden by a policy webhook, server trouble) may pass on retry.
         for code in [403, 409, 500] {
-            let f = render_write_fail("create Deployment", api_error(code, "nope"));
+            let f = render_write_fail(WriteStep::CreateDeployment, api_error(code, "nope"));
             assert!(
                 matches!(f, Failure::ExecutionFailed { .. }),
                 "{code}: {f:?}"

@@ -43,7 +43,7 @@ impl PollerChecks {
     }
 
     /// The workflow task queues of `build` as the last poller check read them (a live
-    /// version's), for the Go-shaped `taskQueues` of the status (`crate::go_status`).
+    /// version's), for the Go-shaped `taskQueues` of the status (`crate::reconcile::report::go_status`).
     pub fn workflow_queues(&self, key: &Key, build: &str) -> Vec<String> {
         let memo = self.get(key);
         memo.queues

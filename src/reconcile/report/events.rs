@@ -253,6 +253,38 @@ async fn draining_at_zero(ctx: &Context, twd: &TemporalWorkerDeployment, planned
 /// The Normal event for one successful write, if it is a milestone.
 fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
     Some(match done {
+        Done::Created { .. }
+        | Done::Updated { .. }
+        | Done::Restarted { .. }
+        | Done::Scaled { .. }
+        | Done::Deleted { .. } => return deployment_milestone(done),
+        Done::ManagerClaimed
+        | Done::ConflictToken(_)
+        | Done::Stopped { .. }
+        | Done::CleanupAbandoned { .. }
+        | Done::Adopted { .. } => return None,
+        Done::GateStarted {
+            task_queue,
+            workflow_id,
+        } => (
+            events::GATE_STARTED,
+            format!("Started gate workflow {workflow_id} on task queue {task_queue}"),
+        ),
+        Done::Routed(change) => routing_milestone(change, rollback),
+        Done::VersionForgotten { build_id } => (
+            events::VERSION_RECORD_DELETED,
+            format!(
+                "Deleted the record of build ID {build_id} in Temporal (its Deployment is gone)"
+            ),
+        ),
+        Done::PinnedBatch(batch) => pinned_milestone(batch),
+    })
+}
+
+/// The Normal event for a write to a versioned Deployment, if it is a milestone (a scale to
+/// zero is; any other scale is not).
+fn deployment_milestone(done: &Done) -> Option<(&'static str, String)> {
+    Some(match done {
         Done::Created { name, build_id } => (
             events::VERSION_CREATED,
             format!("Created Deployment {name} for build ID {build_id}"),
@@ -281,49 +313,34 @@ fn milestone(done: &Done, rollback: bool) -> Option<(&'static str, String)> {
             events::SCALED_DOWN,
             format!("Scaled Deployment {name} of build ID {build_id} to 0"),
         ),
-        Done::Scaled { .. }
-        | Done::ManagerClaimed
-        | Done::ConflictToken(_)
-        | Done::Stopped { .. }
-        | Done::CleanupAbandoned { .. }
-        | Done::Adopted { .. } => return None,
-        Done::GateStarted {
-            task_queue,
-            workflow_id,
-        } => (
-            events::GATE_STARTED,
-            format!("Started gate workflow {workflow_id} on task queue {task_queue}"),
-        ),
-        Done::Routed(RoutingChange::SetCurrent { build_id }) if rollback => (
-            events::ROLLED_BACK,
-            format!("Rolled back: build ID {build_id} is Current again"),
-        ),
-        Done::Routed(RoutingChange::SetCurrent { build_id }) => (
-            events::PROMOTED,
-            format!("Build ID {build_id} is now Current"),
-        ),
-        Done::Routed(RoutingChange::SetRamping {
-            build_id,
-            percentage,
-        }) => (
-            events::RAMP_STEP_STARTED,
-            format!("Ramping build ID {build_id} to {percentage}%"),
-        ),
-        Done::Routed(RoutingChange::ClearRamp) => {
-            (events::RAMP_CLEARED, "Cleared a stale ramp".to_string())
-        }
-        Done::VersionForgotten { build_id } => (
-            events::VERSION_RECORD_DELETED,
-            format!(
-                "Deleted the record of build ID {build_id} in Temporal (its Deployment is gone)"
-            ),
-        ),
         Done::Deleted { name, build_id } => (
             events::VERSION_DELETED,
             format!("Deleted Deployment {name} of build ID {build_id}"),
         ),
-        Done::PinnedBatch(batch) => pinned_milestone(batch),
+        _ => return None,
     })
+}
+
+/// The Normal event for a routing write: a promotion (or a rollback), a ramp step, a cleared ramp.
+fn routing_milestone(change: &RoutingChange, rollback: bool) -> (&'static str, String) {
+    match change {
+        RoutingChange::SetCurrent { build_id } if rollback => (
+            events::ROLLED_BACK,
+            format!("Rolled back: build ID {build_id} is Current again"),
+        ),
+        RoutingChange::SetCurrent { build_id } => (
+            events::PROMOTED,
+            format!("Build ID {build_id} is now Current"),
+        ),
+        RoutingChange::SetRamping {
+            build_id,
+            percentage,
+        } => (
+            events::RAMP_STEP_STARTED,
+            format!("Ramping build ID {build_id} to {percentage}%"),
+        ),
+        RoutingChange::ClearRamp => (events::RAMP_CLEARED, "Cleared a stale ramp".to_string()),
+    }
 }
 
 /// The Normal event for one batch of actions on pinned workflows.

@@ -2,6 +2,7 @@
 //! failures, all from one [`Attempt`] and its [`Verdict`].
 
 mod events;
+pub mod go_status;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -179,7 +180,7 @@ fn since(t: Timestamp) -> Duration {
     Duration::try_from(Timestamp::now().duration_since(t)).unwrap_or_default()
 }
 
-/// What the Go-shaped status fields need beyond the plan's input ([`crate::go_status`]).
+/// What the Go-shaped status fields need beyond the plan's input ([`go_status`]).
 #[derive(Default)]
 struct GoInputs {
     /// Versioned Deployment name → UID.
@@ -190,7 +191,7 @@ struct GoInputs {
 }
 
 /// Versioned Deployment name → UID, from the cache (for the Go-shaped `deployment`
-/// references, [`crate::go_status`]).
+/// references, [`go_status`]).
 fn deployment_uids(
     ctx: &Context,
     twd: &TemporalWorkerDeployment,
@@ -254,40 +255,55 @@ fn new_status(
         Timestamp::now(),
     );
     if let Report::Planned { input, .. } = &report {
-        // Without a fresh reading (the poller check reads queues only while it needs them),
-        // the target's queues as the last status listed them for the same build: a Go
-        // user's `taskQueues` does not go blank between readings, nor at a take-over.
-        let previous: Vec<String> = twd
-            .status
-            .as_ref()
-            .and_then(|s| s.target_version.as_ref())
-            .filter(|t| {
-                Some(&t.version.build_id)
-                    == status.target_version.as_ref().map(|n| &n.version.build_id)
-            })
-            .map(|t| {
-                t.version
-                    .task_queues
-                    .iter()
-                    .map(|q| q.name.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        crate::go_status::fill(
-            &mut status,
-            &crate::go_status::GoFacts {
-                namespace: twd.metadata.namespace.as_deref().unwrap_or_default(),
-                uids: &go.uids,
-                conflict_token: &input.temporal.conflict_token,
-                target_task_queues: [&input.target_task_queues, &go.target_queues, &previous]
-                    .into_iter()
-                    .find(|q| !q.is_empty())
-                    .map_or(&[][..], |q| &q[..]),
-                connection_ref: &twd.spec.worker_options.connection_ref,
-            },
-        );
+        fill_go_fields(&mut status, twd, input, go);
     }
     Some(status)
+}
+
+/// The Go controller's status fields, from this pass's facts.
+fn fill_go_fields(
+    status: &mut TemporalWorkerDeploymentStatus,
+    twd: &TemporalWorkerDeployment,
+    input: &PlanInput,
+    go: &GoInputs,
+) {
+    let previous = previous_target_queues(twd, status);
+    go_status::fill(
+        status,
+        &go_status::GoFacts {
+            namespace: twd.metadata.namespace.as_deref().unwrap_or_default(),
+            uids: &go.uids,
+            conflict_token: &input.temporal.conflict_token,
+            target_task_queues: [&input.target_task_queues, &go.target_queues, &previous]
+                .into_iter()
+                .find(|q| !q.is_empty())
+                .map_or(&[][..], |q| &q[..]),
+            connection_ref: &twd.spec.worker_options.connection_ref,
+        },
+    );
+}
+
+/// Without a fresh reading (the poller check reads queues only while it needs them), the
+/// target's queues as the last status listed them for the same build: a Go user's
+/// `taskQueues` does not go blank between readings, nor at a take-over.
+fn previous_target_queues(
+    twd: &TemporalWorkerDeployment,
+    status: &TemporalWorkerDeploymentStatus,
+) -> Vec<String> {
+    twd.status
+        .as_ref()
+        .and_then(|s| s.target_version.as_ref())
+        .filter(|t| {
+            Some(&t.version.build_id) == status.target_version.as_ref().map(|n| &n.version.build_id)
+        })
+        .map(|t| {
+            t.version
+                .task_queues
+                .iter()
+                .map(|q| q.name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// After the act stage: what this reconcile asked Temporal to do is now a fact for the status.
@@ -599,7 +615,15 @@ mod tests {
             None
         );
         // A terminal reason is reported: keeping the old status would hide it.
-        let invalid = unplanned(taken_over(), Failure::InvalidSpec("bad".into()));
+        let invalid = unplanned(
+            taken_over(),
+            Failure::InvalidSpec(
+                crate::reconcile::validate::InvalidSpec {
+                    message: "bad".into(),
+                }
+                .into(),
+            ),
+        );
         let decided = verdict(&invalid.outcome, 1);
         assert!(super::new_status(&invalid, &decided, 1, &Default::default()).is_some());
         // Once the status is ours (or the predecessor's is stale, or the object is being

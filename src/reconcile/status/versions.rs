@@ -120,7 +120,7 @@ fn info(build: &str, status: VersionStatus, d: Option<&ObservedDeployment>) -> V
         build_id: build.to_string(),
         status,
         deployment_name: d.map(|d| d.name.clone()),
-        // The Go-shaped fields are added by `crate::go_status` in the report stage.
+        // The Go-shaped fields are added by `crate::reconcile::report::go_status` in the report stage.
         deployment: None,
         task_queues: Vec::new(),
         managed_by: None,
@@ -160,58 +160,18 @@ pub(super) fn versions(
     routed: bool,
     executed: bool,
 ) -> TemporalWorkerDeploymentStatus {
-    let target = input.desired.build_id.as_str();
-    let target_status = e.status_of(input, target);
-    let ramping = target_status == VersionStatus::Ramping;
-    let step = plan
-        .progress
-        .step
-        .filter(|_| ramping && matches!(plan.progress.phase, Phase::Ramping | Phase::Paused));
-    let gate_workflows = if target_status == VersionStatus::Current {
-        Vec::new()
-    } else {
-        gate_workflows(input)
-    };
-    let target_version = TargetVersion {
-        version: info(target, target_status, deployment_of(input, target)),
-        ramp_percentage: ramping.then_some(e.percentage),
-        ramping_since: e.ramping_since.filter(|_| ramping).map(Time),
-        ramp_last_modified_at: e.ramp_changed_at.filter(|_| ramping).map(Time),
-        current_step: step.map(|s| crate::api::twd::step_number(s.index)),
-        step_started_at: step.and_then(|s| s.started_at).map(Time),
-        next_step_at: step.and_then(|s| s.next_at).map(Time),
-        gate_workflows,
-        test_workflows: Vec::new(),
-    };
-
     let current_version = e
         .current
         .as_deref()
         .map(|b| info(b, VersionStatus::Current, deployment_of(input, b)));
-
-    let mut deprecated: Vec<DeprecatedVersion> = input
-        .deployments
-        .iter()
-        .filter(|d| d.build_id != target && e.current.as_deref() != Some(d.build_id.as_str()))
-        .filter(|d| !(executed && plan.delete.iter().any(|x| x.name == d.name)))
-        .map(|d| deprecated_version(input, e, d))
-        .collect();
-    // Stable order whatever order Kubernetes lists Deployments in: no status churn.
-    deprecated.sort_by(|a, b| {
-        a.version
-            .build_id
-            .cmp(&b.version.build_id)
-            .then_with(|| a.version.deployment_name.cmp(&b.version.deployment_name))
-    });
-
     let t = &input.temporal;
     let me = || Some(input.controller_identity.clone());
     let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
     TemporalWorkerDeploymentStatus {
         observed_generation: None,
-        target_version: Some(target_version),
+        target_version: Some(target_version(input, plan, e)),
         current_version,
-        deprecated_versions: deprecated,
+        deprecated_versions: deprecated_versions(input, plan, e, executed),
         manager_identity: if routed && plan.claim_manager {
             me()
         } else {
@@ -229,6 +189,59 @@ pub(super) fn versions(
         observed_connection_ref: None,
         retired_versions: plan.retired.clone(),
     }
+}
+
+/// The target's entry: its routing, its ramp step while it ramps, its gate workflows until it
+/// is Current.
+fn target_version(input: &PlanInput, plan: &Plan, e: &Effective) -> TargetVersion {
+    let target = input.desired.build_id.as_str();
+    let target_status = e.status_of(input, target);
+    let ramping = target_status == VersionStatus::Ramping;
+    let step = plan
+        .progress
+        .step
+        .filter(|_| ramping && matches!(plan.progress.phase, Phase::Ramping | Phase::Paused));
+    let gate_workflows = if target_status == VersionStatus::Current {
+        Vec::new()
+    } else {
+        gate_workflows(input)
+    };
+    TargetVersion {
+        version: info(target, target_status, deployment_of(input, target)),
+        ramp_percentage: ramping.then_some(e.percentage),
+        ramping_since: e.ramping_since.filter(|_| ramping).map(Time),
+        ramp_last_modified_at: e.ramp_changed_at.filter(|_| ramping).map(Time),
+        current_step: step.map(|s| crate::api::twd::step_number(s.index)),
+        step_started_at: step.and_then(|s| s.started_at).map(Time),
+        next_step_at: step.and_then(|s| s.next_at).map(Time),
+        gate_workflows,
+        test_workflows: Vec::new(),
+    }
+}
+
+/// Every other observed version (neither target nor Current), minus those this pass deleted,
+/// in a stable order whatever order Kubernetes lists Deployments in: no status churn.
+fn deprecated_versions(
+    input: &PlanInput,
+    plan: &Plan,
+    e: &Effective,
+    executed: bool,
+) -> Vec<DeprecatedVersion> {
+    let target = input.desired.build_id.as_str();
+    let mut deprecated: Vec<DeprecatedVersion> = input
+        .deployments
+        .iter()
+        .filter(|d| d.build_id != target && e.current.as_deref() != Some(d.build_id.as_str()))
+        .filter(|d| !(executed && plan.delete.iter().any(|x| x.name == d.name)))
+        .map(|d| deprecated_version(input, e, d))
+        .collect();
+    deprecated.sort_by(|a, b| {
+        a.version
+            .build_id
+            .cmp(&b.version.build_id)
+            .then_with(|| a.version.deployment_name.cmp(&b.version.deployment_name))
+    });
+    deprecated
 }
 
 /// One old version's status entry: its sunset schedule and what keeps it alive.

@@ -155,7 +155,27 @@ impl std::fmt::Debug for GoController {
 
 impl GoController {
     /// Starts the manager with `kubeconfig` and waits until its `/readyz` answers 200.
+    ///
+    /// Tried again (up to three times, with fresh ports) when it exits because a port was taken
+    /// between the probe and its bind; any other failure is returned at once.
     pub async fn start(
+        build: &GoControllerBuild,
+        kubeconfig: &Path,
+        options: &GoControllerOptions,
+    ) -> Result<GoController> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(build, kubeconfig, options).await {
+                Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {
+                    tracing::warn!(attempt, error = %format!("{e:#}"), "Go controller lost a port race; starting it again");
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(
         build: &GoControllerBuild,
         kubeconfig: &Path,
         options: &GoControllerOptions,

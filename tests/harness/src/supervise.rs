@@ -125,8 +125,54 @@ pub fn log_tail(path: &Path) -> String {
     text[start..].to_string()
 }
 
-/// A loopback port that was free a moment ago.
+/// Ports [`free_port`] hands out: below the kernel's ephemeral range (32768 and up by default),
+/// with room above for the ports a server derives from its own (the Temporal dev server's HTTP
+/// port is its gRPC port + 1000).
+const PORT_POOL: std::ops::Range<u16> = 20_000..30_000;
+
+/// A loopback port that was free a moment ago, for a child process to bind.
+///
+/// Not a port the kernel picks (bind to 0): those come from the ephemeral range, which outgoing
+/// connections draw from too, so on a busy machine a client socket could take the port before
+/// the child binds it (a Go controller once failed to start its metrics server this way). The
+/// walk starts at a point spread by process ID and a counter, so that two test binaries running
+/// at once rarely probe the same ports.
 pub fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a probe port")?;
-    Ok(listener.local_addr()?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let span = u32::from(PORT_POOL.end - PORT_POOL.start);
+    let start = std::process::id()
+        .wrapping_mul(2_654_435_761)
+        .wrapping_add(NEXT.fetch_add(7_919, Ordering::Relaxed));
+    (0..span)
+        .map(|i| PORT_POOL.start + ((start.wrapping_add(i) % span) as u16))
+        .find(|port| bindable(*port))
+        .context("no free loopback port below the ephemeral range")
+}
+
+/// Whether a listener could bind `port` on loopback and on every address right now.
+fn bindable(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        && std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_come_from_the_pool_and_skip_a_bound_one() {
+        let held = std::net::TcpListener::bind(("127.0.0.1", free_port().expect("a port")))
+            .expect("binding the port handed out");
+        let held_port = held.local_addr().expect("addr").port();
+        assert!(
+            PORT_POOL.contains(&held_port),
+            "{held_port} outside the pool"
+        );
+        for _ in 0..200 {
+            let port = free_port().expect("a port");
+            assert!(PORT_POOL.contains(&port), "{port} outside the pool");
+            assert_ne!(port, held_port, "a bound port was handed out");
+        }
+    }
 }

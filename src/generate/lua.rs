@@ -1,5 +1,5 @@
 //! Argo CD health-check generation: `lua/*.lua` is the one source of every health script; the
-//! copies Argo CD reads are generated from it, as the CRDs are by [`crate::crdgen`]:
+//! copies Argo CD reads are generated from it, as the CRDs are by [`crate::generate::crds`]:
 //! `argocd/resource_customizations/temporal.io/<Kind>/health.lua` (Argo CD's built-in layout,
 //! one copy per kind of both kind sets) and the `argocd/argocd-cm.yaml` snippet (each script
 //! written once, the alias kind's key a YAML alias of it). The resource actions of the worker
@@ -40,19 +40,19 @@ impl HealthScript {
 pub const SCRIPTS: [HealthScript; 3] = [
     HealthScript {
         source: "lua/temporalworkerdeployment-health.lua",
-        text: include_str!("../lua/temporalworkerdeployment-health.lua"),
+        text: include_str!("../../lua/temporalworkerdeployment-health.lua"),
         canonical: "WorkerDeployment",
         aliases: &["TemporalWorkerDeployment"],
     },
     HealthScript {
         source: "lua/temporalworkerownedresource-health.lua",
-        text: include_str!("../lua/temporalworkerownedresource-health.lua"),
+        text: include_str!("../../lua/temporalworkerownedresource-health.lua"),
         canonical: "WorkerResourceTemplate",
         aliases: &["TemporalWorkerOwnedResource"],
     },
     HealthScript {
         source: "lua/temporalconnection-health.lua",
-        text: include_str!("../lua/temporalconnection-health.lua"),
+        text: include_str!("../../lua/temporalconnection-health.lua"),
         canonical: "Connection",
         aliases: &["TemporalConnection", "ClusterConnection"],
     },
@@ -66,14 +66,14 @@ pub struct Action {
 }
 
 /// The worker deployment kinds' action discovery (which actions apply to an object's state).
-pub const ACTION_DISCOVERY: &str = include_str!("../lua/actions/discovery.lua");
+pub const ACTION_DISCOVERY: &str = include_str!("../../lua/actions/discovery.lua");
 
 /// The action named `$name`, its script read from `lua/actions/$name.lua`.
 macro_rules! action {
     ($name:literal) => {
         Action {
             name: $name,
-            text: include_str!(concat!("../lua/actions/", $name, ".lua")),
+            text: include_str!(concat!("../../lua/actions/", $name, ".lua")),
         }
     };
 }
