@@ -3,10 +3,16 @@
 //! in-process. `status --watch` in a pseudo-terminal (`script`) and on a pipe during a live
 //! Progressive rollout; `wait` on a completed and on an aborted (Stalled) rollout; `status -o
 //! json|yaml` checked against docs/openapi.yaml; bash completion in a real bash; the kubectl
-//! plugin through the real `kubectl`.
+//! plugin through the real `kubectl`; `retry`, `undo`, `restart` on live rollouts; `lint` against
+//! the API server's own dry run on every refused row of the bad-input table
+//! (`tests/common/bad_inputs_table.rs`); rollout names completed in a real bash; the context's
+//! namespace by default and `-A`.
 
 #[path = "common/controller.rs"]
 mod controller;
+#[allow(dead_code)]
+#[path = "common/bad_inputs_table.rs"]
+mod table;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -18,7 +24,7 @@ use anyhow::{Context as _, Result, bail, ensure};
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::{KindSet, TemporalWorkerDeployment};
-use temporal_worker_controller::run::{self, Running};
+use temporal_worker_controller::run::Running;
 use test_harness::manifests;
 use test_harness::world::{World, wait};
 use tokio::sync::OnceCell;
@@ -54,9 +60,9 @@ async fn start() -> Result<Arc<Env>> {
         .await?
         .kubeconfig_path()
         .to_path_buf();
-    let controller = run::start(
+    let controller = controller::start(
         world.client.clone(),
-        controller::options(&controller::watching(&world.ns, IDENTITY))?,
+        &controller::watching(&world.ns, IDENTITY),
     )
     .await?;
     Ok(Arc::new(Env {
@@ -634,4 +640,577 @@ fn tempdir(tag: &str) -> Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+/// A copy of the test kubeconfig whose current context's namespace is `ns` (as `kubectl config
+/// set-context --current --namespace` leaves it).
+fn kubeconfig_in(env: &Env, ns: &str, tag: &str) -> Result<PathBuf> {
+    let mut kc: Value = serde_yaml::from_str(&std::fs::read_to_string(&env.kubeconfig)?)?;
+    let current = kc["current-context"]
+        .as_str()
+        .context("no current context")?
+        .to_string();
+    let context = kc["contexts"]
+        .as_array_mut()
+        .and_then(|cs| cs.iter_mut().find(|c| c["name"] == current.as_str()))
+        .context("the current context is not listed")?;
+    context["context"]["namespace"] = json!(ns);
+    let path = tempdir(tag)?.join("kubeconfig.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&kc)?)?;
+    Ok(path)
+}
+
+/// The binary with `args` and `kubeconfig`, and no `-n`.
+fn cli_with(kubeconfig: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// The NAME column of a `status` listing (with `-A` the second, after NAMESPACE).
+fn names_listed(out: &Output) -> Vec<String> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let column = header.iter().position(|h| *h == "NAME").unwrap_or(0);
+    lines
+        .filter_map(|l| l.split_whitespace().nth(column).map(str::to_string))
+        .collect()
+}
+
+/// `status` without `-n` lists the kube context's namespace, as kubectl does; `-A` lists
+/// every namespace; `-n` and `-A` together are a usage error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lists_the_context_namespace_and_all_with_a() -> Result<()> {
+    let env = env().await;
+    env.apply("ns-here", "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
+    let other = format!("cli-other-{}", std::process::id() % 10000);
+    test_harness::world::ensure_namespace(&env.world.client, &other).await?;
+    let elsewhere = manifests::in_namespace(
+        env.twd("ns-elsewhere", "v1", json!({"strategy": "AllAtOnce"})),
+        &other,
+    );
+    TemporalWorkerDeployment::api(env.world.client.clone(), &other, KindSet::Seed)
+        .patch(
+            "ns-elsewhere",
+            &PatchParams::apply("cli-test").force(),
+            &Patch::Apply(elsewhere),
+        )
+        .await?;
+    let kubeconfig = kubeconfig_in(&env, &env.world.ns, "ctx-ns")?;
+    let here = output(cli_with(&kubeconfig, &["status"])).await?;
+    ensure!(here.status.success(), "{}", text(&here));
+    let listed = names_listed(&here);
+    ensure!(
+        listed.iter().any(|n| n == "ns-here") && !listed.iter().any(|n| n == "ns-elsewhere"),
+        "{}",
+        text(&here)
+    );
+    let all = output(cli_with(&kubeconfig, &["status", "-A"])).await?;
+    ensure!(all.status.success(), "{}", text(&all));
+    let listed = names_listed(&all);
+    ensure!(
+        listed.iter().any(|n| n == "ns-here") && listed.iter().any(|n| n == "ns-elsewhere"),
+        "{}",
+        text(&all)
+    );
+    let there = output(cli_with(
+        &kubeconfig,
+        &["status", "-n", &other, "-o", "json"],
+    ))
+    .await?;
+    let there: Value = serde_json::from_slice(&there.stdout)?;
+    ensure!(
+        there["items"]
+            .as_array()
+            .is_some_and(|i| i.len() == 1 && i[0]["name"] == "ns-elsewhere"),
+        "{there}"
+    );
+    // The status API follows the same rule.
+    let api = output(cli_with(
+        &kubeconfig,
+        &["status", "-o", "json", "--api-url", &env.api_url],
+    ))
+    .await?;
+    let api: Value = serde_json::from_slice(&api.stdout)?;
+    ensure!(
+        api["items"]
+            .as_array()
+            .is_some_and(|i| i.iter().all(|r| r["namespace"] == env.world.ns.as_str())),
+        "{api}"
+    );
+    let both = output(cli_with(&kubeconfig, &["status", "-A", "-n", &other])).await?;
+    ensure!(both.status.code() == Some(2), "{}", text(&both));
+    Ok(())
+}
+
+/// Runs bash's completion for `words` (the last one being completed) with `path` first on
+/// PATH, after sourcing `completion bash`; returns COMPREPLY.
+fn complete_in_bash(words: &[&str], kubeconfig: Option<&Path>) -> Result<Vec<String>> {
+    let words_list = words
+        .iter()
+        .map(|w| format!("'{w}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = format!(
+        r#"set -e
+source <("{BIN}" completion bash)
+spec=$(complete -p temporal-worker-controller)
+fn=${{spec#*-F }}; fn=${{fn%% *}}
+COMP_WORDS=({words_list})
+COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
+COMP_LINE="${{COMP_WORDS[*]}}"
+COMP_POINT=${{#COMP_LINE}}
+"$fn" temporal-worker-controller "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}"
+"#
+    );
+    let bin_dir = Path::new(BIN).parent().context("bin dir")?;
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "-c", &script])
+        .env("PATH", path)
+        .env_remove("KUBECONFIG");
+    if let Some(k) = kubeconfig {
+        cmd.env("KUBECONFIG", k);
+    }
+    let out = cmd.output()?;
+    ensure!(out.status.success(), "{}", text(&out));
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
+/// In a real bash, a rollout's name completes from the cluster (the binary called back), in
+/// the context's namespace or the one `-n` names; flags and flag values do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_completes_rollout_names_from_the_cluster() -> Result<()> {
+    let env = env().await;
+    for name in ["compl-alpha", "compl-beta"] {
+        env.apply(name, "v1", json!({"strategy": "AllAtOnce"}))
+            .await?;
+    }
+    let kubeconfig = kubeconfig_in(&env, &env.world.ns, "compl")?;
+    let names = |words: Vec<&str>| {
+        let k = kubeconfig.clone();
+        let words: Vec<String> = words.into_iter().map(str::to_string).collect();
+        tokio::task::spawn_blocking(move || {
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            complete_in_bash(&words, Some(&k))
+        })
+    };
+    let bin = "temporal-worker-controller";
+    ensure!(names(vec![bin, "pause", "compl-"]).await?? == ["compl-alpha", "compl-beta"]);
+    ensure!(names(vec![bin, "undo", "compl-b"]).await?? == ["compl-beta"]);
+    let ns = env.world.ns.as_str();
+    // `-n` typed before the name is honoured: the other namespace has none of them.
+    ensure!(
+        names(vec![bin, "status", "-n", "default", "compl-"])
+            .await??
+            .is_empty()
+    );
+    ensure!(names(vec![bin, "wait", "-n", ns, "compl-a"]).await?? == ["compl-alpha"]);
+    // A flag's value and a second positional are not names.
+    ensure!(
+        names(vec![bin, "wait", "compl-alpha", "--for", "compl-"])
+            .await??
+            .is_empty()
+    );
+    let flags = names(vec![bin, "pause", "--"]).await??;
+    ensure!(flags.iter().any(|f| f == "--namespace"), "{flags:?}");
+    Ok(())
+}
+
+fn current_build(t: &TemporalWorkerDeployment) -> Option<String> {
+    Some(
+        t.status
+            .as_ref()?
+            .current_version
+            .as_ref()?
+            .build_id
+            .clone(),
+    )
+}
+
+/// Whether the status records when `build` left routing (what `undo` goes by).
+fn left_routing(t: &TemporalWorkerDeployment, build: &str) -> bool {
+    t.status.as_ref().is_some_and(|s| {
+        s.deprecated_versions.iter().any(|d| {
+            d.version.build_id == build && (d.draining_since.is_some() || d.drained_since.is_some())
+        })
+    })
+}
+
+fn image_of(t: &TemporalWorkerDeployment) -> Option<String> {
+    t.spec
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .clone()
+}
+
+/// `undo` puts the earlier version's template back and the controller promotes it at once (a
+/// rollback: `RolledBack` event); on an object a GitOps tool manages it prints the change to
+/// commit and patches nothing; with no earlier version it refuses (exit 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_rolls_back_to_the_build_that_was_current_before() -> Result<()> {
+    let env = env().await;
+    let name = "undone";
+    let all = json!({"strategy": "AllAtOnce"});
+    env.apply(name, "v1", all.clone()).await?;
+    let v1 = wait(&env.api(), name, "v1 Current", |t| {
+        ready_reason(t) == "RolloutComplete"
+    })
+    .await
+    .map(|t| current_build(&t))?
+    .context("v1")?;
+    let nothing = output(env.cli(&["undo", name])).await?;
+    ensure!(nothing.status.code() == Some(1), "{}", text(&nothing));
+    ensure!(
+        String::from_utf8_lossy(&nothing.stderr).contains("no earlier version"),
+        "{}",
+        text(&nothing)
+    );
+    env.apply(name, "v2", all).await?;
+    let v2 = wait(&env.api(), name, "v2 Current, v1 left routing", |t| {
+        ready_reason(t) == "RolloutComplete"
+            && current_build(t).is_some_and(|b| b != v1)
+            && left_routing(t, &v1)
+    })
+    .await
+    .map(|t| current_build(&t))?
+    .context("v2")?;
+
+    let undo = output(env.cli(&["undo", name])).await?;
+    if !undo.status.success() {
+        let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> = env.world.api();
+        let d = deployments
+            .get(&format!("{name}-{v1}"))
+            .await
+            .map(|d| serde_json::to_string(&d.spec.template).unwrap_or_default());
+        bail!("{}\nv1's template: {d:?}", text(&undo));
+    }
+    let back = wait(&env.api(), name, "v1 Current again", |t| {
+        current_build(t).as_deref() == Some(v1.as_str()) && ready_reason(t) == "RolloutComplete"
+    })
+    .await?;
+    ensure!(
+        image_of(&back).is_some_and(|i| i.ends_with(":v1")),
+        "{:?}",
+        image_of(&back)
+    );
+    let target = back.status.as_ref().and_then(|s| s.target_version.as_ref());
+    ensure!(
+        target.is_some_and(|t| t.version.build_id == v1),
+        "not the same build ID"
+    );
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = env.world.api();
+    let rolled_back = events
+        .list(&kube::api::ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .any(|e| {
+            e.reason.as_deref() == Some("RolledBack") && e.note.is_some_and(|n| n.contains(&v1))
+        });
+    ensure!(rolled_back, "no RolledBack event for {v1}");
+
+    wait(&env.api(), name, "v2 left routing", |t| {
+        left_routing(t, &v2)
+    })
+    .await?;
+    // Managed by Flux (its label): the change to commit is printed, nothing is patched.
+    let label = json!({"metadata": {"labels": {"kustomize.toolkit.fluxcd.io/name": "apps"}}});
+    env.api()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&label))
+        .await?;
+    let generation = env.api().get(name).await?.metadata.generation;
+    let printed = output(env.cli(&["undo", name])).await?;
+    ensure!(printed.status.success(), "{}", text(&printed));
+    let stdout = String::from_utf8_lossy(&printed.stdout);
+    ensure!(
+        stdout.contains("managed by Flux") && stdout.contains(&v2) && stdout.contains("image: "),
+        "{}",
+        text(&printed)
+    );
+    let yaml = stdout.split("\n---\n").nth(1).context("no YAML")?;
+    let change: Value = serde_yaml::from_str(yaml)?;
+    ensure!(
+        change["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .is_some_and(|i| i.ends_with(":v2")),
+        "{change}"
+    );
+    ensure!(
+        env.api().get(name).await?.metadata.generation == generation,
+        "patched"
+    );
+    Ok(())
+}
+
+async fn pod_uids(env: &Env, build: &str) -> Result<Vec<String>> {
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = env.world.api();
+    let lp = kube::api::ListParams::default().labels(&format!("temporal.io/build-id={build}"));
+    Ok(pods
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|p| p.metadata.uid)
+        .collect())
+}
+
+/// `restart` replaces the Current version's Pods, same build ID; `retry` on a build that
+/// missed its progress deadline (no node fits its Pods) starts a new wait, and once a node
+/// fits, that build rolls out; `retry` with nothing failed refuses (exit 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_and_retry_act_on_the_rollout() -> Result<()> {
+    let env = env().await;
+    let name = "requests";
+    env.apply(name, "v1", json!({"strategy": "AllAtOnce"}))
+        .await?;
+    let v1 = wait(&env.api(), name, "v1 Current", |t| {
+        ready_reason(t) == "RolloutComplete"
+    })
+    .await
+    .map(|t| current_build(&t))?
+    .context("v1")?;
+    let before = pod_uids(&env, &v1).await?;
+    ensure!(!before.is_empty(), "no Ready Pods of {v1}");
+    let restart = output(env.cli(&["restart", name])).await?;
+    ensure!(restart.status.success(), "{}", text(&restart));
+    let deadline = Instant::now() + T_SHOW;
+    loop {
+        let now = pod_uids(&env, &v1).await?;
+        if !now.is_empty() && now.iter().all(|u| !before.contains(u)) {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "Pods not replaced: {before:?} → {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    ensure!(current_build(&env.api().get(name).await?).as_deref() == Some(v1.as_str()));
+
+    let refused = output(env.cli(&["retry", name])).await?;
+    ensure!(refused.status.code() == Some(1), "{}", text(&refused));
+    ensure!(
+        String::from_utf8_lossy(&refused.stderr).contains("progress deadline"),
+        "{}",
+        text(&refused)
+    );
+
+    // v2's worker reads an env var from a Secret that does not exist yet: its Pods wait in
+    // CreateContainerConfigError and it misses its 15 s deadline.
+    let secret = "retry-token";
+    let mut stuck = env.twd(name, "v2", json!({"strategy": "AllAtOnce"}));
+    let from_secret = json!({"name": "RETRY_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}}});
+    let env_list = &mut stuck["spec"]["template"]["spec"]["containers"][0]["env"];
+    env_list.as_array_mut().context("env")?.push(from_secret);
+    stuck["spec"]["progressDeadlineSeconds"] = json!(15);
+    env.api()
+        .patch(
+            name,
+            &PatchParams::apply("cli-test").force(),
+            &Patch::Apply(stuck),
+        )
+        .await?;
+    let failed = wait(&env.api(), name, "v2 stalled", |t| {
+        t.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Stalled" && c.status == "True" && c.reason == "ProgressDeadlineExceeded"
+            })
+        })
+    })
+    .await?;
+    let v2 = failed
+        .status
+        .as_ref()
+        .and_then(|s| s.target_version.as_ref())
+        .map(|t| t.version.build_id.clone())
+        .context("target")?;
+    // The missing Secret appears: the Pods start, but the recorded failure holds until retried.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = env.world.api();
+    let object = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret},
+                        "stringData": {"token": "t"}});
+    secrets
+        .patch(
+            secret,
+            &PatchParams::apply("cli-test"),
+            &Patch::Apply(object),
+        )
+        .await?;
+    let retry = output(env.cli(&["retry", name])).await?;
+    ensure!(retry.status.success(), "{}", text(&retry));
+    ensure!(
+        String::from_utf8_lossy(&retry.stdout).contains(&v2),
+        "{}",
+        text(&retry)
+    );
+    wait(&env.api(), name, "the retried build Current", |t| {
+        current_build(t).as_deref() == Some(v2.as_str()) && ready_reason(t) == "RolloutComplete"
+    })
+    .await?;
+    Ok(())
+}
+
+/// `lint` on one file: its exit code and the refusal message of its one document.
+async fn lint_file(file: &Path) -> Result<(Option<i32>, Option<String>)> {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("lint").arg(file).stdin(Stdio::null());
+    let out = output(cmd).await?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let refusal = stdout
+        .lines()
+        .find_map(|l| l.split_once(": refused: ").map(|(_, m)| m.to_string()));
+    Ok((out.status.code(), refusal))
+}
+
+/// The API server's answer to a dry-run create of `object`: None when it would be admitted,
+/// else its message.
+async fn dry_run(env: &Env, object: &Value) -> Result<Option<String>> {
+    let kind = object["kind"].as_str().context("kind")?;
+    let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.world.client.clone(),
+        &env.world.ns,
+        &test_harness::world::api_resource(kind),
+    );
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match api
+        .create(&params, &serde_json::from_value(object.clone())?)
+        .await
+    {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(status)) => Ok(Some(status.message)),
+        Err(e) => bail!("not an API server answer: {e}"),
+    }
+}
+
+/// A webhook row `lint` cannot decide offline: it needs a Secret or ConfigMap, or the pod
+/// template's dry run against the cluster.
+fn needs_the_cluster(case: &table::Case) -> bool {
+    !case.given.is_empty()
+        || case.id.starts_with("gate-input-") && case.id.ends_with("-missing")
+        || case.id == "template-kubernetes-refuses"
+}
+
+/// `lint` agrees with the API server's server-side dry run on every refused row of the
+/// bad-input table, in both kind sets: the same verdict and the same message, exit 1. The
+/// webhook is not installed here (the CLI environment has no chart), so webhook rows are
+/// checked against the webhook's own wording instead, and the rows that need the cluster are
+/// not refused offline. Updates (rows with `before`) need the stored object: not linted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lint_agrees_with_a_server_side_dry_run_on_every_bad_input() -> Result<()> {
+    let env = env().await;
+    let dir = tempdir("lint")?;
+    let mut checked = 0;
+    let mut disagreements: Vec<String> = Vec::new();
+    for case in table::table() {
+        let table::Expect::Refused { by, fragment } = case.expect.clone() else {
+            continue;
+        };
+        if case.before.is_some() {
+            continue;
+        }
+        for kinds in [manifests::Kinds::Seed, manifests::Kinds::Canonical] {
+            let bad = manifests::in_kinds(case.bad.clone(), kinds);
+            let file = dir.join(format!("{}-{kinds:?}.yaml", case.id));
+            std::fs::write(&file, serde_yaml::to_string(&bad)?)?;
+            let (code, linted) = lint_file(&file).await?;
+            let id = format!("{} ({kinds:?})", case.id);
+            if by == table::By::Webhook {
+                if needs_the_cluster(&case) {
+                    ensure!(code == Some(0), "{id}: refused offline: {linted:?}");
+                } else {
+                    let m = linted.with_context(|| format!("{id}: not refused"))?;
+                    ensure!(code == Some(1), "{id}: exit {code:?}");
+                    ensure!(
+                        m.contains("admission webhook") && table::holds(&m, fragment),
+                        "{id}: {m}"
+                    );
+                }
+                checked += 1;
+                continue;
+            }
+            let server = dry_run(&env, &bad).await?;
+            if code != Some(1) || linted != server || server.is_none() {
+                disagreements.push(format!(
+                    "{id}: exit {code:?}\n  lint:   {linted:?}\n  server: {server:?}"
+                ));
+            }
+            checked += 1;
+        }
+    }
+    ensure!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+    ensure!(checked > 50, "only {checked} rows checked");
+    // Good objects: admitted by both, exit 0, several documents in one file.
+    let good = [
+        env.twd(
+            "lint-good",
+            "v1",
+            json!({"strategy": "Progressive", "steps": [
+            {"rampPercentage": 10, "pauseDuration": "1m"}]}),
+        ),
+        manifests::connection("lint-good", "temporal.example:7233"),
+        manifests::owned_resource(
+            "lint-good",
+            "worker",
+            json!({"apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget", "spec": {"minAvailable": 1}}),
+        ),
+    ];
+    let mut docs = String::new();
+    for g in &good {
+        ensure!(
+            dry_run(&env, g).await?.is_none(),
+            "the API server refuses {g}"
+        );
+        docs.push_str(&format!("---\n{}", serde_yaml::to_string(g)?));
+    }
+    let file = dir.join("good.yaml");
+    std::fs::write(&file, docs)?;
+    let mut cmd = Command::new(BIN);
+    cmd.arg("lint").arg(&file).stdin(Stdio::null());
+    let out = output(cmd).await?;
+    ensure!(out.status.code() == Some(0), "{}", text(&out));
+    ensure!(
+        String::from_utf8_lossy(&out.stdout).matches(": ok").count() == 3,
+        "{}",
+        text(&out)
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.args(["lint", "/nonexistent.yaml"]).stdin(Stdio::null());
+    let missing = output(cmd).await?;
+    ensure!(missing.status.code() == Some(2), "{}", text(&missing));
+    Ok(())
 }

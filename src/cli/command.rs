@@ -12,7 +12,7 @@ use crate::cli::kubeconfig::KubeOptions;
 use crate::cli::request::{self, Request};
 use crate::cli::status::OutputFormat;
 use crate::cli::wait::{self, WaitFor};
-use crate::cli::{probe, status, watch};
+use crate::cli::{complete, probe, status, undo, watch};
 use crate::run;
 use crate::run::args::{GoDuration, LogFormat, RunArgs};
 
@@ -56,6 +56,9 @@ pub enum Command {
         #[arg(long)]
         build: Option<String>,
     },
+    /// Go back to the build that was Current before, within the rollback window (patches
+    /// spec.template; in a GitOps install, prints the change to commit instead).
+    Undo(UndoCli),
     /// Ramp the target back to 0% and keep the current version (patches spec.rollout.abort).
     Abort {
         #[command(flatten)]
@@ -64,11 +67,27 @@ pub enum Command {
         #[arg(long)]
         clear: bool,
     },
+    /// Check manifests offline as the API server and the admission webhook would (schema, CEL
+    /// rules, webhook rules); exit 1 when one would be refused.
+    #[command(after_help = LINT_EXIT_CODES)]
+    Lint {
+        /// YAML files (several documents each); `-` reads stdin.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<std::path::PathBuf>,
+    },
     /// GET an http:// URL and exit 0 on a 2xx answer, 1 otherwise (the chart's `helm test`).
     Probe {
         /// e.g. http://temporal-worker-controller.temporal-system.svc:8080/readyz
         #[arg(long)]
         url: String,
+    },
+    /// The rollout names bash completes (called back by the completion script).
+    #[command(name = "__complete-names", hide = true)]
+    CompleteNames {
+        #[arg(short, long)]
+        namespace: Option<String>,
+        #[command(flatten)]
+        kube: KubeArgs,
     },
     /// Print a shell completion script (e.g. `source <(temporal-worker-controller completion bash)`).
     Completion {
@@ -82,6 +101,12 @@ Exit codes:
   0  the condition was reached (on the rollout's current generation)
   1  the rollout is Stalled (reason and message on stderr), was deleted, or could not be read
   2  timed out (or a usage error)";
+
+pub const LINT_EXIT_CODES: &str = "\
+Exit codes:
+  0  no object would be refused
+  1  at least one would be refused (each refusal in the API server's words on stdout)
+  2  a file could not be read or is not YAML (or a usage error)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CompletionShell {
@@ -112,9 +137,13 @@ impl KubeArgs {
 
 #[derive(clap::Args)]
 pub struct StatusCli {
-    /// Namespace (default: all; with NAME, the one rollout of that name, else the context's).
-    #[arg(short, long)]
+    /// Namespace (default: the kube context's; with NAME and --api-url, the one rollout of
+    /// that name).
+    #[arg(short, long, conflicts_with = "all_namespaces")]
     namespace: Option<String>,
+    /// List the rollouts of every namespace.
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
     /// One rollout's name.
     name: Option<String>,
     /// Read from the controller's status API (e.g. http://localhost:8080) instead of the
@@ -131,6 +160,19 @@ pub struct StatusCli {
     output: Option<OutputFormat>,
     #[command(flatten)]
     kube: KubeArgs,
+}
+
+#[derive(clap::Args)]
+pub struct UndoCli {
+    #[command(flatten)]
+    target: ControlArgs,
+    /// The controller's `--rollback-window`: only a build that left routing this recently is
+    /// promoted at once (Go duration).
+    #[arg(long, default_value = "1h")]
+    rollback_window: GoDuration,
+    /// Print the change to commit instead of patching, GitOps or not.
+    #[arg(long)]
+    print: bool,
 }
 
 #[derive(clap::Args)]
@@ -199,6 +241,9 @@ impl Command {
             Command::Run(_)
             | Command::Retry(_)
             | Command::Restart { .. }
+            | Command::Undo(_)
+            | Command::Lint { .. }
+            | Command::CompleteNames { .. }
             | Command::Crds
             | Command::Status(_)
             | Command::Wait(_)
@@ -293,6 +338,9 @@ pub fn main() -> ExitCode {
             print!("{}", completion_script(shell.into()));
             ExitCode::SUCCESS
         }
+        command @ (Command::Lint { .. } | Command::CompleteNames { .. } | Command::Undo(_)) => {
+            day_two(command)
+        }
         Command::Run(args) => {
             init_tracing(args.log_format);
             block_on(run_controller(*args))
@@ -304,6 +352,35 @@ pub fn main() -> ExitCode {
         | Command::Retry(_)
         | Command::Restart { .. }
         | Command::Abort { .. } => ExitCode::SUCCESS, // handled above
+    }
+}
+
+/// `lint`, `undo` and the completion script's name lookup.
+fn day_two(command: Command) -> ExitCode {
+    match command {
+        Command::Lint { files } => match crate::cli::lint::run(&files) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::CompleteNames { namespace, kube } => block_on(async move {
+            let names = complete::names(namespace.as_deref(), &kube.options())
+                .await
+                .map_err(|e| e.to_string())?;
+            print!("{names}");
+            Ok(())
+        }),
+        Command::Undo(args) => block_on(async move {
+            let t = &args.target;
+            let (ns, kube) = (t.namespace.as_deref(), t.kube.options());
+            undo::run(&t.name, ns, &kube, args.rollback_window.0, args.print)
+                .await
+                .map_err(|e| e.to_string())
+        }),
+        _ => ExitCode::SUCCESS, // the others are dispatched by `main`
     }
 }
 
@@ -325,6 +402,7 @@ fn status(args: StatusCli) -> ExitCode {
     block_on(async move {
         status::run(status::StatusArgs {
             namespace: args.namespace,
+            all_namespaces: args.all_namespaces,
             name: args.name,
             api_url: args.api_url,
             kube: args.kube.options(),
@@ -363,22 +441,11 @@ impl From<CompletionShell> for clap_complete::Shell {
     }
 }
 
-pub const BIN_NAME: &str = "temporal-worker-controller";
+pub use crate::cli::complete::BIN_NAME;
 
-/// The completion script of `shell`. clap_complete 4.6 spells a hyphenated program name one way
-/// in bash's subcommand state and another in the `case` arms that match it, so no option of a
-/// subcommand ever completed (clap-rs/clap#6421); the arms are respelt as the state is.
+/// The completion script of `shell` (`crate::cli::complete`).
 fn completion_script(shell: clap_complete::Shell) -> String {
-    let mut out = Vec::new();
-    clap_complete::generate(shell, &mut cli_command(None), BIN_NAME, &mut out);
-    let script = String::from_utf8_lossy(&out).into_owned();
-    if shell != clap_complete::Shell::Bash {
-        return script;
-    }
-    const SEP: &str = "__subcmd__";
-    let misspelt = format!("{}{SEP}", BIN_NAME.replace('-', SEP));
-    let state = format!("{}{SEP}", BIN_NAME.replace('-', "__"));
-    script.replace(&misspelt, &state)
+    complete::script(shell, &mut cli_command(None))
 }
 
 /// The status API when `--api-url` is given, else the Kubernetes API.

@@ -4,12 +4,18 @@
 //! for the client and namespace they share.
 
 pub mod command;
+pub mod complete;
 pub mod control;
 pub mod follow;
 pub mod kubeconfig;
+pub mod lint;
+pub mod lint_cel;
+pub mod lint_schema;
 pub mod probe;
 pub mod render;
 pub mod request;
 pub mod status;
+pub mod template;
+pub mod undo;
 pub mod wait;
 pub mod watch;

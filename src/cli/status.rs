@@ -23,8 +23,11 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusArgs {
-    /// Namespace; all namespaces when unset (listing) or the kube context's default (one object).
+    /// Namespace; the kube context's when unset (with `name` and `api_url`: the one rollout of
+    /// that name).
     pub namespace: Option<String>,
+    /// `-A`: list every namespace's rollouts.
+    pub all_namespaces: bool,
     /// One rollout by name.
     pub name: Option<String>,
     /// Base URL of the status API, e.g. `http://localhost:8080`.
@@ -131,7 +134,12 @@ async fn fetch_kube(args: &StatusArgs) -> Result<StatusView, CliError> {
             ))))
         }
         None => {
-            let list = crate::workers::list(&client, args.namespace.as_deref()).await?;
+            let ns = (!args.all_namespaces).then(|| {
+                args.namespace
+                    .clone()
+                    .unwrap_or_else(|| client.default_namespace().to_string())
+            });
+            let list = crate::workers::list(&client, ns.as_deref()).await?;
             let mut items: Vec<RolloutSummary> =
                 list.iter().map(RolloutSummary::from_twd).collect();
             items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -160,11 +168,26 @@ async fn fetch_api(base: &str, args: &StatusArgs) -> Result<StatusView, CliError
                 .await?;
             Ok(StatusView::List(list.items))
         }
-        (None, None) => {
+        (None, None) if args.all_namespaces => {
             let list: RolloutList = http.get_json("/api/v1/rollouts").await?;
             Ok(StatusView::List(list.items))
         }
+        (None, None) => {
+            let ns = context_namespace(&args.kube).await;
+            let list: RolloutList = http
+                .get_json(&format!("/api/v1/namespaces/{ns}/rollouts"))
+                .await?;
+            Ok(StatusView::List(list.items))
+        }
     }
+}
+
+/// The kube context's namespace, as kubectl takes it: `default` when the kubeconfig names none
+/// or there is no kubeconfig (the status API needs none).
+async fn context_namespace(kube: &KubeOptions) -> String {
+    kube.config()
+        .await
+        .map_or_else(|_| "default".to_string(), |c| c.default_namespace)
 }
 
 /// The namespace of the one rollout called `name` the status API lists.

@@ -1,7 +1,7 @@
 //! Pure rendering of versioned Deployments: one Deployment per build ID, owned by its
 //! `TemporalWorkerDeployment`, with the connection settings injected into every container.
 
-mod inject;
+pub(crate) mod inject;
 pub mod settings;
 
 use std::collections::BTreeMap;

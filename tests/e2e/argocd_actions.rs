@@ -3,7 +3,8 @@
 //! as Argo CD applies it (a JSON merge patch of the difference, status through the status
 //! subresource), and the controller doing what the action says: restart → new Pods of the same
 //! build with routing unchanged; abort → the ramp back to 0 %; clear-abort → ramping again;
-//! promote → Current. Each applied change then survives a re-apply of the manifest (the GitOps
+//! promote → Current; retry → the build that missed its progress deadline rolls out once its
+//! cause is gone. Each applied change then survives a re-apply of the manifest (the GitOps
 //! sync's server-side apply with its own field manager).
 
 use std::collections::BTreeSet;
@@ -285,5 +286,51 @@ async fn abort_clear_abort_and_promote_actions_steer_the_rollout() -> Result<()>
         .and_then(|s| s.rollout_control.as_ref())
         .and_then(|r| r.promoted.clone());
     ensure!(recorded.as_deref() == Some(v2.as_str()), "{recorded:?}");
+    Ok(())
+}
+
+/// retry → the failed build rolls out: v2's worker needs a Secret that does not exist yet, so
+/// its Pods wait (`CreateContainerConfigError`) and it misses its 15 s progress deadline
+/// (`Stalled=True/ProgressDeadlineExceeded`, the failure recorded). The Secret appears: the
+/// Pods start, but the recorded failure holds until the retry action's annotation, after which
+/// v2 becomes Current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_action_rolls_out_the_build_that_missed_its_deadline() -> Result<()> {
+    let c = case("actretry").await?;
+    let v1 = deploy_first(&c, "payments").await?;
+    let worker = json!({"name": "worker", "image": test_harness::manifests::worker_image("v2"),
+        "env": [{"name": "TEMPORAL_TASK_QUEUE", "value": c.task_queue},
+                {"name": "RETRY_TOKEN",
+                 "valueFrom": {"secretKeyRef": {"name": "payments-token", "key": "token"}}}]});
+    let extra = json!({"progressDeadlineSeconds": 15,
+        "template": {"spec": {"containers": [worker]}}});
+    c.apply_twd("payments", "v2", json!({"strategy": "AllAtOnce"}), extra)
+        .await?;
+    let failed = c
+        .wait_twd("payments", "v2 past its deadline", T, |t| {
+            condition_is(t, "Stalled", "True", "ProgressDeadlineExceeded")
+        })
+        .await?;
+    let v2 = target_build(&failed).context("target")?;
+    ensure!(v2 != v1, "no new build");
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(c.client.clone(), &c.ns);
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "payments-token"}, "stringData": {"token": "t"}});
+    secrets
+        .patch(
+            "payments-token",
+            &PatchParams::apply("e2e-test"),
+            &Patch::Apply(secret),
+        )
+        .await?;
+    let patch = run_action(&c, "payments", "retry").await?;
+    let value = patch["metadata"]["annotations"]["temporal.io/retry"]
+        .as_str()
+        .context("retry writes the annotation")?;
+    ensure!(value.starts_with(&format!("{v2}/")), "{value}");
+    c.wait_twd("payments", "the retried build Current", T, |t| {
+        is_ready(t) && current_build(t).as_deref() == Some(v2.as_str())
+    })
+    .await?;
     Ok(())
 }
