@@ -211,11 +211,7 @@ fn deployment_uids(
     ) else {
         return Default::default();
     };
-    caches
-        .deployments_of(ns, name)
-        .into_iter()
-        .filter_map(|d| Some((d.metadata.name?, d.metadata.uid?)))
-        .collect()
+    caches.deployment_uids_of(ns, name)
 }
 
 /// The status the verdict asks for; `None` leaves the status untouched.
