@@ -414,6 +414,7 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         install_id: INSTALL.into(),
         controller_version: "test".into(),
         idle_interval: std::time::Duration::from_secs(300),
+        rest_interval: std::time::Duration::from_secs(300),
         fast_poll: std::time::Duration::from_secs(2),
         watch_namespaces: Vec::new(),
         owned_kinds: Vec::new(),

@@ -153,16 +153,33 @@ impl Caches {
     /// The versioned Deployments in `ns` labelled for the worker `label_value` (the rendered
     /// label value of its name).
     pub fn deployments_of(&self, ns: &str, label_value: &str) -> Vec<Deployment> {
-        self.deployments
-            .state()
-            .iter()
-            .filter(|d| {
-                d.namespace().as_deref() == Some(ns)
-                    && d.labels().get(LABEL_DEPLOYMENT_NAME).map(String::as_str)
-                        == Some(label_value)
-            })
-            .map(|d| (**d).clone())
+        self.labelled(ns, label_value)
+            .map(|d| (*d).clone())
             .collect()
+    }
+
+    /// Name → UID of the same Deployments, without copying them.
+    pub fn deployment_uids_of(&self, ns: &str, label_value: &str) -> BTreeMap<String, String> {
+        self.labelled(ns, label_value)
+            .filter_map(|d| Some((d.metadata.name.clone()?, d.metadata.uid.clone()?)))
+            .collect()
+    }
+
+    /// Every reconcile scans the whole store (no index), so the test allocates nothing per
+    /// Deployment: the label first, then the namespace, both compared in place.
+    fn labelled<'a>(
+        &self,
+        ns: &'a str,
+        label_value: &'a str,
+    ) -> impl Iterator<Item = Arc<Deployment>> + 'a {
+        self.deployments.state().into_iter().filter(move |d| {
+            let m = &d.metadata;
+            m.labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_DEPLOYMENT_NAME))
+                .is_some_and(|v| v == label_value)
+                && m.namespace.as_deref() == Some(ns)
+        })
     }
 
     /// The autoscalers in `ns`.
@@ -419,6 +436,7 @@ mod tests {
     #[test]
     fn a_workers_deployments_are_found_by_namespace_and_label_only() {
         let mut d = deployment("shop", "orders-v1", "orders");
+        d.metadata.uid = Some("uid-1".into());
         d.spec = serde_json::from_value(json!({"selector": {}, "template": {
         "metadata": {"annotations": {"a": "b"}},
         "spec": {"containers": [{"name": "worker"}]}}}))
@@ -451,6 +469,11 @@ mod tests {
             .map(|d| d.name_any())
             .collect();
         assert_eq!(found, ["orders-v1"]);
+        let uids = caches.deployment_uids_of("shop", "orders");
+        assert_eq!(
+            uids.into_iter().collect::<Vec<_>>(),
+            [("orders-v1".into(), "uid-1".into())]
+        );
         assert!(caches.autoscalers_in("shop").is_empty());
         assert!(caches.ready().now_or_never().is_some_and(|r| r.is_ok()));
         assert!(caches.connection(KindSet::Seed, "shop", "c").is_none());

@@ -28,6 +28,7 @@
 //! - [`deadline`]: the progress deadline of a waiting target and of lost pollers, the cause
 //!   of a failed build, and its record;
 //! - [`clock`]: deadlines and the requeue interval;
+//! - [`rest`]: how soon an object at rest is looked at again (the rest cadence);
 //! - [`polling`]: when Temporal is worth asking (the remembered view, the poller backoff);
 //! - [`poller_health`]: whether the live versions' workers still poll, and when to look.
 
@@ -49,6 +50,7 @@ pub mod progressive;
 pub mod promise;
 pub mod punctual;
 pub mod records;
+pub mod rest;
 pub mod restart;
 mod routing;
 pub mod scaling;
@@ -76,6 +78,8 @@ mod progressive_tests;
 mod proptests;
 #[cfg(test)]
 mod records_tests;
+#[cfg(test)]
+mod rest_tests;
 #[cfg(test)]
 mod routing_tests;
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //! - Once some Pod is Ready, the pollers are looked for at `--fast-poll`, backing off with the
 //!   time already waited (about doubling) up to [`POLLER_WAIT_CAP`] ([`backoff_since`]); a
 //!   running gate workflow is looked at the same way, from its start.
+//! - At rest, the remembered view stands in while it is younger than the rest cadence allows
+//!   ([`crate::planner::rest::reuse_limit`]), so every rest look describes afresh.
 //!
 //! Pure; the remembered view lives in `src/worker_deployment/remembered.rs`.
 
@@ -21,10 +23,6 @@ use crate::temporal::state::{TemporalVersionStatus, WorkerDeploymentState};
 /// Longest interval between looks while a Ready target's pollers stay absent.
 pub const POLLER_WAIT_CAP: Duration = Duration::from_secs(15);
 
-/// Longest a remembered view may stand in for a describe: a human's change in Temporal (or a
-/// lost watch event) is noticed within this.
-pub const REMEMBERED_MAX_AGE: Duration = Duration::from_secs(300);
-
 /// What a reconcile remembers of Temporal for the next one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Remembered {
@@ -37,46 +35,72 @@ pub struct Remembered {
     pub gate_queues: Option<Vec<String>>,
 }
 
+/// True when nothing in Temporal moves on its own schedule: no draining or ramping version,
+/// no routing update still propagating.
+pub fn settled(state: &WorkerDeploymentState) -> bool {
+    !state.routing.update_in_progress
+        && state.routing.ramping_build_id.is_none()
+        && state
+            .versions
+            .iter()
+            .all(|v| v.status != TemporalVersionStatus::Draining)
+}
+
+/// True when only a watched event or someone else's change in Temporal can move the rollout:
+/// Temporal [`settled`], and either the target Current (at rest) or the target not registered
+/// with none of its Pods Ready (none of its workers can register before a readiness change,
+/// which the Deployment watch delivers).
+pub fn quiet(
+    state: &WorkerDeploymentState,
+    target_build: &str,
+    deployments: &[ObservedDeployment],
+) -> bool {
+    settled(state)
+        && (waiting_for_pods(state, target_build, deployments) || at_rest(state, target_build))
+}
+
+fn waiting_for_pods(
+    state: &WorkerDeploymentState,
+    target_build: &str,
+    deployments: &[ObservedDeployment],
+) -> bool {
+    let target_pods_unready = deployments
+        .iter()
+        .find(|d| d.build_id == target_build && !d.deleting)
+        .is_some_and(|d| d.ready_replicas == 0);
+    state.version(target_build).is_none() && target_pods_unready
+}
+
+fn at_rest(state: &WorkerDeploymentState, target_build: &str) -> bool {
+    state.version(target_build).is_some()
+        && state.routing.current_build_id.as_deref() == Some(target_build)
+}
+
 /// True when the remembered view can stand in for a describe of the worker deployment: same
-/// spec, young enough, nothing in Temporal that moves on its own schedule (a draining or
-/// ramping version, a routing update still propagating), and either the target not
-/// registered with none of its Pods Ready (so none of its workers can have registered since),
-/// or the target registered and held by its gate workflows (only they are asked), or the
-/// rollout at rest (the target Current): then only a human's change in Temporal could differ,
-/// and it is noticed within [`REMEMBERED_MAX_AGE`] (the idle cost budget of issue 30: an idle
-/// worker deployment is described once per that age, not once per idle reconcile).
+/// spec, younger than `max_age`, and either [`quiet`] or the target registered and held by
+/// its gate workflows (only they are asked). Then only a human's change in Temporal could
+/// differ, and it is noticed at the first look once the view is `max_age` old (the idle cost
+/// budget of issue 30: an idle worker deployment is described once per rest look, not once
+/// per reconcile).
 pub fn may_reuse(
     remembered: &Remembered,
     generation: i64,
     target_build: &str,
     deployments: &[ObservedDeployment],
     now: Timestamp,
+    max_age: Duration,
 ) -> bool {
     let state = &remembered.state;
     let young = now
         .duration_since(remembered.at)
         .try_into()
-        .is_ok_and(|age: Duration| age < REMEMBERED_MAX_AGE);
-    let target_pods_unready = deployments
-        .iter()
-        .find(|d| d.build_id == target_build && !d.deleting)
-        .is_some_and(|d| d.ready_replicas == 0);
-    let settled = !state.routing.update_in_progress
-        && state.routing.ramping_build_id.is_none()
-        && state
-            .versions
-            .iter()
-            .all(|v| v.status != TemporalVersionStatus::Draining);
-    let waiting_for_pods = state.version(target_build).is_none() && target_pods_unready;
+        .is_ok_and(|age: Duration| age < max_age);
     let waiting_for_gate = remembered.gate_queues.is_some()
         && state.version(target_build).is_some()
         && state.routing.current_build_id.as_deref() != Some(target_build);
-    let at_rest = state.version(target_build).is_some()
-        && state.routing.current_build_id.as_deref() == Some(target_build);
     remembered.generation == generation
         && young
-        && settled
-        && (waiting_for_pods || waiting_for_gate || at_rest)
+        && (quiet(state, target_build, deployments) || (settled(state) && waiting_for_gate))
 }
 
 /// How long to wait before looking again for something that started at `since` (a Ready
@@ -105,6 +129,8 @@ mod tests {
     }
 
     const NOW: &str = "2026-03-02T10:00:00Z";
+    /// The reuse limit at the default rest interval.
+    const AGE: Duration = Duration::from_secs(225);
 
     /// `w-<build>` with `ready` of 1 replica Ready (the shared fixture).
     fn deployment(build: &str, ready: i32) -> ObservedDeployment {
@@ -147,20 +173,21 @@ mod tests {
             2,
             "v2",
             &unready_target(),
-            ts(NOW)
+            ts(NOW),
+            AGE
         ));
     }
 
     #[test]
     fn a_ready_pod_means_temporal_is_asked_again() {
         let ds = vec![deployment("v1", 1), deployment("v2", 1)];
-        assert!(!may_reuse(&remembered(), 2, "v2", &ds, ts(NOW)));
+        assert!(!may_reuse(&remembered(), 2, "v2", &ds, ts(NOW), AGE));
     }
 
     #[test]
     fn a_missing_target_deployment_is_no_reason_to_trust_memory() {
         let ds = vec![deployment("v1", 1)];
-        assert!(!may_reuse(&remembered(), 2, "v2", &ds, ts(NOW)));
+        assert!(!may_reuse(&remembered(), 2, "v2", &ds, ts(NOW), AGE));
         let mut deleting = deployment("v2", 0);
         deleting.deleting = true;
         assert!(!may_reuse(
@@ -168,7 +195,8 @@ mod tests {
             2,
             "v2",
             &[deployment("v1", 1), deleting],
-            ts(NOW)
+            ts(NOW),
+            AGE
         ));
     }
 
@@ -179,30 +207,38 @@ mod tests {
             3,
             "v2",
             &unready_target(),
-            ts(NOW)
+            ts(NOW),
+            AGE
         ));
         let later = ts("2026-03-02T10:05:00Z");
-        assert!(!may_reuse(&remembered(), 2, "v2", &unready_target(), later));
+        assert!(!may_reuse(
+            &remembered(),
+            2,
+            "v2",
+            &unready_target(),
+            later,
+            AGE
+        ));
     }
 
     #[test]
     fn a_rollout_at_rest_is_described_once_per_remembered_age() {
         let r = remembered();
         let ds = vec![deployment("v1", 1)];
-        assert!(may_reuse(&r, 2, "v1", &ds, ts(NOW)));
+        assert!(may_reuse(&r, 2, "v1", &ds, ts(NOW), AGE));
         let later = ts("2026-03-02T10:05:00Z");
-        assert!(!may_reuse(&r, 2, "v1", &ds, later), "too old");
+        assert!(!may_reuse(&r, 2, "v1", &ds, later, AGE), "too old");
         // An old version still draining moves on Temporal's schedule: asked every time.
         let mut draining = r.clone();
         draining
             .state
             .versions
             .push(version("v0", TemporalVersionStatus::Draining));
-        assert!(!may_reuse(&draining, 2, "v1", &ds, ts(NOW)));
+        assert!(!may_reuse(&draining, 2, "v1", &ds, ts(NOW), AGE));
         // So does a ramp.
         let mut ramping = r;
         ramping.state.routing.ramping_build_id = Some("v2".into());
-        assert!(!may_reuse(&ramping, 2, "v1", &ds, ts(NOW)));
+        assert!(!may_reuse(&ramping, 2, "v1", &ds, ts(NOW), AGE));
     }
 
     #[test]
@@ -211,7 +247,7 @@ mod tests {
         r.state
             .versions
             .push(version("v2", TemporalVersionStatus::Inactive));
-        assert!(!may_reuse(&r, 2, "v2", &unready_target(), ts(NOW)));
+        assert!(!may_reuse(&r, 2, "v2", &unready_target(), ts(NOW), AGE));
     }
 
     #[test]
@@ -221,14 +257,17 @@ mod tests {
             .versions
             .push(version("v2", TemporalVersionStatus::Inactive));
         let ready = vec![deployment("v1", 1), deployment("v2", 1)];
-        assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW)), "no gate pending");
+        assert!(
+            !may_reuse(&r, 2, "v2", &ready, ts(NOW), AGE),
+            "no gate pending"
+        );
         r.gate_queues = Some(vec!["q".into()]);
-        assert!(may_reuse(&r, 2, "v2", &ready, ts(NOW)));
+        assert!(may_reuse(&r, 2, "v2", &ready, ts(NOW), AGE));
         // Once the target is Current there is no gate to wait for, and the old Current drains
         // on Temporal's schedule.
         r.state.routing.current_build_id = Some("v2".into());
         r.state.versions[0].status = TemporalVersionStatus::Draining;
-        assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW)));
+        assert!(!may_reuse(&r, 2, "v2", &ready, ts(NOW), AGE));
     }
 
     #[test]
@@ -238,10 +277,24 @@ mod tests {
             .state
             .versions
             .push(version("v0", TemporalVersionStatus::Draining));
-        assert!(!may_reuse(&draining, 2, "v2", &unready_target(), ts(NOW)));
+        assert!(!may_reuse(
+            &draining,
+            2,
+            "v2",
+            &unready_target(),
+            ts(NOW),
+            AGE
+        ));
         let mut ramping = remembered();
         ramping.state.routing.ramping_build_id = Some("v0".into());
-        assert!(!may_reuse(&ramping, 2, "v2", &unready_target(), ts(NOW)));
+        assert!(!may_reuse(
+            &ramping,
+            2,
+            "v2",
+            &unready_target(),
+            ts(NOW),
+            AGE
+        ));
         let mut propagating = remembered();
         propagating.state.routing.update_in_progress = true;
         assert!(!may_reuse(
@@ -249,7 +302,8 @@ mod tests {
             2,
             "v2",
             &unready_target(),
-            ts(NOW)
+            ts(NOW),
+            AGE
         ));
     }
 

@@ -154,6 +154,11 @@ pub struct RunArgs {
     /// Re-check interval for rollouts with nothing pending (Go duration).
     #[arg(long, default_value_t = GoDuration(defaults::IDLE_INTERVAL))]
     pub idle_interval: GoDuration,
+    /// Re-check interval for rollouts at rest, whose state only a watched event or a change
+    /// made in Temporal can move (Go duration): a routing change made directly in Temporal is
+    /// in the status within it. Jittered up to a fifth earlier.
+    #[arg(long, default_value_t = GoDuration(defaults::REST_INTERVAL))]
+    pub rest_interval: GoDuration,
     /// Poll interval while waiting for pollers or gate workflows (Go duration); the planner
     /// and the retry of raced routing writes use it.
     #[arg(long, default_value_t = GoDuration(defaults::FAST_POLL))]
@@ -473,6 +478,7 @@ impl RunArgs {
             predecessor_identities: predecessors(self.predecessor_identities),
             install_id: self.install_id,
             idle_interval: self.idle_interval.0,
+            rest_interval: self.rest_interval.0,
             fast_poll: self.fast_poll.0,
             max_versions_ineligible_for_deletion: self.max_versions_ineligible_for_deletion,
             rollback_window: self.rollback_window.0,
@@ -628,6 +634,7 @@ mod tests {
         };
         let d = RunOptions::default();
         assert_eq!(args.idle_interval.0, d.idle_interval);
+        assert_eq!(args.rest_interval.0, d.rest_interval);
         assert_eq!(
             args.certificate_expiry_warning.0,
             d.certificate_expiry_warning

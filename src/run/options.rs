@@ -34,6 +34,8 @@ pub struct RunOptions {
     /// (duplicate-install detection). `None` or empty: [`RunOptions::install_id`] derives it.
     pub install_id: Option<String>,
     pub idle_interval: Duration,
+    /// The rest cadence ([`crate::planner::rest`]).
+    pub rest_interval: Duration,
     pub fast_poll: Duration,
     pub max_versions_ineligible_for_deletion: usize,
     pub rollback_window: Duration,
@@ -91,6 +93,7 @@ pub mod defaults {
     use std::time::Duration;
 
     pub const IDLE_INTERVAL: Duration = Duration::from_secs(60);
+    pub const REST_INTERVAL: Duration = crate::planner::rest::DEFAULT_INTERVAL;
     pub const FAST_POLL: Duration = Duration::from_millis(500);
     /// One `DescribeWorkerDeploymentVersion` per live version per interval: fresh enough for
     /// an autoscaler's 15-30 s sync period, modest for Temporal.
@@ -129,6 +132,7 @@ impl Default for RunOptions {
                 .collect(),
             install_id: None,
             idle_interval: defaults::IDLE_INTERVAL,
+            rest_interval: defaults::REST_INTERVAL,
             fast_poll: defaults::FAST_POLL,
             max_versions_ineligible_for_deletion: defaults::MAX_VERSIONS_INELIGIBLE_FOR_DELETION,
             rollback_window: defaults::ROLLBACK_WINDOW,
@@ -270,6 +274,7 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         install_id,
         controller_version: env!("CARGO_PKG_VERSION").to_string(),
         idle_interval: opts.idle_interval,
+        rest_interval: opts.rest_interval,
         fast_poll: opts.fast_poll,
         watch_namespaces: opts.watch_namespaces.clone(),
         owned_kinds: opts.owned_kinds.clone(),

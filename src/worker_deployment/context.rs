@@ -34,6 +34,8 @@ pub struct Settings {
     pub controller_version: String,
     /// Re-check interval for resources with nothing pending.
     pub idle_interval: Duration,
+    /// Re-check interval at rest ([`crate::planner::rest`]).
+    pub rest_interval: Duration,
     /// Poll interval while waiting for Temporal-side facts (pollers, gates); also the
     /// planner's (`PlanInput::fast_poll`).
     pub fast_poll: Duration,
@@ -61,6 +63,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The looks-again bounds of the planner's rest cadence.
+    pub fn cadence(&self) -> crate::planner::rest::Cadence {
+        crate::planner::rest::Cadence {
+            idle: self.idle_interval,
+            rest: self.rest_interval,
+        }
+    }
+
     pub fn watches(&self, namespace: &str) -> bool {
         self.watch_namespaces.is_empty() || self.watch_namespaces.iter().any(|n| n == namespace)
     }

@@ -170,6 +170,8 @@ impl Controller {
                 IDENTITY,
                 "--idle-interval",
                 "5s",
+                "--rest-interval",
+                "20s",
                 "--fast-poll",
                 "300ms",
             ])

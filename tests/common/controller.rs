@@ -32,6 +32,7 @@ pub fn watching(namespaces: &str, identity: &str) -> Vec<String> {
         format!("--watch-namespaces={namespaces}"),
         format!("--identity={identity}"),
         "--idle-interval=10s".into(),
+        "--rest-interval=30s".into(),
         "--fast-poll=300ms".into(),
         "--backlog-poll-interval=0s".into(),
     ]

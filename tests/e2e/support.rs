@@ -97,6 +97,8 @@ async fn start_env() -> Result<Arc<Env>> {
         format!("--lease-namespace={CONTROLLER_NS}"),
         format!("--identity={IDENTITY}"),
         "--idle-interval=10s".into(),
+        // At rest a rollout is looked at (and Temporal described) every 24-30 s, not 5 min.
+        "--rest-interval=30s".into(),
         "--fast-poll=300ms".into(),
         "--rollback-window=1h".into(),
         // Fast enough for the backlog test to see a backlog come and go within its deadlines.

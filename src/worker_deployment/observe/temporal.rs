@@ -32,7 +32,14 @@ pub async fn state(
     let now = Timestamp::now();
     let remembered = ctx.remembered.get(&object);
     if let Some(r) = &remembered
-        && polling::may_reuse(r, generation, &desired.build_id, deployments, now)
+        && polling::may_reuse(
+            r,
+            generation,
+            &desired.build_id,
+            deployments,
+            now,
+            planner::rest::reuse_limit(ctx.settings.rest_interval),
+        )
     {
         tracing::debug!("nothing to see in Temporal: its view remembered, not described");
         return Ok((r.state.clone(), r.gate_queues.clone()));

@@ -63,6 +63,11 @@ impl RememberedViews {
         self.map().get(key).map(|r| (**r).clone())
     }
 
+    /// When the remembered view was described (the rest cadence counts from it).
+    pub fn read_at(&self, key: &Key) -> Option<jiff::Timestamp> {
+        self.map().get(key).map(|r| r.at)
+    }
+
     pub fn put(&self, key: Key, remembered: Remembered) {
         self.map().insert(key, Box::new(remembered));
     }

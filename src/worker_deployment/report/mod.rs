@@ -14,7 +14,7 @@ use kube::api::PostParams;
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
 use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
-use crate::planner::{gates, punctual};
+use crate::planner::{gates, punctual, rest};
 use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 use crate::worker_deployment::act::Done;
 use crate::worker_deployment::outcome::{Conditions, Requeue};
@@ -73,7 +73,10 @@ pub async fn report(ctx: &Context, mut attempt: Attempt) -> Option<Duration> {
         written = write_new(ctx, &attempt, &decided, streak).await;
     }
     match written {
-        Ok(()) => requeue(ctx, decided.requeue, attempt.planned.as_ref()),
+        Ok(()) => {
+            let planned = attempt.planned.as_ref();
+            requeue(ctx, decided.requeue, planned.map(|p| (p, &attempt.twd)))
+        }
         Err(Outcome::Stale) => requeue(ctx, Requeue::Stale, None),
         Err(outcome) => {
             // The status could not be written: say so in the status if at all possible.
@@ -141,18 +144,24 @@ fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
     (decided, streak)
 }
 
-fn requeue(ctx: &Context, r: Requeue, planned: Option<&Planned>) -> Option<Duration> {
+fn requeue(
+    ctx: &Context,
+    r: Requeue,
+    planned: Option<(&Planned, &Arc<TemporalWorkerDeployment>)>,
+) -> Option<Duration> {
     let s = &ctx.settings;
     let after = match r {
         Requeue::Planned => match planned {
-            // The plan's deadlines count from when the reconcile observed (`input.now`); the
-            // timer starts now, so take off the time the reconcile took since then (at most
-            // half the wait, so a slow reconcile never turns a poll into a busy loop).
-            Some(p) => p
-                .plan
-                .requeue_after
-                .map(|d| punctual::wake(&p.plan, timer(d, since(p.input.now))))
-                .unwrap_or(s.idle_interval),
+            // The planner's cadence: its deadlines, the rest look at rest, else the idle
+            // interval. Counted from when the reconcile observed (`input.now`); the timer
+            // starts now, so take off the time the reconcile took since then (at most half
+            // the wait, so a slow reconcile never turns a poll into a busy loop).
+            Some((p, twd)) => {
+                let read_at = ctx.remembered.read_at(&twd.key());
+                let object = twd.uid().unwrap_or_else(|| twd.name_any());
+                let wait = rest::requeue(&p.input, &p.plan, s.cadence(), read_at, &object);
+                return Some(punctual::wake(&p.plan, timer(wait, since(p.input.now))));
+            }
             // Deletion finished, or nothing to do without a plan.
             None => return None,
         },
@@ -203,11 +212,7 @@ fn deployment_uids(
     ) else {
         return Default::default();
     };
-    caches
-        .deployments_of(ns, name)
-        .into_iter()
-        .filter_map(|d| Some((d.metadata.name?, d.metadata.uid?)))
-        .collect()
+    caches.deployment_uids_of(ns, name)
 }
 
 /// The status the verdict asks for; `None` leaves the status untouched.
