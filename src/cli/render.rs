@@ -88,28 +88,43 @@ fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
             ],
             &old_version_rows(status, now),
         );
-        let conditions: Vec<Vec<String>> = status
-            .conditions
-            .iter()
-            .map(|c| {
-                vec![
-                    c.type_.clone(),
-                    c.status.clone(),
-                    c.reason.clone(),
-                    rel(c.last_transition_time.0, now),
-                    c.message.clone(),
-                ]
-            })
-            .collect();
         section(
             &mut out,
             "Conditions",
             &["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"],
-            &conditions,
+            &condition_rows(status, now),
         );
     }
-    let milestones: Vec<Vec<String>> = v
-        .milestones
+    section(
+        &mut out,
+        "Recent milestones",
+        &["WHEN", "TYPE", "REASON", "MESSAGE"],
+        &milestone_rows(v, now),
+    );
+    out
+}
+
+fn condition_rows(
+    status: &TemporalWorkerDeploymentStatus,
+    now: jiff::Timestamp,
+) -> Vec<Vec<String>> {
+    status
+        .conditions
+        .iter()
+        .map(|c| {
+            vec![
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                rel(c.last_transition_time.0, now),
+                c.message.clone(),
+            ]
+        })
+        .collect()
+}
+
+fn milestone_rows(v: &RolloutView, now: jiff::Timestamp) -> Vec<Vec<String>> {
+    v.milestones
         .iter()
         .map(|m| {
             vec![
@@ -119,14 +134,7 @@ fn render_one(v: &RolloutView, now: jiff::Timestamp) -> String {
                 m.message.clone(),
             ]
         })
-        .collect();
-    section(
-        &mut out,
-        "Recent milestones",
-        &["WHEN", "TYPE", "REASON", "MESSAGE"],
-        &milestones,
-    );
-    out
+        .collect()
 }
 
 /// The one-line facts at the top of one rollout's view.

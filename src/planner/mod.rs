@@ -34,6 +34,7 @@
 
 pub mod adoption;
 pub mod analysis;
+pub mod analysis_input;
 pub mod clock;
 mod control;
 pub mod deadline;
@@ -44,6 +45,7 @@ pub mod first_look;
 pub mod gates;
 pub mod images;
 pub mod model;
+pub mod pod_trouble;
 pub mod poller_health;
 pub mod polling;
 pub mod progressive;

@@ -8,6 +8,9 @@ use jiff::Timestamp;
 use crate::api::twd::RolloutControl;
 use crate::temporal::state::{GateObservation, WorkerDeploymentState};
 
+pub use super::analysis_input::{Analysis, AnalysisObservation, Sample};
+pub use super::pod_trouble::{PodCause, PodTrouble};
+
 /// Everything the planner needs, gathered by the reconciler.
 #[derive(Clone, Debug)]
 pub struct PlanInput {
@@ -67,42 +70,6 @@ pub struct PlanInput {
     pub adopted: Option<crate::planner::adoption::Observed>,
 }
 
-/// The first trouble a Pod of the target reports, with the Pod's name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodTrouble {
-    pub pod: String,
-    pub cause: PodCause,
-}
-
-/// What Kubernetes says keeps a Pod from being Ready.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodCause {
-    /// A container waits in `ErrImagePull` / `ImagePullBackOff` / `InvalidImageName`.
-    ImagePull {
-        container: String,
-        image: String,
-        reason: String,
-        message: String,
-    },
-    /// A container restarts (`CrashLoopBackOff`, or restarted at least once): its last exit.
-    CrashLoop {
-        container: String,
-        restarts: i32,
-        exit_code: Option<i32>,
-        reason: Option<String>,
-        message: Option<String>,
-    },
-    /// `PodScheduled=False` with its reason (`Unschedulable`).
-    Unschedulable { reason: String, message: String },
-    /// A container waits for another reason a kubelet reports (`CreateContainerConfigError`,
-    /// `RunContainerError`, ...).
-    Waiting {
-        container: String,
-        reason: String,
-        message: String,
-    },
-}
-
 /// The user's intent, validated and normalised from the TWD spec.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Desired {
@@ -149,41 +116,6 @@ pub struct Desired {
     pub generation: i64,
     /// `spec.adopt` ([`crate::planner::adoption`]).
     pub adopt: Option<crate::planner::adoption::Adopt>,
-}
-
-/// Canary analysis settings.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Analysis {
-    pub interval: Duration,
-    /// Percent.
-    pub max_failure_rate: Option<f64>,
-    /// Percentage points above the current version's rate.
-    pub max_failure_rate_increase: Option<f64>,
-    pub min_sample_size: u64,
-    pub workflow_types: Vec<String>,
-    pub max_inconclusive: Duration,
-    /// The verdict after `max_inconclusive`: true = pass.
-    pub inconclusive_passes: bool,
-    pub dry_run: bool,
-}
-
-/// Closed workflows of one version in the analysis window.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sample {
-    pub closed: u64,
-    /// Failed or timed out.
-    pub failed: u64,
-}
-
-/// What the reconciler counted for a due analysis.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AnalysisObservation {
-    /// The step the window belongs to (zero-based).
-    pub step: usize,
-    pub target: Sample,
-    /// The current version's sample over the same window (zero when nothing is Current).
-    pub current: Sample,
-    pub at: Timestamp,
 }
 
 /// Rollout control: the user's `spec.rollout.paused`/`abort` and one-shot annotations, and

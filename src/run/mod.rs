@@ -12,6 +12,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::{broadcast, watch};
 
+use crate::api::TemporalWorkerDeployment;
 use crate::controller;
 use crate::events::EventSink;
 use crate::http::{AppState, Readiness};
@@ -19,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::temporal::budget::Class;
 use crate::temporal::{Budgets, ClientPool};
-use crate::worker_deployment::Context;
+use crate::worker_deployment::{Context, Settings};
 
 pub mod args;
 pub mod go_flags;
@@ -207,17 +208,18 @@ fn with_trust_roots(metrics: Metrics) -> Arc<Metrics> {
     Arc::new(metrics)
 }
 
-/// Starts everything and returns once the HTTP listener is bound.
-pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let shutdown = stopped(&stop_rx);
-    let metrics = with_trust_roots(Metrics::new());
-    let milestones = Arc::new(Milestones::default());
-    let (feed, _) = broadcast::channel(256);
-    let (leader, lease) = leader_channel(&client, &shard_lease(&opts), metrics.clone()).await?;
-    let pool = temporal_pool(&opts, &metrics);
-    let identity = options::identity(&client, &opts).await?;
-    let settings = settings(&opts, &identity);
+/// The worker controllers' context: the services each reconcile uses (client, Temporal pool,
+/// settings, events, metrics, the status feed, leadership, shard claims).
+fn worker_context(
+    client: &kube::Client,
+    opts: &RunOptions,
+    settings: Settings,
+    (metrics, milestones): (&Arc<Metrics>, &Arc<Milestones>),
+    (feed, leader): (
+        &broadcast::Sender<Arc<TemporalWorkerDeployment>>,
+        &watch::Receiver<bool>,
+    ),
+) -> Arc<Context> {
     let events = EventSink::new(
         client.clone(),
         opts.pod_name.clone(),
@@ -226,15 +228,32 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     );
     let mut ctx = Context::new(
         client.clone(),
-        pool,
+        temporal_pool(opts, metrics),
         settings,
         events,
         metrics.clone(),
         feed.clone(),
         leader.clone(),
     );
-    ctx.claims = claims(&client, &opts);
-    let ctx = Arc::new(ctx);
+    ctx.claims = claims(client, opts);
+    Arc::new(ctx)
+}
+/// Starts everything and returns once the HTTP listener is bound.
+pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shutdown = stopped(&stop_rx);
+    let metrics = with_trust_roots(Metrics::new());
+    let milestones = Arc::new(Milestones::default());
+    let (feed, _) = broadcast::channel(256);
+    let (leader, lease) = leader_channel(&client, &shard_lease(&opts), metrics.clone()).await?;
+    let identity = options::identity(&client, &opts).await?;
+    let ctx = worker_context(
+        &client,
+        &opts,
+        settings(&opts, &identity),
+        (&metrics, &milestones),
+        (&feed, &leader),
+    );
     let backlog_fut = backlog_poller(&opts, &ctx, &metrics, &leader, &stop_rx);
     let claims_fut = keep_claims(ctx.clone(), stop_rx.clone());
     let (store, controller_fut) = controller::build(ctx, shutdown.clone());

@@ -5,6 +5,7 @@
 //! Temporal) → the plan, in [`execute`]'s fixed order. Deletion uses [`finalizers`] only.
 
 mod adoption;
+pub mod done;
 pub mod execute;
 mod failures;
 pub mod finalizers;

@@ -133,24 +133,12 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
         .as_ref()
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
-    // A take-over record (a Deployment label) stands for the predecessor's pod-template hashes.
-    let labels = d.labels();
     let pod_template_hash = pod_annotations.get(ANNOTATION_POD_TEMPLATE_HASH).cloned();
     let connection_hash = pod_annotations.get(ANNOTATION_CONNECTION_HASH).cloned();
     let connection_ref = pod_annotations.get(ANNOTATION_CONNECTION_REF).cloned();
     let restarted = pod_annotations.get(ANNOTATION_RESTART).cloned();
-    let template_record = takeover::record_for(
-        pod_template_hash.as_deref(),
-        labels
-            .get(takeover::LABEL_ADOPTED_POD_TEMPLATE_HASH)
-            .map(String::as_str),
-    );
-    let connection_record = takeover::record_for(
-        connection_hash.as_deref(),
-        labels
-            .get(takeover::LABEL_ADOPTED_CONNECTION_HASH)
-            .map(String::as_str),
-    );
+    let [template_record, connection_record] =
+        takeover_records(d, [&pod_template_hash, &connection_hash]);
     Some(ObservedDeployment {
         name: d.name_any(),
         build_id,
@@ -181,6 +169,26 @@ pub fn observed(d: &Deployment) -> Option<ObservedDeployment> {
             .cloned(),
         restarted,
     })
+}
+
+/// The pod-template and Connection hashes a take-over record (a Deployment label) stands for,
+/// beside those the pod template records.
+fn takeover_records(
+    d: &Deployment,
+    [template, connection]: [&Option<String>; 2],
+) -> [Option<String>; 2] {
+    let labels = d.labels();
+    let adopted = |label: &str| labels.get(label).map(String::as_str);
+    [
+        takeover::record_for(
+            template.as_deref(),
+            adopted(takeover::LABEL_ADOPTED_POD_TEMPLATE_HASH),
+        ),
+        takeover::record_for(
+            connection.as_deref(),
+            adopted(takeover::LABEL_ADOPTED_CONNECTION_HASH),
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -49,29 +49,10 @@ pub async fn state(
         tokio::time::sleep(left).await;
     }
     let name = twd.temporal_deployment_name();
-    let mut state = match client.describe_deployment(&name).await {
-        Ok(state) => state,
-        Err(e) => {
-            if e.is_auth() {
-                // Credentials may have rotated: the next reconcile connects afresh.
-                ctx.pool
-                    .evict(key, &twd.spec.worker_options.temporal_namespace);
-                if let (Some(caches), Some(secret)) =
-                    (ctx.caches.get(), connection.spec.auth_mode().secret())
-                {
-                    caches.forget_secret(&twd.namespace().unwrap_or_default(), secret);
-                }
-            }
-            return Err(if e.is_resource_exhausted() {
-                Failure::StateFetchThrottled { name, source: e }
-            } else {
-                Failure::StateFetchFailed {
-                    what: format!("describing worker deployment {name:?}"),
-                    source: e,
-                }
-            });
-        }
-    };
+    let mut state = client
+        .describe_deployment(&name)
+        .await
+        .map_err(|e| describe_failed(ctx, twd, (key, connection), &name, e))?;
     // The install recorded by the last routing change only changes with routing, and routing
     // changes move the conflict token: read it again only then. Nothing found (or a failed
     // read) is asked again, so a transient error cannot hide another install for long.
@@ -95,6 +76,38 @@ pub async fn state(
         },
     );
     Ok((state, None))
+}
+
+/// A failed describe as a [`Failure`]; an authentication error also drops the pooled client
+/// and the cached Secret, since credentials may have rotated (the next reconcile connects
+/// afresh).
+fn describe_failed(
+    ctx: &Context,
+    twd: &TemporalWorkerDeployment,
+    (key, connection): (&ConnectionKey, &TemporalConnection),
+    name: &str,
+    e: TemporalError,
+) -> Failure {
+    if e.is_auth() {
+        ctx.pool
+            .evict(key, &twd.spec.worker_options.temporal_namespace);
+        if let (Some(caches), Some(secret)) =
+            (ctx.caches.get(), connection.spec.auth_mode().secret())
+        {
+            caches.forget_secret(&twd.namespace().unwrap_or_default(), secret);
+        }
+    }
+    if e.is_resource_exhausted() {
+        Failure::StateFetchThrottled {
+            name: name.to_string(),
+            source: e,
+        }
+    } else {
+        Failure::StateFetchFailed {
+            what: format!("describing worker deployment {name:?}"),
+            source: e,
+        }
+    }
 }
 
 /// Counts the open workflows pinned to each version the sunset rules are about to scale down
