@@ -139,15 +139,27 @@ charts() {
 
 # The SBOM of the controller and every crate Cargo.lock pins for it (SPDX 2.3 JSON, from
 # cargo-sbom: tools/sbom/build.sh). Its creation time and document namespace (a random UUID) are
-# set from the commit, so the SBOM is as reproducible as the rest.
+# set from the commit, and its package and relationship lists (in hash-map order, different on
+# each run) are sorted, so the SBOM is as reproducible as the rest.
 sbom() {
   local cargo_sbom created namespace
   cargo_sbom=$(tool cargo-sbom "$here/../sbom/build.sh")
   created=$(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%SZ)
   namespace="https://github.com/temporalio/temporal-worker-controller-rs/releases/v$VERSION/sbom-$REVISION"
   "$cargo_sbom" --cargo-package temporal-worker-controller --output-format spdx_json_2_3 |
-    sed -E -e "s#^(  *\"created\": )\"[^\"]*\"#\1\"$created\"#" \
-      -e "s#^(  *\"documentNamespace\": )\"[^\"]*\"#\1\"$namespace\"#" >"$1"
+    CREATED=$created NAMESPACE=$namespace python3 -c '
+import json, os, sys
+doc = json.load(sys.stdin)
+if "creationInfo" not in doc:
+    sys.exit("cargo-sbom wrote no creationInfo")
+doc["creationInfo"]["created"] = os.environ["CREATED"]
+doc["documentNamespace"] = os.environ["NAMESPACE"]
+for key in ("packages", "files", "relationships"):
+    if isinstance(doc.get(key), list):
+        doc[key].sort(key=lambda item: json.dumps(item, sort_keys=True))
+json.dump(doc, sys.stdout, indent=2, sort_keys=True)
+print()
+' >"$1" || die "could not pin the SBOM's creation time, namespace and order"
   grep -q "\"created\": \"$created\"" "$1" || die "cargo-sbom wrote no creation time to set"
 }
 
