@@ -13,6 +13,8 @@ mod controller;
 #[allow(dead_code)]
 #[path = "common/bad_inputs_table.rs"]
 mod table;
+#[path = "common/webhook.rs"]
+mod webhook;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,8 @@ use tokio::sync::OnceCell;
 
 const BIN: &str = env!("CARGO_BIN_EXE_temporal-worker-controller");
 const IDENTITY: &str = "twc-cli-test";
+/// Where the chart's identity (ServiceAccount, RBAC) and the webhook's Secret live.
+const CONTROLLER_NS: &str = "twc-cli-system";
 /// How long a watching process may take to show a state the API server already has.
 const T_SHOW: Duration = Duration::from_secs(90);
 
@@ -54,23 +58,68 @@ async fn env() -> Arc<Env> {
     .clone()
 }
 
+/// The chart's values here: its admission webhook on, called by URL (the controller is a
+/// local process), so that `lint` is compared with the API server on the webhook's rows too.
+fn values(url: &str) -> Value {
+    json!({
+        "controller": {"identity": IDENTITY},
+        "webhook": {"enabled": true, "url": url, "excludeNamespaces": ["kube-system"]},
+    })
+}
+
 async fn start() -> Result<Arc<Env>> {
     let world = World::new("cli").await?;
-    let kubeconfig = test_harness::control_plane::shared()
-        .await?
-        .kubeconfig_path()
-        .to_path_buf();
-    let controller = controller::start(
-        world.client.clone(),
-        &controller::watching(&world.ns, IDENTITY),
-    )
-    .await?;
-    Ok(Arc::new(Env {
+    let plane = test_harness::control_plane::shared().await?;
+    let kubeconfig = plane.kubeconfig_path().to_path_buf();
+    let hook = webhook::prepare(plane, values, CONTROLLER_NS).await?;
+    let mut flags = controller::watching(&world.ns, IDENTITY);
+    flags.extend(hook.flags);
+    let controller = controller::start(hook.client, &flags).await?;
+    let addr = controller
+        .webhook_addr
+        .context("the controller serves no webhook")?;
+    webhook::register(&world.client, values, CONTROLLER_NS, addr).await?;
+    let env = Arc::new(Env {
         api_url: format!("http://{}", controller.http_addr),
         world,
         kubeconfig,
         _controller: controller,
-    }))
+    });
+    wait_for_the_webhook(&env).await?;
+    Ok(env)
+}
+
+/// Until the controller has set the configuration's caBundle and serves its certificate, the
+/// API server cannot call the webhook: wait for its first refusal of a webhook row.
+async fn wait_for_the_webhook(env: &Env) -> Result<()> {
+    let row = table::table()
+        .into_iter()
+        .find(|c| {
+            matches!(
+                c.expect,
+                table::Expect::Refused {
+                    by: table::By::Webhook,
+                    ..
+                }
+            ) && c.before.is_none()
+                && !needs_the_cluster(c)
+        })
+        .context("the table has no webhook row")?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = dry_run(env, &row.bad).await?;
+        if answer
+            .as_deref()
+            .is_some_and(|m| m.contains("denied the request"))
+        {
+            return Ok(());
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the webhook did not answer within 60 s: {answer:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 }
 
 impl Env {
@@ -1125,10 +1174,10 @@ fn needs_the_cluster(case: &table::Case) -> bool {
 }
 
 /// `lint` agrees with the API server's server-side dry run on every refused row of the
-/// bad-input table, in both kind sets: the same verdict and the same message, exit 1. The
-/// webhook is not installed here (the CLI environment has no chart), so webhook rows are
-/// checked against the webhook's own wording instead, and the rows that need the cluster are
-/// not refused offline. Updates (rows with `before`) need the stored object: not linted.
+/// bad-input table, in both kind sets, the webhook's rows included (the chart's webhook is
+/// installed here): the same verdict and the same message, exit 1. The webhook rows that need
+/// the cluster (a Secret or ConfigMap, the pod template's dry run) are not refused offline.
+/// Updates (rows with `before`) need the stored object: not linted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lint_agrees_with_a_server_side_dry_run_on_every_bad_input() -> Result<()> {
     let env = env().await;
@@ -1148,19 +1197,13 @@ async fn lint_agrees_with_a_server_side_dry_run_on_every_bad_input() -> Result<(
             std::fs::write(&file, serde_yaml::to_string(&bad)?)?;
             let (code, linted) = lint_file(&file).await?;
             let id = format!("{} ({kinds:?})", case.id);
-            if by == table::By::Webhook {
-                if needs_the_cluster(&case) {
-                    ensure!(code == Some(0), "{id}: refused offline: {linted:?}");
-                } else {
-                    let m = linted.with_context(|| format!("{id}: not refused"))?;
-                    ensure!(code == Some(1), "{id}: exit {code:?}");
-                    ensure!(
-                        m.contains("admission webhook") && table::holds(&m, fragment),
-                        "{id}: {m}"
-                    );
-                }
+            if by == table::By::Webhook && needs_the_cluster(&case) {
+                ensure!(code == Some(0), "{id}: refused offline: {linted:?}");
                 checked += 1;
                 continue;
+            }
+            if let Some(m) = &linted {
+                ensure!(table::holds(m, fragment), "{id}: {m}");
             }
             let server = dry_run(&env, &bad).await?;
             if code != Some(1) || linted != server || server.is_none() {
