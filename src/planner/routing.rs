@@ -149,7 +149,7 @@ fn role_word(role: Role) -> &'static str {
         Role::Target => "target",
         Role::Current => "Current",
         Role::Ramping => "Ramping",
-        Role::Old(Some(s)) => status_word(s),
+        Role::Old(Some(s)) => s.as_str(),
         Role::Old(None) => "not registered",
     }
 }
@@ -405,7 +405,7 @@ fn manual_wait(view: &View, status: TemporalVersionStatus, wake: &mut Wake) -> D
         }
         None => format!(
             "Build ID {target} is registered and {}; strategy is Manual, promote it in Temporal",
-            status_word(status)
+            status.as_str()
         ),
     };
     let phase = if view.target_ramp().is_some() {
@@ -536,15 +536,5 @@ fn within(now: Timestamp, then: Timestamp, window: std::time::Duration) -> bool 
     match SignedDuration::try_from(window) {
         Ok(w) => now.duration_since(then) <= w,
         Err(_) => true,
-    }
-}
-
-fn status_word(s: TemporalVersionStatus) -> &'static str {
-    match s {
-        TemporalVersionStatus::Inactive => "Inactive",
-        TemporalVersionStatus::Current => "Current",
-        TemporalVersionStatus::Ramping => "Ramping",
-        TemporalVersionStatus::Draining => "Draining",
-        TemporalVersionStatus::Drained => "Drained",
     }
 }

@@ -133,6 +133,19 @@ pub enum TemporalVersionStatus {
     Drained,
 }
 
+impl TemporalVersionStatus {
+    /// The word Temporal's docs and our messages use for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TemporalVersionStatus::Inactive => "Inactive",
+            TemporalVersionStatus::Current => "Current",
+            TemporalVersionStatus::Ramping => "Ramping",
+            TemporalVersionStatus::Draining => "Draining",
+            TemporalVersionStatus::Drained => "Drained",
+        }
+    }
+}
+
 /// Details of one version from `DescribeWorkerDeploymentVersion`, fetched only when needed
 /// (gates, unversioned migration).
 #[derive(Clone, Debug, Default, PartialEq)]
