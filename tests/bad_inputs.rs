@@ -156,41 +156,21 @@ async fn start_env() -> Result<Arc<Env>> {
             }
         }
     }
-    wait_for_the_webhook(&infra.client).await?;
+    // The webhook answers once the controller has set caBundle and serves its certificate.
+    let probe = in_set(wrt("probe", hpa(json!({"minReplicas": 0}))), KindSet::Seed);
+    webhook::wait_for_refusal(
+        &infra.client,
+        CONTROLLER_NS,
+        &probe,
+        &[TWOR_WEBHOOK, "denied the request"],
+    )
+    .await?;
     Ok(Arc::new(Env {
         client: infra.client,
         http_addr: controller.http_addr,
         _kubelet: infra.kubelet,
         _controller: controller,
     }))
-}
-
-/// Until the controller has set caBundle and serves its certificate, writes fail (failurePolicy
-/// Fail); waits for the first refusal by the webhook itself.
-async fn wait_for_the_webhook(client: &kube::Client) -> Result<()> {
-    let probe = in_set(wrt("probe", hpa(json!({"minReplicas": 0}))), KindSet::Seed);
-    let api = dynamic_api(client, CONTROLLER_NS, &probe)?;
-    let dry_run = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let out = api
-            .create(&dry_run, &serde_json::from_value(probe.clone())?)
-            .await;
-        match out {
-            Err(kube::Error::Api(s))
-                if s.message.contains(TWOR_WEBHOOK) && s.message.contains("denied the request") =>
-            {
-                return Ok(());
-            }
-            other if Instant::now() > deadline => {
-                bail!("the webhook did not answer within 60 s: {other:?}")
-            }
-            _ => tokio::time::sleep(Duration::from_millis(300)).await,
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -85,14 +85,21 @@ async fn start() -> Result<Arc<Env>> {
         kubeconfig,
         _controller: controller,
     });
-    wait_for_the_webhook(&env).await?;
+    let probe = webhook_probe()?;
+    webhook::wait_for_refusal(
+        &env.world.client,
+        &env.world.ns,
+        &probe,
+        &["denied the request"],
+    )
+    .await?;
     Ok(env)
 }
 
-/// Until the controller has set the configuration's caBundle and serves its certificate, the
-/// API server cannot call the webhook: wait for its first refusal of a webhook row.
-async fn wait_for_the_webhook(env: &Env) -> Result<()> {
-    let row = table::table()
+/// The first webhook row of the table that `lint` can decide offline: the controller's webhook
+/// answers once the API server refuses it through the webhook.
+fn webhook_probe() -> Result<Value> {
+    table::table()
         .into_iter()
         .find(|c| {
             matches!(
@@ -104,22 +111,8 @@ async fn wait_for_the_webhook(env: &Env) -> Result<()> {
             ) && c.before.is_none()
                 && !needs_the_cluster(c)
         })
-        .context("the table has no webhook row")?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = dry_run(env, &row.bad).await?;
-        if answer
-            .as_deref()
-            .is_some_and(|m| m.contains("denied the request"))
-        {
-            return Ok(());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the webhook did not answer within 60 s: {answer:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+        .map(|c| c.bad)
+        .context("the table has no webhook row")
 }
 
 impl Env {
@@ -542,35 +535,7 @@ async fn wait_fails_with_the_reason_of_a_stalled_rollout() -> Result<()> {
 /// Completing `sta` after sourcing `completion bash` in a real bash gives `status`.
 #[test]
 fn bash_completion_completes_subcommands_and_flags() -> Result<()> {
-    let complete = |words: &[&str]| -> Result<Vec<String>> {
-        let words_list = words
-            .iter()
-            .map(|w| format!("'{w}'"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let script = format!(
-            r#"set -e
-source <("{BIN}" completion bash)
-spec=$(complete -p temporal-worker-controller)
-fn=${{spec#*-F }}; fn=${{fn%% *}}
-COMP_WORDS=({words_list})
-COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
-COMP_LINE="${{COMP_WORDS[*]}}"
-COMP_POINT=${{#COMP_LINE}}
-"$fn" temporal-worker-controller "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
-printf '%s\n' "${{COMPREPLY[@]}}"
-"#
-        );
-        let out = Command::new("bash")
-            .args(["--norc", "--noprofile", "-c", &script])
-            .output()?;
-        ensure!(out.status.success(), "{}", text(&out));
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect())
-    };
+    let complete = |words: &[&str]| complete_in_bash(words, None);
     assert_eq!(
         complete(&["temporal-worker-controller", "sta"])?,
         ["status"]

@@ -83,3 +83,39 @@ pub async fn register(
         .await?;
     Ok(())
 }
+
+/// Dry-run creates `probe` (one of our kinds) in `namespace` until the API server's refusal
+/// holds every one of `fragments`: until then the controller has not set the configuration's
+/// `caBundle` or does not serve its certificate yet (failurePolicy Fail). At most 60 s.
+pub async fn wait_for_refusal(
+    client: &kube::Client,
+    namespace: &str,
+    probe: &Value,
+    fragments: &[&str],
+) -> Result<()> {
+    let kind = probe["kind"].as_str().context("the probe has no kind")?;
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &test_harness::world::api_resource(kind),
+    );
+    let dry_run = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let out = api
+            .create(&dry_run, &serde_json::from_value(probe.clone())?)
+            .await;
+        match out {
+            Err(kube::Error::Api(s)) if fragments.iter().all(|f| s.message.contains(f)) => {
+                return Ok(());
+            }
+            other if std::time::Instant::now() > deadline => {
+                anyhow::bail!("the webhook did not answer within 60 s: {other:?}")
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
+        }
+    }
+}
