@@ -298,6 +298,7 @@ fn chart_duration_patterns() -> Vec<String> {
     let props = &schema["properties"];
     [
         &props["controller"]["properties"]["idleInterval"],
+        &props["controller"]["properties"]["restInterval"],
         &props["controller"]["properties"]["pollerHealth"]["properties"]["liveThreshold"],
         &props["controller"]["properties"]["pollerHealth"]["properties"]["checkInterval"],
         &props["webhook"]["properties"]["selfManaged"]["properties"]["validity"],

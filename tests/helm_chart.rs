@@ -53,7 +53,7 @@ fn cases() -> Vec<(&'static str, Value)> {
                     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"]}
                 ],
                 "watchNamespaces": ["team-a", "team-b"],
-                "controller": {"identity": "prod-east", "installID": "cluster-east/twc", "idleInterval": "2m", "logFormat": "text", "maxVersionsIneligibleForDeletion": 50}
+                "controller": {"identity": "prod-east", "installID": "cluster-east/twc", "idleInterval": "2m", "restInterval": "90s", "logFormat": "text", "maxVersionsIneligibleForDeletion": 50}
             }),
         ),
         (
@@ -607,6 +607,7 @@ fn assert_default_args_are_the_binarys_defaults(objs: &[Value]) {
             // Not the binary's default: a chart install knows its namespace (issue 26 item 7).
             "--identity-namespace-uid",
             "--idle-interval=60s",
+            "--rest-interval=5m",
             // The Kubernetes Deployment default, as the binary's (`--default-progress-deadline`).
             "--default-progress-deadline=10m",
             "--poller-live-threshold=2m",
@@ -1323,6 +1324,7 @@ fn custom_image_owned_kinds_and_watch_namespaces() {
         "--identity=prod-east",
         "--install-id=cluster-east/twc",
         "--idle-interval=2m",
+        "--rest-interval=90s",
         "--log-format=text",
         "--max-versions-ineligible-for-deletion=50",
     ] {
