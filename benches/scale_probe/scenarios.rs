@@ -18,7 +18,8 @@ use crate::{burst, churn, promote, rollout};
 fn window(scenario: Scenario, timing: Timing) -> Duration {
     match scenario {
         Scenario::Idle => timing.window,
-        // Nothing changes while Pods wait: a shorter window reads the same rates.
+        // Nothing changes while Pods wait, but resting objects are looked at once per rest
+        // round (`--rest-interval`, 4-5 min): a window of one round reads its average.
         Scenario::Waiting => timing.window.min(WAITING_WINDOW),
         // What follows a cold start is the waiting scenario's steady state.
         Scenario::Startup => timing.window.min(STARTUP_WINDOW),
@@ -26,8 +27,9 @@ fn window(scenario: Scenario, timing: Timing) -> Duration {
     }
 }
 
-/// Steady window of the waiting scenario (at most).
-const WAITING_WINDOW: Duration = Duration::from_secs(120);
+/// Steady window of the waiting scenario (at most): one rest round of the controller's default
+/// `--rest-interval` (5 min), so every resting object's look falls inside it once.
+const WAITING_WINDOW: Duration = Duration::from_secs(300);
 /// Steady window after a cold start.
 const STARTUP_WINDOW: Duration = Duration::from_secs(30);
 
