@@ -302,12 +302,14 @@ async fn ca_change_rolls_the_workers(
         Ok(rolled.then_some(()))
     })
     .await?;
-    ensure!(
-        pods_of(c, "orders", build)
-            .await?
+    // The Deployment counts only Pods not being deleted: the old one may still be terminating
+    // (the kubelet stops its worker within the grace period), so wait for it to be gone.
+    eventually("no Pod of the old template is left", T, || async {
+        let pods = pods_of(c, "orders", build).await?;
+        let moved = pods
             .iter()
-            .all(|p| p["spec"].to_string().contains("\"private-ca-2\"")),
-        "a Pod of the old template is left"
-    );
-    Ok(())
+            .all(|p| p["spec"].to_string().contains("\"private-ca-2\""));
+        Ok(moved.then_some(()))
+    })
+    .await
 }
