@@ -32,7 +32,13 @@ async fn plane() -> &'static ControlPlane {
 async fn kubectl_reports_the_pinned_kubernetes_version() -> Result<()> {
     let plane = plane().await;
     let out = kubectl_ok(plane.kubeconfig_path(), &["version", "-o", "json"])?;
-    let v: serde_json::Value = serde_json::from_str(&out[out.find('{').unwrap_or(0)..])?;
+    // The first JSON value only: a kubectl more than one minor from the server (a machine's own,
+    // e.g. the Cloud SDK's 1.32) prints a version-skew warning after it.
+    let v: serde_json::Value =
+        serde_json::Deserializer::from_str(&out[out.find('{').unwrap_or(0)..])
+            .into_iter()
+            .next()
+            .context("no JSON in `kubectl version -o json`")??;
     let pinned = include_str!("../../../tools/control-plane/versions.env")
         .lines()
         .find_map(|l| l.strip_prefix("KUBERNETES_VERSION="))
