@@ -36,6 +36,14 @@ struct Version {
     deployment: String,
 }
 
+/// The test's Kubernetes namespace, its Pods and its versions.
+struct Fleet {
+    ns: String,
+    temporal_ns: String,
+    pods: Api<Pod>,
+    versions: Vec<Version>,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_pods_on_the_shared_host_poll_each_as_itself() -> Result<()> {
     let _ = tracing_subscriber::fmt()
@@ -56,58 +64,10 @@ async fn worker_pods_on_the_shared_host_poll_each_as_itself() -> Result<()> {
         },
     )
     .await?;
-    let ns = unique("shared-host");
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
-        )
-        .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let versions: Vec<Version> = (0..VERSIONS)
-        .map(|i| Version {
-            app: format!("w{i}"),
-            task_queue: unique("tq"),
-            deployment: format!("{ns}/w{i}"),
-        })
-        .collect();
     let t = Instant::now();
-    for v in &versions {
-        deployments
-            .create(
-                &PostParams::default(),
-                &deployment(v, &server.address(), &temporal_ns)?,
-            )
-            .await?;
-    }
-
-    // Each Pod is checked against Temporal's poller list as soon as it is seen Ready.
+    let fleet = create_fleet(&client, &server.address(), temporal_ns).await?;
     let pods_total = VERSIONS * usize::try_from(REPLICAS)?;
-    let checked = tokio::sync::Mutex::new(BTreeSet::new());
-    wait_until("every worker Pod Ready", || {
-        let (pods, versions, checked, temporal_ns) = (&pods, &versions, &checked, &temporal_ns);
-        async move {
-            let mut checked = checked.lock().await;
-            let conn = temporal_server::shared()
-                .await?
-                .connect("shared-host-test")
-                .await?;
-            let mut ready = 0;
-            for v in versions {
-                let list = pods_of(pods, &v.app).await?;
-                for p in list.iter().filter(|p| is_ready(p)) {
-                    if checked.insert(name(p)) {
-                        check_polled_before_ready(&conn, temporal_ns, v, p).await?;
-                    }
-                    ready += 1;
-                }
-            }
-            Ok((ready == pods_total).then_some(()))
-        }
-    })
-    .await?;
-    let checked = checked.into_inner();
+    let checked = fleet.wait_every_pod_ready(pods_total).await?;
     eprintln!(
         "{pods_total} worker Pods Ready after {:?}; the process has {} threads more than before \
          the stand-in started",
@@ -116,43 +76,14 @@ async fn worker_pods_on_the_shared_host_poll_each_as_itself() -> Result<()> {
     );
 
     // Each Pod's worker polls as itself: `1@<pod name>`, one per Pod.
-    let identities = |kubelet: &Kubelet| -> BTreeSet<String> {
-        versions
-            .iter()
-            .flat_map(|v| kubelet.worker_configs(&ns, &v.app))
-            .map(|c| c.identity)
-            .collect()
-    };
-    let before = identities(&kubelet);
+    let before = fleet.identities(&kubelet);
     let expected: BTreeSet<String> = checked.iter().map(|p| format!("1@{p}")).collect();
     assert_eq!(before, expected);
 
     // One Pod goes: its worker stops, a replacement starts on the host, nobody else stops.
-    let gone = pods_of(&pods, &versions[0].app)
-        .await?
-        .first()
-        .map(name)
-        .context("a Pod of w0")?;
-    pods.delete(&gone, &DeleteParams::default()).await?;
-    let replacement = wait_until("the deleted Pod replaced by a Ready one", || async {
-        let list = pods_of(&pods, &versions[0].app).await?;
-        let fresh: Vec<Pod> = list
-            .into_iter()
-            .filter(|p| !checked.contains(&name(p)))
-            .collect();
-        let gone_left = kubelet
-            .worker_configs(&ns, &versions[0].app)
-            .iter()
-            .any(|c| c.identity == format!("1@{gone}"));
-        Ok(match fresh.as_slice() {
-            [p] if is_ready(p) && !gone_left => Some(p.clone()),
-            _ => None,
-        })
-    })
-    .await?;
     let conn = server.connect("shared-host-test").await?;
-    check_polled_before_ready(&conn, &temporal_ns, &versions[0], &replacement).await?;
-    let after = identities(&kubelet);
+    let gone = fleet.replace_one_pod(&kubelet, &conn, &checked).await?;
+    let after = fleet.identities(&kubelet);
     let kept: BTreeSet<String> = before
         .iter()
         .filter(|i| **i != format!("1@{gone}"))
@@ -164,8 +95,8 @@ async fn worker_pods_on_the_shared_host_poll_each_as_itself() -> Result<()> {
     );
 
     // The others still take work: a workflow on the version that lost a Pod and on another.
-    for v in [&versions[0], &versions[VERSIONS - 1]] {
-        run_hello(server, &conn, &temporal_ns, v).await?;
+    for v in [&fleet.versions[0], &fleet.versions[VERSIONS - 1]] {
+        run_hello(server, &conn, &fleet.temporal_ns, v).await?;
     }
     eprintln!(
         "one Pod replaced; the other {} kept polling",
@@ -173,6 +104,114 @@ async fn worker_pods_on_the_shared_host_poll_each_as_itself() -> Result<()> {
     );
     kubelet.shutdown().await;
     Ok(())
+}
+
+/// A namespace with [`VERSIONS`] Deployments of [`REPLICAS`] worker Pods each.
+async fn create_fleet(client: &kube::Client, address: &str, temporal_ns: String) -> Result<Fleet> {
+    let ns = unique("shared-host");
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}}))?,
+        )
+        .await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let versions: Vec<Version> = (0..VERSIONS)
+        .map(|i| Version {
+            app: format!("w{i}"),
+            task_queue: unique("tq"),
+            deployment: format!("{ns}/w{i}"),
+        })
+        .collect();
+    for v in &versions {
+        deployments
+            .create(
+                &PostParams::default(),
+                &deployment(v, address, &temporal_ns)?,
+            )
+            .await?;
+    }
+    Ok(Fleet {
+        pods: Api::namespaced(client.clone(), &ns),
+        ns,
+        temporal_ns,
+        versions,
+    })
+}
+
+impl Fleet {
+    /// Waits until `total` Pods are Ready, checking each against Temporal's poller list as soon
+    /// as it is seen Ready. Returns their names.
+    async fn wait_every_pod_ready(&self, total: usize) -> Result<BTreeSet<String>> {
+        let checked = tokio::sync::Mutex::new(BTreeSet::new());
+        wait_until("every worker Pod Ready", || {
+            let checked = &checked;
+            async move {
+                let mut checked = checked.lock().await;
+                let conn = temporal_server::shared()
+                    .await?
+                    .connect("shared-host-test")
+                    .await?;
+                let mut ready = 0;
+                for v in &self.versions {
+                    let list = pods_of(&self.pods, &v.app).await?;
+                    for p in list.iter().filter(|p| is_ready(p)) {
+                        if checked.insert(name(p)) {
+                            check_polled_before_ready(&conn, &self.temporal_ns, v, p).await?;
+                        }
+                        ready += 1;
+                    }
+                }
+                Ok((ready == total).then_some(()))
+            }
+        })
+        .await?;
+        Ok(checked.into_inner())
+    }
+
+    /// Identities of the running workers of every version.
+    fn identities(&self, kubelet: &Kubelet) -> BTreeSet<String> {
+        self.versions
+            .iter()
+            .flat_map(|v| kubelet.worker_configs(&self.ns, &v.app))
+            .map(|c| c.identity)
+            .collect()
+    }
+
+    /// Deletes a Pod of the first version and waits until its worker is gone and a replacement
+    /// (not in `known`) is Ready, having polled. Returns the deleted Pod's name.
+    async fn replace_one_pod(
+        &self,
+        kubelet: &Kubelet,
+        conn: &temporalio_client::Connection,
+        known: &BTreeSet<String>,
+    ) -> Result<String> {
+        let first = &self.versions[0];
+        let gone = pods_of(&self.pods, &first.app)
+            .await?
+            .first()
+            .map(name)
+            .context("a Pod of the first version")?;
+        self.pods.delete(&gone, &DeleteParams::default()).await?;
+        let replacement = wait_until("the deleted Pod replaced by a Ready one", || async {
+            let list = pods_of(&self.pods, &first.app).await?;
+            let fresh: Vec<Pod> = list
+                .into_iter()
+                .filter(|p| !known.contains(&name(p)))
+                .collect();
+            let gone_left = kubelet
+                .worker_configs(&self.ns, &first.app)
+                .iter()
+                .any(|c| c.identity == format!("1@{gone}"));
+            Ok(match fresh.as_slice() {
+                [p] if is_ready(p) && !gone_left => Some(p.clone()),
+                _ => None,
+            })
+        })
+        .await?;
+        check_polled_before_ready(conn, &self.temporal_ns, first, &replacement).await?;
+        Ok(gone)
+    }
 }
 
 /// Temporal lists `p`'s identity as a poller of its version with a poll no older than its
