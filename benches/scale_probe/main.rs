@@ -32,7 +32,10 @@
 //!       whose minutes are its point, at a small N with a 10 s window, the two controllers
 //!       of a scenario side by side; fails only if a scenario does not complete)
 //! Env instead of flags: TWC_PROBE_CONTROLLER, TWC_PROBE_SCENARIOS, TWC_PROBE_<SCENARIO>_N,
-//! TWC_PROBE_WINDOW, TWC_PROBE_CHURN_MINUTES, TWC_PROBE_BESIDE, TWC_PROBE_REACH_DEADLINE. Under `cargo test --benches` without `--quick` it prints how to run it
+//! TWC_PROBE_WINDOW, TWC_PROBE_CHURN_MINUTES, TWC_PROBE_BESIDE, TWC_PROBE_REACH_DEADLINE.
+//! The kubelet stand-in runs the live workers on its shared worker host (one thread, runtime and
+//! a few connections for all: light enough for N = 500); `TWC_PROBE_WORKERS=threads` gives
+//! each worker Pod a thread, runtime and connection of its own (as before issue 52). Under `cargo test --benches` without `--quick` it prints how to run it
 //! and exits: it starts servers.
 
 mod burst;

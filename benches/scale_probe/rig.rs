@@ -1,5 +1,6 @@
 //! One fresh world per scenario and controller: a control plane with the controller's own
-//! CRDs, a Temporal dev server (with its metrics endpoint), the kubelet stand-in, the
+//! CRDs, a Temporal dev server (with its metrics endpoint), the kubelet stand-in (its worker
+//! Pods on one shared worker host unless `TWC_PROBE_WORKERS=threads`), the
 //! scenario's namespaces (Kubernetes `bench`, `bench-1`, …, each with Connection `temporal`;
 //! Temporal `bench`, `bench-t1`, …), and the controller under test as a process of its own,
 //! authenticated as [`CONTROLLER_USER`] so that the audit log tells its requests apart.
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use test_harness::control_plane::{self, ControlPlane};
 use test_harness::go_controller::{self, GoController, GoControllerBuild, GoControllerOptions};
-use test_harness::kubelet::Kubelet;
+use test_harness::kubelet::{Kubelet, KubeletOptions};
 use test_harness::temporal_server::DevServer;
 
 use crate::ground::{CONTROLLER_USER, SYSTEM_NS};
@@ -147,7 +148,13 @@ impl Rig {
         for ns in &temporal_namespaces {
             temporal.create_namespace(ns).await?;
         }
-        let kubelet = Kubelet::start(client.clone()).await?;
+        // Hundreds of live workers fit only on the shared worker host (issue 52; the kubelet
+        // module docs say what it gives up); `TWC_PROBE_WORKERS=threads` gives each its thread.
+        let options = KubeletOptions {
+            shared_worker_host: std::env::var("TWC_PROBE_WORKERS").as_deref() != Ok("threads"),
+            ..Default::default()
+        };
+        let kubelet = Kubelet::start_with(client.clone(), options).await?;
         crate::ground::apply_all(&client, preload.iter().cloned()).await?;
         let kubeconfig = plane.user_kubeconfig(CONTROLLER_USER, Some("system:masters"))?;
         let spawned_ms = crate::ground::now_ms();

@@ -24,8 +24,9 @@
 //!     variables as the SDK's envconfig does: [`crate::worker`]).
 //!     Secrets and ConfigMaps are read from watch caches.
 //!   - A Pod whose first container's env has `TEMPORAL_ADDRESS` is a **worker Pod**: its
-//!     container is one real Temporal worker ([`crate::worker`], its own thread), identity
-//!     `1@<pod name>` (the SDK's `pid@hostname`). It is `Running` as soon as the worker thread
+//!     container is one real Temporal worker ([`crate::worker`]: its own thread, tokio runtime,
+//!     SDK runtime and connection; or, with [`KubeletOptions::shared_worker_host`], one SDK
+//!     worker on a shared host, below), identity `1@<pod name>` (the SDK's `pid@hostname`). It is `Running` as soon as the worker thread
 //!     starts and `Ready` only once Temporal lists this worker's identity as a poller of its
 //!     task queue (with a poll time after the start), checked by one shared prober with one
 //!     `DescribeTaskQueue` per task queue every 500 ms while some Pod waits for it.
@@ -78,6 +79,23 @@
 //! Pod actors run on the runtime that called [`Kubelet::start`], so a stand-in shared by several
 //! `#[tokio::test]`s belongs on a runtime of its own (with a client built there).
 //!
+//! **Shared worker host** ([`KubeletOptions::shared_worker_host`], [`crate::worker_host`]): every
+//! worker Pod of the stand-in is one SDK `Worker` on one host thread over one 2-thread tokio
+//! runtime and one SDK runtime, its connection shared with up to 50 other Pods of the same
+//! connection settings (never with a replica of its own version: the SDK refuses two workers of
+//! one namespace, task queue and build ID on a connection). Each Pod keeps its identity
+//! (`1@<pod name>`, on every poll), task queue, version and Pinned default, its own pollers with
+//! the SDK's normal long-poll timeout, its sticky queue, readiness (Ready only once Temporal lists
+//! its identity as a poller), stop, polling pause and failure → `CrashLoopBackOff`. What a real
+//! Pod has that it does not: a process of its own (a stuck or busy worker here slows the other
+//! Pods on the host thread; one that panics takes the host down), its own TCP/HTTP/2
+//! connection (Temporal sees up to 50 Pods' polls on one connection, from one address), its own
+//! SDK runtime (the 60 s worker heartbeat goes out once per connection and Temporal namespace
+//! for all its workers, with the host's process id and host name, instead of once per Pod),
+//! and its own CPU and memory. A failed worker retires its connection from new Pods (a crashed
+//! process takes its connection along) and a connection closes with its last worker. What the
+//! controller sees (pollers, versions, Pods) is the same; per-worker costs are not.
+//!
 //! [`Kubelet::set_polling`] stops (and resumes) the polling of a Deployment's workers while
 //! their Pods stay Ready: a worker alive in its Pod but absent from Temporal.
 //!
@@ -110,6 +128,7 @@ use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::worker::{self, ENV_ADDRESS, WorkerConfig, WorkerHandle, WorkerState};
+use crate::worker_host::WorkerHost;
 
 mod container_root;
 mod controller_pod;
@@ -160,6 +179,10 @@ pub struct KubeletOptions {
     /// repository there is pulled and run from its own root file system (`kubelet/image.rs`,
     /// `kubelet/controller_pod.rs`), not mapped through [`KubeletOptions::images`].
     pub registry: Option<String>,
+    /// Runs every worker Pod on one shared [`WorkerHost`] (one thread, one runtime, shared
+    /// connections) instead of a thread, runtime and connection each: light enough for hundreds
+    /// of live worker Pods (the scale probe). See the module docs for what that gives up.
+    pub shared_worker_host: bool,
 }
 
 /// The running stand-in. Dropping it aborts everything (workers are asked to stop);
@@ -187,6 +210,8 @@ struct Ctx {
     next_ip: AtomicU32,
     /// When each worker Pod became Ready, on this stand-in's clock ([`Kubelet::readiness`]).
     readiness: Mutex<Vec<WorkerReady>>,
+    /// [`KubeletOptions::shared_worker_host`]: where worker Pods run.
+    host: Option<WorkerHost>,
 }
 
 /// A worker Pod's container became Ready (Temporal listed its poller) at `at`.
@@ -247,6 +272,10 @@ impl Kubelet {
             anyhow::bail!("Secret/ConfigMap caches not filled within {CACHE_DEADLINE:?}");
         }
 
+        let host = match options.shared_worker_host {
+            true => Some(WorkerHost::start().await?),
+            false => None,
+        };
         let probe = Arc::new(Prober::default());
         let (shutdown, _) = watch::channel(false);
         let ctx = Arc::new(Ctx {
@@ -262,6 +291,7 @@ impl Kubelet {
             actors: Mutex::new(Vec::new()),
             next_ip: AtomicU32::new(0),
             readiness: Mutex::new(Vec::new()),
+            host,
         });
         tasks.push(tokio::spawn(probe.run()));
         tasks.push(tokio::spawn(heartbeat(client.clone(), node.clone())));
@@ -1042,7 +1072,10 @@ impl PodActor {
         let spawned = WorkerConfig::from_pod(&env, &files).and_then(|mut cfg| {
             cfg.identity = format!("1@{}", self.name);
             cfg.trusted_ca_pem = self.ctx.options.trusted_ca_pem.clone();
-            worker::spawn(cfg)
+            match &self.ctx.host {
+                Some(host) => host.spawn(cfg),
+                None => worker::spawn(cfg),
+            }
         });
         match spawned {
             Ok(handle) => {

@@ -34,6 +34,7 @@ pub mod tls_proxy;
 pub mod toxiproxy;
 pub mod wait;
 pub mod worker;
+pub mod worker_host;
 pub mod world;
 
 /// The repository root (this crate lives in `tests/harness`), where the chart, CRDs,

@@ -8,9 +8,11 @@
 //! **replaces** the trust store the worker would otherwise use (the image's,
 //! [`WorkerConfig::trusted_ca_pem`]), as the SDK's setting replaces the system roots.
 //!
-//! `Worker::run` is `!Send`, so every worker lives on its own OS thread with its own
-//! current-thread tokio runtime and its own connection; the [`WorkerHandle`] talks to it through
-//! watch channels only.
+//! `Worker::run` is `!Send`, so a worker started by [`spawn`] lives on its own OS thread with its
+//! own current-thread tokio runtime, SDK runtime and connection (a process of its own, as far as
+//! a test can tell); [`crate::worker_host::WorkerHost`] instead runs many workers on one shared
+//! runtime and a few shared connections. Either way the [`WorkerHandle`] talks to the worker
+//! through watch channels only.
 
 use std::collections::BTreeMap;
 use std::str::FromStr as _;
@@ -363,7 +365,8 @@ impl WorkerState {
     }
 }
 
-/// A worker running on its own OS thread. Dropping the handle asks the worker to shut down
+/// A worker running on its own OS thread ([`spawn`]) or on a shared host
+/// ([`crate::worker_host::WorkerHost::spawn`]). Dropping the handle asks the worker to shut down
 /// without waiting; [`WorkerHandle::stop`] waits for it.
 #[derive(Debug)]
 pub struct WorkerHandle {
@@ -372,17 +375,57 @@ pub struct WorkerHandle {
     stop: watch::Sender<bool>,
     /// `false`: the worker stops polling but its process (thread) lives on.
     polling: watch::Sender<bool>,
+    /// `None` for a worker on a shared host.
     thread: Option<JoinHandle<()>>,
+}
+
+/// The worker's side of a [`WorkerHandle`]: where it reports its state and hears stop and
+/// polling requests.
+pub(crate) struct WorkerChannels {
+    pub(crate) state: watch::Sender<WorkerState>,
+    pub(crate) stop: watch::Receiver<bool>,
+    pub(crate) polling: watch::Receiver<bool>,
+}
+
+impl WorkerChannels {
+    /// Reports how the worker ended: its last state.
+    pub(crate) fn finish(&self, outcome: Result<()>) {
+        let last = match outcome {
+            Ok(()) => WorkerState::Stopped,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "test worker ended with an error");
+                WorkerState::Failed(format!("{e:#}"))
+            }
+        };
+        self.state.send_replace(last);
+    }
+}
+
+/// A handle in state `Starting` (with no thread) and the worker's side of it.
+pub(crate) fn handle_and_channels(cfg: WorkerConfig) -> (WorkerHandle, WorkerChannels) {
+    let (state_tx, state_rx) = watch::channel(WorkerState::Starting);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (polling_tx, polling_rx) = watch::channel(true);
+    let handle = WorkerHandle {
+        config: cfg,
+        state: state_rx,
+        stop: stop_tx,
+        polling: polling_tx,
+        thread: None,
+    };
+    let channels = WorkerChannels {
+        state: state_tx,
+        stop: stop_rx,
+        polling: polling_rx,
+    };
+    (handle, channels)
 }
 
 /// Starts a worker thread. Returns at once; use [`WorkerHandle::wait_running`] to know when the
 /// SDK worker has been constructed and is polling.
 pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
     let conn_opts = cfg.connection_options()?;
-    let (state_tx, state_rx) = watch::channel(WorkerState::Starting);
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (polling_tx, polling_rx) = watch::channel(true);
-    let thread_cfg = cfg.clone();
+    let (mut handle, channels) = handle_and_channels(cfg.clone());
     let thread = std::thread::Builder::new()
         .name(format!("worker-{}", cfg.build_id))
         .spawn(move || {
@@ -390,59 +433,66 @@ pub fn spawn(cfg: WorkerConfig) -> Result<WorkerHandle> {
                 .enable_all()
                 .build()
             {
-                Ok(rt) => rt.block_on(run_worker(
-                    thread_cfg, conn_opts, &state_tx, stop_rx, polling_rx,
-                )),
+                Ok(rt) => rt.block_on(run_worker(cfg, conn_opts, &channels)),
                 Err(e) => {
                     Err(anyhow::Error::from(e).context("building the worker's tokio runtime"))
                 }
             };
-            let last = match outcome {
-                Ok(()) => WorkerState::Stopped,
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "test worker ended with an error");
-                    WorkerState::Failed(format!("{e:#}"))
-                }
-            };
-            state_tx.send_replace(last);
+            channels.finish(outcome);
         })
         .context("spawning the worker thread")?;
-    Ok(WorkerHandle {
-        config: cfg,
-        state: state_rx,
-        stop: stop_tx,
-        polling: polling_tx,
-        thread: Some(thread),
-    })
+    handle.thread = Some(thread);
+    Ok(handle)
 }
 
 async fn run_worker(
     cfg: WorkerConfig,
     conn_opts: ConnectionOptions,
-    state: &watch::Sender<WorkerState>,
-    mut stop: watch::Receiver<bool>,
-    mut polling: watch::Receiver<bool>,
+    channels: &WorkerChannels,
 ) -> Result<()> {
     let setup = async {
         let runtime = Runtime::from_current_tokio(Default::default())?;
-        let conn = tokio::time::timeout(CONNECT_DEADLINE, Connection::connect(conn_opts))
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "connecting to {} timed out after {CONNECT_DEADLINE:?}",
-                    cfg.address
-                )
-            })??;
+        let conn = connect(&cfg, conn_opts).await?;
         let client = Client::new(conn, ClientOptions::new(cfg.namespace.clone()).build())?;
         let worker = Worker::new(&runtime, client.clone(), worker_options(&cfg)?)?;
         // The SDK runtime must outlive the worker, so both travel together.
         anyhow::Ok((runtime, client, worker))
     };
-    let (runtime, client, mut worker) = tokio::select! {
+    let mut stop = channels.stop.clone();
+    let (runtime, client, worker) = tokio::select! {
         built = setup => built?,
         _ = stop.wait_for(|s| *s) => return Ok(()),
     };
-    state.send_replace(WorkerState::Running);
+    drive(&runtime, &client, worker, &cfg, channels).await
+}
+
+/// Dials Temporal, giving up after [`CONNECT_DEADLINE`].
+pub(crate) async fn connect(
+    cfg: &WorkerConfig,
+    conn_opts: ConnectionOptions,
+) -> Result<Connection> {
+    tokio::time::timeout(CONNECT_DEADLINE, Connection::connect(conn_opts))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "connecting to {} timed out after {CONNECT_DEADLINE:?}",
+                cfg.address
+            )
+        })?
+        .map_err(anyhow::Error::from)
+}
+
+/// Runs a constructed SDK worker (state `Running`) until it is asked to stop or fails; a
+/// polling pause shuts it down and a resume constructs a new one on the same client.
+pub(crate) async fn drive(
+    runtime: &Runtime,
+    client: &Client,
+    mut worker: Worker,
+    cfg: &WorkerConfig,
+    channels: &WorkerChannels,
+) -> Result<()> {
+    let (mut stop, mut polling) = (channels.stop.clone(), channels.polling.clone());
+    channels.state.send_replace(WorkerState::Running);
     loop {
         // The run future borrows the worker: it ends with this block.
         {
@@ -467,12 +517,14 @@ async fn run_worker(
             _ = stop.wait_for(|s| *s) => return Ok(()),
             _ = polling.wait_for(|p| *p) => {}
         }
-        worker = Worker::new(&runtime, client.clone(), worker_options(&cfg)?)?;
+        worker = Worker::new(runtime, client.clone(), worker_options(cfg)?)?;
     }
 }
 
-/// The worker's options: its version, task queue and workflows.
-fn worker_options(cfg: &WorkerConfig) -> Result<WorkerOptions> {
+/// The worker's options: its version, task queue, identity and workflows. The identity is set
+/// on the worker (the SDK's `client_identity_override`) as well as on a thread worker's own
+/// connection, so that workers sharing one connection ([`crate::worker_host`]) keep theirs.
+pub(crate) fn worker_options(cfg: &WorkerConfig) -> Result<WorkerOptions> {
     let version = WorkerDeploymentVersion::builder()
         .deployment_name(cfg.deployment_name.clone())
         .build_id(cfg.build_id.clone())
@@ -487,6 +539,7 @@ fn worker_options(cfg: &WorkerConfig) -> Result<WorkerOptions> {
     };
     let opts = WorkerOptions::new(cfg.task_queue.clone())
         .deployment_options(deployment_options)
+        .client_identity_override(cfg.identity.clone())
         .register_workflow::<HelloWorkflow>()?
         .register_workflow::<WaitWorkflow>()?
         .register_workflow::<UpgradableWorkflow>()?
