@@ -434,9 +434,12 @@ fn stages_importing_their_driver(files: &[(String, String)], folders: &[&str]) -
 /// The reconcilers' folders: each a driver (`mod.rs`) over its stages.
 const RECONCILERS: [&str; 3] = ["worker_deployment", "owned", "connection"];
 
+/// A check over `(path relative to src/, source text)` pairs and folders; what it found.
+type FolderCheck = fn(&[(String, String)], &[&str]) -> Vec<String>;
+
 /// `check` over the source files and the reconcilers' folders, each reconciler's and every
 /// folder inside it (a stage's own folder: observe/, act/, ...), each with a driver (`mod.rs`).
-fn over_reconciler_folders(check: fn(&[(String, String)], &[&str]) -> Vec<String>) -> Vec<String> {
+fn over_reconciler_folders(check: FolderCheck) -> Vec<String> {
     let files = source_files();
     let folders: Vec<&str> = files
         .iter()
@@ -481,7 +484,7 @@ fn stages_importing_through_reexports(files: &[(String, String)], folders: &[&st
                 let named = path
                     .get(folder.len())
                     .filter(|_| path.starts_with(&folder))
-                    .filter(|name| {
+                    .filter(|_| {
                         !modules
                             .iter()
                             .any(|m| m.starts_with(&path[..=folder.len()]))

@@ -374,6 +374,23 @@ mod tests {
         assert_eq!(empty.install_id(), in_pod.install_id());
     }
 
+    #[tokio::test]
+    async fn the_services_act_as_this_install_over_the_watched_namespaces() {
+        let opts = RunOptions {
+            lease_namespace: Some("temporal-system".into()),
+            lease_name: "twc-east".into(),
+            watch_namespaces: vec!["team-a".into()],
+            ..RunOptions::default()
+        };
+        let uid = "5f0c2a4e-8b1d-4c3e-9a7f-0123456789ab";
+        let (base, _leader) = crate::fixtures::offline_services(true);
+        let services = installed(base, &opts, &Identity::new("twc", Some(uid)));
+        assert_eq!(services.install_id, "temporal-system/twc-east");
+        assert_eq!(services.identity, format!("twc/{uid}"));
+        assert!(services.watches("team-a") && !services.watches("team-b"));
+        assert!(services.shard.is_none());
+    }
+
     #[test]
     fn the_identity_gains_the_namespace_uid_and_remembers_the_plain_one() {
         let uid = "5f0c2a4e-8b1d-4c3e-9a7f-0123456789ab";
