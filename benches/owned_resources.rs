@@ -16,7 +16,8 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use temporal_worker_controller::api::KindSet;
 use temporal_worker_controller::api::{TemporalWorkerDeployment, TemporalWorkerOwnedResource};
-use temporal_worker_controller::owned::{self, OwnedContext, render, validate};
+use temporal_worker_controller::owned::{self, OwnedContext, OwnedSettings, render, validate};
+use temporal_worker_controller::reconciler::services::Services;
 use test_harness::control_plane::{self, AuditEvent, ControlPlane};
 
 const TWORS: usize = 50;
@@ -153,12 +154,24 @@ async fn main() -> Res<()> {
     setup(&client).await?;
     let (_leader_tx, leader) = tokio::sync::watch::channel(true);
     let pool = Arc::new(temporal_worker_controller::temporal::ClientPool::default());
-    let ctx = Arc::new(OwnedContext::new(
+    let metrics = Arc::new(temporal_worker_controller::metrics::Metrics::new());
+    let events = temporal_worker_controller::events::EventSink::new(
+        client.clone(),
+        None,
+        Arc::default(),
+        metrics.clone(),
+    );
+    let services = Services::new(
         client.clone(),
         leader,
+        metrics,
+        events,
         pool,
         "bench".into(),
-        Arc::new(temporal_worker_controller::metrics::Metrics::new()),
+    );
+    let ctx = Arc::new(OwnedContext::new(
+        Arc::new(services),
+        OwnedSettings::default(),
     ));
     println!(
         "render only: {} copies in {:?}",

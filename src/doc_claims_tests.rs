@@ -134,12 +134,12 @@ fn the_writer_checker_finds_an_event_outside_the_report_stage() {
     let files = vec![
         file(
             "src/worker_deployment/report/events.rs",
-            "ctx.events.normal(twd, r, n)",
+            "ctx.services.events.normal(twd, r, n)",
         ),
         file("src/owned/report.rs", "api.patch_status(n, p, b)"),
         file(
             "src/worker_deployment/act/finalizers.rs",
-            "ctx.events.warning(twd, r, n)",
+            "ctx.services.events.warning(twd, r, n)",
         ),
         file(
             "src/owned/apply.rs",

@@ -23,6 +23,7 @@ use crate::events::EventSink;
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput, Strategy};
+use crate::reconciler::services::Services;
 use crate::temporal::ClientPool;
 use crate::temporal::state::{
     GateObservation, RoutingState, TemporalVersionStatus, VersionState, WorkerDeploymentState,
@@ -396,9 +397,9 @@ pub fn offline_client() -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
-/// A context whose Kubernetes client points at a closed port: any I/O would fail, and a
-/// failed reconcile would ask to be retried rather than to wait for a change.
-pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
+/// Services whose Kubernetes client points at a closed port (any I/O fails), acting as [`ME`]
+/// with install ID [`INSTALL`], and the sender of their leadership.
+pub fn offline_services(leads: bool) -> (Services, watch::Sender<bool>) {
     let client = offline_client();
     let metrics = Arc::new(Metrics::new());
     let events = EventSink::new(
@@ -408,34 +409,35 @@ pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
         metrics.clone(),
     );
     let (leader_tx, leader) = watch::channel(leads);
+    let mut services = Services::new(
+        client,
+        leader,
+        metrics,
+        events,
+        Arc::new(ClientPool::new()),
+        ME.into(),
+    );
+    services.install_id = INSTALL.into();
+    (services, leader_tx)
+}
+
+/// A context whose Kubernetes client points at a closed port: any I/O would fail, and a
+/// failed reconcile would ask to be retried rather than to wait for a change.
+pub fn offline_context(leads: bool) -> (Arc<Context>, watch::Sender<bool>) {
+    let (services, leader_tx) = offline_services(leads);
     let settings = Settings {
-        identity: ME.into(),
         succession: Default::default(),
-        install_id: INSTALL.into(),
         controller_version: "test".into(),
         idle_interval: std::time::Duration::from_secs(300),
         rest_interval: std::time::Duration::from_secs(300),
         fast_poll: std::time::Duration::from_secs(2),
-        watch_namespaces: Vec::new(),
-        owned_kinds: Vec::new(),
-        owned_unchecked_kinds: None,
         planner: ControllerSettings::default(),
         max_concurrent_reconciles: 0,
         budget_delay_report: std::time::Duration::from_secs(5),
         backlog_scope: crate::backlog::Scope::Consumed,
         pollers: Default::default(),
-        certificate_expiry_warning: crate::connection::status::DEFAULT_EXPIRY_WARNING,
-        shard: None,
     };
-    let ctx = Context::new(
-        client,
-        Arc::new(ClientPool::new()),
-        settings,
-        events,
-        metrics,
-        broadcast::channel(4).0,
-        leader,
-    );
+    let ctx = Context::new(Arc::new(services), settings, broadcast::channel(4).0);
     (Arc::new(ctx), leader_tx)
 }
 

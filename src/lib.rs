@@ -4,9 +4,10 @@
 //! Where to find things (`docs/architecture.md` walks one reconcile):
 //! - the model: `api` (CRD types, the condition vocabulary), `build_id`, `render` (versioned
 //!   Deployments);
-//! - the three reconcilers on one floor (`reconciler`): `worker_deployment` (validate
-//!   → observe → plan → act → report), `owned` (per-version owned resources), `connection`
-//!   (Connections); `planner` holds every rollout rule, pure;
+//! - the three reconcilers on one floor (`reconciler`: the skeleton, and the `Services` each
+//!   reconciler's context carries): `worker_deployment` (validate → observe → plan → act →
+//!   report), `owned` (per-version owned resources), `connection` (Connections), each with its
+//!   own settings; `planner` holds every rollout rule, pure;
 //! - the services: `temporal` (gRPC calls), `caches`, `workers`, `shard`, `events`, `error`;
 //! - process wiring: `controller` (kube-runtime), `run` (the `run` command), `webhook` (the
 //!   admission webhook and its certificates);

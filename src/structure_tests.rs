@@ -297,6 +297,40 @@ fn reexports(
     out
 }
 
+/// The paths the production code of the file of `module` names through `crate::` and
+/// `super::`, each from the crate root (`super::b::X` in `a/c.rs` → `a::b::X`).
+fn named_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
+    // `super` in `a/b.rs` and in `a/b/mod.rs` both name `a`.
+    let parent = module[..module.len().saturating_sub(1)].to_vec();
+    let code = production_code(text);
+    let mut targets = Vec::new();
+    for (start, keyword) in code
+        .match_indices("crate::")
+        .chain(code.match_indices("super::"))
+    {
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(|c| c == ':' || c == '_' || c.is_ascii_alphanumeric()) {
+            continue; // the tail of a longer path, e.g. the second `super` of `super::super`
+        }
+        let (paths, _) = use_tree(&code[start..]);
+        for path in paths {
+            let mut base = if keyword == "crate::" {
+                Vec::new()
+            } else {
+                parent.clone()
+            };
+            let mut segs = path.into_iter().skip(1).peekable();
+            while segs.peek().is_some_and(|s| s == "super") {
+                segs.next();
+                base.pop();
+            }
+            base.extend(segs);
+            targets.push(base);
+        }
+    }
+    targets
+}
+
 /// Folder → (child module → the sibling child modules its non-test code imports), from
 /// `(path relative to src/, source text)` pairs. `crate::folder::child` and `super::child`
 /// paths count, and so does an item the folder's `mod.rs` re-exports (an edge to the child it
@@ -317,34 +351,7 @@ fn folder_graphs(
         if rel.ends_with("tests.rs") || rel == "fixtures.rs" {
             continue;
         }
-        // `super` in `a/b.rs` and in `a/b/mod.rs` both name `a`.
-        let parent = module[..module.len().saturating_sub(1)].to_vec();
-        let code = production_code(text);
-        let mut targets = Vec::new();
-        for (start, keyword) in code
-            .match_indices("crate::")
-            .chain(code.match_indices("super::"))
-        {
-            let before = code[..start].chars().next_back();
-            if before.is_some_and(|c| c == ':' || c == '_' || c.is_ascii_alphanumeric()) {
-                continue; // the tail of a longer path, e.g. the second `super` of `super::super`
-            }
-            let (paths, _) = use_tree(&code[start..]);
-            for path in paths {
-                let mut base = if keyword == "crate::" {
-                    Vec::new()
-                } else {
-                    parent.clone()
-                };
-                let mut segs = path.into_iter().skip(1).peekable();
-                while segs.peek().is_some_and(|s| s == "super") {
-                    segs.next();
-                    base.pop();
-                }
-                base.extend(segs);
-                targets.push(base);
-            }
-        }
+        let targets = named_paths(module, text);
         for depth in 1..module.len() {
             let folder = &module[..depth];
             let from = &module[depth];
@@ -427,25 +434,117 @@ fn stages_importing_their_driver(files: &[(String, String)], folders: &[&str]) -
 /// The reconcilers' folders: each a driver (`mod.rs`) over its stages.
 const RECONCILERS: [&str; 3] = ["worker_deployment", "owned", "connection"];
 
-#[test]
-fn a_stage_never_imports_its_driver() {
+/// A check over `(path relative to src/, source text)` pairs and folders; what it found.
+type FolderCheck = fn(&[(String, String)], &[&str]) -> Vec<String>;
+
+/// `check` over the source files and the reconcilers' folders, each reconciler's and every
+/// folder inside it (a stage's own folder: observe/, act/, ...), each with a driver (`mod.rs`).
+fn over_reconciler_folders(check: FolderCheck) -> Vec<String> {
     let files = source_files();
-    // The reconcilers' folders and every folder inside them (a stage's own folder: observe/,
-    // act/, ...): a file never imports its folder's mod.rs.
-    let folders: Vec<String> = files
+    let folders: Vec<&str> = files
         .iter()
         .filter_map(|(rel, _)| rel.strip_suffix("/mod.rs"))
         .filter(|f| {
             RECONCILERS
                 .iter()
-                .any(|r| f == r || f.starts_with(&format!("{r}/")))
+                .any(|r| *f == *r || f.starts_with(&format!("{r}/")))
         })
-        .map(str::to_string)
         .collect();
-    let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
     assert!(folders.len() > RECONCILERS.len(), "{folders:?}");
-    let found = stages_importing_their_driver(&files, &folders);
+    check(&files, &folders)
+}
+
+#[test]
+fn a_stage_never_imports_its_driver() {
+    // A file never imports its folder's mod.rs.
+    let found = over_reconciler_folders(stages_importing_their_driver);
     assert!(found.is_empty(), "stages importing their driver: {found:?}");
+}
+
+/// Files inside each of `folders` (its driver, `mod.rs`, aside) that name an item through the
+/// driver's re-export (`crate::folder::Item`, `super::Item` where `mod.rs` has
+/// `pub use child::Item;`) instead of from the file that defines it (`crate::folder::child::Item`).
+fn stages_importing_through_reexports(files: &[(String, String)], folders: &[&str]) -> Vec<String> {
+    let modules: Vec<Vec<String>> = files.iter().map(|(rel, _)| module_path(rel)).collect();
+    let reexported = reexports(files, &modules);
+    let mut found = Vec::new();
+    for folder in folders {
+        let folder: Vec<String> = folder.split('/').map(str::to_string).collect();
+        let Some(items) = reexported.get(&folder) else {
+            continue;
+        };
+        for ((rel, text), module) in files.iter().zip(&modules) {
+            let inside = module.len() > folder.len() && module.starts_with(&folder);
+            if !inside || rel.ends_with("tests.rs") {
+                continue;
+            }
+            for path in named_paths(module, text) {
+                // A child module of the folder's name (`observe::observed::Observed` beside the
+                // re-exported function `observe::observed`) is the module, not the item.
+                let named = path
+                    .get(folder.len())
+                    .filter(|_| path.starts_with(&folder))
+                    .filter(|_| {
+                        !modules
+                            .iter()
+                            .any(|m| m.starts_with(&path[..=folder.len()]))
+                    });
+                if let Some(child) = named.and_then(|item| items.get(item)) {
+                    found.push(format!("{rel}: {} (defined in {child})", path.join("::")));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_stage_imports_an_item_from_the_file_that_defines_it() {
+    let found = over_reconciler_folders(stages_importing_through_reexports);
+    assert!(
+        found.is_empty(),
+        "stages importing through their driver's re-exports: {found:#?}"
+    );
+}
+
+#[test]
+fn the_reexport_check_sees_an_item_named_through_the_driver() {
+    let files: Vec<(String, String)> = [
+        (
+            "top/mod.rs",
+            "mod a; mod ctx;\npub use ctx::{Ctx, Memory};\npub use a::ctx;",
+        ),
+        ("top/a.rs", "use crate::top::{Ctx, b};"),
+        ("top/ctx.rs", "pub struct Ctx;\npub struct Memory;"),
+        ("top/b.rs", "use crate::top::ctx::Ctx;\nuse super::b;"),
+        (
+            "top/c.rs",
+            "fn f(_: &super::Memory) {}\nuse super::ctx::Ctx;",
+        ),
+        // `ctx` is both a child module and an item `mod.rs` re-exports from `a`.
+        ("top/f.rs", "use crate::top::ctx::Memory;"),
+        (
+            "top/d/mod.rs",
+            "use crate::top::ctx::Memory;\nfn f(_: super::Ctx) {}",
+        ),
+        ("top/d/x.rs", "fn f(_: super::super::Memory) {}"),
+        ("top/e.rs", "#[cfg(test)]\nuse super::Ctx;"),
+        ("other.rs", "use crate::top::Ctx;"),
+    ]
+    .iter()
+    .map(|(p, t)| (p.to_string(), t.to_string()))
+    .collect();
+    let found = stages_importing_through_reexports(&files, &["top"]);
+    assert_eq!(
+        found,
+        [
+            "top/a.rs: top::Ctx (defined in ctx)",
+            "top/c.rs: top::Memory (defined in ctx)",
+            "top/d/mod.rs: top::Ctx (defined in ctx)",
+            "top/d/x.rs: top::Memory (defined in ctx)",
+        ],
+        "{found:#?}"
+    );
 }
 
 /// Every reconciler's folder has these stage modules (a file or a folder), besides its driver.

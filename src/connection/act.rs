@@ -2,7 +2,7 @@
 //! finalizer, and remembering the reachability check for the next pass.
 
 use crate::api::TemporalConnection;
-use crate::connection::ConnectionContext;
+use crate::connection::context::ConnectionContext;
 use crate::connection::observe::Observed;
 use crate::connection::outcome::ConnectionFailure;
 use crate::connection::plan::{Finalizer, Plan};
@@ -25,7 +25,7 @@ pub async fn act(
         }
         Finalizer::Release => {
             ctx.forget_check(conn);
-            finalizers::release_unused_connection(&ctx.client, conn)
+            finalizers::release_unused_connection(&ctx.services.client, conn)
                 .await
                 .map_err(ConnectionFailure::ReleaseFailed)
         }

@@ -15,9 +15,11 @@ pub mod observe;
 pub mod outcome;
 pub mod plan;
 pub mod report;
+pub mod settings;
 pub mod status;
 
 pub use context::ConnectionContext;
+pub use settings::ConnectionSettings;
 use std::sync::Arc;
 
 use kube::ResourceExt;
@@ -33,6 +35,7 @@ pub async fn reconcile(
     ctx: Arc<ConnectionContext>,
 ) -> Result<Action, Error> {
     if ctx
+        .services
         .shard
         .as_ref()
         .is_some_and(|shard| !shard.matches(conn.labels()))
@@ -40,7 +43,7 @@ pub async fn reconcile(
         // Another shard's Connection (every shard reads it; one writes it).
         return Ok(Action::await_change());
     }
-    let (metrics, leads) = (&ctx.metrics, ctx.leads());
+    let (metrics, leads) = (&ctx.services.metrics, ctx.services.leads());
     lead(
         ControllerKind::Connection,
         metrics,
@@ -71,8 +74,8 @@ async fn attempt(
     conn: &TemporalConnection,
 ) -> Result<plan::Plan, outcome::ConnectionFailure> {
     let observed = observe::observe(ctx, conn).await?;
-    let plan = plan::plan(conn, &observed, ctx.expiry_warning);
-    if ctx.leads() {
+    let plan = plan::plan(conn, &observed, ctx.settings.expiry_warning);
+    if ctx.services.leads() {
         act::act(ctx, conn, &observed, &plan).await?;
     }
     Ok(plan)

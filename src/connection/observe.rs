@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::{KindSet, TemporalConnection, TemporalWorkerDeployment};
-use crate::connection::ConnectionContext;
+use crate::connection::context::ConnectionContext;
 use crate::connection::outcome::ConnectionFailure;
 use crate::connection::status::{self, Auth, LastCheck, Reach};
 use crate::reconciler::connect::{self, ConnectError};
@@ -41,13 +41,18 @@ pub async fn observe(
     ctx: &ConnectionContext,
     conn: &TemporalConnection,
 ) -> Result<Observed, ConnectionFailure> {
-    match ctx.workers.wait_until_ready().now_or_never() {
+    // Set before any Connection reconciler runs (`controller::build`): without them (never in
+    // a running controller) the users cannot be known, as before the cache has listed.
+    let Some(workers) = ctx.services.workers() else {
+        return Err(ConnectionFailure::CacheNotReady);
+    };
+    match workers.wait_until_ready().now_or_never() {
         Some(Ok(())) => {}
         Some(Err(dropped)) => return Err(ConnectionFailure::CacheUnavailable(dropped)),
         None => return Err(ConnectionFailure::CacheNotReady),
     }
-    let candidates = match &ctx.shard {
-        None => ctx.workers.state(),
+    let candidates = match &ctx.services.shard {
+        None => workers.state(),
         Some(_) => every_shards_workers(ctx, conn)
             .await
             .map_err(ConnectionFailure::UsersUnreadable)?,
@@ -68,10 +73,11 @@ pub async fn observe(
         }));
     };
     let temporal_ns = first.map(|u| u.temporal_namespace);
-    let key = match connect::credentials(&ctx.client, ctx.caches.as_ref(), &ns, conn).await {
-        Ok(key) => key,
-        Err(e) => return Ok(unchecked(invalid(&e))),
-    };
+    let key =
+        match connect::credentials(&ctx.services.client, ctx.services.caches(), &ns, conn).await {
+            Ok(key) => key,
+            Err(e) => return Ok(unchecked(invalid(&e))),
+        };
     let auth = Auth::Valid {
         fingerprint: key.fingerprint().to_string(),
         not_after: key.auth().cert_not_after(),
@@ -132,8 +138,11 @@ async fn every_shards_workers(
     let ns = (!conn.is_cluster()).then(|| conn.namespace()).flatten();
     let mut out = Vec::new();
     for set in sets {
-        let api =
-            crate::caches::reflect::api_in_set::<TemporalWorkerDeployment>(&ctx.client, &ns, set);
+        let api = crate::caches::reflect::api_in_set::<TemporalWorkerDeployment>(
+            &ctx.services.client,
+            &ns,
+            set,
+        );
         out.extend(
             api.list(&Default::default())
                 .await?
@@ -210,8 +219,9 @@ async fn ask(
     let address = conn.spec.host_port.clone();
     let temporal_ns = temporal_ns.unwrap_or(UNUSED_TEMPORAL_NAMESPACE);
     let client = match ctx
+        .services
         .pool
-        .get_or_connect(key, temporal_ns, &ctx.identity)
+        .get_or_connect(key, temporal_ns, &ctx.services.identity)
         .await
     {
         Ok(c) => c,

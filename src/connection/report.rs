@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::api::connection::TemporalConnectionStatus;
 use crate::api::{ClusterConnection, TemporalConnection};
-use crate::connection::ConnectionContext;
+use crate::connection::context::ConnectionContext;
 use crate::connection::outcome::{ConnectionFailure, verdict};
 use crate::connection::plan::Plan;
 use crate::reconciler::{ControllerKind, ReconcileOutcome, count_failure};
@@ -30,7 +30,12 @@ pub async fn report(
         }
         Err(failure) => {
             let streak = ctx.streaks.failed(&key);
-            count_failure(&ctx.metrics, ControllerKind::Connection, &failure, streak);
+            count_failure(
+                &ctx.services.metrics,
+                ControllerKind::Connection,
+                &failure,
+                streak,
+            );
             (
                 Action::requeue(verdict(&failure, streak)),
                 ReconcileOutcome::Error,
@@ -46,7 +51,7 @@ async fn publish(
     conn: &TemporalConnection,
     plan: Plan,
 ) -> Result<Action, ConnectionFailure> {
-    if !ctx.leads() {
+    if !ctx.services.leads() {
         // Leadership was lost during the pass: the new leader looks at everything.
         return Ok(Action::await_change());
     }
@@ -56,7 +61,8 @@ async fn publish(
             .map_err(ConnectionFailure::StatusWriteFailed)?;
     }
     for (reason, note) in plan.warnings {
-        ctx.events
+        ctx.services
+            .events
             .warning_about(conn.event_reference(), reason, note)
             .await;
     }
@@ -80,14 +86,16 @@ async fn write_status(
     let patch = json!({ "status": body });
     let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
     let (res, resource) = if conn.is_cluster() {
-        let api = kube::Api::<ClusterConnection>::all(ctx.client.clone());
+        let api = kube::Api::<ClusterConnection>::all(ctx.services.client.clone());
         let res = api.patch_status(&conn.name_any(), &params, &patch).await;
         (res.map(|_| ()), "clusterconnections/status")
     } else {
-        let api = conn.own_api(ctx.client.clone());
+        let api = conn.own_api(ctx.services.client.clone());
         let res = api.patch_status(&conn.name_any(), &params, &patch).await;
         (res.map(|_| ()), "temporalconnections/status")
     };
-    ctx.metrics.kube_write("patch", resource, res.is_ok());
+    ctx.services
+        .metrics
+        .kube_write("patch", resource, res.is_ok());
     res
 }

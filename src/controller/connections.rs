@@ -24,25 +24,25 @@ pub(super) fn build_connection_janitor(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> {
     // The certificate-expiry gauges are read from this cache at each scrape.
-    ctx.metrics.connections.add(store.clone());
+    ctx.services.metrics.connections.add(store.clone());
     // A worker deployment created, deleted or pointed at a Connection changes that
     // Connection's users: spec changes only (the generation, which deletion bumps too), never
     // its frequent status writes. Its previous Connection sees it gone at the next recheck.
     let users = stream::select_all(scopes.iter().map(|scope| {
         watcher(
-            api_in_set::<TemporalWorkerDeployment>(&ctx.client, scope, set),
+            api_in_set::<TemporalWorkerDeployment>(&ctx.services.client, scope, set),
             watcher::Config::default(),
         )
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default())
         .boxed()
     }));
-    let queue = ctx.metrics.queues.of(ControllerKind::Connection);
+    let queue = ctx.services.metrics.queues.of(ControllerKind::Connection);
     let won = queued::all_of(
         queue.clone(),
         store.clone(),
         set,
-        leadership_won(ctx.leader.clone()),
+        leadership_won(ctx.services.leader.clone()),
     );
     // The users are read from the worker-deployment cache, fed by another watch: a second's
     // debounce lets it catch up with the event that triggered the reconcile.
@@ -89,19 +89,19 @@ pub(super) fn build_cluster_connection_janitor(
 ) -> impl std::future::Future<Output = ()> {
     let users = stream::select_all(KindSet::ALL.into_iter().map(|set| {
         watcher(
-            api_in_set::<TemporalWorkerDeployment>(&ctx.client, &None, set),
+            api_in_set::<TemporalWorkerDeployment>(&ctx.services.client, &None, set),
             watcher::Config::default(),
         )
         .touched_objects()
         .predicate_filter(predicates::generation, Default::default())
         .boxed()
     }));
-    let queue = ctx.metrics.queues.of(ControllerKind::Connection);
+    let queue = ctx.services.metrics.queues.of(ControllerKind::Connection);
     let won = queued::all_of(
         queue.clone(),
         store.clone(),
         (),
-        leadership_won(ctx.leader.clone()),
+        leadership_won(ctx.services.leader.clone()),
     );
     let config = controller::Config::default().debounce(std::time::Duration::from_secs(1));
     let used = |t: TemporalWorkerDeployment| {

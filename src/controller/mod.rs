@@ -25,8 +25,10 @@ use crate::caches::reflect::{
     Watched, api_in_set, listing, reflect_builtin, reflect_scopes, scopes,
 };
 use crate::caches::{Caches, Listing};
+use crate::connection::{ConnectionContext, ConnectionSettings};
 use crate::error::Error;
 use crate::metrics::ControllerKind;
+use crate::owned::{OwnedContext, OwnedSettings};
 use crate::worker_deployment::Context;
 use crate::workers::Workers;
 
@@ -45,11 +47,12 @@ mod queued;
 /// cluster-wide watch would be refused with 403).
 pub fn build(
     ctx: Arc<Context>,
+    (owned, connection): (OwnedSettings, ConnectionSettings),
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> (Workers, impl std::future::Future<Output = ()>) {
-    let client = ctx.client.clone();
-    let scopes = scopes(&ctx.settings.watch_namespaces);
-    let shard = ctx.settings.shard.as_deref();
+    let client = ctx.services.client.clone();
+    let scopes = scopes(&ctx.services.watch_namespaces);
+    let shard = ctx.services.shard.as_deref();
     let shutdown = shutdown.shared();
     let (kinds, feeds): (Vec<_>, Vec<_>) = KindSet::ALL
         .into_iter()
@@ -59,7 +62,7 @@ pub fn build(
     // ClusterConnections are watched by cluster installs only: a namespaced one may not read
     // cluster-scoped objects, and reports a worker deployment naming one instead.
     let cluster_connections = ctx
-        .settings
+        .services
         .watch_namespaces
         .is_empty()
         .then(|| connections::reflect_cluster_connections(&client));
@@ -74,9 +77,7 @@ pub fn build(
         Some(watched) => caches.with_cluster_connections(listing(watched)),
         None => caches,
     };
-    // Set once per process: a second build (never done) would keep the first caches.
-    let _ = ctx.workers.set(workers.clone());
-    let _ = ctx.caches.set(caches.clone());
+    ctx.services.set_caches(caches, workers.clone());
     let until = shutdown.clone();
     let mut running = vec![
         async move {
@@ -84,8 +85,10 @@ pub fn build(
         }
         .boxed(),
     ];
-    let owned_ctx = owned_context(&ctx, caches);
-    let connection_ctx = connection_context(&ctx, &workers);
+    // The other two reconcilers' contexts carry the worker deployments' services, caches
+    // included, beside settings of their own.
+    let owned_ctx = Arc::new(OwnedContext::new(ctx.services.clone(), owned));
+    let connection_ctx = Arc::new(ConnectionContext::new(ctx.services.clone(), connection));
     let cluster = cluster_connections.is_some();
     if let Some(watched) = cluster_connections {
         let janitor = connections::build_cluster_connection_janitor(
@@ -126,10 +129,7 @@ fn kind_controllers(
     k: KindWatches,
     (scopes, cluster): (&[Option<String>], bool),
     ctx: &Arc<Context>,
-    (owned_ctx, connection_ctx): (
-        &Arc<crate::owned::OwnedContext>,
-        &Arc<crate::connection::ConnectionContext>,
-    ),
+    (owned_ctx, connection_ctx): (&Arc<OwnedContext>, &Arc<ConnectionContext>),
     shutdown: impl std::future::Future<Output = ()> + Clone + Send + Sync + 'static,
 ) -> [futures::future::BoxFuture<'static, ()>; 3] {
     let (store, _, twds) = k.workers;
@@ -143,7 +143,7 @@ fn kind_controllers(
         shutdown.clone(),
     );
     let owned = owned::build_owned_controller(
-        ctx.client.clone(),
+        ctx.services.client.clone(),
         scopes.to_vec(),
         k.set,
         k.templates,
@@ -196,50 +196,6 @@ fn watch_kind(
         connections: reflect_scopes(client, scopes, set, Default::default()),
     };
     (watches, [to_workers, to_templates])
-}
-
-/// The Connection reconcilers' context, from the worker controllers'.
-fn connection_context(
-    ctx: &Context,
-    workers: &Workers,
-) -> Arc<crate::connection::ConnectionContext> {
-    let mut connection_ctx = crate::connection::ConnectionContext::new(
-        ctx.client.clone(),
-        workers.clone(),
-        ctx.leader.clone(),
-        ctx.metrics.clone(),
-        (ctx.pool.clone(), ctx.settings.identity.clone()),
-        ctx.events.clone(),
-        ctx.settings.certificate_expiry_warning,
-    );
-    connection_ctx.caches = ctx.caches.get().cloned();
-    connection_ctx.shard = ctx.settings.shard.clone();
-    Arc::new(connection_ctx)
-}
-
-/// The owned-resource controllers' context, from the worker controllers'.
-fn owned_context(ctx: &Context, caches: Caches) -> Arc<crate::owned::OwnedContext> {
-    let mut owned_ctx = crate::owned::OwnedContext::new(
-        ctx.client.clone(),
-        ctx.leader.clone(),
-        ctx.pool.clone(),
-        ctx.settings.identity.clone(),
-        ctx.metrics.clone(),
-    );
-    owned_ctx.caches = Some(caches);
-    owned_ctx.shard = ctx.settings.shard.clone();
-    owned_ctx.claims = ctx.claims.clone();
-    owned_ctx.workers = ctx.workers.get().cloned();
-    if !ctx.settings.owned_kinds.is_empty() {
-        owned_ctx.allowed_kinds = ctx.settings.owned_kinds.clone();
-    }
-    owned_ctx.access_check = match &ctx.settings.owned_unchecked_kinds {
-        None => crate::owned::validate::AccessCheck::AtAdmission,
-        Some(kinds) => crate::owned::validate::AccessCheck::Refused {
-            unchecked_kinds: kinds.clone(),
-        },
-    };
-    Arc::new(owned_ctx)
 }
 
 /// The shared caches of [`crate::caches`]: the versioned Deployments and autoscalers watched
@@ -337,14 +293,19 @@ fn worker_controller(
     // The lane (`crate::lane`): first looks of new objects, and passes on the clock.
     let (twds, handbacks, lane, lane_runs) = lane::wire(ctx.clone(), store.clone(), twds);
     let owners = deployments.filter_map(move |d| std::future::ready(owner(set, &d)));
-    let (connections, cluster_connections) = connection_changes(&ctx.client, &scopes, set, cluster);
+    let (connections, cluster_connections) =
+        connection_changes(&ctx.services.client, &scopes, set, cluster);
     let users = store.clone();
-    let q = ctx.metrics.queues.of(ControllerKind::WorkerDeployment);
+    let q = ctx
+        .services
+        .metrics
+        .queues
+        .of(ControllerKind::WorkerDeployment);
     let won = queued::all_of(
         q.clone(),
         store.clone(),
         set,
-        leadership_won(ctx.leader.clone()),
+        leadership_won(ctx.services.leader.clone()),
     );
     let config = controller::Config::default().concurrency(ctx.settings.max_concurrent_reconciles);
     let reconcile = queued::tracked(q.clone(), set, lane.reconciler());

@@ -44,12 +44,16 @@ pub(super) fn build_owned_controller(
             worker.as_deref() == Some(crate::render::label_value(twd).as_str())
         }))
     });
-    let queue = ctx.metrics.queues.of(ControllerKind::OwnedResource);
+    let queue = ctx
+        .services
+        .metrics
+        .queues
+        .of(ControllerKind::OwnedResource);
     let won = queued::all_of(
         queue.clone(),
         store.clone(),
         set,
-        leadership_won(ctx.leader.clone()),
+        leadership_won(ctx.services.leader.clone()),
     );
     let of_twd = move |t: PartialObjectMeta<TemporalWorkerDeployment>| {
         let name = t.name_any();

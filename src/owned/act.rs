@@ -7,10 +7,11 @@ use kube::ResourceExt;
 
 use crate::api::TemporalWorkerOwnedResource;
 use crate::api::twor::OwnedVersionStatus;
+use crate::owned::apply;
+use crate::owned::context::OwnedContext;
 use crate::owned::outcome::OwnedFailure;
 use crate::owned::plan::{Plan, Sync, VersionWork, Work};
 use crate::owned::status::Pass;
-use crate::owned::{OwnedContext, apply};
 
 /// What the act stage did: `None` after a deletion (nothing left to report on), else what
 /// the pass reports.
@@ -36,7 +37,7 @@ async fn delete(
     copies: &[OwnedVersionStatus],
 ) -> Result<(), OwnedFailure> {
     for copy in copies {
-        if !ctx.leads() {
+        if !ctx.services.leads() {
             return Ok(());
         }
         remove(ctx, ns, copy)
@@ -46,10 +47,10 @@ async fn delete(
                 source,
             })?;
     }
-    if !ctx.leads() {
+    if !ctx.services.leads() {
         return Ok(());
     }
-    apply::remove_finalizer(&ctx.client, twor)
+    apply::remove_finalizer(&ctx.services.client, twor)
         .await
         .map_err(OwnedFailure::FinalizerRemovalFailed)
 }
@@ -61,7 +62,7 @@ async fn sync(
     sync: Sync,
 ) -> Result<Pass, OwnedFailure> {
     for entry in &sync.remove_asleep {
-        if !ctx.leads() {
+        if !ctx.services.leads() {
             break;
         }
         if let Err(e) = remove(ctx, ns, entry).await {
@@ -70,9 +71,9 @@ async fn sync(
         }
     }
     if let Some(patch) = &sync.metadata_patch
-        && ctx.leads()
+        && ctx.services.leads()
     {
-        apply::patch_metadata(&ctx.client, twor, patch)
+        apply::patch_metadata(&ctx.services.client, twor, patch)
             .await
             .map_err(OwnedFailure::MetadataWriteFailed)?;
     }
@@ -97,7 +98,7 @@ async fn version(
     work: VersionWork,
 ) -> OwnedVersionStatus {
     if let Some(old) = &work.replaced
-        && ctx.leads()
+        && ctx.services.leads()
         && let Err(e) = remove(ctx, ns, old).await
     {
         // Only logged: the status keeps the new kind's entry, and the old copy goes with
@@ -108,13 +109,20 @@ async fn version(
         Ok(copy) => copy,
         Err(refused) => return refused,
     };
-    let result = if work.unchanged || !ctx.leads() {
+    let result = if work.unchanged || !ctx.services.leads() {
         Ok(())
     } else {
-        apply::apply_copy(&ctx.client, &ctx.resources, ns, &twor.name_any(), &copy).await
+        apply::apply_copy(
+            &ctx.services.client,
+            &ctx.resources,
+            ns,
+            &twor.name_any(),
+            &copy,
+        )
+        .await
     };
     let (applied, message, applied_hash) = match result {
-        Ok(()) if work.unchanged || ctx.leads() => (true, String::new(), copy.hash),
+        Ok(()) if work.unchanged || ctx.services.leads() => (true, String::new(), copy.hash),
         Ok(()) => (
             false,
             "not applied: this replica lost leadership".into(),
@@ -143,5 +151,5 @@ async fn remove(
         entry.kind.as_str(),
         entry.resource_name.as_str(),
     );
-    apply::delete_copy(&ctx.client, &ctx.resources, ns, key).await
+    apply::delete_copy(&ctx.services.client, &ctx.resources, ns, key).await
 }

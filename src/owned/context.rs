@@ -1,77 +1,38 @@
-//! What every pass of the owned-resource reconciler shares: clients, settings and the
-//! memories kept between passes.
+//! What every pass of the owned-resource reconciler shares: the services of every reconciler,
+//! its settings and the memories kept between passes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use kube::runtime::reflector::ObjectRef;
-use tokio::sync::watch;
 
 use crate::api::TemporalWorkerOwnedResource;
-use crate::metrics::Metrics;
 use crate::owned::apply::Resources;
-use crate::owned::validate;
+use crate::owned::settings::OwnedSettings;
 use crate::reconciler::Streaks;
-use crate::temporal::ClientPool;
+use crate::reconciler::services::Services;
 
 /// Shared state of the TWOR controller.
 pub struct OwnedContext {
-    pub client: kube::Client,
-    /// True while this replica may write (see `worker_deployment::Context::leads`).
-    pub leader: watch::Receiver<bool>,
-    /// Kinds a TWOR may carry.
-    pub allowed_kinds: Vec<String>,
-    /// Whether the webhook checked each TWOR's author, or TWORs of unchecked kinds are refused.
-    pub access_check: validate::AccessCheck,
-    /// Temporal clients (shared with the TWD reconciler) and the identity to use, for
-    /// task-queue lookups.
-    pub pool: Arc<ClientPool>,
-    pub identity: String,
-    pub metrics: Arc<Metrics>,
-    /// What passes read of Kubernetes (`crate::caches`, `crate::workers`); `None` (tests)
-    /// reads the API server.
-    pub caches: Option<crate::caches::Caches>,
-    pub workers: Option<crate::workers::Workers>,
-    /// A sharded install's shard and Temporal namespace claims (`crate::shard`): a template
-    /// follows its worker deployment's shard.
-    pub shard: Option<Arc<crate::shard::Shard>>,
-    pub claims: Option<Arc<crate::shard::Claims>>,
+    /// What the three reconcilers share: clients, leadership, metrics, the Temporal pool (for
+    /// task-queue lookups), the shard and its claims (a template follows its worker
+    /// deployment's shard), the caches.
+    pub services: Arc<Services>,
+    pub settings: OwnedSettings,
     pub(crate) resources: Resources,
     pub(crate) task_queues: Known,
     pub(crate) streaks: Streaks<ObjectRef<TemporalWorkerOwnedResource>>,
 }
 
 impl OwnedContext {
-    pub fn new(
-        client: kube::Client,
-        leader: watch::Receiver<bool>,
-        pool: Arc<ClientPool>,
-        identity: String,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    pub fn new(services: Arc<Services>, settings: OwnedSettings) -> Self {
         Self {
-            shard: None,
-            claims: None,
-            client,
-            leader,
-            pool,
-            identity,
-            metrics,
-            caches: None,
-            workers: None,
+            services,
+            settings,
             task_queues: Known::default(),
-            allowed_kinds: validate::DEFAULT_ALLOWED_KINDS
-                .iter()
-                .map(|k| k.to_string())
-                .collect(),
             resources: Resources::default(),
             streaks: Streaks::default(),
-            access_check: validate::AccessCheck::default(),
         }
-    }
-
-    pub(crate) fn leads(&self) -> bool {
-        *self.leader.borrow()
     }
 }
 

@@ -21,6 +21,7 @@ pub mod outcome;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod settings;
 pub mod status;
 pub mod task_queue;
 pub mod template;
@@ -28,6 +29,7 @@ pub mod validate;
 pub mod versions;
 
 pub use context::OwnedContext;
+pub use settings::OwnedSettings;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
@@ -41,12 +43,12 @@ pub async fn reconcile(
     twor: Arc<TemporalWorkerOwnedResource>,
     ctx: Arc<OwnedContext>,
 ) -> Result<Action, Error> {
-    if let Some(shard) = &ctx.shard
+    if let Some(shard) = &ctx.services.shard
         && !follows_to_this_shard(&ctx, shard, &twor).await
     {
         return Ok(Action::await_change());
     }
-    let (metrics, leads) = (&ctx.metrics, ctx.leads());
+    let (metrics, leads) = (&ctx.services.metrics, ctx.services.leads());
     lead(
         ControllerKind::OwnedResource,
         metrics,
@@ -74,12 +76,12 @@ async fn follows_to_this_shard(
     let ns = twor.namespace().unwrap_or_default();
     let name = twor.spec.worker_name();
     let set = twor.kind_set();
-    if let Some(workers) = &ctx.workers
+    if let Some(workers) = ctx.services.workers()
         && workers.get(set, &ns, name).is_some()
     {
         return true;
     }
-    let api = crate::api::TemporalWorkerDeployment::api(ctx.client.clone(), &ns, set);
+    let api = crate::api::TemporalWorkerDeployment::api(ctx.services.client.clone(), &ns, set);
     match api.get_opt(name).await {
         Ok(Some(worker)) => shard.matches(worker.labels()),
         Ok(None) => shard.matches(twor.labels()),
@@ -95,11 +97,16 @@ async fn attempt(
     twor: &TemporalWorkerOwnedResource,
     ns: String,
 ) -> report::Attempt {
-    let allowed: Vec<&str> = ctx.allowed_kinds.iter().map(String::as_str).collect();
+    let allowed: Vec<&str> = ctx
+        .settings
+        .allowed_kinds
+        .iter()
+        .map(String::as_str)
+        .collect();
     // Validate: the webhook's rules, checked before anything else, so with the webhook off a
     // refused object is reported in status with the webhook's words and nothing is applied.
     let valid = validate::check_template_spec(&twor.spec, &allowed)
-        .and_then(|()| ctx.access_check.check(twor.spec.object()));
+        .and_then(|()| ctx.settings.access_check.check(twor.spec.object()));
     let observed = observe::observe(ctx, twor, ns, valid.is_ok()).await?;
     let plan = plan::plan(twor, &observed, valid, &allowed);
     let next_scaledown = match &plan {

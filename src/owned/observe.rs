@@ -11,9 +11,10 @@ use kube::api::{Api, ListParams};
 
 use crate::api::{LABEL_DEPLOYMENT_NAME, TemporalWorkerDeployment, TemporalWorkerOwnedResource};
 use crate::caches::Caches;
+use crate::owned::context::OwnedContext;
 use crate::owned::outcome::OwnedFailure;
 use crate::owned::versions::{build_of, retiring};
-use crate::owned::{OwnedContext, render, task_queue};
+use crate::owned::{render, task_queue};
 use crate::workers::Workers;
 
 /// What one pass over a TWOR reads.
@@ -40,9 +41,14 @@ pub async fn observe(
 ) -> Result<Observed, OwnedFailure> {
     let worker_name = twor.spec.worker_name();
     let cached = cached(ctx).await;
-    let deployments = live_deployments(&ctx.client, cached.map(|c| c.0), &namespace, worker_name)
-        .await
-        .map_err(OwnedFailure::DeploymentsUnreadable)?;
+    let deployments = live_deployments(
+        &ctx.services.client,
+        cached.map(|c| c.0),
+        &namespace,
+        worker_name,
+    )
+    .await
+    .map_err(OwnedFailure::DeploymentsUnreadable)?;
     let mut observed = Observed {
         namespace,
         deployments,
@@ -62,7 +68,7 @@ pub async fn observe(
         // Not cached (yet, or at all): the API server decides whether it exists.
         None => {
             let twds = TemporalWorkerDeployment::api(
-                ctx.client.clone(),
+                ctx.services.client.clone(),
                 &observed.namespace,
                 twor.kind_set(),
             );
@@ -95,7 +101,7 @@ pub async fn observe(
 
 /// The caches once they have listed; `None` without caches (tests) or after they stopped.
 async fn cached(ctx: &OwnedContext) -> Option<(&Caches, &Workers)> {
-    let (caches, workers) = (ctx.caches.as_ref()?, ctx.workers.as_ref()?);
+    let (caches, workers) = (ctx.services.caches()?, ctx.services.workers()?);
     caches.ready().await.ok()?;
     workers.wait_until_ready().await.ok()?;
     Some((caches, workers))

@@ -10,9 +10,10 @@ use kube::runtime::controller::Action;
 use serde_json::json;
 
 use crate::api::TemporalWorkerOwnedResource;
+use crate::owned::context::OwnedContext;
 use crate::owned::outcome::{OwnedFailure, verdict};
 use crate::owned::status::{self, Pass};
-use crate::owned::{OwnedContext, apply, plan};
+use crate::owned::{apply, plan};
 use crate::reconciler::{ControllerKind, ReconcileOutcome, count_failure};
 
 /// What the stages before produced: the pass to report and the next scale-down, or why the
@@ -45,14 +46,15 @@ pub async fn report(
             // Reported in status (Ready=False) and counted by that reason; the pass itself
             // went through, so it is looked at again on the plan's schedule, without backoff.
             ctx.streaks.succeeded(&key);
-            ctx.metrics
+            ctx.services
+                .metrics
                 .reconcile_error(ControllerKind::OwnedResource, reason);
             (action, ReconcileOutcome::Error)
         }
         Err(failure) => {
             let streak = ctx.streaks.failed(&key);
             count_failure(
-                &ctx.metrics,
+                &ctx.services.metrics,
                 ControllerKind::OwnedResource,
                 &failure,
                 streak,
@@ -73,10 +75,10 @@ async fn write(
 ) -> Result<(), OwnedFailure> {
     let generation = twor.metadata.generation.unwrap_or_default();
     let new = status::compute(twor.status.as_ref(), generation, pass, Timestamp::now());
-    if twor.status.as_ref() == Some(&new) || !ctx.leads() {
+    if twor.status.as_ref() == Some(&new) || !ctx.services.leads() {
         return Ok(());
     }
-    write_status(&ctx.client, twor, &new)
+    write_status(&ctx.services.client, twor, &new)
         .await
         .map_err(OwnedFailure::StatusWriteFailed)
 }

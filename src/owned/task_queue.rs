@@ -6,7 +6,7 @@ use kube::ResourceExt;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::owned::context::OwnedContext;
-use crate::reconciler::connect::{ConnectError, Connector};
+use crate::reconciler::connect::ConnectError;
 
 /// The one workflow task queue `build` polls; `None` while Temporal does not know the version
 /// (or it polls nothing yet). Several queues are an error: the object must say which. Errors
@@ -20,21 +20,12 @@ pub async fn lookup(
     if let Some(q) = ctx.task_queues.get(&key) {
         return Ok(Some(q));
     }
-    let connector = Connector {
-        kube: &ctx.client,
-        pool: &ctx.pool,
-        identity: &ctx.identity,
-        // Read-only: no routing write records an install here.
-        install_id: "",
-        caches: ctx.caches.as_ref(),
-        // A namespaced install has no ClusterConnection cache: the read is refused below.
-        cluster_connections: ctx
-            .caches
-            .as_ref()
-            .is_some_and(|c| c.cluster_connections.is_some()),
-        claims: ctx.claims.as_deref(),
-    };
-    let client = connector
+    // The one connect sequence of every reconciler: a namespaced install refuses a
+    // ClusterConnection here too, and the install ID it carries marks routing writes only
+    // (this lookup only reads).
+    let client = ctx
+        .services
+        .connector()
         .connect(twd)
         .await
         .map_err(|e| match e {

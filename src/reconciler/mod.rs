@@ -27,6 +27,7 @@ use tracing::{Instrument, info_span};
 
 pub mod connect;
 pub mod finalizers;
+pub mod services;
 
 use crate::error::Error;
 

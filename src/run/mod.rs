@@ -12,15 +12,15 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::{broadcast, watch};
 
-use crate::api::TemporalWorkerDeployment;
 use crate::controller;
 use crate::events::EventSink;
 use crate::http::{AppState, Readiness};
 use crate::metrics::Metrics;
 use crate::milestones::Milestones;
+use crate::reconciler::services::Services;
 use crate::temporal::budget::Class;
 use crate::temporal::{Budgets, ClientPool};
-use crate::worker_deployment::{Context, Settings};
+use crate::worker_deployment::Context;
 
 pub mod args;
 pub mod go_flags;
@@ -162,7 +162,7 @@ fn claims(client: &kube::Client, opts: &RunOptions) -> Option<Arc<crate::shard::
 /// While this replica leads its shard: renews the Temporal namespace claims its worker
 /// deployments use and releases the others, every [`crate::shard::claims::RENEW_EVERY`].
 async fn keep_claims(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
-    let Some(claims) = ctx.claims.clone() else {
+    let Some(claims) = ctx.services.claims.clone() else {
         return;
     };
     let until = stopped(&stop);
@@ -170,11 +170,13 @@ async fn keep_claims(ctx: Arc<Context>, stop: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(crate::shard::claims::RENEW_EVERY);
         loop {
             tick.tick().await;
-            if !ctx.leads() {
+            if !ctx.services.leads() {
                 claims.forget();
                 continue;
             }
-            if let (Some(workers), Some(caches)) = (ctx.workers.get(), ctx.ready_caches().await) {
+            if let (Some(workers), Some(caches)) =
+                (ctx.services.workers(), ctx.services.ready_caches().await)
+            {
                 // A worker deployment moved to another shard: its backlog is that shard's to read.
                 ctx.backlog
                     .retain(|(ns, name)| workers.find(ns, name).is_some());
@@ -208,36 +210,33 @@ fn with_trust_roots(metrics: Metrics) -> Arc<Metrics> {
     Arc::new(metrics)
 }
 
-/// The worker controllers' context: the services each reconcile uses (client, Temporal pool,
-/// settings, events, metrics, the status feed, leadership, shard claims).
-fn worker_context(
+/// The services every reconciler shares (client, Temporal pool and identity, events, metrics,
+/// leadership, shard and claims), built once for the three reconcilers' contexts.
+fn services(
     client: &kube::Client,
     opts: &RunOptions,
-    settings: Settings,
+    identity: &Identity,
     (metrics, milestones): (&Arc<Metrics>, &Arc<Milestones>),
-    (feed, leader): (
-        &broadcast::Sender<Arc<TemporalWorkerDeployment>>,
-        &watch::Receiver<bool>,
-    ),
-) -> Arc<Context> {
+    leader: &watch::Receiver<bool>,
+) -> Arc<Services> {
     let events = EventSink::new(
         client.clone(),
         opts.pod_name.clone(),
         milestones.clone(),
         metrics.clone(),
     );
-    let mut ctx = Context::new(
+    let mut services = Services::new(
         client.clone(),
-        temporal_pool(opts, metrics),
-        settings,
-        events,
-        metrics.clone(),
-        feed.clone(),
         leader.clone(),
+        metrics.clone(),
+        events,
+        temporal_pool(opts, metrics),
+        identity.identity.clone(),
     );
-    ctx.claims = claims(client, opts);
-    Arc::new(ctx)
+    services.claims = claims(client, opts);
+    Arc::new(options::installed(services, opts, identity))
 }
+
 /// Starts everything and returns once the HTTP listener is bound.
 pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, RunError> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -247,16 +246,13 @@ pub async fn start(client: kube::Client, opts: RunOptions) -> Result<Running, Ru
     let (feed, _) = broadcast::channel(256);
     let (leader, lease) = leader_channel(&client, &shard_lease(&opts), metrics.clone()).await?;
     let identity = options::identity(&client, &opts).await?;
-    let ctx = worker_context(
-        &client,
-        &opts,
-        settings(&opts, &identity),
-        (&metrics, &milestones),
-        (&feed, &leader),
-    );
+    let services = services(&client, &opts, &identity, (&metrics, &milestones), &leader);
+    let settings = settings(&opts, &identity);
+    let ctx = Arc::new(Context::new(services, settings.worker, feed.clone()));
     let backlog_fut = backlog_poller(&opts, &ctx, &metrics, &leader, &stop_rx);
     let claims_fut = keep_claims(ctx.clone(), stop_rx.clone());
-    let (store, controller_fut) = controller::build(ctx, shutdown.clone());
+    let (store, controller_fut) =
+        controller::build(ctx, (settings.owned, settings.connection), shutdown.clone());
 
     let readiness = Readiness::default();
     let (webhook_addr, webhook_fut) =

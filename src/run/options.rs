@@ -6,6 +6,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::connection::ConnectionSettings;
+use crate::owned::OwnedSettings;
+use crate::reconciler::services::Services;
 use crate::temporal::BudgetConfig;
 use crate::worker_deployment::Settings;
 use crate::worker_deployment::validate::ControllerSettings;
@@ -261,27 +264,24 @@ pub(super) async fn identity(
     Ok(Identity::new(&opts.identity, Some(&uid)))
 }
 
-/// The reconciler's settings from the typed options and the resolved identity.
-pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
-    let install_id = opts.install_id();
-    tracing::info!(identity = %identity.identity, %install_id, "Temporal identity and install ID");
-    Settings {
-        identity: identity.identity.clone(),
+/// The three reconcilers' settings, each its own (what they share is in [`Services`]).
+pub(super) struct ReconcilerSettings {
+    pub worker: Settings,
+    pub owned: OwnedSettings,
+    pub connection: ConnectionSettings,
+}
+
+/// The reconcilers' settings from the typed options and the resolved identity.
+pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> ReconcilerSettings {
+    let worker = Settings {
         succession: crate::planner::takeover::Succession {
             earlier_own: identity.earlier.clone(),
             predecessors: opts.predecessor_identities.clone(),
         },
-        install_id,
         controller_version: env!("CARGO_PKG_VERSION").to_string(),
         idle_interval: opts.idle_interval,
         rest_interval: opts.rest_interval,
         fast_poll: opts.fast_poll,
-        watch_namespaces: opts.watch_namespaces.clone(),
-        owned_kinds: opts.owned_kinds.clone(),
-        owned_unchecked_kinds: opts
-            .webhook
-            .is_none()
-            .then(|| opts.owned_kinds_without_access_check.clone()),
         planner: ControllerSettings {
             max_versions_ineligible_for_deletion: opts.max_versions_ineligible_for_deletion,
             rollback_window: opts.rollback_window,
@@ -291,9 +291,35 @@ pub(super) fn settings(opts: &RunOptions, identity: &Identity) -> Settings {
         budget_delay_report: opts.budget_delay_report,
         backlog_scope: opts.backlog_scope,
         pollers: opts.pollers,
-        certificate_expiry_warning: opts.certificate_expiry_warning,
-        shard: opts.shard.clone().map(std::sync::Arc::new),
+    };
+    // Without the webhook nobody checks a TWOR author's rights on its kind.
+    let unchecked = opts
+        .webhook
+        .is_none()
+        .then(|| opts.owned_kinds_without_access_check.clone());
+    ReconcilerSettings {
+        worker,
+        owned: OwnedSettings::new(&opts.owned_kinds, unchecked),
+        connection: ConnectionSettings {
+            expiry_warning: opts.certificate_expiry_warning,
+        },
     }
+}
+
+/// `services` as this install runs them: acting in Temporal as `identity`, recording the
+/// install ID with its routing writes, over the watched namespaces, in its shard.
+pub(super) fn installed(
+    mut services: Services,
+    opts: &RunOptions,
+    identity: &Identity,
+) -> Services {
+    let install_id = opts.install_id();
+    tracing::info!(identity = %identity.identity, %install_id, "Temporal identity and install ID");
+    services.identity = identity.identity.clone();
+    services.install_id = install_id;
+    services.watch_namespaces = opts.watch_namespaces.clone();
+    services.shard = opts.shard.clone().map(std::sync::Arc::new);
+    services
 }
 
 #[cfg(test)]
@@ -315,10 +341,6 @@ mod tests {
             ..in_pod.clone()
         };
         assert_eq!(upgraded.install_id(), in_pod.install_id());
-        assert_eq!(
-            settings(&in_pod, &Identity::new("twc", None)).install_id,
-            "temporal-system/twc-east"
-        );
         // Distinct between installs: another namespace or another Lease.
         let other_ns = RunOptions {
             lease_namespace: Some("team-a".into()),
@@ -352,6 +374,23 @@ mod tests {
         assert_eq!(empty.install_id(), in_pod.install_id());
     }
 
+    #[tokio::test]
+    async fn the_services_act_as_this_install_over_the_watched_namespaces() {
+        let opts = RunOptions {
+            lease_namespace: Some("temporal-system".into()),
+            lease_name: "twc-east".into(),
+            watch_namespaces: vec!["team-a".into()],
+            ..RunOptions::default()
+        };
+        let uid = "5f0c2a4e-8b1d-4c3e-9a7f-0123456789ab";
+        let (base, _leader) = crate::fixtures::offline_services(true);
+        let services = installed(base, &opts, &Identity::new("twc", Some(uid)));
+        assert_eq!(services.install_id, "temporal-system/twc-east");
+        assert_eq!(services.identity, format!("twc/{uid}"));
+        assert!(services.watches("team-a") && !services.watches("team-b"));
+        assert!(services.shard.is_none());
+    }
+
     #[test]
     fn the_identity_gains_the_namespace_uid_and_remembers_the_plain_one() {
         let uid = "5f0c2a4e-8b1d-4c3e-9a7f-0123456789ab";
@@ -359,8 +398,7 @@ mod tests {
         assert_eq!(id.identity, format!("twc/{uid}"));
         assert_eq!(id.earlier, vec!["twc".to_string()]);
         // Our own suffixed identity has the Go controller's shape; Settings keep both lists.
-        let s = settings(&RunOptions::default(), &id);
-        assert_eq!(s.identity, format!("twc/{uid}"));
+        let s = settings(&RunOptions::default(), &id).worker;
         assert_eq!(s.succession.earlier_own, vec!["twc".to_string()]);
         assert_eq!(
             s.succession.predecessors,

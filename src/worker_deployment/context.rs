@@ -1,97 +1,30 @@
-//! Shared state of the reconciler: clients, settings, sinks, and per-object failure streaks.
+//! Shared state of the worker-deployment reconciler: the services every reconciler shares
+//! ([`Services`]), its settings, the status feed, and the memories kept between passes
+//! (remembered views, failure streaks, our last status writes, the per-object slots).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use kube::runtime::reflector::ObjectRef;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
-use crate::events::EventSink;
-use crate::metrics::Metrics;
 use crate::reconciler::Streaks;
-use crate::reconciler::connect::Connector;
-use crate::temporal::ClientPool;
+use crate::reconciler::services::Services;
 use crate::worker_deployment::outcome::Outcome;
 use crate::worker_deployment::remembered::RememberedViews;
 use crate::worker_deployment::remembered::pinned::PinnedCounts;
 use crate::worker_deployment::remembered::pollers::PollerChecks;
-use crate::worker_deployment::validate::ControllerSettings;
+use crate::worker_deployment::settings::Settings;
 
-/// Runtime settings (typed once from the command line in `run::RunOptions`).
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// Identity used for every Temporal write and as the routing manager identity.
-    pub identity: String,
-    /// Identities whose routing this controller takes over: its own earlier identity and
-    /// predecessor controllers (`planner::takeover`).
-    pub succession: crate::planner::takeover::Succession,
-    /// Recorded with every routing write (`temporal.io/controller-install-id`) so that
-    /// another install using the same identity is detected (`DuplicateInstall`).
-    pub install_id: String,
-    pub controller_version: String,
-    /// Re-check interval for resources with nothing pending.
-    pub idle_interval: Duration,
-    /// Re-check interval at rest ([`crate::planner::rest`]).
-    pub rest_interval: Duration,
-    /// Poll interval while waiting for Temporal-side facts (pollers, gates); also the
-    /// planner's (`PlanInput::fast_poll`).
-    pub fast_poll: Duration,
-    /// Empty = all namespaces.
-    pub watch_namespaces: Vec<String>,
-    /// Kinds a TemporalWorkerOwnedResource may carry (empty: the default list).
-    pub owned_kinds: Vec<String>,
-    /// `None`: the webhook checks each TWOR author's rights on its kind. `Some(kinds)`: no
-    /// webhook, so TWORs of other kinds are refused (the TWOR controller's `AccessCheck`).
-    pub owned_unchecked_kinds: Option<Vec<String>>,
-    pub planner: ControllerSettings,
-    /// Reconciles running at once (0: unbounded); kube-runtime queues the rest.
-    pub max_concurrent_reconciles: u16,
-    /// Budget waits in one reconcile at least this long are reported in the status.
-    pub budget_delay_report: Duration,
-    /// Whose per-version backlog the backlog poller reads (`crate::backlog::consumed`).
-    pub backlog_scope: crate::backlog::Scope,
-    /// Poller health of the live versions: threshold and interval.
-    pub pollers: crate::planner::poller_health::PollerSettings,
-    /// A Connection's client certificate this close to expiry is reported (Warning event,
-    /// `expiringSoon`, metric).
-    pub certificate_expiry_warning: Duration,
-    /// This replica's shard (`crate::shard`); `None`: the install is not sharded.
-    pub shard: Option<Arc<crate::shard::Shard>>,
-}
-
-impl Settings {
-    /// The looks-again bounds of the planner's rest cadence.
-    pub fn cadence(&self) -> crate::planner::rest::Cadence {
-        crate::planner::rest::Cadence {
-            idle: self.idle_interval,
-            rest: self.rest_interval,
-        }
-    }
-
-    pub fn watches(&self, namespace: &str) -> bool {
-        self.watch_namespaces.is_empty() || self.watch_namespaces.iter().any(|n| n == namespace)
-    }
-}
-
-/// Shared state of the reconciler.
+/// Shared state of the worker-deployment reconciler.
 pub struct Context {
-    pub client: kube::Client,
-    pub pool: Arc<ClientPool>,
+    /// What the three reconcilers share: clients, leadership, metrics, events, caches.
+    pub services: Arc<Services>,
     pub settings: Settings,
-    pub events: EventSink,
-    pub metrics: Arc<Metrics>,
     /// Every status written is published here (SSE watch of the status API).
     pub feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
-    /// The worker-deployment caches of both kinds, set once the controllers are built.
-    pub workers: std::sync::OnceLock<crate::workers::Workers>,
-    /// What reconciles read of Kubernetes (`crate::caches`), set once the controllers are
-    /// built; without it (tools, tests) they read the API server.
-    pub caches: std::sync::OnceLock<crate::caches::Caches>,
-    /// True while this replica holds the leader lease (always true without leader election).
-    pub leader: watch::Receiver<bool>,
     /// What the backlog poller watches; each reconcile publishes its live versions.
     pub backlog: Arc<crate::backlog::Targets>,
     /// The last count of open pinned workflows per old version (drain visibility).
@@ -100,8 +33,6 @@ pub struct Context {
     pub remembered: RememberedViews,
     /// The last poller health check of each object.
     pub pollers: PollerChecks,
-    /// A sharded install's claims of Temporal namespaces (`crate::shard::claims`).
-    pub claims: Option<Arc<crate::shard::Claims>>,
     /// Consecutive failed reconciles per object (backoff, quiet retries).
     failures: Streaks<ObjectRef<TemporalWorkerDeployment>>,
     /// Our last successful status write per object: newer than the watch cache until the
@@ -133,7 +64,7 @@ impl Context {
         twd: &TemporalWorkerDeployment,
     ) -> Option<Arc<TemporalWorkerDeployment>> {
         use kube::ResourceExt;
-        let workers = self.workers.get()?;
+        let workers = self.services.workers()?;
         workers.get(
             crate::api::KindSet::Canonical,
             &twd.namespace().unwrap_or_default(),
@@ -141,38 +72,19 @@ impl Context {
         )
     }
 
-    /// The caches once they have listed (waited for, never read unfilled); `None` when there
-    /// are none (tools, tests) or they stopped (shutdown): then reads go to the API server.
-    pub async fn ready_caches(&self) -> Option<&crate::caches::Caches> {
-        let caches = self.caches.get()?;
-        caches.ready().await.ok()?;
-        Some(caches)
-    }
-
     pub fn new(
-        client: kube::Client,
-        pool: Arc<ClientPool>,
+        services: Arc<Services>,
         settings: Settings,
-        events: EventSink,
-        metrics: Arc<Metrics>,
         feed: broadcast::Sender<Arc<TemporalWorkerDeployment>>,
-        leader: watch::Receiver<bool>,
     ) -> Self {
         Self {
-            client,
-            pool,
+            services,
             settings,
-            events,
-            metrics,
             feed,
-            leader,
-            workers: std::sync::OnceLock::new(),
-            caches: std::sync::OnceLock::new(),
             backlog: Arc::default(),
             pinned: PinnedCounts::default(),
             remembered: RememberedViews::default(),
             pollers: PollerChecks::default(),
-            claims: None,
             failures: Streaks::default(),
             written: Mutex::default(),
             swept: tokio::sync::OnceCell::new(),
@@ -180,24 +92,11 @@ impl Context {
         }
     }
 
-    /// The Temporal connect sequence with this controller's identity and pool.
-    pub fn connector(&self) -> Connector<'_> {
-        Connector {
-            kube: &self.client,
-            pool: &self.pool,
-            identity: &self.settings.identity,
-            install_id: &self.settings.install_id,
-            caches: self.caches.get(),
-            cluster_connections: self.settings.watch_namespaces.is_empty(),
-            claims: self.claims.as_deref(),
-        }
-    }
-
     /// `twd` as this shard reconciles it: with its shard labels among those it puts on its
     /// versioned Deployments (`Shard::dress`). Every copy read from the API server in a pass
     /// goes through here.
     pub fn dressed(&self, twd: Arc<TemporalWorkerDeployment>) -> Arc<TemporalWorkerDeployment> {
-        match &self.settings.shard {
+        match &self.services.shard {
             Some(shard) => Arc::new(shard.dress(&twd)),
             None => twd,
         }
@@ -208,10 +107,10 @@ impl Context {
     /// this shard's watch; a reconcile already under way then stops before it writes.
     pub fn still_ours(&self, twd: &TemporalWorkerDeployment) -> bool {
         use kube::ResourceExt;
-        let Some(shard) = &self.settings.shard else {
+        let Some(shard) = &self.services.shard else {
             return true;
         };
-        let cached = match self.workers.get() {
+        let cached = match self.services.workers() {
             Some(workers) => workers.get(
                 twd.kind_set(),
                 &twd.namespace().unwrap_or_default(),
@@ -221,12 +120,6 @@ impl Context {
             None => Some(Arc::new(twd.clone())),
         };
         cached.is_some_and(|c| shard.matches(c.labels()))
-    }
-
-    /// True while this replica may write (it holds the leader lease, or runs without
-    /// leader election). Checked before every write.
-    pub fn leads(&self) -> bool {
-        *self.leader.borrow()
     }
 
     /// Remembers a status write that succeeded.
@@ -249,7 +142,7 @@ impl Context {
     /// slot may have been handed an older one), or `given` when the cache has none.
     pub fn latest(&self, given: Arc<TemporalWorkerDeployment>) -> Arc<TemporalWorkerDeployment> {
         use kube::ResourceExt;
-        let (Some(workers), Some(ns)) = (self.workers.get(), given.namespace()) else {
+        let (Some(workers), Some(ns)) = (self.services.workers(), given.namespace()) else {
             return given;
         };
         workers

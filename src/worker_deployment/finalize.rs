@@ -12,9 +12,11 @@ use crate::api::{FINALIZER, TemporalConnection, TemporalWorkerDeployment};
 use crate::planner::deletion::{self, CleanupFailed, DeletionInput, DeletionStep};
 use crate::reconciler::connect;
 use crate::worker_deployment::act::{Done, finalizers};
-use crate::worker_deployment::outcome::CleanupError;
+use crate::worker_deployment::attempt::Attempt;
+use crate::worker_deployment::context::Context;
+use crate::worker_deployment::observe;
+use crate::worker_deployment::outcome::{CleanupError, Failure, Outcome};
 use crate::worker_deployment::step::CleanupStep;
-use crate::worker_deployment::{Attempt, Context, Failure, Outcome, observe};
 
 pub async fn run(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> Attempt {
     ctx.backlog
@@ -43,7 +45,7 @@ fn step_failed(step: CleanupStep, source: kube::Error) -> Outcome {
 /// Every step writes: only while this replica leads (`Stale` otherwise: the new leader
 /// looks again).
 fn leads(ctx: &Context) -> Result<(), Outcome> {
-    if ctx.leads() {
+    if ctx.services.leads() {
         Ok(())
     } else {
         Err(Outcome::Stale)
@@ -66,7 +68,7 @@ async fn finalize(
     };
     if input.ours && !input.superseded {
         // Deletion lists afresh: what it leaves behind must not depend on a watch's lag.
-        input.deployments = observe::owned_deployments(&ctx.client, None, twd)
+        input.deployments = observe::owned_deployments(&ctx.services.client, None, twd)
             .await
             .map_err(|e| step_failed(CleanupStep::ListDeployments, e))?;
     }
@@ -90,7 +92,7 @@ async fn finalize(
             }
             DeletionStep::ReadConnection => {
                 let ns = twd.namespace().unwrap_or_default();
-                connection = connect::connection_opt(&ctx.client, &ns, twd)
+                connection = connect::connection_opt(&ctx.services.client, &ns, twd)
                     .await
                     .map_err(|e| step_failed(CleanupStep::ReadConnection, e))?;
                 input.connection_found = Some(connection.is_some());
@@ -142,6 +144,7 @@ async fn clean_temporal(
     done: &mut Vec<Done>,
 ) -> Result<(), Outcome> {
     let connected = ctx
+        .services
         .connector()
         .client_for(ns, connection, twd)
         .await

@@ -17,7 +17,9 @@ use kube::ResourceExt as _;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::first_look;
 use crate::planner::model::Desired;
-use crate::worker_deployment::{Attempt, Context, Failure, Outcome, Planned};
+use crate::worker_deployment::attempt::{Attempt, Planned};
+use crate::worker_deployment::context::Context;
+use crate::worker_deployment::outcome::{Failure, Outcome};
 use crate::worker_deployment::{observe, report, superseded, validate};
 
 /// Writes the first look of every cached worker deployment nobody has reported on, up to the
@@ -25,7 +27,7 @@ use crate::worker_deployment::{observe, report, superseded, validate};
 /// others wait for). A swept object's own reconcile then finds the status written (the
 /// context's last write, if the cache lags) and makes its full pass.
 pub async fn sweep(ctx: &Context) {
-    let Some(workers) = ctx.workers.get() else {
+    let Some(workers) = ctx.services.workers() else {
         return;
     };
     if workers.wait_until_ready().await.is_err() {
@@ -37,7 +39,7 @@ pub async fn sweep(ctx: &Context) {
         .into_iter()
         .filter(|t| t.metadata.deletion_timestamp.is_none())
         .filter(|t| !reported(t))
-        .filter(|t| ctx.settings.watches(&t.namespace().unwrap_or_default()))
+        .filter(|t| ctx.services.watches(&t.namespace().unwrap_or_default()))
         .collect();
     let at_once = usize::from(ctx.settings.max_concurrent_reconciles.max(1));
     let written = futures::stream::iter(unreported)
@@ -70,7 +72,7 @@ pub(super) async fn look(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> b
         return false;
     };
     match attempt(ctx, &twd, &desired).await {
-        Ok(Some(first)) if ctx.leads() => {
+        Ok(Some(first)) if ctx.services.leads() => {
             // Its own reconcile is queued already (the initial list): the requeue asked for
             // here is that one.
             let _ = report::report(ctx, first).await;
@@ -90,15 +92,11 @@ pub async fn attempt(
     if reported {
         return Ok(None);
     }
-    let deployments = observe::owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
-        .await
-        .map_err(Failure::DeploymentsUnreadable)?;
-    let input = observe::before_temporal(
-        desired.clone(),
-        deployments,
-        &ctx.settings,
-        Timestamp::now(),
-    );
+    let deployments =
+        observe::owned_deployments(&ctx.services.client, ctx.services.ready_caches().await, twd)
+            .await
+            .map_err(Failure::DeploymentsUnreadable)?;
+    let input = observe::before_temporal(desired.clone(), deployments, ctx, Timestamp::now());
     if !first_look::due(reported, &input) {
         return Ok(None);
     }

@@ -16,6 +16,7 @@
 //! stage. `docs/architecture.md` walks through the stages and the order of writes.
 
 pub mod act;
+mod attempt;
 mod context;
 mod finalize;
 mod first_look;
@@ -23,6 +24,7 @@ pub mod observe;
 pub mod outcome;
 mod remembered;
 mod report;
+mod settings;
 pub mod status;
 pub mod step;
 pub mod superseded;
@@ -35,9 +37,10 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-pub use context::{Context, Settings};
+pub use attempt::{Attempt, Planned};
+pub use context::Context;
 pub use outcome::{Failure, Outcome, Verdict, verdict};
-pub use report::{Attempt, Planned};
+pub use settings::Settings;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::error::{Error, Result};
@@ -71,10 +74,10 @@ pub async fn reconcile(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) ->
 /// one span and one timer per pass, and never two passes of one object at once.
 pub async fn pass(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Result<Pass> {
     let ns = twd.namespace().ok_or(Error::MissingObjectKey)?;
-    if !ctx.settings.watches(&ns) || !ctx.still_ours(&twd) {
+    if !ctx.services.watches(&ns) || !ctx.still_ours(&twd) {
         return Ok(Pass::default());
     }
-    if ctx.leads() {
+    if ctx.services.leads() {
         // Every first look before the first full pass: a cold start's statuses come first.
         // Waited for before the slot is taken: the sweep takes the slots of what it looks at.
         ctx.swept.get_or_init(|| first_look::sweep(&ctx)).await;
@@ -82,7 +85,7 @@ pub async fn pass(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Resu
     let _slot = ctx.slots.take(twd.key()).await;
     // Re-read once the slot is held: a pass that waited sees what the one before it wrote.
     let twd = ctx.latest(twd);
-    let (metrics, leads, object) = (&ctx.metrics, ctx.leads(), twd.clone());
+    let (metrics, leads, object) = (&ctx.services.metrics, ctx.services.leads(), twd.clone());
     let kind = ControllerKind::WorkerDeployment;
     let next = std::sync::OnceLock::new();
     lead(kind, metrics, leads, &*object, |_ns| {
@@ -95,8 +98,8 @@ pub async fn pass(twd: Arc<TemporalWorkerDeployment>, ctx: Arc<Context>) -> Resu
 /// The first look of an object that appeared while the controller runs, offered by the lane
 /// (`crate::lane`): written if none is yet, under the object's slot; whether it was.
 pub async fn offered_first_look(ctx: &Context, twd: Arc<TemporalWorkerDeployment>) -> bool {
-    let watched = twd.namespace().is_some_and(|ns| ctx.settings.watches(&ns));
-    if !ctx.leads() || !watched {
+    let watched = twd.namespace().is_some_and(|ns| ctx.services.watches(&ns));
+    if !ctx.services.leads() || !watched {
         return false;
     }
     ctx.swept.get_or_init(|| first_look::sweep(ctx)).await;
@@ -122,7 +125,7 @@ async fn stages(
         Outcome::Failed(_) => ReconcileOutcome::Error,
         Outcome::Done | Outcome::Stale => ReconcileOutcome::Success,
     };
-    if !ctx.leads() || !ctx.still_ours(&attempt.twd) {
+    if !ctx.services.leads() || !ctx.still_ours(&attempt.twd) {
         // Leadership was lost mid-reconcile, or the object moved to another shard: the new
         // leader reports.
         return (Action::await_change(), ended);

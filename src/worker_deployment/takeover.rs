@@ -11,8 +11,9 @@ use kube::ResourceExt;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::Desired;
 use crate::planner::takeover;
+use crate::worker_deployment::context::Context;
 use crate::worker_deployment::observe::owned_deployments;
-use crate::worker_deployment::{Context, Failure};
+use crate::worker_deployment::outcome::Failure;
 
 /// Records the predecessor's target as adopted, if there is one to record.
 pub async fn record(
@@ -25,17 +26,24 @@ pub async fn record(
         return Ok(());
     };
     // A follower writes nothing; the act stage stops it too.
-    if !ctx.leads() {
+    if !ctx.services.leads() {
         return Ok(());
     }
-    let deployments = owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
-        .await
-        .map_err(Failure::DeploymentsUnreadable)?;
+    let deployments =
+        owned_deployments(&ctx.services.client, ctx.services.ready_caches().await, twd)
+            .await
+            .map_err(Failure::DeploymentsUnreadable)?;
     let Some(adoption) = takeover::template_adoption(desired, &deployments, &build) else {
         return Ok(());
     };
     let ns = twd.namespace().unwrap_or_default();
-    crate::worker_deployment::act::execute::adopt(&ctx.client, &ns, &adoption, &ctx.metrics).await
+    crate::worker_deployment::act::execute::adopt(
+        &ctx.services.client,
+        &ns,
+        &adoption,
+        &ctx.services.metrics,
+    )
+    .await
 }
 
 /// While a predecessor's trustworthy status is still there, a pass that ends before planning

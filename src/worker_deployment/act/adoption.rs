@@ -8,7 +8,7 @@ use serde_json::json;
 use super::failures::fail;
 use crate::metrics::Metrics;
 use crate::planner::adoption::{Action, Decision};
-use crate::worker_deployment::Failure;
+use crate::worker_deployment::outcome::Failure;
 use crate::worker_deployment::step::WriteStep;
 
 /// Acts on the adoption's write, if any, and returns it once done. Scaling goes through the

@@ -3,7 +3,7 @@
 //! turns it into events and the status.
 
 use crate::planner::model::{PinnedBatch, RoutingChange};
-use crate::worker_deployment::Failure;
+use crate::worker_deployment::outcome::Failure;
 
 /// One write that succeeded; drives events and in-memory status updates.
 #[derive(Clone, Debug, PartialEq)]

@@ -21,8 +21,7 @@ use crate::planner::takeover::{
 use crate::render::{self, VersionedDeploymentInput};
 use crate::temporal::TemporalClient;
 use crate::temporal::client::VersionDeletion;
-use crate::worker_deployment::Failure;
-use crate::worker_deployment::outcome::WriteError;
+use crate::worker_deployment::outcome::{Failure, WriteError};
 use crate::worker_deployment::step::WriteStep;
 
 /// Everything an execution needs besides the plan.

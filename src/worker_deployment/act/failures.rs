@@ -2,8 +2,7 @@
 //! which ones a quiet retry is right for.
 
 use crate::temporal::TemporalError;
-use crate::worker_deployment::Failure;
-use crate::worker_deployment::outcome::WriteError;
+use crate::worker_deployment::outcome::{Failure, WriteError};
 use crate::worker_deployment::step::WriteStep;
 
 pub(super) fn fail(step: WriteStep, source: impl Into<WriteError>) -> Failure {

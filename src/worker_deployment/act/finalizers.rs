@@ -14,8 +14,9 @@ use crate::reconciler::finalizers::{
     set_connection_finalizers, set_finalizers, with_finalizer, without_finalizer,
 };
 use crate::temporal::{TemporalClient, TemporalError};
-use crate::worker_deployment::act::Done;
-use crate::worker_deployment::{Context, Failure, Outcome};
+use crate::worker_deployment::act::execute::Done;
+use crate::worker_deployment::context::Context;
+use crate::worker_deployment::outcome::{Failure, Outcome};
 
 /// Our finalizer on the TWD before anything is created, so deletion can clean up.
 pub async fn ensure(
@@ -27,7 +28,8 @@ pub async fn ensure(
     }
     let api = twd_api(ctx, twd);
     let res = set_finalizers(&api, &**twd, with_finalizer(&**twd)).await;
-    ctx.metrics
+    ctx.services
+        .metrics
         .kube_write("patch", twd.kind_set().plural(Model::Worker), res.is_ok());
     match res {
         Ok(updated) => Ok(Arc::new(updated.stamped(twd.kind_set()))),
@@ -40,7 +42,8 @@ pub async fn ensure(
 /// Drops our finalizer from the TWD: the last write of a deletion.
 pub async fn remove(ctx: &Context, twd: &TemporalWorkerDeployment) -> Result<(), kube::Error> {
     let res = set_finalizers(&twd_api(ctx, twd), twd, without_finalizer(twd)).await;
-    ctx.metrics
+    ctx.services
+        .metrics
         .kube_write("patch", twd.kind_set().plural(Model::Worker), res.is_ok());
     match res {
         Err(e) if !is_status(&e, 404) => Err(e),
@@ -61,15 +64,21 @@ pub async fn protect_connection(ctx: &Context, conn: &TemporalConnection) {
         if current.meta().deletion_timestamp.is_some() || has_ours(&current) {
             return;
         }
-        let res = set_connection_finalizers(&ctx.client, &current, with_finalizer(&current)).await;
-        ctx.metrics.kube_write("patch", plural, res.is_ok());
+        let res =
+            set_connection_finalizers(&ctx.services.client, &current, with_finalizer(&current))
+                .await;
+        ctx.services
+            .metrics
+            .kube_write("patch", plural, res.is_ok());
         match res {
             Ok(_) => return,
-            Err(e) if is_status(&e, 409) => match get_connection(&ctx.client, &current).await {
-                Ok(Some(fresh)) => current = fresh,
-                Ok(None) => return,
-                Err(e) => return not_protected(&e),
-            },
+            Err(e) if is_status(&e, 409) => {
+                match get_connection(&ctx.services.client, &current).await {
+                    Ok(Some(fresh)) => current = fresh,
+                    Ok(None) => return,
+                    Err(e) => return not_protected(&e),
+                }
+            }
             Err(e) => return not_protected(&e),
         }
     }
@@ -86,7 +95,7 @@ pub async fn release_connection(
         // rather than listed cluster-wide on every deletion. Without a listed cache it stays:
         // the ClusterConnection's own reconciler releases it once it is being deleted and
         // unused.
-        match ctx.workers.get() {
+        match ctx.services.workers() {
             Some(workers) if workers.is_listed() => workers
                 .state()
                 .iter()
@@ -102,8 +111,9 @@ pub async fn release_connection(
     if still_used || !has_ours(conn) {
         return Ok(());
     }
-    let res = set_connection_finalizers(&ctx.client, conn, without_finalizer(conn)).await;
-    ctx.metrics
+    let res = set_connection_finalizers(&ctx.services.client, conn, without_finalizer(conn)).await;
+    ctx.services
+        .metrics
         .kube_write("patch", connection_plural(conn), res.is_ok());
     match res {
         Err(e) if !is_status(&e, 404) => Err(e),
@@ -119,11 +129,15 @@ pub async fn stop_workers(
     running: &[(String, String)],
     done: &mut Vec<Done>,
 ) -> Result<(), kube::Error> {
-    let api: Api<Deployment> =
-        Api::namespaced(ctx.client.clone(), &twd.namespace().unwrap_or_default());
+    let api: Api<Deployment> = Api::namespaced(
+        ctx.services.client.clone(),
+        &twd.namespace().unwrap_or_default(),
+    );
     for (name, build_id) in running {
         let res = api.delete(name, &DeleteParams::background()).await;
-        ctx.metrics.kube_write("delete", "deployments", res.is_ok());
+        ctx.services
+            .metrics
+            .kube_write("delete", "deployments", res.is_ok());
         match res {
             Ok(_) => done.push(Done::Stopped {
                 name: name.clone(),
@@ -147,7 +161,7 @@ pub async fn cleanup_temporal(
 }
 
 fn twd_api(ctx: &Context, twd: &TemporalWorkerDeployment) -> Api<TemporalWorkerDeployment> {
-    twd.own_api(ctx.client.clone())
+    twd.own_api(ctx.services.client.clone())
 }
 
 fn not_protected(e: &kube::Error) {

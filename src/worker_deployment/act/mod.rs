@@ -21,8 +21,9 @@ use jiff::Timestamp;
 
 use crate::planner::clock;
 use crate::planner::model::{Phase, Plan, PlanInput};
+use crate::worker_deployment::context::Context;
 use crate::worker_deployment::observe::Observed;
-use crate::worker_deployment::{Context, Outcome};
+use crate::worker_deployment::outcome::Outcome;
 use execute::ExecContext;
 
 /// What the act stage did.
@@ -52,7 +53,7 @@ pub async fn apply(
         // Nothing written; the new leader looks again.
         outcome: Outcome::Stale,
     };
-    if !ctx.leads() || !ctx.still_ours(twd) {
+    if !ctx.services.leads() || !ctx.still_ours(twd) {
         return not_leader();
     }
     let twd = match finalizers::ensure(ctx, twd).await {
@@ -66,15 +67,15 @@ pub async fn apply(
             };
         }
     };
-    if !ctx.leads() {
+    if !ctx.services.leads() {
         return not_leader();
     }
     finalizers::protect_connection(ctx, &observed.connection).await;
-    if !ctx.leads() || !ctx.still_ours(&twd) {
+    if !ctx.services.leads() || !ctx.still_ours(&twd) {
         return not_leader();
     }
     let exec = ExecContext {
-        kube: &ctx.client,
+        kube: &ctx.services.client,
         temporal: &observed.client,
         twd: &twd,
         connection: &observed.connection.spec,
@@ -91,7 +92,7 @@ pub async fn apply(
             .map(|(_, g)| (g.workflow_type.as_str(), observed.step_gate_input.as_ref())),
         target_build_id: &input.desired.build_id,
         controller_version: &ctx.settings.controller_version,
-        metrics: &ctx.metrics,
+        metrics: &ctx.services.metrics,
     };
     let executed = execute::execute(&exec, plan).await;
     remember(ctx, &twd, input, plan, &executed.done);

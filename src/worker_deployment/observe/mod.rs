@@ -27,7 +27,8 @@ use kube::ResourceExt;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
-use crate::worker_deployment::{Context, Failure};
+use crate::worker_deployment::context::Context;
+use crate::worker_deployment::outcome::Failure;
 
 /// The observe stage: Kubernetes and Temporal state, in the order a user fixes things
 /// (Connection, credentials, Temporal reachability, gate input, Deployments, Temporal's
@@ -39,7 +40,7 @@ pub async fn everything(
     mut desired: Desired,
 ) -> Result<(Observed, PlanInput), Failure> {
     let mut observed = kubernetes_and_temporal(ctx, twd, &mut desired).await?;
-    let mut input = observed.plan_input(desired, &ctx.settings, Timestamp::now());
+    let mut input = observed.plan_input(desired, ctx, Timestamp::now());
     // The record GC's ledger, kept in status (`planner::records`).
     input.retired = twd
         .status
@@ -47,8 +48,8 @@ pub async fn everything(
         .map(|s| s.retired_versions.clone())
         .unwrap_or_default();
     autoscalers::mark(
-        &ctx.client,
-        ctx.ready_caches().await,
+        &ctx.services.client,
+        ctx.services.ready_caches().await,
         twd,
         &mut input.deployments,
     )
@@ -62,9 +63,9 @@ pub async fn everything(
     analysis::observe(client, &deployment, &mut input).await;
     pollers::observe(&ctx.pollers, &ctx.settings.pollers, client, twd, &mut input).await;
     temporal::current_queues(client, &deployment, &mut input).await;
-    target_pods::observe(&ctx.client, twd, &mut input).await;
-    let caches = ctx.ready_caches().await;
-    adopted::observe(&ctx.client, caches, client, twd, &mut input).await;
+    target_pods::observe(&ctx.services.client, twd, &mut input).await;
+    let caches = ctx.services.ready_caches().await;
+    adopted::observe(&ctx.services.client, caches, client, twd, &mut input).await;
     let consumed = crate::backlog::consumed(
         ctx.settings.backlog_scope,
         twd.annotations()
@@ -104,11 +105,12 @@ async fn kubernetes_and_temporal(
     desired: &mut Desired,
 ) -> Result<Observed, Failure> {
     let ns = twd.namespace().unwrap_or_default();
-    let connected = ctx.connector().connect(twd).await?;
+    let connected = ctx.services.connector().connect(twd).await?;
     let client = connected.client;
-    let deployments = owned_deployments(&ctx.client, ctx.ready_caches().await, twd)
-        .await
-        .map_err(Failure::DeploymentsUnreadable)?;
+    let deployments =
+        owned_deployments(&ctx.services.client, ctx.services.ready_caches().await, twd)
+            .await
+            .map_err(Failure::DeploymentsUnreadable)?;
     target_build_id(desired, &deployments);
     let connection_ref = crate::render::connection_record(twd);
     let recorded_connections = recorded::connections(ctx, twd, &connection_ref, &deployments).await;
@@ -128,7 +130,7 @@ async fn kubernetes_and_temporal(
     let gate_input = if temporal.routing.current_build_id.as_deref() == Some(&desired.build_id) {
         None
     } else {
-        gate_input::gate_input(&ctx.client, &ns, twd)
+        gate_input::gate_input(&ctx.services.client, &ns, twd)
             .await
             .map_err(Failure::GateInputUnavailable)?
     };

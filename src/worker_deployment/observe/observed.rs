@@ -9,7 +9,7 @@ use crate::build_id;
 use crate::planner::model::{Desired, ObservedDeployment, PlanInput};
 use crate::temporal::TemporalClient;
 use crate::temporal::state::WorkerDeploymentState;
-use crate::worker_deployment::Settings;
+use crate::worker_deployment::context::Context;
 use crate::worker_deployment::observe::temporal::TargetFacts;
 
 /// Everything observed for one reconcile.
@@ -36,9 +36,10 @@ pub struct Observed {
 pub fn before_temporal(
     desired: Desired,
     deployments: Vec<ObservedDeployment>,
-    settings: &Settings,
+    ctx: &Context,
     now: Timestamp,
 ) -> PlanInput {
+    let settings = &ctx.settings;
     PlanInput {
         desired,
         deployments,
@@ -53,8 +54,8 @@ pub fn before_temporal(
         succession: settings.succession.clone(),
         analysis: None,
         step_gates: vec![],
-        controller_identity: settings.identity.clone(),
-        install_id: settings.install_id.clone(),
+        controller_identity: ctx.services.identity.clone(),
+        install_id: ctx.services.install_id.clone(),
         fast_poll: settings.fast_poll,
         now,
         delayed_by_budget: None,
@@ -68,7 +69,7 @@ pub fn before_temporal(
 
 impl Observed {
     /// The planner's input: the validated spec plus what was observed.
-    pub fn plan_input(&self, desired: Desired, settings: &Settings, now: Timestamp) -> PlanInput {
+    pub fn plan_input(&self, desired: Desired, ctx: &Context, now: Timestamp) -> PlanInput {
         PlanInput {
             temporal: self.temporal.clone(),
             gates: self.facts.gates.clone(),
@@ -83,7 +84,7 @@ impl Observed {
                 .map(|(r, c)| (r.clone(), build_id::connection_hash(c)))
                 .collect(),
             install_id: self.client.install_id().to_string(),
-            ..before_temporal(desired, self.deployments.clone(), settings, now)
+            ..before_temporal(desired, self.deployments.clone(), ctx, now)
         }
     }
 }

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use crate::api::connection::{CLUSTER_CONNECTION_KIND, ConnectionRef, ConnectionRefKind};
 use crate::api::{TemporalConnectionSpec, TemporalWorkerDeployment};
 use crate::planner::model::ObservedDeployment;
-use crate::worker_deployment::Context;
+use crate::worker_deployment::context::Context;
 
 /// The settings of every other recorded Connection, by record. One that is gone, cannot be
 /// read, or that this install may not read (a ClusterConnection under a namespaced install)
@@ -60,13 +60,13 @@ async fn read(
     twd: &TemporalWorkerDeployment,
     reference: &ConnectionRef,
 ) -> Option<TemporalConnectionSpec> {
-    let cluster_allowed = ctx.settings.watch_namespaces.is_empty();
+    let cluster_allowed = ctx.services.watch_namespaces.is_empty();
     if reference.is_cluster() && !cluster_allowed {
         return None;
     }
     let ns = twd.namespace().unwrap_or_default();
     let set = twd.kind_set();
-    if let Some(caches) = ctx.ready_caches().await {
+    if let Some(caches) = ctx.services.ready_caches().await {
         let cached = if reference.is_cluster() {
             caches.cluster_connection(&reference.name)
         } else {
@@ -76,7 +76,9 @@ async fn read(
             return Some(c.spec);
         }
     }
-    match crate::reconciler::connect::connection_named(&ctx.client, &ns, set, reference).await {
+    match crate::reconciler::connect::connection_named(&ctx.services.client, &ns, set, reference)
+        .await
+    {
         Ok(found) => found.map(|c| c.spec),
         Err(e) => {
             tracing::warn!(connection = %reference.name, error = %e, "reading a Connection old versions keep");

@@ -7,9 +7,10 @@ use kube::ResourceExt;
 use crate::api::TemporalWorkerDeployment;
 use crate::planner::model::PlanInput;
 use crate::planner::step_gates::in_effect;
+use crate::worker_deployment::context::Context;
 use crate::worker_deployment::observe::gate_input::resolve_gate_input;
 use crate::worker_deployment::observe::observed::Observed;
-use crate::worker_deployment::{Context, Failure};
+use crate::worker_deployment::outcome::Failure;
 
 /// Fills `input.step_gates` and `observed.step_gate_input` for the step gate in effect.
 pub async fn observe(
@@ -31,7 +32,7 @@ pub async fn observe(
         return Ok(());
     };
     let ns = twd.namespace().unwrap_or_default();
-    observed.step_gate_input = resolve_gate_input(&ctx.client, &ns, spec)
+    observed.step_gate_input = resolve_gate_input(&ctx.services.client, &ns, spec)
         .await
         .map_err(Failure::GateInputUnavailable)?;
     if input.target_task_queues.is_empty() {

@@ -13,7 +13,8 @@ use crate::temporal::state::{
     GateObservation, RoutingInstall, TemporalVersionStatus, WorkerDeploymentState,
 };
 use crate::temporal::{ConnectionKey, TemporalClient, TemporalError};
-use crate::worker_deployment::{Context, Failure};
+use crate::worker_deployment::context::Context;
+use crate::worker_deployment::outcome::Failure;
 use kube::ResourceExt;
 
 /// Temporal's view of the worker deployment: remembered from the last reconcile while nothing
@@ -89,10 +90,11 @@ fn describe_failed(
     e: TemporalError,
 ) -> Failure {
     if e.is_auth() {
-        ctx.pool
+        ctx.services
+            .pool
             .evict(key, &twd.spec.worker_options.temporal_namespace);
         if let (Some(caches), Some(secret)) =
-            (ctx.caches.get(), connection.spec.auth_mode().secret())
+            (ctx.services.caches(), connection.spec.auth_mode().secret())
         {
             caches.forget_secret(&twd.namespace().unwrap_or_default(), secret);
         }

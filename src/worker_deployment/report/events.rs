@@ -14,7 +14,8 @@ use crate::planner::model::{
 };
 use crate::planner::{images, scaling};
 use crate::worker_deployment::act::Done;
-use crate::worker_deployment::{Context, Planned};
+use crate::worker_deployment::attempt::Planned;
+use crate::worker_deployment::context::Context;
 
 /// One Warning event per transition into any blocking reason: failures and planned blocks
 /// alike (failed gate, too many versions, routing managed elsewhere). No storms on retries.
@@ -47,7 +48,7 @@ pub async fn warn_on_transition(
     }
     let previous = twd.status.as_ref().and_then(progressing).map(|c| c.reason);
     if previous.as_deref() != Some(p.reason.as_str()) {
-        ctx.events.warning(twd, &p.reason, p.message).await;
+        ctx.services.events.warning(twd, &p.reason, p.message).await;
     }
 }
 
@@ -68,7 +69,8 @@ pub async fn pollers_recovered(
     };
     let before = twd.status.as_ref().and_then(ready).map(|c| c.reason);
     if before.as_deref() != Some(reason::POLLERS_HEALTHY) {
-        ctx.events
+        ctx.services
+            .events
             .normal(twd, reason::POLLERS_HEALTHY, now.message)
             .await;
     }
@@ -86,13 +88,14 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
         });
     if !was_registered && planned.input.temporal.version(build).is_some() {
         let note = format!("Build ID {build} is polling Temporal");
-        ctx.events
+        ctx.services
+            .events
             .normal(twd, events::VERSION_REGISTERED, note)
             .await;
     }
     for done in &planned.done {
         if let Some((reason, note)) = milestone(done, planned.plan.progress.rollback) {
-            ctx.events.normal(twd, reason, note).await;
+            ctx.services.events.normal(twd, reason, note).await;
         }
         if let Done::Unversioned {
             action, message, ..
@@ -102,7 +105,10 @@ pub async fn milestones(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
                 Action::ScaleToZero => events::ADOPTED_SCALED_DOWN,
                 Action::Delete => events::ADOPTED_DELETED,
             };
-            ctx.events.normal(twd, reason, message.clone()).await;
+            ctx.services
+                .events
+                .normal(twd, reason, message.clone())
+                .await;
         }
     }
     count_promotions(ctx, planned);
@@ -120,12 +126,16 @@ fn count_promotions(ctx: &Context, planned: &Planned) {
             continue;
         };
         if planned.plan.progress.rollback {
-            ctx.metrics.rollout_outcome(RolloutOutcome::RolledBack);
+            ctx.services
+                .metrics
+                .rollout_outcome(RolloutOutcome::RolledBack);
             continue;
         }
-        ctx.metrics.rollout_outcome(RolloutOutcome::Completed);
+        ctx.services
+            .metrics
+            .rollout_outcome(RolloutOutcome::Completed);
         if let Some(took) = rollout_took(&planned.input, build_id, jiff::Timestamp::now()) {
-            ctx.metrics.rollout_duration(took);
+            ctx.services.metrics.rollout_duration(took);
         }
     }
 }
@@ -174,7 +184,8 @@ pub fn stall_outcome(
 /// of a generation (the last status observed another one) reports it; a restart does not.
 async fn deprecated_fields(ctx: &Context, twd: &TemporalWorkerDeployment) {
     if let Some(note) = deprecation_warning(twd) {
-        ctx.events
+        ctx.services
+            .events
             .warning(twd, events::DEPRECATED_FIELD, note)
             .await;
     }
@@ -206,7 +217,10 @@ async fn mutable_images(ctx: &Context, twd: &TemporalWorkerDeployment, planned: 
     for m in &desired.mutable_images {
         if !reported.contains(&images::marker(m)) {
             let note = images::warning(m, &desired.build_id);
-            ctx.events.warning(twd, events::MUTABLE_IMAGE, note).await;
+            ctx.services
+                .events
+                .warning(twd, events::MUTABLE_IMAGE, note)
+                .await;
         }
     }
 }
@@ -220,7 +234,10 @@ async fn restart_skipped(ctx: &Context, twd: &TemporalWorkerDeployment, plan: &P
              nothing was restarted (name a live version: kubectl get deploy -l \
              temporal.io/build-id)"
         );
-        ctx.events.warning(twd, events::RESTART_SKIPPED, note).await;
+        ctx.services
+            .events
+            .warning(twd, events::RESTART_SKIPPED, note)
+            .await;
     }
 }
 
@@ -239,12 +256,13 @@ async fn draining_at_zero(ctx: &Context, twd: &TemporalWorkerDeployment, planned
             .iter()
             .any(|d| matches!(d, Done::Scaled { name, .. } if *name == s.name));
         if scaled {
-            ctx.metrics.draining_at_zero("scaled_up");
+            ctx.services.metrics.draining_at_zero("scaled_up");
             let note = format!(
                 "Scaled Deployment {} of Draining build ID {} from 0 to {} replicas: workflows pinned to it were left without workers",
                 s.name, s.build_id, s.replicas
             );
-            ctx.events
+            ctx.services
+                .events
                 .normal(twd, events::DRAINING_SCALED_UP, note)
                 .await;
         }
@@ -252,9 +270,10 @@ async fn draining_at_zero(ctx: &Context, twd: &TemporalWorkerDeployment, planned
     let reported = last_ready_message(twd);
     for h in &planned.plan.held_at_zero {
         if !reported.contains(&scaling::held_marker(&h.build_id)) {
-            ctx.metrics.draining_at_zero("held_by_autoscaler");
+            ctx.services.metrics.draining_at_zero("held_by_autoscaler");
             let note = scaling::held_message(std::slice::from_ref(h));
-            ctx.events
+            ctx.services
+                .events
                 .warning(twd, events::DRAINING_AT_ZERO, note)
                 .await;
         }
@@ -388,10 +407,14 @@ pub async fn finalized(ctx: &Context, twd: &TemporalWorkerDeployment, done: &[Do
                 let note = format!(
                     "Deleted Deployment {name} of build ID {build_id} (TemporalWorkerDeployment deleted)"
                 );
-                ctx.events.normal(twd, events::VERSION_DELETED, note).await;
+                ctx.services
+                    .events
+                    .normal(twd, events::VERSION_DELETED, note)
+                    .await;
             }
             Done::CleanupAbandoned { message } => {
-                ctx.events
+                ctx.services
+                    .events
                     .warning(twd, events::CLEANUP_ABANDONED, message.clone())
                     .await;
             }
@@ -414,7 +437,7 @@ pub async fn analysis(
             .find(|s| crate::api::twd::step_index(s.step) == Some(obs.step) && s.at.0 == obs.at)
     });
     if let Some(v) = verdict {
-        ctx.metrics.analysis_verdict(match v.verdict {
+        ctx.services.metrics.analysis_verdict(match v.verdict {
             AnalysisVerdict::Pass => "pass",
             AnalysisVerdict::Fail => "fail",
             AnalysisVerdict::Inconclusive => "inconclusive",
@@ -425,7 +448,8 @@ pub async fn analysis(
         && a.reason == ANALYSIS_FAILED
         && before != Some(a)
     {
-        ctx.events
+        ctx.services
+            .events
             .warning(twd, ANALYSIS_FAILED, a.message.clone())
             .await;
     }

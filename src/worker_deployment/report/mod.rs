@@ -13,13 +13,14 @@ use kube::api::PostParams;
 
 use crate::api::TemporalWorkerDeployment;
 use crate::api::twd::TemporalWorkerDeploymentStatus;
-use crate::planner::model::{PinnedAction, Plan, PlanInput, RoutingChange};
+use crate::planner::model::{PinnedAction, PlanInput, RoutingChange};
 use crate::planner::{gates, punctual, rest};
 use crate::reconciler::{ControllerKind, backoff, count_failure, jitter, jittered};
 use crate::worker_deployment::act::Done;
-use crate::worker_deployment::outcome::{Conditions, Requeue};
+use crate::worker_deployment::attempt::{Attempt, Planned};
+use crate::worker_deployment::context::Context;
+use crate::worker_deployment::outcome::{Conditions, Failure, Outcome, Requeue, Verdict, verdict};
 use crate::worker_deployment::status::{self, Blocked, Report};
-use crate::worker_deployment::{Context, Failure, Outcome, Verdict, verdict};
 
 /// Retry delay after a status write lost a race with the watch cache.
 const STALE_RETRY: Duration = Duration::from_millis(200);
@@ -29,24 +30,6 @@ const SOON: Duration = Duration::from_secs(1);
 const CLEANUP_RETRY: Duration = Duration::from_secs(5);
 /// Least interval between looks while another identity manages routing.
 const MANAGER_POLL_MIN: Duration = Duration::from_secs(2);
-
-/// What one pass through the stages produced, for the report stage.
-pub struct Attempt {
-    /// The object as last seen or written (after the act stage added its finalizer).
-    pub twd: Arc<TemporalWorkerDeployment>,
-    /// `None` when the reconcile ended before planning.
-    pub planned: Option<Planned>,
-    /// What the deletion path did (for its events).
-    pub finalized: Vec<Done>,
-    pub outcome: Outcome,
-}
-
-/// The plan, what it was made from, and the writes that succeeded.
-pub struct Planned {
-    pub input: PlanInput,
-    pub plan: Plan,
-    pub done: Vec<Done>,
-}
 
 /// Reports the attempt; returns when to look again (`None`: at the next change).
 pub async fn report(ctx: &Context, mut attempt: Attempt) -> Option<Duration> {
@@ -139,7 +122,12 @@ fn decide(ctx: &Context, attempt: &Attempt) -> (Verdict, u32) {
     let decided = verdict(&attempt.outcome, streak);
     if let Outcome::Failed(f) = &attempt.outcome {
         // Counted once per failed reconcile, quiet retries included, by condition reason.
-        count_failure(&ctx.metrics, ControllerKind::WorkerDeployment, f, streak);
+        count_failure(
+            &ctx.services.metrics,
+            ControllerKind::WorkerDeployment,
+            f,
+            streak,
+        );
     }
     (decided, streak)
 }
@@ -206,7 +194,7 @@ fn deployment_uids(
     twd: &TemporalWorkerDeployment,
 ) -> std::collections::BTreeMap<String, String> {
     let (Some(caches), Some(ns), Some(name)) = (
-        ctx.caches.get(),
+        ctx.services.caches(),
         twd.metadata.namespace.as_deref(),
         twd.metadata.name.as_deref(),
     ) else {
@@ -379,16 +367,19 @@ async fn write(
     }
     let mut obj = (**twd).clone();
     obj.status = Some(status);
-    let api = twd.own_api(ctx.client.clone());
+    let api = twd.own_api(ctx.services.client.clone());
     let res = api
         .replace_status(&twd.name_any(), &PostParams::default(), &obj)
         .await;
     let resource = twd.kind_set().worker_status_resource();
     match &res {
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            ctx.metrics.kube_write_conflict("update", resource)
+            ctx.services.metrics.kube_write_conflict("update", resource)
         }
-        _ => ctx.metrics.kube_write("update", resource, res.is_ok()),
+        _ => ctx
+            .services
+            .metrics
+            .kube_write("update", resource, res.is_ok()),
     }
     match res {
         Ok(updated) => {
@@ -396,12 +387,12 @@ async fn write(
             ctx.remember_write(&updated, twd.metadata.resource_version.clone());
             let _ = ctx.feed.send(Arc::new(updated));
             if let Some(outcome) = stalled {
-                ctx.metrics.rollout_outcome(outcome);
+                ctx.services.metrics.rollout_outcome(outcome);
             }
             if let Some(p) = &attempt.planned {
                 // Counted only once written, so a retried reconcile does not count a gate twice.
                 for outcome in gates::newly_finished(recorded_gates(twd), &p.input.gates) {
-                    ctx.metrics.gate_outcome(outcome);
+                    ctx.services.metrics.gate_outcome(outcome);
                 }
             }
             Ok(())
@@ -478,7 +469,8 @@ mod tests {
     use crate::fixtures::offline_context;
     use crate::planner::model::{Plan, PlanInput, RoutingChange};
     use crate::worker_deployment::act::Done;
-    use crate::worker_deployment::{Attempt, Outcome, Planned};
+    use crate::worker_deployment::attempt::{Attempt, Planned};
+    use crate::worker_deployment::outcome::Outcome;
 
     /// The cached object a reconcile started from: resourceVersion 10, generation 3.
     fn cached() -> TemporalWorkerDeployment {
@@ -603,7 +595,7 @@ mod tests {
 
     fn unplanned(
         twd: TemporalWorkerDeployment,
-        failure: crate::worker_deployment::Failure,
+        failure: crate::worker_deployment::outcome::Failure,
     ) -> Attempt {
         Attempt {
             twd: Arc::new(twd),
@@ -615,7 +607,7 @@ mod tests {
 
     #[test]
     fn the_predecessors_status_is_kept_until_a_pass_could_plan() {
-        use crate::worker_deployment::{Failure, verdict};
+        use crate::worker_deployment::outcome::{Failure, verdict};
         let unreachable = || Failure::GateInputUnavailable("ConfigMap gate not found".into());
         let attempt = unplanned(taken_over(), unreachable());
         let decided = verdict(&attempt.outcome, 1);
