@@ -22,6 +22,9 @@ use test_harness::tls_proxy::{GrpcTlsProxy, ProxyAuth, TestPki};
 use test_harness::{control_plane, observe, temporal_server};
 use tokio::sync::OnceCell;
 
+mod common;
+use common::pods_of;
+
 /// Generous: every test of this binary runs at once on a 2-core machine.
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -159,15 +162,6 @@ where
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
     test_harness::wait::eventually(what, DEADLINE, check).await
-}
-
-async fn pods_of(pods: &Api<Pod>, app: &str) -> Result<Vec<Pod>> {
-    let mut list = pods
-        .list(&ListParams::default().labels(&format!("app={app}")))
-        .await?
-        .items;
-    list.sort_by_key(|p| p.metadata.name.clone());
-    Ok(list)
 }
 
 fn name(p: &Pod) -> String {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context as _, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use temporalio_client::{WorkflowGetResultOptions, WorkflowStartOptions};
 use temporalio_common::data_converters::{PayloadConverter, RawValue};
@@ -20,6 +20,8 @@ use test_harness::kubelet::{Kubelet, KubeletOptions};
 use test_harness::names::unique;
 use test_harness::worker::HelloWorkflow;
 use test_harness::{control_plane, observe, temporal_server};
+
+mod common;
 
 /// Generous: a 2-core machine, and other test binaries may run beside this one.
 const DEADLINE: Duration = Duration::from_secs(180);
@@ -307,14 +309,11 @@ where
     test_harness::wait::eventually(what, DEADLINE, check).await
 }
 
+/// [`common::pods_of`] without the terminating ones: a deleted Pod is on its way out, not one of
+/// the Deployment's.
 async fn pods_of(pods: &Api<Pod>, app: &str) -> Result<Vec<Pod>> {
-    let mut list = pods
-        .list(&ListParams::default().labels(&format!("app={app}")))
-        .await?
-        .items;
-    // A deleted Pod is on its way out: not one of the Deployment's.
+    let mut list = common::pods_of(pods, app).await?;
     list.retain(|p| p.metadata.deletion_timestamp.is_none());
-    list.sort_by_key(|p| p.metadata.name.clone());
     Ok(list)
 }
 
